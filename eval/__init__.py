@@ -1,0 +1,1 @@
+"""Evaluation: the scorer (official mirror, strict, explain), the tool environment, drivers, the audit."""
