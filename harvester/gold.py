@@ -1,0 +1,58 @@
+"""Gold storage: content-addressed DuckDB files, verified by hash on every read.
+
+Gold is the hidden answer, so a corrupted or swapped file must never be mistaken for it: files live at
+``HARVEST_HOME/gold/<sha256>.duckdb``, are installed atomically, and ``gold_path`` re-hashes the file
+before handing it out (a mismatch is a GoldError, never a silent 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from harvester import atomic
+from harvester.errors import GoldError
+from harvester.home import gold_dir
+
+_verified: dict[tuple[str, int, int], bool] = {}
+
+
+def install_gold(src: Path) -> str:
+    """Copy a captured gold file into the store; return its sha256."""
+    _check_tables_only(src)
+    digest = atomic.sha256_file(src)
+    dest = gold_dir() / f"{digest}.duckdb"
+    if not dest.exists() or atomic.sha256_file(dest) != digest:
+        atomic.install_file(src, dest)
+    return digest
+
+
+def gold_path(sha256: str, *, verify: bool = True) -> Path:
+    """The stored gold file for ``sha256``, re-hashed unless its size and mtime were verified before."""
+    path = gold_dir() / f"{sha256}.duckdb"
+    if not path.is_file():
+        raise GoldError(f"gold {sha256[:12]} is missing from {gold_dir()} (re-run `harvest add --rebuild`)")
+    if verify:
+        stat = path.stat()
+        key = (sha256, stat.st_size, stat.st_mtime_ns)
+        if not _verified.get(key):
+            actual = atomic.sha256_file(path)
+            if actual != sha256:
+                raise GoldError(f"gold {sha256[:12]} is corrupted: its content hashes to {actual[:12]}")
+            _verified[key] = True
+    return path
+
+
+def _check_tables_only(path: Path) -> None:
+    """Gold is opened outside the sandbox: it must hold base tables only, no views or macros."""
+    con = duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+    try:
+        views = con.execute(
+            "select schema_name || '.' || view_name from duckdb_views() where not internal"
+        ).fetchall()
+        macros = con.execute("select function_name from duckdb_functions() where not internal and function_type like '%macro%'").fetchall()
+    finally:
+        con.close()
+    if views or macros:
+        raise GoldError(f"captured gold holds views or macros ({[v[0] for v in views + macros][:3]}); refusing it")
