@@ -1,0 +1,248 @@
+"""`harvest add`: fetch a repository at an exact commit, vendor its packages, build it twice
+sandboxed, keep the deterministic outputs as gold, and write the pin.
+
+Order matters for crash safety: everything lands in a fresh run folder under HARVEST_HOME first; the
+gold file is installed content-addressed (atomic, verified by hash on read); the pin is written last,
+atomically. A killed run therefore leaves no pin and no gold that looks whole, and re-running completes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harvester import atomic
+from harvester.build import BuildResult, build_workspace, require_ok
+from harvester.clock import default_clock, parse_clock
+from harvester.discovery import Project, discover
+from harvester.errors import BuildError, GoldError, HarvestError, PinError, SandboxError
+from harvester.gitstore import GitStore
+from harvester.gold import install_gold
+from harvester.home import builds_dir, mirrors_dir, pins_dir
+from harvester.licenses import detect_license
+from harvester.packages import load_mirror, resolve_packages, vendor_packages
+from harvester.patching import apply_patch
+from harvester.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
+from harvester.sandbox import Limits, sandbox_available
+from harvester.specs import RepoSpec, parse_spec
+from harvester.versions import versions
+
+
+@dataclass(frozen=True)
+class AddOptions:
+    project_dir: str | None = None
+    package_mirror: Path | None = None
+    resolve_ref: bool = False
+    clock: str | None = None
+    sandboxed: bool = True
+    rebuild: bool = False
+    compat_patch: Path | None = None
+    limits: Limits = Limits()
+
+
+@dataclass(frozen=True)
+class AddResult:
+    pin: Pin
+    path: Path
+    status: str  # "added" | "exists" | "rebuilt"
+    drift: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """A repository exported at its commit with packages vendored: the template of every workspace."""
+
+    spec: RepoSpec
+    commit: str
+    ref: str
+    tree: str
+    root_commits: tuple[str, ...]
+    root: Path  # the exported tree (no .git)
+    project: Project
+    packages: tuple[PackageRecord, ...]
+    skipped: tuple
+    compat_patch: str
+
+    @property
+    def compat_patch_sha256(self) -> str:
+        return hashlib.sha256(self.compat_patch.encode()).hexdigest() if self.compat_patch else ""
+
+
+def _now() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    spec: RepoSpec
+    commit: str
+    ref: str
+    repo: Any  # the pygit2 repository of the bare mirror
+
+
+def resolve(spec: RepoSpec, options: AddOptions) -> tuple[GitStore, Resolved]:
+    """Mirror the repository and verify the commit (a short sha is expanded, a ref needs --resolve-ref)."""
+    store = GitStore(mirrors_dir())
+    repo = store.mirror(spec.url)
+    found = store.resolve(repo, spec.rev, allow_ref=options.resolve_ref)
+    return store, Resolved(spec, found.commit, found.ref, repo)
+
+
+def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Source:
+    """Export the commit (no .git), discover the project, vendor packages, apply a compat patch."""
+    repo = resolved.repo
+    root = run_dir / "source"
+    report = store.export(repo, resolved.commit, root)
+    project = discover(root, options.project_dir)
+    mirror = load_mirror(options.package_mirror)
+    project_path = root / project.rel_dir
+    packages = resolve_packages(project_path, store, mirror)
+    vendor_packages(project_path, packages, store)
+    patch_text = ""
+    if options.compat_patch is not None:
+        try:
+            patch_text = options.compat_patch.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise HarvestError(f"cannot read compat patch {options.compat_patch}: {exc.strerror}") from None
+        apply_patch(root, patch_text)
+    return Source(
+        spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=report.tree,
+        root_commits=store.root_commits(repo, resolved.commit), root=root, project=project,
+        packages=packages, skipped=report.skipped, compat_patch=patch_text,
+    )
+
+
+def _model_files(source: Source) -> dict[str, str]:
+    files: dict[str, str] = {}
+    base = source.root / source.project.rel_dir
+    for folder in source.project.model_paths:
+        for path in sorted((base / folder).rglob("*")):
+            if path.is_file() and not path.is_symlink() and path.suffix in {".sql", ".py"}:
+                rel = str(path.relative_to(source.root))
+                if "dbt_packages" not in Path(rel).parts:
+                    files[rel] = atomic.sha256_file(path)
+    return files
+
+
+def _fresh_workspace(source: Source, dest: Path) -> Path:
+    shutil.copytree(source.root, dest, symlinks=True)
+    return dest
+
+
+def _build_twice(source: Source, clock: str, options: AddOptions, run_dir: Path) -> tuple[BuildResult, BuildResult]:
+    def one(index: int) -> BuildResult:
+        workspace = _fresh_workspace(source, run_dir / f"build{index}")
+        return build_workspace(
+            workspace, source.project.rel_dir, source.project.profile, source.project.schema, clock,
+            sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / f"build{index}.log",
+        )
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(one, (1, 2))
+    require_ok(first, "build")
+    require_ok(second, "second build")
+    return first, second
+
+
+def _tables(first: BuildResult, second: BuildResult) -> tuple[TableRecord, ...]:
+    other = {t.name: t for t in second.tables}
+    records = []
+    for table in sorted(first.tables, key=lambda t: t.name):
+        twin = other.get(table.name)
+        deterministic = twin is not None and twin.fingerprint == table.fingerprint and twin.rows == table.rows
+        records.append(TableRecord(
+            name=table.name, rows=table.rows, fingerprint=table.fingerprint, deterministic=deterministic,
+            empty=table.rows == 0, columns=tuple(Column(n, t) for n, t in table.columns), model=table.model,
+        ))
+    if not records:
+        raise GoldError("the build produced no model tables at all")
+    if all(r.empty for r in records):
+        hint = " although the seeds hold rows" if first.seed_rows else ""
+        raise GoldError(
+            f"every model came out empty{hint}: a source not found or a wrong profile schema is the usual cause"
+        )
+    return tuple(records)
+
+
+def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
+    """Pin ``spec_text``; see the module docstring for the order of writes."""
+    started = time.perf_counter()
+    spec = parse_spec(spec_text)
+    if options.sandboxed:
+        ok, why = sandbox_available()
+        if not ok:
+            raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
+    if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
+        options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
+    clock = parse_clock(options.clock) if options.clock else None
+
+    store, resolved = resolve(spec, options)
+    pin_id = f"{spec.slug}@{resolved.commit[:12]}"
+    existing_path = pin_path(pin_id, pins_dir())
+    previous: Pin | None = None
+    if existing_path.exists():
+        try:
+            previous = read_pin(existing_path)
+        except PinError:
+            previous = None  # a malformed pin is rebuilt
+        if previous is not None and not options.rebuild:
+            return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
+    run_dir = builds_dir() / spec.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    source = prepare_source(store, resolved, options, run_dir)
+    if clock is None:
+        base = source.root / source.project.rel_dir
+        clock = previous.clock if previous else default_clock([base / p for p in source.project.seed_paths])
+
+    first, second = _build_twice(source, clock, options, run_dir)
+    tables = _tables(first, second)
+    assert first.gold_file is not None
+    gold_sha = install_gold(first.gold_file)
+    pin = Pin(
+        id=pin_id, spec=spec.text, url=spec.url if spec.kind != "local" else spec.url, commit=source.commit,
+        tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
+        project_name=source.project.name, profile_schema=source.project.schema, clock=clock,
+        license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
+        gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
+        packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
+    )
+    drift = _drift(previous, pin) if previous else ()
+    if source.compat_patch:
+        atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
+    path = write_pin(pin, pins_dir())
+    for index in (1, 2):  # keep logs and the first workspace's target/ for inspection, drop the bulk
+        shutil.rmtree(run_dir / f"build{index}" / "dbt_packages", ignore_errors=True)
+    shutil.rmtree(run_dir / "source", ignore_errors=True)
+    status = "rebuilt" if previous else "added"
+    return AddResult(pin, path, status, drift, time.perf_counter() - started)
+
+
+def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
+    notes: list[str] = []
+    if old.gold_sha256 != new.gold_sha256:
+        notes.append(f"gold {old.gold_sha256[:12]} -> {new.gold_sha256[:12]}")
+    before = {t.name: t for t in old.tables}
+    after = {t.name: t for t in new.tables}
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a is None or b is None:
+            notes.append(f"{name}: {'added' if a is None else 'removed'}")
+        elif (a.rows, a.fingerprint, a.deterministic) != (b.rows, b.fingerprint, b.deterministic):
+            notes.append(f"{name}: rows {a.rows} -> {b.rows}, fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]}")
+    if old.versions != new.versions:
+        changed = sorted(k for k in set(old.versions) | set(new.versions) if old.versions.get(k) != new.versions.get(k))
+        notes.append("versions changed: " + ", ".join(changed))
+    return tuple(notes)
+
+
+__all__ = ["AddOptions", "AddResult", "add", "prepare_source", "HarvestError", "BuildError"]
