@@ -13,10 +13,9 @@ from harvester.cli._common import echo_json, fails_cleanly, json_option
 
 @click.command("demo")
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (the example is our own code).")
-@click.option("--mint/--no-mint", default=False, help="Also mint repair tasks from the example's pin.")
 @json_option
 @fails_cleanly
-def command(no_sandbox: bool, mint: bool, as_json: bool) -> None:
+def command(no_sandbox: bool, as_json: bool) -> None:
     """Harvest the embedded example project (offline, through a local package mirror)."""
     from rich.console import Console
 
