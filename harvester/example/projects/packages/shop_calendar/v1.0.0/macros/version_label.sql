@@ -1,0 +1,4 @@
+{#- The version of shop_calendar this macro ships in, as a SQL string literal. -#}
+{% macro version_label() -%}
+    '1.0.0'
+{%- endmacro %}

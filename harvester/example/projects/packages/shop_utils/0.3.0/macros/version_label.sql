@@ -1,0 +1,4 @@
+{#- The version of shop_utils this macro ships in, as a SQL string literal. -#}
+{% macro version_label() -%}
+    '0.3.0'
+{%- endmacro %}

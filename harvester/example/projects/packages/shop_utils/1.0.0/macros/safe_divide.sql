@@ -1,0 +1,8 @@
+{#- numerator / denominator as a decimal rounded to 4 places; NULL when the denominator is 0 or NULL.
+    Renamed from safe_ratio in 1.0.0. -#}
+{% macro safe_divide(numerator, denominator) -%}
+    case
+        when ({{ denominator }}) is null or ({{ denominator }}) = 0 then null
+        else round(cast({{ numerator }} as double) / ({{ denominator }}), 4)
+    end
+{%- endmacro %}
