@@ -32,6 +32,7 @@ from harvester.patching import apply_patch
 from harvester.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
 from harvester.sandbox import Limits, sandbox_available
 from harvester.specs import RepoSpec, parse_spec
+from harvester.state import install_state
 from harvester.versions import versions
 
 
@@ -208,6 +209,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     tables = _tables(first, second)
     assert first.gold_file is not None
     gold_sha = install_gold(first.gold_file)
+    install_state(pin_id, first.workspace, source.project.rel_dir)
     pin = Pin(
         id=pin_id, spec=spec.text, url=spec.url if spec.kind != "local" else spec.url, commit=source.commit,
         tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,

@@ -1,0 +1,63 @@
+"""Candidates: every site of every selected operator in every mutable model of a pin.
+
+A candidate is data: the model, its file, the mutation (an edit over the raw file), and a stable key
+(hash of file, operator and edit) under which its report is stored, so a re-run redoes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harvester.mint.lineage import ModelNode
+from mutators import Mutation, candidates as mutations_of
+
+
+@dataclass(frozen=True)
+class Candidate:
+    pin: str
+    model: str  # unique id
+    file: str  # repo-relative path of the model file
+    original: str  # the file's text at the pinned commit
+    mutation: Mutation
+
+    @property
+    def key(self) -> str:
+        edit = self.mutation.edit
+        text = f"{self.file}\0{self.mutation.operator}\0{edit.start}\0{edit.end}\0{edit.replacement}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def broken(self) -> str:
+        return self.mutation.edit.apply(self.original)
+
+
+def mutable(node: ModelNode) -> str:
+    """'' when the model can be mutated, else why not."""
+    if node.language != "sql":
+        return "python model"
+    if node.materialized == "ephemeral":
+        return "ephemeral model"
+    if not node.compiled_code:
+        return "no compiled SQL in the manifest"
+    if "dbt_packages" in Path(node.path).parts:
+        return "package model"
+    return ""
+
+
+def model_candidates(
+    pin: str, node: ModelNode, tree: Path, project_dir: str, families: Collection[str] | None, seed: int
+) -> Iterator[Candidate]:
+    """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly)."""
+    file = str(Path(project_dir) / node.path) if project_dir != "." else node.path
+    path = tree / file
+    if not path.is_file() or path.is_symlink():
+        return
+    text = path.read_text(encoding="utf-8", errors="strict")
+    found = list(mutations_of(text, families))
+    random.Random(f"{seed}:{pin}:{node.unique_id}").shuffle(found)
+    for mutation in found:
+        yield Candidate(pin=pin, model=node.unique_id, file=file, original=text, mutation=mutation)

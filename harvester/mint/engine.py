@@ -1,0 +1,101 @@
+"""The screening engine: a locked-down in-process DuckDB over a copy of a pin's built database.
+
+Stage 1 re-runs the compiled SQL of a mutated model and of its descendants here, in milliseconds,
+instead of a dbt build. The SQL comes from an untrusted project, so the connection is locked before
+any of it runs: external access off, only a private scratch folder allowed, extension auto-loading
+off, memory and thread bounds, configuration locked; every statement has a wall-time bound enforced
+with ``interrupt()``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import duckdb
+
+from harvester.errors import HarvestError
+from harvester.sandbox import fingerprint_sql
+
+MUT = "mut"
+
+
+class ScreenSQLError(HarvestError):
+    """A mutated statement failed (or ran past its time bound) in the screening engine."""
+
+
+class Engine:
+    """One connection per shard: the base database attached read-only under dbt's catalog name."""
+
+    def __init__(self, database: Path, catalog: str, scratch: Path, *, memory_limit: str = "2GB",
+                 statement_seconds: float = 30.0) -> None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        local = scratch / "base.duckdb"
+        shutil.copyfile(database, local)
+        self.scratch = scratch
+        self.catalog = catalog
+        self.statement_seconds = statement_seconds
+        self.con = duckdb.connect(":memory:")
+        allowed = str(scratch.resolve()) + "/"
+        for statement in (
+            f"SET allowed_directories=['{allowed}']",
+            "SET enable_external_access=false",
+            "SET autoinstall_known_extensions=false",
+            "SET autoload_known_extensions=false",
+            f"SET memory_limit='{memory_limit}'",
+            "SET threads=1",
+        ):
+            self.con.execute(statement)
+        self.con.execute(f"ATTACH '{local.resolve()}' AS \"{catalog}\" (READ_ONLY)")
+        self.con.execute(f"USE \"{catalog}\"")
+        self.con.execute("SET lock_configuration=true")
+        self._fresh_mut()
+
+    def _fresh_mut(self) -> None:
+        self.con.execute(f"ATTACH ':memory:' AS {MUT}")
+
+    def reset(self) -> None:
+        """Forget every relation made for the previous candidate."""
+        self.con.execute(f"USE \"{self.catalog}\"")
+        self.con.execute(f"DETACH {MUT}")
+        self._fresh_mut()
+
+    def run(self, sql: str) -> None:
+        timer = threading.Timer(self.statement_seconds, self.con.interrupt)
+        timer.start()
+        try:
+            self.con.execute(sql)
+        except duckdb.Error as exc:
+            message = " ".join(str(exc).split())[:300]
+            if "INTERRUPT" in message.upper():
+                message = f"statement ran past {self.statement_seconds:.0f} s"
+            raise ScreenSQLError(message) from None
+        finally:
+            timer.cancel()
+
+    def materialize(self, schema: str, alias: str, sql: str) -> None:
+        """Create ``mut.<schema>.<alias>`` as a table from ``sql``."""
+        self.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{schema}"')
+        self.run(f'CREATE OR REPLACE TABLE {MUT}."{schema}"."{alias}" AS {sql}')
+
+    def fingerprint(self, relation: str) -> tuple[int, str]:
+        """(rows, fingerprint) of a relation, computed with the sandbox's own fingerprint SQL."""
+        rows = self.con.execute(f"SELECT count(*) FROM {relation}").fetchone()
+        fp = self.con.execute(fingerprint_sql(relation)).fetchone()
+        return int(rows[0]), str(fp[0])
+
+    def export(self, tables: dict[str, str], dest: Path) -> Path:
+        """Write ``{name_in_main: source relation}`` as base tables of a new DuckDB file in scratch."""
+        dest.unlink(missing_ok=True)
+        self.run(f"ATTACH '{dest.resolve()}' AS pred")
+        try:
+            for name, source in tables.items():
+                self.run(f'CREATE TABLE pred.main."{name}" AS SELECT * FROM {source}')
+        finally:
+            self.con.execute("DETACH pred")
+        return dest
+
+    def close(self) -> None:
+        self.con.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,161 @@
+"""The mint driver: the order of the stages in one place, resumable per candidate.
+
+For each pin (which must have a reserved split): load the built state, materialize the workspace
+template, plan one shard per mutable model, skip candidates that already have a report, run the
+shards on an executor, and write each report and task record atomically as results arrive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harvester import atomic
+from harvester.errors import HarvestError
+from harvester.home import harvest_home, pins_dir
+from harvester.mint.candidates import mutable
+from harvester.mint.executors import run_local, run_ray
+from harvester.mint.lineage import models
+from harvester.mint.shard import CandidateReport, ShardJob
+from harvester.pin import Pin
+from harvester.state import load_state
+from harvester.workspace import template
+
+#: the admission checks, in the order they run (screen: in DuckDB; confirm: sandboxed dbt builds)
+STAGES = (
+    ("screen", ("sql_error", "untransplantable", "equivalent", "ungradable", "catastrophic", "effect_mismatch", "invisible")),
+    ("confirm", ("mutant_build_fails", "mutant_passes", "repair_build_fails", "repair_fails", "repair_not_minimal",
+                 "no_wrong_repair", "statement_leaks")),
+)
+
+
+class MintError(HarvestError):
+    """A pin cannot be minted (no split reserved, no built state, …)."""
+
+
+@dataclass(frozen=True)
+class MintOptions:
+    families: tuple[str, ...] | None = None
+    max_per_model: int = 3
+    jobs: int = 1
+    executor: str = "local"
+    address: str | None = None
+    sandboxed: bool = True
+    allow_weak: bool = False
+    writer: str | None = None
+    seed: int = 0
+    screen_only: bool = False
+
+
+def reports_dir(pin_id: str) -> Path:
+    return harvest_home() / "mint" / pin_id.replace("@", "_")
+
+
+def load_reports(pin_id: str) -> list[dict]:
+    folder = reports_dir(pin_id)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except json.JSONDecodeError:
+            continue  # an unreadable report is redone (reports are written atomically, so this is rare)
+    return out
+
+
+def _split_of(pin: Pin) -> tuple[str, str]:
+    from corpora.ledger import split_of
+
+    split = split_of(pin.id, pins_dir())
+    if split is None:
+        raise MintError(f"{pin.id} has no split: reserve splits first (`harvest split assign`) — minting before "
+                        "the reservation would let test repositories leak into training")
+    return split, _group_of(pin)
+
+
+def _group_of(pin: Pin) -> str:
+    try:
+        from corpora.ledger import group_of
+    except ImportError:
+        return pin.id.split("@", 1)[0]
+    return group_of(pin.id, pins_dir()) or pin.id.split("@", 1)[0]
+
+
+def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
+    jobs: list[ShardJob] = []
+    for pin in pins:
+        split, group = _split_of(pin)
+        state = load_state(pin.id)
+        template(pin)  # materialize once, before workers share it
+        reports = load_reports(pin.id)
+        done = frozenset(r["key"] for r in reports)
+        for uid, node in sorted(models(state.manifest).items()):
+            if mutable(node):
+                continue
+            kept = sum(1 for r in reports if r["model"] == uid and r["kept"])
+            if kept >= options.max_per_model:
+                continue
+            jobs.append(ShardJob(
+                pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
+                max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
+                sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
+                screen_only=options.screen_only,
+            ))
+    return jobs
+
+
+def _store(record, split: str) -> Path:
+    from corpora.store import store_task
+
+    return store_task(record, harvest_home(), pins_dir())
+
+
+def mint(pins: Sequence[Pin], options: MintOptions,
+         on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> list[CandidateReport]:
+    """Mint every pin; returns the reports written by this run."""
+    jobs = plan(pins, options)
+    runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
+    written: list[CandidateReport] = []
+    for job, result in runner:
+        for record in result.tasks:
+            _store(record, record.split)
+        for report in result.reports:  # the report last: a report means its task is already stored
+            atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
+                              json.dumps(report.to_dict(), sort_keys=True))
+            written.append(report)
+        if on_result:
+            on_result(job, list(result.reports))
+    return written
+
+
+def yield_report(pin_ids: Sequence[str]) -> dict:
+    """Per operator and family: candidates -> screened out (by reason) -> confirmed -> kept; tasks per model/pin."""
+    per_op: dict[str, dict] = {}
+    per_family: dict[str, dict] = {}
+    per_model: dict[str, int] = {}
+    per_pin: dict[str, int] = {}
+    silent = loud = 0
+    for pin_id in pin_ids:
+        for r in load_reports(pin_id):
+            for key, table in ((r["operator"], per_op), (r["family"], per_family)):
+                row = table.setdefault(key, {"candidates": 0, "screened_out": {}, "confirm_rejected": {},
+                                             "survived_screen": 0, "kept": 0})
+                row["candidates"] += 1
+                if r["stage"] == "screen" and not r["kept"]:
+                    row["screened_out"][r["reason"]] = row["screened_out"].get(r["reason"], 0) + 1
+                else:
+                    row["survived_screen"] += 1
+                    if r["kept"]:
+                        row["kept"] += 1
+                    elif r["stage"] == "confirm":
+                        row["confirm_rejected"][r["reason"]] = row["confirm_rejected"].get(r["reason"], 0) + 1
+            if r["kept"] and r.get("task_id"):
+                per_model[r["model"]] = per_model.get(r["model"], 0) + 1
+                per_pin[r["pin"]] = per_pin.get(r["pin"], 0) + 1
+                silent += bool(r.get("silent"))
+                loud += r.get("silent") is False
+    return {"operators": per_op, "families": per_family, "tasks_per_model": per_model, "tasks_per_pin": per_pin,
+            "silent": silent, "loud": loud}

@@ -1,0 +1,209 @@
+"""Stage 1, screening: re-run the mutant's compiled SQL and its descendants in DuckDB, score, decide.
+
+Each admission check is a small function returning a ``Check`` with its reason; ``SCREEN_CHECKS``
+lists them in the order they run. A candidate survives screening when every check passes; the
+grading spec chosen here (graded tables and condition columns) is what stage 2 confirms.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eval.scorer import official
+from eval.scorer.spec import GradingSpec
+from harvester.mint.candidates import Candidate
+from harvester.mint.engine import MUT, Engine, ScreenSQLError
+from harvester.mint.lineage import ModelNode, depth, descendants
+from harvester.pin import Pin
+from mutators import transplant
+
+MAX_GRADED = 4
+CATASTROPHIC_TABLE_FRACTION = 0.5
+CATASTROPHIC_ROW_FACTOR = 10
+_KEYISH = re.compile(r"(^id$|_id$|_key$|^date|_date$|_month$|^month|_day$|_week$)", re.I)
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    reason: str = ""  # rejection reason key when not ok
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What re-running the mutated chain showed, table by table."""
+
+    changed: dict[str, tuple[int, int]]  # table -> (gold rows, mutant rows), only changed tables
+    differing_columns: dict[str, tuple[int, ...]]  # table -> positions whose value multiset changed
+    root_table: str
+    root_rows: tuple[int, int]
+    models: int
+
+
+@dataclass(frozen=True)
+class ScreenOutcome:
+    key: str
+    ok: bool
+    reason: str
+    detail: str
+    grading: GradingSpec | None = None
+    observation: Observation | None = None
+    seconds: float = 0.0
+    compiled_sql: str = ""
+    extras: dict[str, str] = field(default_factory=dict)
+
+
+def _rewrite(sql: str, replaced: dict[str, str]) -> str:
+    for relation, target in replaced.items():
+        sql = sql.replace(relation, target)
+    return sql
+
+
+def _mut_relation(node: ModelNode) -> str:
+    return f'{MUT}."{node.schema}"."{node.alias}"'
+
+
+def _base_relation(node: ModelNode) -> str:
+    return node.relation
+
+
+def column_signatures(engine: Engine, relation: str, columns: list[str]) -> list[tuple[int, int]]:
+    """Order-independent signature of each column's value multiset: (count, sum of hashes)."""
+    if not columns:
+        return []
+    parts = ", ".join(f'count(*), sum(hash("{c}"))::HUGEINT' for c in columns)
+    row = engine.con.execute(f"SELECT {parts} FROM {relation}").fetchone()
+    return [(int(row[2 * i]), int(row[2 * i + 1] or 0)) for i in range(len(columns))]
+
+
+def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, mutated_sql: str) -> Observation:
+    """Materialize the mutated model and its descendants in ``mut``; compare with the pin's tables."""
+    tables = {t.name: t for t in pin.tables}
+    chain = [cand.model, *descendants(nodes, cand.model)]
+    replaced: dict[str, str] = {}
+    changed: dict[str, tuple[int, int]] = {}
+    differing: dict[str, tuple[int, ...]] = {}
+    root_rows = (0, 0)
+    for uid in chain:
+        node = nodes[uid]
+        if node.language != "sql" or not node.compiled_code:
+            raise ScreenSQLError(f"descendant {node.name} cannot be re-run in DuckDB ({node.language} model)")
+        sql = mutated_sql if uid == cand.model else node.compiled_code
+        if node.materialized == "ephemeral":
+            continue
+        engine.materialize(node.schema, node.alias, _rewrite(sql, replaced))
+        if node.relation:
+            replaced[node.relation] = _mut_relation(node)
+        record = tables.get(node.table)
+        rows, fingerprint = engine.fingerprint(_mut_relation(node))
+        gold_rows = record.rows if record else -1
+        if uid == cand.model:
+            root_rows = (gold_rows, rows)
+        if record is None or fingerprint != record.fingerprint:
+            changed[node.table] = (gold_rows, rows)
+            if record is not None:
+                names = [c.name for c in record.columns]
+                gold_sig = column_signatures(engine, _base_relation(node), names)
+                mut_sig = column_signatures(engine, _mut_relation(node), names)
+                differing[node.table] = tuple(i for i, (a, b) in enumerate(zip(gold_sig, mut_sig)) if a != b)
+    return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes))
+
+
+# --- the screening checks, in order -------------------------------------------------------------
+
+def check_changed(obs: Observation, pin: Pin) -> Check:
+    if not obs.changed:
+        return Check(False, "equivalent", "every table equals gold")
+    return Check(True)
+
+
+def check_gradable(obs: Observation, pin: Pin) -> Check:
+    gradable = {t.name for t in pin.gradable_tables if t.name.startswith("main.")}
+    if not set(obs.changed) & gradable:
+        return Check(False, "ungradable", "only nondeterministic, empty or non-main tables changed")
+    return Check(True)
+
+
+def check_catastrophic(obs: Observation, pin: Pin) -> Check:
+    if obs.models > 4 and len(obs.changed) > CATASTROPHIC_TABLE_FRACTION * obs.models:
+        return Check(False, "catastrophic", f"{len(obs.changed)} of {obs.models} tables changed")
+    for table, (gold, mutant) in obs.changed.items():
+        if gold > 0 and mutant == 0:
+            return Check(False, "catastrophic", f"{table} emptied")
+        if gold > 0 and mutant > CATASTROPHIC_ROW_FACTOR * gold:
+            return Check(False, "catastrophic", f"{table} rows x{mutant / gold:.0f}")
+    return Check(True)
+
+
+def check_effect(obs: Observation, effect: str) -> Check:
+    gold, mutant = obs.root_rows
+    expected = {
+        "more_rows": mutant > gold,
+        "fewer_rows": mutant < gold,
+        "changed_grain": mutant != gold,
+        "changed_values": mutant == gold,
+    }.get(effect, True)
+    if not expected:
+        return Check(False, "effect_mismatch", f"{effect} tagged, rows {gold} -> {mutant}")
+    return Check(True)
+
+
+def choose_grading(obs: Observation, pin: Pin, nodes: dict[str, ModelNode]) -> GradingSpec:
+    """1-4 changed gradable tables, most downstream first; columns that differ plus key-like columns."""
+    gradable = {t.name: t for t in pin.gradable_tables if t.name.startswith("main.")}
+    by_table = {n.table: n for n in nodes.values()}
+    chosen = sorted(
+        (t for t in obs.changed if t in gradable),
+        key=lambda t: (-depth(nodes, by_table[t].unique_id) if t in by_table else 0, t),
+    )[:MAX_GRADED]
+    cols: list[tuple[int, ...]] = []
+    for table in chosen:
+        names = [c.name for c in gradable[table].columns]
+        picked = set(obs.differing_columns.get(table, ()))
+        keys = [i for i, n in enumerate(names) if _KEYISH.search(n)]
+        picked.update(keys[:2] if keys else [0])
+        cols.append(tuple(sorted(picked)))
+    return GradingSpec(
+        gold=f"{pin.gold_sha256}.duckdb",
+        condition_tabs=tuple(t.split(".", 1)[1] for t in chosen),
+        condition_cols=tuple(cols),
+        ignore_orders=tuple(True for _ in chosen),
+    )
+
+
+def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path) -> ScreenOutcome:
+    """Run every screening check on one candidate; the engine is reset afterwards."""
+    started = time.perf_counter()
+    node = nodes[cand.model]
+
+    def done(ok: bool, reason: str, detail: str = "", **kw: object) -> ScreenOutcome:
+        engine.reset()
+        return ScreenOutcome(cand.key, ok, reason, detail, seconds=time.perf_counter() - started, **kw)  # type: ignore[arg-type]
+
+    compiled_edit = transplant(cand.mutation.edit, cand.original, node.compiled_code)
+    if compiled_edit is None:
+        return done(False, "untransplantable", "the edit could not be located in the compiled SQL")
+    mutated_sql = compiled_edit.apply(node.compiled_code)
+    try:
+        obs = observe(engine, pin, nodes, cand, mutated_sql)
+    except ScreenSQLError as exc:
+        return done(False, "sql_error", str(exc))
+    for check in (check_changed(obs, pin), check_gradable(obs, pin), check_catastrophic(obs, pin),
+                  check_effect(obs, cand.mutation.effect)):
+        if not check.ok:
+            return done(False, check.reason, check.detail, observation=obs)
+    spec = choose_grading(obs, pin, nodes)
+    by_table = {n.table: n for n in nodes.values()}
+    pred = engine.export(
+        {name: _mut_relation(by_table[f"main.{name}"]) for name in spec.condition_tabs},
+        engine.scratch / f"pred-{cand.key}.duckdb",
+    )
+    verdict = official(gold, pred, spec)
+    pred.unlink(missing_ok=True)
+    if verdict.passed:
+        return done(False, "invisible", "the official check cannot see the change", observation=obs)
+    return done(True, "", "", grading=spec, observation=obs, compiled_sql=mutated_sql)

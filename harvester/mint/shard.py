@@ -1,0 +1,175 @@
+"""One unit of minting work: all candidates of one model of one pin, screened then confirmed.
+
+A shard is a plain, picklable job (strings and numbers) so the local process pool and Ray run the
+same function; it returns one report per candidate it decided, plus the task records it kept. The
+driver, not the shard, writes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harvester.gold import gold_path
+from harvester.home import harvest_home, pins_dir
+from harvester.mint.candidates import Candidate, model_candidates, mutable
+from harvester.mint.confirm import BuildContext, confirm
+from harvester.mint.engine import Engine
+from harvester.mint.lineage import ModelNode, models
+from harvester.mint.screen import screen
+from harvester.mint.statement import Symptom, statement_for
+from harvester.pin import Pin, pin_path, read_pin
+from harvester.sandbox import Limits
+from harvester.state import load_state
+from harvester.task_record import TaskRecord, task_id
+from harvester.workspace import template
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    pin_id: str
+    model: str
+    split: str
+    split_group: str
+    families: tuple[str, ...] | None
+    max_per_model: int
+    already_kept: int
+    done_keys: frozenset[str]
+    seed: int = 0
+    sandboxed: bool = True
+    allow_weak: bool = False
+    writer: str | None = None
+    wall_s: float = 600.0
+    screen_only: bool = False
+    home: str = field(default_factory=lambda: str(harvest_home()))
+    pins: str = field(default_factory=lambda: str(pins_dir()))
+
+
+@dataclass(frozen=True)
+class CandidateReport:
+    key: str
+    pin: str
+    model: str
+    file: str
+    operator: str
+    family: str
+    effect: str
+    stage: str  # "screen" | "confirm"
+    kept: bool
+    reason: str
+    detail: str
+    task_id: str = ""
+    silent: bool | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    reports: tuple[CandidateReport, ...]
+    tasks: tuple[TaskRecord, ...]
+
+
+def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], obs: Any, pin: Pin,
+              nodes: dict[str, ModelNode]) -> list[Symptom]:
+    by_table = {n.table: n for n in nodes.values()}
+    tables = {t.name: t for t in pin.tables}
+    found = []
+    for name, positions in zip(spec_tables, cols):
+        full = f"main.{name}"
+        node = by_table.get(full)
+        gold_rows, mutant_rows = obs.changed.get(full, (0, 0))
+        columns = []
+        differing = set(obs.differing_columns.get(full, ()))
+        for pos in positions:
+            if pos in differing:
+                column = tables[full].columns[pos].name
+                columns.append((column, node.columns.get(column, "") if node else "", "different"))
+        found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
+                             mutant_rows, tuple(columns)))
+    return found
+
+
+def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, **kw: Any) -> CandidateReport:
+    m = cand.mutation
+    return CandidateReport(cand.key, cand.pin, cand.model, cand.file, m.operator, m.family, m.effect,
+                           stage, kept, reason, detail, **kw)
+
+
+def run_shard(job: ShardJob) -> ShardResult:
+    """Screen every candidate of the model, confirm survivors until ``max_per_model`` are kept."""
+    import os
+
+    os.environ["HARVEST_HOME"] = job.home
+    os.environ["HARVEST_PINS"] = job.pins
+    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
+    state = load_state(pin.id)
+    nodes = models(state.manifest)
+    node = nodes[job.model]
+    if mutable(node):
+        return ShardResult((), ())
+    gold = gold_path(pin.gold_sha256)
+    tree = template(pin)
+    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    scratch = Path(tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None))
+    engine = Engine(state.database, catalog, scratch / "engine")
+    reports: list[CandidateReport] = []
+    tasks: list[TaskRecord] = []
+    kept = job.already_kept
+    limits = Limits(wall_s=job.wall_s)
+    try:
+        for cand in model_candidates(pin.id, node, tree, pin.project_dir, job.families, job.seed):
+            if kept >= job.max_per_model:
+                break
+            if cand.key in job.done_keys:
+                continue
+            outcome = screen(engine, pin, nodes, cand, gold)
+            timings = {"screen": round(outcome.seconds, 4)}
+            if not outcome.ok or outcome.grading is None:
+                reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
+                continue
+            if job.screen_only:
+                reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
+                continue
+            ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits)
+            started = time.perf_counter()
+            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak)
+            timings.update({k: round(v, 3) for k, v in confirmed.timings})
+            timings["confirm"] = round(time.perf_counter() - started, 3)
+            if not confirmed.ok or confirmed.local_checks is None:
+                reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
+                continue
+            edit = cand.mutation.edit
+            spans = [cand.original[edit.start:edit.end], edit.replacement]
+            symptoms = _symptoms(outcome.grading.condition_tabs, outcome.grading.condition_cols,
+                                 outcome.observation, pin, nodes)
+            try:
+                statement = statement_for(symptoms, spans, job.writer)
+            except ValueError as exc:
+                reports.append(_report(cand, "confirm", False, "statement_leaks", str(exc), timings=timings))
+                continue
+            slug = pin.id.split("@", 1)[0]
+            record = TaskRecord(
+                instance_id=task_id(slug, pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
+                pin=pin.id, repo=pin.spec.rsplit("@", 1)[0], base_commit=pin.commit, project_dir=pin.project_dir,
+                split=job.split, split_group=job.split_group, family=cand.mutation.family,
+                operator=cand.mutation.operator, effect=cand.mutation.effect, file=cand.file,
+                broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,
+                wrong_repair_patches=confirmed.wrong_patches, grading=outcome.grading,
+                problem_statement=statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
+                license=pin.license, versions=dict(pin.versions), timings=timings, weak=confirmed.weak,
+            )
+            tasks.append(record)
+            kept += 1
+            reports.append(_report(cand, "confirm", True, "", "", task_id=record.instance_id,
+                                   silent=confirmed.local_checks.silent, timings=timings))
+    finally:
+        engine.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return ShardResult(tuple(reports), tuple(tasks))

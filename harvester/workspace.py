@@ -1,0 +1,85 @@
+"""Workspaces of a pin: the tree at its commit with its packages vendored, ready to build.
+
+A template per pin is materialized once (export without .git, vendor the packages recorded in the
+pin at their exact commits, apply the pin's compat patch) and every build, mint confirmation and
+agent episode gets a fresh copy of it. The template appears atomically and carries a marker naming
+the pin's tree and package commits, so a half-made or stale template is never reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from harvester import atomic
+from harvester.errors import PinError
+from harvester.gitstore import GitStore
+from harvester.home import harvest_home, mirrors_dir, pins_dir
+from harvester.packages import vendor_packages
+from harvester.patching import apply_patch
+from harvester.pin import Pin
+
+_MARKER = ".harvest-template.json"
+
+
+def _marker(pin: Pin) -> str:
+    return json.dumps(
+        {"commit": pin.commit, "tree": pin.tree, "compat": pin.compat_patch_sha256,
+         "packages": [[p.name, p.commit, p.source] for p in pin.packages]},
+        sort_keys=True,
+    )
+
+
+def compat_patch_text(pin: Pin) -> str:
+    """The pin's compat patch from pins/patches, verified against the hash the pin records."""
+    if not pin.compat_patch_sha256:
+        return ""
+    path = pins_dir() / "patches" / f"{pin.compat_patch_sha256}.diff"
+    if not path.is_file():
+        raise PinError(f"{pin.id}: compat patch {path} is missing")
+    text = path.read_text(encoding="utf-8")
+    if hashlib.sha256(text.encode()).hexdigest() != pin.compat_patch_sha256:
+        raise PinError(f"{pin.id}: compat patch {path.name} does not match its recorded hash")
+    return text
+
+
+def template(pin: Pin) -> Path:
+    """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use."""
+    dest = harvest_home() / "templates" / pin.id.replace("@", "_")
+    marker = dest / _MARKER
+    if marker.is_file() and marker.read_text() == _marker(pin):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        store = GitStore(mirrors_dir())
+        repo = store.mirror(pin.url)
+        tree = staging / "tree"
+        report = store.export(repo, pin.commit, tree)
+        if report.tree != pin.tree:
+            raise PinError(f"{pin.id}: the commit's tree is {report.tree[:12]}, the pin recorded {pin.tree[:12]}")
+        vendor_packages(tree / pin.project_dir, pin.packages, store)
+        patch = compat_patch_text(pin)
+        if patch:
+            apply_patch(tree, patch)
+        atomic.write_text(tree / _MARKER, _marker(pin))
+        old = None
+        if dest.exists():
+            old = dest.with_name(dest.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
+            dest.rename(old)
+        tree.rename(dest)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def fresh_workspace(pin: Pin, dest: Path) -> Path:
+    """A new copy of the pin's template at ``dest`` (which must not exist)."""
+    shutil.copytree(template(pin), dest, symlinks=True, ignore=shutil.ignore_patterns(_MARKER))
+    return dest
