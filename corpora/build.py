@@ -1,0 +1,235 @@
+"""`harvest dataset build`: task records -> a Hub-ready dataset folder, all or nothing.
+
+Order: lint (refuse on any violation) -> read train/dev through the firewall's loader -> drop repositories
+without a redistributable license (public builds) -> refuse an empty split -> in a temp folder beside the
+target: gold files copied and hash-verified, parquet shards per split, the DatasetDict saved to disk,
+the card, and a manifest hashing every file -> one rename. A failure at any step leaves no folder.
+
+Folder layout::
+
+    README.md                       dataset card (YAML: configs, license, task_categories, tags)
+    data/<split>-00000-of-0000N.parquet
+    gold/<sha256>.duckdb            gold for the rows of the published splits
+    dataset_dict/                   DatasetDict.save_to_disk (not uploaded)
+    build.json                      manifest: facts for the card, per-split gold, sha256 of every file
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpora.card import CardFacts, RepoProvenance, render
+from corpora.errors import DatasetBuildError, LintError
+from corpora.exclusions import Exclusions, load_exclusions
+from corpora.features import task_features, to_row
+from corpora.lint import lint_project
+from corpora.sealed import sealed_count
+from corpora.store import load_tasks
+from harvester import atomic
+from harvester.licenses import REDISTRIBUTABLE
+from harvester.task_record import TaskRecord
+
+MANIFEST = "build.json"
+BUILDABLE = ("train", "dev")
+SHARD_ROWS = 5000
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    splits: dict[str, int]
+    gold_files: tuple[str, ...]
+    left_out_repos: int
+    left_out_tasks: int
+    files: dict[str, str]  # relative path -> sha256
+
+
+def _select(records: dict[str, list[TaskRecord]], public: bool) -> tuple[dict[str, list[TaskRecord]], int, int]:
+    if not public:
+        return records, 0, 0
+    kept: dict[str, list[TaskRecord]] = {}
+    dropped_repos: set[str] = set()
+    dropped = 0
+    for split, items in records.items():
+        kept[split] = [r for r in items if r.license in REDISTRIBUTABLE]
+        for r in items:
+            if r.license not in REDISTRIBUTABLE:
+                dropped_repos.add(r.repo)
+                dropped += 1
+    return kept, len(dropped_repos), dropped
+
+
+def _provenance(records: dict[str, list[TaskRecord]], home: Path, pins: Path) -> tuple[RepoProvenance, ...]:
+    from harvester.pin import pin_path, read_pin
+
+    counts: Counter[tuple[str, str]] = Counter()
+    first: dict[tuple[str, str], TaskRecord] = {}
+    for split, items in records.items():
+        for r in items:
+            counts[(r.pin, split)] += 1
+            first.setdefault((r.pin, split), r)
+    rows = []
+    for (pin_id, split), n in sorted(counts.items()):
+        r = first[(pin_id, split)]
+        url = read_pin(pin_path(pin_id, pins)).url
+        rows.append(RepoProvenance(repo=r.repo, url=url, commit=r.base_commit, license=r.license, split=split, tasks=n))
+    return tuple(rows)
+
+
+def _copy_gold(shas: Sequence[str], home: Path, dest: Path) -> None:
+    for sha in shas:
+        src = home / "gold" / f"{sha}.duckdb"
+        if not src.is_file():
+            raise DatasetBuildError(f"gold {sha[:12]} is missing from {src.parent}; re-run `harvest add` for its pin")
+        target = dest / "gold" / f"{sha}.duckdb"
+        atomic.install_file(src, target)
+        actual = atomic.sha256_file(target)
+        if actual != sha:
+            raise DatasetBuildError(f"gold {sha[:12]} in {src.parent} is corrupted (its content hashes to {actual[:12]})")
+
+
+def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: int):
+    from datasets import Dataset
+
+    ds = Dataset.from_list([to_row(r) for r in records], features=task_features())
+    n = max(1, math.ceil(len(ds) / shard_rows))
+    for i in range(n):
+        shard = ds.shard(num_shards=n, index=i, contiguous=True)
+        shard.to_parquet(str(dest / "data" / f"{split}-{i:05d}-of-{n:05d}.parquet"))
+    return ds
+
+
+def _hash_tree(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): atomic.sha256_file(p)
+        for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST
+    }
+
+
+def build_dataset(
+    out: Path,
+    *,
+    home: Path,
+    pins: Path,
+    splits: Sequence[str] = BUILDABLE,
+    public: bool = True,
+    exclusions: Exclusions | None = None,
+    shard_rows: int = SHARD_ROWS,
+    overwrite: bool = False,
+) -> BuildResult:
+    """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input."""
+    from datasets import DatasetDict
+
+    wanted = tuple(dict.fromkeys(splits))
+    for split in wanted:
+        if split == "test":
+            raise DatasetBuildError("the test split is sealed: it is read only by the audit and never built into a dataset")
+        if split not in BUILDABLE:
+            raise DatasetBuildError(f"unknown split {split!r}; choose from {', '.join(BUILDABLE)}")
+    if not wanted:
+        raise DatasetBuildError("no split requested")
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise DatasetBuildError(f"{out} already exists; choose another --out or pass --overwrite")
+    exclusions = exclusions or load_exclusions()
+    violations = lint_project(pins, home, exclusions)
+    if violations:
+        raise LintError(f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`")
+    records = {s: load_tasks(s, home, pins, purpose="dataset") for s in wanted}
+    if not any(records.values()):
+        raise DatasetBuildError(f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)")
+    kept, left_repos, left_tasks = _select(records, public)
+    for split in wanted:
+        if not kept[split]:
+            why = f" ({len(records[split])} left out: no redistributable license)" if records[split] else ""
+            raise DatasetBuildError(f"split {split!r} would be empty{why}; build only the other splits with --split")
+    gold_by_split = {s: sorted({r.gold_sha256 for r in kept[s]}) for s in wanted}
+    all_gold = sorted({g for shas in gold_by_split.values() for g in shas})
+    facts = CardFacts(
+        title=out.name,
+        generator_versions=tuple(sorted({r.generator_version for s in wanted for r in kept[s]})),
+        tool_versions=_common_versions([r for s in wanted for r in kept[s]]),
+        splits={s: len(kept[s]) for s in wanted},
+        provenance=_provenance(kept, home, pins),
+        left_out_repos=left_repos,
+        left_out_tasks=left_tasks,
+        public=public,
+        exclusions_source=dict(exclusions.source),
+        exclusions_counts={
+            "project_names": len(exclusions.project_names),
+            "domain_packages": len(exclusions.domain_packages),
+            "utility_packages": len(exclusions.utility_packages),
+        },
+        sealed_test_tasks=sealed_count(home, pins),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        _copy_gold(all_gold, home, tmp)
+        (tmp / "data").mkdir()
+        dd = DatasetDict({s: _write_split(kept[s], s, tmp, shard_rows) for s in wanted})
+        dd.save_to_disk(str(tmp / "dataset_dict"))
+        atomic.write_text(tmp / "README.md", render(facts, wanted))
+        files = _hash_tree(tmp)
+        manifest = {
+            "format": 1,
+            "facts": facts.to_dict(),
+            "gold": gold_by_split,
+            "files": files,
+        }
+        atomic.write_text(tmp / MANIFEST, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
+
+
+def _common_versions(records: Sequence[TaskRecord]) -> dict[str, str]:
+    seen: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        for k, v in r.versions.items():
+            seen[k].add(v)
+    return {k: " / ".join(sorted(v)) for k, v in sorted(seen.items())}
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished folder to ``out``; an old folder (overwrite) is moved aside first, then removed."""
+    if out.exists():
+        aside = out.parent / f".{out.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
+        out.rename(aside)
+        try:
+            tmp.rename(out)
+        except BaseException:
+            aside.rename(out)
+            raise
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        tmp.rename(out)
+
+
+def read_manifest(folder: Path) -> dict:
+    """The build manifest of a dataset folder, with every listed file re-hashed (DatasetBuildError if not)."""
+    path = folder / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+        CardFacts.from_dict(manifest["facts"])
+        manifest["gold"]
+    except FileNotFoundError:
+        raise DatasetBuildError(f"{folder} is not a built dataset (no {MANIFEST}); run `harvest dataset build`") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DatasetBuildError(f"{path}: malformed build manifest ({exc})") from None
+    for rel, sha in sorted(files.items()):
+        target = folder / rel
+        if not target.is_file():
+            raise DatasetBuildError(f"{folder}: {rel} is missing; rebuild the dataset")
+        if atomic.sha256_file(target) != sha:
+            raise DatasetBuildError(f"{folder}: {rel} changed since the build (sha256 differs); rebuild the dataset")
+    return manifest

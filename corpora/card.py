@@ -1,0 +1,140 @@
+"""The dataset card: README.md with Hub YAML front matter, provenance, and a non-contamination statement.
+
+Rendered from :class:`CardFacts` (stored in the build manifest), so `harvest publish` can render the card
+again for exactly the split it uploads: a Hub repo never lists a split whose files it does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import yaml
+
+from corpora.features import COLUMNS
+
+TAGS = ("dbt", "sql", "duckdb", "data-engineering", "code-repair", "agents", "swe-bench")
+
+
+@dataclass(frozen=True)
+class RepoProvenance:
+    repo: str
+    url: str
+    commit: str
+    license: str
+    split: str
+    tasks: int
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    title: str
+    generator_versions: tuple[str, ...]
+    tool_versions: dict[str, str]
+    splits: dict[str, int]  # split -> rows
+    provenance: tuple[RepoProvenance, ...]
+    left_out_repos: int  # repositories without a redistributable license (public builds)
+    left_out_tasks: int
+    public: bool
+    exclusions_source: dict[str, Any]
+    exclusions_counts: dict[str, int]
+    sealed_test_tasks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["provenance"] = [asdict(p) for p in self.provenance]
+        data["generator_versions"] = list(self.generator_versions)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CardFacts":
+        return cls(**{
+            **data,
+            "generator_versions": tuple(data["generator_versions"]),
+            "provenance": tuple(RepoProvenance(**p) for p in data["provenance"]),
+        })
+
+
+def hub_license(spdx_ids: Sequence[str]) -> dict[str, str]:
+    """YAML license keys: the one license's Hub id, or ``other`` with a name when repositories differ."""
+    ids = sorted(set(spdx_ids))
+    if len(ids) == 1:
+        return {"license": ids[0].lower()}
+    return {"license": "other", "license_name": "per-repository (see Provenance)"}
+
+
+def _size_category(n: int) -> str:
+    return "n<1K" if n < 1000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "100K<n<1M"
+
+
+def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
+    rows = [p for p in facts.provenance if p.split in splits]
+    return {
+        **hub_license([p.license for p in rows]),
+        "pretty_name": facts.title,
+        "task_categories": ["text-generation"],
+        "tags": list(TAGS),
+        "size_categories": [_size_category(sum(facts.splits[s] for s in splits))],
+        "configs": [{
+            "config_name": "default",
+            "data_files": [{"split": s, "path": f"data/{s}-*"} for s in splits],
+        }],
+    }
+
+
+def render(facts: CardFacts, splits: Sequence[str]) -> str:
+    """The README.md for a folder holding ``splits`` (a subset of the built ones)."""
+    yaml_text = yaml.safe_dump(front_matter(facts, splits), sort_keys=False, allow_unicode=True)
+    rows = [p for p in facts.provenance if p.split in splits]
+    n_rows = {s: facts.splits[s] for s in splits}
+    ex = facts.exclusions_counts
+    src = facts.exclusions_source
+    lines = [
+        "---", yaml_text.rstrip(), "---", "",
+        f"# {facts.title}", "",
+        "Repair tasks for data-engineering agents, minted from real public dbt repositories by",
+        f"dbt-harvest (generator {', '.join(facts.generator_versions)}). Each row is one real",
+        "project at an exact commit with one model file broken: the broken project builds, and in most tasks every",
+        "dbt test passes; only a hidden comparison with the gold tables fails. The true repair scores 1; a",
+        "plausible wrong repair that passes the local checks scores 0.", "",
+        "## Splits", "",
+        "| split | rows |", "|---|---|",
+        *[f"| {s} | {n} |" for s, n in n_rows.items()], "",
+        "Splits are repository-disjoint: repositories that share history, files, or a package family",
+        "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
+        "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
+        "## Columns", "",
+        "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Apply `broken_patch` to",
+        "`base_commit` (in `project_dir`) to obtain the task; a model's answer is graded by building the",
+        "repaired project with dbt-duckdb and comparing `graded_tables` with the gold file `gold_file`",
+        "(Spider 2.0-DBT's `duckdb_match`: `graded_columns`, `ignore_orders`).", "",
+        "| column | meaning |", "|---|---|",
+        *[f"| `{name}` | {meaning} |" for name, meaning in COLUMNS.items()], "",
+        "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.", "",
+        "## Provenance", "",
+        "| repository | commit | license | split | tasks |", "|---|---|---|---|---|",
+        *[f"| [{p.repo}]({p.url}) | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
+        "Each task's files stay under the license of its source repository (column `license`).", "",
+        "## Non-contamination statement", "",
+        f"- Benchmark: every repository was checked against the Spider 2.0-DBT exclusion list "
+        f"({src.get('repo', '?')} at `{src.get('commit', '?')}`, {src.get('commit_date', '?')}): "
+        f"{ex.get('project_names', 0)} benchmark dbt project names, {ex.get('domain_packages', 0)} domain packages "
+        f"(a repository that is one, or depends on one, is excluded) and {ex.get('utility_packages', 0)} utility "
+        "packages (depending on them is allowed; the utility repositories themselves are excluded).",
+        "- Splits: no split group on two sides, no identical model file (content hash) on two sides, and no",
+        "  word 13-gram shared between a training problem statement and an evaluation one (lint run before this build:",
+        "  0 violations).",
+        f"- Test split: {facts.sealed_test_tasks} test tasks are sealed and are not part of this dataset.",
+        "- Withheld from every row: wrong-repair patches and gold table fingerprints.",
+    ]
+    if facts.public:
+        lines.append(
+            f"- Licenses: {facts.left_out_repos} repositories ({facts.left_out_tasks} tasks) whose license does not "
+            "permit redistribution (or could not be determined) were left out of this public build."
+        )
+    else:
+        lines.append("- Licenses: private build; repositories without a redistributable license are included. Do not make public.")
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
+    lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Where task records live, by split: train/dev in HARVEST_HOME/tasks/<split>/, test only in the sealed store.
+
+:func:`store_task` is what `harvest mint` calls for each kept task; it refuses a record whose split or
+split group disagrees with the reservation ledger. :func:`load_tasks` is the one reader: it checks that
+every record sits in its own split's folder and agrees with the ledger, refuses non-train splits for the
+purpose "train", and reads the test split only with the audit's UnsealToken.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpora import sealed
+from corpora.errors import FirewallError
+from corpora.firewall import require_train
+from corpora.ledger import SplitLedger
+from harvester.pin import pin_path, read_pin
+from harvester.task_record import SPLITS, TaskRecord, read_task, write_task
+
+PURPOSES = ("train", "dataset", "eval", "inspect")
+
+
+def split_dir(home: Path, split: str) -> Path:
+    return home / "tasks" / split
+
+
+def _check_against_ledger(record: TaskRecord, ledger: SplitLedger, pins: Path) -> None:
+    found = ledger.assignment(read_pin(pin_path(record.pin, pins)))
+    if found is None:
+        raise FirewallError(
+            f"{record.instance_id}: pin {record.pin} has no reserved split; run `harvest split assign` before minting"
+        )
+    if found.split != record.split:
+        raise FirewallError(
+            f"{record.instance_id}: record says split {record.split!r} but the ledger reserves {record.pin} for {found.split!r}"
+        )
+    if record.split_group != found.group:
+        raise FirewallError(
+            f"{record.instance_id}: record says split group {record.split_group!r}, the ledger says {found.group!r}"
+        )
+
+
+def store_task(record: TaskRecord, home: Path, pins: Path) -> Path:
+    """Write one minted task where its (ledger-confirmed) split says; test goes only to the sealed store."""
+    if record.split not in SPLITS:
+        raise FirewallError(f"{record.instance_id}: unknown split {record.split!r}")
+    _check_against_ledger(record, SplitLedger.load(pins), pins)
+    if record.split == "test":
+        return sealed.seal_task(record, home, pins)
+    return write_task(record, split_dir(home, record.split))
+
+
+def load_tasks(
+    split: str,
+    home: Path,
+    pins: Path,
+    *,
+    purpose: str,
+    token: sealed.UnsealToken | None = None,
+) -> list[TaskRecord]:
+    """Every task of ``split`` (sorted by id), checked; see the module docstring for the rules."""
+    if purpose not in PURPOSES:
+        raise FirewallError(f"unknown purpose {purpose!r}; one of {', '.join(PURPOSES)}")
+    if split not in SPLITS:
+        raise FirewallError(f"unknown split {split!r}; one of {', '.join(SPLITS)}")
+    if purpose == "train" and split != "train":
+        raise FirewallError(f"purpose 'train' may read only the train split, not {split!r}")
+    if split == "test":
+        if token is None:
+            raise FirewallError("the test split is sealed; only the audit's unseal path (corpora.sealed.unseal) reads it")
+        records = sealed.read_sealed(home, pins, token)
+    else:
+        folder = split_dir(home, split)
+        records = [read_task(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    ledger = SplitLedger.load(pins)
+    for record in records:
+        if record.split != split:
+            raise FirewallError(
+                f"{record.instance_id} sits in the {split} folder but says split {record.split!r}; a task file was moved"
+            )
+        _check_against_ledger(record, ledger, pins)
+    records.sort(key=lambda r: r.instance_id)
+    if purpose == "train":
+        return require_train(records)
+    return records
