@@ -1,0 +1,325 @@
+"""Resolve a project's dbt packages, transitively, to exact commits (what `dbt deps` would install).
+
+Why it exists: `dbt deps` needs the network, also for the packages that packages depend on. This
+resolver walks the same way dbt does (breadth first; every request for a package is merged into one
+combined range; each resolved package's own packages.yml, read at its commit, adds the next round of
+requests) but reads repositories through GitStore and the package mirror. A shipped
+``package-lock.yml`` whose ``sha1_hash`` matches the declared packages wins, exactly as in dbt: its
+exact versions and revisions are installed and nothing is re-resolved. The result is deterministic:
+the same inputs give the same records, sorted by package name.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from harvester.errors import FetchError, PackageError
+from harvester.gitstore import GitStore, normalize_url
+from harvester.packages.sources import Locator, PackageMirror
+from harvester.packages.specs import (
+    DEPENDENCIES_FILE,
+    PACKAGES_FILE,
+    Declared,
+    GitSpec,
+    HubSpec,
+    LocalSpec,
+    PackageSpec,
+    declared_from_texts,
+    parse_yaml,
+    read_declared,
+    read_lock,
+)
+from harvester.packages.versions import VersionRequest, choose_version, tag_versions
+from harvester.pin import PackageRecord
+
+ROOT_REQUESTER = "the root project"
+LOCK_REQUESTER = "package-lock.yml"
+SUBDIR_MARK = "#subdirectory="
+
+
+@dataclass(frozen=True)
+class _Request:
+    requester: str
+    spec: PackageSpec
+    base: Path | None  # the folder a local path is relative to (None inside a git package)
+
+
+@dataclass(frozen=True)
+class _Resolution:
+    record: PackageRecord
+    repo_location: str = ""
+    subdir: str = ""
+    local_path: Path | None = None
+
+
+def resolve_packages(
+    project_dir: Path,
+    store: GitStore,
+    mirror: PackageMirror | None,
+    *,
+    network: bool | None = None,
+) -> tuple[PackageRecord, ...]:
+    """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
+
+    ``network``: None probes the hub/git host once (fails fast offline), False never uses it.
+    """
+    project_dir = Path(project_dir).resolve()
+    declared = read_declared(project_dir)
+    if not declared.specs:
+        return ()
+    resolver = _Resolver(project_dir, store, Locator(mirror, network))
+    lock = read_lock(project_dir)
+    if lock is not None and lock[0] and lock[1] == declared.sha1_hash:
+        resolutions = resolver.from_lock(lock[0], declared)
+    else:
+        resolutions = resolver.transitive(declared)
+    return _checked(project_dir, resolutions)
+
+
+def git_source(url: str, subdir: str) -> str:
+    """The record's source of a git package (subdirectory appended after ``#subdirectory=``)."""
+    return f"git:{url}{SUBDIR_MARK}{subdir}" if subdir else f"git:{url}"
+
+
+def split_git_source(source: str) -> tuple[str, str]:
+    """(url, subdirectory) of a ``git:`` source."""
+    body = source[len("git:"):]
+    url, _, subdir = body.partition(SUBDIR_MARK)
+    return url, subdir
+
+
+class _Resolver:
+    def __init__(self, project_dir: Path, store: GitStore, locator: Locator) -> None:
+        self.project_dir = project_dir
+        self.store = store
+        self.locator = locator
+        self._repos: dict[str, pygit2.Repository] = {}
+        self._tags: dict[str, dict[str, tuple[str, str]]] = {}
+        self._names: dict[tuple[str, str, str], str] = {}
+
+    # -- the two walks -------------------------------------------------------------------------
+
+    def transitive(self, declared: Declared) -> list[_Resolution]:
+        groups: dict[str, list[_Request]] = {}
+        expanded: set[tuple[str, str]] = set()
+        pending = [_Request(ROOT_REQUESTER, spec, self.project_dir) for spec in declared.specs]
+        rounds = 0
+        while pending:
+            rounds += 1
+            if rounds > 100:
+                raise PackageError("package resolution did not settle after 100 rounds (a dependency cycle?)")
+            following: list[_Request] = []
+            for request in pending:
+                key = self._key(request)
+                groups.setdefault(key, []).append(request)
+                resolution = self._resolve_group(key, groups[key])
+                marker = (key, resolution.record.commit or str(resolution.local_path))
+                if marker in expanded:
+                    continue
+                expanded.add(marker)
+                following.extend(self._dependencies(resolution))
+            pending = following
+        return [self._resolve_group(key, requests) for key, requests in groups.items()]
+
+    def from_lock(self, specs: tuple[PackageSpec, ...], declared: Declared) -> list[_Resolution]:
+        written = {self._key(_Request(ROOT_REQUESTER, s, self.project_dir)): s for s in declared.specs}
+        resolutions = []
+        for spec in specs:
+            request = _Request(LOCK_REQUESTER, spec, self.project_dir)
+            key = self._key(request)
+            resolution = self._resolve_group(key, [request])
+            original = written.get(key)
+            if original is not None:
+                record = resolution.record
+                resolution = _Resolution(
+                    record=PackageRecord(
+                        name=record.name, source=record.source, requested=_requested([original]),
+                        version=record.version, commit=record.commit, url=record.url,
+                    ),
+                    repo_location=resolution.repo_location, subdir=resolution.subdir,
+                    local_path=resolution.local_path,
+                )
+            resolutions.append(resolution)
+        return resolutions
+
+    # -- one package ---------------------------------------------------------------------------
+
+    def _key(self, request: _Request) -> str:
+        spec = request.spec
+        if isinstance(spec, HubSpec):
+            return f"hub:{spec.package.lower()}"
+        if isinstance(spec, GitSpec):
+            url = spec.git[:-4] if spec.git.endswith(".git") else spec.git
+            return f"git:{normalize_url(url)}#{spec.subdirectory}"
+        if request.base is None:
+            raise PackageError(
+                f"{request.requester} declares local package {spec.local!r}, which only works inside "
+                "the project being harvested"
+            )
+        return f"local:{(request.base / spec.local).resolve()}"
+
+    def _resolve_group(self, key: str, requests: list[_Request]) -> _Resolution:
+        spec = requests[0].spec
+        if isinstance(spec, HubSpec):
+            return self._resolve_hub(spec.package, requests)
+        if isinstance(spec, GitSpec):
+            return self._resolve_git(spec, requests)
+        return self._resolve_local(Path(key[len("local:"):]), requests)
+
+    def _resolve_hub(self, hub_id: str, requests: list[_Request]) -> _Resolution:
+        location = self.locator.hub(hub_id)
+        repo = self._repo(location, hub_id)
+        versions = self._tag_versions(location, repo)
+        asks = [
+            VersionRequest(r.requester, r.spec.versions, r.spec.install_prerelease)  # type: ignore[union-attr]
+            for r in requests
+        ]
+        version = choose_version(
+            hub_id, asks, sorted(versions),
+            compatible=lambda v: self._dbt_compatible(repo, versions[v][1]),
+        )
+        commit = versions[version][1]
+        name = self._project_name(repo, location, commit, "", hub_id)
+        record = PackageRecord(
+            name=name, source=f"hub:{hub_id}", requested=_requested([r.spec for r in requests]),
+            version=version, commit=commit, url=location,
+        )
+        return _Resolution(record=record, repo_location=location)
+
+    def _resolve_git(self, spec: GitSpec, requests: list[_Request]) -> _Resolution:
+        revisions = sorted({r.spec.revision for r in requests if r.spec.revision})  # type: ignore[union-attr]
+        if len(revisions) > 1:
+            by = "; ".join(f"{r.requester} asks for {r.spec.revision or 'HEAD'!r}" for r in requests)  # type: ignore[union-attr]
+            raise PackageError(f"conflicting revisions of git package {spec.git}: {by}")
+        revision = revisions[0] if revisions else "HEAD"
+        location = self.locator.git(spec.git)
+        repo = self._repo(location, spec.git)
+        try:
+            commit = self.store.resolve(repo, revision, allow_ref=True).commit
+        except FetchError as exc:
+            raise PackageError(f"cannot resolve git package {spec.git} at {revision!r}: {exc}") from None
+        name = self._project_name(repo, location, commit, spec.subdirectory, spec.git)
+        record = PackageRecord(
+            name=name, source=git_source(spec.git, spec.subdirectory), requested=revision,
+            version="", commit=commit, url=location,
+        )
+        return _Resolution(record=record, repo_location=location, subdir=spec.subdirectory)
+
+    def _resolve_local(self, path: Path, requests: list[_Request]) -> _Resolution:
+        project_file = path / "dbt_project.yml"
+        if not project_file.is_file():
+            raise PackageError(
+                f"local package {requests[0].spec.local!r} ({path}) has no dbt_project.yml"  # type: ignore[union-attr]
+            )
+        name = _name_of(project_file.read_bytes(), str(project_file))
+        rel = Path(os.path.relpath(path, self.project_dir)).as_posix()
+        record = PackageRecord(name=name, source=f"local:{rel}", requested=rel, version="", commit="", url="")
+        return _Resolution(record=record, local_path=path)
+
+    def _dependencies(self, resolution: _Resolution) -> list[_Request]:
+        record = resolution.record
+        requester = f"package {record.name} {record.version or record.commit[:12] or record.requested}"
+        if resolution.local_path is not None:
+            declared = read_declared(resolution.local_path)
+            return [_Request(requester, spec, resolution.local_path) for spec in declared.specs]
+        repo = self._repos[resolution.repo_location]
+        read = lambda file: self.store.read_file(repo, record.commit, posixpath.join(resolution.subdir, file))  # noqa: E731
+        declared = declared_from_texts(read(PACKAGES_FILE), read(DEPENDENCIES_FILE), requester)
+        return [_Request(requester, spec, None) for spec in declared.specs]
+
+    # -- repository helpers --------------------------------------------------------------------
+
+    def _repo(self, location: str, what: str) -> pygit2.Repository:
+        if location not in self._repos:
+            try:
+                self._repos[location] = self.store.mirror(location)
+            except FetchError as exc:
+                raise PackageError(f"cannot fetch package {what}: {exc}") from None
+        return self._repos[location]
+
+    def _tag_versions(self, location: str, repo: pygit2.Repository) -> dict[str, tuple[str, str]]:
+        if location not in self._tags:
+            self._tags[location] = tag_versions(self.store.tags(repo))
+        return self._tags[location]
+
+    def _project_name(self, repo: pygit2.Repository, location: str, commit: str, subdir: str, what: str) -> str:
+        cache_key = (location, commit, subdir)
+        if cache_key not in self._names:
+            where = posixpath.join(subdir, "dbt_project.yml")
+            data = self.store.read_file(repo, commit, where)
+            if data is None:
+                raise PackageError(f"package {what} has no {where} at commit {commit[:12]}")
+            self._names[cache_key] = _name_of(data, f"{what}@{commit[:12]}:{where}")
+        return self._names[cache_key]
+
+    def _dbt_compatible(self, repo: pygit2.Repository, commit: str) -> bool:
+        data = self.store.read_file(repo, commit, "dbt_project.yml")
+        if data is None:
+            return True
+        try:
+            required = parse_yaml(data, "dbt_project.yml").get("require-dbt-version")
+        except PackageError:
+            return True
+        return _satisfies_installed_dbt(required)
+
+
+def _satisfies_installed_dbt(required: Any) -> bool:
+    if not required:
+        return True
+    from dbt.version import get_installed_version
+    from dbt_common import semver
+
+    wanted = required if isinstance(required, list) else [required]
+    try:
+        specs = [semver.VersionSpecifier.from_version_string(str(v)) for v in wanted]
+    except Exception:
+        return True  # dbt would refuse to parse it later; not a reason to skip a version here
+    return semver.versions_compatible(get_installed_version(), *specs)
+
+
+def _name_of(data: bytes, where: str) -> str:
+    name = parse_yaml(data, where).get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise PackageError(f"{where}: no project name")
+    return name.strip()
+
+
+def _requested(specs: list[PackageSpec]) -> str:
+    texts: list[str] = []
+    for spec in specs:
+        values = spec.versions if isinstance(spec, HubSpec) else (
+            (spec.revision or "HEAD",) if isinstance(spec, GitSpec) else (spec.local,)
+        )
+        for value in values:
+            if value not in texts:
+                texts.append(value)
+    return ",".join(texts)
+
+
+def _checked(project_dir: Path, resolutions: list[_Resolution]) -> tuple[PackageRecord, ...]:
+    """Refuse two packages with one dbt name (or the root's name); sort by name."""
+    root_name = ""
+    root_file = project_dir / "dbt_project.yml"
+    if root_file.is_file():
+        try:
+            root_name = _name_of(root_file.read_bytes(), str(root_file))
+        except PackageError:
+            root_name = ""
+    by_name: dict[str, PackageRecord] = {}
+    for resolution in resolutions:
+        record = resolution.record
+        if record.name == root_name:
+            raise PackageError(f"package {record.source} has the same name as the root project ({record.name})")
+        other = by_name.get(record.name)
+        if other is not None and other != record:
+            raise PackageError(
+                f"two packages are both named {record.name}: {other.source} and {record.source}"
+            )
+        by_name[record.name] = record
+    return tuple(by_name[name] for name in sorted(by_name))

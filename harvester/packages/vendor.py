@@ -1,0 +1,97 @@
+"""Install resolved packages where dbt looks for them, without `dbt deps`.
+
+Why it exists: dbt loads every package from the project's ``packages-install-path`` (default
+``dbt_packages``) and needs nothing else: no lock file, no network (measured with dbt-core 1.11: a
+`dbt build` with ``dbt_packages/<name>`` in place and no ``package-lock.yml`` finds every macro and
+model). Git and hub packages are exported from their exact commit without ``.git``; a ``local:``
+package becomes a relative symlink, as `dbt deps` itself installs it, so that a Fivetran-style
+``integration_tests`` project can point at the package around it (``local: ../``) without copying a
+folder into itself, and the link survives copying the workspace with ``symlinks=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from harvester.errors import FetchError, PackageError
+from harvester.gitstore import GitStore
+from harvester.packages.resolver import split_git_source
+from harvester.packages.specs import parse_yaml
+from harvester.pin import PackageRecord
+
+DEFAULT_INSTALL_PATH = "dbt_packages"
+
+
+def install_path(project_dir: Path) -> Path:
+    """The folder dbt loads packages from: ``packages-install-path`` of dbt_project.yml, inside the project."""
+    project_file = project_dir / "dbt_project.yml"
+    configured = DEFAULT_INSTALL_PATH
+    if project_file.is_file():
+        data = parse_yaml(project_file.read_bytes(), str(project_file))
+        value = data.get("packages-install-path") or data.get("modules-path")
+        if value is not None:
+            configured = str(value)
+    relative = Path(configured)
+    target = (project_dir / relative).resolve()
+    if relative.is_absolute() or not target.is_relative_to(project_dir.resolve()):
+        raise PackageError(
+            f"{project_file}: packages-install-path {configured!r} leaves the project; "
+            "it must be a folder inside it"
+        )
+    return project_dir / relative
+
+
+def vendor_packages(
+    project_dir: Path,
+    packages: Sequence[PackageRecord],
+    store: GitStore,
+    *,
+    workspace: Path | None = None,
+) -> None:
+    """Write ``<install path>/<name>`` for every package, replacing whatever the folder held.
+
+    The install folder is emptied first, as `dbt deps` does (a committed ``dbt_packages`` may hold stale
+    versions). ``workspace``, when given, is the folder a ``local:`` package must stay inside.
+    """
+    if not packages:
+        return
+    project_dir = Path(project_dir)
+    target = install_path(project_dir)
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for record in sorted(packages, key=lambda r: r.name):
+        dest = target / record.name
+        if record.name in ("", ".", "..") or "/" in record.name or os.sep in record.name:
+            raise PackageError(f"package {record.source} has an unusable name {record.name!r}")
+        if record.source.startswith("local:"):
+            _link_local(project_dir, record, dest, workspace)
+        else:
+            _export(record, dest, store)
+
+
+def _export(record: PackageRecord, dest: Path, store: GitStore) -> None:
+    subdir = split_git_source(record.source)[1] if record.source.startswith("git:") else ""
+    if not record.url or not record.commit:
+        raise PackageError(f"package {record.name} ({record.source}) has no url/commit to vendor from")
+    try:
+        repo = store.mirror(record.url)
+        store.export(repo, record.commit, dest, subdir=subdir)
+    except FetchError as exc:
+        raise PackageError(f"cannot vendor package {record.name} ({record.source}): {exc}") from None
+
+
+def _link_local(project_dir: Path, record: PackageRecord, dest: Path, workspace: Path | None) -> None:
+    source = (project_dir / record.source[len("local:"):]).resolve()
+    if not (source / "dbt_project.yml").is_file():
+        raise PackageError(f"local package {record.name} ({source}) has no dbt_project.yml")
+    if workspace is not None and not source.is_relative_to(Path(workspace).resolve()):
+        raise PackageError(
+            f"local package {record.name} points outside the workspace ({source}); refusing to vendor it"
+        )
+    os.symlink(os.path.relpath(source, dest.parent.resolve()), dest, target_is_directory=True)
