@@ -1,0 +1,18 @@
+"""Mutators: pure, I/O-free mutation of dbt model SQL.
+
+Jinja is masked by same-length placeholders so sqlglot parses the model in place; operators find
+sites in the parse tree and return splices of the original text; a static equivalence filter drops
+mutants that say the same thing. Depends on sqlglot only.
+"""
+
+from mutators.edits import Edit
+from mutators.equivalence import is_equivalent
+from mutators.masking import MaskedFile, Region, mask_file
+from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
+from mutators.registry import REGISTRY, candidates
+from mutators.transplant import transplant
+
+__all__ = [
+    "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site",
+    "candidates", "is_equivalent", "mask_file", "transplant",
+]

@@ -1,0 +1,191 @@
+"""Grain and aggregation operators: counts that double-count, the wrong aggregate, a window whose
+partition or dedup order is off, DISTINCT or UNION that no longer removes duplicates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlglot import exp
+
+from mutators.edits import Edit
+from mutators.masking import MaskedFile
+from mutators.operator import Operator, Site
+from mutators.sqlfacts import (
+    add_distinct_edit, enclosing_select, list_drop, same_case, token_between, tokens_in,
+)
+
+_SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
+    exp.Sum: ("avg", "max"),
+    exp.Avg: ("sum", "max"),
+    exp.Min: ("max", "avg"),
+    exp.Max: ("min", "avg"),
+}
+
+
+def _delete_word(parsed: MaskedFile, tok) -> Edit:  # noqa: ANN001
+    """Delete a keyword token and the whitespace after it."""
+    end = tok.end + 1
+    while end < len(parsed.text) and parsed.text[end] in " \t":
+        end += 1
+    return Edit(tok.start, end, "")
+
+
+class CountDistinctToCount(Operator):
+    id = "grain.count_distinct_to_count"
+    family = "grain"
+    effect = "changed_values"
+    explanation = "Turn `count(distinct x)` into `count(x)`: duplicates are counted."
+    node_types = (exp.Count,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        distinct = node.this
+        if not isinstance(distinct, exp.Distinct) or len(distinct.expressions) != 1:
+            return []
+        span, arg = parsed.span(node), parsed.span(distinct.expressions[0])
+        if span is None or arg is None:
+            return []
+        tok = token_between(parsed, span[0], arg[0], ["DISTINCT"])
+        if tok is None:
+            return []
+        edit = _delete_word(parsed, tok)
+        return self.site(parsed, edit.start, edit.end, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+
+
+class SwapAggregate(Operator):
+    id = "grain.swap_aggregate"
+    family = "grain"
+    effect = "changed_values"
+    explanation = "Swap sum and avg, or min and max."
+    node_types = tuple(_SWAPS)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        span = parsed.span(node)
+        toks = tokens_in(parsed, *span) if span else []
+        if not toks or isinstance(node.parent, exp.Window):
+            return []
+        start, end = toks[0].start, toks[0].end + 1
+        name = parsed.text[start:end]
+        if name.lower() not in ("sum", "avg", "min", "max"):
+            return []
+        first, second = _SWAPS[type(node)]
+        new = same_case(name, first)
+        wrong = [Edit(start, start + len(new), same_case(name, second))]
+        return self.site(parsed, start, end, new, wrong)
+
+
+class DropPartitionKey(Operator):
+    id = "grain.drop_partition_key"
+    family = "grain"
+    effect = "changed_grain"
+    explanation = "Drop one PARTITION BY key of a window: the window spans several groups."
+    node_types = (exp.Window,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        keys = node.args.get("partition_by") or []
+        if len(keys) < 2:
+            return []
+        out: list[Site] = []
+        for index in range(len(keys)):
+            span = list_drop(parsed, keys, index)
+            if span is None:
+                continue
+            edit = Edit(span[0], span[1], "")
+            out += self.site(parsed, *span, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+        return out
+
+
+class FlipDedupOrder(Operator):
+    id = "grain.flip_dedup_order"
+    family = "grain"
+    effect = "changed_values"
+    explanation = "Flip the ORDER BY direction of a row_number() window: the dedup keeps the other row."
+    node_types = (exp.Window,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        order = node.args.get("order")
+        if not isinstance(node.this, exp.RowNumber) or not isinstance(order, exp.Order) or not order.expressions:
+            return []
+        first = order.expressions[0]
+        span = parsed.span(first)
+        inner = parsed.span(first.this) if isinstance(first, exp.Ordered) else span
+        if span is None or inner is None:
+            return []
+        tail = tokens_in(parsed, inner[1], span[1])
+        words = [parsed.text[t.start : t.end + 1] for t in tail]
+        if words and words[0].upper() in ("ASC", "DESC"):
+            tok = tail[0]
+            new = same_case(words[0], "asc" if words[0].upper() == "DESC" else "desc")
+            edit = Edit(tok.start, tok.end + 1, new)
+        else:
+            edit = Edit(inner[1], inner[1], " desc")
+        wrong_pos = edit.start + len(edit.replacement)
+        wrong = [Edit(wrong_pos, wrong_pos, " nulls last")]
+        return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
+
+
+class DropSelectDistinct(Operator):
+    id = "grain.drop_select_distinct"
+    family = "grain"
+    effect = "more_rows"
+    explanation = "Drop the DISTINCT of a SELECT DISTINCT: duplicate rows come back."
+    node_types = (exp.Select,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        distinct = node.args.get("distinct")
+        if not isinstance(distinct, exp.Distinct) or distinct.args.get("on") or not node.expressions:
+            return []
+        span, first = parsed.span(node), parsed.span(node.expressions[0])
+        if span is None or first is None:
+            return []
+        tok = token_between(parsed, max(0, span[0] - 200), first[0], ["DISTINCT"])
+        if tok is None:
+            return []
+        edit = _delete_word(parsed, tok)
+        return self.site(parsed, edit.start, edit.end, "", [])
+
+
+class _UnionToggle(Operator):
+    node_types = (exp.Union,)
+    drop_all: bool = False
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        is_distinct = bool(node.args.get("distinct"))
+        if is_distinct == self.drop_all:
+            return []
+        left, right = parsed.span(node.this), parsed.span(node.expression)
+        if left is None or right is None:
+            return []
+        tok = token_between(parsed, left[1], right[0], ["UNION"])
+        if tok is None:
+            return []
+        if self.drop_all:
+            all_tok = token_between(parsed, tok.end + 1, right[0], ["ALL"])
+            if all_tok is None:
+                return []
+            edit = Edit(tok.end + 1, all_tok.end + 1, "")
+        else:
+            word = parsed.text[tok.start : tok.end + 1]
+            edit = Edit(tok.end + 1, tok.end + 1, " " + same_case(word, "all"))
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [])
+
+
+class UnionToUnionAll(_UnionToggle):
+    id = "grain.union_to_union_all"
+    family = "grain"
+    effect = "more_rows"
+    explanation = "Turn UNION into UNION ALL: rows present in both inputs are duplicated."
+    drop_all = False
+
+
+class UnionAllToUnion(_UnionToggle):
+    id = "grain.union_all_to_union"
+    family = "grain"
+    effect = "fewer_rows"
+    explanation = "Turn UNION ALL into UNION: legitimately repeated rows collapse into one."
+    drop_all = True
+
+
+OPERATORS: tuple[Operator, ...] = (
+    CountDistinctToCount(), SwapAggregate(), DropPartitionKey(), FlipDedupOrder(), DropSelectDistinct(),
+    UnionToUnionAll(), UnionAllToUnion(),
+)

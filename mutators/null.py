@@ -1,0 +1,199 @@
+"""NULL-vs-FALSE operators: three-valued logic mistakes (``not x`` for ``x is not true``, ``<>`` for
+``is distinct from``, a dropped ``coalesce`` default, ``count(col)`` for ``count(*)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlglot import exp
+
+from mutators.edits import Edit
+from mutators.filter import drop_mutated_conjunct
+from mutators.masking import MaskedFile
+from mutators.operator import Operator, Site
+from mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_of, token_between, wrapped
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+
+
+class IsNotTrueToNot(Operator):
+    id = "null.is_not_true_to_not"
+    family = "null"
+    effect = "fewer_rows"
+    explanation = "Rewrite `x is not true` as `not x` (and `x is not false` as `x`): NULLs stop counting."
+    node_types = (exp.Not,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        inner = node.this
+        if not (isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Boolean)):
+            return []
+        span, value = parsed.span(node), wrapped(parsed, inner.this)
+        if span is None or value is None:
+            return []
+        raw = parsed.text[span[0] : span[1]]
+        truth = inner.expression.this
+        new = f"{same_case(raw[-4:], 'not')} {value}" if truth else value
+        fill = "true" if truth else "false"
+        wrong = [
+            Edit(span[0], span[0] + len(new), f"not coalesce({parsed.text[slice(*parsed.span(inner.this))]}, {fill})")
+            if truth else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
+            Edit(span[0], span[0] + len(new), f"{value} = {'false' if truth else 'true'}"),
+        ]
+        return self.site(parsed, *span, new, wrong)
+
+
+class DistinctFromToNeq(Operator):
+    id = "null.distinct_from_to_neq"
+    family = "null"
+    effect = "fewer_rows"
+    explanation = "Rewrite `a is [not] distinct from b` as `a <> b` / `a = b`: NULL pairs drop out."
+    node_types = (exp.NullSafeNEQ, exp.NullSafeEQ)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        span, left, right = parsed.span(node), text_of(parsed, node.this), text_of(parsed, node.expression)
+        if span is None or left is None or right is None:
+            return []
+        op = "<>" if isinstance(node, exp.NullSafeNEQ) else "="
+        new = f"{left} {op} {right}"
+        wrong = [Edit(span[0], span[0] + len(new), f"({left} {op} {right} or {left} is null)")]
+        return self.site(parsed, *span, new, wrong)
+
+
+class DropCoalesceBool(Operator):
+    id = "null.drop_coalesce_bool"
+    family = "null"
+    effect = "changed_values"
+    explanation = "Drop a boolean coalesce default, `coalesce(b, false)` → `b`, where NULL then differs from FALSE."
+    node_types = (exp.Coalesce,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        rest = node.expressions
+        if len(rest) != 1 or not isinstance(rest[0], exp.Boolean):
+            return []
+        default = rest[0].this
+        if is_positive_predicate(node) and default is False:
+            return []  # NULL and FALSE filter alike in a plain positive WHERE: equivalent
+        span, value = parsed.span(node), wrapped(parsed, node.this)
+        if span is None or value is None:
+            return []
+        arg = text_of(parsed, node.this)
+        flipped = "true" if default is False else "false"
+        wrong = [Edit(span[0], span[0] + len(value), f"coalesce({arg}, {flipped})")]
+        return self.site(parsed, *span, value, wrong)
+
+
+class FlipIsNull(Operator):
+    id = "null.flip_is_null"
+    family = "null"
+    effect = "changed_values"
+    explanation = "Flip `is null` and `is not null`."
+    node_types = (exp.Is,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        if not isinstance(node.expression, exp.Null):
+            return []
+        span = parsed.span(node)
+        left = parsed.span(node.this)
+        if span is None or left is None:
+            return []
+        if isinstance(node.parent, exp.Not) and parsed.span(node.parent) == span:
+            tok = token_between(parsed, left[1], span[1], ["NOT"])
+            if tok is None:
+                return []
+            end = tok.end + 1
+            while end < span[1] and parsed.text[end].isspace():
+                end += 1
+            edit = Edit(tok.start, end, "")
+            owner: exp.Expression = node.parent
+        else:
+            tok = token_between(parsed, left[1], span[1], ["NULL"])
+            if tok is None:
+                return []
+            word = parsed.text[tok.start : tok.end + 1]
+            edit = Edit(tok.start, tok.start, same_case(word, "not") + " ")
+            owner = node
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)])
+
+
+class DropCoalesceDefault(Operator):
+    id = "null.drop_coalesce_default"
+    family = "null"
+    effect = "changed_values"
+    explanation = "Drop a numeric coalesce default inside arithmetic or an aggregate: NULL now propagates."
+    node_types = (exp.Coalesce,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        rest = node.expressions
+        if len(rest) != 1 or not (isinstance(rest[0], exp.Literal) and rest[0].is_number):
+            return []
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            parent = parent.parent
+        if not isinstance(parent, (*_ARITHMETIC, exp.AggFunc)):
+            return []
+        span, value = parsed.span(node), wrapped(parsed, node.this)
+        outer = parsed.span(parent)
+        if span is None or value is None or outer is None:
+            return []
+        edit = Edit(span[0], span[1], value)
+        mutated_outer = parsed.text[outer[0] : span[0]] + value + parsed.text[span[1] : outer[1]]
+        default = text_of(parsed, rest[0])
+        wrong = [Edit(outer[0], outer[1] + edit.delta, f"coalesce({mutated_outer}, {default})")]
+        return self.site(parsed, *span, value, wrong)
+
+
+class CountStarToColumn(Operator):
+    id = "null.count_star_to_column"
+    family = "null"
+    effect = "changed_values"
+    explanation = "Replace `count(*)` by `count(col)` of a column the same SELECT uses: NULL rows stop counting."
+    node_types = (exp.Count,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        if not isinstance(node.this, exp.Star):
+            return []
+        select = node.find_ancestor(exp.Select)
+        star = parsed.span(node.this)
+        if not isinstance(select, exp.Select) or star is None:
+            return []
+        column = _plain_column(parsed, select)
+        if column is None:
+            return []
+        edit = Edit(star[0], star[1], column)
+        wrong = [Edit(star[0], star[0] + len(column), f"distinct {column}")]
+        return self.site(parsed, *star, column, wrong)
+
+
+def _plain_column(parsed: MaskedFile, select: exp.Select) -> str | None:
+    """The first column a projection uses outside any aggregate."""
+    for proj in select.expressions:
+        for col in proj.find_all(exp.Column):
+            if col.find_ancestor(exp.AggFunc, exp.Select) is select or col.find_ancestor(exp.AggFunc) is None:
+                if clause_of(col) == "projection" and col.find_ancestor(exp.Select) is select:
+                    return text_of(parsed, col)
+    return None
+
+
+class CountColumnToStar(Operator):
+    id = "null.count_column_to_star"
+    family = "null"
+    effect = "changed_values"
+    explanation = "Replace `count(col)` by `count(*)`: rows where the column is NULL start counting."
+    node_types = (exp.Count,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        arg = node.this
+        if not isinstance(arg, exp.Column):
+            return []
+        span = parsed.span(arg)
+        if span is None:
+            return []
+        column = parsed.text[span[0] : span[1]]
+        wrong = [Edit(span[0], span[0] + 1, f"distinct {column}")]
+        return self.site(parsed, *span, "*", wrong)
+
+
+OPERATORS: tuple[Operator, ...] = (
+    IsNotTrueToNot(), DistinctFromToNeq(), DropCoalesceBool(), FlipIsNull(), DropCoalesceDefault(),
+    CountStarToColumn(), CountColumnToStar(),
+)

@@ -1,0 +1,71 @@
+"""The operator catalog: every family's operators composed in one visible order, and ``candidates``,
+the one call the mint makes per model file."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from mutators import filter as filter_ops
+from mutators import grain, join, null, time, values
+from mutators.edits import Edit
+from mutators.equivalence import canonical
+from mutators.masking import MaskedFile, mask_file
+from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator
+
+#: family order is the order candidates come out in.
+_FAMILY_MODULES = (filter_ops, null, join, grain, time, values)
+
+REGISTRY: dict[str, Operator] = {op.id: op for module in _FAMILY_MODULES for op in module.OPERATORS}
+
+
+class UnknownFamilyError(ValueError):
+    """A family name that is not one of FAMILIES; pick from the tuple."""
+
+
+def _check() -> None:
+    for op in REGISTRY.values():
+        assert op.family in FAMILIES, f"{op.id}: family {op.family!r} is not in FAMILIES"
+        assert op.effect in EFFECTS, f"{op.id}: effect {op.effect!r} is not in EFFECTS"
+        assert op.id.startswith(op.family + "."), f"{op.id}: id must start with its family"
+
+
+_check()
+
+
+def candidates(text: str, families: Collection[str] | None = None) -> list[Mutation]:
+    """Every mutation of a model file that parses, stays outside off-limits regions, and is not
+    statically equivalent to the original."""
+    if families is not None:
+        unknown = sorted(set(families) - set(FAMILIES))
+        if unknown:
+            raise UnknownFamilyError(f"unknown mutator families {unknown}; choose from {list(FAMILIES)}")
+    parsed = mask_file(text)
+    if not parsed.parsed:
+        return []
+    original_canon = canonical(parsed)
+    out: list[Mutation] = []
+    for op in REGISTRY.values():
+        if families is not None and op.family not in families:
+            continue
+        for site in op.sites(parsed):
+            mutation = _admit(parsed, original_canon, op, site)
+            if mutation is not None:
+                out.append(mutation)
+    return out
+
+
+def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -> Mutation | None:  # noqa: ANN001
+    edit = op.apply(site)
+    mutant = edit.apply(parsed.text)
+    masked_mutant = mask_file(mutant)
+    if not masked_mutant.parsed:
+        return None
+    if original_canon is not None and canonical(masked_mutant) == original_canon:
+        return None
+    return Mutation(
+        operator=op.id, family=op.family, effect=op.effect, edit=edit,
+        wrong_repairs=tuple(op.wrong_repairs(site)), description=site.description,
+    )
+
+
+__all__ = ["REGISTRY", "FAMILIES", "EFFECTS", "candidates", "Edit"]

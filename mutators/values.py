@@ -1,0 +1,156 @@
+"""Value operators: a CASE that maps to the wrong branch or loses its ELSE, arithmetic with the wrong
+operator, a column swapped for a sibling of the same kind from the same relation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from sqlglot import exp
+
+from mutators.edits import Edit
+from mutators.masking import MaskedFile
+from mutators.operator import Operator, Site
+from mutators.sqlfacts import text_of, token_between
+
+_ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
+    # node: (operator text, replacement, the non-commutative one of the pair)
+    exp.Add: ("+", "-", "-"),
+    exp.Sub: ("-", "+", "-"),
+    exp.Mul: ("*", "/", "/"),
+    exp.Div: ("/", "*", "/"),
+}
+#: name-based kinds for sibling swaps; a column only swaps with one of the same kind.
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("money", re.compile(r"(amount|price|cost|revenue|total|fee|tax|discount|balance|spend|value)", re.I)),
+    ("count", re.compile(r"(^num_|_count$|^count_|quantity|qty)", re.I)),
+    ("id", re.compile(r"_id$", re.I)),
+)
+
+
+class SwapThenBranches(Operator):
+    id = "values.swap_then_branches"
+    family = "values"
+    effect = "changed_values"
+    explanation = "Swap the results of two adjacent WHEN branches (or of the only WHEN and the ELSE)."
+    node_types = (exp.Case,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        ifs = node.args.get("ifs") or []
+        values = [i.args.get("true") for i in ifs]
+        conds = [i.this for i in ifs]
+        default = node.args.get("default")
+        pairs: list[tuple[exp.Expression, exp.Expression, tuple[exp.Expression, exp.Expression] | None]] = [
+            (values[k], values[k + 1], (conds[k], conds[k + 1])) for k in range(len(values) - 1)
+        ]
+        if len(values) == 1 and default is not None:
+            pairs.append((values[0], default, None))
+        out: list[Site] = []
+        for a, b, cond_pair in pairs:
+            sa, sb = parsed.span(a), parsed.span(b)
+            if sa is None or sb is None or sa[1] > sb[0]:
+                continue
+            ta, tb = parsed.text[sa[0] : sa[1]], parsed.text[sb[0] : sb[1]]
+            middle = parsed.text[sa[1] : sb[0]]
+            new = tb + middle + ta
+            wrong: list[Edit] = []
+            if cond_pair is not None:
+                ca, cb = parsed.span(cond_pair[0]), parsed.span(cond_pair[1])
+                if ca and cb and ca[1] <= sa[0] and sa[1] <= cb[0] and cb[1] <= sb[0]:
+                    # swap the WHEN conditions as well (edit over the mutant: conditions sit before/inside)
+                    mutant = parsed.text[: sa[0]] + new + parsed.text[sa[1] + (sb[1] - sa[1]) :]
+                    shift = len(tb) - len(ta)
+                    cb_m = (cb[0] + shift, cb[1] + shift)
+                    span_text = mutant[ca[0] : cb_m[1]]
+                    ta_c, tb_c = mutant[ca[0] : ca[1]], mutant[cb_m[0] : cb_m[1]]
+                    swapped = tb_c + span_text[len(ta_c) : len(span_text) - len(tb_c)] + ta_c
+                    wrong.append(Edit(ca[0], cb_m[1], swapped))
+            out += self.site(parsed, sa[0], sb[1], new, wrong)
+        return out
+
+
+class DropElse(Operator):
+    id = "values.drop_else"
+    family = "values"
+    effect = "changed_values"
+    explanation = "Drop the ELSE of a CASE: unmatched rows get NULL."
+    node_types = (exp.Case,)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        default, ifs = node.args.get("default"), node.args.get("ifs") or []
+        if default is None or not ifs or isinstance(default, exp.Null):
+            return []
+        last, dspan = parsed.span(ifs[-1]), parsed.span(default)
+        if last is None or dspan is None:
+            return []
+        tok = token_between(parsed, last[1], dspan[0], ["ELSE"])
+        if tok is None:
+            return []
+        start = last[1]
+        guess = "0" if not (isinstance(default, exp.Literal) and default.this == "0") else "null"
+        if isinstance(default, exp.Literal) and default.is_string:
+            guess = "''" if default.this else "null"
+        wrong = [Edit(start, start, f" else {guess}")]
+        return self.site(parsed, start, dspan[1], "", wrong)
+
+
+class SwapArithmetic(Operator):
+    id = "values.swap_arithmetic"
+    family = "values"
+    effect = "changed_values"
+    explanation = "Swap + and -, or * and /."
+    node_types = tuple(_ARITH)
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        if any(isinstance(c, exp.Literal) and c.is_string for c in (node.this, node.expression)):
+            return []
+        left, right = parsed.span(node.this), parsed.span(node.expression)
+        if left is None or right is None:
+            return []
+        old, new, noncomm = _ARITH[type(node)]
+        tok = token_between(parsed, left[1], right[0], [old])
+        if tok is None:
+            return []
+        lt, rt = parsed.text[left[0] : left[1]], parsed.text[right[0] : right[1]]
+        gap_end = right[1] + (len(new) - len(old))
+        wrong = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")]
+        return self.site(parsed, tok.start, tok.end + 1, new, wrong)
+
+
+class SwapSiblingColumn(Operator):
+    id = "values.swap_sibling_column"
+    family = "values"
+    effect = "changed_values"
+    explanation = "Select a sibling column of the same kind from the same relation (an amount for an amount)."
+    node_types = (exp.Column,)
+    clauses = frozenset({"projection"})
+
+    def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        if not node.table or node.find_ancestor(exp.Window):
+            return []
+        kind = _kind(node.name)
+        ident = node.this
+        meta = ident.meta if isinstance(ident, exp.Identifier) else {}
+        if kind is None or "start" not in meta:
+            return []
+        start, end = meta["start"], meta["end"] + 1
+        if parsed.text[start:end] != node.name:
+            return []
+        siblings = sorted(
+            {c.name for c in parsed.tree.find_all(exp.Column)
+             if c.table == node.table and c.name != node.name and _kind(c.name) == kind}
+        )
+        if not siblings:
+            return []
+        wrong = [Edit(start, start + len(siblings[0]), siblings[1])] if len(siblings) > 1 else []
+        return self.site(parsed, start, end, siblings[0], wrong)
+
+
+def _kind(name: str) -> str | None:
+    for kind, pattern in _KINDS:
+        if pattern.search(name or ""):
+            return kind
+    return None
+
+
+OPERATORS: tuple[Operator, ...] = (SwapThenBranches(), DropElse(), SwapArithmetic(), SwapSiblingColumn())
