@@ -1,0 +1,298 @@
+"""The vectorized per-column comparison: sort each column by the official string key, compare aligned.
+
+Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,000 doubles):
+- The sort key is Python's ``str(x)``. DuckDB's ``CAST(DOUBLE AS VARCHAR)`` produced exactly Python's
+  ``repr`` on 1,000,000 random doubles across magnitudes 1e-12..1e25 plus edge values (1e16, 1e-05,
+  -0.0, inf, 5e-324); pyarrow's cast did not (326,513 mismatches: '3.62e+10' vs '36240254526.79').
+- Cast + sort of 1M doubles by that key: DuckDB 0.20 s; numpy ``astype(str)`` 0.39 s + ``argsort``
+  0.21-0.29 s; Python ``repr`` loop 0.33 s + ``sorted`` 0.34 s. DuckDB also sorts in parallel.
+- Comparing two aligned float64 arrays with the isclose rule is ~5 ms in numpy, and numpy keeps IEEE
+  semantics (inf - inf = nan) where DuckDB raises on double overflow; so comparison stays in numpy.
+Cheap necessary conditions (NA counts, finite min/max/sum bounds under the tolerance, and a
+hash-sum fingerprint for exact kinds) reject almost every non-matching column pair before any sort, so
+a 12-column table costs about one sort per graded gold column and one per matching submitted column.
+
+Sort keys per kind (official key: (value is None, str(value), isinstance(value, (int, float)))):
+- num: non-NA -> (False, repr/str of the Python int, float or bool, True); NA -> its representation's key.
+- str: non-NA -> (False, the string, False); NA -> its key ('nan' sorts among the strings).
+- ts/tstz: every NA key ('None' first-flagged, 'NaT', 'nan', '<NA>') sorts after any 'YYYY-...' string,
+  and for years 1..9999 (enforced when loading) the string order of Timestamps/datetimes (naive, or all
+  in UTC) is chronological; so microseconds with NULLS LAST is the same order.
+Equal keys imply equal values within one column, so the unstable sort cannot change a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eval.scorer.source import ColumnInfo, LoadedTable
+
+ABS_TOL = 0.01
+REL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Vec:
+    """One column's values in comparison order (sorted or original)."""
+
+    kind: str
+    na: np.ndarray
+    values: Any  # float64 / int64 numpy array, or a pyarrow string array
+
+
+@dataclass(frozen=True)
+class NumStats:
+    n_na: int
+    n_posinf: int
+    n_neginf: int
+    fmin: float
+    fmax: float
+    fsum: float
+    abssum: float
+    maxabs: float
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _order_by(col: ColumnInfo) -> str:
+    v = f"v{col.index}"
+    if col.kind in {"ts", "tstz"}:
+        return f"{v} NULLS LAST"
+    none, na_str, na_num = col.na_key if col.na_key is not None else (False, "", False)
+    if col.kind == "num":
+        if col.pytype == "float":
+            key = f"CAST({v} AS VARCHAR)"
+        elif col.pytype == "int":
+            key = f"CAST(k{col.index} AS VARCHAR)"
+        else:
+            key = f"CASE WHEN k{col.index} THEN 'True' ELSE 'False' END"
+        live_num = 1
+    else:
+        key = v
+        live_num = 0
+    return (
+        f"CASE WHEN {v} IS NULL THEN {int(none)} ELSE 0 END, "
+        f"CASE WHEN {v} IS NULL THEN {_sql_str(na_str)} ELSE {key} END, "
+        f"CASE WHEN {v} IS NULL THEN {int(na_num)} ELSE {live_num} END"
+    )
+
+
+class Side:
+    """One loaded table registered in a scratch DuckDB, with its columns' vectors built on demand."""
+
+    def __init__(self, scratch: duckdb.DuckDBPyConnection, alias: str, table: LoadedTable) -> None:
+        self.scratch = scratch
+        self.alias = alias
+        self.table = table
+        scratch.register(alias, table.data)
+        self._vecs: dict[tuple[int, bool], Vec] = {}
+        self._num: dict[int, NumStats] = {}
+        self._fingerprints: dict[int, int] | None = None
+
+    @property
+    def n(self) -> int:
+        return self.table.n_rows
+
+    def column(self, j: int) -> ColumnInfo:
+        return self.table.columns[j]
+
+    def vec(self, j: int, ordered: bool) -> Vec:
+        """Column j's values, sorted by the official key when ``ordered`` (else in row order)."""
+        key = (j, ordered)
+        if key in self._vecs:
+            return self._vecs[key]
+        col = self.column(j)
+        if col.kind == "null":
+            vec = Vec("null", np.ones(self.n, dtype=bool), None)
+        else:
+            order = f" ORDER BY {_order_by(col)}" if ordered else ""
+            arr = self.scratch.execute(f"SELECT v{j} FROM {self.alias}{order}").fetch_arrow_table().column(0)
+            arr = arr.combine_chunks()
+            na = arr.is_null().to_numpy(zero_copy_only=False)
+            if col.kind == "num":
+                values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            elif col.kind == "str":
+                values = arr
+            else:
+                values = arr.fill_null(0).to_numpy(zero_copy_only=False)
+            vec = Vec(col.kind, na, values)
+        self._vecs[key] = vec
+        return vec
+
+    def num_stats(self, j: int) -> NumStats:
+        if j not in self._num:
+            arr = self.table.data.column(f"v{j}")
+            vals = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            live = ~np.isnan(vals)
+            live_vals = vals[live]
+            finite = live_vals[np.isfinite(live_vals)]
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._num[j] = NumStats(
+                    n_na=int((~live).sum()),
+                    n_posinf=int((live_vals == np.inf).sum()),
+                    n_neginf=int((live_vals == -np.inf).sum()),
+                    fmin=float(finite.min()) if finite.size else 0.0,
+                    fmax=float(finite.max()) if finite.size else 0.0,
+                    fsum=float(finite.sum()) if finite.size else 0.0,
+                    abssum=float(np.abs(finite).sum()) if finite.size else 0.0,
+                    maxabs=float(np.abs(finite).max()) if finite.size else 0.0,
+                )
+        return self._num[j]
+
+    def fingerprint(self, j: int) -> int:
+        """Sum of DuckDB hashes of the non-NA values (exact kinds): equal multisets, equal sums."""
+        if self._fingerprints is None:
+            exact = [c.index for c in self.table.columns if c.kind in {"str", "ts", "tstz"}]
+            self._fingerprints = {}
+            if exact:
+                row = self.scratch.execute(
+                    "SELECT "
+                    + ", ".join(f"coalesce(sum(hash(v{i})) FILTER (WHERE v{i} IS NOT NULL), 0)" for i in exact)
+                    + f" FROM {self.alias}"
+                ).fetchone()
+                assert row is not None
+                self._fingerprints = {i: int(x) for i, x in zip(exact, row)}
+        return self._fingerprints[j]
+
+
+def maybe_match(g: Side, gj: int, p: Side, pj: int) -> bool | None:
+    """Cheap verdict on a column pair: False when it cannot match, True when it surely does, None if unsure.
+
+    Assumes equal row counts. Every False here is implied by a failed official comparison.
+    """
+    gc, pcol = g.column(gj), p.column(pj)
+    n = g.n
+    if n == 0:
+        return True
+    g_na = gc.n_na if gc.kind != "num" else g.num_stats(gj).n_na
+    p_na = pcol.n_na if pcol.kind != "num" else p.num_stats(pj).n_na
+    if g_na != p_na:
+        return False
+    if g_na == n:
+        return True  # every pair is NA / NA
+    if gc.kind != pcol.kind:
+        return False
+    if gc.kind == "num":
+        a, b = g.num_stats(gj), p.num_stats(pj)
+        if a.n_posinf != b.n_posinf or a.n_neginf != b.n_neginf:
+            return False
+        bound = max(REL_TOL * max(a.maxabs, b.maxabs), ABS_TOL) * (1 + 1e-6) + 1e-300
+        if n - g_na - a.n_posinf - a.n_neginf > 0:
+            if abs(a.fmin - b.fmin) > bound or abs(a.fmax - b.fmax) > bound:
+                return False
+            total = a.fsum - b.fsum
+            if np.isfinite(total):
+                slack = (n - g_na) * bound + 1e-9 * (a.abssum + b.abssum)
+                if abs(total) > slack:
+                    return False
+        return None
+    if g.fingerprint(gj) != p.fingerprint(pj):
+        return False
+    return None
+
+
+def vectors_match(gv: Vec, pv: Vec) -> bool:
+    """The official pairwise walk over two aligned vectors of equal length, vectorized."""
+    mismatch = mismatches(gv, pv)
+    return not bool(mismatch.any())
+
+
+def mismatches(gv: Vec, pv: Vec) -> np.ndarray:
+    """Boolean mask of aligned positions where the official pairwise test fails."""
+    both_na = gv.na & pv.na
+    live = ~gv.na & ~pv.na
+    bad = ~(both_na | live)  # NA against a value never matches
+    if not live.any():
+        return bad
+    if gv.kind != pv.kind:
+        return bad | live
+    if gv.kind == "num":
+        a = gv.values
+        b = pv.values
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(a - b)
+            close = (a == b) | (
+                np.isfinite(a)
+                & np.isfinite(b)
+                & ((diff <= np.abs(REL_TOL * b)) | (diff <= np.abs(REL_TOL * a)) | (diff <= ABS_TOL))
+            )
+        return bad | (live & ~close)
+    if gv.kind == "str":
+        eq = pc.equal(gv.values, pv.values).fill_null(False).to_numpy(zero_copy_only=False)
+        return bad | (live & ~eq)
+    return bad | (live & (gv.values != pv.values))
+
+
+def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:
+    """Does submitted column pj satisfy gold column gj (official rule)? Row counts must already agree."""
+    quick = maybe_match(g, gj, p, pj)
+    if quick is not None:
+        return quick
+    return vectors_match(g.vec(gj, ordered), p.vec(pj, ordered))
+
+
+def render(vec: Vec, col: ColumnInfo, i: int) -> str:
+    """A human-readable form of one value of a vector (for explanations)."""
+    if vec.na[i]:
+        return col.na_key[1] if col.na_key else "NULL"
+    if vec.kind == "num":
+        value = float(vec.values[i])
+        if col.pytype == "int" and value.is_integer():
+            return str(int(value))
+        if col.pytype == "bool":
+            return str(bool(value))
+        return repr(value)
+    if vec.kind == "str":
+        return repr(vec.values[i].as_py())
+    if vec.kind in {"ts", "tstz"}:
+        import pandas as pd
+
+        ts = pd.Timestamp(int(vec.values[i]), unit="us", tz="UTC" if vec.kind == "tstz" else None)
+        return str(ts)
+    return "?"
+
+
+def strict_rows_match(g: Side, gcols: list[int], p: Side, pcols: list[int]) -> bool:
+    """Row-aligned multiset equality of gold columns ``gcols`` vs submitted ``pcols`` (same order).
+
+    Both sides are sorted by the same column sequence (exact kinds first, then numbers, NULLS LAST)
+    and compared row by row with the official value test.
+    """
+    pairs = list(zip(gcols, pcols))
+    exact = [(a, b) for a, b in pairs if g.column(a).kind in {"str", "ts", "tstz"}]
+    rest = [(a, b) for a, b in pairs if g.column(a).kind not in {"str", "ts", "tstz"}]
+    order = exact + rest
+    sortable = [(a, b) for a, b in order if g.column(a).kind != "null" and p.column(b).kind != "null"]
+    g_sel = ", ".join(f"v{a}" for a, _ in sortable)
+    p_sel = ", ".join(f"v{b}" for _, b in sortable)
+    if not sortable:
+        return True
+    g_tab = g.scratch.execute(
+        f"SELECT {g_sel} FROM {g.alias} ORDER BY {', '.join(f'v{a} NULLS LAST' for a, _ in sortable)}"
+    ).fetch_arrow_table()
+    p_tab = p.scratch.execute(
+        f"SELECT {p_sel} FROM {p.alias} ORDER BY {', '.join(f'v{b} NULLS LAST' for _, b in sortable)}"
+    ).fetch_arrow_table()
+    for i, (a, b) in enumerate(sortable):
+        gv = _vec_from(g.column(a), g_tab.column(i).combine_chunks())
+        pv = _vec_from(p.column(b), p_tab.column(i).combine_chunks())
+        if not vectors_match(gv, pv):
+            return False
+    return True
+
+
+def _vec_from(col: ColumnInfo, arr: pa.Array) -> Vec:
+    na = arr.is_null().to_numpy(zero_copy_only=False)
+    if col.kind == "num":
+        return Vec("num", na, arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+    if col.kind == "str":
+        return Vec("str", na, arr)
+    return Vec(col.kind, na, arr.fill_null(0).to_numpy(zero_copy_only=False))
