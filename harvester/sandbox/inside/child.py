@@ -1,0 +1,378 @@
+"""The sandbox child: runs a list of steps (dbt commands, gold capture, read-only queries) in one process.
+
+It is started by harvester.sandbox.runner, normally inside bubblewrap, with one argument: the request
+as JSON (workspace, project, profile, lockdown settings, steps, where to write results). dbt runs
+in-process through ``dbtRunner`` so several commands share one warm interpreter. After every step the
+child rewrites its results file (atomically) so that a build killed at its time limit still reports the
+steps it finished. The parent treats that file as untrusted input.
+
+Stdlib, dbt and duckdb only: this file runs inside the sandbox with only /opt/harvest on its path.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+import harvest_lockdown
+from harvest_fingerprint import alias_collides, fingerprint_sql, quote_identifier, quote_relation
+
+GOLD_ALIAS = "__harvest_gold"
+MAX_MESSAGE = 600
+FAILED_NODE_STATUSES = {"error", "fail", "runtime error"}
+
+
+def one_line(text: object, limit: int = MAX_MESSAGE) -> str:
+    """Collapse whitespace to single spaces and cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def json_safe(value: Any) -> Any:
+    """Turn a DuckDB value into something json.dumps accepts without losing its meaning."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return str(value)
+
+
+class Child:
+    """Holds the request and the results written so far."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        self.workspace = Path(request["workspace"])
+        self.project = self.workspace / request["project_dir"]
+        self.profiles_dir = Path(request["profiles_dir"])
+        self.db_path = self.workspace / request["db_file"]
+        self.result_path = self.workspace / request["result_file"]
+        self.relation_rows = int(request["relation_rows"])
+        self.results: list[dict[str, Any]] = []
+        self.runner: Any = None
+        lock = request["lockdown"]
+        harvest_lockdown.LOCKDOWN = harvest_lockdown.Lockdown(
+            workspace=str(self.workspace),
+            temp_directory=str(self.workspace / lock["temp_subdir"]),
+            memory_limit=str(lock["memory_limit"]),
+            threads=int(lock["threads"]),
+            max_temp_directory_size=str(lock["max_temp_directory_size"]),
+        )
+
+    # results -------------------------------------------------------------------------------------
+    def write_results(self, done: bool) -> None:
+        payload = {
+            "version": 1,
+            "done": done,
+            "steps": self.results,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
+        tmp = self.result_path.with_name(self.result_path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle)
+        os.replace(tmp, self.result_path)
+
+    def run(self) -> int:
+        self.write_results(done=False)
+        for step in self.request["steps"]:
+            started = time.monotonic()
+            try:
+                result = self.run_step(step)
+            except Exception as exc:  # noqa: BLE001 - any failure of a step is that step's result
+                result = {
+                    "kind": step.get("kind", "?"),
+                    "ok": False,
+                    "first_error": one_line(f"{type(exc).__name__}: {exc}"),
+                    "detail": {"traceback": traceback.format_exc()[-4000:]},
+                }
+            result["detail"]["wall_s"] = round(time.monotonic() - started, 3)
+            self.results.append(result)
+            self.write_results(done=False)
+            if not result["ok"] and self.request["stop_on_failure"]:
+                break
+        self.write_results(done=True)
+        return 0
+
+    def run_step(self, step: dict[str, Any]) -> dict[str, Any]:
+        kind = step["kind"]
+        if kind == "dbt":
+            return self.dbt_step(list(step["args"]))
+        if kind == "capture":
+            return self.capture_step(step["out"], step["manifest"])
+        if kind == "query":
+            return self.query_step(step["db"], step["sql"], int(step["max_rows"]))
+        raise ValueError(f"unknown step kind {kind!r}")
+
+    # dbt -----------------------------------------------------------------------------------------
+    def dbt_step(self, args: list[str]) -> dict[str, Any]:
+        from dbt.cli.main import dbtRunner
+
+        if self.runner is None:
+            self.runner = dbtRunner()
+        argv = [*args, "--project-dir", str(self.project), "--profiles-dir", str(self.profiles_dir)]
+        try:
+            res = self.runner.invoke(argv)
+        finally:
+            release_dbt_duckdb()
+        nodes = []
+        for node_result in getattr(res.result, "results", None) or []:
+            node = getattr(node_result, "node", None)
+            status = getattr(node_result, "status", "")
+            nodes.append(
+                {
+                    "unique_id": str(getattr(node, "unique_id", "")),
+                    "resource_type": str(getattr(getattr(node, "resource_type", ""), "value", "")),
+                    "status": str(getattr(status, "value", status)),
+                    "message": one_line(getattr(node_result, "message", "") or ""),
+                }
+            )
+        first_error = ""
+        if res.exception is not None:
+            first_error = one_line(f"dbt: {res.exception}")
+        else:
+            for node in nodes:
+                if node["status"] in FAILED_NODE_STATUSES:
+                    first_error = one_line(f"{node['unique_id']}: {node['message'] or node['status']}")
+                    break
+        ok = bool(res.success)
+        if ok:
+            oversized = self.oversized_relation()
+            if oversized:
+                ok, first_error = False, oversized
+        elif not first_error:
+            first_error = "dbt reported failure without a node error (see the build log)"
+        return {"kind": "dbt", "ok": ok, "first_error": first_error, "detail": {"nodes": nodes}}
+
+    def locked_connection(self, db: Path, read_only: bool) -> Any:
+        import duckdb
+
+        conn = duckdb.connect(str(db), read_only=read_only)
+        harvest_lockdown.apply_lockdown(conn, harvest_lockdown.LOCKDOWN)
+        return conn
+
+    def oversized_relation(self) -> str:
+        """The first table in the build database with more rows than allowed, as an error line."""
+        if not self.db_path.exists():
+            return ""
+        conn = self.locked_connection(self.db_path, read_only=True)
+        try:
+            rows = conn.execute(
+                "SELECT schema_name, table_name, estimated_size FROM duckdb_tables() "
+                "WHERE NOT internal AND NOT temporary AND estimated_size > ? ORDER BY estimated_size DESC",
+                [self.relation_rows],
+            ).fetchall()
+        finally:
+            conn.close()
+        if not rows:
+            return ""
+        schema, name, size = rows[0]
+        return f"relation {schema}.{name} has {size} rows, over the per-relation limit of {self.relation_rows}"
+
+    # capture -------------------------------------------------------------------------------------
+    def capture_step(self, out: str, manifest_rel: str) -> dict[str, Any]:
+        manifest = json.loads((self.project / manifest_rel).read_text(encoding="utf-8"))
+        out_path = self.workspace / out
+        for stale in (out_path, out_path.with_name(out_path.name + ".wal")):
+            stale.unlink(missing_ok=True)
+        catalog = self.db_path.stem
+        # read-write so that the gold file can be attached writable; the build database is only read,
+        # and it stays the default catalog so views resolve exactly as they did in the build
+        conn = self.locked_connection(self.db_path, read_only=False)
+        tables: list[dict[str, Any]] = []
+        errors: list[str] = []
+        try:
+            conn.execute(f"ATTACH {sql_string(str(out_path))} AS {quote_identifier(GOLD_ALIAS)}")
+            existing = {
+                (schema.lower(), name.lower())
+                for schema, name in conn.execute(
+                    "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? "
+                    "UNION ALL SELECT schema_name, view_name FROM duckdb_views() "
+                    "WHERE database_name = ? AND NOT internal",
+                    [catalog, catalog],
+                ).fetchall()
+            }
+            models = sorted(
+                (node for node in manifest.get("nodes", {}).values() if is_captured_model(node)),
+                key=lambda node: node["unique_id"],
+            )
+            for node in models:
+                schema, alias = str(node["schema"]), str(node.get("alias") or node["name"])
+                database = str(node.get("database") or catalog)
+                if database.lower() != catalog.lower():
+                    errors.append(f"{node['unique_id']}: relation in database {database!r}, not {catalog!r}")
+                    continue
+                if (schema.lower(), alias.lower()) not in existing:
+                    errors.append(f"{node['unique_id']}: relation {schema}.{alias} was not built")
+                    continue
+                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"])
+                if error:
+                    errors.append(error)
+                else:
+                    tables.append(table)
+            seed_rows = 0
+            for node in manifest.get("nodes", {}).values():
+                if node.get("resource_type") != "seed":
+                    continue
+                schema, alias = str(node["schema"]), str(node.get("alias") or node["name"])
+                if (schema.lower(), alias.lower()) in existing:
+                    seed_rows += conn.execute(
+                        f"SELECT count(*) FROM {quote_relation(catalog, schema, alias)}"
+                    ).fetchone()[0]
+            conn.execute(f"CHECKPOINT {quote_identifier(GOLD_ALIAS)}")
+            conn.execute(f"DETACH {quote_identifier(GOLD_ALIAS)}")
+        finally:
+            conn.close()
+        first_error = one_line(errors[0]) if errors else ""
+        if len(errors) > 1:
+            first_error = one_line(f"{errors[0]} (and {len(errors) - 1} more)")
+        return {
+            "kind": "capture",
+            "ok": not errors,
+            "first_error": first_error,
+            "detail": {"tables": tables, "seed_rows": int(seed_rows), "errors": errors[:50]},
+        }
+
+    def capture_one(
+        self, conn: Any, catalog: str, schema: str, alias: str, unique_id: str
+    ) -> tuple[dict[str, Any], str]:
+        source = quote_relation(catalog, schema, alias)
+        target = quote_relation(GOLD_ALIAS, schema, alias)
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_relation(GOLD_ALIAS, schema)}")
+        conn.execute(f"CREATE TABLE {target} AS SELECT * FROM {source}")
+        rows = conn.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
+        if rows > self.relation_rows:
+            conn.execute(f"DROP TABLE {target}")
+            return {}, (
+                f"{unique_id}: relation {schema}.{alias} has {rows} rows, over the per-relation limit "
+                f"of {self.relation_rows}"
+            )
+        columns = [
+            [str(name), str(col_type)]
+            for name, col_type in conn.execute(
+                "SELECT column_name, data_type FROM duckdb_columns() "
+                "WHERE database_name = ? AND schema_name = ? AND table_name = ? ORDER BY column_index",
+                [GOLD_ALIAS, schema, alias],
+            ).fetchall()
+        ]
+        if alias_collides([name for name, _ in columns]):
+            return {}, f"{unique_id}: a column is named like the fingerprint's row alias; cannot fingerprint"
+        fingerprint = conn.execute(fingerprint_sql(target)).fetchone()[0]
+        return {
+            "name": f"{schema}.{alias}",
+            "unique_id": unique_id,
+            "rows": int(rows),
+            "columns": columns,
+            "fingerprint": str(fingerprint),
+        }, ""
+
+    # query ---------------------------------------------------------------------------------------
+    def query_step(self, db: str, sql: str, max_rows: int) -> dict[str, Any]:
+        conn = self.locked_connection(self.workspace / db, read_only=True)
+        try:
+            cursor = conn.execute(sql)
+            description = cursor.description or []
+            fetched = cursor.fetchmany(max_rows + 1)
+        finally:
+            conn.close()
+        columns = [[str(col[0]), str(col[1])] for col in description]
+        rows = [[json_safe(value) for value in row] for row in fetched[:max_rows]]
+        return {
+            "kind": "query",
+            "ok": True,
+            "first_error": "",
+            "detail": {"columns": columns, "rows": rows, "truncated": len(fetched) > max_rows},
+        }
+
+
+def release_dbt_duckdb() -> None:
+    """Close the DuckDB instance dbt-duckdb keeps open between invocations.
+
+    dbt-duckdb holds one environment (and its database) per process; while it is open, our own locked
+    connections to the same file would be refused ("different configuration"), and a later dbt
+    invocation would inherit state. Closing it makes every step start from the file on disk.
+    """
+    import gc
+
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    with DuckDBConnectionManager._LOCK:
+        env = DuckDBConnectionManager._ENV
+        DuckDBConnectionManager._ENV = None
+    if env is not None:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - a failed close must not hide the step's own result
+            pass
+    gc.collect()
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def is_captured_model(node: dict[str, Any]) -> bool:
+    """A model that exists as a relation: tables, views, incrementals — not ephemerals."""
+    if node.get("resource_type") != "model":
+        return False
+    materialized = str((node.get("config") or {}).get("materialized", ""))
+    return materialized != "ephemeral"
+
+
+def patch_sleep_for_faketime() -> None:
+    """Make time.sleep work under libfaketime with FAKETIME_DONT_FAKE_MONOTONIC=1.
+
+    Python 3.11 sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), which libfaketime 0.9.x
+    answers with EINVAL when it leaves the monotonic clock real. Lock and condition timeouts work, so a
+    sleep that fails that way waits on an Event instead. Faking the monotonic clock too is worse: every
+    lock acquire with a timeout then waits forever.
+    """
+    import threading
+
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        try:
+            real_sleep(seconds)
+        except OSError as exc:
+            if exc.errno != 22:
+                raise
+            threading.Event().wait(seconds)
+
+    time.sleep = sleep
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(argv[1])
+    if os.environ.get("FAKETIME"):
+        patch_sleep_for_faketime()
+    os.chdir(request["workspace"])
+    return Child(request).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

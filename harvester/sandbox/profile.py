@@ -1,0 +1,107 @@
+"""The fixed dbt-duckdb profile of a sandboxed build, written into the workspace.
+
+The profile points dbt at a DuckDB file inside the workspace, one thread, and the lockdown plugin
+(inside/harvest_lockdown.py). Its folder is bound read-only into the sandbox, so project code cannot
+rewrite it between steps. A small JSON beside it tells the runner (outside the sandbox) where the
+database lives; the runner reads it before starting the child, never after.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from harvester import atomic
+from harvester.errors import SandboxError
+from harvester.sandbox.steps import workspace_relative
+
+PROFILE_DIR = ".harvest_profile"
+META_FILE = "harvest_profile.json"
+WORKSPACE_ENV = "HARVEST_WORKSPACE"
+PLUGIN_MODULE = "harvest_lockdown"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+@dataclass(frozen=True)
+class ProfileMeta:
+    """What the runner needs to know about a written profile."""
+
+    project_dir: str
+    profile_name: str
+    schema: str
+    db_file: str
+
+
+def _real_dir(path: Path) -> None:
+    """Make ``path`` a real directory, removing whatever else (a symlink from the repo) sits there."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def profile_yaml(profile_name: str, schema: str, db_file: str) -> str:
+    """The profiles.yml text (JSON is valid YAML, so no quoting rules can bite)."""
+    doc = {
+        profile_name: {
+            "target": "harvest",
+            "outputs": {
+                "harvest": {
+                    "type": "duckdb",
+                    "path": "{{ env_var('%s') }}/%s" % (WORKSPACE_ENV, db_file),
+                    "schema": schema,
+                    "threads": 1,
+                    "plugins": [{"module": PLUGIN_MODULE}],
+                }
+            },
+        }
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write_profile(
+    workspace: Path,
+    project_dir: str,
+    profile_name: str,
+    schema: str = "main",
+    db_file: str = "build.duckdb",
+) -> Path:
+    """Write ``<workspace>/.harvest_profile/profiles.yml`` for a sandboxed build; return its path."""
+    workspace = Path(workspace)
+    if not workspace.is_dir():
+        raise SandboxError(f"workspace {workspace} is not a directory")
+    project_dir = workspace_relative(project_dir, "project_dir") if project_dir not in ("", ".") else "."
+    db_file = workspace_relative(db_file, "db_file")
+    if not db_file.endswith(".duckdb") or "/" in db_file:
+        raise SandboxError(f"db_file must be a file name ending in .duckdb at the workspace root, got {db_file!r}")
+    for what, value in (("profile_name", profile_name), ("schema", schema)):
+        if not _NAME.match(value):
+            raise SandboxError(f"{what} must be a plain identifier, got {value!r}")
+    if not (workspace / project_dir / "dbt_project.yml").is_file():
+        raise SandboxError(f"no dbt_project.yml in {workspace / project_dir}")
+    folder = workspace / PROFILE_DIR
+    _real_dir(folder)
+    path = folder / "profiles.yml"
+    atomic.write_text(path, profile_yaml(profile_name, schema, db_file))
+    meta = ProfileMeta(project_dir=project_dir, profile_name=profile_name, schema=schema, db_file=db_file)
+    atomic.write_text(folder / META_FILE, json.dumps(meta.__dict__, sort_keys=True) + "\n")
+    return path
+
+
+def read_profile_meta(workspace: Path, project_dir: str) -> ProfileMeta:
+    """The meta written by write_profile; refuse when it is missing or names another project."""
+    path = Path(workspace) / PROFILE_DIR / META_FILE
+    if path.is_symlink() or not path.is_file():
+        raise SandboxError(f"no sandbox profile in {workspace}; call write_profile(workspace, …) first")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        meta = ProfileMeta(**{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SandboxError(f"sandbox profile meta {path} is malformed ({exc}); call write_profile again") from exc
+    wanted = workspace_relative(project_dir, "project_dir") if project_dir not in ("", ".") else "."
+    if meta.project_dir != wanted:
+        raise SandboxError(
+            f"the sandbox profile in {workspace} was written for project {meta.project_dir!r}, not {wanted!r}"
+        )
+    return meta

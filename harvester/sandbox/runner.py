@@ -1,0 +1,338 @@
+"""run_steps: run dbt commands, gold capture and queries on an untrusted project in a bounded child.
+
+One call starts one child process (inside bubblewrap unless ``sandboxed=False``), which runs the steps
+in order, warm, and reports each one. The parent enforces the bounds while it waits:
+
+- wall time: the whole process group is SIGKILLed at ``wall_s`` (bwrap's PID namespace and
+  --die-with-parent take every sandboxed process down with it);
+- memory: RLIMIT_AS on every process, DuckDB's own memory_limit, and the tree's resident memory
+  polled from /proc (killed above ``memory_bytes``);
+- files: RLIMIT_FSIZE bounds every file a child writes (Python ignores SIGXFSZ, so a write fails
+  with EFBIG instead of the process dying);
+- workspace disk: the watchdog sums the workspace's allocated blocks (more rarely when the walk gets
+  slow) and kills the build above ``workspace_bytes``; it checks once more after the child exits;
+- relation size: the child fails a dbt step whose database holds a table over ``relation_rows``
+  rows, and the capture refuses to copy one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harvester.errors import SandboxError
+from harvester.sandbox import command, watchdog
+from harvester.sandbox.clock import clock_env
+from harvester.sandbox.limits import Limits
+from harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
+from harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
+from harvester.sandbox.steps import SandboxRun, Step, StepResult, step_kind, step_request
+
+SCRATCH_DIR = ".harvest_tmp"
+LOG_DIR = ".harvest_logs"
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the watchdog saw: exit status, why it killed (if it did), peaks and timings."""
+
+    returncode: int
+    killed_reason: str
+    timed_out: bool
+    peak_tree_rss: int
+    child_maxrss: int
+    wall_s: float
+    kill_s: float
+
+
+def _fresh_dir(path: Path) -> Path:
+    """A real, empty directory at ``path`` (whatever the project put there is removed first)."""
+    _remove(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _mib(value: int) -> str:
+    return f"{value / (1 << 20):.0f} MiB"
+
+
+def _rlimits(limits: Limits) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def _open_log(log_path: Path) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if log_path.is_symlink():
+        log_path.unlink()
+    return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+
+
+def _watch(proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, started: float) -> Outcome:
+    """Wait for the child, killing its process group when a bound is crossed."""
+    killed_reason, timed_out = "", False
+    peak, kill_at = 0, 0.0
+    next_disk, disk_cost = started, 0.0
+    status = None
+    while True:
+        pid, raw_status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            status = (raw_status, usage)
+            break
+        now = time.monotonic()
+        if not killed_reason:
+            rss = watchdog.tree_rss_bytes(proc.pid)
+            peak = max(peak, rss)
+            if now - started > limits.wall_s:
+                killed_reason = f"wall time limit of {limits.wall_s:g} s exceeded; the build was killed"
+                timed_out = True
+            elif rss > limits.memory_bytes:
+                killed_reason = (
+                    f"memory use {_mib(rss)} exceeded the limit of {_mib(limits.memory_bytes)}; the build was killed"
+                )
+            elif now >= next_disk:
+                t0 = time.monotonic()
+                used = watchdog.disk_usage_bytes(workspace)
+                disk_cost = time.monotonic() - t0
+                next_disk = time.monotonic() + max(0.25, 10 * disk_cost)
+                if used > limits.workspace_bytes:
+                    killed_reason = (
+                        f"workspace disk use {_mib(used)} exceeded the limit of "
+                        f"{_mib(limits.workspace_bytes)}; the build was killed"
+                    )
+            if killed_reason:
+                kill_at = time.monotonic()
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(POLL_S)
+    ended = time.monotonic()
+    raw_status, usage = status
+    returncode = os.waitstatus_to_exitcode(raw_status)
+    proc.returncode = returncode
+    # anything the sandbox left in our process group (there should be nothing) goes too
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return Outcome(
+        returncode=returncode,
+        killed_reason=killed_reason,
+        timed_out=timed_out,
+        peak_tree_rss=peak,
+        child_maxrss=usage.ru_maxrss * 1024,
+        wall_s=ended - started,
+        kill_s=(ended - kill_at) if kill_at else 0.0,
+    )
+
+
+def _log_tail(log_path: Path) -> str:
+    """The last non-empty line of the child's log, for a one-line reason (never follows a symlink)."""
+    try:
+        fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - 4096), os.SEEK_SET)
+        data = os.read(fd, 4096).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    lines = [line.strip() for line in data.splitlines() if line.strip()]
+    return " ".join(lines[-1].split())[:300] if lines else ""
+
+
+def run_steps(
+    workspace: Path,
+    project_dir: str,
+    steps: Sequence[Step],
+    *,
+    clock: str,
+    sandboxed: bool = True,
+    limits: Limits = Limits(),
+    log_path: Path | None = None,
+    stop_on_failure: bool = True,
+) -> SandboxRun:
+    """Run ``steps`` on the dbt project at ``workspace/project_dir`` in one bounded child process.
+
+    Call write_profile(workspace, project_dir, …) first. Raises SandboxError when the run cannot start
+    (no bubblewrap and ``sandboxed`` left True, no profile, bad steps, no libfaketime); every failure
+    of the project itself comes back in the SandboxRun instead.
+    """
+    workspace = Path(workspace).resolve()
+    if not workspace.is_dir():
+        raise SandboxError(f"workspace {workspace} is not a directory")
+    requests = [step_request(step) for step in steps]
+    kinds = [step_kind(step) for step in steps]
+    meta = read_profile_meta(workspace, project_dir)
+    if sandboxed:
+        available, why = command.sandbox_available()
+        if not available:
+            raise SandboxError(f"{why}; or pass sandboxed=False (--no-sandbox) to build without isolation")
+    clock_vars = clock_env(clock)
+
+    scratch = _fresh_dir(workspace / SCRATCH_DIR)
+    (scratch / "duckdb").mkdir()
+    result_name = f"{SCRATCH_DIR}/result-{secrets.token_hex(8)}.json"
+    result_path = workspace / result_name
+    if sandboxed:
+        paths = command.ChildPaths(
+            workspace=command.SANDBOX_WORKSPACE, code=command.SANDBOX_CODE, home=command.SANDBOX_HOME, tmp="/tmp"
+        )
+    else:
+        (scratch / "home").mkdir()
+        (scratch / "tmp").mkdir()
+        paths = command.ChildPaths(
+            workspace=str(workspace),
+            code=str(command.INSIDE_DIR),
+            home=str(scratch / "home"),
+            tmp=str(scratch / "tmp"),
+        )
+    request: dict[str, Any] = {
+        "workspace": paths.workspace,
+        "project_dir": meta.project_dir,
+        "profiles_dir": f"{paths.workspace}/{PROFILE_DIR}",
+        "db_file": meta.db_file,
+        "result_file": result_name,
+        "relation_rows": limits.relation_rows,
+        "stop_on_failure": stop_on_failure,
+        "lockdown": {
+            "temp_subdir": f"{SCRATCH_DIR}/duckdb",
+            "memory_limit": limits.duckdb_memory_limit,
+            "threads": limits.duckdb_threads,
+            "max_temp_directory_size": f"{max(1, limits.workspace_bytes >> 20)}MiB",
+        },
+        "steps": requests,
+    }
+    env = command.child_env(paths, clock_vars)
+    py = command.python_args(paths.code, json.dumps(request))
+    if sandboxed:
+        argv = command.bwrap_argv(workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env)
+        popen_env = {"PATH": "/usr/bin:/bin"}
+        cwd = "/"
+    else:
+        argv, popen_env, cwd = py, env, str(workspace)
+
+    log_path = Path(log_path) if log_path is not None else workspace / LOG_DIR / "sandbox.log"
+    log_fd = _open_log(log_path)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=popen_env,
+            start_new_session=True,
+            preexec_fn=_rlimits(limits),
+        )
+    except OSError as exc:
+        os.close(log_fd)
+        raise SandboxError(f"could not start the sandbox child: {exc}") from exc
+    try:
+        outcome = _watch(proc, workspace, limits, started)
+    finally:
+        os.close(log_fd)
+
+    killed_reason = outcome.killed_reason
+    final_disk = watchdog.disk_usage_bytes(workspace)
+    if not killed_reason and final_disk > limits.workspace_bytes:
+        killed_reason = (
+            f"workspace disk use {_mib(final_disk)} exceeded the limit of {_mib(limits.workspace_bytes)}"
+        )
+
+    results: list[StepResult] = []
+    peak_child = 0
+    shape_error = ""
+    try:
+        payload = read_result_file(result_path)
+        results = parse_steps(payload, kinds)
+        peak_child = peak_rss(payload)
+    except ResultShapeError as exc:
+        shape_error = str(exc)
+    finally:
+        _remove(result_path)
+        _remove(result_path.with_name(result_path.name + ".tmp"))
+
+    finished_all = len(results) == len(kinds)
+    stopped_on_failure = stop_on_failure and results and not results[-1].ok
+    if not finished_all and not stopped_on_failure:
+        if killed_reason:
+            reason = killed_reason
+        elif outcome.returncode < 0:
+            sig = -outcome.returncode
+            reason = f"the sandbox child was killed by signal {sig} ({signal.Signals(sig).name})"
+        elif shape_error and outcome.returncode == 0:
+            reason = shape_error
+        else:
+            tail = _log_tail(log_path)
+            reason = f"the sandbox child exited with code {outcome.returncode}" + (f": {tail}" if tail else "")
+        detail: dict[str, Any] = {"interrupted": True, "wall_s": round(outcome.wall_s, 3)}
+        if outcome.kill_s:
+            detail["kill_s"] = round(outcome.kill_s, 3)
+        results.append(StepResult(kind=kinds[len(results)], ok=False, first_error=reason, detail=detail))
+
+    _cleanup_scratch(scratch)
+    ok = (
+        not killed_reason
+        and outcome.returncode == 0
+        and len(results) == len(kinds)
+        and all(result.ok for result in results)
+    )
+    _append_log(
+        log_path,
+        f"\n[harvest sandbox] sandboxed={sandboxed} ok={ok} returncode={outcome.returncode} "
+        f"wall_s={outcome.wall_s:.3f} kill_s={outcome.kill_s:.3f} peak_tree_rss={outcome.peak_tree_rss} "
+        f"killed_reason={killed_reason!r}\n",
+    )
+    return SandboxRun(
+        ok=ok,
+        timed_out=outcome.timed_out,
+        killed_reason=killed_reason,
+        returncode=outcome.returncode,
+        steps=tuple(results),
+        log_path=log_path,
+        wall_s=outcome.wall_s,
+        peak_rss_bytes=max(outcome.peak_tree_rss, outcome.child_maxrss, peak_child),
+    )
+
+
+def _append_log(log_path: Path, text: str) -> None:
+    """Append a summary line to the log, never through a symlink the project may have put there."""
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _cleanup_scratch(scratch: Path) -> None:
+    """Remove the scratch folder (DuckDB spill, result temp files); never follows a symlink."""
+    _remove(scratch)

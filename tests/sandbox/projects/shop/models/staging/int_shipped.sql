@@ -1,0 +1,2 @@
+{{ config(materialized='ephemeral') }}
+select * from {{ ref('stg_orders') }} where status = 'shipped'
