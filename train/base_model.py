@@ -1,0 +1,69 @@
+"""Load the base model and tokenizer a config names: a Hub id at a revision, a local folder, or tiny://.
+
+``tiny://`` builds the CPU test model (train/tiny.py) into the run folder once, so tests and smoke runs
+never download anything. The revision a run actually used is returned so the manifest can record it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from train.configs import TINY_SCHEME, RunConfig
+from train.errors import TrainError
+
+
+@dataclass(frozen=True)
+class BaseModel:
+    model: Any  # transformers.PreTrainedModel
+    tokenizer: Any  # transformers.PreTrainedTokenizerBase
+    model_id: str
+    revision: str
+    local_path: str
+
+
+def resolve_base(config: RunConfig) -> tuple[str, str]:
+    """(path or id to load, revision) for the config's base model; builds tiny:// on first use."""
+    base = config.model.base
+    if base.startswith(TINY_SCHEME):
+        from train.tiny import TinySpec, build_tiny
+
+        folder = config.run_dir / "base-tiny"
+        if not (folder / "config.json").is_file():
+            build_tiny(folder, TinySpec(seed=config.run.seed))
+        return str(folder), "local"
+    if Path(base).is_dir():
+        return base, "local"
+    return base, config.model.revision
+
+
+def load_base(config: RunConfig) -> BaseModel:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path, revision = resolve_base(config)
+    local_only = config.model.local_files_only or revision == "local"
+    kwargs: dict[str, Any] = {"local_files_only": local_only}
+    if revision != "local":
+        kwargs["revision"] = revision
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model.dtype), **kwargs)
+    except (OSError, ValueError) as exc:
+        raise TrainError(f"cannot load base model {config.model.base!r} at {revision!r}: {str(exc).splitlines()[0]}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return BaseModel(model, tokenizer, config.model.base, revision, path)
+
+
+def lora_config(config: RunConfig):  # -> peft.LoraConfig
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=config.lora.r,
+        lora_alpha=config.lora.alpha,
+        lora_dropout=config.lora.dropout,
+        target_modules=list(config.lora.target_modules),
+        task_type="CAUSAL_LM",
+    )

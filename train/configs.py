@@ -1,0 +1,296 @@
+"""Training run configs: one TOML file per run, parsed into frozen dataclasses and validated.
+
+A config is the recipe a manifest records and `harvest train freeze` seals, so it must mean exactly
+what it says: unknown sections and keys are refused (a typo such as ``lerning_rate`` never silently
+falls back to a default), every value is type-checked, and each error names the file, the key and
+what to do. Sections: ``[run] [model] [lora] [data] [train]`` for both kinds, ``[grpo] [reward]``
+for GRPO only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from train.errors import TrainConfigError
+
+KINDS = ("sft", "grpo")
+SFT_FORMATS = ("single_turn", "agentic")
+GRPO_MODES = ("single_turn", "multi_turn")
+REWARD_BACKENDS = ("harvester", "duckdb_sql")
+SHAPINGS = ("none", "strict_bonus")
+DTYPES = ("float32", "bfloat16", "float16")
+#: ``[model] base`` with this scheme builds the tiny CPU model (train/tiny.py) instead of loading one.
+TINY_SCHEME = "tiny://"
+
+
+@dataclass(frozen=True)
+class RunSection:
+    kind: str
+    name: str
+    output_dir: str = "runs"
+    seed: int = 0
+    claim_under_test: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    base: str
+    revision: str = "main"
+    dtype: str = "bfloat16"
+    local_files_only: bool = False
+
+
+@dataclass(frozen=True)
+class LoraSection:
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+@dataclass(frozen=True)
+class DataSection:
+    tasks: str = ""  # folder of task records; "" = HARVEST_HOME/tasks
+    repos: str = ""  # folder of git repositories named owner__repo(.git); "" = HARVEST_HOME/mirrors
+    split: str = "train"
+    format: str = "single_turn"
+    max_rows: int = 0  # 0 = every train task
+    max_file_chars: int = 16000
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    max_steps: int = -1
+    num_train_epochs: float = 1.0
+    learning_rate: float = 2e-4
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 8
+    max_length: int = 8192
+    save_steps: int = 50
+    logging_steps: int = 1
+    warmup_steps: int = 0
+    use_cpu: bool = False
+    bf16: bool = True
+    gradient_checkpointing: bool = True
+    resume: bool = True
+
+
+@dataclass(frozen=True)
+class GrpoSection:
+    mode: str = "single_turn"
+    num_generations: int = 8
+    max_completion_length: int = 2048
+    temperature: float = 1.0
+    beta: float = 0.0
+    max_tool_calling_iterations: int = 20
+    environment: str = "eval.env:RepairEnvironment"  # module:Class, used when mode = "multi_turn"
+
+
+@dataclass(frozen=True)
+class RewardSection:
+    backend: str = "harvester"
+    workers: int = 4
+    timeout_s: float = 120.0
+    shaping: str = "none"  # no shaping by default; anything else is recorded in the manifest
+    inputs: str = ""  # duckdb_sql backend: folder of <pin>.duckdb source databases
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A validated training config. ``source`` is the file it came from, ``raw`` its parsed TOML."""
+
+    run: RunSection
+    model: ModelSection
+    lora: LoraSection
+    data: DataSection
+    train: TrainSection
+    grpo: GrpoSection | None = None
+    reward: RewardSection | None = None
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run.output_dir) / self.run.name
+
+    @property
+    def is_tiny(self) -> bool:
+        return self.model.base.startswith(TINY_SCHEME)
+
+    def with_overrides(self, **sections: Any) -> "RunConfig":
+        """A copy with whole sections replaced (used by --gate and tests)."""
+        return dataclasses.replace(self, **sections)
+
+
+_SECTIONS: dict[str, type] = {
+    "run": RunSection,
+    "model": ModelSection,
+    "lora": LoraSection,
+    "data": DataSection,
+    "train": TrainSection,
+    "grpo": GrpoSection,
+    "reward": RewardSection,
+}
+
+
+def load_config(path: Path) -> RunConfig:
+    """Read and validate a TOML run config; raise TrainConfigError naming the first problem."""
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrainConfigError(f"no config file at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TrainConfigError(f"{path}: not valid TOML ({exc})") from None
+    return config_from_dict(raw, where=str(path))
+
+
+def config_from_dict(raw: dict[str, Any], where: str = "config") -> RunConfig:
+    """Validate a parsed config mapping (see load_config)."""
+    unknown = sorted(set(raw) - set(_SECTIONS))
+    if unknown:
+        raise TrainConfigError(
+            f"{where}: unknown section(s) [{'], ['.join(unknown)}]; known: {', '.join(_SECTIONS)}"
+        )
+    for required in ("run", "model"):
+        if required not in raw:
+            raise TrainConfigError(f"{where}: missing section [{required}]")
+    sections = {name: _section(cls, raw.get(name, {}), name, where) for name, cls in _SECTIONS.items()}
+    run: RunSection = sections["run"]
+    if run.kind not in KINDS:
+        raise TrainConfigError(f"{where}: [run] kind = {run.kind!r}; use one of {', '.join(KINDS)}")
+    if run.kind == "sft":
+        for only_grpo in ("grpo", "reward"):
+            if only_grpo in raw:
+                raise TrainConfigError(f"{where}: section [{only_grpo}] is for kind = \"grpo\", not \"sft\"")
+    config = RunConfig(
+        run=run,
+        model=sections["model"],
+        lora=sections["lora"],
+        data=sections["data"],
+        train=sections["train"],
+        grpo=sections["grpo"] if run.kind == "grpo" else None,
+        reward=sections["reward"] if run.kind == "grpo" else None,
+        source=where,
+        raw=raw,
+    )
+    _check_values(config, where)
+    return config
+
+
+def _section(cls: type, values: Any, name: str, where: str) -> Any:
+    if not isinstance(values, dict):
+        raise TrainConfigError(f"{where}: [{name}] must be a table")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise TrainConfigError(
+            f"{where}: unknown key(s) in [{name}]: {', '.join(unknown)}; known: {', '.join(fields)}"
+        )
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        kwargs[key] = _coerce(value, fields[key].type, f"{where}: [{name}] {key}")
+    missing = [
+        f.name
+        for f in fields.values()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in kwargs
+    ]
+    if missing:
+        raise TrainConfigError(f"{where}: [{name}] is missing required key(s): {', '.join(missing)}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, annotation: Any, label: str) -> Any:
+    kind = str(annotation)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise TrainConfigError(f"{label} must be true or false, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TrainConfigError(f"{label} must be an integer, got {value!r}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TrainConfigError(f"{label} must be a number, got {value!r}")
+        return float(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TrainConfigError(f"{label} must be a string, got {value!r}")
+        return value
+    if kind.startswith("tuple[str"):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise TrainConfigError(f"{label} must be a list of non-empty strings, got {value!r}")
+        return tuple(value)
+    raise TrainConfigError(f"{label}: unsupported field type {kind}")  # pragma: no cover - programming error
+
+
+def _check_values(config: RunConfig, where: str) -> None:
+    def bad(label: str, msg: str) -> TrainConfigError:
+        return TrainConfigError(f"{where}: {label} {msg}")
+
+    if not config.run.name or "/" in config.run.name or config.run.name.startswith("."):
+        raise bad("[run] name", "must be a plain folder name (no '/', not hidden)")
+    if not config.run.claim_under_test.strip():
+        raise bad("[run] claim_under_test", "must say what this run is meant to show (it goes in the manifest)")
+    if config.model.dtype not in DTYPES:
+        raise bad("[model] dtype", f"= {config.model.dtype!r}; use one of {', '.join(DTYPES)}")
+    if not config.model.base:
+        raise bad("[model] base", "must name a model id, a local folder, or tiny://")
+    if config.lora.r < 1 or config.lora.alpha < 1:
+        raise bad("[lora]", "r and alpha must be >= 1")
+    if not 0.0 <= config.lora.dropout < 1.0:
+        raise bad("[lora] dropout", "must be in [0, 1)")
+    if not config.lora.target_modules:
+        raise bad("[lora] target_modules", "must list at least one module name")
+    if config.data.split != "train":
+        raise bad(
+            "[data] split",
+            f"= {config.data.split!r}; training reads the train split only (dev/test are for evaluation)",
+        )
+    if config.data.format not in SFT_FORMATS:
+        raise bad("[data] format", f"= {config.data.format!r}; use one of {', '.join(SFT_FORMATS)}")
+    if config.data.max_rows < 0 or config.data.max_file_chars < 256:
+        raise bad("[data]", "max_rows must be >= 0 and max_file_chars >= 256")
+    t = config.train
+    if t.max_steps == 0 or t.max_steps < -1:
+        raise bad("[train] max_steps", "must be -1 (use num_train_epochs) or >= 1")
+    if t.max_steps == -1 and t.num_train_epochs <= 0:
+        raise bad("[train] num_train_epochs", "must be > 0 when max_steps = -1")
+    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "save_steps", "logging_steps"):
+        if getattr(t, name) < 1:
+            raise bad(f"[train] {name}", "must be >= 1")
+    if t.learning_rate <= 0:
+        raise bad("[train] learning_rate", "must be > 0")
+    if t.use_cpu and t.bf16:
+        raise bad("[train] bf16", "must be false when use_cpu = true")
+    if config.grpo is not None:
+        g = config.grpo
+        if g.mode not in GRPO_MODES:
+            raise bad("[grpo] mode", f"= {g.mode!r}; use one of {', '.join(GRPO_MODES)}")
+        if g.num_generations < 2:
+            raise bad("[grpo] num_generations", "must be >= 2 (GRPO compares completions within a group)")
+        if g.max_completion_length < 1 or g.max_tool_calling_iterations < 1:
+            raise bad("[grpo]", "max_completion_length and max_tool_calling_iterations must be >= 1")
+        if ":" not in g.environment:
+            raise bad("[grpo] environment", "must be 'module:Class'")
+        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps
+        if effective % g.num_generations:
+            raise bad(
+                "[grpo] num_generations",
+                f"= {g.num_generations} must divide per_device_train_batch_size × gradient_accumulation_steps "
+                f"= {effective}",
+            )
+    if config.reward is not None:
+        r = config.reward
+        if r.backend not in REWARD_BACKENDS:
+            raise bad("[reward] backend", f"= {r.backend!r}; use one of {', '.join(REWARD_BACKENDS)}")
+        if r.shaping not in SHAPINGS:
+            raise bad("[reward] shaping", f"= {r.shaping!r}; use one of {', '.join(SHAPINGS)}")
+        if r.workers < 0 or r.timeout_s <= 0:
+            raise bad("[reward]", "workers must be >= 0 and timeout_s > 0")
+        if r.backend == "duckdb_sql" and not r.inputs:
+            raise bad("[reward] inputs", "is required for backend = \"duckdb_sql\" (folder of <pin>.duckdb)")

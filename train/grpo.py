@@ -1,0 +1,155 @@
+"""`harvest train grpo`: LoRA GRPO with trl's GRPOTrainer, rewarded by the official score of a build.
+
+Two modes ([grpo] mode):
+
+- ``single_turn``: the prompt is the repair prompt of SFT; each completion is scored by a
+  RewardBackend running in a RewardPool (warm worker processes, a per-rollout timeout counting as 0).
+  Backends ([reward] backend): ``harvester`` — EditingBackend over the harvester's sandboxed
+  build+score (``harvester.reward_build.build_and_score``, see train/reward.py); ``duckdb_sql`` —
+  DuckDBSqlBackend for plain-SQL projects (train/sql_backend.py).
+- ``multi_turn``: trl's ``environment_factory`` with the eval tool environment ([grpo] environment,
+  ``module:Class``): the environment's public methods are the tools, ``reset(**row)`` starts the
+  episode of the row's task, ``get_reward()`` returns the official score of what was submitted.
+
+No reward shaping unless [reward] shaping names one; the manifest records the shaping, the reward
+tally (official and strict means, timeouts, malformed answers, seconds per rollout).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from train.configs import RunConfig
+from train.errors import TrainError
+from train.gate import GateReport, planned_steps, run_gate
+from train.pool import BackendFactory, RewardPool
+from train.project import ProjectSource
+from train.reward import EditingBackend, RewardTally, make_reward_func
+from train.runner import CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, prepare_run_dir, trainer_arguments
+from train.sft import default_project
+from train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
+
+#: Where the harvester's sandboxed build+score is expected (module, function); see train/reward.py.
+HARVESTER_BUILD_AND_SCORE = ("harvester.reward_build", "build_and_score")
+
+
+def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory:
+    """A picklable factory of the configured RewardBackend (workers call it once each)."""
+    assert config.reward is not None
+    if config.reward.backend == "duckdb_sql":
+        from train.sql_backend import DuckDBSqlBackend
+
+        return functools.partial(DuckDBSqlBackend, project, Path(config.reward.inputs))
+    module_name, name = HARVESTER_BUILD_AND_SCORE
+    try:
+        build_and_score = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError):
+        raise TrainError(
+            f"[reward] backend = \"harvester\" needs {module_name}.{name}(task, edits) -> Verdict (the sandboxed "
+            f"build+score of the harvester), which this checkout does not have yet; use backend = \"duckdb_sql\" "
+            "for plain-SQL projects"
+        ) from None
+    return functools.partial(EditingBackend, project, build_and_score)
+
+
+def load_environment_class(spec: str) -> type:
+    module_name, _, class_name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise TrainError(f"[grpo] environment = {spec!r} cannot be imported ({exc}); is the eval environment installed?") from None
+
+
+def run_grpo(
+    config: RunConfig,
+    project: ProjectSource | None = None,
+    factory: BackendFactory | None = None,
+    gate: bool = False,
+) -> RunResult | GateReport:
+    """Train (or, with ``gate``, measure one step of) the GRPO run the config describes."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from train.base_model import load_base, lora_config
+
+    assert config.grpo is not None and config.reward is not None
+    started = time.perf_counter()
+    project = project or default_project(config)
+    tasks = load_train_tasks(config.data.tasks, config.data.max_rows)
+    by_id = {t.instance_id: t for t in tasks}
+    multi_turn = config.grpo.mode == "multi_turn"
+    if multi_turn:
+        from corpora.firewall import require_train
+
+        rows = [{"prompt": [{"role": "user", "content": t.problem_statement}], "instance_id": t.instance_id} for t in require_train(tasks)]
+    else:
+        rows = grpo_prompt_rows(tasks, project, config.data.max_file_chars)
+    from datasets import Dataset
+
+    dataset = Dataset.from_list(rows)
+    run_dir = prepare_run_dir(config, gate)
+    base = load_base(config)
+    scratch = tempfile.TemporaryDirectory(prefix="gate-") if gate else None
+    output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
+    g = config.grpo
+    args = GRPOConfig(
+        **trainer_arguments(config, output_dir, gate),
+        num_generations=g.num_generations,
+        max_completion_length=g.max_completion_length,
+        temperature=g.temperature,
+        beta=g.beta,
+        max_tool_calling_iterations=g.max_tool_calling_iterations,
+        log_completions=False,
+    )
+    tally = RewardTally()
+    pool: RewardPool | None = None
+    trainer_kwargs: dict[str, Any] = {}
+    if multi_turn:
+        trainer_kwargs["environment_factory"] = load_environment_class(g.environment)
+    else:
+        pool = RewardPool(factory or backend_factory(config, project), config.reward.workers, config.reward.timeout_s)
+        trainer_kwargs["reward_funcs"] = [make_reward_func(pool.score_many, by_id, config.reward.shaping, tally)]
+    try:
+        if pool is not None:
+            pool.start()
+        trainer = GRPOTrainer(
+            model=base.model,
+            args=args,
+            train_dataset=dataset,
+            processing_class=base.tokenizer,
+            peft_config=lora_config(config),
+            **trainer_kwargs,
+        )
+        if gate:
+            t = config.train
+            per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps * trainer.args.world_size
+            steps = planned_steps(t.max_steps, t.num_train_epochs, len(rows), g.num_generations, per_step)
+            return run_gate(trainer, "grpo", steps, g.max_completion_length * per_step)
+        train_start = time.perf_counter()
+        resume = latest_checkpoint(run_dir) if config.train.resume else None
+        trainer.train(resume_from_checkpoint=resume)
+        timings = {
+            "train_seconds": round(time.perf_counter() - train_start, 3),
+            "total_seconds": round(time.perf_counter() - started, 3),
+        }
+        extra = {
+            "resumed_from": resume,
+            "reward": {
+                "mode": g.mode,
+                "backend": config.reward.backend if not multi_turn else g.environment,
+                "shaping": config.reward.shaping,
+                "timeout_s": config.reward.timeout_s,
+                "workers": config.reward.workers,
+                **tally.summary(),
+            },
+        }
+        return finish_run(trainer, config, base, tasks, dataset_sha256(tasks), timings, extra)
+    finally:
+        if pool is not None:
+            pool.close()
+        if scratch:
+            scratch.cleanup()

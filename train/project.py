@@ -1,0 +1,127 @@
+"""The broken project of a task, as text files: what a prompt shows and what a reward edits.
+
+A task record names a repository, a commit and the unified diff that breaks one model. Training reads
+the project's text files at that commit from a local git repository (pygit2, no checkout), applies the
+``broken_patch``, and keeps the result in memory. ``ProjectSource`` is the small protocol the rest of
+train/ depends on, so the harvester's workspace materialisation can replace GitProjectSource later.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+from harvester.task_record import TaskRecord
+from train.errors import TrainDataError
+from harvester.patching import PatchError, apply_to_text, parse_patch
+
+#: File kinds a dbt project keeps its logic in; seeds and binaries stay out of prompts.
+TEXT_SUFFIXES = (".sql", ".yml", ".yaml", ".md")
+
+
+class ProjectSource(Protocol):
+    def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
+        """Repo-relative path -> text of every project text file, with the task's bug applied."""
+        ...
+
+
+class GitProjectSource:
+    """Reads projects from local git repositories named ``owner__repo`` (or ``owner__repo.git``)."""
+
+    def __init__(self, repos_root: Path) -> None:
+        self.repos_root = Path(repos_root)
+
+    def _repo_path(self, task: TaskRecord) -> Path:
+        from harvester.gitstore import mirror_key
+
+        url = task.repo if "://" in task.repo or task.repo.startswith("git@") else f"https://github.com/{task.repo}"
+        slug = task.repo.rstrip("/").removesuffix(".git").split("/")[-2:]
+        stem = "__".join(slug)
+        candidates = [self.repos_root / mirror_key(url), self.repos_root / stem, self.repos_root / f"{stem}.git"]
+        candidates += sorted(self.repos_root.glob(f"{stem}-*"))
+        for path in candidates:
+            if path.is_dir():
+                return path
+        raise TrainDataError(
+            f"no local git repository for {task.repo} under {self.repos_root} "
+            f"(looked for the harvester mirror {mirror_key(url)}, {stem}, {stem}.git)"
+        )
+
+    def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
+        original = _files_at(str(self._repo_path(task)), task.base_commit, task.project_dir)
+        try:
+            changed = apply_diff(original, task.broken_patch)
+        except PatchError as exc:
+            raise TrainDataError(f"{task.instance_id}: broken_patch does not apply ({exc})") from None
+        return {**original, **changed}
+
+
+@lru_cache(maxsize=64)
+def _files_at(repo_path: str, commit: str, project_dir: str) -> dict[str, str]:
+    import pygit2
+
+    try:
+        repo = pygit2.Repository(repo_path)
+        tree = repo.revparse_single(commit).peel(pygit2.Tree)
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        raise TrainDataError(f"{repo_path}: cannot read commit {commit} ({exc})") from None
+    prefix = project_dir.strip("/")
+    files: dict[str, str] = {}
+
+    def walk(node: "pygit2.Tree", base: str) -> None:
+        for entry in node:
+            path = posixpath.join(base, entry.name) if base else entry.name
+            if entry.type_str == "tree":
+                if path.split("/")[-1] in {"dbt_packages", "target", "logs", ".git"}:
+                    continue
+                walk(repo[entry.id], path)
+            elif path.endswith(TEXT_SUFFIXES) and (not prefix or prefix in (".", "") or path.startswith(prefix + "/")):
+                try:
+                    files[path] = repo[entry.id].data.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+
+    walk(tree, "")
+    return files
+
+
+def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
+    """Apply a (multi-file) unified diff to in-memory files strictly; return the changed files only.
+
+    Raises harvester.patching.PatchError when the diff is malformed, does not match, or names a file
+    the project does not have (creating files is not an edit of the project).
+    """
+    changed: dict[str, str] = {}
+    for file_patch in parse_patch(diff):
+        base = changed.get(file_patch.path, files.get(file_patch.path))
+        if base is None:
+            raise PatchError(f"the diff edits {file_patch.path}, which is not a file of the project")
+        changed[file_patch.path] = apply_to_text(base, file_patch)
+    return changed
+
+
+def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
+    """What a prompt shows: the mutated file first, then schema files beside it, within ``max_chars``."""
+    if task.file not in files:
+        raise TrainDataError(f"{task.instance_id}: the mutated file {task.file} is not in the project")
+    chosen = {task.file: files[task.file]}
+    budget = max_chars - len(files[task.file])
+    folder = posixpath.dirname(task.file)
+    for path in sorted(files):
+        if path in chosen or posixpath.dirname(path) != folder or not path.endswith((".yml", ".yaml")):
+            continue
+        if len(files[path]) <= budget:
+            chosen[path] = files[path]
+            budget -= len(files[path])
+    return chosen
+
+
+def corrected_files(task: TaskRecord, broken: Mapping[str, str]) -> dict[str, str]:
+    """The true repair: the task's ``fix_patch`` applied to the broken project (changed files only)."""
+    try:
+        return apply_diff(broken, task.fix_patch)
+    except PatchError as exc:
+        raise TrainDataError(f"{task.instance_id}: fix_patch does not apply ({exc})") from None

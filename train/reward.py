@@ -1,0 +1,154 @@
+"""The single-turn reward: apply a completion to a task's broken project, build, score against gold.
+
+What GRPO climbs must be what evaluation measures, so the reward IS the official verdict of a real
+build (1 or 0), with the strict row-aligned verdict logged beside it; no shaping unless a config asks
+for it by name (recorded in the manifest). The pieces:
+
+- ``RewardResult`` / ``RewardBackend``: the contract every backend meets (score one completion).
+- ``BuildAndScore``: the HARVESTER-side dependency of the real backend. Given a task and the edited
+  files (repo-relative path -> full new text), it materialises the task workspace (pinned repo at the
+  task's commit + broken_patch + vendored packages), overlays the edits, builds the affected models
+  sandboxed, and scores the result against the task's gold (eval.scorer). It returns a ``Verdict``.
+- ``EditingBackend``: the real single-turn backend: parses the completion (train/completion.py), turns
+  malformed answers and no-op answers into 0 without building, hands the rest to a BuildAndScore.
+- ``make_reward_func``: the trl reward function (list in, list out) over a scorer of many rollouts
+  (a RewardPool), with per-run counters for the manifest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harvester.task_record import TaskRecord
+from train.completion import MalformedCompletion, completion_text, parse_completion
+from train.project import ProjectSource
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a build+score says about an edited project."""
+
+    official: int
+    strict: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    """One rollout's reward: the official bit, the strict bit, wall seconds, and why (for humans)."""
+
+    official: int
+    strict: int
+    seconds: float
+    reason: str = ""
+
+
+class RewardBackend(Protocol):
+    def score_completion(self, task: TaskRecord, completion: str) -> RewardResult:
+        """Score one completion for one task; never raise for a bad completion (score 0 instead)."""
+        ...
+
+
+class BuildAndScore(Protocol):
+    def __call__(self, task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+        """Harvester side: build the task's broken project with ``edits`` applied, score against gold."""
+        ...
+
+
+class EditingBackend:
+    """The real single-turn backend: completion -> edits -> BuildAndScore -> RewardResult."""
+
+    def __init__(self, project: ProjectSource, build_and_score: BuildAndScore) -> None:
+        self.project = project
+        self.build_and_score = build_and_score
+
+    def score_completion(self, task: TaskRecord, completion: str) -> RewardResult:
+        start = time.perf_counter()
+        files = self.project.broken_files(task)
+        try:
+            edits = parse_completion(completion, files)
+        except MalformedCompletion as exc:
+            return RewardResult(0, 0, time.perf_counter() - start, f"malformed: {exc}")
+        if all(files[path] == text for path, text in edits.items()):
+            return RewardResult(0, 0, time.perf_counter() - start, "no change: the broken project scores 0")
+        try:
+            verdict = self.build_and_score(task, edits)
+        except Exception as exc:  # a failed build is a 0 with its reason, never a crashed training step
+            return RewardResult(0, 0, time.perf_counter() - start, f"build or score failed: {_one_line(exc)}")
+        return RewardResult(int(verdict.official), int(verdict.strict), time.perf_counter() - start, verdict.reason)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def shaped(result: RewardResult, shaping: str) -> float:
+    """The scalar GRPO sees. ``none``: the official bit. ``strict_bonus``: 1 if both, 0.5 if official only."""
+    if shaping == "none":
+        return float(result.official)
+    if shaping == "strict_bonus":
+        return 0.5 * result.official + 0.5 * (result.official and result.strict)
+    raise ValueError(f"unknown reward shaping {shaping!r}")
+
+
+@dataclass
+class RewardTally:
+    """Counters over a run's rollouts, for logs and the manifest's final metrics."""
+
+    rollouts: int = 0
+    official: int = 0
+    strict: int = 0
+    timeouts: int = 0
+    malformed: int = 0
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, result: RewardResult) -> None:
+        self.rollouts += 1
+        self.official += result.official
+        self.strict += result.strict
+        self.timeouts += result.reason.startswith("timeout")
+        self.malformed += result.reason.startswith("malformed")
+        self.seconds.append(result.seconds)
+
+    def summary(self) -> dict[str, float]:
+        ordered = sorted(self.seconds)
+        n = len(ordered)
+        return {
+            "reward_rollouts": self.rollouts,
+            "reward_official_mean": self.official / n if n else 0.0,
+            "reward_strict_mean": self.strict / n if n else 0.0,
+            "reward_timeouts": self.timeouts,
+            "reward_malformed": self.malformed,
+            "reward_seconds_median": ordered[n // 2] if n else 0.0,
+            "reward_seconds_p95": ordered[min(n - 1, int(0.95 * n))] if n else 0.0,
+        }
+
+
+ScoreMany = Callable[[Sequence[tuple[TaskRecord, str]]], list[RewardResult]]
+
+
+def make_reward_func(
+    score_many: ScoreMany, tasks: Mapping[str, TaskRecord], shaping: str = "none", tally: RewardTally | None = None
+) -> Callable[..., list[float]]:
+    """A trl reward function: rows carry ``instance_id``; rewards come from ``score_many`` (a pool)."""
+    counts = tally if tally is not None else RewardTally()
+
+    def dbt_official_reward(
+        prompts: list[Any], completions: list[Any], instance_id: list[str], **kwargs: Any
+    ) -> list[float]:
+        items = [(tasks[i], completion_text(c)) for i, c in zip(instance_id, completions, strict=True)]
+        results = score_many(items)
+        for result in results:
+            counts.add(result)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and results:
+            log_metric("reward/strict", sum(r.strict for r in results) / len(results))
+            log_metric("reward/seconds", max(r.seconds for r in results))
+        return [shaped(r, shaping) for r in results]
+
+    dbt_official_reward.tally = counts  # type: ignore[attr-defined]
+    return dbt_official_reward

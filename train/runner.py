@@ -1,0 +1,128 @@
+"""The lifecycle every training run shares: run folder, trainer arguments, resume, adapter, manifest.
+
+SFT and GRPO differ in data and trainer; everything around them is here once: the run folder
+(``<output_dir>/<name>``) with a copy of the config, the trl arguments both trainers take from
+``[train]``, resuming from the newest checkpoint, saving the LoRA adapter, and writing the signed
+manifest. Under torchrun/accelerate only the main process writes the adapter and the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from harvester import atomic
+from harvester.task_record import TaskRecord
+from train.base_model import BaseModel
+from train.configs import RunConfig
+from train.errors import TrainError
+from train.manifest import MANIFEST_NAME, build_manifest, folder_sha256, write_manifest
+
+ADAPTER_DIR = "adapter"
+CHECKPOINTS_DIR = "checkpoints"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_dir: Path
+    adapter_dir: Path
+    manifest: dict[str, Any]
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def prepare_run_dir(config: RunConfig, gate: bool = False) -> Path:
+    """Create the run folder and store the config (not for a gate); refuse to overwrite a finished run."""
+    run_dir = config.run_dir
+    if (run_dir / MANIFEST_NAME).exists():
+        raise TrainError(f"run {run_dir} already finished (it has a manifest); choose a new [run] name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if is_main_process() and not gate:
+        atomic.write_text(run_dir / "config.toml", tomli_w.dumps(config.raw))
+    return run_dir
+
+
+def latest_checkpoint(run_dir: Path) -> str | None:
+    folder = run_dir / CHECKPOINTS_DIR
+    found = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+    return str(found[-1]) if found else None
+
+
+def trainer_arguments(config: RunConfig, output_dir: Path, gate: bool = False) -> dict[str, Any]:
+    """The trl/transformers arguments both trainers take from [run] and [train]."""
+    t = config.train
+    return {
+        "output_dir": str(output_dir),
+        "max_steps": 1 if gate else t.max_steps,
+        "num_train_epochs": t.num_train_epochs,
+        "learning_rate": t.learning_rate,
+        "per_device_train_batch_size": t.per_device_train_batch_size,
+        "gradient_accumulation_steps": t.gradient_accumulation_steps,
+        "warmup_steps": t.warmup_steps,
+        "logging_steps": t.logging_steps,
+        "save_strategy": "no" if gate else "steps",
+        "save_steps": t.save_steps,
+        "save_total_limit": 3,
+        "use_cpu": t.use_cpu,
+        "bf16": t.bf16,
+        "gradient_checkpointing": t.gradient_checkpointing,
+        "seed": config.run.seed,
+        "data_seed": config.run.seed,
+        "report_to": [],
+        "ddp_find_unused_parameters": False,
+        "disable_tqdm": True,
+    }
+
+
+def final_metrics(trainer: Any) -> dict[str, Any]:
+    history = list(trainer.state.log_history)
+    metrics: dict[str, Any] = {"global_step": trainer.state.global_step}
+    for entry in history:
+        for key, value in entry.items():
+            if isinstance(value, (int, float)) and key not in ("step", "epoch"):
+                metrics[key] = value  # last value wins: the final metrics of the run
+    return metrics
+
+
+def finish_run(
+    trainer: Any,
+    config: RunConfig,
+    base: BaseModel,
+    tasks: Sequence[TaskRecord],
+    dataset_sha256: str,
+    timings: dict[str, float],
+    extra: dict[str, Any] | None = None,
+) -> RunResult:
+    """Save the adapter and write the signed manifest (main process only; others return the paths)."""
+    run_dir = config.run_dir
+    adapter_dir = run_dir / ADAPTER_DIR
+    start = time.perf_counter()
+    trainer.save_model(str(adapter_dir))
+    if not is_main_process():
+        return RunResult(run_dir, adapter_dir, {})
+    timings = {**timings, "save_seconds": round(time.perf_counter() - start, 3)}
+    body = build_manifest(
+        run=config.run.name,
+        kind=config.run.kind,
+        status="completed",
+        claim_under_test=config.run.claim_under_test,
+        dataset={"sha256": dataset_sha256, "split": config.data.split, "tasks": len(tasks), "format": config.data.format},
+        config=config.raw,
+        config_source=config.source,
+        base_model={"id": base.model_id, "revision": base.revision},
+        adapter_sha256=folder_sha256(adapter_dir),
+        seed=config.run.seed,
+        timings=timings,
+        metrics=final_metrics(trainer),
+        **(extra or {}),
+    )
+    write_manifest(run_dir, body)
+    return RunResult(run_dir, adapter_dir, body)

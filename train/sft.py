@@ -1,0 +1,76 @@
+"""`harvest train sft`: LoRA supervised fine-tuning on train-split repair tasks with trl's SFTTrainer.
+
+Single-turn rows train on the completion only (the corrected files); agentic rows train on assistant
+turns only (the chat template's generation markers; trl swaps in its training template for known
+model families). LoRA from [lora] (defaults r=8, alpha=16). Checkpoints go to RUN/checkpoints and a
+rerun with the same config resumes from the newest one; the adapter is saved to RUN/adapter
+(loadable with ``peft.PeftModel.from_pretrained(base, RUN/adapter)``) and the manifest beside it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from train.configs import RunConfig
+from train.gate import GateReport, planned_steps, run_gate
+from train.project import GitProjectSource, ProjectSource
+from train.runner import CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, prepare_run_dir, trainer_arguments
+from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
+
+
+def default_project(config: RunConfig) -> ProjectSource:
+    from harvester.home import mirrors_dir
+
+    return GitProjectSource(Path(config.data.repos) if config.data.repos else mirrors_dir())
+
+
+def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool = False) -> RunResult | GateReport:
+    """Train (or, with ``gate``, measure one step of) the SFT run the config describes."""
+    from trl import SFTConfig, SFTTrainer
+
+    from train.base_model import load_base, lora_config
+
+    started = time.perf_counter()
+    project = project or default_project(config)
+    tasks = load_train_tasks(config.data.tasks, config.data.max_rows)
+    builder = agentic_rows if config.data.format == "agentic" else single_turn_rows
+    rows = builder(tasks, project, config.data.max_file_chars)
+    dataset = to_dataset(rows)
+    run_dir = prepare_run_dir(config, gate)
+    data_seconds = time.perf_counter() - started
+    base = load_base(config)
+    scratch = tempfile.TemporaryDirectory(prefix="gate-") if gate else None
+    output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
+    agentic = config.data.format == "agentic"
+    args = SFTConfig(
+        **trainer_arguments(config, output_dir, gate),
+        max_length=config.train.max_length,
+        assistant_only_loss=agentic,
+        completion_only_loss=None if agentic else True,
+    )
+    trainer = SFTTrainer(
+        model=base.model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=lora_config(config)
+    )
+    try:
+        if gate:
+            t = config.train
+            per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps * trainer.args.world_size
+            steps = planned_steps(t.max_steps, t.num_train_epochs, len(rows), 1, per_step)
+            longest = max(len(r["input_ids"]) for r in trainer.train_dataset)
+            return run_gate(trainer, "sft", steps, min(longest, t.max_length) * per_step)
+        train_start = time.perf_counter()
+        resume = latest_checkpoint(run_dir) if config.train.resume else None
+        trainer.train(resume_from_checkpoint=resume)
+        timings = {
+            "data_seconds": round(data_seconds, 3),
+            "train_seconds": round(time.perf_counter() - train_start, 3),
+            "total_seconds": round(time.perf_counter() - started, 3),
+        }
+        return finish_run(
+            trainer, config, base, tasks, dataset_sha256(tasks), timings, {"resumed_from": resume, "rows": len(rows)}
+        )
+    finally:
+        if scratch:
+            scratch.cleanup()

@@ -1,0 +1,120 @@
+"""A fast reward backend for projects whose models are plain SQL: run them straight in DuckDB.
+
+The same idea as the mint's screening stage: for a model that uses only ``{{ ref('x') }}`` and
+``{{ source('s', 't') }}``, the compiled SQL is the file with those calls replaced by relation names,
+so a rollout costs a few DuckDB statements instead of a dbt build. Inputs (seeds and sources) come
+from ``<inputs>/<pin>.duckdb``, copied per rollout; every model of the edited project is created as a
+table in dependency order, and the copy is scored by the REAL scorer (eval.scorer) against the task's
+gold (harvester.gold, hash-verified once per process). Any other Jinja, a cycle or a SQL error is a
+failed build: 0 with its reason. For full dbt projects use the harvester backend.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from harvester.task_record import TaskRecord
+from train.project import ProjectSource
+from train.reward import EditingBackend, RewardResult, Verdict
+
+_REF = re.compile(r"\{\{\s*ref\(\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
+_SOURCE = re.compile(r"\{\{\s*source\(\s*['\"][A-Za-z0-9_]+['\"]\s*,\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
+_JINJA = re.compile(r"\{\{|\{%|\{#")
+
+
+class UnsupportedModel(ValueError):
+    """A model uses Jinja beyond ref()/source(), or the models form a cycle."""
+
+
+def compile_models(files: Mapping[str, str], project_dir: str) -> list[tuple[str, str]]:
+    """(relation name, SQL) for every model under ``<project_dir>/models``, parents before children."""
+    root = posixpath.join(project_dir.strip("/"), "models") if project_dir.strip("/. ") else "models"
+    models: dict[str, str] = {}
+    parents: dict[str, set[str]] = {}
+    for path, text in files.items():
+        if not path.endswith(".sql") or not path.startswith(root + "/"):
+            continue
+        name = posixpath.basename(path)[: -len(".sql")]
+        sql = _SOURCE.sub(lambda m: m.group(1), _REF.sub(lambda m: m.group(1), text))
+        if _JINJA.search(sql):
+            raise UnsupportedModel(f"{path} uses Jinja beyond ref()/source()")
+        models[name] = sql.strip().rstrip(";")
+        parents[name] = set(_REF.findall(text))
+    order: list[tuple[str, str]] = []
+    done: set[str] = set()
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done or name not in models:
+            return
+        if name in visiting:
+            raise UnsupportedModel(f"models form a cycle through {name}")
+        visiting.add(name)
+        for parent in sorted(parents[name]):
+            visit(parent)
+        visiting.discard(name)
+        done.add(name)
+        order.append((name, models[name]))
+
+    for name in sorted(models):
+        visit(name)
+    return order
+
+
+class DuckDBSqlBackend:
+    """RewardBackend for plain-SQL projects (see module docstring). Picklable: pool workers build one."""
+
+    def __init__(self, project: ProjectSource, inputs: Path) -> None:
+        self.project = project
+        self.inputs = Path(inputs)
+        self._verified: set[str] = set()
+        self._editing = EditingBackend(project, self.build_and_score)
+
+    def score_completion(self, task: TaskRecord, completion: str) -> RewardResult:
+        return self._editing.score_completion(task, completion)
+
+    def _gold(self, task: TaskRecord) -> Path:
+        from harvester.gold import gold_path
+
+        path = gold_path(task.gold_sha256, verify=task.gold_sha256 not in self._verified)
+        self._verified.add(task.gold_sha256)
+        return path
+
+    def build_and_score(self, task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+        import duckdb
+
+        from eval.scorer import score
+
+        files = {**self.project.broken_files(task), **edits}
+        try:
+            order = compile_models(files, task.project_dir)
+        except UnsupportedModel as exc:
+            return Verdict(0, 0, f"build failed: {exc}")
+        source = self.inputs / f"{task.pin}.duckdb"
+        if not source.is_file():
+            raise FileNotFoundError(f"no inputs database {source} for pin {task.pin}")
+        with tempfile.TemporaryDirectory(prefix="reward-") as tmp:
+            submission = Path(tmp) / "submission.duckdb"
+            shutil.copyfile(source, submission)
+            con = duckdb.connect(str(submission))
+            try:
+                for name, sql in order:
+                    con.execute(f'create or replace table "{name}" as {sql}')
+            except duckdb.Error as exc:
+                return Verdict(0, 0, f"build failed: {str(exc).splitlines()[0][:200]}")
+            finally:
+                con.close()
+            result = score(submission, self._gold(task), task.grading)
+        official, strict = _bit(result.official), _bit(result.strict)
+        reason = "" if official else str(getattr(result.official, "reason", "") or "official check failed")
+        return Verdict(official, strict, reason)
+
+
+def _bit(verdict: object) -> int:
+    """eval.scorer's Score holds Verdict objects (``passed``); accept plain ints/bools as well."""
+    return int(bool(getattr(verdict, "passed", verdict)))
