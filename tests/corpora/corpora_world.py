@@ -30,6 +30,12 @@ PROBLEMS = [
     "Inventory on hand is negative for several products, which should be impossible given the receiving logs.",
     "Lifetime value per cohort shrank by about half for cohorts that started in leap years only.",
     "The marketing attribution model credits campaigns that ended before the visit happened to the visitor.",
+    "Payroll totals for contractors include people whose contracts were terminated in the prior quarter.",
+    "Support ticket resolution times are negative for tickets reopened after being closed by automation.",
+    "Fleet utilisation reports count vehicles in the repair shop as available for dispatch on weekends.",
+    "Subscription upgrades are booked as new customers in the growth report instead of expansions.",
+    "Store footfall per hour is shifted by one hour for every location east of the head office.",
+    "Loan balances ignore partial repayments made on the same day the loan was disbursed to the borrower.",
 ]
 
 

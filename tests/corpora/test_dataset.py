@@ -1,0 +1,182 @@
+"""Dataset build: Hub-ready folder, load_dataset round trip, secrets withheld, bad input leaves nothing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from corpora.build import build_dataset, read_manifest
+from corpora.errors import DatasetBuildError, LintError, SealError
+from corpora.features import task_features, to_row
+from corpora.ledger import Params, assign, group_of
+from corpora.sealed import sealed_dir
+from corpora.store import store_task
+from corpora_world import make_task
+from harvester import atomic
+from harvester.cli import main
+from harvester.task_record import write_task
+
+
+def _populate(world, make, *, dev=True, unlicensed=True):
+    pins = {n: make(n) for n in ("t/testrepo", "d/devrepo", "r/trainrepo", "s/secondtrain")}
+    if unlicensed:
+        pins["u/nolicense"] = make("u/nolicense", license="unknown")
+    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
+    tasks = []
+    n = 0
+    for name, pin in pins.items():
+        split = {"t/testrepo": "test", "d/devrepo": "dev"}.get(name, "train")
+        if split == "dev" and not dev:
+            continue
+        for _ in range(2):
+            n += 1
+            task = make_task(pin, split, group_of(pin.id, world.pins), n)
+            store_task(task, world.home, world.pins)
+            tasks.append(task)
+    return pins, tasks
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(".")) if parent.exists() else []
+
+
+def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
+    from datasets import load_dataset, load_from_disk
+
+    pins, tasks = _populate(world, make)
+    out = world.root / "dist" / "dbt-repair-v1"
+    result = build_dataset(out, home=world.home, pins=world.pins, shard_rows=3)
+    assert result.splits == {"train": 4, "dev": 2}
+    assert result.left_out_repos == 1 and result.left_out_tasks == 2
+    names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and "dataset_dict" not in p.parts)
+    assert [n for n in names if n.startswith("data/")] == [
+        "data/dev-00000-of-00001.parquet", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
+    public = [t for t in tasks if t.split in ("train", "dev") and t.license != "unknown"]
+    for t in public:
+        gold = out / "gold" / f"{t.gold_sha256}.duckdb"
+        assert gold.is_file() and atomic.sha256_file(gold) == t.gold_sha256
+    test_gold = pins["t/testrepo"].gold_sha256
+    assert not (out / "gold" / f"{test_gold}.duckdb").exists()
+
+    loaded = load_dataset(str(out))
+    assert sorted(loaded) == ["dev", "train"]
+    assert loaded["train"].features == task_features()
+    by_split = {s: sorted((to_row(t) for t in public if t.split == s), key=lambda r: r["instance_id"]) for s in ("train", "dev")}
+    for split in ("train", "dev"):
+        assert sorted(loaded[split].to_list(), key=lambda r: r["instance_id"]) == by_split[split]
+    assert load_from_disk(str(out / "dataset_dict"))["dev"].to_list() == loaded["dev"].to_list()
+
+    blob = b"".join(p.read_bytes() for p in (out / "data").iterdir())
+    assert b"WRONG-REPAIR-SECRET" not in blob and b"fingerprint" not in blob and b"ffffffffffffffff" not in blob
+    assert b"nolicense" not in blob and b"testrepo" not in blob
+
+    card = (out / "README.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["license"] == "mit" and front["task_categories"] == ["text-generation"] and "dbt" in front["tags"]
+    assert front["configs"][0]["data_files"] == [{"split": "train", "path": "data/train-*"}, {"split": "dev", "path": "data/dev-*"}]
+    assert "1 repositories (2 tasks) whose license does not permit redistribution" in card
+    assert "Non-contamination statement" in card and "e12c5f1e6550" in card and "2 test tasks are sealed" in card
+    assert "`patch` is the gold repair" in card
+    for t in public:
+        assert t.base_commit in card
+    assert read_manifest(out)["facts"]["splits"] == {"train": 4, "dev": 2}
+    assert _leftovers(out.parent) == []
+
+
+def test_private_build_keeps_unlicensed_repos(world, make):
+    _populate(world, make)
+    result = build_dataset(world.root / "private", home=world.home, pins=world.pins, public=False)
+    assert result.splits == {"train": 6, "dev": 2} and result.left_out_repos == 0
+    assert "private build" in (world.root / "private" / "README.md").read_text()
+
+
+def test_bad_inputs_fail_clearly_and_write_nothing(world, make):
+    out = world.root / "dist" / "ds"
+    with pytest.raises(DatasetBuildError, match="no tasks"):
+        make("a/one"), make("b/two"), make("c/three")
+        assign(world.pins, Params(1, 1, 0))
+        build_dataset(out, home=world.home, pins=world.pins)
+    assert not out.exists()
+
+
+def test_empty_split_is_refused(world, make):
+    _populate(world, make, dev=False)
+    out = world.root / "dist" / "ds"
+    with pytest.raises(DatasetBuildError, match="split 'dev' would be empty"):
+        build_dataset(out, home=world.home, pins=world.pins)
+    assert not out.exists() and _leftovers(out.parent) == []
+    assert build_dataset(out, home=world.home, pins=world.pins, splits=["train"]).splits == {"train": 4}
+    with pytest.raises(DatasetBuildError, match="sealed"):
+        build_dataset(world.root / "t", home=world.home, pins=world.pins, splits=["train", "test"])
+    with pytest.raises(DatasetBuildError, match="already exists"):
+        build_dataset(out, home=world.home, pins=world.pins, splits=["train"])
+
+
+def test_pin_without_split_is_refused(world, make):
+    _populate(world, make)
+    late = make("late/repo")
+    write_task(make_task(late, "train", "late/repo", 99), world.home / "tasks" / "train")
+    out = world.root / "dist" / "ds"
+    with pytest.raises(LintError, match="unassigned"):
+        build_dataset(out, home=world.home, pins=world.pins)
+    assert not out.exists()
+
+
+def test_tampered_sealed_store_is_refused(world, make):
+    _populate(world, make)
+    victim = sorted(sealed_dir(world.home).glob("*.json"))[0]
+    victim.write_text(victim.read_text().replace("flip_literal", "flip_literals"))
+    out = world.root / "dist" / "ds"
+    with pytest.raises(SealError):
+        build_dataset(out, home=world.home, pins=world.pins)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_missing_or_corrupt_gold_is_refused_and_nothing_is_left(world, make, damage):
+    pins, _ = _populate(world, make)
+    gold = world.home / "gold" / f"{pins['r/trainrepo'].gold_sha256}.duckdb"
+    if damage == "missing":
+        gold.unlink()
+    else:
+        gold.write_bytes(gold.read_bytes() + b"x")
+    out = world.root / "dist" / "ds"
+    with pytest.raises(DatasetBuildError, match="missing" if damage == "missing" else "corrupted"):
+        build_dataset(out, home=world.home, pins=world.pins)
+    assert not out.exists() and _leftovers(out.parent) == []
+
+
+def test_overwrite_swaps_only_a_finished_build(world, make):
+    pins, _ = _populate(world, make)
+    out = world.root / "dist" / "ds"
+    build_dataset(out, home=world.home, pins=world.pins)
+    before = (out / "build.json").read_bytes()
+    (world.home / "gold" / f"{pins['d/devrepo'].gold_sha256}.duckdb").unlink()
+    with pytest.raises(DatasetBuildError):
+        build_dataset(out, home=world.home, pins=world.pins, overwrite=True)
+    assert (out / "build.json").read_bytes() == before and _leftovers(out.parent) == []
+    build_dataset(out, home=world.home, pins=world.pins, splits=["train"], overwrite=True)
+    assert json.loads((out / "build.json").read_text())["facts"]["splits"] == {"train": 4}
+    assert not list((out / "data").glob("dev-*")) and _leftovers(out.parent) == []
+
+
+def test_cli_dataset_build(world, make):
+    _populate(world, make)
+    runner = CliRunner()
+    result = runner.invoke(main, ["dataset", "build", "--out", str(world.root / "cli-ds"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output.strip().splitlines()[-1])
+    assert data["splits"] == {"train": 4, "dev": 2} and data["left_out_repos"] == 1
+    result = runner.invoke(main, ["dataset", "build", "--out", str(world.root / "cli-ds2"), "--split", "test"])
+    assert result.exit_code == 1 and "sealed" in result.output
+
+
+def test_rows_never_carry_secret_fields(world, make):
+    pin = make("a/one")
+    row = to_row(replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",)))
+    assert "SECRET" not in json.dumps(row) and set(row) == set(task_features())

@@ -1,0 +1,127 @@
+"""Contamination lint: the Spider 2.0-DBT list and every leak across the train/eval line, with evidence."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from importlib import resources
+
+import pytest
+from click.testing import CliRunner
+
+from corpora.exclusions import SHIPPED_SHA256, load_exclusions
+from corpora.ledger import Params, assign, group_of
+from corpora.lint import lint, lint_project
+from corpora.store import store_task
+from corpora_world import hub, make_task
+from harvester.cli import main
+
+
+def _kinds(violations):
+    return sorted({v.kind for v in violations})
+
+
+def test_shipped_exclusions_are_the_shared_facts_with_their_source():
+    raw = resources.files("corpora").joinpath("data", "spider2_dbt_exclusions.json").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == SHIPPED_SHA256
+    ex = load_exclusions()
+    assert ex.source["repo"] == "xlang-ai/Spider2" and len(ex.source["commit"]) == 40
+    assert "fivetran/shopify_source" in ex.domain_packages and "dbt-labs/dbt_utils" in ex.utility_packages
+    assert "jwills/dbt-external-tables" in ex.utility_packages  # git URLs normalised
+    assert "SOURCE.md" in [p.name for p in resources.files("corpora").joinpath("data").iterdir()]
+
+
+def test_benchmark_projects_and_domain_packages_are_flagged_utilities_are_not(world, make):
+    ex = load_exclusions()
+    clean = make("acme/finance", packages=(hub("dbt-labs/dbt_utils"), hub("calogica/dbt_date"), hub("fivetran/fivetran_utils")))
+    same_project = make("someone/thing", project_name="tpch")
+    is_domain = make("fivetran/dbt_shopify", project_name="shopify_integration_tests")
+    depends = make("acme/store", packages=(hub("fivetran/shopify_source"),))
+    depends_git = make("acme/ads", packages=(replace(hub("x/y"), source="git:https://github.com/fivetran/dbt_google_ads_source.git", url=""),))
+    is_utility = make("dbt-labs/dbt-utils", project_name="dbt_utils")
+    found = {(v.kind, v.subject) for v in lint([clean, same_project, is_domain, depends, depends_git, is_utility], [], ex)}
+    assert ("benchmark-project", same_project.id) in found
+    assert ("benchmark-package", is_domain.id) in found
+    assert ("benchmark-dependency", depends.id) in found
+    assert ("benchmark-dependency", depends_git.id) in found
+    assert ("benchmark-package", is_utility.id) in found
+    assert not any(subject == clean.id for _, subject in found)
+    evidence = next(v.evidence for v in lint([depends], [], ex))
+    assert "fivetran/shopify_source" in evidence and "Spider 2.0-DBT" in evidence
+
+
+def test_leaks_across_the_line_are_each_reported_with_evidence(world, make):
+    ex = load_exclusions()
+    a = make("a/one", files={"models/shared.sql": "select 'same body' as x\n"})
+    b = make("b/two", files={"models/shared.sql": "select 'same body' as x\n"})
+    c = make("c/three")
+    splits = {a.id: "train", b.id: "test", c.id: "dev"}
+    statement = "the revenue table double counts refunds for every customer who paid with two different cards last month"
+    train_task = make_task(c, "train", "c/three", 1, statement="Users say: " + statement)
+    dev_task = make_task(c, "dev", "c/three", 2, statement=statement + " and nobody noticed")
+    mismatched = make_task(a, "dev", "a/one", 3)
+    found = lint([a, b, c], [train_task, dev_task, mismatched], ex, splits=splits)
+    kinds = _kinds(found)
+    assert kinds == ["group-split", "ngram-overlap", "shared-model-file", "split-mismatch"]
+    overlap = next(v for v in found if v.kind == "ngram-overlap")
+    assert overlap.subject == train_task.instance_id and dev_task.instance_id in overlap.evidence
+    assert "'the revenue table double counts" in overlap.evidence
+    shared = next(v for v in found if v.kind == "shared-model-file")
+    assert "train: " in shared.evidence and "test: " in shared.evidence
+    # 12 shared words are not an overlap
+    short = make_task(c, "dev", "c/three", 4, statement=" ".join(statement.split()[:12]))
+    assert not [v for v in lint([c], [make_task(c, "train", "c/three", 5, statement=statement), short], ex) if v.kind == "ngram-overlap"]
+
+
+def test_lint_project_sees_sealed_test_statements_without_reading_them_in_clear(world, make):
+    t = make("t/testrepo")
+    r = make("r/trainrepo")
+    make("u/other")
+    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",)))
+    assert lint_project(world.pins, world.home) == []
+    statement = "every shipment that left the warehouse after midnight is attributed to the previous day in the daily report"
+    store_task(make_task(t, "test", group_of(t.id, world.pins), 1, statement=statement), world.home, world.pins)
+    store_task(make_task(r, "train", group_of(r.id, world.pins), 2, statement="Again: " + statement), world.home, world.pins)
+    found = lint_project(world.pins, world.home)
+    assert _kinds(found) == ["ngram-overlap"] and "test task" in found[0].evidence
+    make("late/unassigned")
+    assert "unassigned" in _kinds(lint_project(world.pins, world.home))
+
+
+def test_cli_lint_exit_codes_and_evidence(world, make):
+    make("a/one")
+    make("b/two")
+    make("c/three")
+    runner = CliRunner()
+    result = runner.invoke(main, ["lint"])
+    assert result.exit_code == 1 and "unassigned" in result.output
+    assert runner.invoke(main, ["split", "assign", "--test", "1", "--dev", "1", "--seed", "7"]).exit_code == 0
+    result = runner.invoke(main, ["lint", "--json"])
+    assert result.exit_code == 0 and json.loads(result.output) == {"violations": []}
+    make("someone/tpch-copy", project_name="tpch")
+    runner.invoke(main, ["split", "assign"])
+    result = runner.invoke(main, ["lint"])
+    assert result.exit_code == 1
+    assert "benchmark-project: someone__tpch-copy@" in result.output and "'tpch'" in result.output
+
+
+@pytest.mark.parametrize("args", [["split", "show"], ["split", "show", "--json"]])
+def test_cli_split_show(world, make, args):
+    make("a/one")
+    make("a/one-fork", fork_of="a/one", files={"models/z.sql": "select 'z'\n"})
+    make("b/two")
+    make("c/three")
+    runner = CliRunner()
+    assert runner.invoke(main, ["split", "assign", "--test", "1", "--dev", "1", "--seed", "1"]).exit_code == 0
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    if "--json" in args:
+        data = json.loads(result.output)
+        group = next(g for g in data["groups"] if g["group"] == "a/one")
+        assert len(group["pins"]) == 2 and any("shared root commit" in r for r in group["reasons"])
+        assert [h["action"] for h in data["history"]] == ["reserve"]
+    else:
+        assert "a/one" in result.output and "reserve" in result.output
+    again = runner.invoke(main, ["split", "assign", "--test", "2", "--dev", "1", "--seed", "1"])
+    assert again.exit_code == 1 and again.output.startswith("error:") and "--force" in again.output
