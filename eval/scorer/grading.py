@@ -17,9 +17,9 @@ import duckdb
 
 from eval.scorer import literal
 from eval.scorer.errors import GoldTableError
-from eval.scorer.source import LOCKDOWN, LoadedTable, Source, SubmissionFailure, load_table, open_source
+from eval.scorer.source import LoadedTable, Source, SubmissionFailure, load_table, open_source
 from eval.scorer.spec import GradingSpec
-from eval.scorer.vectors import Side, strict_rows_match, table_pair_match
+from eval.scorer.vectors import Scratch, Side, strict_rows_match, table_pair_match
 from eval.scorer.verdict import TableVerdict, Verdict
 
 MAX_STRICT_MAPPINGS = 64
@@ -51,7 +51,7 @@ class Graded:
     strict: Verdict
     tables: list[TableWork]
     #: the scratch connection, still open only when all candidates were asked for (explanations)
-    scratch: duckdb.DuckDBPyConnection | None = None
+    scratch: Scratch | None = None
 
 
 def _graded_positions(table: LoadedTable, cols: tuple[int, ...]) -> list[int]:
@@ -80,7 +80,7 @@ def grade(gold: Source, pred: Source, spec: GradingSpec, *, want_strict: bool, a
             table = load_table(gcon, name, gold=True)
             works.append(TableWork(name, _graded_positions(table, cols), bool(order), table))
         file_failure = ""
-        scratch = duckdb.connect(":memory:", config=LOCKDOWN)
+        scratch = Scratch()
         try:
             try:
                 with open_source(pred, gold=False) as pcon:
@@ -118,7 +118,7 @@ def _grade_table(
     work: TableWork,
     gcon: duckdb.DuckDBPyConnection,
     pcon: duckdb.DuckDBPyConnection,
-    scratch: duckdb.DuckDBPyConnection,
+    scratch: Scratch,
     want_strict: bool,
     all_candidates: bool,
 ) -> None:

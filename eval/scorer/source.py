@@ -281,7 +281,7 @@ def _canonical(
                 exprs.append(f"epoch_us(CAST(c{c.index} AS TIMESTAMP)) AS v{c.index}")
             else:
                 exprs.append(f"epoch_us(c{c.index}) AS v{c.index}")
-        table = con.execute(f"SELECT {', '.join(exprs)} FROM {src}").fetch_arrow_table()
+        table = con.execute(f"SELECT {', '.join(exprs)} FROM {src}").to_arrow_table()
         for c in arrow_cols:
             arr = table.column(f"v{c.index}").combine_chunks()
             if c.kind in {"ts", "tstz"} and len(arr) - arr.null_count:

@@ -85,17 +85,74 @@ def _order_by(col: ColumnInfo) -> str:
     )
 
 
+#: Tables with at most this many rows are sorted in-process (keys from Python's own str()); larger
+#: ones in DuckDB (keys from CAST AS VARCHAR, verified equal to repr). Tests lower it to 0 to cover both.
+IN_PROCESS_SORT_MAX_ROWS = 2048
+
+
+class Scratch:
+    """A lazily opened, locked-down in-memory DuckDB shared by both sides of one grading."""
+
+    def __init__(self) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def get(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            from eval.scorer.source import LOCKDOWN
+
+            self._con = duckdb.connect(":memory:", config=LOCKDOWN)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def _py_key(col: ColumnInfo, value: Any) -> tuple[bool, str, bool]:
+    if col.pytype == "bool":
+        return (False, str(bool(value)), True)
+    if col.pytype == "int":
+        return (False, str(int(value)), True)
+    if col.kind == "num":
+        return (False, repr(float(value)), True)
+    return (False, value, False)
+
+
+def _in_process_order(col: ColumnInfo, data: pa.Table) -> np.ndarray:
+    """Row order by the official key, computed with Python's str() (small tables)."""
+    v = data.column(f"v{col.index}").combine_chunks()
+    na = v.is_null().to_numpy(zero_copy_only=False)
+    if col.kind in {"ts", "tstz"}:
+        vals = v.fill_null(0).to_numpy(zero_copy_only=False)
+        return np.lexsort((vals, na))
+    src = data.column(f"k{col.index}") if col.pytype in {"int", "bool"} else v
+    values = src.to_pylist()
+    na_key = col.na_key if col.na_key is not None else (False, "nan", True)
+    keys = [na_key if na[i] else _py_key(col, x) for i, x in enumerate(values)]
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+
+
 class Side:
     """One loaded table registered in a scratch DuckDB, with its columns' vectors built on demand."""
 
-    def __init__(self, scratch: duckdb.DuckDBPyConnection, alias: str, table: LoadedTable) -> None:
-        self.scratch = scratch
+    def __init__(self, scratch: Scratch, alias: str, table: LoadedTable) -> None:
+        self._scratch = scratch
+        self._registered = False
         self.alias = alias
         self.table = table
-        scratch.register(alias, table.data)
+        self.in_process = table.n_rows <= IN_PROCESS_SORT_MAX_ROWS
         self._vecs: dict[tuple[int, bool], Vec] = {}
         self._num: dict[int, NumStats] = {}
         self._fingerprints: dict[int, int] | None = None
+
+    @property
+    def scratch(self) -> duckdb.DuckDBPyConnection:
+        con = self._scratch.get()
+        if not self._registered:
+            con.register(self.alias, self.table.data)
+            self._registered = True
+        return con
 
     @property
     def n(self) -> int:
@@ -112,9 +169,14 @@ class Side:
         col = self.column(j)
         if col.kind == "null":
             vec = Vec("null", np.ones(self.n, dtype=bool), None)
+        elif self.in_process:
+            arr = self.table.data.column(f"v{j}").combine_chunks()
+            if ordered:
+                arr = arr.take(pa.array(_in_process_order(col, self.table.data)))
+            vec = _vec_from(col, arr)
         else:
             order = f" ORDER BY {_order_by(col)}" if ordered else ""
-            arr = self.scratch.execute(f"SELECT v{j} FROM {self.alias}{order}").fetch_arrow_table().column(0)
+            arr = self.scratch.execute(f"SELECT v{j} FROM {self.alias}{order}").to_arrow_table().column(0)
             arr = arr.combine_chunks()
             na = arr.is_null().to_numpy(zero_copy_only=False)
             if col.kind == "num":
@@ -152,7 +214,11 @@ class Side:
         if self._fingerprints is None:
             exact = [c.index for c in self.table.columns if c.kind in {"str", "ts", "tstz"}]
             self._fingerprints = {}
-            if exact:
+            if exact and self.in_process:
+                for i in exact:
+                    vals = self.table.data.column(f"v{i}").to_pylist()
+                    self._fingerprints[i] = sum(hash(x) for x in vals if x is not None) % (1 << 64)
+            elif exact:
                 row = self.scratch.execute(
                     "SELECT "
                     + ", ".join(f"coalesce(sum(hash(v{i})) FILTER (WHERE v{i} IS NOT NULL), 0)" for i in exact)
@@ -271,22 +337,23 @@ def strict_rows_match(g: Side, gcols: list[int], p: Side, pcols: list[int]) -> b
     rest = [(a, b) for a, b in pairs if g.column(a).kind not in {"str", "ts", "tstz"}]
     order = exact + rest
     sortable = [(a, b) for a, b in order if g.column(a).kind != "null" and p.column(b).kind != "null"]
-    g_sel = ", ".join(f"v{a}" for a, _ in sortable)
-    p_sel = ", ".join(f"v{b}" for _, b in sortable)
     if not sortable:
         return True
-    g_tab = g.scratch.execute(
-        f"SELECT {g_sel} FROM {g.alias} ORDER BY {', '.join(f'v{a} NULLS LAST' for a, _ in sortable)}"
-    ).fetch_arrow_table()
-    p_tab = p.scratch.execute(
-        f"SELECT {p_sel} FROM {p.alias} ORDER BY {', '.join(f'v{b} NULLS LAST' for _, b in sortable)}"
-    ).fetch_arrow_table()
+    g_tab = _sorted_rows(g.table.data, [a for a, _ in sortable])
+    p_tab = _sorted_rows(p.table.data, [b for _, b in sortable])
     for i, (a, b) in enumerate(sortable):
         gv = _vec_from(g.column(a), g_tab.column(i).combine_chunks())
         pv = _vec_from(p.column(b), p_tab.column(i).combine_chunks())
         if not vectors_match(gv, pv):
             return False
     return True
+
+
+def _sorted_rows(data: pa.Table, cols: list[int]) -> pa.Table:
+    names = [f"s{i}" for i in range(len(cols))]
+    part = pa.table({n: data.column(f"v{j}") for n, j in zip(names, cols)})
+    order = pc.sort_indices(part, sort_keys=[(n, "ascending") for n in names], null_placement="at_end")
+    return part.take(order)
 
 
 def _vec_from(col: ColumnInfo, arr: pa.Array) -> Vec:
