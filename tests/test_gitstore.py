@@ -11,7 +11,7 @@ import pytest
 
 from harvester.errors import FetchError
 from harvester.gitrepos import Gitlink, Symlink, make_git_repo
-from harvester.gitstore import GitStore, mirror_key
+from harvester.gitstore import GitStore, Resolved, mirror_key
 
 SIG = pygit2.Signature("tester", "tester@example.invalid", 1_700_000_000, 0)
 
@@ -101,9 +101,7 @@ def test_branch_and_tag_need_resolve_ref(source, store):
         store.resolve(repo, "main")
     with pytest.raises(FetchError, match="is a tag.*--resolve-ref"):
         store.resolve(repo, "v0.1.0")
-    assert store.resolve(repo, "main", allow_ref=True) == type(store.resolve(repo, source.head))(
-        commit=source.head, ref="refs/heads/main"
-    )
+    assert store.resolve(repo, "main", allow_ref=True) == Resolved(commit=source.head, ref="refs/heads/main")
     tagged = store.resolve(repo, "v0.1.0", allow_ref=True)
     assert (tagged.commit, tagged.ref) == (source.commits[0], "refs/tags/v0.1.0")
 

@@ -347,3 +347,22 @@ def test_matches_a_lock_written_by_real_dbt_deps(tmp_path, store, extra_repo):
     dbt_git = next(p for p in lock["packages"] if "git" in p)
     assert found[dbt_git["name"]].commit == dbt_git["revision"] == extra_repo.commits[0]
     assert set(found) == {p["name"] for p in lock["packages"]}
+
+
+def test_probe_fails_fast_offline_and_mirror_map_names_hub_ids(tmp_path, store, mirror_dir, monkeypatch):
+    from harvester.packages import sources
+
+    # network=None probes the hub host; an unresolvable host (RFC 2606 .invalid) is the offline case
+    monkeypatch.setattr(sources, "HUB_HOST", "hub.invalid")
+    sources.host_reachable.cache_clear()
+    project = _project(tmp_path, _packages_yml(_hub("other/calc", '"0.2.0"')))
+    with pytest.raises(PackageError, match="not in the package mirror .* the dbt hub is unreachable"):
+        resolve_packages(project, store, load_mirror(mirror_dir), network=None)
+    # a mirror.toml entry maps the hub id to a repository elsewhere (relative to the mirror folder)
+    mapped = tmp_path / "mapped"
+    mapped.mkdir()
+    (mapped / "mirror.toml").write_text(
+        f'[packages]\n"other/calc" = "{os.path.relpath(mirror_dir / "acme" / "calc_utils", mapped)}"\n'
+    )
+    (record,) = resolve_packages(project, store, load_mirror(mapped), network=None)
+    assert (record.name, record.source, record.version) == ("calc_utils", "hub:other/calc", "0.2.0")

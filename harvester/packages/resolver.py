@@ -28,7 +28,6 @@ from harvester.packages.specs import (
     Declared,
     GitSpec,
     HubSpec,
-    LocalSpec,
     PackageSpec,
     declared_from_texts,
     parse_yaml,
