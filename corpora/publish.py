@@ -135,6 +135,8 @@ def _upload(staged: Path, repo_id: str, split: str, private: bool, timeout: floa
             f"could not reach the Hub at {endpoint} to {step} ({type(exc).__name__}): offline, or HF_ENDPOINT is wrong; "
             "nothing was committed"
         ) from None
+    except ValueError as exc:  # the Hub's README.md metadata validation
+        raise PublishError(f"the Hub rejected the dataset card: {' '.join(str(exc).split())}") from None
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else "?"
         raise PublishError(f"the Hub refused to {step} (HTTP {status}): {str(exc).splitlines()[0]}") from None
