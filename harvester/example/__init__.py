@@ -58,7 +58,7 @@ def example_packages() -> dict[str, Path]:
     }
 
 
-def materialize_example(dest: Path) -> Example:
+def materialize_example(dest: Path, *, reuse: bool = False) -> Example:
     """Write ``dest/shop_analytics`` (a git repository, one commit) and ``dest/mirror`` (the packages).
 
     ``dest`` must not exist or be an empty folder. Everything is written in a temporary sibling folder
@@ -66,6 +66,8 @@ def materialize_example(dest: Path) -> Example:
     same on every machine.
     """
     dest = Path(dest).absolute()
+    if reuse and (dest / PROJECT_NAME / ".git").exists() and (dest / "mirror").is_dir():
+        return _existing(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise GitRepoError(f"{dest} already exists and is not empty; pick a fresh folder for the example")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -79,6 +81,11 @@ def materialize_example(dest: Path) -> Example:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    return _existing(dest)
+
+
+def _existing(dest: Path) -> Example:
+    """The Example already materialized at ``dest`` (commit ids are deterministic, so it is the same)."""
     import pygit2
 
     repo_path = dest / PROJECT_NAME
