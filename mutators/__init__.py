@@ -10,7 +10,7 @@ from mutators.equivalence import is_equivalent
 from mutators.masking import MaskedFile, Region, mask_file
 from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
 from mutators.registry import REGISTRY, candidates
-from mutators.transplant import transplant
+from mutators.transplanting import transplant
 
 __all__ = [
     "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site",

@@ -84,6 +84,8 @@ POLICIES: tuple[tuple[str, str, str], ...] = (
     ("last-branch", "last", "ident"),
     ("first-branch/blank-macros", "first", "blank"),
     ("no-blocks/blank-macros", "none", "blank"),
+    ("first-branch/where-macros", "first", "where"),  # macros that expand to a WHERE clause
+    ("first-branch/select-macros", "first", "select"),  # a macro that renders the whole SELECT
 )
 
 
@@ -155,8 +157,14 @@ def _placeholder(tag: Tag, text: str, macros: str) -> str:
     raw = text[tag.start : tag.end]
     if tag.kind != "expr" or tag.word == "config":
         return _blank(raw)
+    if _is_macro_call(tag) and "type_" in tag.body.split("(")[0] and "\n" not in raw:
+        return "text" + " " * (len(raw) - 4)  # dbt.type_timestamp() and friends render a type name
     if macros == "blank" and _is_macro_call(tag):
         return _blank(raw)
+    if macros == "where" and _is_macro_call(tag) and len(raw) >= 8 and "\n" not in raw:
+        return "where m" + "_" * (len(raw) - 7)
+    if macros == "select" and _is_macro_call(tag) and len(raw) >= 16 and "\n" not in raw:
+        return "select * from m" + "_" * (len(raw) - 15)
     name = _relation_name(tag) if tag.word in RELATION_CALLS else ""
     stem = name or ("v" if tag.word in VALUE_CALLS or not _is_macro_call(tag) else "m")
     stem = _IDENT.sub("_", stem)

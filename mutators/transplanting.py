@@ -33,12 +33,14 @@ def transplant(edit: Edit, raw_text: str, compiled_text: str) -> Edit | None:
     for k in range(_MAX_WIDEN + 1):
         left = _left_pattern(raw_text, edit.start, before, k)
         right = _right_pattern(raw_text, edit.end, after, k)
-        pattern = re.compile(left + "(?P<mid>" + middle + ")" + right, re.DOTALL)
-        matches = _all_starts(pattern, compiled_text)
-        if not matches:
+        source = left + "(?P<mid>" + middle + ")" + right
+        pattern = re.compile(source, re.DOTALL)
+        greedy = re.compile(source.replace(".*?)", ".*)"), re.DOTALL)
+        first, places = _places(pattern, greedy, compiled_text)
+        if first is None:
             return None
-        if len(matches) == 1:
-            return _mapped(matches[0], edit, raw_text, inner)
+        if places == 1:
+            return _mapped(first, edit, raw_text, inner)
         if k >= len(before) and k >= len(after):
             return None
     return None
@@ -98,17 +100,26 @@ def _right_pattern(raw: str, end: int, after: list[Tag], k: int) -> str:
     return "".join(pieces) + _literal(raw[pos : tags[-1].start])
 
 
-def _all_starts(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """Up to two matches that start at different offsets (enough to tell unique from ambiguous)."""
-    found: list[re.Match[str]] = []
+def _places(lazy: re.Pattern[str], greedy: re.Pattern[str], text: str) -> tuple[re.Match[str] | None, int]:
+    """The first match and how many distinct places (up to 2) the edited span could sit at.
+
+    Each start offset is tried with lazy and greedy wildcards: when they put the span in different
+    places, whatever a tag rendered to could hide the span, and the place is ambiguous.
+    """
+    first: re.Match[str] | None = None
+    places: set[tuple[int, int]] = set()
     pos = 0
-    while pos <= len(text) and len(found) < 2:
-        match = pattern.search(text, pos)
+    while pos <= len(text) and len(places) < 2:
+        match = lazy.search(text, pos)
         if match is None:
             break
-        found.append(match)
+        first = first or match
+        places.add(match.span("mid"))
+        wide = greedy.match(text, match.start())
+        if wide is not None:
+            places.add(wide.span("mid"))
         pos = match.start() + 1
-    return found
+    return first, len(places)
 
 
 def _mapped(match: re.Match[str], edit: Edit, raw: str, inner: list[Tag]) -> Edit | None:
