@@ -111,18 +111,23 @@ def _package_edges(pins: Sequence[Pin]) -> list[Edge]:
     for pin in pins:
         for ident in pin_identities(pin):
             owners_of[ident].append(pin)
+    seen: set[tuple[str, str, str]] = set()
+
+    def add(a: Pin, b: Pin, kind: str, reason: str) -> None:
+        if a.id != b.id and repo_key(a) != repo_key(b) and (a.id, b.id, kind) not in seen:
+            seen.add((a.id, b.id, kind))
+            found.append(Edge(a.id, b.id, reason))
+
     for pin in pins:
         for ident in sorted(pin_identities(pin)):
             for other in owners_of.get(f"{ident}_source", []):
-                if other.id != pin.id and repo_key(other) != repo_key(pin):
-                    found.append(Edge(pin.id, other.id, f"package {ident} and its _source package"))
+                add(pin, other, "source", f"package {ident} and its _source package")
         for pkg in pin.packages:
             for ref in sorted(package_refs(pkg)):
                 for other in owners_of.get(ref, []):
-                    if other.id == pin.id or repo_key(other) == repo_key(pin) or not other.model_files:
-                        continue
-                    family = "same organisation, " if owner_of(repo_key(other)) == owner_of(repo_key(pin)) else ""
-                    found.append(Edge(pin.id, other.id, f"{family}depends on pinned package {ref} (shares its models)"))
+                    if other.model_files:
+                        family = "same organisation, " if owner_of(repo_key(other)) == owner_of(repo_key(pin)) else ""
+                        add(pin, other, "dep", f"{family}depends on pinned package {ref} (shares its models)")
     return found
 
 
