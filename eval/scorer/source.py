@@ -175,6 +175,18 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
             raise SubmissionFailure(f"missing table {name}") from None
         raise SubmissionFailure(f"unreadable table {name}: {_first_line(exc)}") from None
     width = len(names)
+    try:
+        head = con.execute(f"SELECT * FROM {name} LIMIT {SMALL_TABLE_ROWS + 1}").fetchdf()
+    except duckdb.Error as exc:
+        if gold:
+            raise GoldTableError(f"gold table {name} cannot be read: {_first_line(exc)}") from None
+        raise SubmissionFailure(f"unreadable table {name}: {_first_line(exc)}") from None
+    except Exception as exc:
+        if gold:
+            raise GoldTableError(f"gold table {name} cannot be converted: {_first_line(exc)}") from None
+        raise SubmissionFailure(f"unreadable table {name}: {_first_line(exc)}") from None
+    if len(head) <= SMALL_TABLE_ROWS:
+        return _load_small(name, names, types, head)
     aliases = [f"c{j}" for j in range(width)]
     src = f"(SELECT * FROM {name}) AS __src({', '.join(aliases)})"
     try:
@@ -235,6 +247,66 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
             raise GoldTableError(f"gold table {name} cannot be converted: {_first_line(exc)}") from None
         raise SubmissionFailure(f"unreadable table {name}: {_first_line(exc)}") from None
     return LoadedTable(name, n_rows, columns, data, literal)
+
+
+#: Tables up to this many rows are read with one fetchdf() (the real frame is its own probe).
+SMALL_TABLE_ROWS = 256
+
+
+def _is_na_value(x: Any) -> bool:
+    import pandas as pd
+
+    return x is None or x is pd.NA or x is pd.NaT or (isinstance(x, float) and x != x)
+
+
+def _load_small(name: str, names: list[str], types: list[str], frame: Any) -> LoadedTable:
+    """A small table straight from its real frame: exact values, no probe needed."""
+    import pandas as pd
+
+    n_rows = len(frame)
+    width = len(names)
+    values = frame.transpose().values.tolist() if n_rows else [[] for _ in range(width)]
+    columns: list[ColumnInfo] = []
+    arrays: dict[str, pa.Array] = {}
+    for j in range(width):
+        col = values[j]
+        na = [_is_na_value(x) for x in col]
+        n_na = sum(na)
+        na_key = next((sort_key(x) for x, m in zip(col, na) if m), None)
+        if n_rows == 0 or n_na == n_rows:
+            columns.append(ColumnInfo(j, names[j], types[j], "null", "", na_key, n_na))
+            continue
+        first = next(x for x, m in zip(col, na) if not m)
+        kind, pytype = _classify(first, types[j])
+        live = [x for x, m in zip(col, na) if not m]
+        if kind == "num" and any(type(x) is not type(first) for x in live):
+            kind = "exotic"
+        mask = np.array(na, dtype=bool)
+        try:
+            if kind == "num":
+                if pytype == "float":
+                    arrays[f"v{j}"] = pa.array([0.0 if m else float(x) for x, m in zip(col, na)], pa.float64(), mask=mask)
+                else:
+                    ints = [0 if m else int(x) for x, m in zip(col, na)]
+                    typ = pa.bool_() if pytype == "bool" else (pa.uint64() if max(ints) >= 1 << 63 else pa.int64())
+                    key = [bool(x) for x in ints] if pytype == "bool" else ints
+                    arrays[f"k{j}"] = pa.array(key, typ, mask=mask)
+                    arrays[f"v{j}"] = pa.array([float(x) for x in ints], pa.float64(), mask=mask)
+            elif kind == "str":
+                arrays[f"v{j}"] = pa.array([None if m else x for x, m in zip(col, na)], pa.string())
+            elif kind in {"ts", "tstz"}:
+                us = [0 if m else pd.Timestamp(x).value // 1000 for x, m in zip(col, na)]
+                live_us = [u for u, m in zip(us, na) if not m]
+                if min(live_us) < _TS_MIN_US or max(live_us) > _TS_MAX_US:
+                    kind = "exotic"
+                else:
+                    arrays[f"v{j}"] = pa.array(us, pa.int64(), mask=mask)
+        except (OverflowError, ValueError, TypeError):
+            kind = "exotic"
+        columns.append(ColumnInfo(j, names[j], types[j], kind, pytype, na_key, n_na))
+    data = pa.table(arrays) if arrays else pa.table({"__n": pa.nulls(n_rows, pa.int8())})
+    exotic = any(c.kind == "exotic" for c in columns)
+    return LoadedTable(name, n_rows, columns, data, values if exotic else None)
 
 
 def _canonical(
