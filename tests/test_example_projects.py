@@ -243,6 +243,19 @@ def test_materialize_example(tmp_path: Path) -> None:
         materialize_example(tmp_path / "demo")
 
 
+def test_materialize_example_reuses_an_identical_example_and_repairs_a_broken_one(tmp_path: Path) -> None:
+    first = materialize_example(tmp_path / "demo")
+    marker = first.project_repo / ".git" / "kept"
+    marker.write_text("same example, same folder")
+    again = materialize_example(tmp_path / "demo", reuse=True)
+    assert again == first and marker.exists()  # identical: left alone
+    shutil.rmtree(first.mirror / "harvestlabs" / "shop_calendar")
+    repaired = materialize_example(tmp_path / "demo", reuse=True)
+    assert repaired == first and not marker.exists()  # rewritten whole
+    assert (repaired.mirror / "harvestlabs" / "shop_calendar" / ".git").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
 def test_every_fixture_makes_a_repository(tmp_path: Path) -> None:
     assert sorted(p.name for p in PROJECTS.iterdir() if p.is_dir()) == sorted(FIXTURE_NAMES)
     for name in FIXTURE_NAMES:

@@ -61,38 +61,67 @@ def example_packages() -> dict[str, Path]:
 def materialize_example(dest: Path, *, reuse: bool = False) -> Example:
     """Write ``dest/shop_analytics`` (a git repository, one commit) and ``dest/mirror`` (the packages).
 
-    ``dest`` must not exist or be an empty folder. Everything is written in a temporary sibling folder
-    and renamed into place, so an interrupted call leaves no half-written example. The commit id is the
-    same on every machine.
+    ``dest`` must not exist or be an empty folder, unless ``reuse``: then an example already at ``dest``
+    is kept when it is identical (same commit ids and tags) to what the shipped files give, and replaced
+    otherwise. Everything is written in a temporary sibling folder and renamed into place, so an
+    interrupted call leaves no half-written example. The commit ids are the same on every machine.
     """
     dest = Path(dest).absolute()
-    if reuse and (dest / PROJECT_NAME / ".git").exists() and (dest / "mirror").is_dir():
-        return _existing(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    in_use = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))
+    if in_use and not reuse:
         raise GitRepoError(f"{dest} already exists and is not empty; pick a fresh folder for the example")
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
         make_git_repo(PROJECT_DIR, staging / PROJECT_NAME)
         make_package_mirror(staging / "mirror", example_packages())
-        if dest.exists():
-            dest.rmdir()
-        os.replace(staging, dest)
+        if in_use and _refs(dest) == _refs(staging):
+            shutil.rmtree(staging)
+        else:
+            _swap_into_place(staging, dest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return _existing(dest)
-
-
-def _existing(dest: Path) -> Example:
-    """The Example already materialized at ``dest`` (commit ids are deterministic, so it is the same)."""
-    import pygit2
-
     repo_path = dest / PROJECT_NAME
-    commit = str(pygit2.Repository(str(repo_path)).head.target)
+    commit = _refs(dest)[PROJECT_NAME]["HEAD"]
     return Example(
         project_repo=repo_path,
         commit=commit,
         mirror=dest / "mirror",
         spec=f"{repo_path}@{commit}",
     )
+
+
+def _refs(root: Path) -> dict[str, dict[str, str]]:
+    """Repository (relative path) -> {ref name: commit id} for the example and every mirror repository;
+    empty where ``root`` does not hold a readable example."""
+    import pygit2
+
+    found: dict[str, dict[str, str]] = {}
+    candidates = [root / PROJECT_NAME, *sorted((root / "mirror").glob("*/*"))]
+    for path in candidates:
+        try:
+            repo = pygit2.Repository(str(path))
+            refs = {name: str(repo.references[name].target) for name in repo.references}
+            refs["HEAD"] = str(repo.head.target)
+        except (pygit2.GitError, KeyError, ValueError):
+            return {}
+        found[path.relative_to(root).as_posix()] = refs
+    return found
+
+
+def _swap_into_place(staging: Path, dest: Path) -> None:
+    """Rename ``staging`` to ``dest``; an existing ``dest`` is moved aside first and then deleted."""
+    if dest.exists() and dest.is_dir() and not any(dest.iterdir()):
+        dest.rmdir()
+    if not dest.exists():
+        os.replace(staging, dest)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
+    old.rmdir()
+    os.replace(dest, old)
+    os.replace(staging, dest)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink()
