@@ -17,7 +17,7 @@ import duckdb
 
 from eval.scorer import literal
 from eval.scorer.errors import GoldTableError
-from eval.scorer.source import LoadedTable, Source, SubmissionFailure, load_table, open_source
+from eval.scorer.source import LoadedTable, fetch_frame, Source, SubmissionFailure, load_table, open_source
 from eval.scorer.spec import GradingSpec
 from eval.scorer.vectors import Scratch, Side, strict_rows_match, table_pair_match
 from eval.scorer.verdict import TableVerdict, Verdict
@@ -67,7 +67,7 @@ def _graded_positions(table: LoadedTable, cols: tuple[int, ...]) -> list[int]:
 
 def _literal_values(con: duckdb.DuckDBPyConnection, table: LoadedTable) -> list[list[Any]]:
     if table.literal_values is None:
-        frame = con.execute(f"SELECT * FROM {table.name}").fetchdf()
+        frame = fetch_frame(con, f"SELECT * FROM {table.name}")
         table.literal_values = frame.transpose().values.tolist() if table.n_rows else [[] for _ in table.columns]
     return table.literal_values
 

@@ -61,6 +61,15 @@ class SubmissionFailure(Exception):
         self.reason = reason
 
 
+def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """``con.execute(sql).fetchdf()`` without duckdb's internal pandas deprecation warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*inplace keyword.*")
+        return con.execute(sql).fetchdf()
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -176,7 +185,7 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
         raise SubmissionFailure(f"unreadable table {name}: {_first_line(exc)}") from None
     width = len(names)
     try:
-        head = con.execute(f"SELECT * FROM {name} LIMIT {SMALL_TABLE_ROWS + 1}").fetchdf()
+        head = fetch_frame(con, f"SELECT * FROM {name} LIMIT {SMALL_TABLE_ROWS + 1}")
     except duckdb.Error as exc:
         if gold:
             raise GoldTableError(f"gold table {name} cannot be read: {_first_line(exc)}") from None
@@ -197,16 +206,17 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
         n_rows = int(counts[0])
         nulls = [n_rows - int(c) for c in counts[1:]]
         if n_rows == 0:
-            probe = con.execute(f"SELECT * FROM {src} LIMIT 0").fetchdf()
+            probe = fetch_frame(con, f"SELECT * FROM {src} LIMIT 0")
         else:
             firsts = ", ".join(f"any_value({a}) AS {a}" for a in aliases)
             second = ", ".join(
                 f"CASE WHEN FALSE THEN {a} END AS {a}" if nulls[j] else a for j, a in enumerate(aliases)
             )
-            probe = con.execute(
+            probe = fetch_frame(
+                con,
                 f"WITH __one AS (SELECT {firsts} FROM {src}) "
-                f"SELECT * FROM __one UNION ALL SELECT {second} FROM __one"
-            ).fetchdf()
+                f"SELECT * FROM __one UNION ALL SELECT {second} FROM __one",
+            )
         probe_values = probe.transpose().values.tolist() if width else []
     except duckdb.Error as exc:
         if gold:
@@ -236,7 +246,7 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
         data, columns = _canonical(con, src, n_rows, columns)
         literal = None
         if any(c.kind == "exotic" for c in columns):
-            frame = con.execute(f"SELECT * FROM {name}").fetchdf()
+            frame = fetch_frame(con, f"SELECT * FROM {name}")
             literal = frame.transpose().values.tolist() if n_rows else [[] for _ in range(width)]
     except duckdb.Error as exc:
         if gold:
@@ -319,7 +329,7 @@ def _canonical(
     num = [c for c in columns if c.kind == "num"]
     arrow_cols = [c for c in columns if c.kind in {"str", "ts", "tstz"}]
     if num:
-        frame = con.execute(f"SELECT {', '.join(f'c{c.index}' for c in num)} FROM {src}").fetchdf()
+        frame = fetch_frame(con, f"SELECT {', '.join(f'c{c.index}' for c in num)} FROM {src}")
         for c in num:
             series = frame[f"c{c.index}"]
             mask = series.isna().to_numpy()
