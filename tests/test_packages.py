@@ -330,10 +330,12 @@ def test_matches_a_lock_written_by_real_dbt_deps(tmp_path, store, extra_repo):
     """`dbt deps` runs offline for git (local path) and local packages: our hash and commit agree."""
     _write(tmp_path / "lpkg", {"dbt_project.yml": _project_yml("lpkg")})
     project = _project(tmp_path, _packages_yml(
-        f"  - git: {extra_repo.path}\n    revision: 0.2.0\n    subdirectory: dbt\n",
+        f"  - git: {extra_repo.path}\n    revision: \"{{{{ env_var('EXTRA_REV', '0.2.0') }}}}\"\n"
+        "    subdirectory: dbt\n",
         "  - local: ../lpkg\n",
     ))
     env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    env.pop("EXTRA_REV", None)
     code = "from dbt.cli.main import dbtRunner; r = dbtRunner().invoke(['deps', '--project-dir', '.']); print(r.success)"
     run = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True,
                          timeout=240)
@@ -347,6 +349,14 @@ def test_matches_a_lock_written_by_real_dbt_deps(tmp_path, store, extra_repo):
     dbt_git = next(p for p in lock["packages"] if "git" in p)
     assert found[dbt_git["name"]].commit == dbt_git["revision"] == extra_repo.commits[0]
     assert set(found) == {p["name"] for p in lock["packages"]}
+    assert found[dbt_git["name"]].requested == "0.2.0"  # rendered as dbt renders it
+
+
+def test_invalid_spec_is_one_line(tmp_path, store):
+    project = _project(tmp_path, _packages_yml(_hub("calc_utils", '"0.2.0"')))
+    with pytest.raises(PackageError, match=r"packages.yml: invalid package spec \(.*namespace") as info:
+        resolve_packages(project, store, None, network=False)
+    assert "\n" not in str(info.value)
 
 
 def test_probe_fails_fast_offline_and_mirror_map_names_hub_ids(tmp_path, store, mirror_dir, monkeypatch):

@@ -8,6 +8,9 @@ turned into small frozen records (hub, git, local) that the rest of the resolver
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -123,27 +126,52 @@ def _read_optional(path: Path) -> str | None:
 
 
 def _dbt_specs(data: dict[str, Any], where: str) -> tuple[tuple[PackageSpec, ...], str]:
-    """Render and validate with dbt-core's contracts; return our records and dbt's sha1 of the specs."""
+    """Render and validate with dbt-core's contracts; return our records and dbt's sha1 of the specs.
+
+    This is dbt's ``package_config_from_data`` and ``_create_sha1_hash`` (dbt/task/deps.py) without
+    importing all of ``dbt.config`` (seconds): dbt's renderer is loaded only when Jinja is present.
+    """
     if not isinstance(data.get("packages"), list):
         raise PackageError(f"{where}: 'packages' must be a list")
     if not data["packages"]:
         return (), ""
+    from dbt.contracts.project import PackageConfig
+
+    unrendered = copy.deepcopy(data)
+    try:
+        rendered = _render(data) if _has_jinja(data) else copy.deepcopy(data)
+        for entry, original in zip(rendered["packages"], unrendered["packages"]):
+            if isinstance(entry, dict):
+                entry["unrendered"] = original
+        PackageConfig.validate(rendered)
+        config = PackageConfig.from_dict(rendered)
+    except Exception as exc:  # dbt raises its own (compilation/validation) error types
+        message = " ".join(str(getattr(exc, "msg", None) or getattr(exc, "message", None) or exc).split())
+        raise PackageError(f"{where}: invalid package spec ({message})") from None
+    specs = tuple(_from_dbt(contract, where) for contract in config.packages)
+    lines = sorted(json.dumps(contract.to_dict(), sort_keys=True) for contract in config.packages)
+    return specs, hashlib.sha1("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def _has_jinja(value: Any) -> bool:
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, dict):
+        return any(_has_jinja(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_jinja(v) for v in value)
+    return False
+
+
+def _render(data: dict[str, Any]) -> dict[str, Any]:
+    """dbt's PackageRenderer (``env_var`` and friends), as `dbt deps` renders packages.yml."""
     import os
 
-    from dbt.config.project import package_config_from_data
     from dbt.config.renderer import PackageRenderer
-    from dbt.task.deps import _create_sha1_hash
     from dbt_common.context import set_invocation_context
 
     set_invocation_context(dict(os.environ))
-    try:
-        rendered = PackageRenderer({}).render_data(data)
-        config = package_config_from_data(rendered, data)
-    except Exception as exc:  # dbt raises its own (compilation/validation) error types
-        message = " ".join(str(getattr(exc, "msg", exc)).split())
-        raise PackageError(f"{where}: invalid package spec ({message})") from None
-    specs = tuple(_from_dbt(contract, where) for contract in config.packages)
-    return specs, _create_sha1_hash(config.packages)
+    return PackageRenderer({}).render_data(copy.deepcopy(data))
 
 
 def _from_dbt(contract: Any, where: str) -> PackageSpec:
