@@ -38,6 +38,16 @@ def one_line(text: object, limit: int = MAX_MESSAGE) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def summarize_message(text: object) -> str:
+    """One line for a node message; for a Python traceback keep its head and its final error line."""
+    raw = str(text)
+    if "Traceback (most recent call last)" in raw:
+        head = raw.split("Traceback (most recent call last)", 1)[0]
+        lines = [line.strip() for line in raw.splitlines() if line.strip()]
+        return one_line(f"{head} … {lines[-1] if lines else ''}")
+    return one_line(raw)
+
+
 def json_safe(value: Any) -> Any:
     """Turn a DuckDB value into something json.dumps accepts without losing its meaning."""
     if value is None or isinstance(value, (bool, int, str)):
@@ -147,12 +157,12 @@ class Child:
                     "unique_id": str(getattr(node, "unique_id", "")),
                     "resource_type": str(getattr(getattr(node, "resource_type", ""), "value", "")),
                     "status": str(getattr(status, "value", status)),
-                    "message": one_line(getattr(node_result, "message", "") or ""),
+                    "message": summarize_message(getattr(node_result, "message", "") or ""),
                 }
             )
         first_error = ""
         if res.exception is not None:
-            first_error = one_line(f"dbt: {res.exception}")
+            first_error = summarize_message(f"dbt: {res.exception}")
         else:
             for node in nodes:
                 if node["status"] in FAILED_NODE_STATUSES:

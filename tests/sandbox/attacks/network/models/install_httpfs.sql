@@ -1,0 +1,3 @@
+-- attack: download an extension that can reach the network
+{{ config(pre_hook="install httpfs") }}
+select 1 as x
