@@ -48,6 +48,10 @@ ALLOWED_ENV = frozenset(
     }
 )
 
+# Variables that appear inside the child without being passed: bwrap's --chdir sets PWD, and
+# libfaketime records its shared-memory clock in FAKETIME_SHARED. Neither carries anything of the host.
+SET_INSIDE_ENV = frozenset({"PWD", "FAKETIME_SHARED"})
+
 # Top-level system paths bound read-only (or recreated as the same symlink) when they exist.
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Single /etc files the dynamic linker and Python may consult; nothing with users or secrets.

@@ -297,6 +297,8 @@ def run_steps(
         results.append(StepResult(kind=kinds[len(results)], ok=False, first_error=reason, detail=detail))
 
     _cleanup_scratch(scratch)
+    if not sandboxed:
+        _remove_faketime_shm(proc.pid)
     ok = (
         not killed_reason
         and outcome.returncode == 0
@@ -331,6 +333,18 @@ def _append_log(log_path: Path, text: str) -> None:
         os.write(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
+
+
+def _remove_faketime_shm(pid: int) -> None:
+    """libfaketime keeps its clock in /dev/shm under the process id and removes it at a normal exit;
+    a killed unsandboxed child would leave it on the host. (Inside bubblewrap /dev is private.)"""
+    for name in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}"):
+        path = Path("/dev/shm") / name
+        try:
+            if path.is_file() and not path.is_symlink():
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _cleanup_scratch(scratch: Path) -> None:
