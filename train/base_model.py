@@ -29,9 +29,21 @@ def resolve_base(config: RunConfig) -> tuple[str, str]:
     if base.startswith(TINY_SCHEME):
         from train.tiny import TinySpec, build_tiny
 
+        import os
+        import shutil
+        import tempfile
+
         folder = config.run_dir / "base-tiny"
-        if not (folder / "config.json").is_file():
-            build_tiny(folder, TinySpec(seed=config.run.seed))
+        if not (folder / "config.json").is_file():  # build aside, rename into place: ranks may race here
+            config.run_dir.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".base-tiny.", dir=config.run_dir))
+            build_tiny(tmp, TinySpec(seed=config.run.seed))
+            try:
+                os.rename(tmp, folder)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not (folder / "config.json").is_file():
+                    raise
         return str(folder), "local"
     if Path(base).is_dir():
         return base, "local"

@@ -10,6 +10,7 @@ for GRPO only.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,12 +278,13 @@ def _check_values(config: RunConfig, where: str) -> None:
             raise bad("[grpo]", "max_completion_length and max_tool_calling_iterations must be >= 1")
         if ":" not in g.environment:
             raise bad("[grpo] environment", "must be 'module:Class'")
-        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps
+        world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
+        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * world
         if effective % g.num_generations:
             raise bad(
                 "[grpo] num_generations",
                 f"= {g.num_generations} must divide per_device_train_batch_size × gradient_accumulation_steps "
-                f"= {effective}",
+                f"× processes = {effective}",
             )
     if config.reward is not None:
         r = config.reward

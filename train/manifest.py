@@ -57,7 +57,7 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def project_git(start: Path = Path(".")) -> dict[str, Any]:
+def project_git(start: Path = Path(__file__).resolve().parent) -> dict[str, Any]:
     """The commit of the dbt-harvest checkout running the training, and whether it had local changes."""
     import pygit2
 
