@@ -9,8 +9,13 @@ Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,
 - Comparing two aligned float64 arrays with the isclose rule is ~5 ms in numpy, and numpy keeps IEEE
   semantics (inf - inf = nan) where DuckDB raises on double overflow; so comparison stays in numpy.
 Cheap necessary conditions (NA counts, finite min/max/sum bounds under the tolerance, and a
-hash-sum fingerprint for exact kinds) reject almost every non-matching column pair before any sort, so
-a 12-column table costs about one sort per graded gold column and one per matching submitted column.
+hash-sum fingerprint for exact kinds) reject almost every non-matching column pair before any sort.
+A pair that survives is first tested for an identical multiset of sort keys (same kind and Python type,
+same NA representation, equal value-sorted arrays: float bit patterns, ints, timestamps, or shared
+dictionary codes for strings); then both key-sorted sequences are identical and the pair passes with a
+numeric sort only. Only pairs that differ yet might match within the tolerance (or by type mixes such as
+3 vs 3.0) pay the string-key sort. Measured at 1,000,000 rows x 12 mixed columns: 19 s with a string
+sort per column, 2.4 s with the shortcut (tests/benchmarks/bench_scorer.py).
 
 Sort keys per kind (official key: (value is None, str(value), isinstance(value, (int, float)))):
 - num: non-NA -> (False, repr/str of the Python int, float or bool, True); NA -> its representation's key.

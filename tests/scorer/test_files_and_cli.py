@@ -157,3 +157,16 @@ def test_cli_single_instance(gold: Path, tmp_path: Path) -> None:
     assert json.loads(js.output)["official"]["score"] == 0
     usage = runner.invoke(main, ["score", "--gold", str(gold)])
     assert usage.exit_code == 2
+
+
+def test_installed_versions_are_the_verified_ones() -> None:
+    from eval.scorer import VERIFIED_DUCKDB, VERIFIED_PANDAS, versions_verified
+
+    assert versions_verified(), f"scorer verified under pandas {VERIFIED_PANDAS} + duckdb {VERIFIED_DUCKDB}"
+
+
+def test_explanation_serialises(gold: Path, tmp_path: Path) -> None:
+    pred = make_db(tmp_path / "pred.duckdb", "CREATE TABLE other AS SELECT 1 AS x")
+    data = explain(gold, pred, SPEC).to_dict()
+    assert data["official"]["reason"] == "missing table orders"
+    assert data["tables"][0]["found"] is False and "schema main" in data["tables"][0]["looked_in"]
