@@ -1,0 +1,146 @@
+"""Running a driver over a task set: one episode per task, in parallel, resumable, each verdict saved.
+
+An episode that raises is recorded as ``crashed`` (with the error) and scores 0; a task with no verdict
+at report time is ``missing`` and scores 0. After an episode the audit, and only the audit, runs the
+scorer's explainer on the submission (for people reading the run folder), then discards the workspace.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.audit.rundir import RunDir, task_entry, task_set_sha256
+from eval.drivers.base import Driver
+from eval.env.environment import EnvSettings, RepairEnvironment
+from eval.env.episode import EpisodeLimits, EpisodeOutcome
+from eval.env.tools import RunSettings
+from eval.ladder import classify
+from harvester.task_record import TaskRecord
+
+CRASHED = "crashed"
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    workers: int = 2
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    run: RunSettings = field(default_factory=RunSettings)
+    scratch: Path | None = None
+    retry_crashed: bool = True
+
+
+def _explain(task: TaskRecord, outcome: EpisodeOutcome) -> str:
+    """Why the submission scored what it did, for people (the scorer's explainer), else the episode's end."""
+    submission = outcome.submission
+    if submission is None:
+        return f"no submission ({outcome.status})"
+    if not submission.built:
+        return f"the final build fails: {submission.first_error}"
+    from eval.scorer import explain
+    from harvester.gold import gold_path
+
+    try:
+        assert submission.capture is not None
+        return explain(gold_path(task.gold_sha256), submission.capture, task.grading).to_text()
+    except Exception as exc:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
+        return f"(explainer failed: {type(exc).__name__}: {exc})"
+
+
+def verdict_record(task: TaskRecord, outcome: EpisodeOutcome, reason: str, wall_s: float) -> dict[str, Any]:
+    ladder = classify(outcome)
+    return {
+        **task_entry(task), **outcome.to_dict(), "rung": ladder.rung, "rung_label": ladder.label,
+        "reason": reason, "wall_s": round(wall_s, 3),
+    }
+
+
+def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Play one episode; never raises (a crash is a verdict with status 'crashed')."""
+    started = time.perf_counter()
+    env = RepairEnvironment({task.instance_id: task}, settings)
+    transcript: list[dict[str, Any]] = []
+    try:
+        with env:
+            observation = env.reset(instance_id=task.instance_id)
+            try:
+                driver.play(env, task, observation)
+                if not env.episode.done:
+                    env.episode.abandon("the driver returned without submitting")
+                outcome = env.outcome
+                reason = _explain(task, outcome)
+            finally:
+                transcript = list(env.episode.transcript)
+        return verdict_record(task, outcome, reason, time.perf_counter() - started), transcript
+    except Exception as exc:  # noqa: BLE001 - one crashed episode must not stop the audit
+        error = f"{type(exc).__name__}: {exc}"
+        transcript.append({"kind": "crash", "error": error, "traceback": traceback.format_exc()[-4000:]})
+        return {
+            **task_entry(task), "status": CRASHED, "error": " ".join(error.split())[:600], "official": 0, "strict": 0,
+            "rung": 0, "rung_label": "missing or crashed", "turns": 0, "invalid_actions": 0, "submission": None,
+            "reason": "the episode crashed", "wall_s": round(time.perf_counter() - started, 3),
+        }, transcript
+
+
+def describe_run(split: str, tasks: list[TaskRecord], driver: Driver, options: AuditOptions, sealed: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "split": split,
+        "driver": driver.describe(),
+        "task_set_sha256": task_set_sha256(tasks),
+        "tasks": [task_entry(t) for t in sorted(tasks, key=lambda t: t.instance_id)],
+        "limits": {"max_turns": options.limits.max_turns, "repeat_limit": options.limits.repeat_limit},
+        "sandboxed": options.run.sandboxed,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sealed": sealed,
+    }
+
+
+def pending(run: RunDir, tasks: list[TaskRecord], retry_crashed: bool) -> list[TaskRecord]:
+    """The tasks still to play: no verdict yet, or (by default) a crashed one."""
+    todo = []
+    for task in tasks:
+        verdict = run.read_episode(task.instance_id)
+        if verdict is None or (retry_crashed and verdict.get("status") == CRASHED):
+            todo.append(task)
+    return todo
+
+
+def run_audit(
+    run: RunDir,
+    split: str,
+    tasks: list[TaskRecord],
+    driver: Driver,
+    options: AuditOptions,
+    *,
+    pins: Path,
+    sealed: dict[str, Any] | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> list[TaskRecord]:
+    """Play every pending task of the run; return the tasks that were played this time."""
+    run.start(describe_run(split, tasks, driver, options, sealed))
+    todo = pending(run, sorted(tasks, key=lambda t: t.instance_id), options.retry_crashed)
+    settings = EnvSettings(pins=pins, scratch=options.scratch, run=options.run, limits=options.limits)
+    workers = max(1, options.workers if driver.parallel_safe else 1)
+
+    def one(task: TaskRecord) -> dict[str, Any]:
+        verdict, transcript = play_one(task, driver, settings)
+        run.write_episode(verdict, transcript)
+        return verdict
+
+    if workers == 1:
+        for task in todo:
+            verdict = one(task)
+            if progress:
+                progress(verdict)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in as_completed([pool.submit(one, task) for task in todo]):
+                verdict = future.result()
+                if progress:
+                    progress(verdict)
+    return todo

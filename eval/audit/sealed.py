@@ -1,0 +1,114 @@
+"""The sealed test split's only reader: unseal for a frozen recipe, audit once, record the result.
+
+The unseal itself is corpora's (``corpora.sealed.unseal``: the manifest must be frozen and every file it
+hashes must still match; the unseal is appended, hash-chained, to ``pins/_unseals.jsonl``; a second
+unseal of the same recipe is refused). This module adds what the audit knows: the RESULT. When a test
+audit finishes, one line goes to ``pins/_test_audits.jsonl`` (committed, hash-chained): the recipe, the
+manifest's sha256, the unseal's commitment, the date, the task-set hash and k/N official and strict.
+A run folder interrupted before that line is written may be resumed with the token it recorded; once the
+line exists, the recipe's test audit is over for good.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from eval.env.errors import EnvError
+from harvester import atomic
+from harvester.task_record import TaskRecord
+
+RESULTS_NAME = "_test_audits.jsonl"
+
+
+class SealedAuditError(EnvError):
+    """A test-split audit was refused (no recipe, already audited, a broken results ledger)."""
+
+
+def _commit(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def results(pins: Path) -> list[dict[str, Any]]:
+    """The recorded test audits, hash chain checked."""
+    path = pins / RESULTS_NAME
+    if not path.exists():
+        return []
+    out, prev = [], ""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+            body = {k: v for k, v in entry.items() if k != "commitment"}
+        except (json.JSONDecodeError, AttributeError) as exc:
+            raise SealedAuditError(f"{path}:{number}: malformed entry ({exc}); restore the file from git") from None
+        if body.get("prev") != prev or _commit(body) != entry.get("commitment"):
+            raise SealedAuditError(f"{path}:{number}: the results ledger's hash chain is broken (a line was edited or removed)")
+        out.append(entry)
+        prev = entry["commitment"]
+    return out
+
+
+def refuse_if_audited(pins: Path, recipe: str) -> None:
+    for entry in results(pins):
+        if entry["recipe"] == recipe:
+            raise SealedAuditError(
+                f"recipe {recipe!r} already had its test audit ({entry['time']}: official {entry['official']}/{entry['n']}); "
+                "the test split is audited once per frozen recipe"
+            )
+
+
+def unseal_tasks(recipe_manifest: Path, home: Path, pins: Path) -> tuple[dict[str, Any], list[TaskRecord]]:
+    """Unseal the test split for a frozen recipe; -> (token fields for run.json, the test tasks)."""
+    from corpora.sealed import check_manifest, unseal
+    from corpora.store import load_tasks
+
+    recipe, _ = check_manifest(recipe_manifest)
+    refuse_if_audited(pins, recipe)
+    token = unseal(recipe_manifest, home=home, pins=pins)
+    tasks = load_tasks("test", home, pins, purpose="eval", token=token)
+    return asdict(token), tasks
+
+
+def resume_tasks(sealed: dict[str, Any], home: Path, pins: Path) -> list[TaskRecord]:
+    """The test tasks again, for an interrupted run folder, with the token it recorded (checked by corpora)."""
+    from corpora.sealed import UnsealToken
+    from corpora.store import load_tasks
+
+    refuse_if_audited(pins, str(sealed.get("recipe")))
+    try:
+        token = UnsealToken(**{k: str(sealed[k]) for k in ("recipe", "manifest_sha256", "seal_root", "issued_at", "commitment")})
+    except KeyError as exc:
+        raise SealedAuditError(f"the run folder's seal token lacks {exc}; it cannot be resumed") from None
+    return load_tasks("test", home, pins, purpose="eval", token=token)
+
+
+def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], now: str | None = None) -> dict[str, Any]:
+    """Append the finished test audit to the committed results ledger; refuse a second one for the recipe."""
+    from corpora.locks import locked
+
+    with locked(pins):
+        lines = results(pins)
+        refuse_if_audited(pins, str(sealed["recipe"]))
+        body = {
+            "recipe": sealed["recipe"],
+            "manifest_sha256": sealed["manifest_sha256"],
+            "unseal_commitment": sealed["commitment"],
+            "task_set_sha256": report["task_set_sha256"],
+            "time": now or datetime.now(UTC).replace(microsecond=0).isoformat(),
+            "driver": report["driver"].get("name"),
+            "n": report["n"],
+            "official": report["official"],
+            "strict": report["strict"],
+            "missing": len(report["missing"]),
+            "crashed": len(report["crashed"]),
+            "prev": lines[-1]["commitment"] if lines else "",
+        }
+        entry = {**body, "commitment": _commit(body)}
+        path = pins / RESULTS_NAME
+        old = path.read_text(encoding="utf-8") if path.exists() else ""
+        atomic.write_text(path, old + json.dumps(entry, sort_keys=True) + "\n")
+    return entry

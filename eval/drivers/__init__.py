@@ -1,0 +1,9 @@
+"""Drivers that play episodes in the tool environment: oracle, noop, wrong (known answers), openai, hf (models).
+
+``make_driver(name, **options)`` builds one; base.py says what a driver must do, chat.py holds the loop the
+model drivers share.
+"""
+
+from eval.drivers.base import DRIVERS, Driver, make_driver
+
+__all__ = ["DRIVERS", "Driver", "make_driver"]

@@ -1,0 +1,59 @@
+"""What a driver is: something that plays one episode in a RepairEnvironment, and how to make one by name.
+
+A driver gets the environment (already reset to the task), the task record and the initial observation,
+and acts through the environment's tools until the episode is over. Privileged drivers (oracle, wrong)
+read the task's patches to play a known answer; model drivers (openai, hf) see only what an agent sees:
+the problem statement, the initial observation and tool results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from eval.env.environment import RepairEnvironment
+from eval.env.errors import EnvError
+from harvester.task_record import TaskRecord
+
+DRIVERS = ("oracle", "noop", "wrong", "openai", "hf")
+
+
+class Driver(Protocol):
+    name: str
+
+    def play(self, env: RepairEnvironment, task: TaskRecord, observation: str) -> None:
+        """Act in ``env`` until its episode is over (or stop; the episode is then abandoned)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What to record about this driver in the run folder (name, model, decoding settings)."""
+        ...
+
+    @property
+    def parallel_safe(self) -> bool:
+        """Whether several episodes may run at once through this driver (threads)."""
+        ...
+
+
+def make_driver(name: str, **options: Any) -> Driver:
+    """A driver by name; options are the driver's own (model, base_url, adapter, ...)."""
+    if name == "oracle":
+        from eval.drivers.scripted import OracleDriver
+
+        return OracleDriver()
+    if name == "noop":
+        from eval.drivers.scripted import NoopDriver
+
+        return NoopDriver()
+    if name == "wrong":
+        from eval.drivers.scripted import WrongDriver
+
+        return WrongDriver()
+    if name == "openai":
+        from eval.drivers.openai import OpenAIDriver
+
+        return OpenAIDriver(**options)
+    if name == "hf":
+        from eval.drivers.hf import HFDriver
+
+        return HFDriver(**options)
+    raise EnvError(f"unknown driver {name!r}; one of {', '.join(DRIVERS)}")

@@ -1,0 +1,80 @@
+"""An episode's workspace: the task's pin materialized fresh, the broken patch applied, nothing else.
+
+What the agent gets is exactly what a user with the broken repository would have: the tree at the
+pinned commit with its packages vendored, the broken patch applied. No ``.git`` (history would leak the
+original), no gold (it stays in HARVEST_HOME, read only by the grader outside the sandbox), nothing
+from the repair (fix and wrong patches are never written anywhere near the workspace).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from eval.env.errors import EnvError
+from eval.env.policy import PathPolicy, policy_for
+from harvester.errors import HarvestError
+from harvester.task_record import TaskRecord
+
+
+@dataclass(frozen=True)
+class TaskWorkspace:
+    """A materialized task: where it is and how to build it."""
+
+    root: Path
+    project_dir: str
+    profile: str
+    schema: str
+    clock: str
+    policy: PathPolicy
+    db_file: str = "build.duckdb"
+
+
+def _strip_vcs(root: Path) -> None:
+    for found in list(root.rglob(".git")):
+        if found.is_dir() and not found.is_symlink():
+            shutil.rmtree(found)
+        else:
+            found.unlink()
+
+
+def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None) -> TaskWorkspace:
+    """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made."""
+    from harvester.discovery import discover
+    from harvester.patching import apply_patch
+    from harvester.pin import pin_path, read_pin
+    from harvester.workspace import fresh_workspace
+
+    try:
+        pin = read_pin(pin_path(task.pin, pins))
+    except HarvestError as exc:
+        raise EnvError(f"{task.instance_id}: its pin {task.pin} cannot be read ({exc})") from None
+    if pin.commit != task.base_commit:
+        raise EnvError(f"{task.instance_id}: task is for commit {task.base_commit[:12]}, pin {pin.id} is at {pin.commit[:12]}")
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    holder = Path(tempfile.mkdtemp(prefix="episode-", dir=scratch))
+    root = holder / "ws"
+    try:
+        fresh_workspace(pin, root)
+        _strip_vcs(root)
+        apply_patch(root, task.broken_patch)
+        project = discover(root, pin.project_dir)
+        policy = policy_for(root, pin.project_dir)
+    except HarvestError as exc:
+        shutil.rmtree(holder, ignore_errors=True)
+        raise EnvError(f"{task.instance_id}: the task workspace cannot be made ({exc})") from None
+    except BaseException:
+        shutil.rmtree(holder, ignore_errors=True)
+        raise
+    return TaskWorkspace(
+        root=root.resolve(), project_dir=pin.project_dir, profile=project.profile,
+        schema=pin.profile_schema, clock=pin.clock, policy=policy,
+    )
+
+
+def discard(workspace: TaskWorkspace) -> None:
+    """Remove the workspace and the temporary folder holding it."""
+    shutil.rmtree(workspace.root.parent, ignore_errors=True)
