@@ -36,7 +36,8 @@ from harvester.sandbox.clock import clock_env
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
 from harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
-from harvester.sandbox.steps import SandboxRun, Step, StepResult, step_kind, step_request
+from harvester.sandbox.gold_check import gold_problem
+from harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
 
 SCRATCH_DIR = ".harvest_tmp"
 LOG_DIR = ".harvest_logs"
@@ -278,6 +279,7 @@ def run_steps(
         _remove(result_path)
         _remove(result_path.with_name(result_path.name + ".tmp"))
 
+    results = [_checked_capture(result, step, workspace) for result, step in zip(results, steps)]
     finished_all = len(results) == len(kinds)
     stopped_on_failure = stop_on_failure and results and not results[-1].ok
     if not finished_all and not stopped_on_failure:
@@ -321,6 +323,16 @@ def run_steps(
         wall_s=outcome.wall_s,
         peak_rss_bytes=max(outcome.peak_tree_rss, outcome.child_maxrss, peak_child),
     )
+
+
+def _checked_capture(result: StepResult, step: Step, workspace: Path) -> StepResult:
+    """A successful capture stays successful only if its gold file holds exactly the reported tables."""
+    if not (result.ok and isinstance(step, CaptureStep)):
+        return result
+    problem = gold_problem(workspace / step.out, [table["name"] for table in result.detail["tables"]])
+    if not problem:
+        return result
+    return StepResult(kind=result.kind, ok=False, first_error=problem, detail=result.detail)
 
 
 def _append_log(log_path: Path, text: str) -> None:

@@ -8,11 +8,27 @@ for the report; speed is never asserted beyond "well within the limit".
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import uuid
 from pathlib import Path
 
 from harvester.sandbox import DbtStep, Limits, run_steps
 from harvester.sandbox.runner import SCRATCH_DIR
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, make_workspace
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
 
 
 def limits(**changes: object) -> Limits:
@@ -21,7 +37,10 @@ def limits(**changes: object) -> Limits:
 
 def test_runaway_recursive_cte_is_killed_at_the_wall_time_limit(bwrap: None, tmp_path: Path) -> None:
     workspace = make_workspace(tmp_path, ATTACKS / "runaway", "attack")
-    run = run_steps(workspace, ".", [DbtStep(("run",)), DbtStep(("run",))], clock=CLOCK, limits=limits(wall_s=25.0))
+    marker = f"runaway-{uuid.uuid4().hex}"  # appears in the child's command line (its request)
+    step = DbtStep(("run", "--vars", json.dumps({"marker": marker})))
+    run = run_steps(workspace, ".", [step, DbtStep(("run",))], clock=CLOCK, limits=limits(wall_s=25.0))
+    assert processes_mentioning(marker) == [] and processes_mentioning(str(workspace)) == []
     assert run.timed_out and not run.ok
     assert run.killed_reason == "wall time limit of 25 s exceeded; the build was killed"
     assert run.returncode == -9

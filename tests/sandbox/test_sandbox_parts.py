@@ -188,3 +188,18 @@ def test_unsandboxed_mode_keeps_allow_list_clock_and_lockdown(tmp_path: Path, mo
     assert run.steps[1].detail["rows"] == [["absent", "2024-06-30"]]
     assert run.steps[2].detail["rows"] == [["2024-06-30"]]
     assert "file system operations are disabled" in run.steps[3].first_error
+
+
+def test_gold_check_refuses_views_macros_and_unreported_tables(tmp_path: Path) -> None:
+    from harvester.sandbox.gold_check import gold_problem
+
+    path = tmp_path / "gold.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("create table orders as select 1 as id")
+    conn.close()
+    assert gold_problem(path, ["main.orders"]) == ""
+    assert "exactly the captured tables" in gold_problem(path, ["main.orders", "main.extra"])
+    conn = duckdb.connect(str(path))
+    conn.execute("create view sneaky as select * from read_text('/etc/hostname')")
+    conn.close()
+    assert "1 views" in gold_problem(path, ["main.orders"])
