@@ -46,7 +46,7 @@ def _columns(pin: object, table: str) -> tuple[int, ...]:
     raise AssertionError(f"the example's pin has no table {table}")
 
 
-def make_tasks(harvested: Harvested, dest: Path, split: str) -> EvalWorld:
+def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(EDITS)) -> EvalWorld:
     """Copy the harvest, reserve its one repository for ``split``, write the hand-made tasks there."""
     from corpora.groups import explain_groups
     from corpora.ledger import Params, assign, assignment_of
@@ -72,7 +72,7 @@ def make_tasks(harvested: Harvested, dest: Path, split: str) -> EvalWorld:
         assign(pins, named[split])
         group = assignment_of(pin.id, pins).group
         tree = template(pin)
-        for family, operator, file, original_line, broken_line, wrong_line, table in EDITS:
+        for family, operator, file, original_line, broken_line, wrong_line, table in EDITS[:count]:
             original = (tree / file).read_text(encoding="utf-8")
             assert original.count(original_line) == 1, (file, original_line)
             broken = original.replace(original_line, broken_line)
@@ -106,9 +106,54 @@ def dev_world(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture()
 def test_world(example_harvest: Harvested, tmp_path: Path) -> EvalWorld:
-    """The same three tasks, sealed in the test split (a fresh copy per test: unseals are once per recipe)."""
-    return make_tasks(example_harvest, tmp_path, "test")
+    """The first task, sealed in the test split (a fresh copy per test: unseals are once per recipe)."""
+    return make_tasks(example_harvest, tmp_path, "test", count=1)
 
 
-def with_split(world: EvalWorld, **changes: object) -> EvalWorld:
-    return replace(world, **changes)
+TOY_PROJECT = """name: toy
+profile: toy
+model-paths: ["models", "extra_models"]
+seed-paths: ["data"]
+macro-paths: ["macros"]
+test-paths: ["tests"]
+"""
+
+
+def toy_task(instance_id: str = "toy.task"):  # -> TaskRecord
+    """A task record for the toy workspace (the state machine tests never build it)."""
+    from eval.scorer.spec import GradingSpec
+    from harvester.task_record import LocalChecks, TaskRecord
+
+    return TaskRecord(
+        instance_id=instance_id, pin="toy@000000000000", repo="toy/toy", base_commit="0" * 40, project_dir=".",
+        split="dev", split_group="toy", family="filter", operator="op", effect="", file="models/marts/orders.sql",
+        broken_patch="x", fix_patch="x", wrong_repair_patches=(), problem_statement="fix it",
+        grading=GradingSpec(gold="", condition_tabs=("orders",), condition_cols=((0,),), ignore_orders=(True,)),
+        local_checks=LocalChecks(True, 0, 0), gold_sha256="0" * 64, license="MIT", versions={},
+    )
+
+
+@pytest.fixture()
+def toy_ws(tmp_path: Path):  # -> TaskWorkspace
+    """A small dbt project on disk with links and sandbox files planted; never built."""
+    import os
+
+    from eval.env.policy import policy_for
+    from eval.env.workspace import TaskWorkspace
+
+    root = tmp_path / "ws"
+    for folder in ("models/marts", "extra_models", "data", "macros", "tests", "dbt_packages/pkg/models", "target", "analyses"):
+        (root / folder).mkdir(parents=True)
+    (root / "dbt_project.yml").write_text(TOY_PROJECT)
+    (root / "models/marts/orders.sql").write_text("select 1 as id\n")
+    (root / "dbt_packages/pkg/models/p.sql").write_text("select 2\n")
+    (root / ".harvest_profile").mkdir()
+    (root / ".harvest_profile/profiles.yml").write_text("secret: profile\n")
+    (root / "build.duckdb").write_bytes(b"\x00duck")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP-SECRET-TOKEN\n")
+    os.symlink(outside, root / "models/link_out")
+    os.symlink(outside / "secret.txt", root / "models/secret.sql")
+    return TaskWorkspace(root=root.resolve(), project_dir=".", profile="toy", schema="main", clock="2024-01-01",
+                         policy=policy_for(root, "."))

@@ -12,45 +12,16 @@ from eval.env.policy import check_write, policy_for, resolve_read
 from eval.env.tools import list_files, read_file, write_file
 from eval.env.workspace import TaskWorkspace
 
-PROJECT = """name: toy
-profile: toy
-model-paths: ["models", "extra_models"]
-seed-paths: ["data"]
-macro-paths: ["macros"]
-test-paths: ["tests"]
-"""
-
-
-@pytest.fixture()
-def ws(tmp_path: Path) -> TaskWorkspace:
-    root = tmp_path / "ws"
-    for folder in ("models/marts", "extra_models", "data", "macros", "tests", "dbt_packages/pkg/models", "target", "analyses"):
-        (root / folder).mkdir(parents=True)
-    (root / "dbt_project.yml").write_text(PROJECT)
-    (root / "models/marts/orders.sql").write_text("select 1 as id\n")
-    (root / "dbt_packages/pkg/models/p.sql").write_text("select 2\n")
-    (root / ".harvest_profile").mkdir()
-    (root / ".harvest_profile/profiles.yml").write_text("secret: profile\n")
-    (root / "build.duckdb").write_bytes(b"\x00duck")
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text("TOP-SECRET-TOKEN\n")
-    os.symlink(outside, root / "models/link_out")
-    os.symlink(outside / "secret.txt", root / "models/secret.sql")
-    policy = policy_for(root, ".")
-    return TaskWorkspace(root=root.resolve(), project_dir=".", profile="toy", schema="main", clock="2024-01-01", policy=policy)
-
-
-def test_writable_folders_come_from_dbt_project_yml(ws: TaskWorkspace) -> None:
-    assert ws.policy.writable == ("models", "extra_models", "macros", "data", "tests")
+def test_writable_folders_come_from_dbt_project_yml(toy_ws: TaskWorkspace) -> None:
+    assert toy_ws.policy.writable == ("models", "extra_models", "macros", "data", "tests")
 
 
 @pytest.mark.parametrize("path", ["models/marts/orders.sql", "extra_models/new.sql", "data/seed.csv",
                                   "macros/m.sql", "tests/t.sql", "models/marts/_schema.yml", "models/new/deep/x.sql"])
-def test_allowed_writes(ws: TaskWorkspace, path: str) -> None:
-    answer = write_file(ws, path, "select 42 as answer\n")
+def test_allowed_writes(toy_ws: TaskWorkspace, path: str) -> None:
+    answer = write_file(toy_ws, path, "select 42 as answer\n")
     assert path in answer
-    assert (ws.root / path).read_text() == "select 42 as answer\n"
+    assert (toy_ws.root / path).read_text() == "select 42 as answer\n"
 
 
 @pytest.mark.parametrize("path, why", [
@@ -66,45 +37,45 @@ def test_allowed_writes(ws: TaskWorkspace, path: str) -> None:
     ("models/secret.sql", "symbolic link"),
     ("models/run.py", "only"),
     ("models/marts", "only|folder"),
-    (".harvest_profile/profiles.yml", "outside the writable folders"),
+    (".harvest_profile/profiles.yml", "belongs to the sandbox"),
     ("models\\x.sql", "backslash"),
     ("", "needs a file path"),
 ])
-def test_refused_writes(ws: TaskWorkspace, path: str, why: str) -> None:
+def test_refused_writes(toy_ws: TaskWorkspace, path: str, why: str) -> None:
     with pytest.raises(InvalidAction, match=why):
-        check_write(ws.policy, path)
+        check_write(toy_ws.policy, path)
     with pytest.raises(InvalidAction):
-        write_file(ws, path, "select 1")
-    assert (ws.root.parent / "outside" / "secret.txt").read_text() == "TOP-SECRET-TOKEN\n"
-    assert not (ws.root.parent / "escape.sql").exists()
+        write_file(toy_ws, path, "select 1")
+    assert (toy_ws.root.parent / "outside" / "secret.txt").read_text() == "TOP-SECRET-TOKEN\n"
+    assert not (toy_ws.root.parent / "escape.sql").exists()
 
 
-def test_reads_refuse_links_escapes_and_sandbox_files(ws: TaskWorkspace) -> None:
-    assert read_file(ws, "models/marts/orders.sql") == "select 1 as id\n"
-    assert read_file(ws, "dbt_packages/pkg/models/p.sql") == "select 2\n"  # packages are readable, not writable
+def test_reads_refuse_links_escapes_and_sandbox_files(toy_ws: TaskWorkspace) -> None:
+    assert read_file(toy_ws, "models/marts/orders.sql") == "select 1 as id\n"
+    assert read_file(toy_ws, "dbt_packages/pkg/models/p.sql") == "select 2\n"  # packages are readable, not writable
     for path in ("models/secret.sql", "models/link_out/secret.txt", "../outside/secret.txt", "/etc/hostname",
                  ".harvest_profile/profiles.yml", "build.duckdb"):
         with pytest.raises(InvalidAction):
-            read_file(ws, path)
+            read_file(toy_ws, path)
     with pytest.raises(InvalidAction, match="does not exist"):
-        resolve_read(ws.policy, "models/nope.sql")
+        resolve_read(toy_ws.policy, "models/nope.sql")
 
 
-def test_listing_hides_the_sandbox_and_does_not_follow_links(ws: TaskWorkspace) -> None:
-    listing = list_files(ws, ".")
+def test_listing_hides_the_sandbox_and_does_not_follow_links(toy_ws: TaskWorkspace) -> None:
+    listing = list_files(toy_ws, ".")
     assert "models/marts/orders.sql" in listing
     assert ".harvest_profile" not in listing and "build.duckdb" not in listing
     assert "secret.txt" not in listing
     assert "symbolic link" in listing
     assert "dbt_packages/ (not expanded" in listing
-    assert "dbt_packages/pkg/models/p.sql" in list_files(ws, "dbt_packages")
+    assert "dbt_packages/pkg/models/p.sql" in list_files(toy_ws, "dbt_packages")
 
 
-def test_a_write_replaces_a_link_instead_of_writing_through_it(ws: TaskWorkspace, tmp_path: Path) -> None:
+def test_a_write_replaces_a_link_instead_of_writing_through_it(toy_ws: TaskWorkspace, tmp_path: Path) -> None:
     # a link planted as the final component is refused, the target outside is untouched
-    os.symlink(tmp_path / "outside" / "secret.txt", ws.root / "macros" / "planted.sql")
+    os.symlink(tmp_path / "outside" / "secret.txt", toy_ws.root / "macros" / "planted.sql")
     with pytest.raises(InvalidAction, match="symbolic link"):
-        write_file(ws, "macros/planted.sql", "x")
+        write_file(toy_ws, "macros/planted.sql", "x")
     assert (tmp_path / "outside" / "secret.txt").read_text() == "TOP-SECRET-TOKEN\n"
 
 
