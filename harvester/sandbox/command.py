@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harvester.errors import SandboxError
+from harvester.home import harvest_home
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 SANDBOX_WORKSPACE = "/workspace"
@@ -127,22 +128,26 @@ def minimal_roots(paths: list[Path]) -> list[Path]:
     return kept
 
 
-def refuse_sensitive_binds(roots: list[Path], workspace: Path) -> None:
-    """Never bind the user's home, HARVEST_HOME or this repository (it holds gold) into the sandbox."""
-    forbidden = {Path.home().resolve()}
-    harvest_home = os.environ.get("HARVEST_HOME")
-    if harvest_home:
-        forbidden.add(Path(harvest_home).resolve())
-    repo_root = Path(__file__).resolve().parents[2]
-    forbidden.add(repo_root)
+def forbidden_paths() -> set[Path]:
+    """Folders no sandbox may see: the user's home, HARVEST_HOME and this repository (it holds gold)."""
+    return {Path.home().resolve(), Path(__file__).resolve().parents[2], harvest_home()}
+
+
+def refuse_sensitive_binds(roots: list[Path]) -> None:
+    """Refuse a read-only bind that is, or contains, a forbidden folder (or is the root)."""
+    forbidden = forbidden_paths()
     for root in roots:
         if root == Path("/") or any(root == bad or root in bad.parents for bad in forbidden):
             raise SandboxError(
                 f"refusing to bind {root} into the sandbox: it is or contains the home folder, "
                 "HARVEST_HOME or this repository; install Python and dbt-duckdb elsewhere"
             )
+
+
+def refuse_sensitive_workspace(workspace: Path) -> None:
+    """Refuse a workspace that is, or contains, a forbidden folder (sandboxed or not)."""
     workspace = workspace.resolve()
-    if any(workspace == bad or workspace in bad.parents for bad in forbidden):
+    if workspace == Path("/") or any(workspace == bad or workspace in bad.parents for bad in forbidden_paths()):
         raise SandboxError(
             f"refusing to use {workspace} as a sandbox workspace: it is or contains the home folder, "
             "HARVEST_HOME or this repository; export the project into a fresh folder"
@@ -173,8 +178,9 @@ def bwrap_argv(
             argv += ["--ro-bind", path, path]
     for path in ETC_FILES:
         argv += ["--ro-bind-try", path, path]
+    refuse_sensitive_workspace(workspace)
     roots = python_roots()
-    refuse_sensitive_binds(roots, workspace)
+    refuse_sensitive_binds(roots)
     for root in roots:
         argv += ["--ro-bind", str(root), str(root)]
     argv += ["--ro-bind", str(INSIDE_DIR), SANDBOX_CODE]

@@ -42,6 +42,7 @@ from harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, s
 SCRATCH_DIR = ".harvest_tmp"
 LOG_DIR = ".harvest_logs"
 POLL_S = 0.05
+MAX_REQUEST_CHARS = 100_000  # the request travels as one argv string (Linux caps one at 128 KiB)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,7 @@ def run_steps(
     workspace = Path(workspace).resolve()
     if not workspace.is_dir():
         raise SandboxError(f"workspace {workspace} is not a directory")
+    command.refuse_sensitive_workspace(workspace)
     requests = [step_request(step) for step in steps]
     kinds = [step_kind(step) for step in steps]
     meta = read_profile_meta(workspace, project_dir)
@@ -195,8 +197,7 @@ def run_steps(
             raise SandboxError(f"{why}; or pass sandboxed=False (--no-sandbox) to build without isolation")
     clock_vars = clock_env(clock)
 
-    scratch = _fresh_dir(workspace / SCRATCH_DIR)
-    (scratch / "duckdb").mkdir()
+    scratch = workspace / SCRATCH_DIR
     result_name = f"{SCRATCH_DIR}/result-{secrets.token_hex(8)}.json"
     result_path = workspace / result_name
     if sandboxed:
@@ -204,8 +205,6 @@ def run_steps(
             workspace=command.SANDBOX_WORKSPACE, code=command.SANDBOX_CODE, home=command.SANDBOX_HOME, tmp="/tmp"
         )
     else:
-        (scratch / "home").mkdir()
-        (scratch / "tmp").mkdir()
         paths = command.ChildPaths(
             workspace=str(workspace),
             code=str(command.INSIDE_DIR),
@@ -229,13 +228,23 @@ def run_steps(
         "steps": requests,
     }
     env = command.child_env(paths, clock_vars)
-    py = command.python_args(paths.code, json.dumps(request))
+    request_json = json.dumps(request)
+    if len(request_json) > MAX_REQUEST_CHARS:
+        raise SandboxError(
+            f"the sandbox request is {len(request_json)} characters (over {MAX_REQUEST_CHARS}); "
+            "shorten the query SQL or split the steps"
+        )
+    py = command.python_args(paths.code, request_json)
     if sandboxed:
         argv = command.bwrap_argv(workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env)
         popen_env = {"PATH": "/usr/bin:/bin"}
         cwd = "/"
     else:
         argv, popen_env, cwd = py, env, str(workspace)
+    # nothing is written into the workspace before every check above has passed
+    _fresh_dir(scratch)
+    for sub in ("duckdb", "home", "tmp"):
+        (scratch / sub).mkdir()
 
     log_path = Path(log_path) if log_path is not None else workspace / LOG_DIR / "sandbox.log"
     log_fd = _open_log(log_path)

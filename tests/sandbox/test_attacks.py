@@ -67,6 +67,7 @@ def test_reads_outside_the_workspace_fail(bwrap: None, tmp_path: Path, outside: 
     assert_failed(nodes, "text_outside", PERMISSION)
     assert_failed(nodes, "system_file", PERMISSION)
     assert_failed(nodes, "attach_outside", PERMISSION)
+    assert_failed(nodes, "unlock_duckdb", "the configuration has been locked")
     # DuckDB's check is on the path's text: a symlink inside the workspace passes it; bubblewrap does not
     # expose the target, so the file is simply not there
     assert_failed(nodes, "symlink_escape", "No files found")
@@ -77,10 +78,12 @@ def test_reads_outside_the_workspace_fail(bwrap: None, tmp_path: Path, outside: 
 
 def test_writes_outside_the_workspace_fail(bwrap: None, tmp_path: Path, outside: Path) -> None:
     marker = Path(f"/tmp/harvest-sandbox-marker-{uuid.uuid4().hex}.txt")
-    run, _ = run_attack("write_outside", tmp_path, outside, {"tmp_marker": str(marker)})
+    run, workspace = run_attack("write_outside", tmp_path, outside, {"tmp_marker": str(marker)})
+    assert "harvest_lockdown" in (workspace / ".harvest_profile" / "profiles.yml").read_text()
     nodes = node_messages(run)
     assert_failed(nodes, "copy_to_outside", PERMISSION)
     assert_failed(nodes, "py_write_outside", "FileNotFoundError", "Read-only file system")
+    assert_failed(nodes, "py_rewrite_profile", "Read-only file system")
     # writing to /tmp succeeds, but into the sandbox's private tmpfs: the host never sees the file
     assert nodes["py_write_tmp"][0] == "success"
     assert not marker.exists()

@@ -203,3 +203,15 @@ def test_gold_check_refuses_views_macros_and_unreported_tables(tmp_path: Path) -
     conn.execute("create view sneaky as select * from read_text('/etc/hostname')")
     conn.close()
     assert "1 views" in gold_problem(path, ["main.orders"])
+
+
+def test_harvest_home_is_never_a_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "harvest_home"
+    home.mkdir()
+    monkeypatch.setenv("HARVEST_HOME", str(home))
+    (home / "dbt_project.yml").write_text("name: x\n")
+    write_profile(home, ".", "x_profile")
+    with pytest.raises(SandboxError, match="refusing to use"):
+        run_steps(home, ".", [DbtStep(("build",))], clock=CLOCK, sandboxed=False)
+    with pytest.raises(SandboxError, match="refusing to use"):
+        run_steps(tmp_path, "harvest_home", [DbtStep(("build",))], clock=CLOCK, sandboxed=False)
