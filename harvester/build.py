@@ -67,11 +67,17 @@ def build_workspace(
     log_path: Path | None = None,
     capture: bool = True,
     select: tuple[str, ...] = (),
+    seed: bool = True,
 ) -> BuildResult:
-    """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures."""
+    """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures.
+
+    ``seed=False`` with a ``select`` is the incremental form used when the workspace already holds the
+    pin's built database: only the selected nodes (and their tests) are rebuilt.
+    """
     write_profile(workspace, project_dir, profile, schema)
     build_args = ("build", *(("--select", *select) if select else ()))
-    steps: list[Any] = [DbtStep(("seed",)), DbtStep(build_args)]
+    steps: list[Any] = [DbtStep(("seed",))] if seed else []
+    steps.append(DbtStep(build_args))
     if capture:
         steps.append(CaptureStep())
     run = run_steps(
@@ -88,7 +94,7 @@ def build_workspace(
         first_error = run.killed_reason or "build timed out"
     elif errored:
         first_error = f"{errored[0].get('unique_id')}: {errored[0].get('message', '')}".strip()
-    elif len(dbt_steps) < 2 or any(not s.ok and not _only_tests_failed(s) for s in dbt_steps):
+    elif len(dbt_steps) < len(steps) - capture or any(not s.ok and not _only_tests_failed(s) for s in dbt_steps):
         bad = next((s for s in dbt_steps if not s.ok), None)
         first_error = (bad.first_error if bad else "") or "dbt did not run"
     models_ok = not first_error

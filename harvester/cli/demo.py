@@ -25,7 +25,7 @@ def command(no_sandbox: bool, as_json: bool) -> None:
     from harvester.home import harvest_home
 
     console = Console(stderr=True)
-    example = materialize_example(harvest_home() / "example")
+    example = materialize_example(harvest_home() / "example", reuse=True)
     console.print(f"example repository: {example.project_repo}\npackage mirror: {example.mirror}")
     console.print(f"$ harvest add {example.spec} --package-mirror {example.mirror}")
     with console.status("two sandboxed builds of the example…", spinner="dots"):

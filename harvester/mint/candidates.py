@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from itertools import zip_longest
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,13 @@ def model_candidates(
     if not path.is_file() or path.is_symlink():
         return
     text = path.read_text(encoding="utf-8", errors="strict")
-    found = list(mutations_of(text, families))
-    random.Random(f"{seed}:{pin}:{node.unique_id}").shuffle(found)
-    for mutation in found:
+    rng = random.Random(f"{seed}:{pin}:{node.unique_id}")
+    by_family: dict[str, list[Mutation]] = {}
+    for mutation in mutations_of(text, families):
+        by_family.setdefault(mutation.family, []).append(mutation)
+    for group in by_family.values():
+        rng.shuffle(group)
+    # round-robin over families, so a capped model is tried across families, not only the first one
+    order = [m for row in zip_longest(*(by_family[f] for f in sorted(by_family))) for m in row if m is not None]
+    for mutation in order:
         yield Candidate(pin=pin, model=node.unique_id, file=file, original=text, mutation=mutation)

@@ -21,6 +21,7 @@ from harvester.mint.candidates import Candidate
 from harvester.patching import apply_to_text, make_patch, parse_patch
 from harvester.pin import Pin
 from harvester.sandbox import Limits
+from harvester.state import DB_FILE
 from harvester.task_record import LocalChecks
 from harvester.workspace import fresh_workspace
 
@@ -43,11 +44,20 @@ class ConfirmOutcome:
 
 @dataclass(frozen=True)
 class BuildContext:
+    """Where and how the variants of one candidate are built.
+
+    With ``base_db`` (the pin's built database) each variant starts from a copy of it and rebuilds only
+    ``select`` (the mutated model and its descendants, with their tests): the other relations are the
+    pin's own, byte for byte. Without it every variant is a full seed + build.
+    """
+
     pin: Pin
     gold: Path
     scratch: Path
     sandboxed: bool
     limits: Limits
+    base_db: Path | None = None
+    select: tuple[str, ...] = ()
 
 
 def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildResult:
@@ -56,9 +66,13 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     shutil.rmtree(workspace, ignore_errors=True)
     fresh_workspace(ctx.pin, workspace)
     (workspace / file).write_text(text, encoding="utf-8")
+    incremental = ctx.base_db is not None and bool(ctx.select)
+    if incremental:
+        shutil.copyfile(ctx.base_db, workspace / DB_FILE)  # type: ignore[arg-type]
     return build_workspace(
         workspace, ctx.pin.project_dir, _profile(workspace, ctx.pin), ctx.pin.profile_schema, ctx.pin.clock,
         sandboxed=ctx.sandboxed, limits=ctx.limits, log_path=ctx.scratch / f"{name}.log",
+        select=ctx.select if incremental else (), seed=not incremental,
     )
 
 

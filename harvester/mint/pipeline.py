@@ -25,9 +25,10 @@ from harvester.workspace import template
 
 #: the admission checks, in the order they run (screen: in DuckDB; confirm: sandboxed dbt builds)
 STAGES = (
-    ("screen", ("sql_error", "untransplantable", "equivalent", "ungradable", "catastrophic", "effect_mismatch", "invisible")),
+    ("screen", ("sql_error", "untransplantable", "equivalent", "ungradable", "catastrophic", "effect_mismatch", "invisible",
+                "statement_leaks")),
     ("confirm", ("mutant_build_fails", "mutant_passes", "repair_build_fails", "repair_fails", "repair_not_minimal",
-                 "no_wrong_repair", "statement_leaks")),
+                 "no_wrong_repair")),
 )
 
 
@@ -47,6 +48,7 @@ class MintOptions:
     writer: str | None = None
     seed: int = 0
     screen_only: bool = False
+    incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -102,7 +104,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
                 pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
-                screen_only=options.screen_only,
+                screen_only=options.screen_only, incremental=options.incremental,
             ))
     return jobs
 

@@ -16,12 +16,14 @@ from eval.scorer import official
 from eval.scorer.spec import GradingSpec
 from harvester.mint.candidates import Candidate
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
+from harvester.mint.frozen_clock import freeze_clock
 from harvester.mint.lineage import ModelNode, depth, descendants
 from harvester.pin import Pin
 from mutators import transplant
 
 MAX_GRADED = 4
-CATASTROPHIC_TABLE_FRACTION = 0.5
+CATASTROPHIC_TABLE_FRACTION = 0.75
+CATASTROPHIC_MIN_TABLES = 5
 CATASTROPHIC_ROW_FACTOR = 10
 _KEYISH = re.compile(r"(^id$|_id$|_key$|^date|_date$|_month$|^month|_day$|_week$)", re.I)
 
@@ -71,13 +73,19 @@ def _base_relation(node: ModelNode) -> str:
     return node.relation
 
 
-def column_signatures(engine: Engine, relation: str, columns: list[str]) -> list[tuple[int, int]]:
-    """Order-independent signature of each column's value multiset: (count, sum of hashes)."""
-    if not columns:
+def column_signatures(engine: Engine, relation: str) -> list[tuple[str, int, int]]:
+    """Per column, in order: (type, count, sum of value hashes) — an order-independent multiset signature."""
+    described = engine.con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+    if not described:
         return []
-    parts = ", ".join(f'count(*), sum(hash("{c}"))::HUGEINT' for c in columns)
-    row = engine.con.execute(f"SELECT {parts} FROM {relation}").fetchone()
-    return [(int(row[2 * i]), int(row[2 * i + 1] or 0)) for i in range(len(columns))]
+    parts = ", ".join(f'sum(hash("{row[0]}"))::HUGEINT' for row in described)
+    row = engine.con.execute(f"SELECT count(*), {parts} FROM {relation}").fetchone()
+    return [(str(d[1]), int(row[0]), int(row[i + 1] or 0)) for i, d in enumerate(described)]
+
+
+def _differing(gold_sig: list[tuple[str, int, int]], mut_sig: list[tuple[str, int, int]]) -> tuple[int, ...]:
+    """Gold column positions whose multiset has no equal column at the same position of the mutant."""
+    return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
 
 
 def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, mutated_sql: str) -> Observation:
@@ -95,7 +103,7 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
         sql = mutated_sql if uid == cand.model else node.compiled_code
         if node.materialized == "ephemeral":
             continue
-        engine.materialize(node.schema, node.alias, _rewrite(sql, replaced))
+        engine.materialize(node.schema, node.alias, freeze_clock(_rewrite(sql, replaced), pin.clock))
         if node.relation:
             replaced[node.relation] = _mut_relation(node)
         record = tables.get(node.table)
@@ -106,10 +114,9 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
         if record is None or fingerprint != record.fingerprint:
             changed[node.table] = (gold_rows, rows)
             if record is not None:
-                names = [c.name for c in record.columns]
-                gold_sig = column_signatures(engine, _base_relation(node), names)
-                mut_sig = column_signatures(engine, _mut_relation(node), names)
-                differing[node.table] = tuple(i for i, (a, b) in enumerate(zip(gold_sig, mut_sig)) if a != b)
+                differing[node.table] = _differing(
+                    column_signatures(engine, _base_relation(node)), column_signatures(engine, _mut_relation(node))
+                )
     return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes))
 
 
@@ -129,7 +136,7 @@ def check_gradable(obs: Observation, pin: Pin) -> Check:
 
 
 def check_catastrophic(obs: Observation, pin: Pin) -> Check:
-    if obs.models > 4 and len(obs.changed) > CATASTROPHIC_TABLE_FRACTION * obs.models:
+    if len(obs.changed) > max(CATASTROPHIC_MIN_TABLES, CATASTROPHIC_TABLE_FRACTION * obs.models):
         return Check(False, "catastrophic", f"{len(obs.changed)} of {obs.models} tables changed")
     for table, (gold, mutant) in obs.changed.items():
         if gold > 0 and mutant == 0:
@@ -141,10 +148,11 @@ def check_catastrophic(obs: Observation, pin: Pin) -> Check:
 
 def check_effect(obs: Observation, effect: str) -> Check:
     gold, mutant = obs.root_rows
+    # The tag must not be contradicted: a filter dropped inside an aggregate changes values, not rows,
+    # but it can never make rows disappear.
     expected = {
-        "more_rows": mutant > gold,
-        "fewer_rows": mutant < gold,
-        "changed_grain": mutant != gold,
+        "more_rows": mutant >= gold,
+        "fewer_rows": mutant <= gold,
         "changed_values": mutant == gold,
     }.get(effect, True)
     if not expected:

@@ -45,6 +45,7 @@ class ShardJob:
     writer: str | None = None
     wall_s: float = 600.0
     screen_only: bool = False
+    incremental: bool = True
     home: str = field(default_factory=lambda: str(harvest_home()))
     pins: str = field(default_factory=lambda: str(pins_dir()))
 
@@ -137,14 +138,6 @@ def run_shard(job: ShardJob) -> ShardResult:
             if job.screen_only:
                 reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
                 continue
-            ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits)
-            started = time.perf_counter()
-            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak)
-            timings.update({k: round(v, 3) for k, v in confirmed.timings})
-            timings["confirm"] = round(time.perf_counter() - started, 3)
-            if not confirmed.ok or confirmed.local_checks is None:
-                reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
-                continue
             edit = cand.mutation.edit
             spans = [cand.original[edit.start:edit.end], edit.replacement]
             symptoms = _symptoms(outcome.grading.condition_tabs, outcome.grading.condition_cols,
@@ -152,7 +145,16 @@ def run_shard(job: ShardJob) -> ShardResult:
             try:
                 statement = statement_for(symptoms, spans, job.writer)
             except ValueError as exc:
-                reports.append(_report(cand, "confirm", False, "statement_leaks", str(exc), timings=timings))
+                reports.append(_report(cand, "screen", False, "statement_leaks", str(exc), timings=timings))
+                continue
+            ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
+                               base_db=state.database if job.incremental else None, select=(f"{node.name}+",))
+            started = time.perf_counter()
+            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak)
+            timings.update({k: round(v, 3) for k, v in confirmed.timings})
+            timings["confirm"] = round(time.perf_counter() - started, 3)
+            if not confirmed.ok or confirmed.local_checks is None:
+                reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
                 continue
             slug = pin.id.split("@", 1)[0]
             record = TaskRecord(

@@ -58,8 +58,9 @@ def template_statement(symptoms: list[Symptom]) -> str:
     )
 
 
-def leaks(statement: str, forbidden_spans: list[str]) -> list[str]:
-    """What in ``statement`` gives the answer away: a changed span's text, or any digit outside names."""
+def leaks(statement: str, forbidden_spans: list[str], documented: str = "") -> list[str]:
+    """What in ``statement`` gives the answer away: a changed span's text, or a number that is neither
+    inside a name nor quoted from the project's own documentation (``documented``)."""
     found: list[str] = []
     squashed = " ".join(statement.split()).lower()
     for span in forbidden_spans:
@@ -67,7 +68,9 @@ def leaks(statement: str, forbidden_spans: list[str]) -> list[str]:
         if len(norm) >= 4 and not _IDENT.fullmatch(norm) and norm in squashed:
             found.append(f"span {span!r}")
     without_names = re.sub(r"`[^`]*`|[A-Za-z_][A-Za-z0-9_]*", " ", statement)
-    if re.search(r"\d", without_names):
+    allowed = set(re.findall(r"\d+(?:\.\d+)?", documented))
+    numbers = set(re.findall(r"\d+(?:\.\d+)?", without_names))
+    if numbers - allowed:
         found.append("a number")
     return found
 
@@ -91,17 +94,21 @@ def writer_statement(url: str, symptoms: list[Symptom], model: str = "default", 
     return str(data["choices"][0]["message"]["content"]).strip()
 
 
+def _documented(symptoms: list[Symptom]) -> str:
+    return " ".join([s.description for s in symptoms] + [c[1] for s in symptoms for c in s.columns])
+
+
 def statement_for(symptoms: list[Symptom], forbidden_spans: list[str], writer: str | None = None) -> str:
     """The writer's statement when it exists and does not leak, else the template (which must not leak)."""
     if writer:
         try:
             text = writer_statement(writer, symptoms)
-            if text and not leaks(text, forbidden_spans):
+            if text and not leaks(text, forbidden_spans, _documented(symptoms)):
                 return text
         except (OSError, ValueError, KeyError):
             pass
     text = template_statement(symptoms)
-    bad = leaks(text, forbidden_spans)
+    bad = leaks(text, forbidden_spans, _documented(symptoms))
     if bad:
         raise ValueError(f"problem statement leaks {', '.join(bad)}")
     return text
