@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from itertools import zip_longest
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,22 @@ def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, *
                            stage, kept, reason, detail, **kw)
 
 
+def rarest_family_first(survivors: list[tuple[Candidate, Any, str, dict[str, float]]]) -> list[tuple[Candidate, Any, str, dict[str, float]]]:
+    """Screening survivors in confirmation order: families with the fewest survivors first, round-robin.
+
+    Confirmation is the expensive stage and ``max_per_model`` caps it, so the order decides which
+    families a model yields; the rarest first keeps a model's time-window or join bug from always
+    losing to its many filter bugs.
+    """
+    by_family: dict[str, list[tuple[Candidate, Any, str, dict[str, float]]]] = {}
+    for item in survivors:
+        by_family.setdefault(item[0].mutation.family, []).append(item)
+    families = sorted(by_family, key=lambda f: (len(by_family[f]), f))
+    return [item for row in zip_longest(*(by_family[f] for f in families)) for item in row if item is not None]
+
+
 def run_shard(job: ShardJob) -> ShardResult:
-    """Screen every candidate of the model, confirm survivors until ``max_per_model`` are kept."""
+    """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept."""
     import os
 
     os.environ["HARVEST_HOME"] = job.home
@@ -125,6 +140,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     kept = job.already_kept
     limits = Limits(wall_s=job.wall_s)
     try:
+        survivors: list[tuple[Candidate, Any, str, dict[str, float]]] = []
         for cand in model_candidates(pin.id, node, tree, pin.project_dir, job.families, job.seed):
             if kept >= job.max_per_model:
                 break
@@ -135,9 +151,6 @@ def run_shard(job: ShardJob) -> ShardResult:
             if not outcome.ok or outcome.grading is None:
                 reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
                 continue
-            if job.screen_only:
-                reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
-                continue
             edit = cand.mutation.edit
             spans = [cand.original[edit.start:edit.end], edit.replacement]
             symptoms = _symptoms(outcome.grading.condition_tabs, outcome.grading.condition_cols,
@@ -147,6 +160,13 @@ def run_shard(job: ShardJob) -> ShardResult:
             except ValueError as exc:
                 reports.append(_report(cand, "screen", False, "statement_leaks", str(exc), timings=timings))
                 continue
+            if job.screen_only:
+                reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
+                continue
+            survivors.append((cand, outcome, statement, timings))
+        for cand, outcome, statement, timings in rarest_family_first(survivors):
+            if kept >= job.max_per_model:
+                break
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
                                base_db=state.database if job.incremental else None, select=(f"{node.name}+",))
             started = time.perf_counter()
