@@ -61,6 +61,8 @@ class TaskRecord:
     gold_sha256: str
     license: str
     versions: dict[str, str]
+    # kept for records written before timings moved to the mint's per-candidate reports; the mint
+    # leaves it empty so that the same task minted twice is byte-identical (crash-safe re-runs)
     timings: dict[str, float] = field(default_factory=dict)
     generator_version: str = GENERATOR_VERSION
     weak: bool = False  # kept with --allow-weak: no wrong repair was confirmed

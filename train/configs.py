@@ -144,8 +144,10 @@ def load_config(path: Path) -> RunConfig:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TrainConfigError(f"no config file at {path}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TrainConfigError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise TrainConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
     return config_from_dict(raw, where=str(path))
 
 

@@ -15,6 +15,11 @@ from harvester.errors import HarvestError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def one_line(message: str) -> str:
+    """``message`` on one line: line breaks it quotes from user input (a key named "a\\nb") become spaces."""
+    return " ".join(message.splitlines()) or "unknown error"
+
+
 def fails_cleanly(func: F) -> F:
     """Run a command body; a HarvestError becomes ``error: <message>`` on stderr and exit 1."""
 
@@ -23,7 +28,7 @@ def fails_cleanly(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except HarvestError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {one_line(str(exc))}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]

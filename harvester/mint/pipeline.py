@@ -3,6 +3,11 @@
 For each pin (which must have a reserved split): load the built state, materialize the workspace
 template, plan one shard per mutable model, skip candidates that already have a report, run the
 shards on an executor, and write each report and task record atomically as results arrive.
+
+Crash safety: a shard's results land as several files (its task records, then its reports, then a
+completion marker listing every report key of that model). Planning trusts only reports named in a
+marker, so a run killed half-way through writing a shard's files redoes that shard from the same
+starting point as the interrupted run, and the re-run keeps exactly the tasks an uninterrupted run keeps.
 """
 
 from __future__ import annotations
@@ -55,6 +60,18 @@ def reports_dir(pin_id: str) -> Path:
     return harvest_home() / "mint" / pin_id.replace("@", "_")
 
 
+def _marker_path(pin_id: str, model: str) -> Path:
+    return reports_dir(pin_id) / "shards" / f"{model}.done"
+
+
+def completed_keys(pin_id: str, model: str) -> frozenset[str]:
+    """The report keys of ``model`` that a finished shard vouched for (empty when no shard finished)."""
+    try:
+        return frozenset(json.loads(_marker_path(pin_id, model).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return frozenset()
+
+
 def load_reports(pin_id: str) -> list[dict]:
     folder = reports_dir(pin_id)
     if not folder.is_dir():
@@ -93,11 +110,13 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         state = load_state(pin.id)
         template(pin)  # materialize once, before workers share it
         reports = load_reports(pin.id)
-        done = frozenset(r["key"] for r in reports)
         for uid, node in sorted(models(state.manifest).items()):
             if mutable(node):
                 continue
-            kept = sum(1 for r in reports if r["model"] == uid and r["kept"])
+            vouched = completed_keys(pin.id, uid)
+            finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
+            done = frozenset(r["key"] for r in finished)
+            kept = sum(1 for r in finished if r["kept"])
             if kept >= options.max_per_model:
                 continue
             jobs.append(ShardJob(
@@ -124,10 +143,12 @@ def mint(pins: Sequence[Pin], options: MintOptions,
     for job, result in runner:
         for record in result.tasks:
             _store(record, record.split)
-        for report in result.reports:  # the report last: a report means its task is already stored
+        for report in result.reports:  # the report after its task: a report means its task is already stored
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))
             written.append(report)
+        keys = sorted(job.done_keys | {r.key for r in result.reports})  # the marker last (module docstring)
+        atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))
         if on_result:
             on_result(job, list(result.reports))
     return written

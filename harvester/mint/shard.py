@@ -2,7 +2,8 @@
 
 A shard is a plain, picklable job (strings and numbers) so the local process pool and Ray run the
 same function; it returns one report per candidate it decided, plus the task records it kept. The
-driver, not the shard, writes them.
+driver, not the shard, writes them. Timings go in the reports only: a task record must come out
+byte-identical whenever the same mutation is minted again (after a crash, on another machine).
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                 broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,
                 wrong_repair_patches=confirmed.wrong_patches, grading=outcome.grading,
                 problem_statement=statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
-                license=pin.license, versions=dict(pin.versions), timings=timings, weak=confirmed.weak,
+                license=pin.license, versions=dict(pin.versions), weak=confirmed.weak,
             )
             tasks.append(record)
             kept += 1
