@@ -3,7 +3,7 @@
 Each stage records the world it started from (trials copy it), how many crash points its uninterrupted
 run passed, how long it took, and its final artefacts. Trial counts: ``HARVEST_CRASH_TRIALS`` when set;
 otherwise 20 per command when the run selects the ``crash`` marker (``pytest -m crash tests/crash``),
-and 2 per command (one at a crash point, one after a delay) in the default suite.
+and 1 per command (at a seeded crash point) in the default suite.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.crash.harness import Stage, World, final_artefacts, hash_file, run_cl
 
 PROJECT = Path(__file__).resolve().parent / "project"
 FULL_TRIALS = 20
-SMOKE_TRIALS = 2
+SMOKE_TRIALS = 1
 MINT_ARGS = ("mint", "--all", "--families", "time,null", "--max-per-model", "1", "--json")
 DATASET_ARGS = ("dataset", "build", "--out", "dist/crash-shop", "--split", "train", "--private", "--overwrite", "--json")
 
@@ -52,6 +52,7 @@ class Baselines:
     mint: Stage
     dataset: Stage
     gold_of_each_build: tuple[str, ...]  # sha256 of the gold file each of the two builds of `add` captured
+    finished: World  # the world after all three commands (read-only: copy it before changing anything)
 
 
 def _stage(name: str, args: tuple[str, ...], start: World, work: Path) -> tuple[Stage, World]:
@@ -79,5 +80,5 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> Baselines:
     golds = tuple(sorted(hash_file(p) for p in (added.home / "builds").glob("*/*/build*/gold.duckdb")))
     shutil.rmtree(added.home / "builds")  # logs of the baseline build; trials start without them
     mint, minted = _stage("mint", MINT_ARGS, added, root / "after-mint")
-    dataset, _ = _stage("dataset", DATASET_ARGS, minted, root / "after-dataset")
-    return Baselines(spec, add, mint, dataset, golds)
+    dataset, finished = _stage("dataset", DATASET_ARGS, minted, root / "after-dataset")
+    return Baselines(spec, add, mint, dataset, golds, finished)
