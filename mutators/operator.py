@@ -32,6 +32,7 @@ class Site:
     replacement: str
     wrong: tuple[Edit, ...]
     description: str
+    effect: str = ""  # overrides the operator's effect where the site decides it (e.g. a window bound)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Operator:
         replacement: str,
         wrong: Iterable[Edit | None] = (),
         description: str = "",
+        effect: str = "",
     ) -> list[Site]:
         """A one-element list holding the site, or empty when the edit changes nothing.
 
@@ -111,4 +113,4 @@ class Operator:
         before = " ".join(text[start:end].split())[:60]
         after = " ".join(replacement.split())[:60]
         desc = description or f"{self.id}: {before!r} -> {after!r}"
-        return [Site(self.id, start, end, replacement, tuple(kept), desc)]
+        return [Site(self.id, start, end, replacement, tuple(kept), desc, effect)]

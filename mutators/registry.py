@@ -63,7 +63,7 @@ def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -
     if original_canon is not None and canonical(masked_mutant) == original_canon:
         return None
     return Mutation(
-        operator=op.id, family=op.family, effect=op.effect, edit=edit,
+        operator=op.id, family=op.family, effect=site.effect or op.effect, edit=edit,
         wrong_repairs=tuple(op.wrong_repairs(site)), description=site.description,
     )
 

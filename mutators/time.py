@@ -30,6 +30,31 @@ _NUMBER = re.compile(r"\d+")
 _STRICTNESS = {">": ">=", ">=": ">", "<": "<=", "<=": "<"}
 
 
+_UNIT_RANK = {"second": 0, "minute": 1, "hour": 2, "day": 3, "week": 4, "month": 5, "quarter": 6, "year": 7}
+_LOWER = (exp.GTE, exp.GT)
+_UPPER = (exp.LTE, exp.LT)
+
+
+def window_effect(node: exp.Expression, bound_moves_earlier: bool) -> str:
+    """The row effect of moving a time bound, when ``node`` sits in one side of a filter comparison.
+
+    Walks up to the comparison, noting whether the node is subtracted on the way and which side of the
+    comparison it is on. A lower bound (``col >= X``) that moves earlier keeps more rows; an upper bound
+    that moves earlier keeps fewer. '' when the node is not in such a comparison (a projection: values).
+    """
+    earlier = bound_moves_earlier
+    child, parent = node, node.parent
+    while parent is not None and not isinstance(parent, (exp.Select, exp.Where, exp.Having, exp.Join)):
+        if isinstance(parent, exp.Sub) and child.arg_key == "expression":
+            earlier = not earlier
+        if isinstance(parent, _LOWER + _UPPER):
+            on_right = child.arg_key == "expression"
+            lower = isinstance(parent, _LOWER) == on_right  # col >= X, or X <= col
+            return "more_rows" if lower == earlier else "fewer_rows"
+        child, parent = parent, parent.parent
+    return ""
+
+
 class IntervalAmount(Operator):
     id = "time.interval_amount"
     family = "time"
@@ -47,7 +72,8 @@ class IntervalAmount(Operator):
         value = int(match.group(0))
         edit = Edit(match.start(), match.end(), str(value + 1))
         wrong = [Edit(match.start(), match.start() + len(edit.replacement), str(max(value - 1, 0)))]
-        return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
+        # a longer interval added to a bound moves it later; subtracted, earlier (window_effect flips it)
+        return self.site(parsed, edit.start, edit.end, edit.replacement, wrong, effect=window_effect(node, False))
 
 
 class IntervalUnit(Operator):
@@ -61,10 +87,10 @@ class IntervalUnit(Operator):
         span = parsed.span(node)
         if span is None:
             return []
-        return _unit_site(self, parsed, span)
+        return _unit_site(self, parsed, span, node)
 
 
-def _unit_site(op: Operator, parsed: MaskedFile, span: tuple[int, int]) -> list[Site]:
+def _unit_site(op: Operator, parsed: MaskedFile, span: tuple[int, int], node: exp.Expression | None = None) -> list[Site]:
     match = _UNIT_WORD.search(parsed.text, span[0], span[1])
     if match is None:
         return []
@@ -72,7 +98,10 @@ def _unit_site(op: Operator, parsed: MaskedFile, span: tuple[int, int]) -> list[
     first, second = _UNITS[unit.lower()]
     new = same_case(unit, first) + plural
     wrong = [Edit(match.start(), match.start() + len(new), same_case(unit, second) + plural)]
-    return op.site(parsed, match.start(), match.end(), new, wrong)
+    effect = ""
+    if node is not None:  # an interval of a longer unit moves an added bound later
+        effect = window_effect(node, _UNIT_RANK[first] < _UNIT_RANK[unit.lower()])
+    return op.site(parsed, match.start(), match.end(), new, wrong, effect=effect)
 
 
 class TruncUnit(Operator):
@@ -124,7 +153,7 @@ class ShiftAnchor(Operator):
             return []
         new = f"({raw} - interval '1 day')"
         wrong = [Edit(span[0], span[0] + len(new), f"({raw} + interval '1 day')")]
-        return self.site(parsed, *span, new, wrong)
+        return self.site(parsed, *span, new, wrong, effect=window_effect(node, True))
 
 
 class SwapTimestampColumns(Operator):

@@ -1,0 +1,32 @@
+"""Time-window operators report the row effect the bound they move really has."""
+
+from __future__ import annotations
+
+import pytest
+
+from mutators import candidates
+
+
+@pytest.mark.parametrize(
+    "condition, operator, effect",
+    [
+        ("ordered_at >= current_date - interval 90 day", "time.interval_amount", "more_rows"),
+        ("ordered_at >= current_date - interval 90 day", "time.interval_unit", "more_rows"),
+        ("ordered_at >= current_date - interval 90 day", "time.shift_anchor", "more_rows"),
+        ("ordered_at < current_date - interval 90 day", "time.interval_amount", "fewer_rows"),
+        ("current_date - interval 30 day <= ordered_at", "time.interval_amount", "more_rows"),
+        ("ordered_at >= current_date + interval 2 day", "time.interval_amount", "fewer_rows"),
+        ("ordered_at < current_date", "time.shift_anchor", "fewer_rows"),
+    ],
+)
+def test_window_operators_in_filters_report_the_row_effect(condition: str, operator: str, effect: str) -> None:
+    text = f"select order_id from {{{{ ref('orders') }}}}\nwhere {condition}\n"
+    found = [m for m in candidates(text, ["time"]) if m.operator == operator]
+    assert found, [m.operator for m in candidates(text, ["time"])]
+    assert found[0].effect == effect
+
+
+def test_in_a_projection_the_operator_keeps_its_declared_effect() -> None:
+    text = "select order_id, current_date - interval 90 day as horizon from {{ ref('orders') }}\n"
+    found = [m for m in candidates(text, ["time"]) if m.operator == "time.interval_amount"]
+    assert found and found[0].effect == "changed_values"
