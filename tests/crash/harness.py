@@ -171,11 +171,16 @@ class Stage:
 
 
 def trial_plan(stage: Stage, index: int, seed: int) -> tuple[int, float | None]:
-    """(crash point, delay) of trial ``index``: even trials die at a numbered point, odd ones after a delay."""
-    rng = random.Random(f"{seed}:{stage.name}:{index}")
+    """(crash point, delay) of trial ``index``: even trials die at a numbered point, odd ones after a delay.
+
+    The points are a seeded permutation of 1..crash_points, so trials hit distinct points until every
+    point has been hit once.
+    """
     if index % 2 == 0:
-        return rng.randint(1, stage.crash_points), None
-    return 0, rng.uniform(0.2, stage.seconds)
+        order = random.Random(f"{seed}:{stage.name}:points").sample(range(1, stage.crash_points + 1),
+                                                                     stage.crash_points)
+        return order[(index // 2) % len(order)], None
+    return 0, random.Random(f"{seed}:{stage.name}:{index}").uniform(0.2, stage.seconds)
 
 
 def _decisions(world: World) -> dict[str, str]:
