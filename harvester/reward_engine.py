@@ -153,7 +153,7 @@ class FastScorer:
                 sql = compiled.get(uid, node.compiled_code)
                 for relation, target in replaced.items():
                     sql = sql.replace(relation, target)
-                self.engine.materialize(node.schema, node.alias, freeze_clock(sql, self.clock))
+                self._materialize(node, freeze_clock(sql, self.clock))
                 if node.relation:
                     replaced[node.relation] = f'{MUT}."{node.schema}"."{node.alias}"'
             self.engine.con.execute(f'USE {MUT}."main"')
@@ -165,6 +165,12 @@ class FastScorer:
         official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
         reason = "" if official and strict else (verdicts.official.reason or verdicts.strict.reason)
         return FastVerdict(official, strict, reason)
+
+    def _materialize(self, node: ModelNode, sql: str) -> None:
+        """``mut.<schema>.<alias>`` from ``sql`` wrapped as dbt-duckdb wraps it: ``as (\n<sql>\n)``, so a
+        trailing semicolon or a second statement fails here exactly as it fails in a dbt build."""
+        self.engine.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{node.schema}"')
+        self.engine.run(f'CREATE OR REPLACE TABLE {MUT}."{node.schema}"."{node.alias}" AS (\n{sql}\n)')
 
     def close(self) -> None:
         self.engine.close()
