@@ -46,6 +46,7 @@ ALLOWED_ENV = frozenset(
         "LD_PRELOAD",
         "FAKETIME",
         "FAKETIME_DONT_FAKE_MONOTONIC",
+        "FAKETIME_FORCE_MONOTONIC_FIX",
     }
 )
 
