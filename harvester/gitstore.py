@@ -279,6 +279,12 @@ class GitStore:
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise FetchError(f"cannot export {commit[:12]} into {dest}: {_one_line(exc)}") from None
+        except (KeyError, pygit2.GitError) as exc:  # NotFoundError: an object the (partial) mirror lacks
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FetchError(
+                f"commit {commit[:12]} is incomplete in the mirror (missing object {_one_line(exc)}); "
+                "re-fetch the repository in full"
+            ) from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

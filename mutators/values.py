@@ -136,14 +136,24 @@ class SwapSiblingColumn(Operator):
         start, end = meta["start"], meta["end"] + 1
         if parsed.text[start:end] != node.name:
             return []
+        # only siblings spelled in the file itself: a name made of a Jinja placeholder is no column
         siblings = sorted(
             {c.name for c in parsed.tree.find_all(exp.Column)
-             if c.table == node.table and c.name != node.name and _kind(c.name) == kind}
+             if c.table == node.table and c.name != node.name and _kind(c.name) == kind
+             and _spelled(parsed, c)}
         )
         if not siblings:
             return []
         wrong = [Edit(start, start + len(siblings[0]), siblings[1])] if len(siblings) > 1 else []
         return self.site(parsed, start, end, siblings[0], wrong)
+
+
+def _spelled(parsed: MaskedFile, column: exp.Column) -> bool:
+    ident = column.this
+    meta = ident.meta if isinstance(ident, exp.Identifier) else {}
+    if "start" not in meta:
+        return False
+    return parsed.text[meta["start"] : meta["end"] + 1] == column.name
 
 
 def _kind(name: str) -> str | None:

@@ -239,3 +239,19 @@ def test_read_file_tags_and_root_commits(store, tmp_path):
     assert store.read_file(mirror, src.head, "y.txt") == b"2"
     assert store.read_file(mirror, src.commits[0], "y.txt") is None
     assert store.read_file(mirror, src.head, "../x.txt") is None
+
+
+def test_a_mirror_missing_an_object_is_one_fetch_error(source, store, tmp_path):
+    """A partial repository (a blob absent) is refused with one line, nothing half-exported."""
+    repo = store.mirror(str(source.path))
+    commit = source.commits[-1]
+    tree = repo[commit].tree
+    blob_id = next(entry.id for entry in tree if entry.type_str == "blob")
+    loose = Path(repo.path) / "objects" / str(blob_id)[:2] / str(blob_id)[2:]
+    assert loose.exists(), "the test needs a loose object to remove"
+    loose.chmod(0o644)
+    loose.unlink()
+    with pytest.raises(FetchError, match="incomplete in the mirror"):
+        GitStore(store.root).export(pygit2.Repository(repo.path), commit, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]

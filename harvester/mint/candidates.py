@@ -7,6 +7,7 @@ A candidate is data: the model, its file, the mutation (an edit over the raw fil
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from itertools import zip_longest
 from collections.abc import Collection, Iterator
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harvester.mint.lineage import ModelNode
+from harvester.pin import Pin
 from mutators import Mutation, candidates as mutations_of
 
 
@@ -36,7 +38,27 @@ class Candidate:
         return self.mutation.edit.apply(self.original)
 
 
-def mutable(node: ModelNode) -> str:
+def model_file(node: ModelNode, pin: Pin) -> str | None:
+    """The repo-relative file of a model, or None for a model of a vendored (hub or git) package.
+
+    ``original_file_path`` is relative to the package that owns the model: the root project, or a
+    ``local:`` package such as the repository itself seen from its ``integration_tests/`` project.
+    """
+    if node.package == pin.project_name or not node.package:
+        base = Path(pin.project_dir)
+    else:
+        local = next((p.source.removeprefix("local:") for p in pin.packages
+                      if p.name == node.package and p.source.startswith("local:")), None)
+        if local is None:
+            return None
+        base = Path(pin.project_dir) / local
+    file = Path(os.path.normpath(base / node.path))
+    if file.is_absolute() or file.parts[:1] == ("..",):
+        return None
+    return file.as_posix()
+
+
+def mutable(node: ModelNode, pin: Pin) -> str:
     """'' when the model can be mutated, else why not."""
     if node.language != "sql":
         return "python model"
@@ -44,21 +66,23 @@ def mutable(node: ModelNode) -> str:
         return "ephemeral model"
     if not node.compiled_code:
         return "no compiled SQL in the manifest"
-    if "dbt_packages" in Path(node.path).parts:
-        return "package model"
+    if model_file(node, pin) is None:
+        return "model of a vendored package"
     return ""
 
 
 def model_candidates(
-    pin: str, node: ModelNode, tree: Path, project_dir: str, families: Collection[str] | None, seed: int
+    pin: Pin, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int
 ) -> Iterator[Candidate]:
     """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly)."""
-    file = str(Path(project_dir) / node.path) if project_dir != "." else node.path
+    file = model_file(node, pin)
+    if file is None:
+        return
     path = tree / file
     if not path.is_file() or path.is_symlink():
         return
     text = path.read_text(encoding="utf-8", errors="strict")
-    rng = random.Random(f"{seed}:{pin}:{node.unique_id}")
+    rng = random.Random(f"{seed}:{pin.id}:{node.unique_id}")
     by_family: dict[str, list[Mutation]] = {}
     for mutation in mutations_of(text, families):
         by_family.setdefault(mutation.family, []).append(mutation)
@@ -67,4 +91,4 @@ def model_candidates(
     # round-robin over families, so a capped model is tried across families, not only the first one
     order = [m for row in zip_longest(*(by_family[f] for f in sorted(by_family))) for m in row if m is not None]
     for mutation in order:
-        yield Candidate(pin=pin, model=node.unique_id, file=file, original=text, mutation=mutation)
+        yield Candidate(pin=pin.id, model=node.unique_id, file=file, original=text, mutation=mutation)

@@ -24,6 +24,7 @@ class ModelNode:
     description: str
     columns: dict[str, str]  # column name -> description
     parents: tuple[str, ...]
+    package: str = ""  # dbt package_name: the root project's name, or a package's
 
     @property
     def table(self) -> str:
@@ -52,6 +53,7 @@ def models(manifest: dict[str, Any]) -> dict[str, ModelNode]:
             description=str(node.get("description") or ""),
             columns={str(k): str((v or {}).get("description") or "") for k, v in (node.get("columns") or {}).items()},
             parents=tuple(node.get("depends_on", {}).get("nodes", [])),
+            package=str(node.get("package_name", "")),
         )
     return found
 

@@ -111,7 +111,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         template(pin)  # materialize once, before workers share it
         reports = load_reports(pin.id)
         for uid, node in sorted(models(state.manifest).items()):
-            if mutable(node):
+            if mutable(node, pin):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]

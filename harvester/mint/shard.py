@@ -129,7 +129,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     state = load_state(pin.id)
     nodes = models(state.manifest)
     node = nodes[job.model]
-    if mutable(node):
+    if mutable(node, pin):
         return ShardResult((), ())
     gold = gold_path(pin.gold_sha256)
     tree = template(pin)
@@ -142,7 +142,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     limits = Limits(wall_s=job.wall_s)
     try:
         survivors: list[tuple[Candidate, Any, str, dict[str, float]]] = []
-        for cand in model_candidates(pin.id, node, tree, pin.project_dir, job.families, job.seed):
+        for cand in model_candidates(pin, node, tree, job.families, job.seed):
             if kept >= job.max_per_model:
                 break
             if cand.key in job.done_keys:

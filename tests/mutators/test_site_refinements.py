@@ -1,4 +1,4 @@
-"""Time-window operators report the row effect the bound they move really has."""
+"""Site-level refinements: time-window effects follow the moved bound; sibling swaps use real names."""
 
 from __future__ import annotations
 
@@ -30,3 +30,11 @@ def test_in_a_projection_the_operator_keeps_its_declared_effect() -> None:
     text = "select order_id, current_date - interval 90 day as horizon from {{ ref('orders') }}\n"
     found = [m for m in candidates(text, ["time"]) if m.operator == "time.interval_amount"]
     assert found and found[0].effect == "changed_values"
+
+
+def test_sibling_swaps_never_pick_a_jinja_placeholder() -> None:
+    text = "select orders.{{ method }}_amount, orders.gift_amount, orders.credit_amount from {{ ref('orders') }} as orders\n"
+    swaps = [m for m in candidates(text, ["values"]) if m.operator == "values.swap_sibling_column"]
+    assert swaps
+    for m in swaps:
+        assert "____" not in m.edit.replacement and m.edit.replacement in text
