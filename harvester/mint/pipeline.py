@@ -103,12 +103,27 @@ def _group_of(pin: Pin) -> str:
     return group_of(pin.id, pins_dir()) or pin.id.split("@", 1)[0]
 
 
+def family_order(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The pin's families by number of candidates, rarest first (pure mutators; no build, no DuckDB)."""
+    from collections import Counter
+
+    from harvester.mint.candidates import model_candidates
+
+    counts: Counter[str] = Counter()
+    for node in nodes.values():
+        if not mutable(node, pin):
+            counts.update(c.mutation.family for c in model_candidates(pin, node, tree, families, 0))
+    return tuple(sorted(counts, key=lambda f: (counts[f], f)))
+
+
 def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
     jobs: list[ShardJob] = []
     for pin in pins:
         split, group = _split_of(pin)
         state = load_state(pin.id)
-        template(pin)  # materialize once, before workers share it
+        tree = template(pin)  # materialize once, before workers share it
+        nodes = models(state.manifest)
+        order = family_order(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)
         for uid, node in sorted(models(state.manifest).items()):
             if mutable(node, pin):
@@ -123,7 +138,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
                 pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
-                screen_only=options.screen_only, incremental=options.incremental,
+                screen_only=options.screen_only, incremental=options.incremental, family_order=order,
             ))
     return jobs
 

@@ -48,6 +48,7 @@ class ShardJob:
     wall_s: float = 600.0
     screen_only: bool = False
     incremental: bool = True
+    family_order: tuple[str, ...] = ()  # the pin's families, rarest first
     home: str = field(default_factory=lambda: str(harvest_home()))
     pins: str = field(default_factory=lambda: str(pins_dir()))
 
@@ -105,17 +106,21 @@ def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, *
                            stage, kept, reason, detail, **kw)
 
 
-def rarest_family_first(survivors: list[tuple[Candidate, Any, str, dict[str, float]]]) -> list[tuple[Candidate, Any, str, dict[str, float]]]:
-    """Screening survivors in confirmation order: families with the fewest survivors first, round-robin.
+def rarest_family_first(
+    survivors: list[tuple[Candidate, Any, str, dict[str, float]]], family_order: tuple[str, ...] = ()
+) -> list[tuple[Candidate, Any, str, dict[str, float]]]:
+    """Screening survivors in confirmation order: the pin's rarest families first, round-robin.
 
     Confirmation is the expensive stage and ``max_per_model`` caps it, so the order decides which
-    families a model yields; the rarest first keeps a model's time-window or join bug from always
+    families a model yields; the rarest first (``family_order``, computed over the whole pin by the
+    driver; else by this model's survivors) keeps a model's time-window or join bug from always
     losing to its many filter bugs.
     """
     by_family: dict[str, list[tuple[Candidate, Any, str, dict[str, float]]]] = {}
     for item in survivors:
         by_family.setdefault(item[0].mutation.family, []).append(item)
-    families = sorted(by_family, key=lambda f: (len(by_family[f]), f))
+    rank = {f: i for i, f in enumerate(family_order)}
+    families = sorted(by_family, key=lambda f: (rank.get(f, len(rank)), len(by_family[f]), f))
     return [item for row in zip_longest(*(by_family[f] for f in families)) for item in row if item is not None]
 
 
@@ -165,7 +170,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                 reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
                 continue
             survivors.append((cand, outcome, statement, timings))
-        for cand, outcome, statement, timings in rarest_family_first(survivors):
+        for cand, outcome, statement, timings in rarest_family_first(survivors, job.family_order):
             if kept >= job.max_per_model:
                 break
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
