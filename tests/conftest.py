@@ -70,7 +70,8 @@ def example_harvest(tmp_path_factory: pytest.TempPathFactory) -> Harvested:
     return Harvested(home, pins, result.pin, result.path, example)
 
 
-def _mint_into(harvested: Harvested, split: str, dest: Path) -> Minted:
+def _mint_into(harvested: Harvested, dest: Path) -> Minted:
+    """Copy a harvest, reserve its only repository to train, and mint one task per model."""
     from corpora.ledger import Params, assign
     from corpora.store import load_tasks
     from harvester.mint.pipeline import MintOptions, mint
@@ -78,23 +79,14 @@ def _mint_into(harvested: Harvested, split: str, dest: Path) -> Minted:
     home, pins = dest / "home", dest / "pins"
     shutil.copytree(harvested.home, home, symlinks=True)
     shutil.copytree(harvested.pins, pins)
-    group = harvested.pin.id.split("@", 1)[0]
     with use_env(home, pins):
-        if split == "train":
-            assign(pins, Params(test=0, dev=0, seed=0))
-        else:
-            from corpora.ledger import SplitLedger
-            from corpora.groups import explain_groups
-            from harvester.pin import list_pins
-
-            groups = [g.id for g in explain_groups(list_pins(pins))]
-            assign(pins, Params(test=0, dev=1, seed=0, dev_groups=tuple(groups)))
-        mint([harvested.pin], MintOptions(max_per_model=2, seed=0))
-        tasks = load_tasks(split, home, pins, purpose="inspect")
-    return Minted(home, pins, harvested.pin, tasks, split)
+        assign(pins, Params(test=0, dev=0, seed=0))
+        mint([harvested.pin], MintOptions(max_per_model=1, seed=0))
+        tasks = load_tasks("train", home, pins, purpose="inspect")
+    return Minted(home, pins, harvested.pin, tasks, "train")
 
 
 @pytest.fixture(scope="session")
 def minted_example(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFactory) -> Minted:
-    """The example minted into the TRAIN split (max 2 tasks per model)."""
-    return _mint_into(example_harvest, "train", tmp_path_factory.mktemp("minted-train"))
+    """The example minted into the TRAIN split (one task per model at most)."""
+    return _mint_into(example_harvest, tmp_path_factory.mktemp("minted-train"))

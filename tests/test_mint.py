@@ -191,7 +191,7 @@ def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untype
 
     with minted_example.env():
         before = load_reports(minted_example.pin.id)
-        written = mint([minted_example.pin], MintOptions(max_per_model=2, seed=0))
+        written = mint([minted_example.pin], MintOptions(max_per_model=1, seed=0))
         after = load_reports(minted_example.pin.id)
     assert before and written == [] and after == before
 
