@@ -60,21 +60,64 @@ def enclosing_edit(old: str, new: str) -> Edit | None:
     return Edit(start, end_old, new[start:end_new])
 
 
+def line_edits(old: str, new: str) -> list[Edit]:
+    """The edits turning ``old`` into ``new``, one per changed block of lines, each trimmed to the
+    characters that differ (so each carries as little of the file, and as few Jinja tags, as possible)."""
+    import difflib
+
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    old_at = [0]
+    for line in old_lines:
+        old_at.append(old_at[-1] + len(line))
+    new_at = [0]
+    for line in new_lines:
+        new_at.append(new_at[-1] + len(line))
+    edits: list[Edit] = []
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        block = enclosing_edit(old[old_at[i1]:old_at[i2]], new[new_at[j1]:new_at[j2]])
+        if block is not None:
+            edits.append(Edit(old_at[i1] + block.start, old_at[i1] + block.end, block.replacement))
+    return edits
+
+
+def _carried(edits: list[Edit], raw: str, compiled: str) -> list[Edit] | None:
+    moved: list[Edit] = []
+    for edit in edits:
+        found = transplant(edit, raw, compiled)
+        if found is None or any(opener in found.replacement for opener in _JINJA_OPENERS):
+            return None
+        moved.append(found)
+    moved.sort(key=lambda e: e.start)
+    if any(a.end > b.start for a, b in zip(moved, moved[1:])):
+        return None
+    return moved
+
+
 def compiled_after_edit(node: ModelNode, original_raw: str, new_raw: str) -> str:
-    """The compiled SQL ``new_raw`` would compile to, or Unsupported when that needs dbt."""
+    """The compiled SQL ``new_raw`` would compile to, or Unsupported when that needs dbt.
+
+    Each changed block is carried over to the compiled SQL on its own (``mutators.transplant``: text
+    between Jinja tags is copied verbatim by Jinja, tags inside a block must be kept as they were); if
+    that fails, the one edit enclosing every change is tried. An edit that writes Jinja needs dbt.
+    """
     if node.language != "sql" or not node.compiled_code:
         raise Unsupported(f"{node.name} is not a compiled SQL model")
     if node.materialized not in _REBUILDABLE:
         raise Unsupported(f"{node.name} is materialized as {node.materialized}")
-    edit = enclosing_edit(original_raw, new_raw)
-    if edit is None:
+    whole = enclosing_edit(original_raw, new_raw)
+    if whole is None:
         return node.compiled_code
-    if any(opener in edit.replacement for opener in _JINJA_OPENERS):
-        raise Unsupported(f"the edit of {node.name} writes Jinja")
-    moved = transplant(edit, original_raw, node.compiled_code)
-    if moved is None:
-        raise Unsupported(f"the edit of {node.name} cannot be located in its compiled SQL")
-    return moved.apply(node.compiled_code)
+    for edits in (line_edits(original_raw, new_raw), [whole]):
+        moved = _carried(edits, original_raw, node.compiled_code)
+        if moved is not None:
+            text = node.compiled_code
+            for edit in reversed(moved):
+                text = edit.apply(text)
+            return text
+    raise Unsupported(f"the edit of {node.name} writes Jinja or cannot be located in its compiled SQL")
 
 
 def closure(nodes: Mapping[str, ModelNode], roots: Iterable[str]) -> list[str]:
