@@ -249,3 +249,23 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
     assert local.returncode == 0, local.stderr[-3000:]
     assert ray_decisions == json.loads(local.stdout.strip().splitlines()[-1])
     assert len(ray_decisions) > 20
+
+
+def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.shard import confirmation_order
+
+    def survivor(family: str, new: str):  # type: ignore[no-untyped-def]
+        cand = _candidate(world, "where orders.status = 'completed'", new)
+        mutation = Mutation(f"{family}.x", family, "changed_values", cand.mutation.edit, (), "")
+        return (Candidate(cand.pin, cand.model, cand.file, cand.original, mutation), None, "", {})
+
+    items = [survivor("filter", "where 1 = 1"), survivor("time", "where 2 = 2"), survivor("time", "where 3 = 3"),
+             survivor("grain", "where 4 = 4"), survivor("filter", "where 5 = 5")]
+    kept: set[str] = set()
+    order = []
+    for item in confirmation_order(items, ("time", "grain", "filter"), kept):
+        order.append((item[0].mutation.family, item[0].mutation.edit.replacement))
+        if item[0].mutation.edit.replacement == "where 3 = 3":
+            kept.add("time")  # the second time survivor is the one kept
+    assert order == [("time", "where 2 = 2"), ("time", "where 3 = 3"), ("grain", "where 4 = 4"),
+                     ("filter", "where 1 = 1"), ("filter", "where 5 = 5")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from itertools import zip_longest
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,22 +107,30 @@ def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, *
                            stage, kept, reason, detail, **kw)
 
 
-def rarest_family_first(
-    survivors: list[tuple[Candidate, Any, str, dict[str, float]]], family_order: tuple[str, ...] = ()
-) -> list[tuple[Candidate, Any, str, dict[str, float]]]:
-    """Screening survivors in confirmation order: the pin's rarest families first, round-robin.
+Survivor = tuple[Candidate, Any, str, dict[str, float]]
+
+
+def confirmation_order(
+    survivors: list[Survivor], family_order: tuple[str, ...], kept_families: set[str]
+) -> Iterator[Survivor]:
+    """Screening survivors in the order they are confirmed: the pin's rarest family first.
 
     Confirmation is the expensive stage and ``max_per_model`` caps it, so the order decides which
-    families a model yields; the rarest first (``family_order``, computed over the whole pin by the
-    driver; else by this model's survivors) keeps a model's time-window or join bug from always
-    losing to its many filter bugs.
+    families a model yields. Each family, rarest first (``family_order``, computed over the whole pin
+    by the driver), is tried until one of its survivors is kept; what is left then goes round-robin.
+    ``kept_families`` is read lazily, so the caller's updates steer the order.
     """
-    by_family: dict[str, list[tuple[Candidate, Any, str, dict[str, float]]]] = {}
+    by_family: dict[str, list[Survivor]] = {}
     for item in survivors:
         by_family.setdefault(item[0].mutation.family, []).append(item)
     rank = {f: i for i, f in enumerate(family_order)}
     families = sorted(by_family, key=lambda f: (rank.get(f, len(rank)), len(by_family[f]), f))
-    return [item for row in zip_longest(*(by_family[f] for f in families)) for item in row if item is not None]
+    for family in families:
+        queue = by_family[family]
+        while queue and family not in kept_families:
+            yield queue.pop(0)
+    for row in zip_longest(*(by_family[f] for f in families)):
+        yield from (item for item in row if item is not None)
 
 
 def run_shard(job: ShardJob) -> ShardResult:
@@ -146,7 +155,8 @@ def run_shard(job: ShardJob) -> ShardResult:
     kept = job.already_kept
     limits = Limits(wall_s=job.wall_s)
     try:
-        survivors: list[tuple[Candidate, Any, str, dict[str, float]]] = []
+        survivors: list[Survivor] = []
+        kept_families: set[str] = set()
         for cand in model_candidates(pin, node, tree, job.families, job.seed):
             if kept >= job.max_per_model:
                 break
@@ -170,7 +180,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                 reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
                 continue
             survivors.append((cand, outcome, statement, timings))
-        for cand, outcome, statement, timings in rarest_family_first(survivors, job.family_order):
+        for cand, outcome, statement, timings in confirmation_order(survivors, job.family_order, kept_families):
             if kept >= job.max_per_model:
                 break
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
@@ -195,6 +205,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             )
             tasks.append(record)
             kept += 1
+            kept_families.add(cand.mutation.family)
             reports.append(_report(cand, "confirm", True, "", "", task_id=record.instance_id,
                                    silent=confirmed.local_checks.silent, timings=timings))
     finally:
