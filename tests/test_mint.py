@@ -269,3 +269,14 @@ def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None: 
             kept.add("time")  # the second time survivor is the one kept
     assert order == [("time", "where 2 = 2"), ("time", "where 3 = 3"), ("grain", "where 4 = 4"),
                      ("filter", "where 1 = 1"), ("filter", "where 5 = 5")]
+
+
+def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.pipeline import family_plan
+    from harvester.workspace import template
+
+    with world["harvest"].env():
+        plan = family_plan(world["pin"], world["nodes"], template(world["pin"]), None)
+    firsts = {order[0] for order in plan.values() if order}
+    assert {"filter", "null", "join", "grain", "time", "values"} <= firsts
+    assert all(sorted(order) == sorted(set(order)) for order in plan.values())

@@ -103,17 +103,31 @@ def _group_of(pin: Pin) -> str:
     return group_of(pin.id, pins_dir()) or pin.id.split("@", 1)[0]
 
 
-def family_order(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The pin's families by number of candidates, rarest first (pure mutators; no build, no DuckDB)."""
+def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+    """Per model, the order in which its families are confirmed, so a capped pin covers many families.
+
+    Candidate counts come from the pure mutators (no build, no DuckDB). Families are taken rarest
+    first over the pin; each is given to the model that has it and the fewest other options, and that
+    model tries it first. Every model then falls back to the pin's rarest-first order.
+    """
     from collections import Counter
 
     from harvester.mint.candidates import model_candidates
 
-    counts: Counter[str] = Counter()
-    for node in nodes.values():
+    per_model: dict[str, Counter[str]] = {}
+    for uid, node in sorted(nodes.items()):
         if not mutable(node, pin):
-            counts.update(c.mutation.family for c in model_candidates(pin, node, tree, families, 0))
-    return tuple(sorted(counts, key=lambda f: (counts[f], f)))
+            per_model[uid] = Counter(c.mutation.family for c in model_candidates(pin, node, tree, families, 0))
+    total: Counter[str] = sum(per_model.values(), Counter())
+    rarest = tuple(sorted(total, key=lambda f: (total[f], f)))
+    assigned: dict[str, str] = {}
+    for family in rarest:
+        options = [uid for uid, counts in per_model.items() if counts[family] and uid not in assigned]
+        if options:
+            uid = min(options, key=lambda u: (len(per_model[u]), u))
+            assigned[uid] = family
+    return {uid: ((assigned[uid],) if uid in assigned else ()) + tuple(f for f in rarest if f != assigned.get(uid))
+            for uid in per_model}
 
 
 def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
@@ -123,7 +137,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         state = load_state(pin.id)
         tree = template(pin)  # materialize once, before workers share it
         nodes = models(state.manifest)
-        order = family_order(pin, nodes, tree, options.families)
+        orders = family_plan(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)
         for uid, node in sorted(models(state.manifest).items()):
             if mutable(node, pin):
@@ -138,7 +152,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
                 pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
-                screen_only=options.screen_only, incremental=options.incremental, family_order=order,
+                screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
             ))
     return jobs
 
