@@ -168,9 +168,9 @@ def main() -> None:
         nodes = models(state.manifest)
         tree = template(pin)
         gold = gold_path(pin.gold_sha256)
-        shards = [uid for uid, node in sorted(nodes.items()) if not mutable(node)]
+        shards = [uid for uid, node in sorted(nodes.items()) if not mutable(node, pin)]
         candidates = {c.key: c for uid in shards
-                      for c in model_candidates(pin.id, nodes[uid], tree, pin.project_dir, families, args.seed)}
+                      for c in model_candidates(pin, nodes[uid], tree, families, args.seed)}
         print(f"{len(candidates)} candidates over {len(shards)} mutable models", flush=True)
 
         # the naive sample: seeded, uniform over the candidates (so kept and rejected ones come in their
