@@ -31,6 +31,9 @@ _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 _PINNED_REF_PREFIX = "refs/harvest/pinned/"
 
+#: a repository with more files than this is refused (dbt projects hold a few thousand at most)
+MAX_FILES = 50_000
+
 _MODE_TREE = 0o040000
 _MODE_LINK = 0o120000
 _MODE_GITLINK = 0o160000
@@ -253,7 +256,7 @@ class GitStore:
         dest: Path,
         *,
         max_file_bytes: int = 50 << 20,
-        max_files: int = 200_000,
+        max_files: int = MAX_FILES,
         subdir: str = "",
     ) -> ExportReport:
         """Write the tree at ``commit`` (or its ``subdir``) into ``dest``, without ``.git``.
