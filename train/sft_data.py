@@ -7,9 +7,10 @@ Both formats are conversational so the chat template of the model decides the to
   train/completion.py). Loss on the completion only.
 - agentic (messages + tools): an oracle episode rendered as a tool-calling conversation — list the
   files, read the model, write the fix, build, submit. Loss on assistant turns only. The tool names
-  and arguments are ``AGENT_TOOLS``; the eval tool environment (eval/env) must expose the same tools.
-  Until it exists, tool results are rendered by ``oracle_episode`` from the task record; pass an
-  ``episode`` function that replays the oracle through the environment to use real observations.
+  and arguments are ``AGENT_TOOLS`` for the scripted ``oracle_episode`` (tool results made up from the
+  task record, kept for projects without a pin). Pass ``episode=train.env_episodes.EnvironmentOracle()``
+  to render REAL oracle episodes of the eval RepairEnvironment instead: its transcript (real calls, real
+  observations) and its tool schemas (an episode object's ``tools`` attribute is what the rows carry).
 
 Every builder passes each record through corpora's firewall first (train split only).
 """
@@ -161,13 +162,17 @@ Episode = Callable[[TaskRecord, Mapping[str, str], int], list[dict[str, Any]]]
 
 
 def agentic_rows(
-    tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int, episode: Episode = oracle_episode
+    tasks: Iterable[TaskRecord], project: ProjectSource | None, max_file_chars: int, episode: Episode = oracle_episode
 ) -> list[dict[str, Any]]:
+    """One tool-calling conversation per task. ``project`` may be None for an episode that does not use
+    the broken files (EnvironmentOracle materializes the task from its pin)."""
+    tools = getattr(episode, "tools", AGENT_TOOLS)
     rows = []
     for task in tasks:
         require_train([task])
-        messages = episode(task, project.broken_files(task), max_file_chars)
-        rows.append({"messages": _json_safe(messages), "tools": list(AGENT_TOOLS), "instance_id": task.instance_id})
+        broken = project.broken_files(task) if project is not None else {}
+        messages = episode(task, broken, max_file_chars)
+        rows.append({"messages": _json_safe(messages), "tools": list(tools), "instance_id": task.instance_id})
     return rows
 
 

@@ -50,3 +50,18 @@ def write_config(raw: dict[str, Any], path: Path) -> Path:
 
     path.write_text(tomli_w.dumps(raw))
     return path
+
+
+@pytest.fixture(scope="session")
+def env_world(example_harvest, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
+    """The eval tests' hand-made tasks on the harvested example (tests/eval/conftest.py), relabelled train.
+
+    They are stored in the dev split of their copied HARVEST_HOME (make_tasks knows dev and test only);
+    the training paths here take the records directly, so the relabelled copies pass the firewall.
+    """
+    import dataclasses
+
+    from tests.eval.conftest import make_tasks
+
+    world = make_tasks(example_harvest, tmp_path_factory.mktemp("train-env"), "dev")
+    return dataclasses.replace(world, tasks=[dataclasses.replace(t, split="train") for t in world.tasks], split="train")
