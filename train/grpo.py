@@ -8,8 +8,9 @@ Two modes ([grpo] mode):
   build+score (``harvester.reward_build.build_and_score``, see train/reward.py); ``duckdb_sql`` —
   DuckDBSqlBackend for plain-SQL projects (train/sql_backend.py).
 - ``multi_turn``: trl's ``environment_factory`` with the eval tool environment ([grpo] environment,
-  ``module:Class``): the environment's public methods are the tools, ``reset(**row)`` starts the
-  episode of the row's task, ``get_reward()`` returns the official score of what was submitted.
+  ``module:Class``, constructed as ``Class(tasks)`` with the run's train tasks by id): the environment's
+  public methods are the tools, ``reset(**row)`` starts the episode of the row's task, ``get_reward()``
+  returns the official score of what was submitted.
 
 No reward shaping unless [reward] shaping names one; the manifest records the shaping, the reward
 tally (official and strict means, timeouts, malformed answers, seconds per rollout).
@@ -109,7 +110,9 @@ def run_grpo(
     pool: RewardPool | None = None
     trainer_kwargs: dict[str, Any] = {}
     if multi_turn:
-        trainer_kwargs["environment_factory"] = load_environment_class(g.environment)
+        # trl calls the factory with no arguments; bind the run's own (firewalled, train-only) tasks so each
+        # episode is reset on exactly the records the dataset was built from
+        trainer_kwargs["environment_factory"] = functools.partial(load_environment_class(g.environment), by_id)
     else:
         pool = RewardPool(factory or backend_factory(config, project), config.reward.workers, config.reward.timeout_s)
         trainer_kwargs["reward_funcs"] = [make_reward_func(pool.score_many, by_id, config.reward.shaping, tally)]

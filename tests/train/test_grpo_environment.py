@@ -1,0 +1,35 @@
+"""Multi-turn GRPO: one step of trl's GRPOTrainer with ``environment_factory`` = the eval RepairEnvironment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import tiny_raw
+from harvester.task_record import write_task
+from recording_env import RecordingEnvironment
+from train.configs import config_from_dict
+from train.grpo import run_grpo
+from train.manifest import read_manifest
+
+
+def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001
+    task = env_world.tasks[0]
+    tasks_dir = tmp_path / "tasks"
+    write_task(task, tasks_dir)
+    raw = tiny_raw(
+        "grpo-tiny.toml", world, tmp_path / "runs",
+        run={"name": "grpo-env"},
+        grpo={"mode": "multi_turn", "environment": "recording_env:RecordingEnvironment", "max_tool_calling_iterations": 2},
+    )
+    raw["data"]["tasks"] = str(tasks_dir)
+    RecordingEnvironment.resets.clear()
+    RecordingEnvironment.rewards.clear()
+    with env_world.env():
+        result = run_grpo(config_from_dict(raw, where="grpo-env"))
+    manifest = read_manifest(result.run_dir)
+    assert manifest["metrics"]["global_step"] == 1
+    assert manifest["reward"]["mode"] == "multi_turn"
+    # the two generations of the one prompt were each an episode of the dataset's task, rewarded by get_reward
+    assert RecordingEnvironment.resets == [task.instance_id] * 2
+    assert RecordingEnvironment.rewards == [0.0, 0.0]  # a random tiny model submits nothing
+    assert (result.adapter_dir / "adapter_model.safetensors").is_file()
