@@ -1,6 +1,6 @@
 """The harvester side of the single-turn GRPO reward: build a task's edited project, score it against gold.
 
-``build_and_score(task, edits)`` is the ``train.reward.BuildAndScore`` the training engineer asked for:
+``build_and_score(task, edits)`` is the build-and-score function train.reward's harvester backend calls:
 ``edits`` maps repo-relative paths to full new texts; the result is the official and strict verdicts of
 the task's broken project with those edits, graded by ``eval.scorer`` against the pin's gold. A build
 failure or a timeout is a 0 with its reason, never an exception (gold-side problems still raise).
@@ -32,7 +32,6 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from harvester.build import build_workspace
 from harvester.errors import HarvestError
@@ -47,8 +46,15 @@ from harvester.state import DB_FILE, load_state
 from harvester.task_record import TaskRecord
 from harvester.workspace import fresh_workspace
 
-if TYPE_CHECKING:
-    from train.reward import Verdict
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a build+score says about an edited project (the shape train.reward's backends read)."""
+
+    official: int
+    strict: int
+    reason: str = ""
 
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
@@ -92,10 +98,7 @@ _CONTEXTS: dict[tuple[str, str], TaskContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
-def _verdict(official: int, strict: int, reason: str) -> "Verdict":
-    """train.reward's Verdict (imported here: the harvester does not otherwise depend on train/)."""
-    from train.reward import Verdict
-
+def _verdict(official: int, strict: int, reason: str) -> Verdict:
     return Verdict(official, strict, reason)
 
 
