@@ -109,7 +109,7 @@ class DuckDBSqlBackend:
                 return Verdict(0, 0, f"build failed: {str(exc).splitlines()[0][:200]}")
             finally:
                 con.close()
-            result = score(submission, self._gold(task), task.grading)
+            result = score(self._gold(task), submission, task.grading)
         official, strict = _bit(result.official), _bit(result.strict)
         reason = "" if official else str(getattr(result.official, "reason", "") or "official check failed")
         return Verdict(official, strict, reason)
