@@ -7,6 +7,7 @@ hand-edited or truncated pin never passes for a whole one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -94,7 +95,13 @@ class Pin:
         return tuple(t for t in self.tables if t.gradable)
 
     def to_toml(self) -> str:
-        """Deterministic TOML: fixed key order, lists in the order the record holds them."""
+        """Deterministic TOML: fixed key order, lists in the order the record holds them, and a
+        ``digest`` line first (sha256 of the rest), so a truncated or hand-edited pin is refused."""
+        body = self._body()
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        return f'digest = "{digest}"\n' + body
+
+    def _body(self) -> str:
         data = asdict(self)
         data["versions"] = dict(sorted(self.versions.items()))
         data["model_files"] = dict(sorted(self.model_files.items()))
@@ -181,7 +188,12 @@ def read_pin(path: Path) -> Pin:
         raise PinError(f"no pin at {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PinError(f"{path}: not valid TOML ({exc})") from None
-    return pin_from_dict(data, where=str(path))
+    if not isinstance(data, dict) or not isinstance(data.pop("digest", None), str):
+        raise PinError(f"{path}: no digest line (not a pin written by `harvest add`, or truncated)")
+    pin = pin_from_dict(data, where=str(path))
+    if pin.to_toml() != path.read_text(encoding="utf-8"):
+        raise PinError(f"{path}: digest mismatch: the pin was truncated or edited by hand (re-run `harvest add --rebuild`)")
+    return pin
 
 
 def write_pin(pin: Pin, pins: Path) -> Path:

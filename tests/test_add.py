@@ -52,7 +52,7 @@ def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None: 
 
         gold = gold_path(pin.gold_sha256)
     con = duckdb.connect(str(gold), read_only=True)
-    rows = dict(con.execute("select table_schema || '.' || table_name, estimated_size from duckdb_tables()").fetchall())
+    rows = dict(con.execute("select schema_name || '.' || table_name, estimated_size from duckdb_tables()").fetchall())
     con.close()
     assert set(rows) == {t.name for t in pin.tables}
 

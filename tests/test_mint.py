@@ -167,11 +167,17 @@ def test_the_example_yields_tasks_in_every_family(minted_example) -> None:  # ty
 def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untyped-def]
     from harvester.mint.statement import leaks
     from harvester.patching import apply_to_text, parse_patch
+    from harvester.state import load_state
     from harvester.workspace import template
 
     assert minted_example.tasks
     with minted_example.env():
         tree = template(minted_example.pin)
+        manifest = load_state(minted_example.pin.id).manifest
+    documented = " ".join(
+        [n.get("description") or "" for n in manifest["nodes"].values()]
+        + [c.get("description") or "" for n in manifest["nodes"].values() for c in (n.get("columns") or {}).values()]
+    )
         for task in minted_example.tasks:
             assert task.instance_id.startswith("local__shop_analytics.") and task.split == "train"
             original = (tree / task.file).read_text()
@@ -182,7 +188,9 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
             for wrong in task.wrong_repair_patches:
                 fixed_wrong = apply_to_text(broken, parse_patch(wrong)[0])
                 assert fixed_wrong not in (original, broken)
-            assert not leaks(task.problem_statement, [])
+            changed = [line[1:].strip() for line in task.broken_patch.splitlines()
+                       if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+            assert not leaks(task.problem_statement, [c for c in changed if c], documented)
             assert task.grading.gold == f"{task.gold_sha256}.duckdb"
 
 
