@@ -174,10 +174,11 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
     with minted_example.env():
         tree = template(minted_example.pin)
         manifest = load_state(minted_example.pin.id).manifest
-    documented = " ".join(
-        [n.get("description") or "" for n in manifest["nodes"].values()]
-        + [c.get("description") or "" for n in manifest["nodes"].values() for c in (n.get("columns") or {}).values()]
-    )
+        documented = " ".join(
+            [n.get("description") or "" for n in manifest["nodes"].values()]
+            + [c.get("description") or "" for n in manifest["nodes"].values()
+               for c in (n.get("columns") or {}).values()]
+        )
         for task in minted_example.tasks:
             assert task.instance_id.startswith("local__shop_analytics.") and task.split == "train"
             original = (tree / task.file).read_text()
