@@ -211,7 +211,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     gold_sha = install_gold(first.gold_file)
     install_state(pin_id, first.workspace, source.project.rel_dir)
     pin = Pin(
-        id=pin_id, spec=spec.text, url=spec.url if spec.kind != "local" else spec.url, commit=source.commit,
+        id=pin_id, spec=spec.text, url=spec.url, commit=source.commit,
         tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
         project_name=source.project.name, profile_schema=source.project.schema, clock=clock,
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harvester.errors import BuildError, SandboxError
+from harvester.errors import BuildError
 from harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
 
 _BUILD_RESOURCES = {"model", "seed", "snapshot"}
@@ -140,4 +140,4 @@ def require_ok(result: BuildResult, what: str) -> BuildResult:
     return result
 
 
-__all__ = ["BuildResult", "CapturedTable", "build_workspace", "require_ok", "SandboxError"]
+__all__ = ["BuildResult", "CapturedTable", "build_workspace", "require_ok"]
