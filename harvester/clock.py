@@ -57,10 +57,14 @@ def default_clock(seed_dirs: list[Path]) -> str:
 
 
 def parse_clock(text: str) -> str:
-    """Normalise a user's --clock ('2024-05-01' or '2024-05-01 12:00:00') to 'YYYY-MM-DD HH:MM:SS'."""
-    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(text.strip(), fmt).strftime("%Y-%m-%d %H:%M:%S")
-        except ValueError:
-            continue
-    raise ClockError(f"--clock {text!r} is not a date (use YYYY-MM-DD or 'YYYY-MM-DD HH:MM:SS')")
+    """Normalise a user's --clock ('2024-05-01' or '2024-05-01 12:00:00') to 'YYYY-MM-DD HH:MM:SS'.
+
+    Parsing is the sandbox's own (the clock it will pin), so what is accepted here always runs there.
+    """
+    from harvester.errors import SandboxError
+    from harvester.sandbox.clock import parse_clock as parse
+
+    try:
+        return parse(text).strftime("%Y-%m-%d %H:%M:%S")
+    except SandboxError:
+        raise ClockError(f"--clock {text!r} is not a date (use YYYY-MM-DD or 'YYYY-MM-DD HH:MM:SS')") from None

@@ -28,15 +28,6 @@ from harvester.pin import Pin
 from harvester.state import load_state
 from harvester.workspace import template
 
-#: the admission checks, in the order they run (screen: in DuckDB; confirm: sandboxed dbt builds)
-STAGES = (
-    ("screen", ("sql_error", "untransplantable", "equivalent", "ungradable", "catastrophic", "effect_mismatch", "invisible",
-                "statement_leaks")),
-    ("confirm", ("mutant_build_fails", "mutant_passes", "repair_build_fails", "repair_fails", "repair_not_minimal",
-                 "no_wrong_repair")),
-)
-
-
 class MintError(HarvestError):
     """A pin cannot be minted (no split reserved, no built state, …)."""
 
@@ -86,21 +77,14 @@ def load_reports(pin_id: str) -> list[dict]:
 
 
 def _split_of(pin: Pin) -> tuple[str, str]:
-    from corpora.ledger import split_of
+    """The pin's reserved split and split group (one ledger read); refuse a pin that has none."""
+    from corpora.ledger import assignment_of
 
-    split = split_of(pin.id, pins_dir())
-    if split is None:
+    found = assignment_of(pin.id, pins_dir())
+    if found is None:
         raise MintError(f"{pin.id} has no split: reserve splits first (`harvest split assign`) — minting before "
                         "the reservation would let test repositories leak into training")
-    return split, _group_of(pin)
-
-
-def _group_of(pin: Pin) -> str:
-    try:
-        from corpora.ledger import group_of
-    except ImportError:
-        return pin.id.split("@", 1)[0]
-    return group_of(pin.id, pins_dir()) or pin.id.split("@", 1)[0]
+    return found.split, found.group
 
 
 def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
@@ -157,7 +141,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
     return jobs
 
 
-def _store(record, split: str) -> Path:
+def _store(record) -> Path:  # type: ignore[no-untyped-def]
     from corpora.store import store_task
 
     return store_task(record, harvest_home(), pins_dir())
@@ -171,7 +155,7 @@ def mint(pins: Sequence[Pin], options: MintOptions,
     written: list[CandidateReport] = []
     for job, result in runner:
         for record in result.tasks:
-            _store(record, record.split)
+            _store(record)
         for report in result.reports:  # the report after its task: a report means its task is already stored
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))
