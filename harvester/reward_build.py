@@ -37,6 +37,7 @@ from harvester.build import build_workspace
 from harvester.errors import HarvestError
 from harvester.gold import gold_path
 from harvester.home import harvest_home, pins_dir, tmp_dir
+from harvester.mint.candidates import model_file
 from harvester.mint.lineage import ModelNode, models
 from harvester.patching import PatchError, apply_patch
 from harvester.pin import Pin, pin_path, read_pin
@@ -134,13 +135,9 @@ def _prepare(task: TaskRecord) -> TaskContext:
         raise RewardBuildError(f"{task.instance_id}: the task's gold {task.gold_sha256[:12]} is not its pin's "
                                f"({pin.gold_sha256[:12]}); re-mint the task")
     state = load_state(pin.id)
-    nodes = models(state.manifest)
-    prefix = PurePosixPath(pin.project_dir)
-    by_file = {
-        str(prefix / node.path) if pin.project_dir not in ("", ".") else node.path: uid
-        for uid, node in nodes.items()
-        if "dbt_packages" not in PurePosixPath(node.path).parts
-    }
+    nodes = models(state.manifest, pin.profile_schema)
+    # repo-relative model files, as the mint names ``task.file`` (a ``local: ../`` package's models too)
+    by_file = {file: uid for uid, node in nodes.items() if (file := model_file(node, pin)) is not None}
     if task.file not in by_file:
         raise RewardBuildError(f"{task.instance_id}: {task.file} is not a model of {pin.id}")
     root = Path(tempfile.mkdtemp(prefix="reward-", dir=tmp_dir()))

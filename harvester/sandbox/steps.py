@@ -26,10 +26,15 @@ class DbtStep:
 
 @dataclass(frozen=True)
 class CaptureStep:
-    """Copy every model relation named in the manifest into a new DuckDB file of base tables."""
+    """Copy every model relation named in the manifest into a new DuckDB file of base tables.
+
+    Tables built in ``target_schema`` (the profile's schema) are captured as ``main.<alias>``, the
+    others keep ``<schema>.<alias>`` (the rule: ``inside/harvest_names.py``).
+    """
 
     out: str = "gold.duckdb"  # workspace-relative
     manifest: str = "target/manifest.json"  # relative to the dbt project folder
+    target_schema: str = "main"  # the profile schema the project was built with
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,13 @@ def workspace_relative(value: str, what: str) -> str:
     return str(path)
 
 
+def schema_name(value: str) -> str:
+    """Refuse a target schema that is not a plain, non-empty, dot-free name; return it."""
+    if not isinstance(value, str) or not value or "." in value or "\x00" in value or value != value.strip():
+        raise SandboxError(f"CaptureStep.target_schema must be a plain schema name, got {value!r}")
+    return value
+
+
 def step_request(step: Step) -> dict[str, Any]:
     """The JSON form of a step for the child, after validation."""
     kind = step_kind(step)
@@ -119,6 +131,7 @@ def step_request(step: Step) -> dict[str, Any]:
             "kind": kind,
             "out": workspace_relative(step.out, "CaptureStep.out"),
             "manifest": workspace_relative(step.manifest, "CaptureStep.manifest"),
+            "target_schema": schema_name(step.target_schema),
         }
     assert isinstance(step, QueryStep)
     if step.max_rows < 0 or step.max_rows > 100_000:
