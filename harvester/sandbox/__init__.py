@@ -11,16 +11,19 @@ from harvester.sandbox.inside.harvest_fingerprint import fingerprint_sql
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.profile import write_profile
 from harvester.sandbox.runner import run_steps
-from harvester.sandbox.steps import CaptureStep, DbtStep, QueryStep, SandboxRun, Step, StepResult
+from harvester.sandbox.steps import (CaptureStep, DbtStep, QueryStep, RestoreDbStep, SandboxRun, Step, StepResult,
+                                     WriteStep)
 
 __all__ = [
     "CaptureStep",
     "DbtStep",
     "Limits",
     "QueryStep",
+    "RestoreDbStep",
     "SandboxRun",
     "Step",
     "StepResult",
+    "WriteStep",
     "fingerprint_sql",
     "run_steps",
     "sandbox_available",

@@ -121,7 +121,13 @@ def _query_detail(detail: dict[str, Any]) -> dict[str, Any]:
     return {"columns": columns, "rows": rows, "truncated": bool(detail.get("truncated", False))}
 
 
-_DETAIL = {"dbt": _dbt_detail, "capture": _capture_detail, "query": _query_detail}
+def _no_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+_DETAIL = {
+    "dbt": _dbt_detail, "capture": _capture_detail, "query": _query_detail, "write": _no_detail, "restore": _no_detail,
+}
 
 
 def parse_steps(payload: dict[str, Any], expected_kinds: list[str]) -> list[StepResult]:

@@ -49,13 +49,14 @@ MAX_REQUEST_CHARS = 100_000  # the request travels as one argv string (Linux cap
 class Outcome:
     """What the watchdog saw: exit status, why it killed (if it did), peaks and timings."""
 
-    returncode: int
+    returncode: int  # 0 while the child still runs (a warm child that finished a batch)
     killed_reason: str
     timed_out: bool
     peak_tree_rss: int
     child_maxrss: int
     wall_s: float
     kill_s: float
+    exited: bool = True
 
 
 def _fresh_dir(path: Path) -> Path:
@@ -92,8 +93,12 @@ def _open_log(log_path: Path) -> int:
     return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
 
 
-def _watch(proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, started: float) -> Outcome:
-    """Wait for the child, killing its process group when a bound is crossed."""
+def _watch(
+    proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, started: float,
+    until: Callable[[], bool] | None = None,
+) -> Outcome:
+    """Wait for the child (or, for a warm child, until ``until()`` holds), killing its process group
+    when a bound is crossed."""
     killed_reason, timed_out = "", False
     peak, kill_at = 0, 0.0
     next_disk, disk_cost = started, 0.0
@@ -103,6 +108,8 @@ def _watch(proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, start
         if pid == proc.pid:
             status = (raw_status, usage)
             break
+        if until is not None and not killed_reason and until():
+            return Outcome(0, "", False, peak, 0, time.monotonic() - started, 0.0, exited=False)
         now = time.monotonic()
         if not killed_reason:
             rss = watchdog.tree_rss_bytes(proc.pid)
@@ -167,39 +174,38 @@ def _log_tail(log_path: Path) -> str:
     return " ".join(lines[-1].split())[:300] if lines else ""
 
 
-def run_steps(
-    workspace: Path,
-    project_dir: str,
-    steps: Sequence[Step],
-    *,
-    clock: str,
-    sandboxed: bool = True,
-    limits: Limits = Limits(),
-    log_path: Path | None = None,
-    stop_on_failure: bool = True,
-) -> SandboxRun:
-    """Run ``steps`` on the dbt project at ``workspace/project_dir`` in one bounded child process.
+@dataclass(frozen=True)
+class Launch:
+    """How to start one child for a workspace: argv, environment, and the request it reads."""
 
-    Call write_profile(workspace, project_dir, …) first. Raises SandboxError when the run cannot start
-    (no bubblewrap and ``sandboxed`` left True, no profile, bad steps, no libfaketime); every failure
-    of the project itself comes back in the SandboxRun instead.
+    workspace: Path
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    scratch: Path
+    sandboxed: bool
+    limits: Limits
+
+
+def prepare(
+    workspace: Path, project_dir: str, *, clock: str, sandboxed: bool, limits: Limits, body: dict[str, Any]
+) -> Launch:
+    """Check the workspace, profile, sandbox and clock; build the child's request around ``body``.
+
+    ``body`` holds either the steps of a one-shot run (``steps``, ``result_file``, ``stop_on_failure``)
+    or ``{"serve": True}`` for a warm child that reads batches from stdin. Nothing is written yet.
     """
     workspace = Path(workspace).resolve()
     if not workspace.is_dir():
         raise SandboxError(f"workspace {workspace} is not a directory")
     command.refuse_sensitive_workspace(workspace)
-    requests = [step_request(step) for step in steps]
-    kinds = [step_kind(step) for step in steps]
     meta = read_profile_meta(workspace, project_dir)
     if sandboxed:
         available, why = command.sandbox_available()
         if not available:
             raise SandboxError(f"{why}; or pass sandboxed=False (--no-sandbox) to build without isolation")
     clock_vars = clock_env(clock)
-
     scratch = workspace / SCRATCH_DIR
-    result_name = f"{SCRATCH_DIR}/result-{secrets.token_hex(8)}.json"
-    result_path = workspace / result_name
     if sandboxed:
         paths = command.ChildPaths(
             workspace=command.SANDBOX_WORKSPACE, code=command.SANDBOX_CODE, home=command.SANDBOX_HOME, tmp="/tmp"
@@ -216,16 +222,17 @@ def run_steps(
         "project_dir": meta.project_dir,
         "profiles_dir": f"{paths.workspace}/{PROFILE_DIR}",
         "db_file": meta.db_file,
-        "result_file": result_name,
+        "result_file": "",
         "relation_rows": limits.relation_rows,
-        "stop_on_failure": stop_on_failure,
+        "stop_on_failure": True,
         "lockdown": {
             "temp_subdir": f"{SCRATCH_DIR}/duckdb",
             "memory_limit": limits.duckdb_memory_limit,
             "threads": limits.duckdb_threads,
             "max_temp_directory_size": f"{max(1, limits.workspace_bytes >> 20)}MiB",
         },
-        "steps": requests,
+        "steps": [],
+        **body,
     }
     env = command.child_env(paths, clock_vars)
     request_json = json.dumps(request)
@@ -241,40 +248,56 @@ def run_steps(
         cwd = "/"
     else:
         argv, popen_env, cwd = py, env, str(workspace)
-    # nothing is written into the workspace before every check above has passed
-    _fresh_dir(scratch)
-    for sub in ("duckdb", "home", "tmp"):
-        (scratch / sub).mkdir()
+    return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits)
 
-    log_path = Path(log_path) if log_path is not None else workspace / LOG_DIR / "sandbox.log"
+
+def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen[bytes], int]:
+    """A fresh scratch folder, then the child in its own session; returns it and the open log fd."""
+    # nothing is written into the workspace before every check in prepare() has passed
+    _fresh_dir(launch.scratch)
+    for sub in ("duckdb", "home", "tmp"):
+        (launch.scratch / sub).mkdir()
     log_fd = _open_log(log_path)
-    started = time.monotonic()
     try:
         proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
+            launch.argv,
+            stdin=stdin,
             stdout=log_fd,
             stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=popen_env,
+            cwd=launch.cwd,
+            env=launch.env,
             start_new_session=True,
-            preexec_fn=_rlimits(limits),
+            preexec_fn=_rlimits(launch.limits),
         )
     except OSError as exc:
         os.close(log_fd)
         raise SandboxError(f"could not start the sandbox child: {exc}") from exc
-    try:
-        outcome = _watch(proc, workspace, limits, started)
-    finally:
-        os.close(log_fd)
+    return proc, log_fd
 
+
+def new_result_name() -> str:
+    """A fresh workspace-relative path for one batch's results file."""
+    return f"{SCRATCH_DIR}/result-{secrets.token_hex(8)}.json"
+
+
+def collect(
+    launch: Launch,
+    steps: Sequence[Step],
+    result_name: str,
+    outcome: Outcome,
+    log_path: Path,
+    stop_on_failure: bool,
+) -> SandboxRun:
+    """Read one batch's results (untrusted), account for a kill or crash, and summarize it as a run."""
+    workspace = launch.workspace
+    kinds = [step_kind(step) for step in steps]
     killed_reason = outcome.killed_reason
     final_disk = watchdog.disk_usage_bytes(workspace)
-    if not killed_reason and final_disk > limits.workspace_bytes:
+    if not killed_reason and final_disk > launch.limits.workspace_bytes:
         killed_reason = (
-            f"workspace disk use {_mib(final_disk)} exceeded the limit of {_mib(limits.workspace_bytes)}"
+            f"workspace disk use {_mib(final_disk)} exceeded the limit of {_mib(launch.limits.workspace_bytes)}"
         )
-
+    result_path = workspace / result_name
     results: list[StepResult] = []
     peak_child = 0
     shape_error = ""
@@ -285,8 +308,9 @@ def run_steps(
     except ResultShapeError as exc:
         shape_error = str(exc)
     finally:
-        _remove(result_path)
-        _remove(result_path.with_name(result_path.name + ".tmp"))
+        for leftover in (result_path, result_path.with_name(result_path.name + ".tmp"),
+                         result_path.with_name(result_path.name + ".done")):
+            _remove(leftover)
 
     results = [_checked_capture(result, step, workspace) for result, step in zip(results, steps)]
     finished_all = len(results) == len(kinds)
@@ -306,10 +330,6 @@ def run_steps(
         if outcome.kill_s:
             detail["kill_s"] = round(outcome.kill_s, 3)
         results.append(StepResult(kind=kinds[len(results)], ok=False, first_error=reason, detail=detail))
-
-    _cleanup_scratch(scratch)
-    if not sandboxed:
-        _remove_faketime_shm(proc.pid)
     ok = (
         not killed_reason
         and outcome.returncode == 0
@@ -318,7 +338,7 @@ def run_steps(
     )
     _append_log(
         log_path,
-        f"\n[harvest sandbox] sandboxed={sandboxed} ok={ok} returncode={outcome.returncode} "
+        f"\n[harvest sandbox] sandboxed={launch.sandboxed} ok={ok} returncode={outcome.returncode} "
         f"wall_s={outcome.wall_s:.3f} kill_s={outcome.kill_s:.3f} peak_tree_rss={outcome.peak_tree_rss} "
         f"killed_reason={killed_reason!r}\n",
     )
@@ -332,6 +352,47 @@ def run_steps(
         wall_s=outcome.wall_s,
         peak_rss_bytes=max(outcome.peak_tree_rss, outcome.child_maxrss, peak_child),
     )
+
+
+def finish(launch: Launch, pid: int) -> None:
+    """After the child is gone: remove the scratch folder (and, unsandboxed, libfaketime's shm files)."""
+    _cleanup_scratch(launch.scratch)
+    if not launch.sandboxed:
+        _remove_faketime_shm(pid)
+
+
+def run_steps(
+    workspace: Path,
+    project_dir: str,
+    steps: Sequence[Step],
+    *,
+    clock: str,
+    sandboxed: bool = True,
+    limits: Limits = Limits(),
+    log_path: Path | None = None,
+    stop_on_failure: bool = True,
+) -> SandboxRun:
+    """Run ``steps`` on the dbt project at ``workspace/project_dir`` in one bounded child process.
+
+    Call write_profile(workspace, project_dir, …) first. Raises SandboxError when the run cannot start
+    (no bubblewrap and ``sandboxed`` left True, no profile, bad steps, no libfaketime); every failure
+    of the project itself comes back in the SandboxRun instead.
+    """
+    requests = [step_request(step) for step in steps]
+    result_name = new_result_name()
+    launch = prepare(
+        workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
+        body={"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure},
+    )
+    log_path = Path(log_path) if log_path is not None else launch.workspace / LOG_DIR / "sandbox.log"
+    proc, log_fd = start(launch, log_path)
+    try:
+        outcome = _watch(proc, launch.workspace, limits, time.monotonic())
+    finally:
+        os.close(log_fd)
+    run = collect(launch, steps, result_name, outcome, log_path, stop_on_failure)
+    finish(launch, proc.pid)
+    return run
 
 
 def _checked_capture(result: StepResult, step: Step, workspace: Path) -> StepResult:

@@ -46,7 +46,26 @@ class QueryStep:
     max_rows: int = 200
 
 
-Step = Union[DbtStep, CaptureStep, QueryStep]
+@dataclass(frozen=True)
+class WriteStep:
+    """Replace one file of the workspace with ``text`` (a variant of the pin's tree), inside the sandbox.
+
+    The write happens in the child, so a symlink the project planted can only point within the
+    sandbox; the child also refuses a target whose real path leaves the workspace.
+    """
+
+    path: str  # workspace-relative
+    text: str
+
+
+@dataclass(frozen=True)
+class RestoreDbStep:
+    """Make the build database a fresh copy of ``source`` (a pristine database in the workspace)."""
+
+    source: str  # workspace-relative
+
+
+Step = Union[DbtStep, CaptureStep, QueryStep, WriteStep, RestoreDbStep]
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,7 @@ class StepResult:
     dbt: {"nodes": [{"unique_id", "resource_type", "status", "message"}]}
     capture: {"tables": [{"name", "unique_id", "rows", "columns", "fingerprint"}], "seed_rows": int}
     query: {"columns": [[name, type]], "rows": [[...]], "truncated": bool}
+    write, restore: {}
     Every kind also carries "wall_s"; a step cut short by a kill carries "interrupted": True.
     """
 
@@ -97,7 +117,13 @@ def step_kind(step: Step) -> str:
         return "capture"
     if isinstance(step, QueryStep):
         return "query"
-    raise SandboxError(f"unknown sandbox step {step!r}; use DbtStep, CaptureStep or QueryStep")
+    if isinstance(step, WriteStep):
+        return "write"
+    if isinstance(step, RestoreDbStep):
+        return "restore"
+    raise SandboxError(
+        f"unknown sandbox step {step!r}; use DbtStep, CaptureStep, QueryStep, WriteStep or RestoreDbStep"
+    )
 
 
 def workspace_relative(value: str, what: str) -> str:
@@ -133,6 +159,12 @@ def step_request(step: Step) -> dict[str, Any]:
             "manifest": workspace_relative(step.manifest, "CaptureStep.manifest"),
             "target_schema": schema_name(step.target_schema),
         }
+    if isinstance(step, WriteStep):
+        if not isinstance(step.text, str):
+            raise SandboxError(f"WriteStep.text must be a string, got {type(step.text).__name__}")
+        return {"kind": kind, "path": workspace_relative(step.path, "WriteStep.path"), "text": step.text}
+    if isinstance(step, RestoreDbStep):
+        return {"kind": kind, "source": workspace_relative(step.source, "RestoreDbStep.source")}
     assert isinstance(step, QueryStep)
     if step.max_rows < 0 or step.max_rows > 100_000:
         raise SandboxError(f"QueryStep.max_rows must be 0..100000, got {step.max_rows}")

@@ -26,6 +26,7 @@ from typing import Any
 
 import harvest_lockdown
 from harvest_fingerprint import alias_collides, fingerprint_sql, quote_identifier, quote_relation
+from harvest_names import captured_name, captured_schema, first_collision
 
 GOLD_ALIAS = "__harvest_gold"
 MAX_MESSAGE = 600
@@ -107,8 +108,32 @@ class Child:
         os.replace(tmp, self.result_path)
 
     def run(self) -> int:
+        if self.request.get("serve"):
+            return self.serve()
+        return self.run_batch(self.request["steps"], bool(self.request["stop_on_failure"]))
+
+    def serve(self) -> int:
+        """Warm mode: run one batch of steps per line read from stdin until it closes.
+
+        Each line is ``{"steps": [...], "result_file": ..., "stop_on_failure": bool}``; the results go to
+        that file as in a one-shot run, then an empty ``<result_file>.done`` tells the parent the batch is
+        over. dbt stays imported and its partial-parse state warm between batches.
+        """
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            batch = json.loads(line)
+            self.results = []
+            self.result_path = self.workspace / batch["result_file"]
+            self.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
+            marker = self.result_path.with_name(self.result_path.name + ".done")
+            with open(marker, "w", encoding="utf-8"):
+                pass
+        return 0
+
+    def run_batch(self, steps: list[dict[str, Any]], stop_on_failure: bool) -> int:
         self.write_results(done=False)
-        for step in self.request["steps"]:
+        for step in steps:
             started = time.monotonic()
             try:
                 result = self.run_step(step)
@@ -122,7 +147,7 @@ class Child:
             result["detail"]["wall_s"] = round(time.monotonic() - started, 3)
             self.results.append(result)
             self.write_results(done=False)
-            if not result["ok"] and self.request["stop_on_failure"]:
+            if not result["ok"] and stop_on_failure:
                 break
         self.write_results(done=True)
         return 0
@@ -132,10 +157,48 @@ class Child:
         if kind == "dbt":
             return self.dbt_step(list(step["args"]))
         if kind == "capture":
-            return self.capture_step(step["out"], step["manifest"])
+            return self.capture_step(step["out"], step["manifest"], str(step.get("target_schema") or "main"))
         if kind == "query":
             return self.query_step(step["db"], step["sql"], int(step["max_rows"]))
+        if kind == "write":
+            return self.write_step(step["path"], step["text"])
+        if kind == "restore":
+            return self.restore_step(step["source"])
         raise ValueError(f"unknown step kind {kind!r}")
+
+    # variants ------------------------------------------------------------------------------------
+    def inside_workspace(self, relative: str) -> Path:
+        """``relative`` under the workspace, refusing a path whose real parent folder leaves it."""
+        target = self.workspace / relative
+        root = os.path.realpath(self.workspace)
+        parent = os.path.realpath(target.parent)
+        if parent != root and not parent.startswith(root + os.sep):
+            raise ValueError(f"{relative} resolves outside the workspace")
+        if target.is_symlink():
+            target.unlink()
+        return target
+
+    def write_step(self, relative: str, text: str) -> dict[str, Any]:
+        target = self.inside_workspace(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.harvest-tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+        return {"kind": "write", "ok": True, "first_error": "", "detail": {}}
+
+    def restore_step(self, relative: str) -> dict[str, Any]:
+        import shutil
+
+        source = self.inside_workspace(relative)
+        if source.is_symlink() or not source.is_file():
+            raise ValueError(f"{relative} is not a database file in the workspace")
+        release_dbt_duckdb()
+        for stale in (self.db_path, self.db_path.with_name(self.db_path.name + ".wal")):
+            if stale.is_symlink() or stale.exists():
+                stale.unlink()
+        shutil.copyfile(source, self.db_path)
+        return {"kind": "restore", "ok": True, "first_error": "", "detail": {}}
 
     # dbt -----------------------------------------------------------------------------------------
     def dbt_step(self, args: list[str]) -> dict[str, Any]:
@@ -203,11 +266,23 @@ class Child:
         return f"relation {schema}.{name} has {size} rows, over the per-relation limit of {self.relation_rows}"
 
     # capture -------------------------------------------------------------------------------------
-    def capture_step(self, out: str, manifest_rel: str) -> dict[str, Any]:
+    def capture_step(self, out: str, manifest_rel: str, target_schema: str = "main") -> dict[str, Any]:
+        """Copy the manifest's model relations into ``out``; target-schema tables land in ``main``."""
         manifest = json.loads((self.project / manifest_rel).read_text(encoding="utf-8"))
         out_path = self.workspace / out
         for stale in (out_path, out_path.with_name(out_path.name + ".wal")):
             stale.unlink(missing_ok=True)
+        models = sorted(
+            (node for node in manifest.get("nodes", {}).values() if is_captured_model(node)),
+            key=lambda node: node["unique_id"],
+        )
+        collision = first_collision(
+            ((str(n["unique_id"]), str(n["schema"]), str(n.get("alias") or n["name"])) for n in models),
+            target_schema,
+        )
+        if collision:  # refused before the gold file is created: nothing half-written
+            return {"kind": "capture", "ok": False, "first_error": one_line(collision),
+                    "detail": {"tables": [], "seed_rows": 0, "errors": [collision]}}
         catalog = self.db_path.stem
         # read-write so that the gold file can be attached writable; the build database is only read,
         # and it stays the default catalog so views resolve exactly as they did in the build
@@ -225,10 +300,6 @@ class Child:
                     [catalog, catalog],
                 ).fetchall()
             }
-            models = sorted(
-                (node for node in manifest.get("nodes", {}).values() if is_captured_model(node)),
-                key=lambda node: node["unique_id"],
-            )
             for node in models:
                 schema, alias = str(node["schema"]), str(node.get("alias") or node["name"])
                 database = str(node.get("database") or catalog)
@@ -238,7 +309,7 @@ class Child:
                 if (schema.lower(), alias.lower()) not in existing:
                     errors.append(f"{node['unique_id']}: relation {schema}.{alias} was not built")
                     continue
-                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"])
+                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"], target_schema)
                 if error:
                     errors.append(error)
                 else:
@@ -267,11 +338,12 @@ class Child:
         }
 
     def capture_one(
-        self, conn: Any, catalog: str, schema: str, alias: str, unique_id: str
+        self, conn: Any, catalog: str, schema: str, alias: str, unique_id: str, target_schema: str = "main"
     ) -> tuple[dict[str, Any], str]:
+        gold_schema = captured_schema(schema, target_schema)
         source = quote_relation(catalog, schema, alias)
-        target = quote_relation(GOLD_ALIAS, schema, alias)
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_relation(GOLD_ALIAS, schema)}")
+        target = quote_relation(GOLD_ALIAS, gold_schema, alias)
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_relation(GOLD_ALIAS, gold_schema)}")
         conn.execute(f"CREATE TABLE {target} AS SELECT * FROM {source}")
         rows = conn.execute(f"SELECT count(*) FROM {target}").fetchone()[0]
         if rows > self.relation_rows:
@@ -285,14 +357,14 @@ class Child:
             for name, col_type in conn.execute(
                 "SELECT column_name, data_type FROM duckdb_columns() "
                 "WHERE database_name = ? AND schema_name = ? AND table_name = ? ORDER BY column_index",
-                [GOLD_ALIAS, schema, alias],
+                [GOLD_ALIAS, gold_schema, alias],
             ).fetchall()
         ]
         if alias_collides([name for name, _ in columns]):
             return {}, f"{unique_id}: a column is named like the fingerprint's row alias; cannot fingerprint"
         fingerprint = conn.execute(fingerprint_sql(target)).fetchone()[0]
         return {
-            "name": f"{schema}.{alias}",
+            "name": captured_name(schema, alias, target_schema),
             "unique_id": unique_id,
             "rows": int(rows),
             "columns": columns,
