@@ -79,22 +79,33 @@ def build_workspace(
     steps: list[Any] = [DbtStep(("seed",))] if seed else []
     steps.append(DbtStep(build_args))
     if capture:
-        steps.append(CaptureStep())
+        steps.append(CaptureStep(target_schema=schema))
     run = run_steps(
         workspace, project_dir, steps, clock=clock, sandboxed=sandboxed,
         limits=limits or Limits(), log_path=log_path, stop_on_failure=False,
     )
+    return interpret(workspace, steps, run)
+
+
+def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult:
+    """What a run of ``steps`` (dbt commands, at most one capture, file writes) means as a build."""
     nodes = _nodes(run)
     errored = [n for n in nodes if n.get("resource_type") in _BUILD_RESOURCES and n.get("status") in _FAILED]
     tests = [n for n in nodes if n.get("resource_type") in {"test", "unit_test"}]
     failed_tests = [n for n in tests if n.get("status") in _FAILED]
     dbt_steps = [s for s in run.steps if s.kind == "dbt"]
+    other_failed = next((s for s in run.steps if s.kind in {"write", "restore"} and not s.ok), None)
+    capture = next((s for s in steps if isinstance(s, CaptureStep)), None)
     first_error = ""
     if run.timed_out or run.killed_reason:
         first_error = run.killed_reason or "build timed out"
+    elif other_failed is not None:
+        first_error = other_failed.first_error or f"{other_failed.kind} step failed"
     elif errored:
         first_error = f"{errored[0].get('unique_id')}: {errored[0].get('message', '')}".strip()
-    elif len(dbt_steps) < len(steps) - capture or any(not s.ok and not _only_tests_failed(s) for s in dbt_steps):
+    elif len(dbt_steps) < sum(isinstance(s, DbtStep) for s in steps) or any(
+        not s.ok and not _only_tests_failed(s) for s in dbt_steps
+    ):
         bad = next((s for s in dbt_steps if not s.ok), None)
         first_error = (bad.first_error if bad else "") or "dbt did not run"
     models_ok = not first_error
@@ -102,7 +113,7 @@ def build_workspace(
     tables: tuple[CapturedTable, ...] = ()
     seed_rows = 0
     gold_file = None
-    if capture and models_ok:
+    if capture is not None and models_ok:
         if capture_step is None or not capture_step.ok:
             first_error = (capture_step.first_error if capture_step else "") or "gold capture did not run"
             models_ok = False
@@ -116,7 +127,7 @@ def build_workspace(
                 for t in capture_step.detail.get("tables", [])
             )
             seed_rows = int(capture_step.detail.get("seed_rows", 0))
-            gold_file = workspace / CaptureStep().out
+            gold_file = workspace / capture.out
     return BuildResult(
         workspace=workspace, run=run, models_ok=models_ok, first_error=first_error.splitlines()[0] if first_error else "",
         tests_total=len(tests), tests_failed=len(failed_tests),
@@ -140,4 +151,4 @@ def require_ok(result: BuildResult, what: str) -> BuildResult:
     return result
 
 
-__all__ = ["BuildResult", "CapturedTable", "build_workspace", "require_ok"]
+__all__ = ["BuildResult", "CapturedTable", "build_workspace", "interpret", "require_ok"]

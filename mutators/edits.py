@@ -50,3 +50,20 @@ class Edit:
         if pos >= self.end:
             return pos + self.delta
         raise EditRangeError(f"offset {pos} lies inside the edited span [{self.start}, {self.end})")
+
+
+def difference(before: str, after: str) -> Edit:
+    """The one smallest edit turning ``before`` into ``after`` (their common prefix and suffix kept).
+
+    Two edits applied one after the other (a mutation, then a repair of it) become one edit of the
+    original text, usually a replacement where the second alone was a bare insertion; a replacement
+    finds its place in compiled SQL without the ambiguity of a point between whitespace.
+    """
+    limit = min(len(before), len(after))
+    prefix = 0
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and before[len(before) - 1 - suffix] == after[len(after) - 1 - suffix]:
+        suffix += 1
+    return Edit(prefix, len(before) - suffix, after[prefix:len(after) - suffix])

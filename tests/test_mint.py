@@ -21,6 +21,8 @@ from harvester.mint.screen import screen
 from mutators import Edit, Mutation
 
 MODEL = "model.shop_analytics.product_performance"
+# a plausible wrong repair of a dropped "completed" filter: it excludes cancelled orders only
+WRONG = ("where orders.status <> 'cancelled'",)
 FILE = "models/marts/product_performance.sql"
 
 
@@ -96,7 +98,8 @@ def test_screen_rejects_an_effect_that_contradicts_the_tag(world) -> None:  # ty
 
     # dropping the filter feeds more lines into a per-product aggregate: values change, rows do not,
     # which a "more rows" tag tolerates (rows never disappear) ...
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", effect="more_rows"))
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", effect="more_rows",
+                                        wrong=WRONG))
     assert outcome.ok, outcome.detail
     # ... while a "fewer rows" tag is contradicted by more rows, and "changed values" by a new row count
     grown = Observation({"main.t": (15, 20)}, {}, "main.t", (15, 20), 10)
@@ -106,7 +109,7 @@ def test_screen_rejects_an_effect_that_contradicts_the_tag(world) -> None:  # ty
 
 
 def test_a_survivor_gets_a_grading_spec_shaped_like_spider2(world) -> None:  # type: ignore[no-untyped-def]
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true"))
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", wrong=WRONG))
     assert outcome.ok and outcome.grading is not None
     spec = outcome.grading
     assert 1 <= len(spec.condition_tabs) <= 4 and all(spec.ignore_orders)
@@ -115,8 +118,28 @@ def test_a_survivor_gets_a_grading_spec_shaped_like_spider2(world) -> None:  # t
     assert all(cols for cols in spec.condition_cols)
 
 
+def test_screen_rejects_a_task_whose_wrong_repairs_cannot_qualify(world) -> None:  # type: ignore[no-untyped-def]
+    # none offered
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true"))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    # one the official check cannot tell from gold (it is the true repair with different spacing)
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where  orders.status = 'completed'",)))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    assert "passes the official check" in outcome.detail
+    # one that does not run
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where orders.no_such_column = 1",)))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    assert "does not build" in outcome.detail
+    # a good one after a bad one: kept, and confirmation tries the good one first
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where orders.no_such_column = 1", *WRONG)))
+    assert outcome.ok and outcome.wrong_order == (1,)
+
+
 def test_confirm_rejects_a_mutant_that_does_not_build(world) -> None:  # type: ignore[no-untyped-def]
-    good = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true"))
+    good = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", wrong=WRONG))
     broken = _candidate(world, "sum(net_amount) as revenue", "sum(net_amount_typo) as revenue")
     outcome = _confirm(world, broken, good.grading)
     assert (outcome.ok, outcome.reason) == (False, "mutant_build_fails")

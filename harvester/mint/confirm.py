@@ -18,6 +18,7 @@ from eval.scorer import score
 from eval.scorer.spec import GradingSpec
 from harvester.build import BuildResult, build_workspace
 from harvester.mint.candidates import Candidate
+from harvester.mint.variants import VariantBuilder
 from harvester.patching import apply_to_text, make_patch, parse_patch
 from harvester.pin import Pin
 from harvester.sandbox import Limits
@@ -58,10 +59,14 @@ class BuildContext:
     limits: Limits
     base_db: Path | None = None
     select: tuple[str, ...] = ()
+    builder: VariantBuilder | None = None  # a warm sandbox for every variant (with base_db and select)
 
 
 def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildResult:
-    """A fresh workspace of the pin with ``file`` replaced by ``text``, built and captured."""
+    """The pin with ``file`` replaced by ``text``, built and captured: in the warm builder when there is
+    one, else in a fresh workspace of its own."""
+    if ctx.builder is not None and ctx.base_db is not None and ctx.select:
+        return ctx.builder.build(name, file, text, ctx.select)
     workspace = ctx.scratch / name
     shutil.rmtree(workspace, ignore_errors=True)
     fresh_workspace(ctx.pin, workspace)
@@ -82,7 +87,13 @@ def _profile(workspace: Path, pin: Pin) -> str:
     return discover(workspace, pin.project_dir).profile
 
 
-def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec, *, allow_weak: bool = False) -> ConfirmOutcome:
+def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec, *, allow_weak: bool = False,
+            wrong_order: tuple[int, ...] | None = None) -> ConfirmOutcome:
+    """Build and score the variants of one candidate; the first failing check is the rejection.
+
+    ``wrong_order`` (from screening) says which wrong repairs to build, in which order; by default the
+    first ``MAX_WRONG_TRIES`` in their own order.
+    """
     timings: list[tuple[str, float]] = []
     broken = cand.broken
     broken_patch = make_patch(cand.file, cand.original, broken)
@@ -116,8 +127,10 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec, *, allow_weak
     wrong: list[str] = []
     last = "no wrong repair offered"
     allowed_failures = set(fixed.failed_tests)
-    for index, repair in enumerate(cand.mutation.wrong_repairs[:MAX_WRONG_TRIES]):
-        text = repair.apply(broken)
+    repairs = cand.mutation.wrong_repairs
+    order = range(min(MAX_WRONG_TRIES, len(repairs))) if wrong_order is None else wrong_order[:MAX_WRONG_TRIES]
+    for index in order:
+        text = repairs[index].apply(broken)
         clock = time.perf_counter()
         result = build_variant(ctx, f"wrong{index}", cand.file, text)
         timings.append((f"wrong{index}_build", time.perf_counter() - clock))

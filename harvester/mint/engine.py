@@ -62,10 +62,15 @@ class Engine:
         self._fresh_mut()
 
     def run(self, sql: str) -> None:
+        self.query_one(sql, fetch=False)
+
+    def query_one(self, sql: str, *, fetch: bool = True) -> tuple[object, ...] | None:
+        """Run one statement under the time bound; its first row when ``fetch``."""
         timer = threading.Timer(self.statement_seconds, self.con.interrupt)
         timer.start()
         try:
-            self.con.execute(sql)
+            cursor = self.con.execute(sql)
+            return cursor.fetchone() if fetch else None
         except duckdb.Error as exc:
             message = " ".join(str(exc).split())[:300]
             if "INTERRUPT" in message.upper():

@@ -17,9 +17,12 @@ from eval.scorer.spec import GradingSpec
 from harvester.mint.candidates import Candidate
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
 from harvester.mint.frozen_clock import freeze_clock
+from harvester.mint.confirm import MAX_WRONG_TRIES
 from harvester.mint.lineage import ModelNode, depth, descendants
+from harvester.mint.local_checks import Suite, failing
 from harvester.pin import Pin
-from mutators import transplant
+from harvester.sandbox.inside.harvest_names import graded_name
+from mutators import difference, transplant
 
 MAX_GRADED = 4
 CATASTROPHIC_TABLE_FRACTION = 0.75
@@ -56,6 +59,7 @@ class ScreenOutcome:
     observation: Observation | None = None
     seconds: float = 0.0
     compiled_sql: str = ""
+    wrong_order: tuple[int, ...] = ()  # wrong repairs to confirm, in this order (predicted to qualify first)
     extras: dict[str, str] = field(default_factory=dict)
 
 
@@ -88,24 +92,37 @@ def _differing(gold_sig: list[tuple[str, int, int]], mut_sig: list[tuple[str, in
     return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
 
 
-def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, mutated_sql: str) -> Observation:
-    """Materialize the mutated model and its descendants in ``mut``; compare with the pin's tables."""
-    tables = {t.name: t for t in pin.tables}
-    chain = [cand.model, *descendants(nodes, cand.model)]
+def rerun(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], root: str, root_sql: str) -> dict[str, str]:
+    """Materialize ``root_sql`` as ``root``, then every descendant on top of it, in ``mut``.
+
+    Returns the relation names that now point at re-run tables (dbt's relation -> the ``mut`` one), the
+    rewrite that any later SQL over the chain (descendants, dbt tests) needs.
+    """
     replaced: dict[str, str] = {}
-    changed: dict[str, tuple[int, int]] = {}
-    differing: dict[str, tuple[int, ...]] = {}
-    root_rows = (0, 0)
-    for uid in chain:
+    for uid in [root, *descendants(nodes, root)]:
         node = nodes[uid]
         if node.language != "sql" or not node.compiled_code:
             raise ScreenSQLError(f"descendant {node.name} cannot be re-run in DuckDB ({node.language} model)")
-        sql = mutated_sql if uid == cand.model else node.compiled_code
         if node.materialized == "ephemeral":
             continue
+        sql = root_sql if uid == root else node.compiled_code
         engine.materialize(node.schema, node.alias, freeze_clock(_rewrite(sql, replaced), pin.clock))
         if node.relation:
             replaced[node.relation] = _mut_relation(node)
+    return replaced
+
+
+def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, mutated_sql: str) -> Observation:
+    """Materialize the mutated model and its descendants in ``mut``; compare with the pin's tables."""
+    tables = {t.name: t for t in pin.tables}
+    replaced = rerun(engine, pin, nodes, cand.model, mutated_sql)
+    changed: dict[str, tuple[int, int]] = {}
+    differing: dict[str, tuple[int, ...]] = {}
+    root_rows = (0, 0)
+    for uid in [cand.model, *descendants(nodes, cand.model)]:
+        node = nodes[uid]
+        if node.materialized == "ephemeral":
+            continue
         record = tables.get(node.table)
         rows, fingerprint = engine.fingerprint(_mut_relation(node))
         gold_rows = record.rows if record else -1
@@ -129,9 +146,10 @@ def check_changed(obs: Observation, pin: Pin) -> Check:
 
 
 def check_gradable(obs: Observation, pin: Pin) -> Check:
-    gradable = {t.name for t in pin.gradable_tables if t.name.startswith("main.")}
+    # the scorer sees only tables captured in main: the target schema's (harvest_names)
+    gradable = {t.name for t in pin.gradable_tables if graded_name(t.name) is not None}
     if not set(obs.changed) & gradable:
-        return Check(False, "ungradable", "only nondeterministic, empty or non-main tables changed")
+        return Check(False, "ungradable", "only nondeterministic, empty or non-target-schema tables changed")
     return Check(True)
 
 
@@ -162,7 +180,7 @@ def check_effect(obs: Observation, effect: str) -> Check:
 
 def choose_grading(obs: Observation, pin: Pin, nodes: dict[str, ModelNode]) -> GradingSpec:
     """1-4 changed gradable tables, most downstream first; columns that differ plus key-like columns."""
-    gradable = {t.name: t for t in pin.gradable_tables if t.name.startswith("main.")}
+    gradable = {t.name: t for t in pin.gradable_tables if graded_name(t.name) is not None}
     by_table = {n.table: n for n in nodes.values()}
     chosen = sorted(
         (t for t in obs.changed if t in gradable),
@@ -177,13 +195,69 @@ def choose_grading(obs: Observation, pin: Pin, nodes: dict[str, ModelNode]) -> G
         cols.append(tuple(sorted(picked)))
     return GradingSpec(
         gold=f"{pin.gold_sha256}.duckdb",
-        condition_tabs=tuple(t.split(".", 1)[1] for t in chosen),
+        condition_tabs=tuple(str(graded_name(t)) for t in chosen),
         condition_cols=tuple(cols),
         ignore_orders=tuple(True for _ in chosen),
     )
 
 
-def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path) -> ScreenOutcome:
+def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], gold: Path, tag: str) -> bool:
+    """Whether the official check scores the re-run graded tables 0 (it sees a difference from gold)."""
+    by_table = {n.table: n for n in nodes.values()}
+    by_graded = {graded_name(t): t for t in by_table}
+    pred = engine.export(
+        {name: _mut_relation(by_table[by_graded[name]]) for name in spec.condition_tabs},
+        engine.scratch / f"pred-{tag}.duckdb",
+    )
+    try:
+        return not official(gold, pred, spec).passed
+    finally:
+        pred.unlink(missing_ok=True)
+
+
+def predict_wrong_repairs(
+    engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, spec: GradingSpec, gold: Path,
+    tests: Suite | None,
+) -> tuple[tuple[int, ...], str]:
+    """The wrong repairs worth a dbt build, most promising first, and why the others are not.
+
+    Each wrong repair (up to the number confirmation tries) is re-run like a mutant: one that errors,
+    that the official check cannot tell from gold, or that fails a dbt test the true repair passes can
+    never qualify and is dropped. Those whose tests cannot be predicted (unit tests, a repair that
+    cannot be located in the compiled SQL) stay, after the predicted-good ones.
+    """
+    chain = [cand.model, *descendants(nodes, cand.model)]
+    selected = tests.selected(chain) if tests is not None else None
+    base_failed = failing(engine, selected, lambda sql: sql) if selected is not None else frozenset()
+    good: list[int] = []
+    unknown: list[int] = []
+    last = "no wrong repair offered"
+    compiled_original = nodes[cand.model].compiled_code
+    for index, repair in enumerate(cand.mutation.wrong_repairs[:MAX_WRONG_TRIES]):
+        # the original -> wrong-repair text as one edit, placed in the original's compiled SQL
+        compiled = transplant(difference(cand.original, repair.apply(cand.broken)), cand.original, compiled_original)
+        if compiled is None:
+            unknown.append(index)
+            continue
+        try:
+            replaced = rerun(engine, pin, nodes, cand.model, compiled.apply(compiled_original))
+        except ScreenSQLError:
+            last = f"wrong repair {index} does not build"
+            continue
+        if not _official_sees(engine, spec, nodes, gold, f"{cand.key}-w{index}"):
+            last = f"wrong repair {index} passes the official check"
+            continue
+        if selected is None:
+            unknown.append(index)
+        elif failing(engine, selected, lambda sql: _rewrite(sql, replaced)) <= base_failed:
+            good.append(index)
+        else:
+            last = f"wrong repair {index} fails dbt tests"
+    return tuple(good + unknown), last
+
+
+def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path,
+           tests: Suite | None = None) -> ScreenOutcome:
     """Run every screening check on one candidate; the engine is reset afterwards."""
     started = time.perf_counter()
     node = nodes[cand.model]
@@ -205,13 +279,12 @@ def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidat
         if not check.ok:
             return done(False, check.reason, check.detail, observation=obs)
     spec = choose_grading(obs, pin, nodes)
-    by_table = {n.table: n for n in nodes.values()}
-    pred = engine.export(
-        {name: _mut_relation(by_table[f"main.{name}"]) for name in spec.condition_tabs},
-        engine.scratch / f"pred-{cand.key}.duckdb",
-    )
-    verdict = official(gold, pred, spec)
-    pred.unlink(missing_ok=True)
-    if verdict.passed:
+    if not _official_sees(engine, spec, nodes, gold, cand.key):
         return done(False, "invisible", "the official check cannot see the change", observation=obs)
-    return done(True, "", "", grading=spec, observation=obs, compiled_sql=mutated_sql)
+    try:
+        order, why_not = predict_wrong_repairs(engine, pin, nodes, cand, spec, gold, tests)
+    except ScreenSQLError as exc:  # a dbt test's SQL failing on the pin's own tables: leave it to dbt
+        order, why_not = tuple(range(min(MAX_WRONG_TRIES, len(cand.mutation.wrong_repairs)))), str(exc)
+    if not order:
+        return done(False, "no_wrong_repair", why_not, grading=spec, observation=obs)
+    return done(True, "", "", grading=spec, observation=obs, compiled_sql=mutated_sql, wrong_order=order)

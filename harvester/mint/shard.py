@@ -8,6 +8,7 @@ byte-identical whenever the same mutation is minted again (after a crash, on ano
 
 from __future__ import annotations
 
+import multiprocessing.util
 import shutil
 import tempfile
 import time
@@ -23,10 +24,13 @@ from harvester.mint.candidates import Candidate, model_candidates, mutable
 from harvester.mint.confirm import BuildContext, confirm
 from harvester.mint.engine import Engine
 from harvester.mint.lineage import ModelNode, models
+from harvester.mint.local_checks import suite
 from harvester.mint.screen import screen
 from harvester.mint.statement import Symptom, statement_for
+from harvester.mint.variants import VariantBuilder
 from harvester.pin import Pin, pin_path, read_pin
 from harvester.sandbox import Limits
+from harvester.sandbox.inside.harvest_names import full_graded_name
 from harvester.state import load_state
 from harvester.task_record import TaskRecord, task_id
 from harvester.workspace import template
@@ -87,7 +91,7 @@ def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], o
     tables = {t.name: t for t in pin.tables}
     found = []
     for name, positions in zip(spec_tables, cols):
-        full = f"main.{name}"
+        full = full_graded_name(name)  # graded tables are captured in main (harvest_names)
         node = by_table.get(full)
         gold_rows, mutant_rows = obs.changed.get(full, (0, 0))
         columns = []
@@ -133,6 +137,36 @@ def confirmation_order(
         yield from (item for item in row if item is not None)
 
 
+_WARM: dict[tuple[str, ...], VariantBuilder] = {}
+
+
+def warm_builder(pin: Pin, job: ShardJob, base_db: Path, limits: Limits) -> VariantBuilder:
+    """This process's warm builder for ``pin``: one sandboxed dbt child serves every shard of the pin
+    that this process confirms (a process holds one at a time; it is closed when the process ends)."""
+    key = (pin.id, pin.gold_sha256, job.home, str(job.sandboxed), repr(limits))
+    if key not in _WARM:
+        close_warm_builders()
+        home_tmp = Path(job.home) / "tmp"
+        scratch = Path(tempfile.mkdtemp(prefix="mint-warm-", dir=home_tmp if home_tmp.is_dir() else None))
+        _WARM[key] = VariantBuilder(pin, scratch, base_db=base_db, sandboxed=job.sandboxed, limits=limits)
+    return _WARM[key]
+
+
+def close_warm_builders() -> None:
+    """End every warm child this process holds and remove its workspace."""
+    while _WARM:
+        _, builder = _WARM.popitem()
+        try:
+            builder.close()
+        finally:
+            shutil.rmtree(builder.scratch, ignore_errors=True)
+
+
+# multiprocessing runs these finalizers at a worker's exit (it skips atexit there), and at the
+# main process's exit through its own atexit hook
+multiprocessing.util.Finalize(None, close_warm_builders, exitpriority=100)
+
+
 def run_shard(job: ShardJob) -> ShardResult:
     """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept."""
     import os
@@ -141,7 +175,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
     state = load_state(pin.id)
-    nodes = models(state.manifest)
+    nodes = models(state.manifest, pin.profile_schema)
     node = nodes[job.model]
     if mutable(node, pin):
         return ShardResult((), ())
@@ -150,10 +184,12 @@ def run_shard(job: ShardJob) -> ShardResult:
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     scratch = Path(tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None))
     engine = Engine(state.database, catalog, scratch / "engine")
+    tests = suite(state.manifest)
     reports: list[CandidateReport] = []
     tasks: list[TaskRecord] = []
     kept = job.already_kept
     limits = Limits(wall_s=job.wall_s)
+    builder: VariantBuilder | None = None
     try:
         survivors: list[Survivor] = []
         kept_families: set[str] = set()
@@ -162,9 +198,10 @@ def run_shard(job: ShardJob) -> ShardResult:
                 break
             if cand.key in job.done_keys:
                 continue
-            outcome = screen(engine, pin, nodes, cand, gold)
+            outcome = screen(engine, pin, nodes, cand, gold, tests)
             timings = {"screen": round(outcome.seconds, 4)}
-            if not outcome.ok or outcome.grading is None:
+            weak_ok = job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
+            if (not outcome.ok and not weak_ok) or outcome.grading is None:
                 reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
                 continue
             edit = cand.mutation.edit
@@ -183,10 +220,13 @@ def run_shard(job: ShardJob) -> ShardResult:
         for cand, outcome, statement, timings in confirmation_order(survivors, job.family_order, kept_families):
             if kept >= job.max_per_model:
                 break
+            if builder is None and job.incremental:
+                builder = warm_builder(pin, job, state.database, limits)
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
-                               base_db=state.database if job.incremental else None, select=(f"{node.name}+",))
+                               base_db=state.database if job.incremental else None, select=(f"{node.name}+",),
+                               builder=builder)
             started = time.perf_counter()
-            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak)
+            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order)
             timings.update({k: round(v, 3) for k, v in confirmed.timings})
             timings["confirm"] = round(time.perf_counter() - started, 3)
             if not confirmed.ok or confirmed.local_checks is None:
@@ -209,6 +249,8 @@ def run_shard(job: ShardJob) -> ShardResult:
             reports.append(_report(cand, "confirm", True, "", "", task_id=record.instance_id,
                                    silent=confirmed.local_checks.silent, timings=timings))
     finally:
+        if builder is not None:
+            builder.forget()
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return ShardResult(tuple(reports), tuple(tasks))

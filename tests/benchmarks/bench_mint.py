@@ -6,7 +6,8 @@ Harvests the example in a temporary HARVEST_HOME (or reuses ``--home``/``--pins`
 already lives), lists EVERY candidate of every mutable model (no per-model cap), then:
 
 - two-stage (harvester.mint.shard.run_shard, uncapped): screen every candidate in the locked-down
-  DuckDB engine, confirm the survivors with sandboxed incremental dbt builds; the time of the whole run;
+  DuckDB engine (the mutant, then its wrong repairs and the dbt tests they face, re-run there), confirm
+  the survivors with sandboxed incremental dbt builds in one warm child per model; the whole run's time;
 - naive, on a seeded random sample of ``--sample`` of the same candidates (kept ones and both kinds of
   rejected ones included): the SAME admission rules with no screening shortcut. Per candidate: a fresh
   workspace, a full sandboxed ``dbt seed`` + ``dbt build`` + capture of the mutant; the screening rules
@@ -71,7 +72,9 @@ def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) ->
     changed: dict[str, tuple[int, int]] = {}
     differing: dict[str, tuple[int, ...]] = {}
     con = duckdb.connect(config={"enable_external_access": True})
-    con.execute(f"ATTACH '{state_db}' AS base (READ_ONLY)")
+    # the pin's database under dbt's own catalog name, so that its views resolve as they did in the build
+    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    con.execute(f"ATTACH '{state_db}' AS \"{catalog}\" (READ_ONLY)")
     con.execute(f"ATTACH '{mutant.gold_file}' AS mutant (READ_ONLY)")
     probe = SimpleNamespace(con=con)
     try:
@@ -83,7 +86,7 @@ def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) ->
                 changed[name] = (record.rows if record else -1, table.rows)
                 if record is not None:
                     schema, alias = name.split(".", 1)
-                    differing[name] = _differing(probe, schema, alias)
+                    differing[name] = _differing(probe, catalog, schema, alias)
     finally:
         con.close()
     root = nodes[cand.model].table
@@ -127,10 +130,10 @@ def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) ->
     return False, "no_wrong_repair"
 
 
-def _differing(probe, schema: str, alias: str) -> tuple[int, ...]:
+def _differing(probe, catalog: str, schema: str, alias: str) -> tuple[int, ...]:
     from harvester.mint.screen import column_signatures
 
-    gold_sig = column_signatures(probe, f'base."{schema}"."{alias}"')
+    gold_sig = column_signatures(probe, f'"{catalog}"."{schema}"."{alias}"')
     mut_sig = column_signatures(probe, f'mutant."{schema}"."{alias}"')
     return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
 
@@ -165,7 +168,7 @@ def main() -> None:
         from harvester.workspace import template
 
         state = load_state(pin.id)
-        nodes = models(state.manifest)
+        nodes = models(state.manifest, pin.profile_schema)
         tree = template(pin)
         gold = gold_path(pin.gold_sha256)
         shards = [uid for uid, node in sorted(nodes.items()) if not mutable(node, pin)]
@@ -182,7 +185,8 @@ def main() -> None:
         # two-stage, uncapped, on every candidate (or only on the sample, when time is short)
         started = time.perf_counter()
         two_stage: dict[str, tuple[bool, str, str]] = {}
-        screen_s = 0.0
+        screen_s = confirm_s = 0.0
+        builds = reused = 0
         for uid in shards:
             job = ShardJob(pin_id=pin.id, model=uid, split="train", split_group="bench", families=families,
                            max_per_model=10**6, already_kept=0, done_keys=frozenset(set(candidates) - scope),
@@ -190,11 +194,16 @@ def main() -> None:
             for report in run_shard(job).reports:
                 two_stage[report.key] = (report.kept, report.stage, report.reason)
                 screen_s += report.timings.get("screen", 0.0)
+                confirm_s += report.timings.get("confirm", 0.0)
+                variant_builds = [v for k, v in report.timings.items() if k.endswith("_build")]
+                builds += sum(1 for v in variant_builds if v >= 0.05)
+                reused += sum(1 for v in variant_builds if v < 0.05)  # identical input: built once
         two_stage_s = time.perf_counter() - started
         survivors = sum(1 for _, stage, _ in two_stage.values() if stage == "confirm")
         kept = [k for k, (ok, _, _) in two_stage.items() if ok]
         print(f"two-stage: {len(two_stage)} candidates in {two_stage_s:.1f} s (screening {screen_s:.1f} s, "
-              f"{survivors} confirmed with dbt, {len(kept)} kept)", flush=True)
+              f"{survivors} confirmed with dbt in {confirm_s:.1f} s: {builds} warm builds, {reused} reused; "
+              f"{len(kept)} kept)", flush=True)
 
         naive: dict[str, tuple[bool, str]] = {}
         started = time.perf_counter()

@@ -1,0 +1,104 @@
+"""Variants of one pin, built one after another in one warm sandbox: mutants, repairs, wrong repairs.
+
+Confirmation builds every variant the same way: the pin's tree with one file replaced, the pin's
+built database as the starting point, ``dbt build --select <model>+`` (the model, its descendants and
+their tests), then a capture of every model relation. A fresh child per variant spends most of its
+time importing dbt and parsing the whole project; a ``VariantBuilder`` keeps one sandboxed child
+alive for all the variants of a shard and, before each build, puts the workspace back to the pin's
+state inside the sandbox (the file written, every other file it changed restored, the database
+replaced by a pristine copy), so each build starts exactly where a fresh workspace would.
+
+Builds are memoized on their input, the text of the replaced file: the same inputs give the same
+outputs on every deterministic table (``harvest add`` built the pin twice to establish that). Every
+true repair restores the model file byte for byte, so the candidates of one model share one repair
+build instead of paying for one each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from harvester.build import BuildResult, interpret
+from harvester.discovery import discover
+from harvester.pin import Pin
+from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, write_profile
+from harvester.sandbox.session import SandboxSession
+from harvester.workspace import fresh_workspace
+
+BASE_DB = ".harvest_base.duckdb"
+OUT_DIR = ".harvest_out"
+
+
+class VariantBuilder:
+    """Builds variants of ``pin`` in one warm sandboxed child, starting each from ``base_db``."""
+
+    def __init__(self, pin: Pin, scratch: Path, *, base_db: Path, sandboxed: bool, limits: Limits) -> None:
+        self.pin = pin
+        self.scratch = scratch
+        self.sandboxed = sandboxed
+        self.limits = limits
+        self.workspace = scratch / "variants"
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        fresh_workspace(pin, self.workspace)
+        shutil.copyfile(base_db, self.workspace / BASE_DB)
+        (self.workspace / OUT_DIR).mkdir()
+        profile = discover(self.workspace, pin.project_dir).profile
+        write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema)
+        self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
+        self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}
+        self._count = 0
+        self.builds = 0
+        self.reused = 0
+        self.session = SandboxSession(
+            self.workspace, pin.project_dir, clock=pin.clock, sandboxed=sandboxed, limits=limits,
+            log_path=scratch / "variants.log",
+        )
+
+    def __enter__(self) -> VariantBuilder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def build(self, name: str, file: str, text: str, select: tuple[str, ...]) -> BuildResult:
+        """Build ``select`` of the pin with ``file`` (relative to the repository root, like a task's file)
+        holding ``text``; reuse an identical earlier build."""
+        key = (file, hashlib.sha256(text.encode("utf-8")).hexdigest(), select)
+        if key in self._memo:
+            self.reused += 1
+            return self._memo[key]
+        steps: list[object] = []
+        for changed, original in self._original.items():
+            if changed != file:  # restored every time: idempotent, and right even after a killed batch
+                steps.append(WriteStep(changed, original))
+        if file not in self._original:
+            self._original[file] = (self.workspace / file).read_text(encoding="utf-8")
+        self._count += 1
+        out = f"{OUT_DIR}/{self._count:05d}-{name}.duckdb"
+        steps += [
+            WriteStep(file, text),
+            RestoreDbStep(BASE_DB),
+            DbtStep(("build", "--select", *select)),
+            CaptureStep(out=out, target_schema=self.pin.profile_schema),
+        ]
+        run = self.session.run(steps, stop_on_failure=False)  # type: ignore[arg-type]
+        self.builds += 1
+        result = interpret(self.workspace, steps, run)
+        if not (run.killed_reason or run.timed_out):
+            self._memo[key] = result
+        return result
+
+    def forget(self) -> None:
+        """Drop the memo and its captured files (the child stays warm): call between shards."""
+        for result in self._memo.values():
+            if result.gold_file is not None:
+                result.gold_file.unlink(missing_ok=True)
+        self._memo.clear()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+__all__ = ["VariantBuilder"]
