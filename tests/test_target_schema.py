@@ -206,3 +206,22 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
         verdict, path = build_and_score_with("dbt", task, {task.file: fixed})  # the last task's repair
         assert path == "dbt" and (verdict.official, verdict.strict) == (1, 1), verdict
         release()
+
+
+def test_a_pin_captured_under_the_old_names_is_refused_with_the_fix(added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    from harvester.pin import read_pin, write_pin
+
+    source, summary = added
+    shutil.copytree(source / "home", tmp_path / "home", symlinks=True)
+    shutil.copytree(source / "pins", tmp_path / "pins")
+    pin = read_pin(Path(summary["pin"]))
+    # a pin written before target-schema tables were captured in main named them by their build schema
+    old = tuple(dataclasses.replace(t, name=t.name.replace("main.", f"{TARGET}.", 1)) for t in pin.tables)
+    write_pin(dataclasses.replace(pin, tables=old), tmp_path / "pins")
+    code, _, err = _run(tmp_path, "split", "assign", "--test", "0", "--dev", "0", "--json")
+    assert code == 0, err
+    code, out, err = _run(tmp_path, "mint", summary["id"], "--max-per-model", "1", "--json")
+    assert code == 1, out
+    assert "harvest add --rebuild" in err and len(err.strip().splitlines()) == 1, err

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harvester import atomic
-from harvester.errors import HarvestError
+from harvester.errors import HarvestError, PinError
 from harvester.home import harvest_home, pins_dir
 from harvester.mint.candidates import mutable
 from harvester.mint.executors import run_local, run_ray
-from harvester.mint.lineage import models
+from harvester.mint.lineage import ModelNode, models
 from harvester.mint.shard import CandidateReport, ShardJob
 from harvester.pin import Pin
 from harvester.state import load_state
@@ -114,6 +114,18 @@ def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | N
             for uid in per_model}
 
 
+def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
+    """Refuse a pin whose table records use other names than its models' (captured before the
+    target schema was captured as ``main``): its candidates could never be graded."""
+    target = pin.profile_schema.lower()
+    stale = sorted(t.name for t in pin.tables if target != "main" and t.name.lower().startswith(f"{target}."))
+    if stale:
+        expected = {n.unique_id: n.table for n in nodes.values()}
+        renamed = next((name for name in expected.values() if name.split(".", 1)[1] == stale[0].split(".", 1)[1]), "")
+        raise PinError(f"{pin.id}: its table records name target-schema tables by their build schema ({stale[0]}"
+                       f"{', now ' + renamed if renamed else ''}); run `harvest add --rebuild {pin.spec}`")
+
+
 def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
     jobs: list[ShardJob] = []
     for pin in pins:
@@ -121,6 +133,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         state = load_state(pin.id)
         tree = template(pin)  # materialize once, before workers share it
         nodes = models(state.manifest, pin.profile_schema)
+        _require_current_names(pin, nodes)
         orders = family_plan(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)
         for uid, node in sorted(nodes.items()):
