@@ -91,6 +91,9 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
     """What a run of ``steps`` (dbt commands, at most one capture, file writes) means as a build."""
     nodes = _nodes(run)
     errored = [n for n in nodes if n.get("resource_type") in _BUILD_RESOURCES and n.get("status") in _FAILED]
+    # `dbt build` skips what depends on a failed test: those relations were not built. (On a copy of the
+    # pin's database the old relation would still be there; the build must fail the same way either way.)
+    skipped = [n for n in nodes if n.get("resource_type") in _BUILD_RESOURCES and n.get("status") == "skipped"]
     tests = [n for n in nodes if n.get("resource_type") in {"test", "unit_test"}]
     failed_tests = [n for n in tests if n.get("status") in _FAILED]
     dbt_steps = [s for s in run.steps if s.kind == "dbt"]
@@ -103,6 +106,8 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
         first_error = other_failed.first_error or f"{other_failed.kind} step failed"
     elif errored:
         first_error = f"{errored[0].get('unique_id')}: {errored[0].get('message', '')}".strip()
+    elif skipped:
+        first_error = f"{skipped[0].get('unique_id')}: skipped by dbt because an upstream dbt test failed"
     elif len(dbt_steps) < sum(isinstance(s, DbtStep) for s in steps) or any(
         not s.ok and not _only_tests_failed(s) for s in dbt_steps
     ):

@@ -142,3 +142,22 @@ def test_difference_is_one_smallest_edit(before: str, after: str) -> None:
     if edit.start < edit.end and edit.replacement:
         assert before[edit.start] != edit.replacement[0]
         assert before[edit.end - 1] != edit.replacement[-1]
+
+
+def test_a_variant_whose_failing_test_makes_dbt_skip_downstream_models_does_not_build(world) -> None:  # type: ignore[no-untyped-def]
+    # dropping the coalesce leaves NULL opt-ins: stg_customers' not_null test fails, and `dbt build`
+    # skips every model downstream of it. On a copy of the pin's database the old downstream tables are
+    # still there, so the build must be judged by what dbt ran, as a fresh full build would be.
+    file = "models/staging/stg_customers.sql"
+    with world["harvest"].env():
+        from harvester.workspace import template
+
+        original = (template(world["pin"]) / file).read_text()
+        broken = original.replace("coalesce(marketing_opt_in, false)", "marketing_opt_in")
+        assert broken != original
+        with VariantBuilder(world["pin"], world["scratch"] / "skip", base_db=world["state"].database, sandboxed=True,
+                            limits=Limits(wall_s=300)) as builder:
+            result = builder.build("mutant", file, broken, ("stg_customers+",))
+    assert result.tests_failed >= 1
+    assert not result.models_ok
+    assert "skipped by dbt because an upstream dbt test failed" in result.first_error
