@@ -79,7 +79,7 @@ def build_workspace(
     steps: list[Any] = [DbtStep(("seed",))] if seed else []
     steps.append(DbtStep(build_args))
     if capture:
-        steps.append(CaptureStep(target_schema=schema))
+        steps.append(CaptureStep())
     run = run_steps(
         workspace, project_dir, steps, clock=clock, sandboxed=sandboxed,
         limits=limits or Limits(), log_path=log_path, stop_on_failure=False,

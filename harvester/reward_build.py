@@ -135,7 +135,7 @@ def _prepare(task: TaskRecord) -> TaskContext:
         raise RewardBuildError(f"{task.instance_id}: the task's gold {task.gold_sha256[:12]} is not its pin's "
                                f"({pin.gold_sha256[:12]}); re-mint the task")
     state = load_state(pin.id)
-    nodes = models(state.manifest, pin.profile_schema)
+    nodes = models(state.manifest)
     # repo-relative model files, as the mint names ``task.file`` (a ``local: ../`` package's models too)
     by_file = {file: uid for uid, node in nodes.items() if (file := model_file(node, pin)) is not None}
     if task.file not in by_file:

@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +69,24 @@ def example_harvest(tmp_path_factory: pytest.TempPathFactory) -> Harvested:
     with use_env(home, pins):
         result = add(example.spec, AddOptions(package_mirror=example.mirror))
     return Harvested(home, pins, result.pin, result.path, example)
+
+
+@pytest.fixture(scope="module")
+def mint_world(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What the mint's unit-level tests read of the harvested example: pin, built state, lineage, gold,
+    one model file's text, and a scratch folder of the module's own."""
+    from harvester.gold import gold_path
+    from harvester.mint.lineage import models
+    from harvester.state import load_state
+    from harvester.workspace import template
+
+    with example_harvest.env():
+        pin = example_harvest.pin
+        state = load_state(pin.id)
+        gold = gold_path(pin.gold_sha256)
+        original = (template(pin) / "models/marts/product_performance.sql").read_text()
+    return {"pin": pin, "state": state, "nodes": models(state.manifest), "gold": gold,
+            "original": original, "harvest": example_harvest, "scratch": tmp_path_factory.mktemp("mint-world")}
 
 
 def _mint_into(harvested: Harvested, dest: Path) -> Minted:

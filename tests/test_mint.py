@@ -16,7 +16,6 @@ import pytest
 from harvester.mint.candidates import Candidate
 from harvester.mint.confirm import BuildContext, confirm
 from harvester.mint.engine import Engine
-from harvester.mint.lineage import models
 from harvester.mint.screen import screen
 from mutators import Edit, Mutation
 
@@ -27,19 +26,8 @@ FILE = "models/marts/product_performance.sql"
 
 
 @pytest.fixture(scope="module")
-def world(example_harvest, tmp_path_factory):  # type: ignore[no-untyped-def]
-    from harvester.gold import gold_path
-    from harvester.state import load_state
-    from harvester.workspace import template
-
-    with example_harvest.env():
-        pin = example_harvest.pin
-        state = load_state(pin.id)
-        nodes = models(state.manifest)
-        gold = gold_path(pin.gold_sha256)
-        original = (template(pin) / FILE).read_text()
-    return {"pin": pin, "state": state, "nodes": nodes, "gold": gold, "original": original,
-            "harvest": example_harvest, "scratch": tmp_path_factory.mktemp("mint-world")}
+def world(mint_world):  # type: ignore[no-untyped-def]
+    return mint_world
 
 
 def _candidate(world, old: str, new: str, *, effect: str = "changed_values", wrong: tuple[str, ...] = ()) -> Candidate:  # type: ignore[no-untyped-def]

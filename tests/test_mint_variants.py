@@ -7,7 +7,6 @@ screening predicts will fail are the ones dbt reports failing.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,12 +14,12 @@ from hypothesis import strategies as st
 
 from harvester.mint.confirm import BuildContext, build_variant
 from harvester.mint.engine import Engine
-from harvester.mint.lineage import descendants, models
+from harvester.mint.lineage import descendants
 from harvester.mint.local_checks import Suite, failing, suite
 from harvester.mint.screen import _rewrite, rerun
 from harvester.mint.variants import VariantBuilder
 from harvester.sandbox import Limits
-from mutators import difference
+from mutators import difference, transplant
 
 MODEL = "model.shop_analytics.product_performance"
 FILE = "models/marts/product_performance.sql"
@@ -28,18 +27,8 @@ JOIN = "on products.product_id = sales.product_id"
 
 
 @pytest.fixture(scope="module")
-def world(example_harvest, tmp_path_factory):  # type: ignore[no-untyped-def]
-    from harvester.gold import gold_path
-    from harvester.state import load_state
-    from harvester.workspace import template
-
-    with example_harvest.env():
-        pin = example_harvest.pin
-        state = load_state(pin.id)
-        original = (template(pin) / FILE).read_text()
-        gold = gold_path(pin.gold_sha256)
-    return {"pin": pin, "state": state, "nodes": models(state.manifest), "gold": gold,
-            "original": original, "harvest": example_harvest, "scratch": tmp_path_factory.mktemp("variants")}
+def world(mint_world):  # type: ignore[no-untyped-def]
+    return mint_world
 
 
 def _fingerprints(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -96,8 +85,6 @@ def test_predicted_test_failures_are_the_ones_dbt_reports(world) -> None:  # typ
     predicted: dict[str, frozenset[str]] = {}
     try:
         for name, text in variants.items():
-            from mutators import transplant
-
             edit = transplant(difference(world["original"], text), world["original"], compiled)
             assert edit is not None
             replaced = rerun(engine, pin, nodes, MODEL, edit.apply(compiled))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, captured_name, captured_schema
+from harvester.sandbox.inside.harvest_names import captured_names
 
 
 @dataclass(frozen=True)
@@ -27,38 +27,41 @@ class ModelNode:
     columns: dict[str, str]  # column name -> description
     parents: tuple[str, ...]
     package: str = ""  # dbt package_name: the root project's name, or a package's
-    target_schema: str = GRADED_SCHEMA  # the profile schema the pin was built with
-
-    @property
-    def table(self) -> str:
-        """The name the gold file and the pin use: ``main.alias`` in the target schema, else ``schema.alias``."""
-        return captured_name(self.schema, self.alias, self.target_schema)
+    table: str = ""  # the name the gold file and the pin use (harvest_names.captured_names)
 
     @property
     def captured_schema(self) -> str:
         """The schema part of ``table``."""
-        return captured_schema(self.schema, self.target_schema)
+        return self.table.split(".", 1)[0]
 
 
-def models(manifest: dict[str, Any], target_schema: str = GRADED_SCHEMA) -> dict[str, ModelNode]:
+def models(manifest: dict[str, Any]) -> dict[str, ModelNode]:
     """Every model node of the root project (packages' models included), keyed by unique id.
 
-    ``target_schema`` is the pin's profile schema (``pin.profile_schema``): it decides each node's
-    captured ``table`` name, which must match the pin's table records.
+    Each node's ``table`` is named over the same relations the capture names (every model that is not
+    ephemeral), so it matches the pin's table records.
     """
+    nodes = {uid: node for uid, node in manifest.get("nodes", {}).items() if node.get("resource_type") == "model"}
+
+    def materialized(node: dict[str, Any]) -> str:
+        return str((node.get("config") or {}).get("materialized", "view"))
+
+    def alias(node: dict[str, Any]) -> str:
+        return str(node.get("alias") or node.get("name", ""))
+
+    names = captured_names(
+        (uid, str(node.get("schema", "")), alias(node)) for uid, node in nodes.items() if materialized(node) != "ephemeral"
+    )
     found: dict[str, ModelNode] = {}
-    for uid, node in manifest.get("nodes", {}).items():
-        if node.get("resource_type") != "model":
-            continue
-        config = node.get("config") or {}
+    for uid, node in nodes.items():
         found[uid] = ModelNode(
             unique_id=uid,
             name=str(node.get("name", "")),
             path=str(node.get("original_file_path", "")),
             relation=str(node.get("relation_name") or ""),
             schema=str(node.get("schema", "")),
-            alias=str(node.get("alias") or node.get("name", "")),
-            materialized=str(config.get("materialized", "view")),
+            alias=alias(node),
+            materialized=materialized(node),
             language=str(node.get("language", "sql")),
             raw_code=str(node.get("raw_code") or node.get("raw_sql") or ""),
             compiled_code=str(node.get("compiled_code") or node.get("compiled_sql") or ""),
@@ -66,7 +69,7 @@ def models(manifest: dict[str, Any], target_schema: str = GRADED_SCHEMA) -> dict
             columns={str(k): str((v or {}).get("description") or "") for k, v in (node.get("columns") or {}).items()},
             parents=tuple(node.get("depends_on", {}).get("nodes", [])),
             package=str(node.get("package_name", "")),
-            target_schema=target_schema,
+            table=names.get(uid, f"{node.get('schema', '')}.{alias(node)}"),
         )
     return found
 

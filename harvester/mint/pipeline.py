@@ -115,15 +115,14 @@ def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | N
 
 
 def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
-    """Refuse a pin whose table records use other names than its models' (captured before the
-    target schema was captured as ``main``): its candidates could never be graded."""
-    target = pin.profile_schema.lower()
-    stale = sorted(t.name for t in pin.tables if target != "main" and t.name.lower().startswith(f"{target}."))
+    """Refuse a pin whose table records name its models otherwise than this version's capture does
+    (a pin captured before models outside ``main`` were gathered there): nothing of it could be graded."""
+    expected = {n.table.lower() for n in nodes.values() if n.materialized != "ephemeral"}
+    stale = sorted(t.name for t in pin.tables if t.name.lower() not in expected)
     if stale:
-        expected = {n.unique_id: n.table for n in nodes.values()}
-        renamed = next((name for name in expected.values() if name.split(".", 1)[1] == stale[0].split(".", 1)[1]), "")
-        raise PinError(f"{pin.id}: its table records name target-schema tables by their build schema ({stale[0]}"
-                       f"{', now ' + renamed if renamed else ''}); run `harvest add --rebuild {pin.spec}`")
+        raise PinError(f"{pin.id}: its table records use names this version no longer captures ({stale[0]}"
+                       f"{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}); "
+                       f"run `harvest add --rebuild {pin.spec}`")
 
 
 def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
@@ -132,7 +131,7 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
         split, group = _split_of(pin)
         state = load_state(pin.id)
         tree = template(pin)  # materialize once, before workers share it
-        nodes = models(state.manifest, pin.profile_schema)
+        nodes = models(state.manifest)
         _require_current_names(pin, nodes)
         orders = family_plan(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)

@@ -175,7 +175,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
     state = load_state(pin.id)
-    nodes = models(state.manifest, pin.profile_schema)
+    nodes = models(state.manifest)
     node = nodes[job.model]
     if mutable(node, pin):
         return ShardResult((), ())

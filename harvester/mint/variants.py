@@ -81,7 +81,7 @@ class VariantBuilder:
             WriteStep(file, text),
             RestoreDbStep(BASE_DB),
             DbtStep(("build", "--select", *select)),
-            CaptureStep(out=out, target_schema=self.pin.profile_schema),
+            CaptureStep(out=out),
         ]
         run = self.session.run(steps, stop_on_failure=False)  # type: ignore[arg-type]
         self.builds += 1

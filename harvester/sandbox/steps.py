@@ -28,13 +28,12 @@ class DbtStep:
 class CaptureStep:
     """Copy every model relation named in the manifest into a new DuckDB file of base tables.
 
-    Tables built in ``target_schema`` (the profile's schema) are captured as ``main.<alias>``, the
-    others keep ``<schema>.<alias>`` (the rule: ``inside/harvest_names.py``).
+    A relation whose alias is unique among the build's models is captured as ``main.<alias>``; those
+    sharing an alias keep ``<schema>.<alias>`` (the rule: ``inside/harvest_names.py``).
     """
 
     out: str = "gold.duckdb"  # workspace-relative
     manifest: str = "target/manifest.json"  # relative to the dbt project folder
-    target_schema: str = "main"  # the profile schema the project was built with
 
 
 @dataclass(frozen=True)
@@ -134,13 +133,6 @@ def workspace_relative(value: str, what: str) -> str:
     return str(path)
 
 
-def schema_name(value: str) -> str:
-    """Refuse a target schema that is not a plain, non-empty, dot-free name; return it."""
-    if not isinstance(value, str) or not value or "." in value or "\x00" in value or value != value.strip():
-        raise SandboxError(f"CaptureStep.target_schema must be a plain schema name, got {value!r}")
-    return value
-
-
 def step_request(step: Step) -> dict[str, Any]:
     """The JSON form of a step for the child, after validation."""
     kind = step_kind(step)
@@ -157,7 +149,6 @@ def step_request(step: Step) -> dict[str, Any]:
             "kind": kind,
             "out": workspace_relative(step.out, "CaptureStep.out"),
             "manifest": workspace_relative(step.manifest, "CaptureStep.manifest"),
-            "target_schema": schema_name(step.target_schema),
         }
     if isinstance(step, WriteStep):
         if not isinstance(step.text, str):

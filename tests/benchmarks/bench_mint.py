@@ -168,7 +168,7 @@ def main() -> None:
         from harvester.workspace import template
 
         state = load_state(pin.id)
-        nodes = models(state.manifest, pin.profile_schema)
+        nodes = models(state.manifest)
         tree = template(pin)
         gold = gold_path(pin.gold_sha256)
         shards = [uid for uid, node in sorted(nodes.items()) if not mutable(node, pin)]

@@ -26,7 +26,7 @@ from typing import Any
 
 import harvest_lockdown
 from harvest_fingerprint import alias_collides, fingerprint_sql, quote_identifier, quote_relation
-from harvest_names import captured_name, captured_schema, first_collision
+from harvest_names import captured_names
 
 GOLD_ALIAS = "__harvest_gold"
 MAX_MESSAGE = 600
@@ -157,7 +157,7 @@ class Child:
         if kind == "dbt":
             return self.dbt_step(list(step["args"]))
         if kind == "capture":
-            return self.capture_step(step["out"], step["manifest"], str(step.get("target_schema") or "main"))
+            return self.capture_step(step["out"], step["manifest"])
         if kind == "query":
             return self.query_step(step["db"], step["sql"], int(step["max_rows"]))
         if kind == "write":
@@ -266,8 +266,8 @@ class Child:
         return f"relation {schema}.{name} has {size} rows, over the per-relation limit of {self.relation_rows}"
 
     # capture -------------------------------------------------------------------------------------
-    def capture_step(self, out: str, manifest_rel: str, target_schema: str = "main") -> dict[str, Any]:
-        """Copy the manifest's model relations into ``out``; target-schema tables land in ``main``."""
+    def capture_step(self, out: str, manifest_rel: str) -> dict[str, Any]:
+        """Copy the manifest's model relations into ``out``, named by ``harvest_names.captured_names``."""
         manifest = json.loads((self.project / manifest_rel).read_text(encoding="utf-8"))
         out_path = self.workspace / out
         for stale in (out_path, out_path.with_name(out_path.name + ".wal")):
@@ -276,13 +276,9 @@ class Child:
             (node for node in manifest.get("nodes", {}).values() if is_captured_model(node)),
             key=lambda node: node["unique_id"],
         )
-        collision = first_collision(
-            ((str(n["unique_id"]), str(n["schema"]), str(n.get("alias") or n["name"])) for n in models),
-            target_schema,
+        names = captured_names(
+            (str(n["unique_id"]), str(n["schema"]), str(n.get("alias") or n["name"])) for n in models
         )
-        if collision:  # refused before the gold file is created: nothing half-written
-            return {"kind": "capture", "ok": False, "first_error": one_line(collision),
-                    "detail": {"tables": [], "seed_rows": 0, "errors": [collision]}}
         catalog = self.db_path.stem
         # read-write so that the gold file can be attached writable; the build database is only read,
         # and it stays the default catalog so views resolve exactly as they did in the build
@@ -309,7 +305,7 @@ class Child:
                 if (schema.lower(), alias.lower()) not in existing:
                     errors.append(f"{node['unique_id']}: relation {schema}.{alias} was not built")
                     continue
-                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"], target_schema)
+                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"], names[node["unique_id"]])
                 if error:
                     errors.append(error)
                 else:
@@ -338,9 +334,9 @@ class Child:
         }
 
     def capture_one(
-        self, conn: Any, catalog: str, schema: str, alias: str, unique_id: str, target_schema: str = "main"
+        self, conn: Any, catalog: str, schema: str, alias: str, unique_id: str, name: str
     ) -> tuple[dict[str, Any], str]:
-        gold_schema = captured_schema(schema, target_schema)
+        gold_schema = name.split(".", 1)[0]
         source = quote_relation(catalog, schema, alias)
         target = quote_relation(GOLD_ALIAS, gold_schema, alias)
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_relation(GOLD_ALIAS, gold_schema)}")
@@ -364,7 +360,7 @@ class Child:
             return {}, f"{unique_id}: a column is named like the fingerprint's row alias; cannot fingerprint"
         fingerprint = conn.execute(fingerprint_sql(target)).fetchone()[0]
         return {
-            "name": captured_name(schema, alias, target_schema),
+            "name": name,
             "unique_id": unique_id,
             "rows": int(rows),
             "columns": columns,
