@@ -95,7 +95,9 @@ def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], o
         node = by_table.get(full)
         gold_rows, mutant_rows = obs.changed.get(full, (0, 0))
         columns = []
-        differing = set(obs.differing_columns.get(full, ()))
+        # with rows missing or added, every column's values differ as a whole: the rows are the symptom,
+        # and claiming wrong values in each column would mislead; columns are named only at equal rows
+        differing = set(obs.differing_columns.get(full, ())) if gold_rows == mutant_rows else set()
         for pos in positions:
             if pos in differing:
                 column = tables[full].columns[pos].name
