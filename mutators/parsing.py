@@ -54,7 +54,10 @@ def _stamping(method: Any) -> Any:
                 meta["_s"] = start
                 meta["_e"] = self._prev.end + 1
             elif start < meta["_s"]:
+                # an outer parse method returned the same node (``cast(`` … ``)`` around what ``_parse_cast``
+                # read): the node spans all it consumed, its closing parenthesis included
                 meta["_s"] = start
+                meta["_e"] = max(meta["_e"], self._prev.end + 1)
         return result
 
     return wrapper

@@ -150,6 +150,24 @@ def same_case(template: str, word: str) -> str:
     return word.lower()
 
 
+def keeps_output_name(node: exp.Column, replacement: str) -> str:
+    """``replacement`` for a column's name, aliased back to the old name when the column is a bare
+    projection (``select o.created_at`` -> ``select o.updated_at as created_at``): a swapped column
+    must change values, not the name (or the type) of an output column."""
+    if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
+        return f"{replacement} as {node.name}"
+    return replacement
+
+
+_POINT_IN_TIME = re.compile(r"(^|_)(date|dt|time|timestamp|ts|at|datetime)$|^(date|dt)_", re.IGNORECASE)
+
+
+def looks_like_a_point_in_time(name: str) -> bool:
+    """A column named like a date or timestamp (``*_at``, ``*_date``), not like a calendar part
+    (``*_year``, ``day_of_week``), which is usually an integer."""
+    return bool(_POINT_IN_TIME.search(name or ""))
+
+
 def looks_temporal(node: exp.Expression) -> bool:
     """A name-based guess: is this a date/time value (a *_at / *_date column, current_date…)?"""
     if isinstance(node, _TEMPORAL_NODES):

@@ -12,7 +12,7 @@ from mutators.edits import Edit
 from mutators.filter import comparison_token, drop_mutated_conjunct
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
-from mutators.sqlfacts import looks_temporal, same_case
+from mutators.sqlfacts import keeps_output_name, looks_like_a_point_in_time, looks_temporal, same_case
 
 #: unit → the unit a mutation turns it into, and the unit a wrong repair picks.
 _UNITS: dict[str, tuple[str, str]] = {
@@ -165,7 +165,7 @@ class SwapTimestampColumns(Operator):
     clauses = frozenset({"projection", "where", "on", "having", "group"})
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
-        if not looks_temporal(node) or not node.table:
+        if not looks_like_a_point_in_time(node.name) or not node.table:
             return []
         ident = node.this
         meta = ident.meta if isinstance(ident, exp.Identifier) else {}
@@ -176,12 +176,12 @@ class SwapTimestampColumns(Operator):
             return []  # quoted identifiers: leave alone
         siblings = sorted(
             {c.name for c in parsed.tree.find_all(exp.Column)
-             if c.table == node.table and c.name != node.name and looks_temporal(c)}
+             if c.table == node.table and c.name != node.name and looks_like_a_point_in_time(c.name)}
         )
         if not siblings:
             return []
         wrong = [Edit(start, start + len(siblings[0]), siblings[1])] if len(siblings) > 1 else []
-        return self.site(parsed, start, end, siblings[0], wrong)
+        return self.site(parsed, start, end, keeps_output_name(node, siblings[0]), wrong)
 
 
 OPERATORS: tuple[Operator, ...] = (

@@ -11,7 +11,7 @@ from sqlglot import exp
 from mutators.edits import Edit
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
-from mutators.sqlfacts import text_of, token_between
+from mutators.sqlfacts import keeps_output_name, text_of, token_between
 
 _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     # node: (operator text, replacement, the non-commutative one of the pair)
@@ -145,7 +145,7 @@ class SwapSiblingColumn(Operator):
         if not siblings:
             return []
         wrong = [Edit(start, start + len(siblings[0]), siblings[1])] if len(siblings) > 1 else []
-        return self.site(parsed, start, end, siblings[0], wrong)
+        return self.site(parsed, start, end, keeps_output_name(node, siblings[0]), wrong)
 
 
 def _spelled(parsed: MaskedFile, column: exp.Column) -> bool:

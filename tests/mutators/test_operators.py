@@ -49,10 +49,11 @@ EXACT: list[tuple[str, str, str, str]] = [
      "then 'done'\n        when o.status = 'shipped' then 'refund'"),
     ("values.drop_else", "orders", "'done'\n        else 'open'\n    end", "'done'\n    end"),
     ("values.swap_arithmetic", "incremental", "avg(e.duration_ms) / 1000", "avg(e.duration_ms) * 1000"),
-    ("values.swap_sibling_column", "orders", "    o.customer_id,\n    cu.", "    o.order_id,\n    cu."),
+    ("values.swap_sibling_column", "orders", "    o.customer_id,\n    cu.", "    o.order_id as customer_id,\n    cu."),
 ]
 # the swap_timestamp_columns case above is replaced by a qualified one:
-EXACT[31] = ("time.swap_timestamp_columns", "orders", "c.created_at, c.updated_at", "c.updated_at, c.updated_at")
+EXACT[31] = ("time.swap_timestamp_columns", "orders", "c.created_at, c.updated_at",
+             "c.updated_at as created_at, c.updated_at")  # a bare projection keeps its output name
 
 
 @functools.cache
