@@ -31,6 +31,7 @@ from corpora.exclusions import Exclusions, load_exclusions
 from corpora.features import task_features, to_row
 from corpora.lint import lint_project
 from corpora.sealed import sealed_count
+from corpora.dedupe import distinct
 from corpora.store import load_tasks
 from harvester import atomic
 from harvester.licenses import REDISTRIBUTABLE
@@ -141,7 +142,9 @@ def build_dataset(
     violations = lint_project(pins, home, exclusions)
     if violations:
         raise LintError(f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`")
-    records = {s: load_tasks(s, home, pins, purpose="dataset") for s in wanted}
+    loaded = {s: distinct(load_tasks(s, home, pins, purpose="dataset")) for s in wanted}
+    records = {s: rows for s, (rows, _) in loaded.items()}
+    duplicates = sum(n for _, n in loaded.values())
     if not any(records.values()):
         raise DatasetBuildError(f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)")
     kept, left_repos, left_tasks = _select(records, public)
@@ -167,6 +170,7 @@ def build_dataset(
             "utility_packages": len(exclusions.utility_packages),
         },
         sealed_test_tasks=sealed_count(home, pins),
+        duplicate_tasks=duplicates,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

@@ -40,6 +40,7 @@ class CardFacts:
     exclusions_source: dict[str, Any]
     exclusions_counts: dict[str, int]
     sealed_test_tasks: int
+    duplicate_tasks: int = 0  # the same mutation minted from two pins of one split group (forks)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -127,6 +128,8 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         "  0 violations).",
         f"- Test split: {facts.sealed_test_tasks} test tasks are sealed and are not part of this dataset.",
         "- Withheld from every row: wrong-repair patches and gold table fingerprints.",
+        f"- Duplicates: {facts.duplicate_tasks} tasks repeating another's mutation (a fork of the same repository, "
+        "same split group, file and broken patch) were dropped; the first instance id of each is kept.",
     ]
     if facts.public:
         lines.append(

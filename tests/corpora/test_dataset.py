@@ -180,3 +180,23 @@ def test_rows_never_carry_secret_fields(world, make):
     pin = make("a/one")
     row = to_row(replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",)))
     assert "SECRET" not in json.dumps(row) and set(row) == set(task_features())
+
+
+def test_a_fork_minting_the_same_mutation_gives_one_row(world, make):
+    pins, tasks = _populate(world, make, unlicensed=False)
+    # a fork of r/trainrepo in its split group: the same file, the same broken patch, another pin
+    fork = make("r/trainrepo-fork", fork_of="r/trainrepo")
+    assign(world.pins, None)  # pinned after the reservation: it joins its parent's group
+    original = next(t for t in tasks if t.pin == pins["r/trainrepo"].id)
+    assert group_of(fork.id, world.pins) == original.split_group
+    copy = make_task(fork, "train", original.split_group, 1)
+    copy = replace(copy, file=original.file, broken_patch=original.broken_patch, fix_patch=original.fix_patch,
+                   problem_statement=original.problem_statement,
+                   instance_id=original.instance_id.replace("trainrepo", "trainrepo-fork"))
+    assert copy.instance_id != original.instance_id
+    store_task(copy, world.home, world.pins)
+    out = world.root / "dist" / "dedup"
+    result = build_dataset(out, home=world.home, pins=world.pins)
+    assert result.splits["train"] == 4  # the fork's copy is not a fifth row
+    assert read_manifest(out)["facts"]["duplicate_tasks"] == 1
+    assert "Duplicates: 1 tasks repeating another's mutation" in (out / "README.md").read_text()
