@@ -76,6 +76,9 @@ class MaskedFile:
         return True
 
 
+#: how many one-line macro calls are tried, one at a time, as the file's WHERE clause
+MAX_WHERE_TRIES = 8
+
 #: masking policies, tried in order: how block bodies and macro calls are rendered for the parser.
 POLICIES: tuple[tuple[str, str, str], ...] = (
     # (name, if-blocks, macro calls)
@@ -113,6 +116,20 @@ def mask_file(text: str) -> MaskedFile:
             text, masked, True, None, regions, tuple(tags), dialect, name,
             tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
         )
+    # a macro that expands to a WHERE clause among others that expand to expressions: try each
+    # one-line macro call alone as the WHERE (a file-wide rendering gives several WHEREs)
+    calls = [t for t in tags if _is_macro_call(t) and t.word != "config" and "\n" not in text[t.start:t.end]
+             and t.end - t.start >= 8][:MAX_WHERE_TRIES]
+    for call in calls:
+        masked = _mask(text, tags, blocks, "first", "ident", where_at=call.start)
+        dialect, tree_or_error, tokens = first_parse(masked)
+        if dialect is None:
+            continue
+        tree = tree_or_error
+        return MaskedFile(
+            text, masked, True, None, regions, tuple(tags), dialect, f"first-branch/where-macro@{call.start}",
+            tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
+        )
     return MaskedFile(text, first_masked, False, first_reason, regions, tuple(tags))
 
 
@@ -124,7 +141,7 @@ def _blank(s: str) -> str:
     return "".join("\n" if ch == "\n" else " " for ch in s)
 
 
-def _mask(text: str, tags: list[Tag], blocks: list[Block], branch: str, macros: str) -> str:
+def _mask(text: str, tags: list[Tag], blocks: list[Block], branch: str, macros: str, where_at: int = -1) -> str:
     chars = list(text)
     blanked: list[tuple[int, int]] = []
     for block in blocks:
@@ -149,7 +166,7 @@ def _mask(text: str, tags: list[Tag], blocks: list[Block], branch: str, macros: 
     for tag in tags:
         if any(a <= tag.start < b for a, b in blanked):
             continue
-        chars[tag.start : tag.end] = _placeholder(tag, text, macros)
+        chars[tag.start : tag.end] = _placeholder(tag, text, "where" if tag.start == where_at else macros)
     return "".join(chars)
 
 

@@ -71,6 +71,16 @@ def test_type_macros_and_clause_macros() -> None:
     assert any(r.why == "macro call live_only()" for r in m.off_limits)
 
 
+def test_one_clause_macro_among_expression_macros_is_tried_alone_as_the_where() -> None:
+    # rendering every macro call as a WHERE gives two WHEREs; rendering none leaves "from fields m__"
+    text = ("with fields as (select {{ fill_columns(cols=get_cols()) }} from {{ ref('raw') }})\n"
+            "select id, amount from fields\n{{ live_only() }}\nand not coalesce(is_deleted, false)\n")
+    m = mask_file(text)
+    assert m.parsed, m.reason
+    assert m.policy == f"first-branch/where-macro@{text.index('{{ live_only')}"
+    assert len(m.masked) == len(text) and m.masked.count("where") == 1
+
+
 def test_unparsable_and_broken_files_say_why() -> None:
     bad = mask_file("select a from from {{ ref('t') }} where (\n")
     assert not bad.parsed and bad.reason
