@@ -125,7 +125,7 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
         else:
             tables = tuple(
                 CapturedTable(
-                    name=str(t["name"]), model=str(t.get("model", "")), rows=int(t["rows"]),
+                    name=str(t["name"]), model=str(t.get("unique_id", "")), rows=int(t["rows"]),
                     columns=tuple((str(c[0]), str(c[1])) for c in t["columns"]),
                     fingerprint=str(t["fingerprint"]),
                 )

@@ -206,6 +206,21 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
             assert task.grading.gold == f"{task.gold_sha256}.duckdb"
 
 
+def test_the_yield_report_counts_survivors_left_at_the_cap(minted_example) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.pipeline import load_reports, pending, yield_report
+
+    with minted_example.env():
+        left = pending(minted_example.pin.id)
+        decided = {r["key"] for r in load_reports(minted_example.pin.id)}
+        report = yield_report([minted_example.pin.id])
+    assert left, "with one task per model, some models have survivors left unconfirmed"
+    assert not {r["key"] for r in left} & decided  # no report: a later run with a higher cap confirms them
+    for row in report["families"].values():
+        decided_here = sum(row["screened_out"].values()) + sum(row["confirm_rejected"].values()) + row["kept"]
+        assert row["candidates"] == decided_here + row["not_confirmed_cap"]
+    assert sum(row["not_confirmed_cap"] for row in report["families"].values()) == len(left)
+
+
 def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untyped-def]
     from harvester.mint.pipeline import MintOptions, load_reports, mint
 

@@ -105,6 +105,7 @@ def test_add_captures_every_model_table_in_main(added) -> None:  # type: ignore[
     pin = read_pin(Path(summary["pin"]))
     assert pin.profile_schema == TARGET
     assert {t.name for t in pin.tables} == names
+    assert all(t.model.startswith("model.fleet_upkeep") for t in pin.tables)  # each table names its model
     gold = root / "home" / "gold" / f"{pin.gold_sha256}.duckdb"
     assert _gold_tables(gold) == names  # nothing left under the target schema's own name
     # the lineage names every model exactly as the pin does

@@ -74,12 +74,13 @@ def _print_report(report: dict, counts: dict) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("family", "candidates", "screened out", "survived screen", "kept", "top rejection")
+    table = Table("family", "candidates", "screened out", "survived screen", "kept", "left at the cap", "top rejection")
     for family, row in sorted(report["families"].items()):
         reasons = {**row["screened_out"], **row["confirm_rejected"]}
         top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
         table.add_row(family, str(row["candidates"]), str(sum(row["screened_out"].values())),
-                      str(row["survived_screen"]), str(row["kept"]), f"{top[0]} ({top[1]})")
+                      str(row["survived_screen"]), str(row["kept"]), str(row["not_confirmed_cap"]),
+                      f"{top[0]} ({top[1]})")
     console.print(table)
     console.print(f"this run: {counts}; tasks kept: {sum(report['tasks_per_pin'].values())} "
                   f"(silent {report['silent']}, loud {report['loud']})")

@@ -55,6 +55,22 @@ def _marker_path(pin_id: str, model: str) -> Path:
     return reports_dir(pin_id) / "shards" / f"{model}.done"
 
 
+def _pending_path(pin_id: str, model: str) -> Path:
+    return reports_dir(pin_id) / "shards" / f"{model}.pending"
+
+
+def pending(pin_id: str) -> list[dict]:
+    """Screening survivors of the pin's last runs that were left unconfirmed at the per-model cap."""
+    folder = reports_dir(pin_id) / "shards"
+    out: list[dict] = []
+    for path in sorted(folder.glob("*.pending")) if folder.is_dir() else []:
+        try:
+            out.extend(row for row in json.loads(path.read_text(encoding="utf-8")) if isinstance(row, dict))
+        except (OSError, ValueError, TypeError):
+            continue  # informational only: a bad file costs a line of the yield report, nothing else
+    return out
+
+
 def completed_keys(pin_id: str, model: str) -> frozenset[str]:
     """The report keys of ``model`` that a finished shard vouched for (empty when no shard finished)."""
     try:
@@ -172,6 +188,12 @@ def mint(pins: Sequence[Pin], options: MintOptions,
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))
             written.append(report)
+        pending_file = _pending_path(job.pin_id, job.model)
+        if result.pending:
+            atomic.write_text(pending_file, json.dumps(
+                [{"key": k, "operator": op, "family": fam} for k, op, fam in result.pending], sort_keys=True))
+        else:
+            pending_file.unlink(missing_ok=True)
         keys = sorted(job.done_keys | {r.key for r in result.reports})  # the marker last (module docstring)
         atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))
         if on_result:
@@ -180,7 +202,8 @@ def mint(pins: Sequence[Pin], options: MintOptions,
 
 
 def yield_report(pin_ids: Sequence[str]) -> dict:
-    """Per operator and family: candidates -> screened out (by reason) -> confirmed -> kept; tasks per model/pin."""
+    """Per operator and family: candidates -> screened out (by reason) -> confirmed -> kept, and the
+    survivors left unconfirmed at the per-model cap; tasks per model/pin."""
     per_op: dict[str, dict] = {}
     per_family: dict[str, dict] = {}
     per_model: dict[str, int] = {}
@@ -189,8 +212,7 @@ def yield_report(pin_ids: Sequence[str]) -> dict:
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
             for key, table in ((r["operator"], per_op), (r["family"], per_family)):
-                row = table.setdefault(key, {"candidates": 0, "screened_out": {}, "confirm_rejected": {},
-                                             "survived_screen": 0, "kept": 0})
+                row = table.setdefault(key, _row())
                 row["candidates"] += 1
                 if r["stage"] == "screen" and not r["kept"]:
                     row["screened_out"][r["reason"]] = row["screened_out"].get(r["reason"], 0) + 1
@@ -205,5 +227,16 @@ def yield_report(pin_ids: Sequence[str]) -> dict:
                 per_pin[r["pin"]] = per_pin.get(r["pin"], 0) + 1
                 silent += bool(r.get("silent"))
                 loud += r.get("silent") is False
+        for r in pending(pin_id):
+            for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
+                row = table.setdefault(key, _row())
+                row["candidates"] += 1
+                row["survived_screen"] += 1
+                row["not_confirmed_cap"] += 1
     return {"operators": per_op, "families": per_family, "tasks_per_model": per_model, "tasks_per_pin": per_pin,
             "silent": silent, "loud": loud}
+
+
+def _row() -> dict:
+    return {"candidates": 0, "screened_out": {}, "confirm_rejected": {}, "survived_screen": 0, "kept": 0,
+            "not_confirmed_cap": 0}

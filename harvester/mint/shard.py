@@ -83,6 +83,9 @@ class CandidateReport:
 class ShardResult:
     reports: tuple[CandidateReport, ...]
     tasks: tuple[TaskRecord, ...]
+    # screening survivors left unconfirmed because the model reached its cap: (key, operator, family);
+    # no report is written for them, so a later run with a higher cap still confirms them
+    pending: tuple[tuple[str, str, str], ...] = ()
 
 
 def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], obs: Any, pin: Pin,
@@ -219,9 +222,11 @@ def run_shard(job: ShardJob) -> ShardResult:
                 reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
                 continue
             survivors.append((cand, outcome, statement, timings))
+        confirmed_keys: set[str] = set()
         for cand, outcome, statement, timings in confirmation_order(survivors, job.family_order, kept_families):
             if kept >= job.max_per_model:
                 break
+            confirmed_keys.add(cand.key)
             if builder is None and job.incremental:
                 builder = warm_builder(pin, job, state.database, limits)
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
@@ -255,4 +260,5 @@ def run_shard(job: ShardJob) -> ShardResult:
             builder.forget()
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    return ShardResult(tuple(reports), tuple(tasks))
+    pending = tuple((c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys)
+    return ShardResult(tuple(reports), tuple(tasks), pending)
