@@ -116,9 +116,10 @@ def mask_file(text: str) -> MaskedFile:
             text, masked, True, None, regions, tuple(tags), dialect, name,
             tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
         )
-    # a macro that expands to a WHERE clause among others that expand to expressions: try each
-    # one-line macro call alone as the WHERE (a file-wide rendering gives several WHEREs)
-    calls = [t for t in tags if _is_macro_call(t) and t.word != "config" and "\n" not in text[t.start:t.end]
+    # a macro that expands to a WHERE clause among others that expand to expressions: try each macro
+    # call that stands alone on its line, one at a time, as the WHERE (a file-wide rendering gives
+    # several WHEREs; a call inside a select list shares its line with a comma or an alias)
+    calls = [t for t in tags if _is_macro_call(t) and t.word != "config" and _alone_on_its_line(text, t)
              and t.end - t.start >= 8][:MAX_WHERE_TRIES]
     for call in calls:
         masked = _mask(text, tags, blocks, "first", "ident", where_at=call.start)
@@ -131,6 +132,14 @@ def mask_file(text: str) -> MaskedFile:
             tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
         )
     return MaskedFile(text, first_masked, False, first_reason, regions, tuple(tags))
+
+
+def _alone_on_its_line(text: str, tag: Tag) -> bool:
+    raw = text[tag.start : tag.end]
+    line_start = text.rfind("\n", 0, tag.start) + 1
+    line_end = text.find("\n", tag.end)
+    line = text[line_start : line_end if line_end >= 0 else len(text)]
+    return "\n" not in raw and line.strip() == raw
 
 
 def _blank_all(text: str) -> str:
