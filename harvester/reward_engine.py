@@ -213,8 +213,8 @@ class FastScorer:
     def _materialize(self, node: ModelNode, sql: str) -> None:
         """``mut.<schema>.<alias>`` from ``sql`` wrapped as dbt-duckdb wraps it: ``as (\n<sql>\n)``, so a
         trailing semicolon or a second statement fails here exactly as it fails in a dbt build. The schema
-        is the captured one (``node.table``): target-schema tables go to ``mut.main``, where the scorer
-        looks for graded tables, exactly as the gold capture names them."""
+        is the captured one (``node.table``): a model with a unique alias goes to ``mut.main``, where the
+        scorer looks for graded tables, exactly as the gold capture names it."""
         self.engine.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{node.captured_schema}"')
         self.engine.run(f'CREATE OR REPLACE TABLE {MUT}."{node.captured_schema}"."{node.alias}" AS (\n{sql}\n)')
 

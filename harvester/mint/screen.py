@@ -146,10 +146,10 @@ def check_changed(obs: Observation, pin: Pin) -> Check:
 
 
 def check_gradable(obs: Observation, pin: Pin) -> Check:
-    # the scorer sees only tables captured in main: the target schema's (harvest_names)
+    # the scorer sees only tables captured in main (harvest_names: every model whose alias is unique)
     gradable = {t.name for t in pin.gradable_tables if graded_name(t.name) is not None}
     if not set(obs.changed) & gradable:
-        return Check(False, "ungradable", "only nondeterministic, empty or non-target-schema tables changed")
+        return Check(False, "ungradable", "only nondeterministic, empty or tables outside main changed")
     return Check(True)
 
 
