@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from corpora.chain import append_entry, read_chain
 from corpora.digest import TaskDigest, digest
 from corpora.errors import SealError, UnsealError
 from corpora.locks import locked
@@ -33,6 +34,7 @@ from harvester.task_record import TaskRecord, read_task, task_from_dict, write_t
 
 SEAL_NAME = "_sealed.json"
 UNSEALS_NAME = "_unseals.jsonl"
+UNSEAL_FIELDS = ("recipe", "manifest_sha256", "seal_root", "time", "prev")
 
 
 @dataclass(frozen=True)
@@ -170,25 +172,7 @@ def check_manifest(path: Path) -> tuple[str, str]:
 
 
 def _unseal_lines(pins: Path) -> list[dict[str, Any]]:
-    path = pins / UNSEALS_NAME
-    if not path.exists():
-        return []
-    out, prev = [], ""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            entry = json.loads(line)
-            body = {k: entry[k] for k in ("recipe", "manifest_sha256", "seal_root", "time", "prev")}
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UnsealError(f"{path}:{number}: malformed unseal entry ({exc})") from None
-        if body["prev"] != prev or _commit(body) != entry.get("commitment"):
-            raise UnsealError(f"{path}:{number}: unseal ledger hash chain broken (a line was edited or removed)")
-        out.append(entry)
-        prev = entry["commitment"]
-    return out
-
-
-def _commit(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return read_chain(pins / UNSEALS_NAME, UNSEAL_FIELDS, UnsealError, "unseal ledger")
 
 
 def unseal(recipe_manifest_path: Path, *, home: Path, pins: Path, now: str | None = None) -> UnsealToken:
@@ -209,10 +193,7 @@ def unseal(recipe_manifest_path: Path, *, home: Path, pins: Path, now: str | Non
             "time": now or datetime.now(UTC).replace(microsecond=0).isoformat(),
             "prev": lines[-1]["commitment"] if lines else "",
         }
-        entry = {**body, "commitment": _commit(body)}
-        path = pins / UNSEALS_NAME
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
-        atomic.write_text(path, old + json.dumps(entry, sort_keys=True) + "\n")
+        entry = append_entry(pins / UNSEALS_NAME, body)
     return UnsealToken(recipe, manifest_sha, body["seal_root"], body["time"], entry["commitment"])
 
 

@@ -11,45 +11,26 @@ line exists, the recipe's test audit is over for good.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from corpora.chain import append_entry, read_chain
 from eval.env.errors import EnvError
-from harvester import atomic
 from harvester.task_record import TaskRecord
 
 RESULTS_NAME = "_test_audits.jsonl"
+RESULT_FIELDS = ("recipe", "time", "official", "n", "prev")
 
 
 class SealedAuditError(EnvError):
     """A test-split audit was refused (no recipe, already audited, a broken results ledger)."""
 
 
-def _commit(body: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 def results(pins: Path) -> list[dict[str, Any]]:
     """The recorded test audits, hash chain checked."""
-    path = pins / RESULTS_NAME
-    if not path.exists():
-        return []
-    out, prev = [], ""
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            entry = json.loads(line)
-            body = {k: v for k, v in entry.items() if k != "commitment"}
-        except (json.JSONDecodeError, AttributeError) as exc:
-            raise SealedAuditError(f"{path}:{number}: malformed entry ({exc}); restore the file from git") from None
-        if body.get("prev") != prev or _commit(body) != entry.get("commitment"):
-            raise SealedAuditError(f"{path}:{number}: the results ledger's hash chain is broken (a line was edited or removed)")
-        out.append(entry)
-        prev = entry["commitment"]
-    return out
+    return read_chain(pins / RESULTS_NAME, RESULT_FIELDS, SealedAuditError, "results ledger")
 
 
 def refuse_if_audited(pins: Path, recipe: str) -> None:
@@ -107,8 +88,4 @@ def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], no
             "crashed": len(report["crashed"]),
             "prev": lines[-1]["commitment"] if lines else "",
         }
-        entry = {**body, "commitment": _commit(body)}
-        path = pins / RESULTS_NAME
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
-        atomic.write_text(path, old + json.dumps(entry, sort_keys=True) + "\n")
-    return entry
+        return append_entry(pins / RESULTS_NAME, body)
