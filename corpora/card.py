@@ -84,6 +84,11 @@ def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _repo_cell(p: RepoProvenance) -> str:
+    """A link for a public URL; a repository known only by name (``local://``) is shown, not linked."""
+    return f"[{p.repo}]({p.url})" if p.url.startswith(("https://", "http://")) else f"`{p.repo}`"
+
+
 def render(facts: CardFacts, splits: Sequence[str]) -> str:
     """The README.md for a folder holding ``splits`` (a subset of the built ones)."""
     yaml_text = yaml.safe_dump(front_matter(facts, splits), sort_keys=False, allow_unicode=True)
@@ -115,7 +120,7 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.", "",
         "## Provenance", "",
         "| repository | commit | license | split | tasks |", "|---|---|---|---|---|",
-        *[f"| [{p.repo}]({p.url}) | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
+        *[f"| {_repo_cell(p)} | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
         "Each task's files stay under the license of its source repository (column `license`).", "",
         "## Non-contamination statement", "",
         f"- Benchmark: every repository was checked against the Spider 2.0-DBT exclusion list "

@@ -18,6 +18,7 @@ import tomli_w
 
 from harvester import atomic
 from harvester.errors import PinError
+from harvester.specs import display_name
 
 PIN_FORMAT = 1
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -89,6 +90,12 @@ class Pin:
     skipped: tuple[SkippedPath, ...] = ()
     model_files: dict[str, str] = field(default_factory=dict)  # repo-relative path -> sha256
     format: int = PIN_FORMAT
+
+    @property
+    def repo(self) -> str:
+        """The repository as task records and cards name it: ``owner/name`` on GitHub, else the URL
+        (``local://owner/name`` for a repository pinned from a local copy without a public origin)."""
+        return display_name(self.url)
 
     @property
     def gradable_tables(self) -> tuple[TableRecord, ...]:

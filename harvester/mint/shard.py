@@ -242,7 +242,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             slug = pin.id.split("@", 1)[0]
             record = TaskRecord(
                 instance_id=task_id(slug, pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
-                pin=pin.id, repo=pin.spec.rsplit("@", 1)[0], base_commit=pin.commit, project_dir=pin.project_dir,
+                pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir,
                 split=job.split, split_group=job.split_group, family=cand.mutation.family,
                 operator=cand.mutation.operator, effect=cand.mutation.effect, file=cand.file,
                 broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,
