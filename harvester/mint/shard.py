@@ -101,10 +101,11 @@ def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], o
         # with rows missing or added, every column's values differ as a whole: the rows are the symptom,
         # and claiming wrong values in each column would mislead; columns are named only at equal rows
         differing = set(obs.differing_columns.get(full, ())) if gold_rows == mutant_rows else set()
+        moved = obs.directions.get(full, {})
         for pos in positions:
             if pos in differing:
                 column = tables[full].columns[pos].name
-                columns.append((column, node.columns.get(column, "") if node else "", "different"))
+                columns.append((column, node.columns.get(column, "") if node else "", moved.get(pos, "different")))
         found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
                              mutant_rows, tuple(columns)))
     return found
