@@ -7,7 +7,7 @@ again for exactly the split it uploads: a Hub repo never lists a split whose fil
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
@@ -41,6 +41,7 @@ class CardFacts:
     exclusions_counts: dict[str, int]
     sealed_test_tasks: int
     duplicate_tasks: int = 0  # the same mutation minted from two pins of one split group (forks)
+    fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -69,6 +70,12 @@ def _size_category(n: int) -> str:
     return "n<1K" if n < 1000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "100K<n<1M"
 
 
+def data_files(facts: CardFacts, split: str) -> dict[str, str]:
+    """The card's ``configs`` entry of one split: its data files, by the fingerprint they carry."""
+    fingerprint = facts.fingerprints.get(split)
+    return {"split": split, "path": f"data/{split}-{fingerprint}-*" if fingerprint else f"data/{split}-*"}
+
+
 def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
     rows = [p for p in facts.provenance if p.split in splits]
     return {
@@ -79,7 +86,7 @@ def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
         "size_categories": [_size_category(sum(facts.splits[s] for s in splits))],
         "configs": [{
             "config_name": "default",
-            "data_files": [{"split": s, "path": f"data/{s}-*"} for s in splits],
+            "data_files": [data_files(facts, s) for s in splits],
         }],
     }
 
@@ -128,9 +135,9 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         f"{ex.get('project_names', 0)} benchmark dbt project names, {ex.get('domain_packages', 0)} domain packages "
         f"(a repository that is one, or depends on one, is excluded) and {ex.get('utility_packages', 0)} utility "
         "packages (depending on them is allowed; the utility repositories themselves are excluded).",
-        "- Splits: no split group on two sides, no identical model file (content hash) on two sides, and no",
-        "  word 13-gram shared between a training problem statement and an evaluation one (lint run before this build:",
-        "  0 violations).",
+        "- Splits: no split group on two sides, no identical model file (content hash) on two sides, no",
+        "  training problem statement equal to an evaluation one, and no word 13-gram of task-specific words (the",
+        "  statement template's fixed phrases cut out) shared between them (lint run before this build: 0 violations).",
         f"- Test split: {facts.sealed_test_tasks} test tasks are sealed and are not part of this dataset.",
         "- Withheld from every row: wrong-repair patches and gold table fingerprints.",
         f"- Duplicates: {facts.duplicate_tasks} tasks repeating another's mutation (a fork of the same repository, "
