@@ -6,7 +6,7 @@ again for exactly the split it uploads: a Hub repo never lists a split whose fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,8 +76,12 @@ def data_files(facts: CardFacts, split: str) -> dict[str, str]:
     return {"split": split, "path": f"data/{split}-{fingerprint}-*" if fingerprint else f"data/{split}-*"}
 
 
-def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
+def front_matter(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The YAML front matter; ``other_configs`` (split -> data-file path) lists splits of another build
+    that the Hub repository already holds, so that publishing one split keeps loading the others."""
     rows = [p for p in facts.provenance if p.split in splits]
+    files = [data_files(facts, s) for s in splits]
+    files += [{"split": s, "path": path} for s, path in sorted((other_configs or {}).items())]
     return {
         **hub_license([p.license for p in rows]),
         "pretty_name": facts.title,
@@ -86,7 +90,7 @@ def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
         "size_categories": [_size_category(sum(facts.splits[s] for s in splits))],
         "configs": [{
             "config_name": "default",
-            "data_files": [data_files(facts, s) for s in splits],
+            "data_files": files,
         }],
     }
 
@@ -96,9 +100,10 @@ def _repo_cell(p: RepoProvenance) -> str:
     return f"[{p.repo}]({p.url})" if p.url.startswith(("https://", "http://")) else f"`{p.repo}`"
 
 
-def render(facts: CardFacts, splits: Sequence[str]) -> str:
-    """The README.md for a folder holding ``splits`` (a subset of the built ones)."""
-    yaml_text = yaml.safe_dump(front_matter(facts, splits), sort_keys=False, allow_unicode=True)
+def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> str:
+    """The README.md for a folder holding ``splits`` (a subset of the built ones), plus ``other_configs``:
+    splits a Hub repository holds from another build (listed, not described)."""
+    yaml_text = yaml.safe_dump(front_matter(facts, splits, other_configs), sort_keys=False, allow_unicode=True)
     rows = [p for p in facts.provenance if p.split in splits]
     n_rows = {s: facts.splits[s] for s in splits}
     ex = facts.exclusions_counts
@@ -113,7 +118,9 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         "plausible wrong repair that passes the local checks scores 0.", "",
         "## Splits", "",
         "| split | rows |", "|---|---|",
-        *[f"| {s} | {n} |" for s, n in n_rows.items()], "",
+        *[f"| {s} | {n} |" for s, n in n_rows.items()],
+        *[f"| {s} | published from another build (see this repository's history) |" for s in sorted(other_configs or {})],
+        "",
         "Splits are repository-disjoint: repositories that share history, files, or a package family",
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
