@@ -30,14 +30,14 @@ DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_
 
 #: The first sentence, by the first symptom: rows added, rows lost, or values changed.
 OPENINGS: dict[str, str] = {
-    "more_rows": "People who use the outputs of this dbt project see records that its rules leave out.",
-    "fewer_rows": "People who use the outputs of this dbt project miss records that its rules keep.",
+    "more_rows": "People who use the outputs of this dbt project count more rows than its rules produce.",
+    "fewer_rows": "People who use the outputs of this dbt project find rows missing that its rules produce.",
     "values": "People who use the outputs of this dbt project find figures that break its documented rules.",
 }
-#: What happened to a table's rows.
+#: What happened to a table's rows (the symptom only: extra rows may be let-through records or a finer grain).
 ROWS: dict[str, str] = {
-    "more_rows": "{table}{about} has more rows than it should: some records it should exclude are included.",
-    "fewer_rows": "{table}{about} is missing rows: some records it should include are not there.",
+    "more_rows": "{table}{about} has more rows than it should.",
+    "fewer_rows": "{table}{about} is missing rows that it should have.",
 }
 #: What happened to one column (rows unchanged), by direction.
 COLUMNS: dict[str, str] = {
