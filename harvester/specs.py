@@ -92,7 +92,8 @@ def origin_identity(origin: str) -> Identity:
     match = _GITHUB_URL.match(text)
     if match:
         owner, repo = match["owner"], match["repo"]
-        return Identity(_clean(owner), _clean(repo), f"https://github.com/{owner}/{repo.removesuffix('.git')}")
+        # the form a GitHub shorthand spec fetches from, so both name one mirror and one repository
+        return Identity(_clean(owner), _clean(repo), f"https://github.com/{owner}/{repo.removesuffix('.git')}.git")
     if not _URL.match(text) or text.startswith(("file://", LOCAL_SCHEME)):
         raise SpecError(
             f"--origin {origin!r} is not a public git URL; give one like https://github.com/owner/name "

@@ -183,7 +183,7 @@ def test_a_local_copy_is_pinned_under_its_origin_and_no_path_of_this_machine(tmp
     assert code == 0, err
     summary = json.loads(out)
     assert summary["id"] == f"acme__members@{repo.head[:12]}"
-    assert summary["url"] == "https://github.com/acme/members" and summary["spec"] == f"acme/members@{repo.head}"
+    assert summary["url"] == "https://github.com/acme/members.git" and summary["spec"] == f"acme/members@{repo.head}"
     (pin_file,) = _pins(tmp_path)
     assert str(tmp_path) not in pin_file.read_text()  # where the bytes came from stays under HARVEST_HOME
     # the same copy again, with the same origin: already pinned, found through the mirror kept under that name

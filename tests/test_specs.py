@@ -61,7 +61,8 @@ def test_an_origin_names_the_repository_publicly() -> None:
 
     for origin in ("https://github.com/acme/Shop", "https://github.com/acme/Shop.git/", "git@github.com:acme/Shop.git"):
         found = origin_identity(origin)
-        assert (found.slug, found.url, found.display) == ("acme__Shop", "https://github.com/acme/Shop", "acme/Shop")
+        assert (found.slug, found.url, found.display) == ("acme__Shop", "https://github.com/acme/Shop.git", "acme/Shop")
+    assert origin_identity("https://github.com/acme/Shop").url == parse_spec("acme/Shop@abcdef1").url
     other = origin_identity("https://deploy:s3cret@gitlab.example.com/data/acme/warehouse.git")
     assert other.slug == "acme__warehouse" and "s3cret" not in other.url and other.display == other.url
 
@@ -77,7 +78,7 @@ def test_an_origin_that_is_not_a_public_url_is_refused(origin: str) -> None:
 def test_a_local_copy_without_origin_is_named_by_its_remote_or_project_never_its_path() -> None:
     from harvester.specs import local_identity, named_identity
 
-    assert local_identity("https://github.com/acme/shop.git", "shop", "copy").url == "https://github.com/acme/shop"
+    assert local_identity("https://github.com/acme/shop", "shop", "copy").url == "https://github.com/acme/shop.git"
     by_project = local_identity("/srv/git/shop.git", "shop_analytics", "copy")  # a local remote is no name
     assert (by_project.slug, by_project.url) == ("local__shop_analytics", "local://local/shop_analytics")
     assert local_identity(None, None, "my copy").slug == "local__my-copy"
