@@ -30,7 +30,7 @@ import yaml
 from corpora.build import read_manifest
 from corpora.card import CardFacts, data_files, render
 from corpora.errors import PublishError
-from harvester import atomic
+from core import atomic
 
 DEFAULT_TIMEOUT = 60.0
 

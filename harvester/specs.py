@@ -19,17 +19,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.errors import SpecError
+from core.errors import SpecError
+from core.pin import GITHUB_URL, display_name
 
 _GITHUB_SHORT = re.compile(r"^(?P<owner>[A-Za-z0-9][A-Za-z0-9_.-]*)/(?P<repo>[A-Za-z0-9_.-]+)$")
 _URL = re.compile(r"^(?:https?|ssh|git)://[^\s]+$|^[\w.-]+@[\w.-]+:[^\s]+$")
 _HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 _SLUG_PART = re.compile(r"[^A-Za-z0-9_.-]+")
-_GITHUB_URL = re.compile(
-    r"^(?:https?://|ssh://git@|git@|git://)?(?:www\.)?github\.com[:/]+(?P<owner>[^/]+)/(?P<repo>[^/]+?)(?:\.git)?/?$",
-    re.IGNORECASE,
-)
 _USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 #: the scheme of a repository known only by name (no public location); never fetched from
 LOCAL_SCHEME = "local://"
@@ -80,16 +77,10 @@ class Identity:
         return display_name(self.url)
 
 
-def display_name(url: str) -> str:
-    """``owner/repo`` for a GitHub URL, else the URL itself."""
-    match = _GITHUB_URL.match(url.strip())
-    return f"{match['owner']}/{match['repo'].removesuffix('.git')}" if match else url
-
-
 def origin_identity(origin: str) -> Identity:
     """The identity of a public origin URL (credentials dropped); a local path is refused."""
     text = origin.strip().rstrip("/")
-    match = _GITHUB_URL.match(text)
+    match = GITHUB_URL.match(text)
     if match:
         owner, repo = match["owner"], match["repo"]
         # the form a GitHub shorthand spec fetches from, so both name one mirror and one repository

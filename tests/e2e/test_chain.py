@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "corpora"))
 from fake_hub import FakeHub  # noqa: E402
 
 #: The `harvest` console script of this checkout (the same entry point pyproject installs).
-HARVEST = [sys.executable, "-c", "import sys; from harvester.cli import main; sys.argv[0] = 'harvest'; main()"]
+HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
 #: Our three projects and the public-looking origins they are pinned under; the example joins them.
 ORIGINS = {
     "lending_library": "https://github.com/dbt-harvest-fixtures/lending_library",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harvester.licenses import detect_license
+from core.licenses import detect_license
 from mutators import FAMILIES
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
@@ -39,7 +39,7 @@ def test_a_project_has_seeds_staging_marts_tests_and_our_license(name: str) -> N
 def test_a_project_offers_every_mutation_family(name: str) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from harvester.cli import main; sys.argv[0] = 'harvest'; main()",
+        [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()",
          "mutants", str(PROJECTS / name / "models"), "--json"],
         capture_output=True, text=True, cwd=root, check=True, timeout=300,
     )
