@@ -22,7 +22,7 @@ from core.errors import PinError
 PIN_FORMAT = 1
 #: a GitHub repository URL in any of its forms (https, ssh, scp-like), with owner and repo groups
 GITHUB_URL = re.compile(
-    r"^(?:https?://|ssh://git@|git@|git://)?(?:www\.)?github\.com[:/]+(?P<owner>[^/]+)/(?P<repo>[^/]+?)(?:\.git)?/?$",
+    r"^(?:https?://|ssh://(?:git@)?|git@|git://)?(?:www\.)?github\.com[:/]+(?P<owner>[^/]+)/(?P<repo>[^/]+?)(?:\.git)?/?$",
     re.IGNORECASE,
 )
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")

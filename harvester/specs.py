@@ -79,7 +79,7 @@ class Identity:
 
 def origin_identity(origin: str) -> Identity:
     """The identity of a public origin URL (credentials dropped); a local path is refused."""
-    text = origin.strip().rstrip("/")
+    text = _USERINFO.sub(r"\g<scheme>", origin.strip().rstrip("/"))  # never record a user or token
     match = GITHUB_URL.match(text)
     if match:
         owner, repo = match["owner"], match["repo"]
@@ -90,7 +90,6 @@ def origin_identity(origin: str) -> Identity:
             f"--origin {origin!r} is not a public git URL; give one like https://github.com/owner/name "
             "(or name the repository with --name owner/name)"
         )
-    text = _USERINFO.sub(r"\g<scheme>", text)
     tail = [p for p in re.split(r"[/:]", text.removesuffix(".git")) if p]
     if len(tail) < 3:
         raise SpecError(f"--origin {origin!r}: cannot tell the owner and repository name from it")

@@ -63,6 +63,8 @@ def test_an_origin_names_the_repository_publicly() -> None:
         found = origin_identity(origin)
         assert (found.slug, found.url, found.display) == ("acme__Shop", "https://github.com/acme/Shop.git", "acme/Shop")
     assert origin_identity("https://github.com/acme/Shop").url == parse_spec("acme/Shop@abcdef1").url
+    token = origin_identity("https://x-access-token:ghp_s3cret@github.com/acme/Shop.git")
+    assert token.url == "https://github.com/acme/Shop.git" and token.slug == "acme__Shop"
     other = origin_identity("https://deploy:s3cret@gitlab.example.com/data/acme/warehouse.git")
     assert other.slug == "acme__warehouse" and "s3cret" not in other.url and other.display == other.url
 
