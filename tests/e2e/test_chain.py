@@ -57,7 +57,8 @@ class Chain:
         started = time.perf_counter()
         done = subprocess.run([*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
-        step, seconds = " ".join(a for a in args[:2] if not a.startswith("-")), time.perf_counter() - started
+        words = [a for a in args[:2] if a.replace(" ", "").isalpha()]  # the subcommand, not a path or spec
+        step, seconds = " ".join(words), time.perf_counter() - started
         self.timings[step] = self.timings.get(step, 0.0) + seconds
         print(f"[e2e] harvest {step}: {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
         if ok:
