@@ -28,8 +28,8 @@ GOLD_SQL = ("CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount FR
             "CREATE TABLE notes AS SELECT 'n' || range AS note FROM range(2)")
 WRONG_SQL = GOLD_SQL.replace("range * 1.5", "range * 2.5")
 REVERSED_SQL = GOLD_SQL.replace("FROM range(5)", "FROM range(5) ORDER BY range DESC")
-ONLY_ORDERS_SQL = "CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount FROM range(5)"
 PRED = {"gold": GOLD_SQL, "wrong": WRONG_SQL, "reversed": REVERSED_SQL}
+DROP = object()  # a parameter or key left out of a line
 
 
 def params(**changes: Any) -> dict[str, Any]:
@@ -37,9 +37,6 @@ def params(**changes: Any) -> dict[str, Any]:
                             "ignore_orders": [True]}
     base.update(changes)
     return {k: v for k, v in base.items() if v is not DROP}
-
-
-DROP = object()
 
 
 def duck(**changes: Any) -> dict[str, Any]:
