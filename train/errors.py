@@ -5,7 +5,10 @@ All derive from HarvestError so that `harvest train …` prints one line and exi
 
 from __future__ import annotations
 
+from corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
 from harvester.errors import HarvestError
+
+__all__ = ["FreezeError", "ManifestError", "TrainConfigError", "TrainDataError", "TrainError"]
 
 
 class TrainError(HarvestError):
@@ -14,14 +17,6 @@ class TrainError(HarvestError):
 
 class TrainConfigError(TrainError):
     """A training config file is missing, malformed, or holds an unknown or invalid key."""
-
-
-class ManifestError(TrainError):
-    """A run manifest is missing, malformed, or fails its signature or digest check."""
-
-
-class FreezeError(TrainError):
-    """A run cannot be frozen, or a frozen recipe no longer matches what was frozen."""
 
 
 class TrainDataError(TrainError):
