@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from corpora.errors import FreezeError, ManifestError
-from harvester import atomic
+from core import atomic
 
 MANIFEST_KEY_ENV = "HARVEST_MANIFEST_KEY"
 MANIFEST_NAME = "manifest.json"

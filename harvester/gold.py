@@ -11,9 +11,9 @@ from pathlib import Path
 
 import duckdb
 
-from harvester import atomic
-from harvester.errors import GoldError
-from harvester.home import gold_dir
+from core import atomic
+from core.errors import GoldError
+from core.home import gold_dir
 
 _verified: dict[tuple[str, int, int], bool] = {}
 

@@ -6,7 +6,7 @@ All derive from HarvestError so that `harvest train …` prints one line and exi
 from __future__ import annotations
 
 from corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 
 __all__ = ["FreezeError", "ManifestError", "TrainConfigError", "TrainDataError", "TrainError"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from corpora.recipe import MANIFEST_NAME, REQUIRED_FIELDS, sign
-from harvester import atomic
+from core import atomic
 from train.errors import ManifestError
 
 MANIFEST_FORMAT = 1

@@ -21,9 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.errors import TrainDataError
-from harvester.patching import PatchError, apply_to_text, parse_patch
+from core.patching import PatchError, apply_to_text, parse_patch
 
 #: File kinds a dbt project keeps its logic in; seeds and binaries stay out of prompts.
 TEXT_SUFFIXES = (".sql", ".yml", ".yaml", ".md")
@@ -48,8 +48,8 @@ class PinnedProjectSource:
 
     def original_files(self, task: TaskRecord) -> dict[str, str]:
         """The project's text files at the pin's commit, before the task's bug."""
-        from harvester.errors import HarvestError
-        from harvester.pin import pin_path, read_pin
+        from core.errors import HarvestError
+        from core.pin import pin_path, read_pin
         from harvester.workspace import template
 
         path = pin_path(task.pin, self.pins)
@@ -63,7 +63,7 @@ class PinnedProjectSource:
         return dict(_files_in(str(tree), pin.id, task.project_dir))
 
     def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
-        from harvester.pin import pin_path
+        from core.pin import pin_path
 
         if not pin_path(task.pin, self.pins).is_file():
             if self.fallback is not None:
@@ -167,7 +167,7 @@ def _files_at(repo_path: str, commit: str, project_dir: str) -> dict[str, str]:
 def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
     """Apply a (multi-file) unified diff to in-memory files strictly; return the changed files only.
 
-    Raises harvester.patching.PatchError when the diff is malformed, does not match, or names a file
+    Raises core.patching.PatchError when the diff is malformed, does not match, or names a file
     the project does not have (creating files is not an edit of the project).
     """
     changed: dict[str, str] = {}

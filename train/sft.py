@@ -24,7 +24,7 @@ from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, singl
 
 def default_project(config: RunConfig) -> ProjectSource:
     """``[data] repos`` when set (a folder of git repositories by name), else each task's own pin."""
-    from harvester.home import mirrors_dir, pins_dir
+    from core.home import mirrors_dir, pins_dir
 
     if config.data.repos:
         return GitProjectSource(Path(config.data.repos))

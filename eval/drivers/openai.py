@@ -20,7 +20,7 @@ from typing import Any
 from eval.drivers.base import DriverError
 from eval.drivers.chat import AssistantTurn, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 
 class EndpointError(DriverError):

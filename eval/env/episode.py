@@ -20,7 +20,7 @@ from eval.env import tools
 from eval.env.errors import InvalidAction
 from eval.env.grading import Submission, grade
 from eval.env.workspace import TaskWorkspace
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 RUNNING, SUBMITTED, LOOPED, TURN_CAP, ABANDONED = "running", "submitted", "looped", "turn_cap", "abandoned"
 NO_TOOL_CALL = "<no tool call>"

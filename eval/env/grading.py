@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eval.env.tools import LOG_NAME, RunSettings
 from eval.env.workspace import TaskWorkspace
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def _clean_build_state(ws: TaskWorkspace) -> None:
 
 def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Submission:
     """Build the workspace once more (seed, build, capture) and score it; a failed build scores 0 and 0."""
-    from eval.scorer import score
+    from core.scorer import score
     from harvester.build import build_workspace
     from harvester.gold import gold_path
 

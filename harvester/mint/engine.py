@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 from harvester.sandbox import fingerprint_sql
 
 MUT = "mut"

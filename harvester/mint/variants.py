@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harvester.build import BuildResult, interpret
 from harvester.discovery import discover
-from harvester.pin import Pin
+from core.pin import Pin
 from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, write_profile
 from harvester.sandbox.session import SandboxSession
 from harvester.workspace import fresh_workspace

@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.errors import SandboxError
-from harvester.home import harvest_home
+from core.errors import SandboxError
+from core.home import harvest_home
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 SANDBOX_WORKSPACE = "/workspace"

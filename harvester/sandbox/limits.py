@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harvester.errors import SandboxError
+from core.errors import SandboxError
 
 
 @dataclass(frozen=True)

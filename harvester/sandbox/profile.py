@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester import atomic
-from harvester.errors import SandboxError
+from core import atomic
+from core.errors import SandboxError
 from harvester.sandbox.steps import workspace_relative
 
 PROFILE_DIR = ".harvest_profile"

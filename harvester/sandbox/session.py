@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harvester.errors import SandboxError
+from core.errors import SandboxError
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.runner import LOG_DIR, Launch, _watch, collect, finish, new_result_name, prepare, start
 from harvester.sandbox.steps import SandboxRun, Step, step_request

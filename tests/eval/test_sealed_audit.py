@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from corpora.recipe import ADAPTER_DIR, MANIFEST_NAME
-from harvester.cli import main
+from cli import main
 from tests.recipes import finished_run, frozen_run
 
 pytestmark = pytest.mark.slow

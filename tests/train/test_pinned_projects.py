@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import tiny_raw
+from train_world import tiny_raw
 from train.configs import config_from_dict
 from train.project import PinnedProjectSource, apply_diff
 from train.sft import default_project, run_sft
 
 
 def test_sft_trains_on_tasks_minted_from_a_local_pin(minted_example, world, tmp_path: Path) -> None:  # noqa: ANN001
-    from harvester.patching import parse_patch
+    from core.patching import parse_patch
 
     assert minted_example.pin.spec.startswith("/"), minted_example.pin.spec  # a local spec: the case that failed
     raw = tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-local-pin"}, data={"max_rows": 2}, train={"max_steps": 1})

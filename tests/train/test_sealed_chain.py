@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONFIGS, write_config
+from train_world import CONFIGS, write_config
 
 pytestmark = pytest.mark.slow
 
