@@ -60,7 +60,12 @@ def command(
     recipe: Path | None, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
-    """Run a driver over every task of a split; write transcripts, verdicts and a report."""
+    """Run a driver over every task of a split; write transcripts, verdicts and a report.
+
+    The sealed test split needs --recipe RUN (a run folder frozen by `harvest train freeze`) and is audited
+    once per recipe, by the recipe's own model unless --driver says otherwise. A model that cannot load or
+    an endpoint that cannot be reached fails before the first episode (and before the unseal).
+    """
     if ctx.invoked_subcommand is not None:
         return
     if split == "test" and recipe is None:

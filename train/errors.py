@@ -1,6 +1,8 @@
 """Training's exceptions: each says which invariant of a run failed and what to do about it.
 
-All derive from HarvestError so that `harvest train …` prints one line and exits 1.
+All derive from HarvestError so that `harvest train …` prints one line and exits 1. A manifest's and a
+frozen recipe's errors (ManifestError, FreezeError) belong to the contract in corpora/recipe.py, which
+both training and the sealed audit use; they are re-exported here for training's callers.
 """
 
 from __future__ import annotations
