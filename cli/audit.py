@@ -156,3 +156,38 @@ def report_command(run_dir: Path, as_json: bool) -> None:
         echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
     else:
         _print_summary(report, run_dir)
+
+
+@command.command("compare")
+@click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for compare.md, compare.json and compare.png (default: RUN_B/compare-<RUN_A name>).")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Significance level of the exact McNemar test.")
+@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(100, 1_000_000),
+              help="Paired bootstrap resamples for the interval of the difference.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed (the report is reproducible).")
+@json_option
+@fails_cleanly
+def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, resamples: int, seed: int,
+                    as_json: bool) -> None:
+    """Compare two audits of the same tasks (A = baseline, B = e.g. the adapter), task by task.
+
+    Paired outcomes, the difference in k/N with a paired bootstrap interval, and exact McNemar: with the
+    16-48 tasks of a split a difference of two tasks is noise, and the report says whether this one is.
+    """
+    from eval.audit.compare import compare_runs, write_comparison
+
+    comparison = compare_runs(run_a, run_b, alpha=alpha, resamples=resamples, seed=seed)
+    paths = write_comparison(comparison, out or run_b / f"compare-{run_a.resolve().name}")
+    if as_json:
+        echo_json({**comparison.to_dict(), "files": {k: str(v) for k, v in paths.items()}})
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(comparison.summary(), markup=False)
+    console.print(f"difference (B - A) {comparison.difference:+.3f}, paired bootstrap 95% interval "
+                  f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
+                  markup=False)
