@@ -111,11 +111,30 @@ def rows_fingerprint(rows: Sequence[dict]) -> str:
     return digest.hexdigest()[:12]
 
 
-def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: int):
+def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
+    """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
+    from core.pin import pin_path, read_pin
+    from harvester.workspace import compat_patch_text
+
+    cache: dict[str, tuple] = {}
+    rows = []
+    for r in records:
+        if r.pin not in cache:
+            pin = read_pin(pin_path(r.pin, pins))
+            cache[r.pin] = (pin, compat_patch_text(pin, pins))
+        pin, compat = cache[r.pin]
+        try:
+            rows.append(to_row(r, pin, compat))
+        except ValueError as exc:
+            raise DatasetBuildError(f"{exc}; re-run `harvest mint` for its pin") from None
+    return rows
+
+
+def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: int, pins: Path):
     """The split's Dataset and its rows' fingerprint; parquet shards ``data/<split>-<fp>-i-of-n``."""
     from datasets import Dataset
 
-    rows = [to_row(r) for r in records]
+    rows = _rows(records, pins)
     fingerprint = rows_fingerprint(rows)
     ds = Dataset.from_list(rows, features=task_features())
     n = max(1, math.ceil(len(ds) / shard_rows))
@@ -203,7 +222,7 @@ def build_dataset(
     try:
         _copy_gold(all_gold, home, tmp)
         (tmp / "data").mkdir()
-        written = {s: _write_split(kept[s], s, tmp, shard_rows) for s in wanted}
+        written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
         facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
         dd = DatasetDict({s: ds for s, (ds, _) in written.items()})
         dd.save_to_disk(str(tmp / "dataset_dict"))

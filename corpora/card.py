@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from corpora.features import COLUMNS
+from corpora.features import COLUMNS, SWE_BENCH_MAPPING
 
 TAGS = ("dbt", "sql", "duckdb", "data-engineering", "code-repair", "agents", "swe-bench")
 
@@ -125,12 +125,19 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
         "## Columns", "",
-        "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Apply `broken_patch` to",
-        "`base_commit` (in `project_dir`) to obtain the task; a model's answer is graded by building the",
-        "repaired project with dbt-duckdb and comparing `graded_tables` with the gold file `gold_file`",
-        "(Spider 2.0-DBT's `duckdb_match`: `graded_columns`, `ignore_orders`).", "",
+        "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
+        "it names the repository (`origin_url`, `base_commit`, its git `tree`), the dbt packages at exact commits,",
+        "the compat patch, the clock and the database file, so `harvest tasks materialize DATASET INSTANCE_ID OUT/`",
+        "rebuilds the task on a fresh machine (checking the tree id and every sha256). The setup step (`setup`):",
+        "export `base_commit` without history, vendor `packages` into `<project_dir>/dbt_packages`, apply",
+        "`compat_patch`, then `broken_patch`. A model's answer is graded by building the repaired project with",
+        "dbt-duckdb at `clock` and comparing `condition_tabs` with the gold file `gold_file` (Spider 2.0-DBT's",
+        "`duckdb_match` with `condition_cols` and `ignore_orders`; `harvest score --task DATASET:INSTANCE_ID`).", "",
         "| column | meaning |", "|---|---|",
         *[f"| `{name}` | {meaning} |" for name, meaning in COLUMNS.items()], "",
+        "### Reading it as SWE-bench / SWE-smith", "",
+        "| SWE-bench / SWE-smith | here |", "|---|---|",
+        *[f"| `{name}` | {meaning} |" for name, meaning in SWE_BENCH_MAPPING.items()], "",
         "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.", "",
         "## Provenance", "",
         "| repository | commit | license | split | tasks |", "|---|---|---|---|---|",

@@ -68,7 +68,11 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     loaded = load_dataset(str(out))
     assert sorted(loaded) == ["dev", "train"]
     assert loaded["train"].features == task_features()
-    by_split = {s: sorted((to_row(t) for t in public if t.split == s), key=lambda r: r["instance_id"]) for s in ("train", "dev")}
+    by_pin = {p.id: p for p in pins.values()}
+    assert all(not p.compat_patch_sha256 for p in by_pin.values())
+    by_split = {s: sorted((to_row(t, by_pin[t.pin]) for t in public if t.split == s), key=lambda r: r["instance_id"])
+                for s in ("train", "dev")}
+    assert all(r["origin_url"] and r["tree"] and r["clock"] for rows in by_split.values() for r in rows)
     for split in ("train", "dev"):
         assert sorted(loaded[split].to_list(), key=lambda r: r["instance_id"]) == by_split[split]
     assert load_from_disk(str(out / "dataset_dict"))["dev"].to_list() == loaded["dev"].to_list()

@@ -1,0 +1,157 @@
+"""Tasks from a dataset, not from our store: self-contained rows, `harvest tasks materialize` on an empty
+HARVEST_HOME (offline, through --repo-mirror and the package mirror), `harvest score --task` agreeing with
+the audit, and RepairEnvironment built from a dataset row.
+
+The dataset is built by `corpora.build.build_dataset` from the eval world's dev tasks (real sandboxed
+harvest of the embedded example); every command after the build runs as a user on a fresh machine would:
+a subprocess with an empty HARVEST_HOME, no pins, its own HF_HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core import atomic
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
+
+
+def _fresh_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME, this checkout on the path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))}
+    env.update({"HARVEST_HOME": str(tmp / "fresh-home"), "HARVEST_PINS": str(tmp / "fresh-pins"),
+                "HF_HOME": str(tmp / "fresh-hf"), "HF_HUB_OFFLINE": "1",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
+    env.update(extra)
+    return env
+
+
+def _harvest(env: dict[str, str], *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([*HARVEST, *args], env=env, capture_output=True, text=True, timeout=600, cwd=env["HARVEST_HOME"] + "/..")
+    if ok:
+        assert done.returncode == 0, f"harvest {' '.join(args)}: {done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def hub_world(dev_world, example_harvest, tmp_path_factory):  # noqa: ANN001, ANN201
+    """(dataset folder, repo mirror, package mirror, rows by id) built from the eval world's dev tasks."""
+    from datasets import load_dataset
+
+    from corpora.build import build_dataset
+    from corpora.materialize import mirror_location  # noqa: F401 - the layout the mirror follows
+
+    root = tmp_path_factory.mktemp("hub-tasks")
+    with dev_world.env():
+        build_dataset(root / "ds", home=dev_world.home, pins=dev_world.pins, splits=("dev",))
+    # the repository, as a user's offline mirror holds it: <owner>/<name>, a plain clone
+    url = dev_world.pin.url
+    owner, name = url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
+    mirror = root / "repos"
+    (mirror / owner).mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", str(example_harvest.example.project_repo), str(mirror / owner / name)],
+                   check=True, capture_output=True)
+    rows = {r["instance_id"]: r for r in load_dataset(str(root / "ds"), split="dev")}
+    return root, mirror, example_harvest.example.mirror, rows
+
+
+def test_rows_are_self_contained(hub_world, dev_world) -> None:  # noqa: ANN001
+    root, _, _, rows = hub_world
+    pin = dev_world.pin
+    card = (root / "ds" / "README.md").read_text()
+    for task in dev_world.tasks:
+        row = rows[task.instance_id]
+        assert (row["origin_url"], row["base_commit"], row["tree"], row["project_dir"]) == (pin.url, pin.commit, pin.tree, pin.project_dir)
+        assert row["clock"] == pin.clock and row["database_file"] == "build.duckdb" and row["profile_schema"] == pin.profile_schema
+        assert [(p["name"], p["commit"]) for p in row["packages"]] == [(p.name, p.commit) for p in pin.packages] and row["packages"]
+        assert row["compat_patch_sha256"] == pin.compat_patch_sha256
+        assert row["condition_tabs"] == list(task.grading.condition_tabs)
+        assert row["condition_cols"] == [list(c) for c in task.grading.condition_cols]
+        assert row["gold_file"] == f"gold/{row['gold_sha256']}.duckdb"
+        assert atomic.sha256_file(root / "ds" / row["gold_file"]) == row["gold_sha256"]
+        assert row["FAIL_TO_PASS"] == [f"duckdb_match({', '.join(task.grading.condition_tabs)})"] and row["PASS_TO_PASS"]
+        assert row["version"].startswith("dbt-core==") and row["environment_setup"] == "pip install " + row["version"]
+        assert "graded_tables" not in row and "wrong_repair_patches" not in row
+    for column in rows[dev_world.tasks[0].instance_id]:
+        assert f"`{column}`" in card, f"the card does not document {column}"
+    assert "SWE-bench" in card and "FAIL_TO_PASS" in card
+
+
+def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+    from core.patching import apply_patch
+    from eval.audit.report import write_report
+    from eval.audit.rundir import RunDir
+    from eval.audit.runner import AuditOptions, run_audit
+    from eval.drivers.scripted import NoopDriver, OracleDriver
+
+    root, mirror, packages, rows = hub_world
+    task = dev_world.tasks[0]
+    env = _fresh_env(tmp_path)
+    Path(env["HARVEST_HOME"]).mkdir()
+    out = tmp_path / "task"
+    done = json.loads(_harvest(env, "tasks", "materialize", str(root / "ds"), task.instance_id, str(out),
+                               "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
+    row = rows[task.instance_id]
+    assert done["gold_sha256"] == row["gold_sha256"] == atomic.sha256_file(out / "grader" / "gold.duckdb")
+    assert json.loads((out / "grader" / "spec.json").read_text())["condition_tabs"] == row["condition_tabs"]
+    assert not (out / "project" / ".git").exists() and not list((out / "project").rglob("*.duckdb"))
+    broken_text = (out / "project" / task.file).read_text()
+    # the same task as the store's: our own workspace of it holds the same broken file
+    from eval.env.workspace import discard, materialize
+
+    with dev_world.env():
+        ws = materialize(task, dev_world.pins, tmp_path / "scratch")
+        try:
+            assert (ws.root / task.file).read_text() == broken_text
+            listing = sorted(p.relative_to(ws.root).as_posix() for p in ws.root.rglob("*") if p.is_file())
+        finally:
+            discard(ws)
+    ours = sorted(p.relative_to(out / "project").as_posix() for p in (out / "project").rglob("*") if p.is_file())
+    assert set(ours) - set(listing) == {f"{task.project_dir.strip('./') + '/' if task.project_dir not in ('', '.') else ''}profiles.yml"}
+
+    # a materialized copy must not depend on the dataset or the mirror staying there
+    scores = {}
+    noop_copy = tmp_path / "noop"
+    subprocess.run(["cp", "-a", str(out), str(noop_copy)], check=True)
+    apply_patch(out / "project", task.fix_patch)
+    for name, folder in (("oracle", out), ("noop", noop_copy)):
+        got = json.loads(_harvest(env, "score", "--task", f"{root / 'ds'}:{task.instance_id}", "--workspace", str(folder),
+                                  "--json").stdout)
+        scores[name] = got["official"]["score"]
+    # the audit on the same submissions, from our store
+    audit = {}
+    for driver in (OracleDriver(), NoopDriver()):
+        run = RunDir(tmp_path / f"audit-{driver.name}")
+        with dev_world.env():
+            run_audit(run, "dev", [task], driver, AuditOptions(workers=1), pins=dev_world.pins)
+            write_report(run)
+        audit[driver.name] = run.read_episode(task.instance_id)["official"]
+    assert scores == audit == {"oracle": 1, "noop": 0}
+
+
+def test_materialize_refuses_a_tampered_gold_and_an_unknown_id(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+    import shutil
+
+    root, mirror, packages, rows = hub_world
+    task = dev_world.tasks[0]
+    env = _fresh_env(tmp_path)
+    Path(env["HARVEST_HOME"]).mkdir()
+    unknown = _harvest(env, "tasks", "materialize", str(root / "ds"), "no.such.task", str(tmp_path / "x"), ok=False)
+    assert unknown.returncode == 1 and "no task 'no.such.task'" in unknown.stderr and not (tmp_path / "x").exists()
+    copy = tmp_path / "ds-copy"
+    shutil.copytree(root / "ds", copy)
+    gold = copy / rows[task.instance_id]["gold_file"]
+    gold.chmod(0o644)
+    gold.write_bytes(gold.read_bytes()[:-1] + b"\x01")
+    bad = _harvest(env, "tasks", "materialize", str(copy), task.instance_id, str(tmp_path / "y"),
+                   "--repo-mirror", str(mirror), "--package-mirror", str(packages), ok=False)
+    assert bad.returncode == 1 and "changed since the build" in bad.stderr and not (tmp_path / "y").exists()
