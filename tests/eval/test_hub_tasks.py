@@ -155,3 +155,31 @@ def test_materialize_refuses_a_tampered_gold_and_an_unknown_id(hub_world, dev_wo
     bad = _harvest(env, "tasks", "materialize", str(copy), task.instance_id, str(tmp_path / "y"),
                    "--repo-mirror", str(mirror), "--package-mirror", str(packages), ok=False)
     assert bad.returncode == 1 and "changed since the build" in bad.stderr and not (tmp_path / "y").exists()
+
+
+def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Published (dev, private) to the fake Hub; a fresh machine materializes by repo id and scores by it."""
+    sys.path.insert(0, str(ROOT / "tests" / "corpora"))
+    from fake_hub import FakeHub
+
+    from corpora.publish import publish
+
+    root, mirror, packages, rows = hub_world
+    task = dev_world.tasks[-1]
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HF_TOKEN", "hf_fake_token_for_tests")
+        publish(root / "ds", "acme/dbt-repair", "dev", private=True, timeout=10)
+        env = _fresh_env(tmp_path, HF_ENDPOINT=hub.endpoint, HF_TOKEN="hf_fake_token_for_tests")
+        env.pop("HF_HUB_OFFLINE")
+        Path(env["HARVEST_HOME"]).mkdir()
+        out = tmp_path / "task"
+        done = json.loads(_harvest(env, "tasks", "materialize", "acme/dbt-repair", task.instance_id, str(out),
+                                   "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
+        assert done["gold_sha256"] == rows[task.instance_id]["gold_sha256"] == atomic.sha256_file(out / "grader" / "gold.duckdb")
+        assert (out / "project" / task.file).is_file()
+        # the gold scored against itself through the row's spec: 1 (the spec and gold come from the Hub row)
+        same = json.loads(_harvest(env, "score", "--task", f"acme/dbt-repair:{task.instance_id}", "--pred",
+                                   str(out / "grader" / "gold.duckdb"), "--json").stdout)
+        assert same["official"]["score"] == 1
+        assert hub.unexpected == []
