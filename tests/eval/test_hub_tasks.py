@@ -183,3 +183,101 @@ def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path,
                                    str(out / "grader" / "gold.duckdb"), "--json").stdout)
         assert same["official"]["score"] == 1
         assert hub.unexpected == []
+
+
+# ------------------------------------------------------------------ the environment from a dataset row
+
+
+def _oracle_text(current: str, patch: str) -> str:
+    from core.patching import apply_to_text, parse_patch
+
+    (file_patch,) = parse_patch(patch)
+    return apply_to_text(current, file_patch)
+
+
+@pytest.fixture()
+def fresh_home(tmp_path: Path, monkeypatch, hub_world):  # noqa: ANN001, ANN201
+    """This process as a fresh machine: empty HARVEST_HOME and pins, the package mirror for offline vendoring."""
+    _, _, packages, _ = hub_world
+    for name, value in _fresh_env(tmp_path).items():
+        if name.startswith(("HARVEST_", "HF_")):
+            monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HARVEST_PACKAGE_MIRROR", str(packages))
+    Path(os.environ["HARVEST_HOME"]).mkdir()
+    return Path(os.environ["HARVEST_HOME"])
+
+
+def test_repair_environment_from_a_dataset_row(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+    from eval.env.environment import RepairEnvironment
+
+    root, mirror, _, rows = hub_world
+    task = dev_world.tasks[0]
+    row = rows[task.instance_id]
+    rewards = {}
+    for name in ("oracle", "noop"):
+        env = RepairEnvironment.from_dataset(str(root / "ds"), "dev", repo_mirror=mirror)
+        with env:
+            observation = env.reset(instance_id=task.instance_id)
+            assert observation.startswith(row["problem_statement"])
+            if name == "oracle":
+                env.write_file(task.file, _oracle_text(env.read_file(task.file), row["patch"]))
+            env.submit()
+            rewards[name] = env.get_reward()
+    assert rewards == {"oracle": 1.0, "noop": 0.0}
+    assert not list((fresh_home / "tasks").glob("*")) if (fresh_home / "tasks").exists() else True  # no store used
+    assert (fresh_home / "gold" / f"{row['gold_sha256']}.duckdb").is_file()
+
+
+def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+    """The OpenEnv app on 127.0.0.1 (uvicorn), two of its own clients at once, each its own session."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from eval.adapters.openenv_server import RepairAction, RepairEnvClient, make_app
+
+    root, mirror, _, rows = hub_world
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    results: dict[str, object] = {}
+
+    def play(name: str, instance_id: str) -> None:
+        try:
+            with RepairEnvClient(base_url=f"http://127.0.0.1:{port}", message_timeout_s=300).sync() as client:
+                first = client.reset(instance_id=instance_id)
+                assert first.observation.text.startswith(rows[instance_id]["problem_statement"]) and not first.done
+                if name == "oracle":
+                    path = rows[instance_id]["file"]
+                    current = client.step(RepairAction(tool="read_file", args={"path": path})).observation.text
+                    wrote = client.step(RepairAction(tool="write_file", args={
+                        "path": path, "content": _oracle_text(current, rows[instance_id]["patch"])}))
+                    assert wrote.reward == 0.0 and not wrote.done
+                last = client.step(RepairAction(tool="submit"))
+                results[name] = (last.done, last.reward)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            results[name] = exc
+
+    started = time.perf_counter()
+    try:
+        players = [threading.Thread(target=play, args=("oracle", dev_world.tasks[0].instance_id)),
+                   threading.Thread(target=play, args=("noop", dev_world.tasks[1].instance_id))]
+        for p in players:
+            p.start()
+        for p in players:
+            p.join(600)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    print(f"two concurrent OpenEnv episodes: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    assert results == {"oracle": (True, 1.0), "noop": (True, 0.0)}, results
