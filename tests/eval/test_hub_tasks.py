@@ -2,7 +2,7 @@
 HARVEST_HOME (offline, through --repo-mirror and the package mirror), `harvest score --task` agreeing with
 the audit, and RepairEnvironment built from a dataset row.
 
-The dataset is built by `corpora.build.build_dataset` from the eval world's dev tasks (real sandboxed
+The dataset is built by `harvest dataset build` from the eval world's dev tasks (real sandboxed
 harvest of the embedded example); every command after the build runs as a user on a fresh machine would:
 a subprocess with an empty HARVEST_HOME, no pins, its own HF_HOME.
 """
@@ -47,12 +47,14 @@ def hub_world(dev_world, example_harvest, tmp_path_factory):  # noqa: ANN001, AN
     """(dataset folder, repo mirror, package mirror, rows by id) built from the eval world's dev tasks."""
     from datasets import load_dataset
 
-    from corpora.build import build_dataset
-    from corpora.materialize import mirror_location  # noqa: F401 - the layout the mirror follows
 
     root = tmp_path_factory.mktemp("hub-tasks")
-    with dev_world.env():
-        build_dataset(root / "ds", home=dev_world.home, pins=dev_world.pins, splits=("dev",))
+    # `harvest dataset build`, as the user runs it, on the eval world's store
+    env = _fresh_env(root, HARVEST_HOME=str(dev_world.home), HARVEST_PINS=str(dev_world.pins))
+    built = subprocess.run([*HARVEST, "dataset", "build", "--out", str(root / "ds"), "--split", "dev", "--json"], env=env,
+                           capture_output=True, text=True, timeout=600, cwd=root)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert json.loads(built.stdout)["splits"] == {"dev": len(dev_world.tasks)}
     # the repository, as a user's offline mirror holds it: <owner>/<name>, a plain clone
     url = dev_world.pin.url
     owner, name = url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
