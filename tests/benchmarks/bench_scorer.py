@@ -21,10 +21,9 @@ import duckdb
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from core.scorer import GradingSpec, official, strict  # noqa: E402
-from scorer.reference import table_verdict  # noqa: E402
+from tests.core.scorer.reference import table_verdict  # noqa: E402
 
 COLUMNS = """
     range AS id,
