@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.scorer.multiset import Form, TextForm, float_form, int_form, text_form
 from core.scorer.source import ColumnInfo, LoadedTable
 
 ABS_TOL = 0.01
@@ -149,8 +150,7 @@ class Side:
         self.in_process = table.n_rows <= IN_PROCESS_SORT_MAX_ROWS
         self._vecs: dict[tuple[int, bool], Vec] = {}
         self._num: dict[int, NumStats] = {}
-        self._fingerprints: dict[int, int] | None = None
-        self._live: dict[int, np.ndarray] = {}
+        self._forms: dict[int, Form | TextForm] = {}
 
     @property
     def scratch(self) -> duckdb.DuckDBPyConnection:
@@ -195,60 +195,46 @@ class Side:
         self._vecs[key] = vec
         return vec
 
-    def live_sorted(self, j: int) -> np.ndarray:
-        """The non-NA values' exact identities, sorted by value (for the equal-multiset shortcut).
+    def form(self, j: int) -> Form | TextForm:
+        """The exact multiset form of column j's non-NA values (see ``multiset``), built once.
 
-        Floats are compared as bit patterns so -0.0 and 0.0 (different keys) never count as equal.
+        The values are the sort keys' sources: ``k<j>`` for ints and bools, ``v<j>`` otherwise (floats
+        compared bit-exactly, so -0.0 and 0.0, which have different keys, never count as equal).
         """
-        if j not in self._live:
+        if j not in self._forms:
             col = self.column(j)
-            src = self.table.data.column(f"k{j}" if col.pytype in {"int", "bool"} and col.kind == "num" else f"v{j}")
-            arr = src.combine_chunks().drop_null().to_numpy(zero_copy_only=False)
-            if col.kind == "num" and col.pytype == "float":
-                arr = np.sort(arr.astype(np.float64, copy=False)).view(np.int64)
+            name = f"k{j}" if col.kind == "num" and col.pytype in {"int", "bool"} else f"v{j}"
+            arr = self.table.data.column(name).combine_chunks().drop_null()
+            if col.kind == "str":
+                self._forms[j] = text_form(arr)
+            elif col.kind == "num" and col.pytype == "float":
+                self._forms[j] = float_form(arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
             else:
-                arr = np.sort(arr)
-            self._live[j] = arr
-        return self._live[j]
+                self._forms[j] = int_form(arr.to_numpy(zero_copy_only=False))
+        return self._forms[j]
 
     def num_stats(self, j: int) -> NumStats:
+        """NA and infinity counts and finite bounds of numeric column j (for cheap rejections)."""
         if j not in self._num:
-            arr = self.table.data.column(f"v{j}")
-            vals = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            live = ~np.isnan(vals)
-            live_vals = vals[live]
-            finite = live_vals[np.isfinite(live_vals)]
+            arr = self.table.data.column(f"v{j}").combine_chunks()
+            live = arr.drop_null().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            nan = np.isnan(live)
+            if nan.any():  # NaN is stored as null when loading; kept here so the stats never depend on it
+                live = live[~nan]
+            finite_mask = np.isfinite(live)
+            all_finite = bool(finite_mask.all())
+            finite = live if all_finite else live[finite_mask]
+            n_posinf = 0 if all_finite else int(np.count_nonzero(live == np.inf))
+            n_neginf = 0 if all_finite else int(np.count_nonzero(live == -np.inf))
             with np.errstate(over="ignore", invalid="ignore"):
-                self._num[j] = NumStats(
-                    n_na=int((~live).sum()),
-                    n_posinf=int((live_vals == np.inf).sum()),
-                    n_neginf=int((live_vals == -np.inf).sum()),
-                    fmin=float(finite.min()) if finite.size else 0.0,
-                    fmax=float(finite.max()) if finite.size else 0.0,
-                    fsum=float(finite.sum()) if finite.size else 0.0,
-                    abssum=float(np.abs(finite).sum()) if finite.size else 0.0,
-                    maxabs=float(np.abs(finite).max()) if finite.size else 0.0,
-                )
+                if finite.size:
+                    magnitude = np.abs(finite)
+                    bounds = (float(finite.min()), float(finite.max()), float(finite.sum()),
+                              float(magnitude.sum()), float(magnitude.max()))
+                else:
+                    bounds = (0.0, 0.0, 0.0, 0.0, 0.0)
+            self._num[j] = NumStats(len(arr) - live.size, n_posinf, n_neginf, *bounds)
         return self._num[j]
-
-    def fingerprint(self, j: int) -> int:
-        """Sum of DuckDB hashes of the non-NA values (exact kinds): equal multisets, equal sums."""
-        if self._fingerprints is None:
-            exact = [c.index for c in self.table.columns if c.kind in {"str", "ts", "tstz"}]
-            self._fingerprints = {}
-            if exact and self.in_process:
-                for i in exact:
-                    vals = self.table.data.column(f"v{i}").to_pylist()
-                    self._fingerprints[i] = sum(hash(x) for x in vals if x is not None) % (1 << 64)
-            elif exact:
-                row = self.scratch.execute(
-                    "SELECT "
-                    + ", ".join(f"coalesce(sum(hash(v{i})) FILTER (WHERE v{i} IS NOT NULL), 0)" for i in exact)
-                    + f" FROM {self.alias}"
-                ).fetchone()
-                assert row is not None
-                self._fingerprints = {i: int(x) for i, x in zip(exact, row)}
-        return self._fingerprints[j]
 
 
 def maybe_match(g: Side, gj: int, p: Side, pj: int) -> bool | None:
@@ -282,8 +268,6 @@ def maybe_match(g: Side, gj: int, p: Side, pj: int) -> bool | None:
                 if abs(total) > slack:
                     return False
         return None
-    if g.fingerprint(gj) != p.fingerprint(pj):
-        return False
     return None
 
 
@@ -319,27 +303,45 @@ def mismatches(gv: Vec, pv: Vec) -> np.ndarray:
     return bad | (live & (gv.values != pv.values))
 
 
-def same_key_multiset(g: Side, gj: int, p: Side, pj: int) -> bool:
-    """True when both columns hold exactly the same multiset of official sort keys (NA included).
+#: Kinds whose values pass the official pairwise test only when equal (no tolerance, no type mixes).
+EXACT_KINDS = frozenset({"str", "ts", "tstz"})
 
-    Then both sorted sequences are identical, so the official test passes without sorting by string.
-    Requires: same kind and Python type (3 and 3.0 have different keys), same NA representation.
+
+def same_keys_possible(gc: ColumnInfo, pcol: ColumnInfo) -> bool:
+    """Can equal value multisets mean equal multisets of official sort keys (NA keys included)?
+
+    Requires the same kind and, for numbers, the same Python type (3 and 3.0 have different keys), and
+    the same NA representation when there are NAs.
     """
-    gc, pcol = g.column(gj), p.column(pj)
     if gc.kind != pcol.kind or gc.kind not in {"num", "str", "ts", "tstz"}:
         return False
     if gc.kind == "num" and gc.pytype != pcol.pytype:
         return False
-    if (gc.n_na or pcol.n_na) and gc.na_key != pcol.na_key:
+    return not ((gc.n_na or pcol.n_na) and gc.na_key != pcol.na_key)
+
+
+def multiset_verdict(g: Side, gj: int, p: Side, pj: int) -> bool | None:
+    """The order-ignoring official verdict decided from exact value multisets, or None when they cannot.
+
+    Assumes ``maybe_match`` returned None (equal row and NA counts, same kind).
+    - True when both columns hold the same multiset of sort keys (``same_keys_possible`` and equal value
+      multisets): both key-sorted sequences are then identical, and identical values pass.
+    - False for text and timestamps whose value multisets differ: their pairs pass only when equal and
+      NA pairs only with NA, so a passing walk would pair the non-NA values one-to-one with equal values,
+      i.e. prove the multisets equal.
+    Numbers whose multisets differ may still pass within the tolerance: None.
+    """
+    gc, pcol = g.column(gj), p.column(pj)
+    comparable = same_keys_possible(gc, pcol)
+    exact = gc.kind == pcol.kind and gc.kind in EXACT_KINDS
+    if not (comparable or exact):
+        return None
+    same = g.form(gj).same(p.form(pj))
+    if same and comparable:
+        return True
+    if not same and exact:
         return False
-    if gc.kind == "str":
-        a = g.table.data.column(f"v{gj}").combine_chunks().drop_null()
-        b = p.table.data.column(f"v{pj}").combine_chunks().drop_null()
-        if len(a) != len(b):
-            return False
-        codes = pc.dictionary_encode(pa.concat_arrays([a, b])).indices.to_numpy(zero_copy_only=False)
-        return bool(np.array_equal(np.sort(codes[: len(a)]), np.sort(codes[len(a):])))
-    return bool(np.array_equal(g.live_sorted(gj), p.live_sorted(pj)))
+    return None
 
 
 def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:
@@ -347,8 +349,10 @@ def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:
     quick = maybe_match(g, gj, p, pj)
     if quick is not None:
         return quick
-    if ordered and same_key_multiset(g, gj, p, pj):
-        return True
+    if ordered:
+        verdict = multiset_verdict(g, gj, p, pj)
+        if verdict is not None:
+            return verdict
     return vectors_match(g.vec(gj, ordered), p.vec(pj, ordered))
 
 
