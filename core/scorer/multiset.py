@@ -48,6 +48,8 @@ class Form:
 
     signature: tuple[object, ...]
     body: np.ndarray | None = None
+    #: body holds a count per value (else the values, sorted)
+    counted: bool = False
 
     def same(self, other: "Form | TextForm") -> bool:
         """True exactly when both forms describe the same multiset."""
@@ -57,6 +59,14 @@ class Form:
             return self.body is None and other.body is None
         return bool(np.array_equal(self.body, other.body))
 
+    def distinct(self) -> bool:
+        """True when every value occurs once (never claimed for bools; -0.0 and 0.0 count as one)."""
+        if self.body is None:
+            return self.signature[0] != "bool" and len(self.signature) > 1 and self.signature[1] == 1
+        if self.counted:
+            return bool(self.body.max() <= 1)
+        return not bool(np.any(self.body[1:] == self.body[:-1]))
+
 
 @dataclass(frozen=True)
 class TextForm:
@@ -65,6 +75,10 @@ class TextForm:
     size: int
     values: pa.Array
     counts: np.ndarray
+
+    def distinct(self) -> bool:
+        """True when every string occurs once."""
+        return len(self.values) == self.size
 
     def same(self, other: "Form | TextForm") -> bool:
         """True exactly when both forms describe the same multiset of strings."""
@@ -96,12 +110,10 @@ def int_form(values: np.ndarray, tag: str = "int") -> Form:
     if step > 1:
         shifted //= np.uint64(step)
     if span <= BINCOUNT_FACTOR * n:
-        body = np.bincount(shifted.astype(np.int64), minlength=span + 1)
-    elif span < _U32:
-        body = np.sort(shifted.astype(np.uint32))
-    else:
-        body = np.sort(shifted)
-    return Form((tag, n, lo, hi, step), body)
+        return Form((tag, n, lo, hi, step), np.bincount(shifted.astype(np.int64), minlength=span + 1), True)
+    if span < _U32:
+        return Form((tag, n, lo, hi, step), np.sort(shifted.astype(np.uint32)))
+    return Form((tag, n, lo, hi, step), np.sort(shifted))
 
 
 def float_form(values: np.ndarray) -> Form:
@@ -135,3 +147,104 @@ def text_form(values: pa.Array) -> TextForm:
         counted.field("values"),
         counted.field("counts").to_numpy(zero_copy_only=False),
     )
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A column's values in row order as exact identities, and its NA mask (None when it has no NA).
+
+    values: numpy ints / bools / timestamps, float64 as their int64 bit patterns (so -0.0 and 0.0
+    differ), or an Arrow string array. Values at NA positions are meaningless.
+    """
+
+    values: np.ndarray | pa.Array
+    na: np.ndarray | None
+
+
+def identity(arr: pa.Array, float_bits: bool) -> Identity:
+    """The Identity of one canonical column (``float_bits``: a float64 column)."""
+    na = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return Identity(arr, na)
+    filled = arr.fill_null(False if pa.types.is_boolean(arr.type) else 0) if arr.null_count else arr
+    values = filled.to_numpy(zero_copy_only=False)
+    if float_bits:
+        values = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    return Identity(values, na)
+
+
+def agree_under(g: Identity, p: Identity, rows: np.ndarray) -> bool:
+    """True when gold row i and submitted row ``rows[i]`` hold identical values (or both NA), for all i.
+
+    With ``rows`` a permutation this is a bijection between equal values: the two columns hold the same
+    multiset. False proves nothing (the values may still be the same multiset in another pairing).
+    """
+    if (g.na is None) != (p.na is None):
+        return False
+    if g.na is not None and p.na is not None and not np.array_equal(g.na, p.na[rows]):
+        return False
+    if isinstance(g.values, np.ndarray) and isinstance(p.values, np.ndarray):
+        if g.values.dtype != p.values.dtype or len(g.values) != len(p.values):
+            return False
+        equal = g.values == p.values[rows]
+        if g.na is not None:
+            equal |= g.na
+        return bool(equal.all())
+    if isinstance(g.values, pa.Array) and isinstance(p.values, pa.Array) and g.values.type == p.values.type:
+        if len(g.values) != len(p.values):
+            return False
+        equal = pc.equal(g.values, p.values.take(pa.array(rows)))  # null exactly where both are NA
+        return pc.all(equal, min_count=0).as_py() is True
+    return False
+
+
+def is_permutation(rows: np.ndarray, n: int) -> bool:
+    """True when ``rows`` holds each of 0..n-1 exactly once."""
+    if rows.shape != (n,) or n == 0:
+        return rows.shape == (n,)
+    if rows.min() < 0 or rows.max() >= n:
+        return False
+    return bool((np.bincount(rows, minlength=n) == 1).all())
+
+
+def pair_rows(g: Identity, p: Identity) -> np.ndarray | None:
+    """A permutation pairing each gold row with the submitted row of the same value, or None.
+
+    Meant for a column pair without NA whose values are all distinct and equal as sets. The result is
+    checked (a permutation under which the two columns agree), so a wrong premise gives None, never a
+    wrong pairing.
+    """
+    if g.na is not None or p.na is not None:
+        return None
+    n = len(g.values)
+    if len(p.values) != n:
+        return None
+    if isinstance(g.values, np.ndarray) and isinstance(p.values, np.ndarray):
+        if g.values.dtype != p.values.dtype or g.values.dtype == np.bool_ or n == 0:
+            return None
+        lo, hi = int(g.values.min()), int(g.values.max())
+        span = hi - lo
+        if span <= BINCOUNT_FACTOR * n:
+            offset = np.uint64(lo % (1 << 64))
+            g_at = (np.ascontiguousarray(g.values).view(np.uint64) - offset).astype(np.int64)
+            p_at = (np.ascontiguousarray(p.values).view(np.uint64) - offset).astype(np.int64)
+            if p_at.min() < 0 or p_at.max() > span:
+                return None
+            position = np.full(span + 1, -1, dtype=np.int64)
+            position[p_at] = np.arange(n, dtype=np.int64)
+            rows = position[g_at]
+        else:
+            found = pc.index_in(pa.array(g.values), value_set=pa.array(p.values))
+            if found.null_count:
+                return None
+            rows = found.to_numpy(zero_copy_only=False).astype(np.int64)
+    elif isinstance(g.values, pa.Array) and isinstance(p.values, pa.Array):
+        found = pc.index_in(g.values, value_set=p.values)
+        if found.null_count:
+            return None
+        rows = found.to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        return None
+    if not is_permutation(rows, n) or not agree_under(g, p, rows):
+        return None
+    return rows

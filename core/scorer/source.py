@@ -62,6 +62,13 @@ class SubmissionFailure(Exception):
         self.reason = reason
 
 
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A chunked column as one array; no copy when it already is one chunk (``combine_chunks`` copies)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
+
+
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     """``con.execute(sql).fetchdf()`` without duckdb's internal pandas deprecation warning."""
     import warnings
@@ -396,7 +403,7 @@ def _canonical(
                 exprs.append(f"epoch_us(c{c.index}) AS v{c.index}")
         table = con.execute(f"SELECT {', '.join(exprs)} FROM {src}").to_arrow_table()
         for c in arrow_cols:
-            arr = table.column(f"v{c.index}").combine_chunks()
+            arr = one_array(table.column(f"v{c.index}"))
             if c.kind == "num":
                 numeric[c.index] = _numeric_from_arrow(arr, c.pytype)
                 continue

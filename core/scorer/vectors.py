@@ -36,8 +36,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.scorer.multiset import Form, TextForm, float_form, int_form, text_form
-from core.scorer.source import ColumnInfo, LoadedTable
+from core.scorer.multiset import (
+    Form,
+    Identity,
+    TextForm,
+    agree_under,
+    float_form,
+    identity,
+    int_form,
+    pair_rows,
+    text_form,
+)
+from core.scorer.source import ColumnInfo, LoadedTable, one_array
 
 ABS_TOL = 0.01
 REL_TOL = 1e-9
@@ -127,7 +137,7 @@ def _py_key(col: ColumnInfo, value: Any) -> tuple[bool, str, bool]:
 
 def _in_process_order(col: ColumnInfo, data: pa.Table) -> np.ndarray:
     """Row order by the official key, computed with Python's str() (small tables)."""
-    v = data.column(f"v{col.index}").combine_chunks()
+    v = one_array(data.column(f"v{col.index}"))
     na = v.is_null().to_numpy(zero_copy_only=False)
     if col.kind in {"ts", "tstz"}:
         vals = v.fill_null(0).to_numpy(zero_copy_only=False)
@@ -151,6 +161,7 @@ class Side:
         self._vecs: dict[tuple[int, bool], Vec] = {}
         self._num: dict[int, NumStats] = {}
         self._forms: dict[int, Form | TextForm] = {}
+        self._identities: dict[int, Identity] = {}
 
     @property
     def scratch(self) -> duckdb.DuckDBPyConnection:
@@ -176,14 +187,14 @@ class Side:
         if col.kind == "null":
             vec = Vec("null", np.ones(self.n, dtype=bool), None)
         elif self.in_process or col.kind in {"ts", "tstz"}:
-            arr = self.table.data.column(f"v{j}").combine_chunks()
+            arr = one_array(self.table.data.column(f"v{j}"))
             if ordered:
                 arr = arr.take(pa.array(_in_process_order(col, self.table.data)))
             vec = _vec_from(col, arr)
         else:
             order = f" ORDER BY {_order_by(col)}" if ordered else ""
             arr = self.scratch.execute(f"SELECT v{j} FROM {self.alias}{order}").to_arrow_table().column(0)
-            arr = arr.combine_chunks()
+            arr = one_array(arr)
             na = arr.is_null().to_numpy(zero_copy_only=False)
             if col.kind == "num":
                 values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
@@ -204,7 +215,7 @@ class Side:
         if j not in self._forms:
             col = self.column(j)
             name = f"k{j}" if col.kind == "num" and col.pytype in {"int", "bool"} else f"v{j}"
-            arr = self.table.data.column(name).combine_chunks().drop_null()
+            arr = one_array(self.table.data.column(name)).drop_null()
             if col.kind == "str":
                 self._forms[j] = text_form(arr)
             elif col.kind == "num" and col.pytype == "float":
@@ -213,10 +224,23 @@ class Side:
                 self._forms[j] = int_form(arr.to_numpy(zero_copy_only=False))
         return self._forms[j]
 
+    def has_form(self, j: int) -> bool:
+        """Whether column j's multiset form is already built."""
+        return j in self._forms
+
+    def identity(self, j: int) -> Identity:
+        """Column j's exact value identities in row order (see ``multiset.Identity``), built once."""
+        if j not in self._identities:
+            col = self.column(j)
+            name = f"k{j}" if col.kind == "num" and col.pytype in {"int", "bool"} else f"v{j}"
+            arr = one_array(self.table.data.column(name))
+            self._identities[j] = identity(arr, float_bits=col.kind == "num" and col.pytype == "float")
+        return self._identities[j]
+
     def num_stats(self, j: int) -> NumStats:
         """NA and infinity counts and finite bounds of numeric column j (for cheap rejections)."""
         if j not in self._num:
-            arr = self.table.data.column(f"v{j}").combine_chunks()
+            arr = one_array(self.table.data.column(f"v{j}"))
             live = arr.drop_null().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             nan = np.isnan(live)
             if nan.any():  # NaN is stored as null when loading; kept here so the stats never depend on it
@@ -320,40 +344,92 @@ def same_keys_possible(gc: ColumnInfo, pcol: ColumnInfo) -> bool:
     return not ((gc.n_na or pcol.n_na) and gc.na_key != pcol.na_key)
 
 
-def multiset_verdict(g: Side, gj: int, p: Side, pj: int) -> bool | None:
-    """The order-ignoring official verdict decided from exact value multisets, or None when they cannot.
+#: How many distinct-valued column pairs a table pair tries to learn a row pairing from.
+MAX_PAIRING_TRIES = 2
 
-    Assumes ``maybe_match`` returned None (equal row and NA counts, same kind).
-    - True when both columns hold the same multiset of sort keys (``same_keys_possible`` and equal value
-      multisets): both key-sorted sequences are then identical, and identical values pass.
-    - False for text and timestamps whose value multisets differ: their pairs pass only when equal and
-      NA pairs only with NA, so a passing walk would pair the non-NA values one-to-one with equal values,
-      i.e. prove the multisets equal.
-    Numbers whose multisets differ may still pass within the tolerance: None.
+
+class TablePair:
+    """The gold and submitted sides of one graded table, and a row pairing learnt from their columns.
+
+    Once an order-ignoring pair of columns without NA and with all-distinct values is found to hold the
+    same multiset, its values pair every gold row with the one submitted row holding the same value: a
+    permutation (``multiset.pair_rows`` checks it). A later pair whose values are identical under that
+    permutation holds the same multiset (the permutation is the proof), so it passes without a sort or
+    a count. The pairing only ever proves equality: a pair that differs under it is decided as before.
     """
-    gc, pcol = g.column(gj), p.column(pj)
-    comparable = same_keys_possible(gc, pcol)
-    exact = gc.kind == pcol.kind and gc.kind in EXACT_KINDS
-    if not (comparable or exact):
+
+    def __init__(self, g: Side, p: Side) -> None:
+        self.g = g
+        self.p = p
+        self.rows: np.ndarray | None = None
+        self._tries = 0
+
+    def match(self, gj: int, pj: int, ordered: bool) -> bool:
+        """Does submitted column pj satisfy gold column gj (official rule)? Row counts must agree."""
+        quick = maybe_match(self.g, gj, self.p, pj)
+        if quick is not None:
+            return quick
+        if ordered:
+            verdict = self.multiset_verdict(gj, pj)
+            if verdict is not None:
+                return verdict
+        return vectors_match(self.g.vec(gj, ordered), self.p.vec(pj, ordered))
+
+    def multiset_verdict(self, gj: int, pj: int) -> bool | None:
+        """The order-ignoring official verdict decided from exact value multisets, or None when they cannot.
+
+        Assumes ``maybe_match`` returned None (equal row and NA counts, same kind).
+        - True when both columns hold the same multiset of sort keys (``same_keys_possible`` and equal
+          value multisets): both key-sorted sequences are then identical, and identical values pass.
+        - False for text and timestamps whose value multisets differ: their pairs pass only when equal
+          and NA pairs only with NA, so a passing walk would pair the non-NA values one-to-one with
+          equal values, i.e. prove the multisets equal.
+        Numbers whose multisets differ may still pass within the tolerance: None.
+        """
+        g, p = self.g, self.p
+        gc, pcol = g.column(gj), p.column(pj)
+        comparable = same_keys_possible(gc, pcol)
+        exact = gc.kind == pcol.kind and gc.kind in EXACT_KINDS
+        if not (comparable or exact):
+            return None
+        if comparable and self.rows is not None and not (g.has_form(gj) and p.has_form(pj)):
+            if agree_under(g.identity(gj), p.identity(pj), self.rows):
+                return True
+        same = g.form(gj).same(p.form(pj))
+        if same and comparable:
+            self._learn(gj, pj)
+            return True
+        if not same and exact:
+            return False
         return None
-    same = g.form(gj).same(p.form(pj))
-    if same and comparable:
+
+    def _learn(self, gj: int, pj: int) -> None:
+        if self.rows is not None or self._tries >= MAX_PAIRING_TRIES or self.g.column(gj).n_na:
+            return
+        if not self.g.form(gj).distinct() or self.g.n < 2:
+            return
+        self._tries += 1
+        self.rows = pair_rows(self.g.identity(gj), self.p.identity(pj))
+
+    def rows_agree(self, gcols: list[int], pcols: list[int]) -> bool:
+        """True when the learnt pairing maps every gold row to a submitted row with identical values in
+        each (gold, submitted) column pair: then the rows are equal as multisets (strict passes)."""
+        if self.rows is None:
+            return False
+        for gj, pj in zip(gcols, pcols):
+            gc, pcol = self.g.column(gj), self.p.column(pj)
+            if gc.kind != pcol.kind or gc.kind not in {"num", "str", "ts", "tstz"}:
+                return False
+            if gc.kind == "num" and gc.pytype != pcol.pytype:
+                return False
+            if not agree_under(self.g.identity(gj), self.p.identity(pj), self.rows):
+                return False
         return True
-    if not same and exact:
-        return False
-    return None
 
 
 def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:
     """Does submitted column pj satisfy gold column gj (official rule)? Row counts must already agree."""
-    quick = maybe_match(g, gj, p, pj)
-    if quick is not None:
-        return quick
-    if ordered:
-        verdict = multiset_verdict(g, gj, p, pj)
-        if verdict is not None:
-            return verdict
-    return vectors_match(g.vec(gj, ordered), p.vec(pj, ordered))
+    return TablePair(g, p).match(gj, pj, ordered)
 
 
 def render(vec: Vec, col: ColumnInfo, i: int) -> str:
@@ -393,8 +469,8 @@ def strict_rows_match(g: Side, gcols: list[int], p: Side, pcols: list[int]) -> b
     g_tab = _sorted_rows(g.table.data, [a for a, _ in sortable])
     p_tab = _sorted_rows(p.table.data, [b for _, b in sortable])
     for i, (a, b) in enumerate(sortable):
-        gv = _vec_from(g.column(a), g_tab.column(i).combine_chunks())
-        pv = _vec_from(p.column(b), p_tab.column(i).combine_chunks())
+        gv = _vec_from(g.column(a), one_array(g_tab.column(i)))
+        pv = _vec_from(p.column(b), one_array(p_tab.column(i)))
         if not vectors_match(gv, pv):
             return False
     return True
