@@ -7,9 +7,11 @@ value ends up as (int, float, bool, str, Timestamp, datetime; NaN, None, pd.NA o
 on the dtypes of the whole frame, and it changes the string sort key the comparison uses. Rather than
 re-deriving pandas' rules by hand, we ask pandas itself: a two-row *probe* frame with the same dtypes as
 the real one (one non-NULL value per column, and a NULL where the column has NULLs) goes through the real
-``transpose().values.tolist()``; the types it yields classify each column. The bulk data is then read
-columnar (Arrow for text and timestamps, pandas numeric arrays for numbers, i.e. pandas' own values),
-never one Python object per value.
+``transpose().values.tolist()``; the types it yields classify each column. The probe, the row count and
+each column's NULL count come from one scan. The bulk data is then read columnar in one Arrow query (text,
+timestamps as microseconds, and the numeric types whose pandas values are exactly their Arrow values:
+ints, bools, IEEE floats), plus one fetchdf() for DECIMAL and HUGEINT, whose conversion to float is
+DuckDB's own; never one Python object per value.
 
 Files are opened read-only with external access disabled, so a VIEW in an untrusted file that reads
 ``/etc/passwd`` fails (and the submission scores 0) instead of leaking the file.

@@ -1,4 +1,5 @@
-"""The vectorized per-column comparison: sort each column by the official string key, compare aligned.
+"""The per-column comparison: exact multisets where they decide, else the official string-key sort and a
+vectorized aligned walk.
 
 Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,000 doubles):
 - The sort key is Python's ``str(x)``. DuckDB's ``CAST(DOUBLE AS VARCHAR)`` produced exactly Python's
@@ -8,14 +9,22 @@ Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,
   0.21-0.29 s; Python ``repr`` loop 0.33 s + ``sorted`` 0.34 s. DuckDB also sorts in parallel.
 - Comparing two aligned float64 arrays with the isclose rule is ~5 ms in numpy, and numpy keeps IEEE
   semantics (inf - inf = nan) where DuckDB raises on double overflow; so comparison stays in numpy.
-Cheap necessary conditions (NA counts, finite min/max/sum bounds under the tolerance, and a
-hash-sum fingerprint for exact kinds) reject almost every non-matching column pair before any sort.
-A pair that survives is first tested for an identical multiset of sort keys (same kind and Python type,
-same NA representation, equal value-sorted arrays: float bit patterns, ints, timestamps, or shared
-dictionary codes for strings); then both key-sorted sequences are identical and the pair passes with a
-numeric sort only. Only pairs that differ yet might match within the tolerance (or by type mixes such as
-3 vs 3.0) pay the string-key sort. Measured at 1,000,000 rows x 12 mixed columns: 19 s with a string
-sort per column, 2.4 s with the shortcut (tests/benchmarks/bench_scorer.py).
+How a column pair is decided, cheapest first (``TablePair.match``):
+1. Necessary conditions (``maybe_match``): equal NA counts, same kind, and for numbers equal infinity
+   counts and finite min/max/sum within the tolerance's bound. They reject almost every non-matching pair.
+2. Order-ignoring pairs are then decided from exact value multisets where that is provably the official
+   verdict (``TablePair.multiset_verdict``; forms in ``multiset``): the same multiset of sort keys passes
+   (both key-sorted sequences are identical), and for text and timestamps a different multiset fails
+   (their pairs pass only when equal). A multiset form costs O(n) for ints, bools, timestamps (counts per
+   value after removing the minimum and the common step) and text (value counts), a numeric sort for
+   floats and wide ints. Once one distinct-valued pair is equal, the row pairing it defines is kept:
+   later pairs that are identical under it pass without any form (the pairing is the proof), and so does
+   the strict check (``TablePair.rows_agree``). Nothing here is probabilistic: no hash decides a verdict.
+3. Only pairs these cannot decide (numbers that differ yet might match within the tolerance, type mixes
+   such as 3 vs 3.0, differing NA representations, row-order-sensitive tables) pay the official
+   string-key sort and the vectorized pairwise walk (``vectors_match``).
+Measured at 100,000 and 1,000,000 rows x 12 mixed columns: see tests/benchmarks/bench_scorer.py and the
+numbers in docs/DESIGN.md.
 
 Sort keys per kind (official key: (value is None, str(value), isinstance(value, (int, float)))):
 - num: non-NA -> (False, repr/str of the Python int, float or bool, True); NA -> its representation's key.
@@ -40,6 +49,7 @@ from core.scorer.multiset import (
     Form,
     Identity,
     TextForm,
+    agree_on_sample,
     agree_under,
     float_form,
     identity,
@@ -393,7 +403,8 @@ class TablePair:
         if not (comparable or exact):
             return None
         if comparable and self.rows is not None and not (g.has_form(gj) and p.has_form(pj)):
-            if agree_under(g.identity(gj), p.identity(pj), self.rows):
+            gi, pi = g.identity(gj), p.identity(pj)
+            if agree_on_sample(gi, pi, self.rows) and agree_under(gi, pi, self.rows):
                 return True
         same = g.form(gj).same(p.form(pj))
         if same and comparable:
@@ -422,9 +433,11 @@ class TablePair:
                 return False
             if gc.kind == "num" and gc.pytype != pcol.pytype:
                 return False
-            if not agree_under(self.g.identity(gj), self.p.identity(pj), self.rows):
+            if not agree_on_sample(self.g.identity(gj), self.p.identity(pj), self.rows):
                 return False
-        return True
+        return all(
+            agree_under(self.g.identity(gj), self.p.identity(pj), self.rows) for gj, pj in zip(gcols, pcols)
+        )
 
 
 def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from core.scorer.multiset import (
     BINCOUNT_FACTOR,
     Identity,
+    agree_on_sample,
     agree_under,
     float_form,
     identity,
@@ -170,3 +171,20 @@ def test_agree_under_sees_na_values_and_types() -> None:
                                           ([-1, 1, 2], 3, False), ([], 0, True), ([0, 1], 3, False)])
 def test_is_permutation(rows: list[int], n: int, ok: bool) -> None:
     assert is_permutation(np.array(rows, dtype=np.int64), n) == ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=300), st.randoms(use_true_random=False), st.booleans())
+def test_a_failed_sample_means_a_failed_comparison(values: list[int], rnd, text: bool) -> None:  # type: ignore[no-untyped-def]
+    """agree_on_sample is only a filter: whenever it says no, the full comparison says no too."""
+    other = list(values)
+    rnd.shuffle(other)
+    rows = np.array(rnd.sample(range(len(values)), len(values)), dtype=np.int64)
+    if text:
+        g, p = Identity(pa.array([str(v) for v in values], pa.string()), None), Identity(pa.array([str(v) for v in other], pa.string()), None)
+    else:
+        g, p = Identity(np.array(values, dtype=np.int64), None), Identity(np.array(other, dtype=np.int64), None)
+    if agree_under(g, p, rows):
+        assert agree_on_sample(g, p, rows)
+    if not agree_on_sample(g, p, rows):
+        assert not agree_under(g, p, rows)
