@@ -138,3 +138,25 @@ def test_a_column_scrambled_on_its_own_falls_back_to_its_form() -> None:
     assert graded.official.score == 1 and graded.strict.score == 0
     assert work.pair is not None and work.pair.rows is not None and work.gold_side is not None
     assert work.gold_side.has_form(NAMES.index("f")) and not work.gold_side.has_form(NAMES.index("fi"))
+
+
+@pytest.mark.parametrize("rows", [40, 600])
+def test_big_ints_compare_as_python_floats(rows: int) -> None:
+    """Ints stay ints in a frame with text. Near 2**53, 2**63 and 2**64 (UBIGINT) the submitted values
+    differ a little (their multisets differ), so the pairs go through the tolerance walk over the float
+    values read through Arrow casts, where the official code compares float(a) with float(b)."""
+    gold, pred = duckdb.connect(), duckdb.connect()
+    body = (
+        "SELECT 'k' || range AS k, "
+        "CAST(9007199254740993 + range * 4 AS BIGINT) AS a, "
+        "CAST(9223372036854775807 - range * 4096 AS BIGINT) AS b, "
+        "CAST(18446744073709551615 - range * 8192 AS UBIGINT) AS c "
+        f"FROM range({rows})"
+    )
+    gold.execute(f"CREATE TABLE t AS {body}")
+    pred.execute(
+        f"CREATE TABLE t AS SELECT k, a - 1 AS a, b - 1024 AS b, c - 2047 AS c FROM ({body}) ORDER BY hash(k)"
+    )
+    for cols in ((1,), (2,), (3,), ()):
+        spec = GradingSpec("gold.duckdb", ("t",), (cols,), (True,))
+        assert score(gold, pred, spec).official.score == int(table_verdict(gold, pred, "t", list(cols), True)), cols
