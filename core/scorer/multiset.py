@@ -173,29 +173,64 @@ def identity(arr: pa.Array, float_bits: bool) -> Identity:
     return Identity(values, na)
 
 
+def disagreements(g: Identity, p: Identity, rows: np.ndarray) -> np.ndarray | None:
+    """The gold rows i whose value differs from submitted row ``rows[i]`` (NA-ness included), or None
+    when the two columns' identities are of different types (they are then never compared here)."""
+    n = len(rows)
+    if len(g.values) != n or len(p.values) != n:
+        return None
+    if isinstance(g.values, np.ndarray) and isinstance(p.values, np.ndarray):
+        if g.values.dtype != p.values.dtype:
+            return None
+        differ = g.values != p.values[rows]
+    elif isinstance(g.values, pa.Array) and isinstance(p.values, pa.Array) and g.values.type == p.values.type:
+        equal = pc.equal(g.values, p.values.take(pa.array(rows))).fill_null(False)
+        differ = ~equal.to_numpy(zero_copy_only=False)
+    else:
+        return None
+    if g.na is not None or p.na is not None:
+        g_na = g.na if g.na is not None else np.zeros(n, dtype=bool)
+        p_na = p.na[rows] if p.na is not None else np.zeros(n, dtype=bool)
+        differ = (differ & ~(g_na | p_na)) | (g_na != p_na)
+    return np.flatnonzero(differ)
+
+
 def agree_under(g: Identity, p: Identity, rows: np.ndarray) -> bool:
     """True when gold row i and submitted row ``rows[i]`` hold identical values (or both NA), for all i.
 
     With ``rows`` a permutation this is a bijection between equal values: the two columns hold the same
     multiset. False proves nothing (the values may still be the same multiset in another pairing).
     """
-    if (g.na is None) != (p.na is None):
-        return False
-    if g.na is not None and p.na is not None and not np.array_equal(g.na, p.na[rows]):
-        return False
-    if isinstance(g.values, np.ndarray) and isinstance(p.values, np.ndarray):
-        if g.values.dtype != p.values.dtype or len(g.values) != len(p.values):
-            return False
-        equal = g.values == p.values[rows]
-        if g.na is not None:
-            equal |= g.na
-        return bool(equal.all())
-    if isinstance(g.values, pa.Array) and isinstance(p.values, pa.Array) and g.values.type == p.values.type:
-        if len(g.values) != len(p.values):
-            return False
-        equal = pc.equal(g.values, p.values.take(pa.array(rows)))  # null exactly where both are NA
-        return pc.all(equal, min_count=0).as_py() is True
-    return False
+    differ = disagreements(g, p, rows)
+    return differ is not None and differ.size == 0
+
+
+def same_multiset_under(g: Identity, p: Identity, rows: np.ndarray, floats: bool) -> bool | None:
+    """Exact equality of the two columns' non-NA value multisets, computed on the rows where they differ
+    under the permutation ``rows`` (None when the identities are of different types).
+
+    Why only those rows: the rows where gold row i and submitted row rows[i] agree contribute the same
+    values to both sides (rows is a permutation, so it splits the submitted rows the same way), and a
+    multiset equality is unchanged when equal parts are removed from both sides. ``floats``: the values
+    are float64 bit patterns (their form keeps -0.0 apart from 0.0).
+    """
+    differ = disagreements(g, p, rows)
+    if differ is None:
+        return None
+    if differ.size == 0:
+        return True
+    return _live_form(_take(g, differ), floats).same(_live_form(_take(p, rows[differ]), floats))
+
+
+def _live_form(ident: Identity, floats: bool) -> Form | TextForm:
+    values = ident.values
+    if isinstance(values, pa.Array):
+        return text_form(values if ident.na is None else values.filter(pa.array(~ident.na)))
+    if ident.na is not None:
+        values = values[~ident.na]
+    if floats:
+        return float_form(np.ascontiguousarray(values).view(np.float64))
+    return int_form(values)
 
 
 #: Rows looked at by ``agree_on_sample`` before a whole column is compared under a pairing.

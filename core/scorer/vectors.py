@@ -55,6 +55,7 @@ from core.scorer.multiset import (
     identity,
     int_form,
     pair_rows,
+    same_multiset_under,
     text_form,
 )
 from core.scorer.source import ColumnInfo, LoadedTable, one_array
@@ -363,9 +364,12 @@ class TablePair:
 
     Once an order-ignoring pair of columns without NA and with all-distinct values is found to hold the
     same multiset, its values pair every gold row with the one submitted row holding the same value: a
-    permutation (``multiset.pair_rows`` checks it). A later pair whose values are identical under that
-    permutation holds the same multiset (the permutation is the proof), so it passes without a sort or
-    a count. The pairing only ever proves equality: a pair that differs under it is decided as before.
+    permutation (``multiset.pair_rows`` checks it). A later pair is compared under that permutation: if
+    its values are identical row by row, it holds the same multiset (the permutation is the proof);
+    otherwise only the rows where it differs need a multiset form, since the agreeing rows put equal
+    values on both sides and cancel (``multiset.same_multiset_under``). A nearly aligned pair (a shuffled
+    correct answer, or one with a few wrong values) so costs one gather instead of two sorts or counts.
+    Pairs whose sample of rows already differs under the permutation use their whole-column forms.
     """
 
     def __init__(self, g: Side, p: Side) -> None:
@@ -402,13 +406,17 @@ class TablePair:
         exact = gc.kind == pcol.kind and gc.kind in EXACT_KINDS
         if not (comparable or exact):
             return None
-        if comparable and self.rows is not None and not (g.has_form(gj) and p.has_form(pj)):
+        same: bool | None = None
+        if self.rows is not None and not (g.has_form(gj) and p.has_form(pj)):
             gi, pi = g.identity(gj), p.identity(pj)
-            if agree_on_sample(gi, pi, self.rows) and agree_under(gi, pi, self.rows):
-                return True
-        same = g.form(gj).same(p.form(pj))
+            if agree_on_sample(gi, pi, self.rows):
+                floats = gc.kind == "num" and gc.pytype == "float"
+                same = same_multiset_under(gi, pi, self.rows, floats)
+        if same is None:
+            same = g.form(gj).same(p.form(pj))
+            if same and comparable:
+                self._learn(gj, pj)
         if same and comparable:
-            self._learn(gj, pj)
             return True
         if not same and exact:
             return False

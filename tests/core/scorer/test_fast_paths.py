@@ -160,3 +160,14 @@ def test_big_ints_compare_as_python_floats(rows: int) -> None:
     for cols in ((1,), (2,), (3,), ()):
         spec = GradingSpec("gold.duckdb", ("t",), (cols,), (True,))
         assert score(gold, pred, spec).official.score == int(table_verdict(gold, pred, "t", list(cols), True)), cols
+
+
+def test_a_few_wrong_values_are_decided_on_the_rows_that_differ() -> None:
+    """Shuffled rows with one changed text value: under the learnt pairing only that row differs, so the
+    column is rejected from the two differing values alone (no whole-column form is built)."""
+    gold, pred = _tables(600, ["UPDATE t SET s = s || ' ' WHERE id = 8", f"CREATE OR REPLACE TABLE t AS SELECT * FROM t {SHUFFLE}"])
+    graded = grade(gold, pred, GradingSpec("gold.duckdb", ("t",), ((),), (True,)), want_strict=False)
+    work = graded.tables[0]
+    assert graded.official.score == 0 == int(table_verdict(gold, pred, "t", [], True))
+    assert work.pair is not None and work.pair.rows is not None and work.gold_side is not None
+    assert not work.gold_side.has_form(NAMES.index("s"))

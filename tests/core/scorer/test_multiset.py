@@ -28,6 +28,7 @@ from core.scorer.multiset import (
     int_form,
     is_permutation,
     pair_rows,
+    same_multiset_under,
     text_form,
 )
 
@@ -188,3 +189,34 @@ def test_a_failed_sample_means_a_failed_comparison(values: list[int], rnd, text:
         assert agree_on_sample(g, p, rows)
     if not agree_on_sample(g, p, rows):
         assert not agree_under(g, p, rows)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["int", "float", "text"]).flatmap(
+    lambda kind: st.tuples(st.just(kind), derived({"int": st.integers(-3, 3), "float": FLOATS, "text": TEXT}[kind]))),
+    st.randoms(use_true_random=False), st.lists(st.booleans(), max_size=60), st.lists(st.booleans(), max_size=60))
+def test_same_multiset_under_any_permutation_is_exact(case, rnd, g_na, p_na) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the permutation, the residual comparison equals Counter equality of the non-NA values."""
+    kind, (a, b) = case
+    n = min(len(a), len(b))
+    a, b = a[:n], b[:n]
+    g_mask = np.array((g_na + [False] * n)[:n], dtype=bool)
+    p_mask = np.array((p_na + [False] * n)[:n], dtype=bool)
+    rows = np.array(rnd.sample(range(n), n), dtype=np.int64)
+    if kind == "text":
+        g = Identity(pa.array(a, pa.string()), g_mask if g_mask.any() else None)
+        p = Identity(pa.array(b, pa.string()), p_mask if p_mask.any() else None)
+        key = str
+    elif kind == "float":
+        g = Identity(np.array(a, dtype=np.float64).view(np.int64), g_mask if g_mask.any() else None)
+        p = Identity(np.array(b, dtype=np.float64).view(np.int64), p_mask if p_mask.any() else None)
+        key = _bits
+    else:
+        g = Identity(np.array(a, dtype=np.int64), g_mask if g_mask.any() else None)
+        p = Identity(np.array(b, dtype=np.int64), p_mask if p_mask.any() else None)
+        key = int
+    live_a = Counter(key(x) for x, m in zip(a, g_mask) if not m)
+    live_b = Counter(key(x) for x, m in zip(b, p_mask) if not m)
+    assert same_multiset_under(g, p, rows, floats=kind == "float") == (live_a == live_b)
+    if agree_under(g, p, rows):
+        assert live_a == live_b and int(g_mask.sum()) == int(p_mask.sum())
