@@ -283,3 +283,30 @@ def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, 
         thread.join(30)
     print(f"two concurrent OpenEnv episodes: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     assert results == {"oracle": (True, 1.0), "noop": (True, 0.0)}, results
+
+
+def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_home: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """What a Hub row cannot vouch for by a manifest: the export's tree id, the compat patch, the gold."""
+    import shutil
+
+    from core.errors import HarvestError
+    from corpora.materialize import DatasetRef, MaterializeError, build_workspace_tree, gold_for, row_source
+
+    root, mirror, _, rows = hub_world
+    row = rows[dev_world.tasks[0].instance_id]
+    build_workspace_tree(row_source(row, mirror), tmp_path / "good", row["broken_patch"])  # the row as published
+    with pytest.raises(HarvestError, match="tree is"):
+        build_workspace_tree(row_source({**row, "tree": "0" * 40}, mirror), tmp_path / "bad-tree", row["broken_patch"])
+    with pytest.raises(HarvestError, match="compat patch does not match"):
+        build_workspace_tree(row_source({**row, "compat_patch_sha256": "a" * 64}, mirror), tmp_path / "bad-compat",
+                             row["broken_patch"])
+    copy = tmp_path / "ds"
+    shutil.copytree(root / "ds", copy)
+    gold = copy / row["gold_file"]
+    gold.chmod(0o644)
+    gold.write_bytes(gold.read_bytes() + b"\0")
+    with pytest.raises(MaterializeError, match="gold file hashes to"):
+        gold_for(DatasetRef("copy", copy), row)
+    assert not (fresh_home / "gold" / f"{row['gold_sha256']}.duckdb").exists()  # nothing unverified installed
+    with pytest.raises(MaterializeError, match="holds no copy"):
+        row_source(row, tmp_path / "empty-mirror")
