@@ -310,3 +310,41 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
     assert not (fresh_home / "gold" / f"{row['gold_sha256']}.duckdb").exists()  # nothing unverified installed
     with pytest.raises(MaterializeError, match="holds no copy"):
         row_source(row, tmp_path / "empty-mirror")
+
+
+def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+    """`harvest serve openenv` as a subprocess on a fresh machine; OpenEnv's client resets a task through it."""
+    import socket
+    import time
+    import urllib.request
+
+    from eval.adapters.openenv_server import RepairAction, RepairEnvClient
+
+    root, mirror, packages, rows = hub_world
+    env = _fresh_env(tmp_path)
+    Path(env["HARVEST_HOME"]).mkdir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([*HARVEST, "serve", "openenv", str(root / "ds"), "--split", "dev", "--port", str(port),
+                               "--repo-mirror", str(mirror), "--package-mirror", str(packages)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+                break
+            except OSError:
+                assert server.poll() is None, server.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "the server did not come up"
+                time.sleep(0.5)
+        task = dev_world.tasks[0]
+        with RepairEnvClient(base_url=f"http://127.0.0.1:{port}", message_timeout_s=300).sync() as client:
+            first = client.reset(instance_id=task.instance_id)
+            assert first.observation.text.startswith(rows[task.instance_id]["problem_statement"])
+            listing = client.step(RepairAction(tool="list_files", args={"path": "models"}))
+            assert task.file in listing.observation.text and not listing.done and listing.reward == 0.0
+    finally:
+        server.terminate()
+        server.wait(30)
