@@ -348,3 +348,85 @@ def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Pa
     finally:
         server.terminate()
         server.wait(30)
+
+
+class _ScriptedSeat:
+    """The model's seat in a verifiers episode, played by a script: each turn gets the engine's payload (JSON:
+    observation + action schema) and replies with the next action as JSON, as a model would."""
+
+    def __init__(self, script) -> None:  # noqa: ANN001 - (payload dict) -> action dict
+        self.script, self.rewards, self.payloads = script, {}, []
+
+    def interaction(self, task):  # noqa: ANN001, ANN201
+        import contextlib
+        from types import SimpleNamespace
+
+        seat = self
+
+        class Interaction:
+            trace = SimpleNamespace(record_reward=lambda name, value: seat.rewards.__setitem__(name, value),
+                                    stop=lambda reason: seat.rewards.__setitem__("stopped", reason))
+
+            async def turn(self, payload: str):  # noqa: ANN201
+                seat.payloads.append(json.loads(payload))
+                reply = json.dumps(seat.script(seat.payloads[-1]))
+                return SimpleNamespace(terminated=False, last_reply=reply)
+
+        @contextlib.asynccontextmanager
+        async def opened():  # noqa: ANN202
+            yield Interaction()
+
+        return opened()
+
+
+def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+    """verifiers' own OpenEnv engine (`OpenEnvEnv.run`) drives our server; the model's seat is a script."""
+    import asyncio
+    import socket
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    import uvicorn
+
+    from eval.adapters.openenv_server import make_app
+    from eval.adapters.verifiers_env import load_environment
+
+    root, mirror, _, rows = hub_world
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
+                                           host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        env = load_environment(str(root / "ds"), "dev", base_url=f"http://127.0.0.1:{port}")
+        tasks = {t.data.reset["instance_id"]: t for t in env.taskset}
+        assert sorted(tasks) == sorted(rows)
+        task = dev_world.tasks[0]
+        row = rows[task.instance_id]
+
+        def oracle(payload: dict) -> dict:
+            observation = payload["observation"]
+            assert payload["action_schema"]["title"] == "RepairAction"
+            if not observation.get("tool"):
+                assert observation["text"].startswith(row["problem_statement"])
+                return {"tool": "read_file", "args": {"path": row["file"]}}
+            if observation["tool"] == "read_file":
+                return {"tool": "write_file", "args": {"path": row["file"],
+                                                       "content": _oracle_text(observation["text"], row["patch"])}}
+            return {"tool": "submit", "args": {}}
+
+        seats = {"oracle": _ScriptedSeat(oracle), "noop": _ScriptedSeat(lambda payload: {"tool": "submit", "args": {}})}
+        for seat in seats.values():
+            asyncio.run(env.run(tasks[task.instance_id], SimpleNamespace(player=seat)))
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert {name: seat.rewards for name, seat in seats.items()} == {
+        "oracle": {"openenv_reward": 1.0}, "noop": {"openenv_reward": 0.0}}
+    assert [p["observation"].get("tool") for p in seats["oracle"].payloads] == ["", "read_file", "write_file"]
