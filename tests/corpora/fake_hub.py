@@ -89,7 +89,8 @@ class FakeHub:
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD":  # a HEAD answer has no body: one written here would open the next answer
+                    self.wfile.write(data)
 
             def _not_found(self, what: str = "Repository not found") -> None:
                 self._reply(404, {"error": what}, {"X-Error-Code": "RepoNotFound", "X-Error-Message": what})
