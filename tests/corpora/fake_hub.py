@@ -89,7 +89,7 @@ class FakeHub:
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.end_headers()
-                if self.command != "HEAD":  # a body after HEAD would be read as the next response's status line
+                if self.command != "HEAD":  # a HEAD answer has no body: one written here would open the next answer
                     self.wfile.write(data)
 
             def _not_found(self, what: str = "Repository not found") -> None:

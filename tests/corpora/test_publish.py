@@ -162,3 +162,21 @@ def test_publishing_one_split_keeps_the_other_listed_and_loadable(built, world, 
         loaded = _load_from_hub(hub, "acme/dbt-repair", tmp_path / "second")
         assert len(loaded["train"]) == 5 and extra.instance_id in loaded["train"] and len(loaded["dev"]) == 2
     assert hub.unexpected == []
+
+
+def test_the_fake_hub_answers_a_missing_file_to_head_without_a_body():
+    """A HEAD answer that carried a body opened the next answer on the same connection with it, so the
+    client saw 'illegal status line' and retried (load_dataset of a repo id, after its HEAD of a file the
+    repository does not have)."""
+    import http.client
+
+    with FakeHub() as hub:
+        hub.make_repo("acme/x", files={"README.md": b"hello"})
+        connection = http.client.HTTPConnection(hub.endpoint.removeprefix("http://"), timeout=10)
+        connection.request("HEAD", "/datasets/acme/x/resolve/main/missing.py")
+        missing = connection.getresponse()
+        missing.read()
+        connection.request("GET", "/datasets/acme/x/resolve/main/README.md")
+        found = connection.getresponse()
+        assert (missing.status, found.status, found.read()) == (404, 200, b"hello")
+        connection.close()

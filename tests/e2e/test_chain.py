@@ -4,7 +4,8 @@ README walkthrough step by step, on the embedded example plus three original pro
 pin four repositories under public-looking origins -> reserve train, dev and test groups -> mint with
 template statements -> lint -> build the dataset -> load it -> publish dev (private) and train to a
 loopback Hub -> load both splits from the Hub -> train a tiny SFT adapter -> freeze it -> audit the sealed
-test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N.
+test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N ->
+the sealed audit's report rewritten from its folder, and noop vs oracle compared task by task.
 Nothing here writes a task record, a ledger or a statement by hand; the projects become git repositories
 with the git command line. No committed artefact may hold a path of this machine.
 
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,9 +54,11 @@ class Chain:
     def __init__(self, work: Path, env: dict[str, str]) -> None:
         self.work, self.env = work, env
         self.timings: dict[str, float] = {}
+        self.calls: list[tuple[str, ...]] = []
 
     def run(self, *args: str, ok: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         started = time.perf_counter()
+        self.calls.append(args)
         done = subprocess.run([*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
         words = [a for a in args[:2] if a.replace(" ", "").isalpha()]  # the subcommand, not a path or spec
@@ -86,6 +90,30 @@ def _git_repo(src: Path, dest: Path) -> str:
         subprocess.run(["git", *cmd], cwd=dest, env=env, check=True, capture_output=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, env=env, check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def _shape(args: Sequence[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A harvest command's shape: its subcommand words and the options it passes (not their values)."""
+    words = []
+    for arg in args:
+        if arg.startswith("-") or not arg.replace(" ", "").isalpha():
+            break
+        words.append(arg)
+    return tuple(words[:2]), frozenset(a for a in args if a.startswith("--") and a != "--json")
+
+
+def readme_walkthrough() -> list[tuple[str, ...]]:
+    """The `harvest` commands of README.md's "The chain, step by step" block, as argument lists."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## The chain, step by step", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        line = line.split("#", 1)[0]
+        for part in line.split(";"):
+            words = part.split()
+            if "harvest" in words:
+                commands.append(tuple(words[words.index("harvest") + 1:]))
+    return commands
 
 
 def _machine_paths(folder: Path, needles: list[bytes]) -> list[str]:
@@ -133,7 +161,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         pin_ids = {name: a["id"] for name, a in added.items()}
 
         # --- reserve splits before minting: a test group, a dev group, the rest train -----------------
-        event = chain.json("split", "assign", "--test-group", TEST_GROUP, "--dev-group", DEV_GROUP, "--seed", "3")["event"]
+        event = chain.json("split", "assign", "--test-group", TEST_GROUP, "--dev-group", DEV_GROUP)["event"]
         assert sorted(event["splits"].values()) == ["dev", "test", "train", "train"]
         assert event["splits"][TEST_GROUP] == "test" and event["splits"][DEV_GROUP] == "dev"
 
@@ -194,6 +222,14 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert (oracle["official"], oracle["n"]) == (counts["dev"], counts["dev"])
         assert (noop["official"], noop["n"]) == (0, counts["dev"])
 
+        # --- report: the sealed audit's report rewritten from its run folder; noop vs oracle compared ----
+        report = chain.json("audit", "report", "runs/audit-test")
+        assert (report["split"], report["n"], report["official"]) == ("test", sealed["n"], sealed["official"])
+        assert (work / "runs" / "audit-test" / "report.md").is_file()
+        compared = chain.json("audit", "compare", "runs/audit-dev-noop", "runs/audit-dev-oracle")
+        assert (compared["n"], compared["official_a"], compared["official_b"]) == (counts["dev"], 0, counts["dev"])
+        assert compared["table"]["only_b"] == counts["dev"]
+
         # --- no committed artefact holds a path of this machine ----------------------------------------
         needles = sorted({str(p).encode() for p in (tmp_path, tmp_path.resolve(), ROOT)})
         published = tmp_path / "published"
@@ -205,5 +241,8 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     assert leaks == []
     card = (folder / "README.md").read_text()
     assert "dbt-harvest-fixtures/lending_library" in card and "local__" not in card and "local://" not in card
+    # --- the README's walkthrough is what this test ran (every command, with the same options) -------
+    ran = {_shape(call) for call in chain.calls}
+    assert [c for c in readme_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
     print(f"\nchain wall time {time.perf_counter() - started:.0f} s; steps: "
           + ", ".join(f"{k} {v:.0f}s" for k, v in chain.timings.items()))
