@@ -36,3 +36,28 @@ def test_grading_spec_and_mint_counts_read_as_lines() -> None:
     line = _run_line(counts)
     assert line == "40 candidates, 31 screened out, 3 rejected at confirm, 6 kept"
     assert "{" not in line and "{" not in "".join(lines)
+
+
+def test_help_texts_say_what_options_mean() -> None:
+    from cli import main
+
+    runner = CliRunner()
+
+    def help_of(*args: str) -> str:
+        result = runner.invoke(main, [*args, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stdout.split())
+
+    mint = help_of("mint")
+    assert "At most this many tasks per dbt model file" in mint and "Seed of the candidate order" in mint
+    audit = help_of("audit")
+    for said in ("oracle applies each task's true fix", "noop submits the broken project unchanged",
+                 "wrong applies the task's confirmed wrong repair", "openai: the model name", "hf: a local model folder"):
+        assert said in audit, said
+    for kind, trl_name in (("sft", "SFTConfig"), ("grpo", "GRPOConfig")):
+        text = help_of("train", kind)
+        assert "[train] max_steps" in text and f"any other field of trl's {trl_name}" in text
+        assert f"train/configs/{kind}-qwen-4b.toml" in text
+    assert ("[grpo] mode" in help_of("train", "grpo")) and ("[grpo]" not in help_of("train", "sft"))
+    score = help_of("score")
+    assert "--fail-under" in score and "even at score 0" in score
