@@ -3,6 +3,7 @@ partition or dedup order is off, DISTINCT or UNION that no longer removes duplic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from sqlglot import exp
@@ -11,7 +12,7 @@ from mutators.edits import Edit
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
-    add_distinct_edit, enclosing_select, list_drop, same_case, token_between, tokens_in,
+    add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
@@ -30,11 +31,22 @@ def _delete_word(parsed: MaskedFile, tok) -> Edit:  # noqa: ANN001
     return Edit(tok.start, end, "")
 
 
+_NOT_NUMERIC = re.compile(r"(name|status|type|code|email|label|category|description|flag|^is_|^has_)", re.I)
+
+
+def _numeric_looking(node: exp.Expression) -> bool:
+    """A name-based guess: could this aggregate argument be a number (not text, not a flag)?"""
+    if isinstance(node, exp.Column):
+        return not _NOT_NUMERIC.search(node.name or "")
+    return not isinstance(node, (exp.Literal,)) or node.is_number
+
+
 class CountDistinctToCount(Operator):
     id = "grain.count_distinct_to_count"
     family = "grain"
     effect = "changed_values"
     explanation = "Turn `count(distinct x)` into `count(x)`: duplicates are counted."
+    wrong_intent = "remove duplicate rows instead of counting distinct values"
     node_types = (exp.Count,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -56,6 +68,7 @@ class SwapAggregate(Operator):
     family = "grain"
     effect = "changed_values"
     explanation = "Swap sum and avg, or min and max."
+    wrong_intent = "re-aggregate with another aggregate"
     node_types = tuple(_SWAPS)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -68,8 +81,10 @@ class SwapAggregate(Operator):
         if name.lower() not in ("sum", "avg", "min", "max"):
             return []
         first, second = _SWAPS[type(node)]
+        if second == "avg" and (looks_temporal(node.this) or not _numeric_looking(node.this)):
+            second = ""  # an average of dates or of text is no repair anyone would write
         new = same_case(name, first)
-        wrong = [Edit(start, start + len(new), same_case(name, second))]
+        wrong = [Edit(start, start + len(new), same_case(name, second))] if second else []
         return self.site(parsed, start, end, new, wrong)
 
 
@@ -78,6 +93,7 @@ class DropPartitionKey(Operator):
     family = "grain"
     effect = "changed_grain"
     explanation = "Drop one PARTITION BY key of a window: the window spans several groups."
+    wrong_intent = "remove duplicate rows instead of restoring the window's grain"
     node_types = (exp.Window,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -99,6 +115,7 @@ class FlipDedupOrder(Operator):
     family = "grain"
     effect = "changed_values"
     explanation = "Flip the ORDER BY direction of a row_number() window: the dedup keeps the other row."
+    wrong_intent = "change where missing values sort instead of the direction"
     node_types = (exp.Window,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:

@@ -41,6 +41,7 @@ class LeftToInner(Operator):
     family = "join"
     effect = "fewer_rows"
     explanation = "Turn a LEFT JOIN into an INNER JOIN: rows without a match disappear."
+    wrong_intent = "change the join type, but to one that keeps the other side's unmatched rows"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -59,6 +60,7 @@ class InnerToLeft(Operator):
     family = "join"
     effect = "more_rows"
     explanation = "Turn an INNER JOIN into a LEFT JOIN: rows without a match come back with NULLs."
+    wrong_intent = "change the join type, but to one that keeps the other side's unmatched rows"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -77,6 +79,7 @@ class DropJoinKey(Operator):
     family = "join"
     effect = "more_rows"
     explanation = "Drop one key of a multi-key join condition: the join fans out."
+    wrong_intent = "remove the duplicates with DISTINCT instead of restoring the join key"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -104,6 +107,7 @@ class OnToWhere(Operator):
     family = "join"
     effect = "fewer_rows"
     explanation = "Move a right-table predicate from a LEFT JOIN's ON into WHERE: unmatched rows are filtered out."
+    wrong_intent = "keep the unmatched rows in WHERE instead of moving the condition back into the join"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:

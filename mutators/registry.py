@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from mutators import filters, grain, join, null, time_windows, values
+from mutators.deadcode import dead_regions, touches_dead_code
 from mutators.edits import Edit
 from mutators.equivalence import canonical
 from mutators.masking import MaskedFile, mask_file
@@ -32,8 +33,9 @@ _check()
 
 
 def candidates(text: str, families: Collection[str] | None = None) -> list[Mutation]:
-    """Every mutation of a model file that parses, stays outside off-limits regions, and is not
-    statically equivalent to the original."""
+    """Every mutation of a model file that parses, stays outside off-limits regions and dead code
+    (``deadcode``: constant predicates, SELECTs that can return no row), and is not statically
+    equivalent to the original."""
     if families is not None:
         unknown = sorted(set(families) - set(FAMILIES))
         if unknown:
@@ -42,11 +44,14 @@ def candidates(text: str, families: Collection[str] | None = None) -> list[Mutat
     if not parsed.parsed:
         return []
     original_canon = canonical(parsed)
+    dead = dead_regions(parsed)
     out: list[Mutation] = []
     for op in REGISTRY.values():
         if families is not None and op.family not in families:
             continue
         for site in op.sites(parsed):
+            if touches_dead_code(dead, site.start, site.end):
+                continue
             mutation = _admit(parsed, original_canon, op, site)
             if mutation is not None:
                 out.append(mutation)

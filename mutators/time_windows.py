@@ -60,6 +60,7 @@ class IntervalAmount(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Change the amount of an interval by one (7 days → 8 days)."
+    wrong_intent = "move the window's length the wrong way"
     node_types = (exp.Interval,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -81,6 +82,7 @@ class IntervalUnit(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Change the unit of an interval (day → week, month → week…)."
+    wrong_intent = "put the interval in another wrong unit"
     node_types = (exp.Interval,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -109,6 +111,7 @@ class TruncUnit(Operator):
     family = "time"
     effect = "changed_grain"
     explanation = "Change the unit of a date_trunc (month → week): rows land in other periods."
+    wrong_intent = "truncate to another wrong period"
     node_types = (exp.DateTrunc, exp.TimestampTrunc)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -123,6 +126,7 @@ class Boundary(Operator):
     family = "time"
     effect = "fewer_rows"
     explanation = "Make an inclusive time boundary exclusive or the reverse (>= ↔ >, < ↔ <=)."
+    wrong_intent = "remove the time bound instead of fixing it"
     node_types = (exp.GT, exp.GTE, exp.LT, exp.LTE)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -133,7 +137,7 @@ class Boundary(Operator):
             return []
         old = parsed.text[tok.start : tok.end + 1]
         edit = Edit(tok.start, tok.end + 1, _STRICTNESS[old])
-        wrong = [drop_mutated_conjunct(parsed, node, edit), Edit(tok.start, tok.start + len(edit.replacement), "=")]
+        wrong = [drop_mutated_conjunct(parsed, node, edit)]
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
 
 
@@ -142,6 +146,7 @@ class ShiftAnchor(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Shift a current_date / now() anchor back by one day."
+    wrong_intent = "move the anchor the wrong way"
     node_types = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentDatetime)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -161,6 +166,7 @@ class SwapTimestampColumns(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Use another timestamp column of the same relation (created_at → updated_at)."
+    wrong_intent = "switch to yet another timestamp column"
     node_types = (exp.Column,)
     clauses = frozenset({"projection", "where", "on", "having", "group"})
 

@@ -33,6 +33,7 @@ class SwapThenBranches(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Swap the results of two adjacent WHEN branches (or of the only WHEN and the ELSE)."
+    wrong_intent = "swap the conditions too, which keeps the wrong mapping"
     node_types = (exp.Case,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -74,6 +75,7 @@ class DropElse(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Drop the ELSE of a CASE: unmatched rows get NULL."
+    wrong_intent = "give unmatched rows the wrong default"
     node_types = (exp.Case,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -99,6 +101,7 @@ class SwapArithmetic(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Swap + and -, or * and /."
+    wrong_intent = "restore the operator with its operands the wrong way round"
     node_types = tuple(_ARITH)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -113,7 +116,10 @@ class SwapArithmetic(Operator):
             return []
         lt, rt = parsed.text[left[0] : left[1]], parsed.text[right[0] : right[1]]
         gap_end = right[1] + (len(new) - len(old))
-        wrong = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")]
+        # swapping the operands of a difference is a slip people make; of a division by a constant
+        # (`100 / amount`) or a product, it is no repair anyone would write
+        plausible = noncomm == "-" and not any(isinstance(c, exp.Literal) for c in (node.this, node.expression))
+        wrong = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")] if plausible else []
         return self.site(parsed, tok.start, tok.end + 1, new, wrong)
 
 
@@ -122,6 +128,7 @@ class SwapSiblingColumn(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Select a sibling column of the same kind from the same relation (an amount for an amount)."
+    wrong_intent = "switch to yet another column of the same kind"
     node_types = (exp.Column,)
     clauses = frozenset({"projection"})
 

@@ -140,9 +140,10 @@ def test_wrong_repairs_are_plausible_edits() -> None:
     assert any("not coalesce(" in r for r in repaired)
     drop = next(x for x in _mutations("orders") if x.operator == "filter.drop_conjunct"
                 and text[x.edit.start : x.edit.end] == "status = 'success'\n      and ")
-    # another literal the file compares `status` with, then the null check
-    assert [w.replacement for w in drop.wrong_repairs] == [
-        "status != 'returned'\n      and ", "status is not null\n      and ",
+    # the rule restored with another value the file compares `status` with (the bare null check is
+    # offered only when nothing closer to the rule exists)
+    assert [(w.replacement, w.intent) for w in drop.wrong_repairs] == [
+        ("status = 'returned'\n      and ", "restore the filter with another value"),
     ]
 
 
