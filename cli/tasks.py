@@ -1,4 +1,5 @@
-"""`harvest tasks list|show`: the minted task records (train and dev; the sealed test split stays sealed)."""
+"""`harvest tasks list|show|verify`: the minted task records (train and dev; the sealed test split stays
+sealed), and their independent re-verification from the pins in fresh sandboxed builds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from cli._common import echo_json, fails_cleanly, json_option
 
 @click.group("tasks")
 def command() -> None:
-    """List or show minted tasks."""
+    """List, show or re-verify minted tasks."""
 
 
 def _records(split: str | None):  # type: ignore[no-untyped-def]
@@ -35,12 +36,14 @@ def list_tasks(split: str | None, as_json: bool) -> None:
     records = _records(split)
     if as_json:
         echo_json({"tasks": [{"instance_id": r.instance_id, "split": r.split, "family": r.family,
-                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak}
+                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak,
+                              "local_tests": r.local_tests}
                              for r in records]})
         return
-    table = Table("task", "split", "family", "operator", "local checks")
+    table = Table("task", "split", "family", "operator", "local checks", "local tests")
     for r in records:
-        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud")
+        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud",
+                      str(r.local_tests))
     Console().print(table if records else "no tasks")
 
 
@@ -66,3 +69,52 @@ def show_task(task_id: str, as_json: bool) -> None:
     click.echo(record.problem_statement + "\n")
     click.echo("broken patch:\n" + record.broken_patch)
     click.echo("fix patch:\n" + record.fix_patch)
+
+
+@command.command("verify")
+@click.argument("task_ids", nargs=-1)
+@click.option("--all", "all_tasks", is_flag=True, help="Verify every task of the train and dev splits.")
+@click.option("--split", type=click.Choice(["train", "dev"]), help="Only tasks of this split (test is sealed).")
+@click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
+@json_option
+@fails_cleanly
+def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, no_sandbox: bool, as_json: bool) -> None:
+    """Re-verify TASK_IDS (or --all) from their pins, in fresh sandboxed builds under another database name.
+
+    Checks per task: the unmodified project matches gold; the broken project scores 0; the true repair
+    scores 1; the wrong repair builds, passes the repair's dbt tests, scores 0 and differs from the broken
+    output; every statement claim holds; no other task of the pin shares its broken outputs or statement.
+    Exit 1 when any check fails.
+    """
+    import sys
+
+    from core.errors import HarvestError
+    from harvester.verify import summary, verify
+
+    if not task_ids and not all_tasks:
+        raise click.UsageError("name at least one TASK_ID or pass --all")
+    records = _records(split)
+    if task_ids:
+        known = {r.instance_id: r for r in records}
+        missing = [t for t in task_ids if t not in known]
+        if missing:
+            raise HarvestError(f"no task {missing[0]!r} in the train or dev split")
+        records = [known[t] for t in task_ids]
+    if not records:
+        raise HarvestError("no tasks to verify (mint first, or name a split that has tasks)")
+
+    def show(verdict) -> None:  # type: ignore[no-untyped-def]
+        if not as_json:
+            failed = [c for c in verdict.checks if not c.ok]
+            state = "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" for c in failed)
+            click.echo(f"{verdict.instance_id}: {state}", err=False)
+
+    verdicts = verify(records, sandboxed=not no_sandbox, on_result=show)
+    totals = summary(verdicts)
+    if as_json:
+        echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
+    else:
+        click.echo(f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: "
+                   + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items()))
+    if totals["ok"] != totals["tasks"]:
+        sys.exit(1)

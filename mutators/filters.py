@@ -109,6 +109,9 @@ class DropConjunct(Operator):
         if col_text and other is not None and isinstance(item, (exp.EQ, exp.NEQ, exp.In)):
             word = "!=" if isinstance(item, exp.NEQ) else "="
             guesses.append((f"{col_text} {word} {other}", "restore the filter with another value"))
+            literal = next((text_of(parsed, lit) for lit in item.find_all(exp.Literal) if lit.is_string), None)
+            if isinstance(item, exp.EQ) and literal:
+                guesses.append((f"{col_text} in ({literal}, {other})", "restore the filter with one value too many"))
         bound = _other_side(parsed, item, span)
         if bound is not None:
             guesses.append((bound, "restore the filter with its boundary on the other side"))

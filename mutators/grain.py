@@ -8,11 +8,12 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
     add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
+    value_kind,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
@@ -41,6 +42,32 @@ def _numeric_looking(node: exp.Expression) -> bool:
     return not isinstance(node, (exp.Literal,)) or node.is_number
 
 
+def _sibling(parsed: MaskedFile, node: exp.Expression) -> str | None:
+    """Another column of the same relation, of the same kind by name (a timestamp for a timestamp, a key for
+    a key), spelled in the file: what a hurried repair reaches for instead of the right one."""
+    if not isinstance(node, exp.Column) or not node.name:
+        return None
+    temporal, kind = looks_temporal(node), value_kind(node.name)
+    if not temporal and kind is None:
+        return None  # a column of no known kind: any other column would be a guess, not a slip
+    names = sorted({c.name for c in parsed.tree.find_all(exp.Column)
+                    if c.table == node.table and c.name and c.name != node.name
+                    and looks_temporal(c) == temporal and value_kind(c.name) == kind
+                    and parsed.span(c) is not None and parsed.text[slice(*parsed.span(c))].endswith(c.name)})
+    if not names:
+        return None
+    return f"{node.table}.{names[0]}" if node.table else names[0]
+
+
+def _other_column(parsed: MaskedFile, node: exp.Expression, name: str, new: str) -> WrongRepair | None:
+    """Over the mutated text: the right aggregate restored, but over another column of the same kind."""
+    span, other = parsed.span(node), _sibling(parsed, node.this)
+    if span is None or other is None:
+        return None
+    end = span[1] + len(new) - len(name)
+    return WrongRepair(span[0], end, f"{name}({other})", "the right aggregate over another column")
+
+
 class CountDistinctToCount(Operator):
     id = "grain.count_distinct_to_count"
     family = "grain"
@@ -60,7 +87,15 @@ class CountDistinctToCount(Operator):
         if tok is None:
             return []
         edit = _delete_word(parsed, tok)
-        return self.site(parsed, edit.start, edit.end, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+        wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, enclosing_select(node), edit)]
+        other = _sibling(parsed, distinct.expressions[0])
+        if other is not None:  # count distinct values again, of another key of the same relation
+            col_span = parsed.span(distinct.expressions[0])
+            assert col_span is not None
+            at = col_span[0] + edit.delta
+            wrong.append(WrongRepair(edit.start, at + (col_span[1] - col_span[0]), f"distinct {other}",
+                                     "count distinct values of another key"))
+        return self.site(parsed, edit.start, edit.end, "", wrong)
 
 
 class SwapAggregate(Operator):
@@ -84,7 +119,9 @@ class SwapAggregate(Operator):
         if second == "avg" and (looks_temporal(node.this) or not _numeric_looking(node.this)):
             second = ""  # an average of dates or of text is no repair anyone would write
         new = same_case(name, first)
-        wrong = [Edit(start, start + len(new), same_case(name, second))] if second else []
+        wrong: list[Edit | WrongRepair | None] = [Edit(start, start + len(new), same_case(name, second))] if second else []
+        if span[0] == start:  # the call starts with its name: `max(x)`, not `x.max()`
+            wrong.append(_other_column(parsed, node, name, new))
         return self.site(parsed, start, end, new, wrong)
 
 
@@ -136,7 +173,12 @@ class FlipDedupOrder(Operator):
         else:
             edit = Edit(inner[1], inner[1], " desc")
         wrong_pos = edit.start + len(edit.replacement)
-        wrong = [Edit(wrong_pos, wrong_pos, " nulls last")]
+        wrong: list[Edit | WrongRepair | None] = [Edit(wrong_pos, wrong_pos, " nulls last")]
+        sort_key = first.this if isinstance(first, exp.Ordered) else first
+        other = _sibling(parsed, sort_key)
+        if other is not None and edit.start >= inner[1]:  # the right direction, on another timestamp
+            wrong.append(WrongRepair(inner[0], wrong_pos, other + parsed.text[inner[1] : edit.end],
+                                     "keep the direction, sort on another timestamp"))
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.filters import is_join_key
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
@@ -98,7 +98,11 @@ class DropJoinKey(Operator):
             if span is None:
                 continue
             edit = Edit(span[0], span[1], "")
-            out += self.site(parsed, *span, "", [add_distinct_edit(parsed, select, edit)])
+            wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, select, edit)]
+            retyped = _retype(parsed, node, "inner join" if node.side == "LEFT" else "left join")
+            if retyped is not None and retyped[1] <= edit.start:  # fix the join's type, not its key
+                wrong.append(WrongRepair(*retyped, "change the join type instead of restoring the key"))
+            out += self.site(parsed, *span, "", wrong)
         return out
 
 

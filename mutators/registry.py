@@ -32,10 +32,12 @@ def _check() -> None:
 _check()
 
 
-def candidates(text: str, families: Collection[str] | None = None) -> list[Mutation]:
+def candidates(text: str, families: Collection[str] | None = None,
+               dead: list[tuple[str, str, str]] | None = None) -> list[Mutation]:
     """Every mutation of a model file that parses, stays outside off-limits regions and dead code
     (``deadcode``: constant predicates, SELECTs that can return no row), and is not statically
-    equivalent to the original."""
+    equivalent to the original. Sites skipped as dead code are appended to ``dead`` as
+    (operator, family, why) when a list is given."""
     if families is not None:
         unknown = sorted(set(families) - set(FAMILIES))
         if unknown:
@@ -44,13 +46,16 @@ def candidates(text: str, families: Collection[str] | None = None) -> list[Mutat
     if not parsed.parsed:
         return []
     original_canon = canonical(parsed)
-    dead = dead_regions(parsed)
+    regions = dead_regions(parsed)
     out: list[Mutation] = []
     for op in REGISTRY.values():
         if families is not None and op.family not in families:
             continue
         for site in op.sites(parsed):
-            if touches_dead_code(dead, site.start, site.end):
+            why = touches_dead_code(regions, site.start, site.end)
+            if why:
+                if dead is not None:
+                    dead.append((op.id, op.family, why))
                 continue
             mutation = _admit(parsed, original_canon, op, site)
             if mutation is not None:

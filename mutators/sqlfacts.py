@@ -159,6 +159,22 @@ def keeps_output_name(node: exp.Column, replacement: str) -> str:
     return replacement
 
 
+#: name-based kinds of value columns; a hurried repair swaps a column only for one of the same kind.
+VALUE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("money", re.compile(r"(amount|price|cost|revenue|total|fee|tax|discount|balance|spend|value)", re.I)),
+    ("count", re.compile(r"(^num_|_count$|^count_|quantity|qty)", re.I)),
+    ("id", re.compile(r"_id$", re.I)),
+)
+
+
+def value_kind(name: str) -> str | None:
+    """The kind of a column by its name (money, count, id), or None."""
+    for kind, pattern in VALUE_KINDS:
+        if pattern.search(name or ""):
+            return kind
+    return None
+
+
 _POINT_IN_TIME = re.compile(r"(^|_)(date|dt|time|timestamp|ts|at|datetime)$|^(date|dt)_", re.IGNORECASE)
 
 

@@ -3,7 +3,6 @@ operator, a column swapped for a sibling of the same kind from the same relation
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from sqlglot import exp
@@ -11,7 +10,7 @@ from sqlglot import exp
 from mutators.edits import Edit
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
-from mutators.sqlfacts import keeps_output_name, text_of, token_between
+from mutators.sqlfacts import keeps_output_name, text_of, token_between, value_kind
 
 _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     # node: (operator text, replacement, the non-commutative one of the pair)
@@ -20,14 +19,6 @@ _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     exp.Mul: ("*", "/", "/"),
     exp.Div: ("/", "*", "/"),
 }
-#: name-based kinds for sibling swaps; a column only swaps with one of the same kind.
-_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("money", re.compile(r"(amount|price|cost|revenue|total|fee|tax|discount|balance|spend|value)", re.I)),
-    ("count", re.compile(r"(^num_|_count$|^count_|quantity|qty)", re.I)),
-    ("id", re.compile(r"_id$", re.I)),
-)
-
-
 class SwapThenBranches(Operator):
     id = "values.swap_then_branches"
     family = "values"
@@ -164,10 +155,7 @@ def _spelled(parsed: MaskedFile, column: exp.Column) -> bool:
 
 
 def _kind(name: str) -> str | None:
-    for kind, pattern in _KINDS:
-        if pattern.search(name or ""):
-            return kind
-    return None
+    return value_kind(name)
 
 
 OPERATORS: tuple[Operator, ...] = (SwapThenBranches(), DropElse(), SwapArithmetic(), SwapSiblingColumn())

@@ -149,8 +149,10 @@ def test_confirm_rejects_a_repair_that_is_not_minimal(world) -> None:  # type: i
     last = text.index("sum(net_amount) as revenue") + len("sum(net_amount) as revenue")
     segment = text[first:last]
     replacement = segment.replace("= 'completed'", "<> 'cancelled'").replace("sum(net_amount) as", "sum(net_amount) * 2 as")
+    broken = Edit(first, last, replacement).apply(text)
+    at = broken.index("* 2 as")  # a wrong repair that changes the graded output: the factor, not the filter
     mutation = Mutation("test.hand_made", "filter", "changed_values", Edit(first, last, replacement),
-                        (Edit(0, 0, "-- reviewed\n"),), "two changes")
+                        (Edit(at, at + 3, "* 3"),), "two changes")
     cand = Candidate(world["pin"].id, MODEL, FILE, text, mutation)
     screened = _screen(world, cand)
     assert screened.ok, screened.detail
