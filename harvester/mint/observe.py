@@ -68,6 +68,7 @@ def captures(**files: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         for alias, path in files.items():
             con.execute(f"ATTACH '{str(Path(path).resolve())}' AS {_quote(alias)} (READ_ONLY)")
         con.execute("SET enable_external_access=false")
+        con.execute("SET enable_progress_bar=false")
         con.execute("SET lock_configuration=true")
         yield con
     finally:
