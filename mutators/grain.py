@@ -138,12 +138,18 @@ class DropPartitionKey(Operator):
         if len(keys) < 2:
             return []
         out: list[Site] = []
+        spans = [parsed.span(k) for k in keys]
         for index in range(len(keys)):
             span = list_drop(parsed, keys, index)
-            if span is None:
+            if span is None or any(s is None for s in spans):
                 continue
             edit = Edit(span[0], span[1], "")
-            out += self.site(parsed, *span, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+            wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, enclosing_select(node), edit)]
+            first, last = spans[0][0], spans[-1][1]  # type: ignore[index]
+            dropped = parsed.text[spans[index][0] : spans[index][1]]  # type: ignore[index]
+            # the dropped key restored, the others lost: the window at another wrong grain
+            wrong.append(WrongRepair(first, last + edit.delta, dropped, "partition by the other key instead"))
+            out += self.site(parsed, *span, "", wrong)
         return out
 
 

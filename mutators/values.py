@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import keeps_output_name, text_of, token_between, value_kind
@@ -24,7 +24,7 @@ class SwapThenBranches(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Swap the results of two adjacent WHEN branches (or of the only WHEN and the ELSE)."
-    wrong_intent = "swap the conditions too, which keeps the wrong mapping"
+    wrong_intent = "restore one branch, leave the other"
     node_types = (exp.Case,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -45,18 +45,9 @@ class SwapThenBranches(Operator):
             ta, tb = parsed.text[sa[0] : sa[1]], parsed.text[sb[0] : sb[1]]
             middle = parsed.text[sa[1] : sb[0]]
             new = tb + middle + ta
-            wrong: list[Edit] = []
-            if cond_pair is not None:
-                ca, cb = parsed.span(cond_pair[0]), parsed.span(cond_pair[1])
-                if ca and cb and ca[1] <= sa[0] and sa[1] <= cb[0] and cb[1] <= sb[0]:
-                    # swap the WHEN conditions as well (edit over the mutant: conditions sit before/inside)
-                    mutant = parsed.text[: sa[0]] + new + parsed.text[sa[1] + (sb[1] - sa[1]) :]
-                    shift = len(tb) - len(ta)
-                    cb_m = (cb[0] + shift, cb[1] + shift)
-                    span_text = mutant[ca[0] : cb_m[1]]
-                    ta_c, tb_c = mutant[ca[0] : ca[1]], mutant[cb_m[0] : cb_m[1]]
-                    swapped = tb_c + span_text[len(ta_c) : len(span_text) - len(tb_c)] + ta_c
-                    wrong.append(Edit(ca[0], cb_m[1], swapped))
+            # restore one branch and leave the other: the first result back in place, the second still
+            # holding it too (a person who fixed the first rows they looked at)
+            wrong: list[Edit | WrongRepair] = [WrongRepair(sa[0], sa[0] + len(tb), ta, "restore one branch, leave the other")]
             out += self.site(parsed, sa[0], sb[1], new, wrong)
         return out
 
