@@ -276,7 +276,8 @@ class _SwapConnective(Operator):
         word = parsed.text[tok.start : tok.end + 1]
         edit = Edit(tok.start, tok.end + 1, same_case(word, self.target))
         keep_left = Edit(left[1], right[1] + edit.delta, "")
-        return self.site(parsed, edit.start, edit.end, edit.replacement, [keep_left])
+        keep_right = Edit(left[0], right[0] + edit.delta, "")
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [keep_left, keep_right])
 
 
 class AndToOr(_SwapConnective):

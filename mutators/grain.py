@@ -13,7 +13,7 @@ from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
     add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
-    value_kind,
+    sibling_column, value_kind,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
@@ -43,20 +43,7 @@ def _numeric_looking(node: exp.Expression) -> bool:
 
 
 def _sibling(parsed: MaskedFile, node: exp.Expression) -> str | None:
-    """Another column of the same relation, of the same kind by name (a timestamp for a timestamp, a key for
-    a key), spelled in the file: what a hurried repair reaches for instead of the right one."""
-    if not isinstance(node, exp.Column) or not node.name:
-        return None
-    temporal, kind = looks_temporal(node), value_kind(node.name)
-    if not temporal and kind is None:
-        return None  # a column of no known kind: any other column would be a guess, not a slip
-    names = sorted({c.name for c in parsed.tree.find_all(exp.Column)
-                    if c.table == node.table and c.name and c.name != node.name
-                    and looks_temporal(c) == temporal and value_kind(c.name) == kind
-                    and parsed.span(c) is not None and parsed.text[slice(*parsed.span(c))].endswith(c.name)})
-    if not names:
-        return None
-    return f"{node.table}.{names[0]}" if node.table else names[0]
+    return sibling_column(parsed, node)
 
 
 def _other_column(parsed: MaskedFile, node: exp.Expression, name: str, new: str) -> WrongRepair | None:

@@ -12,7 +12,7 @@ from mutators.filters import is_join_key
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
-    add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, text_of, tokens_in,
+    add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, sibling_column, text_of, tokens_in,
 )
 
 
@@ -99,11 +99,26 @@ class DropJoinKey(Operator):
                 continue
             edit = Edit(span[0], span[1], "")
             wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, select, edit)]
+            wrong.append(_key_against_another_column(parsed, item, edit))
             retyped = _retype(parsed, node, "inner join" if node.side == "LEFT" else "left join")
             if retyped is not None and retyped[1] <= edit.start:  # fix the join's type, not its key
                 wrong.append(WrongRepair(*retyped, "change the join type instead of restoring the key"))
             out += self.site(parsed, *span, "", wrong)
         return out
+
+
+def _key_against_another_column(parsed: MaskedFile, item: exp.Expression, edit: Edit) -> WrongRepair | None:
+    """Over the mutated text: the dropped key put back, but compared with another key column of the
+    joined relation (``a.email_id = b.member_id``): the join key restored against the wrong column."""
+    right = item.expression if isinstance(item, exp.EQ) else None
+    right_span = parsed.span(right) if right is not None else None
+    other = sibling_column(parsed, right) if right is not None else None
+    if right_span is None or other is None or not (edit.start <= right_span[0] and right_span[1] <= edit.end):
+        return None
+    removed = parsed.text[edit.start : edit.end]
+    at = right_span[0] - edit.start
+    restored = removed[:at] + other + removed[at + right_span[1] - right_span[0]:]
+    return WrongRepair(edit.start, edit.start, restored, "restore the join key against the wrong column")
 
 
 class OnToWhere(Operator):

@@ -128,8 +128,12 @@ def test_operator_api_matches_candidates() -> None:
     assert edits == from_candidates
     for site in sites:
         repairs = op.wrong_repairs(site)
-        # DISTINCT over the fan-out, or the join's type changed instead of its key restored
-        assert [r.replacement for r in repairs] == [" distinct", "inner join"]
+        # DISTINCT over the fan-out, the key restored against another key column of the joined
+        # relation, or the join's type changed instead of its key restored
+        assert [r.intent for r in repairs] == [
+            "remove the duplicates with DISTINCT instead of restoring the join key",
+            "restore the join key against the wrong column", "change the join type instead of restoring the key"]
+        assert repairs[0].replacement == " distinct" and repairs[2].replacement == "inner join"
 
 
 def test_wrong_repairs_are_plausible_edits() -> None:
