@@ -116,7 +116,10 @@ class FlipIsNull(Operator):
             word = parsed.text[tok.start : tok.end + 1]
             edit = Edit(tok.start, tok.start, same_case(word, "not") + " ")
             owner = node
-        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)])
+        # in a filter the flip swaps the rows kept (more or fewer); elsewhere it changes values
+        effect = "changed_rows" if is_positive_predicate(owner) else ""
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)],
+                         effect=effect)
 
 
 class DropCoalesceDefault(Operator):

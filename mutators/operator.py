@@ -19,7 +19,9 @@ from mutators.masking import MaskedFile
 from mutators.sqlfacts import clause_of
 
 FAMILIES: tuple[str, ...] = ("filter", "null", "join", "grain", "time", "values")
-EFFECTS: tuple[str, ...] = ("more_rows", "fewer_rows", "changed_values", "changed_grain")
+#: what a mutation is expected to do to its model's rows; ``changed_rows``: rows come and go either way (a
+#: flipped null check in a WHERE swaps the rows it keeps), ``changed_grain``: no constraint on the count
+EFFECTS: tuple[str, ...] = ("more_rows", "fewer_rows", "changed_values", "changed_grain", "changed_rows")
 
 
 @dataclass(frozen=True)

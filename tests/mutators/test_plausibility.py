@@ -108,3 +108,17 @@ def test_a_dropped_filter_is_restored_wrong_not_weakened() -> None:
     assert any("amount >= 10" in t and "boundary" in why for t, why in wrongs["amount"])
     assert any("('eu', 'us')" in t and "missing" in why for t, why in wrongs["region"])
     assert any("status = 'returned'" in t and "another value" in why for t, why in wrongs["status"])
+
+
+def test_a_null_check_flipped_in_a_filter_changes_rows_either_way() -> None:
+    from harvester.mint.checks import check_effect
+    from harvester.mint.observe import Observation
+
+    in_filter = "select id from {{ ref('issues') }} where closed_at is null and repo_id > 1\n"
+    in_projection = "select id, closed_at is null as is_open from {{ ref('issues') }}\n"
+    assert [m.effect for m in candidates(in_filter, ["null"])] == ["changed_rows"]
+    assert [m.effect for m in candidates(in_projection, ["null"])] == ["changed_values"]
+    # open issues become closed ones: the count may go up or down (measured on dbt_github: 386 -> 290, -> 437)
+    for rows in (290, 437):
+        obs = Observation({"main.t": (386, rows)}, {}, "main.t", (386, rows), 10)
+        assert check_effect(obs, "changed_rows").ok and not check_effect(obs, "changed_values").ok
