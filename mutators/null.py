@@ -16,6 +16,14 @@ from mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 
 
+def _filters(node: exp.Expression) -> bool:
+    """The node decides which rows a WHERE/HAVING/QUALIFY or an inner join keeps."""
+    if not is_positive_predicate(node):
+        return False
+    join = node.find_ancestor(exp.Join)
+    return join is None or not join.side
+
+
 class IsNotTrueToNot(Operator):
     id = "null.is_not_true_to_not"
     family = "null"
@@ -40,7 +48,8 @@ class IsNotTrueToNot(Operator):
             if truth else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
             Edit(span[0], span[0] + len(new), f"{value} = {'false' if truth else 'true'}"),
         ]
-        return self.site(parsed, *span, new, wrong)
+        # it drops rows only where it filters; in a select list or a LEFT JOIN's ON it changes values
+        return self.site(parsed, *span, new, wrong, effect="" if _filters(node) else "changed_values")
 
 
 class DistinctFromToNeq(Operator):
@@ -58,7 +67,8 @@ class DistinctFromToNeq(Operator):
         op = "<>" if isinstance(node, exp.NullSafeNEQ) else "="
         new = f"{left} {op} {right}"
         wrong = [Edit(span[0], span[0] + len(new), f"({left} {op} {right} or {left} is null)")]
-        return self.site(parsed, *span, new, wrong)
+        # it drops rows only where it filters; in a select list or a LEFT JOIN's ON it changes values
+        return self.site(parsed, *span, new, wrong, effect="" if _filters(node) else "changed_values")
 
 
 class DropCoalesceBool(Operator):
