@@ -32,7 +32,8 @@ MAX_COLUMNS = 3
 
 def symptoms_of(spec: GradingSpec, obs: Observation, pin: Pin, nodes: dict[str, ModelNode]) -> list[Symptom]:
     """One symptom per graded table, in the spec's order, from a build's observation: its rows, and
-    when the row count held, the graded columns that moved and how (at most ``MAX_COLUMNS``). With
+    when the row count held, the graded columns that moved and how (``visible_symptoms`` keeps at most
+    ``MAX_COLUMNS`` of those the official check can see). With
     rows missing or added every column differs as a whole: the rows are the symptom then."""
     by_table = {n.table: n for n in nodes.values()}
     tables = {t.name: t for t in pin.tables}
@@ -46,7 +47,7 @@ def symptoms_of(spec: GradingSpec, obs: Observation, pin: Pin, nodes: dict[str, 
             differing = set(obs.differing_columns.get(full, ()))
             moved = obs.directions.get(full, {})
             for pos in positions:
-                if pos in differing and len(columns) < MAX_COLUMNS:
+                if pos in differing:
                     column = tables[full].columns[pos].name
                     columns.append((column, node.columns.get(column, "") if node else "", moved.get(pos, "different")))
         found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
@@ -72,6 +73,19 @@ def claims_of(spec: GradingSpec, symptoms: Sequence[Symptom]) -> tuple[Claim, ..
         for column, _description, direction in symptom.columns:
             out.append(Claim(table, direction, column))
     return tuple(out)
+
+
+def visible_symptoms(pin: Pin, spec: GradingSpec, symptoms: Sequence[Symptom], gold: Path,
+                     broken: Path) -> list[Symptom]:
+    """``symptoms`` without the columns the official check cannot tell from gold (a total that moved in
+    its last digits, within the 0.01 tolerance): a statement must not send anyone after them."""
+    out = []
+    for table, symptom in zip(spec.condition_tabs, symptoms):
+        columns = tuple(c for c in symptom.columns
+                        if (pos := _column_position(pin, table, c[0])) is not None
+                        and _visible(gold, broken, table, pos, f"{pin.gold_sha256}.duckdb"))[:MAX_COLUMNS]
+        out.append(Symptom(symptom.table, symptom.description, symptom.gold_rows, symptom.mutant_rows, columns))
+    return out
 
 
 def _column_position(pin: Pin, table: str, column: str) -> int | None:
@@ -139,4 +153,4 @@ def _direction_holds(con, claim: Claim, g: str, b: str, same_rows: bool) -> tupl
     return holds, f"`{claim.column}`: {before} -> {after}"
 
 
-__all__ = ["ClaimCheck", "MAX_COLUMNS", "ROW_CLAIMS", "check_claims", "claims_of", "symptoms_of"]
+__all__ = ["ClaimCheck", "MAX_COLUMNS", "ROW_CLAIMS", "check_claims", "claims_of", "symptoms_of", "visible_symptoms"]

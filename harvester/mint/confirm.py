@@ -256,11 +256,12 @@ def informative_wrong_repair(t: Trial) -> Trial:
 
 def described(t: Trial) -> Trial:
     """7a. The problem statement, written from the confirmed build's symptoms; it must not leak the edit."""
-    from harvester.mint.claims import claims_of, symptoms_of
+    from harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
     from harvester.mint.statement import statement_for
 
-    assert t.spec is not None and t.observation is not None
-    symptoms = tuple(symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes))
+    assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None
+    symptoms = tuple(visible_symptoms(t.ctx.pin, t.spec, symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes),
+                                      t.ctx.gold, t.mutant.gold_file))
     edit = t.cand.mutation.edit
     spans = [t.cand.original[edit.start:edit.end], edit.replacement]
     try:
