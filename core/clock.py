@@ -129,9 +129,10 @@ def clock_env(clock: str, library: Path | None = None) -> dict[str, str]:
 
 # -- current-time calls in SQL run in-process -------------------------------------------------------
 
+# each name with its optional empty parentheses in one match: `current_date()` must not leave `()` behind
 _CALLS = re.compile(
-    r"\b(current_date|current_timestamp|current_time|localtimestamp|localtime|today\s*\(\s*\)|now\s*\(\s*\)"
-    r"|get_current_timestamp\s*\(\s*\)|current_timestamp\s*\(\s*\)|current_date\s*\(\s*\))",
+    r"\b((?:current_date|current_timestamp|current_time|localtimestamp|localtime)(?:\s*\(\s*\))?"
+    r"|today\s*\(\s*\)|now\s*\(\s*\)|get_current_timestamp\s*\(\s*\))",
     re.IGNORECASE,
 )
 
