@@ -16,10 +16,11 @@ import hashlib
 import os
 import random
 from itertools import zip_longest
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harvester.mint.domain import with_data_values
 from harvester.mint.lineage import ModelNode
 from core.pin import Pin
 from mutators import Mutation, candidates as mutations_of, mask_file, transplant
@@ -101,10 +102,11 @@ def mutable(node: ModelNode, pin: Pin) -> str:
 
 def model_candidates(
     pin: Pin, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int,
-    dead: list[DeadSite] | None = None,
+    dead: list[DeadSite] | None = None, values: Callable[[str], tuple[str, ...]] | None = None,
 ) -> Iterator[Candidate]:
     """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly); sites
-    that are dead where DuckDB runs the model are left out and appended to ``dead``."""
+    that are dead where DuckDB runs the model are left out and appended to ``dead``; with ``values`` (a
+    column's values in gold, ``domain.gold_values``) restored filters get wrong repairs with real values."""
     file = model_file(node, pin)
     if file is None:
         return
@@ -126,6 +128,8 @@ def model_candidates(
             if dead is not None:
                 dead.append(DeadSite(mutation.operator, mutation.family, why))
             continue
+        if values is not None:
+            mutation = with_data_values(mutation, text, values)
         by_family.setdefault(mutation.family, []).append(mutation)
     for group in by_family.values():
         rng.shuffle(group)

@@ -22,6 +22,7 @@ from harvester.gold import gold_path
 from core.home import harvest_home, pins_dir
 from harvester.mint.candidates import Candidate, DeadSite, model_candidates, mutable
 from harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
+from harvester.mint.domain import gold_values
 from harvester.mint.engine import Engine
 from harvester.mint.lineage import models
 from harvester.mint.local_checks import suite
@@ -187,7 +188,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     try:
         survivors: list[Survivor] = []
         kept_families: set[str] = set()
-        for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead):
+        for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold)):
             if kept >= job.max_per_model:
                 break
             if cand.key in job.done_keys:

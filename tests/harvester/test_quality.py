@@ -358,3 +358,22 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
     assert "not informative" in checks["wrong_repair"]["detail"]
     assert checks["gold_matches"]["ok"] and checks["broken_fails"]["ok"] and checks["repair_passes"]["ok"]
     assert isinstance(Claim, type)
+
+
+def test_a_restored_filter_may_take_another_value_the_data_holds(depot) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.candidates import model_candidates
+    from harvester.mint.domain import gold_values
+
+    with depot["env"]():
+        values = gold_values(depot["gold"])
+        assert values("state") == ("delivered", "in_transit", "lost", "returned")
+        plain = list(model_candidates(depot["pin"], depot["nodes"][REVENUE], depot["tree"], ["filter"], 0))
+        rich = list(model_candidates(depot["pin"], depot["nodes"][REVENUE], depot["tree"], ["filter"], 0,
+                                     values=values))
+    dropped = next(c for c in rich if c.mutation.operator == "filter.drop_conjunct")
+    restored = [w.apply(dropped.broken) for w in dropped.mutation.wrong_repairs
+                if w.intent == "restore the filter with another value of the column"]
+    # the file spells only 'delivered': the other states come from the data
+    assert any("state = 'in_transit'" in t for t in restored) and any("state = 'lost'" in t for t in restored)
+    assert not any("restore the filter with another value of the column" == w.intent
+                   for c in plain for w in c.mutation.wrong_repairs)
