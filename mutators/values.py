@@ -10,7 +10,7 @@ from sqlglot import exp
 from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
-from mutators.sqlfacts import keeps_output_name, text_of, token_between, value_kind
+from mutators.sqlfacts import keeps_output_name, sibling_column, text_of, token_between, value_kind
 
 _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     # node: (operator text, replacement, the non-commutative one of the pair)
@@ -101,7 +101,13 @@ class SwapArithmetic(Operator):
         # swapping the operands of a difference is a slip people make; of a division by a constant
         # (`100 / amount`) or a product, it is no repair anyone would write
         plausible = noncomm == "-" and not any(isinstance(c, exp.Literal) for c in (node.this, node.expression))
-        wrong = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")] if plausible else []
+        wrong: list[Edit | WrongRepair] = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")] if plausible else []
+        other = sibling_column(parsed, node.expression)
+        if other is not None and other.rsplit(".", 1)[-1] != getattr(node.this, "name", None):  # not `a - a`  # the operator restored, over another column of the right operand's kind
+            between = parsed.text[left[1] : tok.start]
+            after = parsed.text[tok.end + 1 : right[0]]
+            wrong.append(WrongRepair(left[0], gap_end, f"{lt}{between}{old}{after}{other}",
+                                     "restore the operator, over another column of the same kind"))
         return self.site(parsed, tok.start, tok.end + 1, new, wrong)
 
 

@@ -87,11 +87,12 @@ def test_no_average_of_dates_and_no_operands_swapped_around_a_constant() -> None
     # another aggregate, or the right one over another money column (not over a date or a name)
     assert [w.replacement for w in amounts.wrong_repairs] == ["avg", "max(discount)"]
     division = next(m for m in candidates(text) if m.operator == "values.swap_arithmetic"
-                    and text[m.edit.start - 7 : m.edit.start] == "amount ")
+                    and text[m.edit.start - 7 : m.edit.start] == "amount " and text[m.edit.start] == "/")
     assert division.wrong_repairs == ()  # never `100 / amount`
     difference = next(m for m in candidates(text) if m.operator == "values.swap_arithmetic"
                       and text[m.edit.start - 7 : m.edit.start] == "amount " and m is not division
                       and text[m.edit.start : m.edit.end] == "-")
+    # (the operator restored over another money column would be `amount - amount` here: not offered)
     assert [w.apply(difference.edit.apply(text)).count("discount - amount") for w in difference.wrong_repairs] == [1]
 
 
