@@ -102,8 +102,10 @@ class SwapArithmetic(Operator):
         # (`100 / amount`) or a product, it is no repair anyone would write
         plausible = noncomm == "-" and not any(isinstance(c, exp.Literal) for c in (node.this, node.expression))
         wrong: list[Edit | WrongRepair] = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")] if plausible else []
-        other = sibling_column(parsed, node.expression)
-        if other is not None and other.rsplit(".", 1)[-1] != getattr(node.this, "name", None):  # not `a - a`  # the operator restored, over another column of the right operand's kind
+        # the operator restored, over another column of the right operand's kind; never `a - a`, and never
+        # against a constant (`1 - discount` is a rate: `1 - unit_price` is no repair anyone would write)
+        other = None if isinstance(node.this, exp.Literal) else sibling_column(parsed, node.expression)
+        if other is not None and other.rsplit(".", 1)[-1] != getattr(node.this, "name", None):
             between = parsed.text[left[1] : tok.start]
             after = parsed.text[tok.end + 1 : right[0]]
             wrong.append(WrongRepair(left[0], gap_end, f"{lt}{between}{old}{after}{other}",

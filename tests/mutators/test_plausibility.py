@@ -96,6 +96,20 @@ def test_no_average_of_dates_and_no_operands_swapped_around_a_constant() -> None
     assert [w.apply(difference.edit.apply(text)).count("discount - amount") for w in difference.wrong_repairs] == [1]
 
 
+def test_no_column_swapped_in_against_a_constant() -> None:
+    # dbt-duckdb-analytics-kit kept `quantity * unit_price * (1 - unit_price)` as the wrong repair of
+    # `(1 + discount)`: a rate taken from 1 is not swapped for a money column
+    text = "select quantity * unit_price * (1 - discount) as net, quantity * unit_price - fee as t from {{ ref('i') }}\n"
+    wrongs = {}
+    for m in candidates(text, ["values"]):
+        if m.operator == "values.swap_arithmetic" and text[m.edit.start : m.edit.end] == "-":
+            broken = m.edit.apply(text)
+            wrongs[text[m.edit.end :].split()[0]] = [w.apply(broken) for w in m.wrong_repairs]
+    assert wrongs["discount)"] == []  # not (1 - unit_price), not (1 - fee)
+    # a column against a column still may: the fee restored as another money column of the file
+    assert any("quantity * unit_price - discount as t" in t for t in wrongs["fee"]), wrongs["fee"]
+
+
 def test_a_dropped_filter_is_restored_wrong_not_weakened() -> None:
     text = ("select * from {{ ref('orders') }}\n"
             "where amount > 10 and region in ('eu', 'us', 'apac') and status = 'placed'\n"
