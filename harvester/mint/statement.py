@@ -22,7 +22,20 @@ class Symptom:
     description: str  # the model's own description ('' when undocumented)
     gold_rows: int
     mutant_rows: int
-    columns: tuple[tuple[str, str, str], ...]  # (column, description, direction: 'higher'|'lower'|'different')
+    columns: tuple[tuple[str, str, str], ...]  # (column, description, direction: observe.DIRECTIONS)
+
+
+#: How each direction of a column (``mint/observe.py``) reads to a data consumer; every phrase says exactly
+#: what the task's claim of that kind asserts (``mint/claims.py`` checks it), no more and no less.
+COLUMN_WORDS = {
+    "higher": "comes out too high",
+    "lower": "comes out too low",
+    "nulls_more": "is empty (NULL) in rows where it should have a value",
+    "nulls_less": "has a value in rows where it should be empty (NULL)",
+    "true_more": "is true for more rows than it should be",
+    "true_less": "is true for fewer rows than it should be",
+    "different": "holds wrong values for some rows",
+}
 
 
 def _first_sentence(text: str) -> str:
@@ -42,12 +55,7 @@ def template_statement(symptoms: list[Symptom]) -> str:
         observed = []
         for column, description, direction in s.columns[:3]:
             label = f"`{column}`" + (f" ({_first_sentence(description)})" if description else "")
-            if direction == "higher":
-                observed.append(f"{label} comes out too high")
-            elif direction == "lower":
-                observed.append(f"{label} comes out too low")
-            else:
-                observed.append(f"{label} holds wrong values for some rows")
+            observed.append(f"{label} {COLUMN_WORDS.get(direction, COLUMN_WORDS['different'])}")
         if observed:
             parts.append(f"In {what}, " + "; ".join(observed) + ".")
     body = " ".join(parts) or "Some reported figures do not match what the business expects."

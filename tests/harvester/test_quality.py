@@ -180,6 +180,25 @@ def test_a_false_claim_is_caught_on_the_built_tables(depot) -> None:  # type: ig
     assert [r.holds for r in results] == [False, False]
 
 
+def test_a_statement_says_which_way_a_column_moved_in_the_words_its_claim_checks(depot) -> None:  # type: ignore[no-untyped-def]
+    from core.task_record import Claim
+    from harvester.mint.statement import COLUMN_WORDS
+
+    # senders 4 and 5 have no delivered parcel: without the coalesce their revenue is NULL, not 0
+    cand = _candidate(depot, REVENUE, REVENUE_FILE, "coalesce(sum(d.fee), 0) as revenue", "sum(d.fee) as revenue",
+                      (("sum(d.fee) as revenue", "coalesce(sum(d.fee), 1) as revenue"),), family="null")
+    outcome = _confirm(depot, cand)
+    assert outcome.ok, (outcome.reason, outcome.detail)
+    assert Claim("sender_revenue", "nulls_more", "revenue") in outcome.claims
+    # the claim checked is "more NULLs", so the words say that, not only "wrong values" (before: every
+    # direction but higher/lower read "holds wrong values for some rows")
+    assert f"`revenue` (Fees of delivered parcels) {COLUMN_WORDS['nulls_more']}" in outcome.statement
+    assert COLUMN_WORDS["different"] not in outcome.statement
+    from harvester.mint.observe import DIRECTIONS
+
+    assert set(COLUMN_WORDS) == set(DIRECTIONS) and len(set(COLUMN_WORDS.values())) == len(DIRECTIONS)
+
+
 def _mutant_capture(depot, cand) -> Path:  # type: ignore[no-untyped-def]
     from harvester.build import build_workspace
     from harvester.discovery import discover
