@@ -30,8 +30,7 @@ def _records(split: str | None):  # type: ignore[no-untyped-def]
 @fails_cleanly
 def list_tasks(split: str | None, as_json: bool) -> None:
     """List tasks: id, split, family, operator, silent or loud."""
-    from rich.console import Console
-    from rich.table import Table
+    from cli._tables import id_table, print_table
 
     records = _records(split)
     if as_json:
@@ -40,11 +39,14 @@ def list_tasks(split: str | None, as_json: bool) -> None:
                               "local_tests": r.local_tests}
                              for r in records]})
         return
-    table = Table("task", "split", "family", "operator", "local checks", "local tests")
+    if not records:
+        click.echo("no tasks")
+        return
+    table = id_table("task", "split", "family", "operator", "local checks", "local tests", ids=("task",))
     for r in records:
         table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud",
                       str(r.local_tests))
-    Console().print(table if records else "no tasks")
+    print_table(table)
 
 
 @command.command("show")
@@ -65,7 +67,10 @@ def show_task(task_id: str, as_json: bool) -> None:
         echo_json(json.loads(record.to_json()))
         return
     click.echo(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})")
-    click.echo(f"file: {record.file}\ngraded: {record.grading.to_dict()}\n")
+    click.echo(f"file: {record.file}")
+    for line in _grading_lines(record.grading):
+        click.echo(line)
+    click.echo("")
     click.echo(record.problem_statement + "\n")
     click.echo("broken patch:\n" + record.broken_patch)
     click.echo("fix patch:\n" + record.fix_patch)
@@ -118,3 +123,13 @@ def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, 
                    + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items()))
     if totals["ok"] != totals["tasks"]:
         sys.exit(1)
+
+
+def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]
+    """The grading spec for people: the gold file, then one line per graded table."""
+    lines = [f"gold: {grading.gold}"]
+    for table, cols, ignore_order in zip(grading.condition_tabs, grading.condition_cols, grading.ignore_orders):
+        columns = "gold columns " + ", ".join(str(c) for c in cols) + " (by index)" if cols else "every gold column"
+        order = "row order ignored" if ignore_order else "row order checked"
+        lines.append(f"graded: table {table}, {columns}, {order}")
+    return lines
