@@ -61,7 +61,7 @@ def template(pin: Pin) -> Path:
         report = store.export(repo, pin.commit, tree)
         if report.tree != pin.tree:
             raise PinError(f"{pin.id}: the commit's tree is {report.tree[:12]}, the pin recorded {pin.tree[:12]}")
-        vendor_packages(tree / pin.project_dir, pin.packages, store)
+        vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
         patch = compat_patch_text(pin)
         if patch:
             apply_patch(tree, patch)

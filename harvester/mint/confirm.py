@@ -21,7 +21,7 @@ from harvester.mint.candidates import Candidate
 from harvester.mint.variants import VariantBuilder
 from harvester.patching import apply_to_text, make_patch, parse_patch
 from harvester.pin import Pin
-from harvester.sandbox import Limits
+from harvester.sandbox import Limits, safe_fs
 from harvester.state import DB_FILE
 from harvester.task_record import LocalChecks
 from harvester.workspace import fresh_workspace
@@ -68,9 +68,9 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     if ctx.builder is not None and ctx.base_db is not None and ctx.select:
         return ctx.builder.build(name, file, text, ctx.select)
     workspace = ctx.scratch / name
-    shutil.rmtree(workspace, ignore_errors=True)
+    safe_fs.rmtree(workspace)
     fresh_workspace(ctx.pin, workspace)
-    (workspace / file).write_text(text, encoding="utf-8")
+    safe_fs.write_text(workspace, file, text)
     incremental = ctx.base_db is not None and bool(ctx.select)
     if incremental:
         shutil.copyfile(ctx.base_db, workspace / DB_FILE)  # type: ignore[arg-type]
@@ -147,7 +147,7 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec, *, allow_weak
         break
     if not wrong and not allow_weak:
         return reject("no_wrong_repair", last, local_checks=checks)
-    shutil.rmtree(ctx.scratch, ignore_errors=True)
+    safe_fs.rmtree(ctx.scratch)
     return ConfirmOutcome(
         cand.key, True, "", "", local_checks=checks, broken_patch=broken_patch, fix_patch=fix_patch,
         wrong_patches=tuple(wrong), weak=not wrong, timings=tuple(timings),
