@@ -54,6 +54,7 @@ class VariantBuilder:
         write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema)
         self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
         self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}
+        self._outs: list[str] = []  # captures the child wrote in the workspace (their host copies are in the memo)
         self._count = 0
         self.builds = 0
         self.reused = 0
@@ -83,6 +84,7 @@ class VariantBuilder:
             self._original[file] = self._pinned_text(file)
         self._count += 1
         out = f"{OUT_DIR}/{self._count:05d}-{name}.duckdb"
+        self._outs.append(out)
         steps += [
             WriteStep(file, text),
             RestoreDbStep(BASE_DB),
@@ -109,6 +111,13 @@ class VariantBuilder:
             if result.gold_file is not None:
                 result.gold_file.unlink(missing_ok=True)
         self._memo.clear()
+        for out in self._outs:  # the child's own files in its workspace: removed by fd, never through a link
+            for suffix in ("", ".wal"):
+                try:
+                    safe_fs.remove(self.workspace, out + suffix)
+                except safe_fs.UnsafePathError:
+                    pass  # a link on the way: nothing of ours to remove there
+        self._outs.clear()
 
     def close(self) -> None:
         self.session.close()
