@@ -43,16 +43,16 @@ class Lock:
     allowed_paths: tuple[str, ...] = ()
     temp_directory: str = ""
     max_temp_directory_size: str = ""
-    memory_limit: str = "2GB"
-    threads: int = 1
+    memory_limit: str = "2GB"  # "" keeps DuckDB's default (80% of RAM)
+    threads: int = 1  # 0 keeps DuckDB's default (every core)
 
     def __post_init__(self) -> None:
         for name in ("memory_limit", "max_temp_directory_size"):
             value = getattr(self, name)
             if "'" in value or "\n" in value:
                 raise LockedDuckDBError(f"invalid {name} {value!r}; use e.g. '2GB'")
-        if self.threads < 1:
-            raise LockedDuckDBError(f"threads must be at least 1, got {self.threads}")
+        if self.threads < 0:
+            raise LockedDuckDBError(f"threads must be 0 (DuckDB's default) or more, got {self.threads}")
         for path in (*self.allowed_directories, *self.allowed_paths, *([self.temp_directory] if self.temp_directory else [])):
             if not path.startswith("/") or "\x00" in path:
                 raise LockedDuckDBError(f"locked DuckDB paths must be absolute, got {path!r}")
@@ -75,9 +75,11 @@ def setup_statements(lock: Lock) -> list[str]:
     if lock.max_temp_directory_size:
         statements.append(f"SET max_temp_directory_size = {sql_string(lock.max_temp_directory_size)}")
     directories = [d.rstrip("/") + "/" for d in lock.allowed_directories]
+    if lock.memory_limit:
+        statements.append(f"SET memory_limit = {sql_string(lock.memory_limit)}")
+    if lock.threads:
+        statements.append(f"SET threads = {int(lock.threads)}")
     statements += [
-        f"SET memory_limit = {sql_string(lock.memory_limit)}",
-        f"SET threads = {int(lock.threads)}",
         f"SET allowed_directories = {_list(directories)}",
         f"SET allowed_paths = {_list(list(lock.allowed_paths))}",
         "SET autoinstall_known_extensions = false",

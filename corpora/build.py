@@ -33,9 +33,9 @@ from corpora.lint import lint_project
 from corpora.sealed import sealed_count
 from corpora.dedupe import distinct
 from corpora.store import load_tasks
-from harvester import atomic
-from harvester.licenses import REDISTRIBUTABLE
-from harvester.task_record import TaskRecord
+from core import atomic
+from core.licenses import REDISTRIBUTABLE
+from core.task_record import TaskRecord
 
 MANIFEST = "build.json"
 BUILDABLE = ("train", "dev")
@@ -68,7 +68,7 @@ def _select(records: dict[str, list[TaskRecord]], public: bool) -> tuple[dict[st
 
 
 def _provenance(records: dict[str, list[TaskRecord]], home: Path, pins: Path) -> tuple[RepoProvenance, ...]:
-    from harvester.pin import pin_path, read_pin
+    from core.pin import pin_path, read_pin
 
     counts: Counter[tuple[str, str]] = Counter()
     first: dict[tuple[str, str], TaskRecord] = {}

@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 NGRAM = 13
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 #: column -> one-line meaning, rendered into the dataset card
 COLUMNS: dict[str, str] = {

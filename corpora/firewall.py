@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from corpora.errors import FirewallError
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 
 def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) -> list[TaskRecord]:
@@ -25,7 +25,7 @@ def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) ->
         )
     if pins is not None and items:
         from corpora.ledger import SplitLedger
-        from harvester.pin import pin_path, read_pin
+        from core.pin import pin_path, read_pin
 
         ledger = SplitLedger.load(pins)
         for record in items:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corpora.repos import is_empty_file_hash, owner_of, package_refs, pin_identities, repo_key
-from harvester.pin import Pin
+from core.pin import Pin
 
 #: share of the smaller project's model files that must be identical for a same-name copy
 COPY_SHARE = 0.5

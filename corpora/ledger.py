@@ -26,8 +26,8 @@ from corpora.errors import LedgerError, ReservationError
 from corpora.groups import Group, explain_groups
 from corpora.locks import locked
 from corpora.repos import repo_key
-from harvester import atomic
-from harvester.pin import Pin, list_pins, pin_path, read_pin
+from core import atomic
+from core.pin import Pin, list_pins, pin_path, read_pin
 
 LEDGER_NAME = "_splits.jsonl"
 EVAL_SPLITS = ("dev", "test")

@@ -24,8 +24,8 @@ from corpora.digest import NGRAM, TaskDigest, digest, ngrams
 from corpora.exclusions import Exclusions, load_exclusions
 from corpora.groups import split_groups
 from corpora.repos import is_empty_file_hash, package_refs, pin_identities
-from harvester.pin import Pin, list_pins
-from harvester.task_record import TaskRecord, task_from_dict
+from core.pin import Pin, list_pins
+from core.task_record import TaskRecord, task_from_dict
 
 EVAL = frozenset({"dev", "test"})
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from corpora.build import read_manifest
 from corpora.card import CardFacts, render
 from corpora.errors import PublishError
-from harvester import atomic
+from core import atomic
 
 DEFAULT_TIMEOUT = 60.0
 

@@ -29,8 +29,8 @@ from corpora.chain import append_entry, read_chain
 from corpora.digest import TaskDigest, digest
 from corpora.errors import SealError, UnsealError
 from corpora.locks import locked
-from harvester import atomic
-from harvester.task_record import TaskRecord, read_task, task_from_dict, write_task
+from core import atomic
+from core.task_record import TaskRecord, read_task, task_from_dict, write_task
 
 SEAL_NAME = "_sealed.json"
 UNSEALS_NAME = "_unseals.jsonl"

@@ -9,15 +9,31 @@ purpose "train", and reads the test split only with the audit's UnsealToken.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corpora import sealed
 from corpora.errors import FirewallError
 from corpora.firewall import require_train
 from corpora.ledger import SplitLedger
-from harvester.pin import pin_path, read_pin
-from harvester.task_record import SPLITS, TaskRecord, read_task, write_task
+from core.pin import pin_path, read_pin
+from core.task_record import SPLITS, TaskRecord, read_task, write_task
+
+if TYPE_CHECKING:
+    from harvester.mint.pipeline import MintTarget
 
 PURPOSES = ("train", "dataset", "eval", "inspect")
+
+
+def mint_target(home: Path, pins: Path) -> "MintTarget":
+    """The corpus as the mint sees it: each pin's reserved split from the ledger, kept tasks into the store."""
+    from corpora.ledger import assignment_of
+    from harvester.mint.pipeline import MintTarget
+
+    def split_of(pin_id: str) -> tuple[str, str] | None:
+        found = assignment_of(pin_id, pins)
+        return (found.split, found.group) if found else None
+
+    return MintTarget(split_of=split_of, store=lambda record: store_task(record, home, pins))
 
 
 def split_dir(home: Path, split: str) -> Path:

@@ -1,1 +1,1 @@
-"""Evaluation: the scorer (official mirror, strict, explain), the tool environment, drivers, the audit."""
+"""Evaluation: the tool environment an agent repairs a task in, its drivers, the failure ladder, the audit."""

@@ -19,22 +19,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harvester import atomic
+from core import atomic
 from harvester.build import BuildResult, build_workspace, require_ok
-from harvester.clock import default_clock, parse_clock
+from core.clock import default_clock, normalise_clock
 from harvester.discovery import Project, discover
-from harvester.errors import BuildError, GoldError, HarvestError, PinError, SandboxError
+from core.errors import BuildError, GoldError, HarvestError, PinError, SandboxError
 from harvester.gitstore import GitStore
 from harvester.gold import install_gold
-from harvester.home import builds_dir, mirrors_dir, pins_dir
-from harvester.licenses import detect_license
+from core.home import builds_dir, mirrors_dir, pins_dir
+from core.licenses import detect_license
 from harvester.packages import load_mirror, resolve_packages, vendor_packages
-from harvester.patching import apply_patch
-from harvester.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
+from core.patching import apply_patch
+from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
 from harvester.sandbox import Limits, safe_fs, sandbox_available
 from harvester.specs import RepoSpec, parse_spec
 from harvester.state import install_state
-from harvester.versions import versions
+from core.versions import versions
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
     if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
         options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
-    clock = parse_clock(options.clock) if options.clock else None
+    clock = normalise_clock(options.clock) if options.clock else None
 
     store, resolved = resolve(spec, options)
     pin_id = f"{spec.slug}@{resolved.commit[:12]}"

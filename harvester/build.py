@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harvester.errors import BuildError
+from core.errors import BuildError
 from harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
 
 _BUILD_RESOURCES = {"model", "seed", "snapshot"}

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from harvester.errors import ProjectError
+from core.errors import ProjectError
 
 
 @dataclass(frozen=True)

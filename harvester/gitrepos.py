@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 
 #: The identity every generated commit carries.
 AUTHOR_NAME = "dbt-harvest fixtures"
@@ -125,7 +125,7 @@ def make_git_repo(
     for index, step in enumerate(steps):
         unknown = set(step) - {"src", "files", "message", "tag"}
         if unknown:
-            raise GitRepoError(f"commit {index}: unknown key(s) {', '.join(sorted(unknown))}")
+            raise GitRepoError(f"commit {index}: unknown key(s) {', '.join(map(repr, sorted(unknown)))}")
         if "tag" in step:
             wanted_tags[str(step["tag"])] = index
     for name, index in (tags or {}).items():

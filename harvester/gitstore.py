@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pygit2
 
-from harvester.errors import FetchError
-from harvester.pin import SkippedPath
+from core.errors import FetchError
+from core.pin import SkippedPath
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX = re.compile(r"^[0-9a-fA-F]{7,39}$")

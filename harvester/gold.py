@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core import atomic
+from core.errors import GoldError
+from core.home import gold_dir
 from core.locked_duckdb import connect_locked
-from harvester import atomic
-from harvester.errors import GoldError
-from harvester.home import gold_dir
 
 _verified: dict[tuple[str, int, int], bool] = {}
 

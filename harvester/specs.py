@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.errors import SpecError
+from core.errors import SpecError
 
 _GITHUB_SHORT = re.compile(r"^(?P<owner>[A-Za-z0-9][A-Za-z0-9_.-]*)/(?P<repo>[A-Za-z0-9_.-]+)$")
 _URL = re.compile(r"^(?:https?|ssh|git)://[^\s]+$|^[\w.-]+@[\w.-]+:[^\s]+$")

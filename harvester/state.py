@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harvester import atomic
-from harvester.errors import GoldError
-from harvester.home import harvest_home
+from core import atomic
+from core.errors import GoldError
+from core.home import harvest_home
 from harvester.sandbox import safe_fs
 
 DB_FILE = "build.duckdb"

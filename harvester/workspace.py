@@ -14,13 +14,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harvester import atomic
-from harvester.errors import PinError
+from core import atomic
+from core.errors import PinError
 from harvester.gitstore import GitStore
-from harvester.home import harvest_home, mirrors_dir, pins_dir
+from core.home import harvest_home, mirrors_dir, pins_dir
 from harvester.packages import vendor_packages
-from harvester.patching import apply_patch
-from harvester.pin import Pin
+from core.patching import apply_patch
+from core.pin import Pin
 
 _MARKER = ".harvest-template.json"
 

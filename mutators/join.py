@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from sqlglot import exp
 
 from mutators.edits import Edit
-from mutators.filter import is_join_key
+from mutators.filters import is_join_key
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (

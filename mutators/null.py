@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from sqlglot import exp
 
 from mutators.edits import Edit
-from mutators.filter import drop_mutated_conjunct
+from mutators.filters import drop_mutated_conjunct
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_of, token_between, wrapped

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from mutators import filter as filter_ops
-from mutators import grain, join, null, time, values
+from mutators import filters, grain, join, null, time_windows, values
 from mutators.edits import Edit
 from mutators.equivalence import canonical
 from mutators.masking import MaskedFile, mask_file
 from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator
 
 #: family order is the order candidates come out in.
-_FAMILY_MODULES = (filter_ops, null, join, grain, time, values)
+_FAMILY_MODULES = (filters, null, join, grain, time_windows, values)
 
 REGISTRY: dict[str, Operator] = {op.id: op for module in _FAMILY_MODULES for op in module.OPERATORS}
 

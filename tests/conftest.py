@@ -1,7 +1,7 @@
 """Shared fixtures: the embedded example harvested once per session, and minted once per session.
 
 Every fixture works in its own HARVEST_HOME and pins folder under pytest's tmp dirs; ``use_env``
-points the harvester at them for the duration of a block (``harvester.home`` reads the environment
+points the harvester at them for the duration of a block (``core.home`` reads the environment
 at call time).
 """
 
@@ -37,7 +37,7 @@ def use_env(home: Path, pins: Path) -> Iterator[None]:
 class Harvested:
     home: Path
     pins: Path
-    pin: object  # harvester.pin.Pin
+    pin: object  # core.pin.Pin
     pin_path: Path
     example: object  # harvester.example.Example
 
@@ -93,6 +93,8 @@ def _mint_into(harvested: Harvested, dest: Path) -> Minted:
     """Copy a harvest, reserve its only repository to train, and mint one task per model."""
     from corpora.ledger import Params, assign
     from corpora.store import load_tasks
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, mint
 
     home, pins = dest / "home", dest / "pins"
@@ -100,7 +102,7 @@ def _mint_into(harvested: Harvested, dest: Path) -> Minted:
     shutil.copytree(harvested.pins, pins)
     with use_env(home, pins):
         assign(pins, Params(test=0, dev=0, seed=0))
-        mint([harvested.pin], MintOptions(max_per_model=1, seed=0))
+        mint([harvested.pin], MintOptions(max_per_model=1, seed=0), mint_target(harvest_home(), pins_dir()))
         tasks = load_tasks("train", home, pins, purpose="inspect")
     return Minted(home, pins, harvested.pin, tasks, "train")
 

@@ -8,7 +8,7 @@ Decision: the model answers with the FULL corrected content of each file it chan
 
 Full files, not diffs, because dbt model files are short and a small model gets line numbers and
 context lines of a diff wrong far more often than it gets SQL wrong; SFT rows teach this format. A
-unified diff (bare, or in a ```diff fence) is also accepted, applied strictly (harvester/patching.py).
+unified diff (bare, or in a ```diff fence) is also accepted, applied strictly (core/patching.py).
 Text outside the blocks (reasoning, prose) is ignored. Anything else is malformed and scores 0:
 no block, a path that is not an existing project file, a path given twice, an absolute or ``..``
 path, a diff that does not apply.
@@ -20,7 +20,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from harvester.patching import PatchError
+from core.patching import PatchError
 from train.project import apply_diff
 
 _FILE_BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)

@@ -156,7 +156,7 @@ def config_from_dict(raw: dict[str, Any], where: str = "config") -> RunConfig:
     unknown = sorted(set(raw) - set(_SECTIONS))
     if unknown:
         raise TrainConfigError(
-            f"{where}: unknown section(s) [{'], ['.join(unknown)}]; known: {', '.join(_SECTIONS)}"
+            f"{where}: unknown section(s) {', '.join(map(repr, unknown))}; known: {', '.join(_SECTIONS)}"
         )
     for required in ("run", "model"):
         if required not in raw:
@@ -191,7 +191,7 @@ def _section(cls: type, values: Any, name: str, where: str) -> Any:
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise TrainConfigError(
-            f"{where}: unknown key(s) in [{name}]: {', '.join(unknown)}; known: {', '.join(fields)}"
+            f"{where}: unknown key(s) in [{name}]: {', '.join(map(repr, unknown))}; known: {', '.join(fields)}"
         )
     kwargs: dict[str, Any] = {}
     for key, value in values.items():

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.errors import TrainDataError
 
 #: Checks the oracle may run between writing the fix and submitting (environment tool names).
@@ -26,7 +26,7 @@ CHECKS = ("validate", "dbt_build")
 
 def _play_oracle(env: Any, task: TaskRecord, checks: Sequence[str]) -> None:
     """List, read each file of the fix, write it fixed, run the checks, submit: all through the tools."""
-    from harvester.patching import PatchError, apply_to_text, parse_patch
+    from core.patching import PatchError, apply_to_text, parse_patch
 
     env.list_files(".")
     for file_patch in parse_patch(task.fix_patch):

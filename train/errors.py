@@ -5,7 +5,7 @@ All derive from HarvestError so that `harvest train …` prints one line and exi
 
 from __future__ import annotations
 
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 
 
 class TrainError(HarvestError):

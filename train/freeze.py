@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harvester import atomic
+from core import atomic
 from train.errors import FreezeError, ManifestError
 from train.manifest import MANIFEST_NAME, folder_sha256, read_manifest, sign, verify
 from train.runner import ADAPTER_DIR

@@ -5,7 +5,7 @@ Two modes ([grpo] mode):
 - ``single_turn``: the prompt is the repair prompt of SFT; each completion is scored by a
   RewardBackend running in a RewardPool (warm worker processes, a per-rollout timeout counting as 0).
   Backends ([reward] backend): ``harvester`` — EditingBackend over the harvester's sandboxed
-  build+score (``harvester.reward_build.build_and_score``, see train/reward.py); ``duckdb_sql`` —
+  build+score (``train.reward_build.build_and_score``, see train/reward.py); ``duckdb_sql`` —
   DuckDBSqlBackend for plain-SQL projects (train/sql_backend.py).
 - ``multi_turn``: trl's ``environment_factory`` with the eval tool environment ([grpo] environment,
   ``module:Class``, constructed as ``Class(tasks)`` with the run's train tasks by id): the environment's
@@ -35,10 +35,6 @@ from train.runner import CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoi
 from train.sft import default_project
 from train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
 
-#: Where the harvester's sandboxed build+score is expected (module, function); see train/reward.py.
-HARVESTER_BUILD_AND_SCORE = ("harvester.reward_build", "build_and_score")
-
-
 def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory:
     """A picklable factory of the configured RewardBackend (workers call it once each)."""
     assert config.reward is not None
@@ -46,15 +42,8 @@ def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory
         from train.sql_backend import DuckDBSqlBackend
 
         return functools.partial(DuckDBSqlBackend, project, Path(config.reward.inputs))
-    module_name, name = HARVESTER_BUILD_AND_SCORE
-    try:
-        build_and_score = getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError):
-        raise TrainError(
-            f"[reward] backend = \"harvester\" needs {module_name}.{name}(task, edits) -> Verdict (the sandboxed "
-            f"build+score of the harvester), which this checkout does not have yet; use backend = \"duckdb_sql\" "
-            "for plain-SQL projects"
-        ) from None
+    from train.reward_build import build_and_score
+
     return functools.partial(EditingBackend, project, build_and_score)
 
 

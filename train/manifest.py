@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harvester import atomic
+from core import atomic
 from train.errors import ManifestError
 
 MANIFEST_KEY_ENV = "HARVEST_MANIFEST_KEY"

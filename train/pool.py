@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.reward import RewardBackend, RewardResult
 
 BackendFactory = Callable[[], RewardBackend]

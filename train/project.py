@@ -14,9 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.errors import TrainDataError
-from harvester.patching import PatchError, apply_to_text, parse_patch
+from core.patching import PatchError, apply_to_text, parse_patch
 
 #: File kinds a dbt project keeps its logic in; seeds and binaries stay out of prompts.
 TEXT_SUFFIXES = (".sql", ".yml", ".yaml", ".md")
@@ -91,7 +91,7 @@ def _files_at(repo_path: str, commit: str, project_dir: str) -> dict[str, str]:
 def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
     """Apply a (multi-file) unified diff to in-memory files strictly; return the changed files only.
 
-    Raises harvester.patching.PatchError when the diff is malformed, does not match, or names a file
+    Raises core.patching.PatchError when the diff is malformed, does not match, or names a file
     the project does not have (creating files is not an edit of the project).
     """
     changed: dict[str, str] = {}

@@ -8,7 +8,7 @@ for it by name (recorded in the manifest). The pieces:
 - ``BuildAndScore``: the HARVESTER-side dependency of the real backend. Given a task and the edited
   files (repo-relative path -> full new text), it materialises the task workspace (pinned repo at the
   task's commit + broken_patch + vendored packages), overlays the edits, builds the affected models
-  sandboxed, and scores the result against the task's gold (eval.scorer). It returns a ``Verdict``.
+  sandboxed, and scores the result against the task's gold (core.scorer). It returns a ``Verdict``.
 - ``EditingBackend``: the real single-turn backend: parses the completion (train/completion.py), turns
   malformed answers and no-op answers into 0 without building, hands the rest to a BuildAndScore.
 - ``make_reward_func``: the trl reward function (list in, list out) over a scorer of many rollouts
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.completion import MalformedCompletion, completion_text, parse_completion
 from train.project import ProjectSource
 

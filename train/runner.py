@@ -17,8 +17,8 @@ from typing import Any
 
 import tomli_w
 
-from harvester import atomic
-from harvester.task_record import TaskRecord
+from core import atomic
+from core.task_record import TaskRecord
 from train.base_model import BaseModel
 from train.configs import RunConfig
 from train.errors import TrainError

@@ -21,7 +21,7 @@ from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, singl
 
 
 def default_project(config: RunConfig) -> ProjectSource:
-    from harvester.home import mirrors_dir
+    from core.home import mirrors_dir
 
     return GitProjectSource(Path(config.data.repos) if config.data.repos else mirrors_dir())
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harvester.task_record import TaskRecord, read_task
+from core.task_record import TaskRecord, read_task
 from train.completion import render_files
 from train.errors import TrainDataError
 from corpora.firewall import require_train
@@ -75,7 +75,7 @@ def load_train_tasks(tasks_dir: str, max_rows: int = 0) -> list[TaskRecord]:
     """
     if not tasks_dir:
         from corpora.store import load_tasks
-        from harvester.home import harvest_home, pins_dir
+        from core.home import harvest_home, pins_dir
 
         records = load_tasks("train", harvest_home(), pins_dir(), purpose="train")
         where = "the train split of HARVEST_HOME"

@@ -4,7 +4,7 @@ The same idea as the mint's screening stage: for a model that uses only ``{{ ref
 ``{{ source('s', 't') }}``, the compiled SQL is the file with those calls replaced by relation names,
 so a rollout costs a few DuckDB statements instead of a dbt build. Inputs (seeds and sources) come
 from ``<inputs>/<pin>.duckdb``, copied per rollout; every model of the edited project is created as a
-table in dependency order, and the copy is scored by the REAL scorer (eval.scorer) against the task's
+table in dependency order, and the copy is scored by the REAL scorer (core.scorer) against the task's
 gold (harvester.gold, hash-verified once per process). Any other Jinja, a cycle or a SQL error is a
 failed build: 0 with its reason. For full dbt projects use the harvester backend.
 
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 from train.project import ProjectSource
 from train.reward import EditingBackend, RewardResult, Verdict
 
@@ -97,7 +97,7 @@ class DuckDBSqlBackend:
     def build_and_score(self, task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
         import duckdb
 
-        from eval.scorer import score
+        from core.scorer import score
 
         files = {**self.project.broken_files(task), **edits}
         try:
@@ -130,5 +130,5 @@ class DuckDBSqlBackend:
 
 
 def _bit(verdict: object) -> int:
-    """eval.scorer's Score holds Verdict objects (``passed``); accept plain ints/bools as well."""
+    """core.scorer's Score holds Verdict objects (``passed``); accept plain ints/bools as well."""
     return int(bool(getattr(verdict, "passed", verdict)))

@@ -14,7 +14,7 @@ from typing import Any
 
 from eval.audit.rundir import RunDir
 from eval.ladder import MISSING, RUNGS
-from harvester import atomic
+from core import atomic
 
 CRASHED = "crashed"
 

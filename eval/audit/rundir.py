@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.env.errors import EnvError
-from harvester import atomic
-from harvester.task_record import TaskRecord
+from core import atomic
+from core.task_record import TaskRecord
 
 RUN_FORMAT = 1
 

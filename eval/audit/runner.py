@@ -21,7 +21,7 @@ from eval.env.environment import EnvSettings, RepairEnvironment
 from eval.env.episode import EpisodeLimits, EpisodeOutcome
 from eval.env.tools import RunSettings
 from eval.ladder import classify
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 CRASHED = "crashed"
 
@@ -42,7 +42,7 @@ def _explain(task: TaskRecord, outcome: EpisodeOutcome) -> str:
         return f"no submission ({outcome.status})"
     if not submission.built:
         return f"the final build fails: {submission.first_error}"
-    from eval.scorer import explain
+    from core.scorer import explain
     from harvester.gold import gold_path
 
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from corpora.chain import append_entry, read_chain
 from eval.env.errors import EnvError
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 RESULTS_NAME = "_test_audits.jsonl"
 RESULT_FIELDS = ("recipe", "time", "official", "n", "prev")

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from eval.env.environment import RepairEnvironment
 from eval.env.errors import EnvError
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 DRIVERS = ("oracle", "noop", "wrong", "openai", "hf")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from eval.env.environment import RepairEnvironment, tool_schemas
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project whose output is wrong. Use the tools to inspect the "

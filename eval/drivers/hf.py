@@ -18,7 +18,7 @@ from typing import Any
 from eval.drivers.chat import AssistantTurn, ContextFull, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
 from eval.env.errors import EnvError
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")

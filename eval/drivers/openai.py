@@ -19,7 +19,7 @@ from typing import Any
 from eval.drivers.chat import AssistantTurn, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
 from eval.env.errors import EnvError
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 
 class EndpointError(EnvError):

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from eval.env.environment import RepairEnvironment
-from harvester.patching import apply_to_text, parse_patch
-from harvester.task_record import TaskRecord
+from core.patching import apply_to_text, parse_patch
+from core.task_record import TaskRecord
 
 
 def _apply_patch_through_tools(env: RepairEnvironment, patch: str) -> bool:
     """Read each file the patch touches, apply it, write the result; False if it did not apply."""
-    from harvester.patching import PatchError
+    from core.patching import PatchError
 
     for file_patch in parse_patch(patch):
         current = env.read_file(file_patch.path)

@@ -23,7 +23,7 @@ from eval.env import tools
 from eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
 from eval.env.errors import EnvError
 from eval.env.workspace import TaskWorkspace, discard, materialize
-from harvester.task_record import TaskRecord
+from core.task_record import TaskRecord
 
 TaskSource = Callable[[str], TaskRecord]
 
@@ -32,7 +32,7 @@ TaskSource = Callable[[str], TaskRecord]
 class EnvSettings:
     """Everything an environment needs besides the task: where pins and scratch are, bounds, sandboxing."""
 
-    pins: Path | None = None  # default: harvester.home.pins_dir() at reset time
+    pins: Path | None = None  # default: core.home.pins_dir() at reset time
     scratch: Path | None = None  # where episode workspaces are made; default: the system temp folder
     run: tools.RunSettings = field(default_factory=tools.RunSettings)
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
@@ -41,7 +41,7 @@ class EnvSettings:
 
 def _train_tasks() -> TaskSource:
     from corpora.store import load_tasks
-    from harvester.home import harvest_home, pins_dir
+    from core.home import harvest_home, pins_dir
 
     by_id = {t.instance_id: t for t in load_tasks("train", harvest_home(), pins_dir(), purpose="train")}
 
@@ -91,7 +91,7 @@ class RepairEnvironment:
             self._source = _train_tasks()
         task = self._source(instance_id)
         self._close()
-        from harvester.home import pins_dir
+        from core.home import pins_dir
 
         workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch)
         self._workspace = workspace

@@ -27,8 +27,8 @@ from eval.env.errors import InvalidAction
 from eval.env.grading import Submission, grade
 from eval.env.guard import WorkspaceGuard
 from eval.env.workspace import TaskWorkspace
-from harvester.errors import HarvestError
-from harvester.task_record import TaskRecord
+from core.errors import HarvestError
+from core.task_record import TaskRecord
 
 RUNNING, SUBMITTED, LOOPED, TURN_CAP, ABANDONED = "running", "submitted", "looped", "turn_cap", "abandoned"
 NO_TOOL_CALL = "<no tool call>"

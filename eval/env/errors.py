@@ -7,7 +7,7 @@ made) and, deriving from HarvestError, prints as one line in the CLI.
 
 from __future__ import annotations
 
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 
 
 class EnvError(HarvestError):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
 from eval.env.workspace import TaskWorkspace
+from core.task_record import TaskRecord
 from harvester.sandbox import safe_fs
-from harvester.task_record import TaskRecord
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _clean_build_state(ws: TaskWorkspace) -> None:
 
 def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Submission:
     """Build the workspace once more (seed, build, capture) and score it; a failed build scores 0 and 0."""
-    from eval.scorer import score
+    from core.scorer import score
     from harvester.build import build_workspace
     from harvester.gold import gold_path
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from eval.env.errors import EnvError
 from eval.env.policy import PathPolicy, policy_for
-from harvester.errors import HarvestError
-from harvester.task_record import TaskRecord
+from core.errors import HarvestError
+from core.task_record import TaskRecord
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,8 @@ def _strip_vcs(root: Path) -> None:
 def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None) -> TaskWorkspace:
     """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made."""
     from harvester.discovery import discover
-    from harvester.patching import apply_patch
-    from harvester.pin import pin_path, read_pin
+    from core.patching import apply_patch
+    from core.pin import pin_path, read_pin
     from harvester.workspace import fresh_workspace
 
     try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harvester.mint.lineage import ModelNode
-from harvester.pin import Pin
+from core.pin import Pin
 from mutators import Mutation, candidates as mutations_of
 
 

@@ -14,16 +14,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.scorer import score
-from eval.scorer.spec import GradingSpec
+from core.scorer import score
+from core.scorer.spec import GradingSpec
 from harvester.build import BuildResult, build_workspace
 from harvester.mint.candidates import Candidate
 from harvester.mint.variants import VariantBuilder
-from harvester.patching import apply_to_text, make_patch, parse_patch
-from harvester.pin import Pin
+from core.patching import apply_to_text, make_patch, parse_patch
+from core.pin import Pin
 from harvester.sandbox import Limits, safe_fs
 from harvester.state import DB_FILE
-from harvester.task_record import LocalChecks
+from core.task_record import LocalChecks
 from harvester.workspace import fresh_workspace
 
 MAX_WRONG_TRIES = 3

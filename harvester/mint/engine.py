@@ -14,8 +14,8 @@ from pathlib import Path
 
 import duckdb
 
+from core.errors import HarvestError
 from core.locked_duckdb import Lock, bounded, connect_locked, is_interrupt, sql_string
-from harvester.errors import HarvestError
 from harvester.sandbox import fingerprint_sql, safe_fs
 
 MUT = "mut"

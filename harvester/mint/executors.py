@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from harvester.errors import HarvestError
+from core.errors import HarvestError
 from harvester.mint.shard import ShardJob, ShardResult, run_shard
 
 

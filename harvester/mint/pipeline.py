@@ -17,14 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester import atomic
-from harvester.errors import HarvestError, PinError
-from harvester.home import harvest_home, pins_dir
+from core import atomic
+from core.errors import HarvestError, PinError
+from core.home import harvest_home
 from harvester.mint.candidates import mutable
 from harvester.mint.executors import run_local, run_ray
 from harvester.mint.lineage import ModelNode, models
 from harvester.mint.shard import CandidateReport, ShardJob
-from harvester.pin import Pin
+from core.pin import Pin
+from core.task_record import TaskRecord
 from harvester.state import load_state
 from harvester.workspace import template
 
@@ -92,15 +93,27 @@ def load_reports(pin_id: str) -> list[dict]:
     return out
 
 
-def _split_of(pin: Pin) -> tuple[str, str]:
-    """The pin's reserved split and split group (one ledger read); refuse a pin that has none."""
-    from corpora.ledger import assignment_of
+@dataclass(frozen=True)
+class MintTarget:
+    """Where minting reads each pin's reserved split and where kept tasks go.
 
-    found = assignment_of(pin.id, pins_dir())
+    The corpus (split ledger, task store, sealed test store) lives in a layer above the harvester, so
+    the mint receives both as functions instead of importing them: ``split_of(pin_id)`` returns the
+    pin's (split, split group) or None when none is reserved; ``store(record)`` writes one kept task
+    where its split says and returns the path.
+    """
+
+    split_of: Callable[[str], tuple[str, str] | None]
+    store: Callable[[TaskRecord], Path]
+
+
+def _split_of(pin: Pin, target: MintTarget) -> tuple[str, str]:
+    """The pin's reserved split and split group; refuse a pin that has none."""
+    found = target.split_of(pin.id)
     if found is None:
         raise MintError(f"{pin.id} has no split: reserve splits first (`harvest split assign`) — minting before "
                         "the reservation would let test repositories leak into training")
-    return found.split, found.group
+    return found
 
 
 def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
@@ -141,10 +154,10 @@ def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
                        f"run `harvest add --rebuild {pin.spec}`")
 
 
-def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
+def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
     jobs: list[ShardJob] = []
     for pin in pins:
-        split, group = _split_of(pin)
+        split, group = _split_of(pin, target)
         state = load_state(pin.id)
         tree = template(pin)  # materialize once, before workers share it
         nodes = models(state.manifest)
@@ -169,21 +182,15 @@ def plan(pins: Sequence[Pin], options: MintOptions) -> list[ShardJob]:
     return jobs
 
 
-def _store(record) -> Path:  # type: ignore[no-untyped-def]
-    from corpora.store import store_task
-
-    return store_task(record, harvest_home(), pins_dir())
-
-
-def mint(pins: Sequence[Pin], options: MintOptions,
+def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
          on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> list[CandidateReport]:
     """Mint every pin; returns the reports written by this run."""
-    jobs = plan(pins, options)
+    jobs = plan(pins, options, target)
     runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
     written: list[CandidateReport] = []
     for job, result in runner:
         for record in result.tasks:
-            _store(record)
+            target.store(record)
         for report in result.reports:  # the report after its task: a report means its task is already stored
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))

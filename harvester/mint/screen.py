@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.scorer import official
-from eval.scorer.spec import GradingSpec
+from core.scorer import official
+from core.scorer.spec import GradingSpec
 from harvester.mint.candidates import Candidate
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
-from harvester.mint.frozen_clock import freeze_clock
+from core.clock import freeze_clock
 from harvester.mint.confirm import MAX_WRONG_TRIES
 from harvester.mint.lineage import ModelNode, depth, descendants
 from harvester.mint.local_checks import Suite, failing
-from harvester.pin import Pin
+from core.pin import Pin
 from harvester.sandbox.inside.harvest_names import graded_name
 from mutators import difference, transplant
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harvester.gold import gold_path
-from harvester.home import harvest_home, pins_dir
+from core.home import harvest_home, pins_dir
 from harvester.mint.candidates import Candidate, model_candidates, mutable
 from harvester.mint.confirm import BuildContext, confirm
 from harvester.mint.engine import Engine
@@ -27,11 +27,11 @@ from harvester.mint.local_checks import suite
 from harvester.mint.screen import screen
 from harvester.mint.statement import Symptom, statement_for
 from harvester.mint.variants import VariantBuilder
-from harvester.pin import Pin, pin_path, read_pin
+from core.pin import Pin, pin_path, read_pin
 from harvester.sandbox import Limits, safe_fs
 from harvester.sandbox.inside.harvest_names import full_graded_name
 from harvester.state import load_state
-from harvester.task_record import TaskRecord, task_id
+from core.task_record import TaskRecord, task_id
 from harvester.workspace import template
 
 

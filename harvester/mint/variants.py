@@ -26,8 +26,8 @@ from pathlib import Path
 
 from harvester.build import BuildResult, interpret
 from harvester.discovery import discover
-from harvester.errors import BuildError
-from harvester.pin import Pin
+from core.errors import BuildError
+from core.pin import Pin
 from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, safe_fs, write_profile
 from harvester.sandbox.session import SandboxSession
 from harvester.workspace import fresh_workspace, template

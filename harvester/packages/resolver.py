@@ -19,7 +19,7 @@ from typing import Any
 
 import pygit2
 
-from harvester.errors import FetchError, PackageError
+from core.errors import FetchError, PackageError
 from harvester.gitstore import GitStore, normalize_url
 from harvester.packages.sources import Locator, PackageMirror
 from harvester.packages.specs import (
@@ -35,7 +35,7 @@ from harvester.packages.specs import (
     read_lock,
 )
 from harvester.packages.versions import VersionRequest, choose_version, tag_versions
-from harvester.pin import PackageRecord
+from core.pin import PackageRecord
 
 ROOT_REQUESTER = "the root project"
 LOCK_REQUESTER = "package-lock.yml"

@@ -16,11 +16,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from harvester.errors import FetchError, PackageError
+from core.errors import FetchError, PackageError
 from harvester.gitstore import GitStore
 from harvester.packages.resolver import split_git_source
 from harvester.packages.specs import parse_yaml
-from harvester.pin import PackageRecord
+from core.pin import PackageRecord
 
 DEFAULT_INSTALL_PATH = "dbt_packages"
 

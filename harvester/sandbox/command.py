@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import core.locked_duckdb
-from harvester.errors import SandboxError
-from harvester.home import harvest_home
+from core.errors import SandboxError
+from core.home import harvest_home
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 LOCKED_DUCKDB = Path(core.locked_duckdb.__file__).resolve()

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.errors import SandboxError
+from core.errors import SandboxError
 from harvester.sandbox import safe_fs
 from harvester.sandbox.steps import workspace_relative
 

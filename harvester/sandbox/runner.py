@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harvester.errors import SandboxError
+from core.clock import clock_env
+from core.errors import SandboxError
 from harvester.sandbox import command, safe_fs, watchdog
-from harvester.sandbox.clock import clock_env
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
 from harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file

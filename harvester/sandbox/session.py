@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harvester.errors import SandboxError
+from core.errors import SandboxError
 from harvester.sandbox import safe_fs
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.runner import (LOG_DIR, Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,

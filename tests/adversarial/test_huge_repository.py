@@ -8,7 +8,7 @@ from pathlib import Path
 import pygit2
 from click.testing import CliRunner
 
-from harvester.cli import main
+from cli import main
 from harvester.gitstore import MAX_FILES
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harvester.cli import main
-from harvester.errors import PackageError, ProjectError
+from cli import main
+from core.errors import PackageError, ProjectError
 from harvester.gitrepos import Symlink, make_git_repo
 from harvester.gitstore import GitStore
 

@@ -118,7 +118,7 @@ def main() -> None:
     # the plain side needs the exported tree with packages vendored: the first add's template gives it
     warm_s, warm_home, _ = run_add(example.spec, example.mirror, True)
     os.environ.update({k: v for k, v in _env(warm_home).items() if k.startswith("HARVEST_")})
-    from harvester.pin import list_pins
+    from core.pin import list_pins
     from harvester.workspace import template
 
     pin = list_pins(warm_home / "pins")[0]

@@ -52,13 +52,13 @@ def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) ->
     """The admission rules on full sandboxed builds only (see the module docstring)."""
     import duckdb
 
-    from eval.scorer import official, score
+    from core.scorer import official, score
     from harvester.mint.confirm import MAX_WRONG_TRIES, BuildContext, build_variant
     from harvester.mint.screen import (Observation, check_catastrophic, check_changed, check_effect,
                                        check_gradable, choose_grading)
     from harvester.mint.shard import _symptoms
     from harvester.mint.statement import statement_for
-    from harvester.patching import apply_to_text, make_patch, parse_patch
+    from core.patching import apply_to_text, make_patch, parse_patch
     from harvester.sandbox import Limits
 
     ctx = BuildContext(pin, gold, scratch, True, Limits(wall_s=600.0))  # no base_db: full seed + build
@@ -154,7 +154,7 @@ def main() -> None:
     try:
         if args.home and args.pins:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            from harvester.pin import list_pins
+            from core.pin import list_pins
 
             pin = next(p for p in list_pins(args.pins) if "shop_analytics" in p.id)
         else:

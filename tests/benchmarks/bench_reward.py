@@ -6,7 +6,7 @@ Harvests and mints the example in a temporary HARVEST_HOME (train split), then s
 every task, correct and wrong mixed: the true repair (1), each wrong repair (0), the broken file with a
 harmless whitespace change (0), and a completion that does not compile (0). Three ways:
 
-- ``build_and_score`` (harvester/reward_build.py): the fast path where it applies, else a sandboxed
+- ``build_and_score`` (train/reward_build.py): the fast path where it applies, else a sandboxed
   incremental build; every completion, ``--repeats`` times, interleaved;
 - the sandboxed incremental dbt build alone (``mode=dbt``) on a seeded sample of ``--dbt`` completions;
 - naive: a fresh workspace and a full sandboxed ``dbt seed`` + ``dbt build`` per rollout (``mode=naive``)
@@ -40,22 +40,24 @@ def prepare(root: Path) -> list:
     from corpora.store import load_tasks
     from harvester.add import AddOptions, add
     from harvester.example import materialize_example
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, mint
 
     example = materialize_example(root / "example")
     started = time.perf_counter()
     result = add(example.spec, AddOptions(package_mirror=example.mirror))
     assign(root / "pins", Params(test=0, dev=0, seed=0))
-    mint([result.pin], MintOptions(max_per_model=2, seed=0))
+    mint([result.pin], MintOptions(max_per_model=2, seed=0), mint_target(harvest_home(), pins_dir()))
     print(f"harvest + mint of the example: {time.perf_counter() - started:.1f} s", flush=True)
     return load_tasks("train", root / "home", root / "pins", purpose="inspect")
 
 
 def completions(task) -> list[tuple[str, str, int | None]]:
     """(label, file text, expected official score) for one task."""
-    from harvester.home import pins_dir
-    from harvester.patching import apply_to_text, parse_patch
-    from harvester.pin import pin_path, read_pin
+    from core.home import pins_dir
+    from core.patching import apply_to_text, parse_patch
+    from core.pin import pin_path, read_pin
     from harvester.workspace import template
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
@@ -96,7 +98,7 @@ def main() -> None:
             tasks = load_tasks("train", args.home, args.pins, purpose="inspect")
         else:
             tasks = prepare(root)
-        from harvester.reward_build import build_and_score_with
+        from train.reward_build import build_and_score_with
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
         print(f"{len(tasks)} tasks, {len(items)} completions "

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eval.scorer import GradingSpec, official, strict  # noqa: E402
+from core.scorer import GradingSpec, official, strict  # noqa: E402
 from scorer.reference import table_verdict  # noqa: E402
 
 COLUMNS = """

@@ -15,10 +15,10 @@ import duckdb
 import pygit2
 import pytest
 
-from eval.scorer.spec import GradingSpec
-from harvester import atomic
-from harvester.pin import Column, PackageRecord, Pin, TableRecord, write_pin
-from harvester.task_record import LocalChecks, TaskRecord, task_id
+from core.scorer.spec import GradingSpec
+from core import atomic
+from core.pin import Column, PackageRecord, Pin, TableRecord, write_pin
+from core.task_record import LocalChecks, TaskRecord, task_id
 
 SIG = pygit2.Signature("Fixture", "fixture@example.invalid", 1_700_000_000, 0)
 PROBLEMS = [

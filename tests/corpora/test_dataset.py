@@ -17,9 +17,9 @@ from corpora.ledger import Params, assign, group_of
 from corpora.sealed import sealed_dir
 from corpora.store import store_task
 from corpora_world import make_task
-from harvester import atomic
-from harvester.cli import main
-from harvester.task_record import write_task
+from core import atomic
+from cli import main
+from core.task_record import write_task
 
 
 def _populate(world, make, *, dev=True, unlicensed=True):

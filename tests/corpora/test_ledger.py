@@ -8,7 +8,7 @@ import pytest
 
 from corpora.errors import LedgerError, ReservationError
 from corpora.ledger import LEDGER_NAME, Params, SplitLedger, assign, group_of, split_of
-from harvester.errors import PinError
+from core.errors import PinError
 
 
 def _repos(make, n: int) -> list:

@@ -15,7 +15,7 @@ from corpora.ledger import Params, assign, group_of
 from corpora.lint import lint, lint_project
 from corpora.store import store_task
 from corpora_world import hub, make_task
-from harvester.cli import main
+from cli import main
 
 
 def _kinds(violations):

@@ -14,8 +14,8 @@ from corpora.build import build_dataset
 from corpora.errors import DatasetBuildError, PublishError
 from corpora.publish import publish
 from fake_hub import FakeHub
-from harvester import atomic
-from harvester.cli import main
+from core import atomic
+from cli import main
 from test_dataset import _populate
 
 

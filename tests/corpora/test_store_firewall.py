@@ -14,7 +14,7 @@ from corpora.ledger import Params, assign, group_of
 from corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
 from corpora.store import load_tasks, store_task
 from corpora_world import make_task
-from harvester import atomic
+from core import atomic
 
 
 @pytest.fixture

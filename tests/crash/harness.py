@@ -123,9 +123,9 @@ def check_nothing_partial(world: World) -> list[str]:
     """Every artefact under a real name is whole and verifies by its hash; returns what was checked."""
     from corpora.build import read_manifest
     from harvester.gold import gold_path
-    from harvester.pin import list_pins
+    from core.pin import list_pins
     from harvester.state import load_state
-    from harvester.task_record import read_task
+    from core.task_record import read_task
 
     checked: list[str] = []
     saved = {k: os.environ.get(k) for k in ("HARVEST_HOME", "HARVEST_PINS")}

@@ -15,8 +15,8 @@ import pytest
 
 from corpora.build import read_manifest
 from corpora.errors import DatasetBuildError
-from harvester.errors import GoldError, PinError
-from harvester.task_record import TaskRecordError, read_task
+from core.errors import GoldError, PinError
+from core.task_record import TaskRecordError, read_task
 from tests.crash.harness import World, check_nothing_partial
 
 pytestmark = pytest.mark.crash
@@ -56,9 +56,9 @@ CASES: dict[str, tuple[Callable[[World], Path], type[Exception], Callable[[World
              lambda w, p: __import__("harvester.gold", fromlist=["gold_path"]).gold_path(p.stem)),
     "built state": (lambda w: _only(sorted((w.home / "state").glob("*/build.duckdb"))), GoldError,
                     lambda w, p: __import__("harvester.state", fromlist=["load_state"]).load_state(
-                        __import__("harvester.pin", fromlist=["list_pins"]).list_pins(w.pins)[0].id)),
+                        __import__("core.pin", fromlist=["list_pins"]).list_pins(w.pins)[0].id)),
     "pin": (lambda w: _only(sorted(w.pins.glob("*.toml"))), PinError,
-            lambda w, p: __import__("harvester.pin", fromlist=["read_pin"]).read_pin(p)),
+            lambda w, p: __import__("core.pin", fromlist=["read_pin"]).read_pin(p)),
     "task record": (lambda w: _only(sorted((w.home / "tasks").glob("*/*.json"))), TaskRecordError,
                     lambda w, p: read_task(p)),
     "dataset parquet": (lambda w: _only(sorted((w.dataset / "data").glob("*.parquet"))), DatasetBuildError,
@@ -78,12 +78,14 @@ def test_a_half_file_is_refused_by_its_reader(world: World, kind: str) -> None:
 
 
 def test_a_half_mint_marker_or_report_makes_the_shard_redo(world: World) -> None:
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, completed_keys, load_reports, plan
-    from harvester.pin import list_pins
+    from core.pin import list_pins
 
     pin = list_pins(world.pins)[0]
     options = MintOptions(families=("time", "null"), max_per_model=1)
-    before_cut = {job.model: job for job in plan([pin], options)}
+    before_cut = {job.model: job for job in plan([pin], options, mint_target(harvest_home(), pins_dir()))}
     assert all(job.done_keys for job in before_cut.values())  # re-planned models skip what they decided
     markers = sorted((world.home / "mint").glob("*/shards/*.done"))
     finished = [m for m in markers if m.name[: -len(".done")] not in before_cut]
@@ -92,7 +94,7 @@ def test_a_half_mint_marker_or_report_makes_the_shard_redo(world: World) -> None
     assert completed_keys(pin.id, model)
     _cut(finished[0])
     assert completed_keys(pin.id, model) == frozenset()
-    redo = {job.model: job for job in plan([pin], options)}
+    redo = {job.model: job for job in plan([pin], options, mint_target(harvest_home(), pins_dir()))}
     assert model in redo and redo[model].done_keys == frozenset() and redo[model].already_kept == 0
     reports = sorted((world.home / "mint").glob("*/*.json"))
     before = len(load_reports(pin.id))

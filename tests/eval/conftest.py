@@ -51,10 +51,10 @@ def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(ED
     from corpora.groups import explain_groups
     from corpora.ledger import Params, assign, assignment_of
     from corpora.store import load_tasks, store_task
-    from eval.scorer.spec import GradingSpec
-    from harvester.patching import make_patch
-    from harvester.pin import list_pins, write_pin
-    from harvester.task_record import LocalChecks, TaskRecord, task_id
+    from core.scorer.spec import GradingSpec
+    from core.patching import make_patch
+    from core.pin import list_pins, write_pin
+    from core.task_record import LocalChecks, TaskRecord, task_id
     from harvester.workspace import template
 
     home, pins = dest / "home", dest / "pins"
@@ -121,8 +121,8 @@ test-paths: ["tests"]
 
 def toy_task(instance_id: str = "toy.task"):  # -> TaskRecord
     """A task record for the toy workspace (the state machine tests never build it)."""
-    from eval.scorer.spec import GradingSpec
-    from harvester.task_record import LocalChecks, TaskRecord
+    from core.scorer.spec import GradingSpec
+    from core.task_record import LocalChecks, TaskRecord
 
     return TaskRecord(
         instance_id=instance_id, pin="toy@000000000000", repo="toy/toy", base_commit="0" * 40, project_dir=".",

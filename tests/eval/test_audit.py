@@ -14,7 +14,7 @@ from eval.audit.rundir import RunDir
 from eval.audit.runner import AuditOptions, run_audit
 from eval.drivers.scripted import NoopDriver, ScriptedDriver, WrongDriver
 from eval.ladder import BUILD_FAILS, CHECKS_FAIL, OFFICIAL_FAIL, OFFICIAL_PASS
-from harvester.cli import main
+from cli import main
 
 pytestmark = pytest.mark.slow
 

@@ -140,7 +140,7 @@ def test_the_training_default_serves_the_train_split_only(tmp_path: Path, monkey
 
 # -- the explainer never reaches the agent ----------------------------------------------------------
 def test_no_agent_facing_module_imports_the_explainer() -> None:
-    """eval/env and eval/drivers must not import or call eval.scorer's explain (the audit alone does)."""
+    """eval/env and eval/drivers must not import or call core.scorer's explain (the audit alone does)."""
     offenders = []
     for folder in ("eval/env", "eval/drivers"):
         for path in sorted((ROOT / folder).glob("*.py")):
@@ -156,4 +156,4 @@ def test_no_agent_facing_module_imports_the_explainer() -> None:
                     offenders.append(f"{path.name}: .{node.attr}")
     assert offenders == []
     # and the audit, which shows reasons to people, does use it (so this test would see a real import)
-    assert "from eval.scorer import explain" in (ROOT / "eval/audit/runner.py").read_text()
+    assert "from core.scorer import explain" in (ROOT / "eval/audit/runner.py").read_text()

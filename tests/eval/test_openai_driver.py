@@ -13,7 +13,7 @@ from eval.audit.rundir import RunDir
 from eval.audit.runner import AuditOptions, run_audit
 from eval.drivers import make_driver
 from eval.ladder import OFFICIAL_PASS
-from harvester.patching import apply_to_text, parse_patch
+from core.patching import apply_to_text, parse_patch
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) ->
     task = dev_world.tasks[0]
     with dev_world.env():
         from harvester.workspace import template
-        from harvester.patching import apply_patch  # noqa: F401
+        from core.patching import apply_patch  # noqa: F401
 
         broken = apply_to_text((template(dev_world.pin) / task.file).read_text(), parse_patch(task.broken_patch)[0])
     fixed = apply_to_text(broken, parse_patch(task.fix_patch)[0])

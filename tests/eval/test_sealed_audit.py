@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harvester.cli import main
+from cli import main
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from harvester.cli import main
+from cli import main
 from models import INCREMENTAL
 
 

@@ -4,17 +4,13 @@ and tiny configs rewritten to point at it. Nothing here downloads anything."""
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from world import World, build_world  # noqa: E402
-
-CONFIGS = Path(__file__).parent / "configs"
+from train_world import World, build_world  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -31,25 +27,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 def _home(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARVEST_HOME", str(world.home))
     monkeypatch.delenv("HARVEST_MANIFEST_KEY", raising=False)
-
-
-def tiny_raw(name: str, world: World, out: Path, **sections: dict[str, Any]) -> dict[str, Any]:
-    """A tiny test config as a dict, pointed at ``world`` and writing under ``out``."""
-    raw = tomllib.loads((CONFIGS / name).read_text())
-    raw["run"]["output_dir"] = str(out)
-    raw["data"] = {**raw.get("data", {}), "tasks": str(world.tasks_dir), "repos": str(world.repos)}
-    if "reward" in raw:
-        raw["reward"]["inputs"] = str(world.inputs)
-    for section, values in sections.items():
-        raw[section] = {**raw.get(section, {}), **values}
-    return raw
-
-
-def write_config(raw: dict[str, Any], path: Path) -> Path:
-    import tomli_w
-
-    path.write_text(tomli_w.dumps(raw))
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_raw
+from train_world import tiny_raw
 from train.configs import config_from_dict
 from train.sft import run_sft
 

@@ -34,8 +34,8 @@ def test_real_configs_parse_and_name_a_real_base(name: str) -> None:
 @pytest.mark.parametrize(
     "raw, message",
     [
-        (base(train={"lerning_rate": 1e-4}), "unknown key(s) in [train]: lerning_rate"),
-        ({**base(), "optimizer": {}}, "unknown section(s) [optimizer]"),
+        (base(train={"lerning_rate": 1e-4}), "unknown key(s) in [train]: 'lerning_rate'"),
+        ({**base(), "optimizer": {}}, "unknown section(s) 'optimizer'"),
         (base(data={"split": "dev"}), "training reads the train split only"),
         (base(train={"max_steps": "ten"}), "[train] max_steps must be an integer"),
         (base(run={"kind": "dpo"}), "[run] kind = 'dpo'"),

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_raw, write_config
+from train_world import tiny_raw, write_config
 from train.configs import config_from_dict
 from train.grpo import run_grpo
 from train.manifest import read_manifest
-from world import World
+from train_world import World
 
 
 def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
@@ -30,16 +30,16 @@ def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
     assert (result.adapter_dir / "adapter_model.safetensors").is_file()
 
 
-def test_harvester_backend_names_its_missing_dependency(world: World, tmp_path: Path) -> None:
-    from train.errors import TrainError
+def test_harvester_backend_builds_and_scores_through_reward_build(world: World, tmp_path: Path) -> None:
     from train.grpo import backend_factory
     from train.project import GitProjectSource
+    from train.reward import EditingBackend
+    from train.reward_build import build_and_score
 
     raw = tiny_raw("grpo-tiny.toml", world, tmp_path, reward={"backend": "harvester"})
-    try:
-        backend_factory(config_from_dict(raw), GitProjectSource(world.repos))
-    except TrainError as exc:
-        assert "harvester.reward_build.build_and_score" in str(exc)
+    factory = backend_factory(config_from_dict(raw), GitProjectSource(world.repos))
+    assert factory.func is EditingBackend
+    assert factory.args[1] is build_and_score
 
 
 @pytest.mark.slow

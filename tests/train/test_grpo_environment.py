@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import tiny_raw
-from harvester.task_record import write_task
+from train_world import tiny_raw
+from core.task_record import write_task
 from recording_env import RecordingEnvironment
 from train.configs import config_from_dict
 from train.grpo import run_grpo

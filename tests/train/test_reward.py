@@ -6,15 +6,15 @@ import functools
 
 import pytest
 
-import eval.scorer
+import core.scorer
 
-from harvester.patching import make_patch
+from core.patching import make_patch
 from train.completion import MalformedCompletion, parse_completion, render_files
 from train.pool import RewardPool
 from train.project import GitProjectSource
 from train.reward import RewardResult, make_reward_func
 from train.sql_backend import DuckDBSqlBackend
-from world import REVENUE_BROKEN, REVENUE_OK, REVENUE_WRONG, World
+from train_world import REVENUE_BROKEN, REVENUE_OK, REVENUE_WRONG, World
 
 FILE = "models/paid_revenue.sql"
 PROJECT = {FILE: REVENUE_BROKEN, "models/stg_orders.sql": "select 1\n"}
@@ -46,9 +46,9 @@ def test_malformed_completions_are_refused(text: str, reason: str) -> None:
         parse_completion(text, PROJECT)
 
 
-#: The reward must be the REAL scorer; until eval.scorer exports ``score`` these two tests cannot run.
+#: The reward must be the REAL scorer; until core.scorer exports ``score`` these two tests cannot run.
 requires_scorer = pytest.mark.skipif(
-    not hasattr(eval.scorer, "score"), reason="eval.scorer.score is not available yet (scorer in progress)"
+    not hasattr(core.scorer, "score"), reason="core.scorer.score is not available yet (scorer in progress)"
 )
 
 

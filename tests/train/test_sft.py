@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import tiny_raw, write_config
+from train_world import tiny_raw, write_config
 from corpora.errors import FirewallError
-from harvester.cli import main
+from cli import main
 from train.configs import config_from_dict
 from train.errors import FreezeError, ManifestError
 from train.freeze import freeze_run, verify_frozen
@@ -18,7 +18,7 @@ from train.manifest import REQUIRED_FIELDS, read_manifest
 from train.project import GitProjectSource
 from train.sft import run_sft
 from train.sft_data import agentic_rows, load_train_tasks, single_turn_rows
-from world import World, other_split
+from train_world import World, other_split
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_agentic_rows_keep_tool_arguments_exact(world: World) -> None:
 
 
 def test_firewall_refuses_dev_and_test_records(world: World, tmp_path: Path) -> None:
-    from harvester.task_record import write_task
+    from core.task_record import write_task
 
     project = GitProjectSource(world.repos)
     for split in ("dev", "test"):

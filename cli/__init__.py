@@ -1,0 +1,57 @@
+"""The `harvest` command line: a click group whose subcommands are imported only when invoked.
+
+Each subcommand lives in its own module (``cli/<name>.py``) exposing a click command or
+group named ``command``; the table below is the only place that lists them, so `harvest --help`
+stays fast (no dbt, torch or datasets import on start-up).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+#: subcommand name -> (module, one-line help). The module must define ``command``.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "add": ("cli.add", "Pin a dbt repository at an exact commit, build it sandboxed, keep gold."),
+    "list": ("cli.pins", "List pinned repositories."),
+    "show": ("cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
+    "demo": ("cli.demo", "Harvest the embedded example project offline, end to end."),
+    "score": ("cli.score", "Score a submission against gold (official mirror + strict)."),
+    "mutants": ("cli.mutants", "Show the candidate mutations of dbt model files."),
+    "mint": ("cli.mint", "Turn pinned projects into verified repair tasks."),
+    "tasks": ("cli.tasks", "List or show minted tasks."),
+    "split": ("cli.split", "Reserve and show repository-disjoint splits."),
+    "lint": ("cli.lint", "Contamination and disjointness lint."),
+    "dataset": ("cli.dataset", "Build Hugging Face datasets from tasks."),
+    "publish": ("cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
+    "audit": ("cli.audit", "Run a model over a split in the tool environment and report."),
+    "train": ("cli.train", "LoRA SFT and GRPO on the train split."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = SUBCOMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUBCOMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dbt-harvest")
+def main() -> None:
+    """dbt-harvest: real dbt repositories in, verified repair tasks out."""
+

@@ -1,0 +1,53 @@
+"""`harvest add SPEC`: pin a repository at an exact commit, build it twice sandboxed, keep gold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+
+@click.command("add")
+@click.argument("spec")
+@click.option("--project-dir", help="Folder of the dbt project inside the repository (default: discovered).")
+@click.option("--package-mirror", type=click.Path(path_type=Path, file_okay=False),
+              help="Offline dbt package mirror: DIR/<org>/<package> git repos (or $HARVEST_PACKAGE_MIRROR).")
+@click.option("--resolve-ref", is_flag=True, help="Accept a branch or tag and record the commit it resolves to.")
+@click.option("--clock", help="Pinned build date (default: the day after the newest date in the seeds).")
+@click.option("--compat-patch", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="A unified diff applied before every build (stored with the pin and hashed).")
+@click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
+@click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="Wall-time bound per build, seconds.")
+@json_option
+@fails_cleanly
+def command(spec: str, project_dir: str | None, package_mirror: Path | None, resolve_ref: bool, clock: str | None,
+            compat_patch: Path | None, rebuild: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
+    """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
+    from rich.console import Console
+
+    from harvester.add import AddOptions, add
+    from cli.pin_view import pin_json, print_pin
+    from harvester.sandbox import Limits
+
+    options = AddOptions(
+        project_dir=project_dir, package_mirror=package_mirror, resolve_ref=resolve_ref, clock=clock,
+        sandboxed=not no_sandbox, rebuild=rebuild, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
+    )
+    console = Console(stderr=True)
+    with console.status(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…", spinner="dots"):
+        result = add(spec, options)
+    if as_json:
+        echo_json({**pin_json(result.pin, result.path), "status": result.status, "drift": list(result.drift),
+                   "seconds": round(result.seconds, 2)})
+        return
+    out = Console()
+    if result.status == "exists":
+        out.print(f"{result.pin.id} is already pinned at {result.path} (nothing to do; --rebuild to rebuild)")
+        return
+    print_pin(result.pin, result.path, out)
+    if result.status == "rebuilt":
+        out.print("no drift" if not result.drift else "[yellow]drift:[/yellow] " + "; ".join(result.drift))
+    out.print(f"{result.status} in {result.seconds:.1f} s")

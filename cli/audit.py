@@ -1,0 +1,136 @@
+"""`harvest audit`: run a driver over a split in the tool environment, and `harvest audit report RUN_DIR`.
+
+The dev and train splits are read from HARVEST_HOME; the test split only with ``--recipe`` naming a frozen
+run manifest (unsealed once per recipe, recorded in pins/). A run folder is resumable: run the same
+command with the same ``--run-dir`` and only the episodes without a verdict are played.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+
+def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    n = report["n"]
+    console.print(
+        f"[bold]{report['split']}[/bold] / {report['driver'].get('name')}: official [bold]{report['official']}/{n}[/bold], "
+        f"strict {report['strict']}/{n}; missing {len(report['missing'])}, crashed {len(report['crashed'])}"
+    )
+    table = Table("rung", "meaning", "episodes")
+    for rung, count in report["ladder"].items():
+        table.add_row(rung, report["ladder_labels"][rung], str(count))
+    console.print(table)
+    console.print(f"report: {run_dir / 'report.md'}  chart: {run_dir / 'ladder.png'}")
+
+
+@click.group("audit", invoke_without_command=True)
+@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="dev", show_default=True, help="Which split to audit.")
+@click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]), help="Who plays the episodes.")
+@click.option("--base-url", default="", help="openai: the endpoint, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--model", default="", help="openai: the model name; hf: a local model folder.")
+@click.option("--adapter", default=None, type=click.Path(exists=True, file_okay=False), help="hf: a peft adapter folder.")
+@click.option("--recipe", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="test split only: the frozen run manifest to unseal it for (once per recipe).")
+@click.option("--run-dir", default=None, type=click.Path(path_type=Path), help="Run folder (an existing one is resumed).")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Episodes in parallel.")
+@click.option("--max-turns", default=30, show_default=True, type=click.IntRange(1, 1000), help="Turn cap per episode.")
+@click.option("--repeat-limit", default=3, show_default=True, type=click.IntRange(2, 100),
+              help="The same action this many times in a row ends the episode.")
+@click.option("--max-new-tokens", default=512, show_default=True, type=click.IntRange(1, 32768), help="hf/openai: tokens per reply.")
+@json_option
+@click.pass_context
+@fails_cleanly
+def command(
+    ctx: click.Context, split: str, driver: str | None, base_url: str, model: str, adapter: str | None,
+    recipe: Path | None, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
+    max_new_tokens: int, as_json: bool,
+) -> None:
+    """Run a driver over every task of a split; write transcripts, verdicts and a report."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if driver is None:
+        raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
+    if split == "test" and recipe is None:
+        raise click.UsageError("the test split is sealed: pass --recipe runs/<run>/manifest.json (a frozen recipe)")
+    if split != "test" and recipe is not None:
+        raise click.UsageError("--recipe only applies to --split test")
+    from rich.console import Console
+
+    from eval.audit.report import write_report
+    from eval.audit.rundir import RunDir
+    from eval.audit.runner import AuditOptions, run_audit
+    from eval.drivers import make_driver
+    from eval.env.episode import EpisodeLimits
+    from core.home import harvest_home, pins_dir
+
+    home, pins = harvest_home(), pins_dir()
+    options: dict[str, Any] = {}
+    if driver == "openai":
+        options = {"base_url": base_url, "model": model, "max_tokens": max_new_tokens}
+    elif driver == "hf":
+        options = {"model": model, "adapter": adapter, "max_new_tokens": max_new_tokens}
+    agent = make_driver(driver, **options)
+    run_dir = run_dir or Path("runs") / f"audit-{split}-{driver}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = RunDir(run_dir)
+    sealed = None
+    if split == "test":
+        from eval.audit.sealed import resume_tasks, unseal_tasks
+
+        if run.run_file.exists() and run.read_run().get("sealed"):
+            sealed = run.read_run()["sealed"]
+            tasks = resume_tasks(sealed, home, pins)
+        else:
+            assert recipe is not None
+            sealed, tasks = unseal_tasks(recipe, home, pins)
+    else:
+        from corpora.store import load_tasks
+
+        tasks = load_tasks(split, home, pins, purpose="eval")
+    if not tasks:
+        raise click.ClickException(f"the {split} split has no tasks in {home}")
+    audit_options = AuditOptions(workers=workers, limits=EpisodeLimits(max_turns=max_turns, repeat_limit=repeat_limit))
+    console = Console(stderr=True)
+    done = [0]
+
+    def progress(verdict: dict[str, Any]) -> None:
+        done[0] += 1
+        if not as_json:
+            console.print(f"[{done[0]}] {verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}")
+
+    console.print(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}")
+    run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
+    report = write_report(run)
+    if sealed is not None:
+        from eval.audit.sealed import record_result
+
+        record_result(pins, sealed, report)
+    if as_json:
+        echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
+    else:
+        _print_summary(report, run_dir)
+
+
+@command.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@json_option
+@fails_cleanly
+def report_command(run_dir: Path, as_json: bool) -> None:
+    """(Re)write report.md, report.json and ladder.png of a run folder and print the summary."""
+    from eval.audit.report import write_report
+    from eval.audit.rundir import RunDir
+
+    report = write_report(RunDir(run_dir))
+    if as_json:
+        echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
+    else:
+        _print_summary(report, run_dir)

@@ -1,0 +1,41 @@
+"""`harvest dataset build`: a Hub-ready dataset folder from the train/dev tasks, all or nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+
+@click.group("dataset")
+def command() -> None:
+    """Build Hugging Face datasets from tasks."""
+
+
+@command.command("build")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to create.")
+@click.option("--split", "splits", multiple=True, type=click.Choice(["train", "dev", "test"]),
+              help="Split(s) to build (default: train and dev). test is refused: it is sealed.")
+@click.option("--private", is_flag=True, help="Keep repositories without a redistributable license (never publish publicly).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing folder (swapped in only when the build succeeds).")
+@json_option
+@fails_cleanly
+def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool, as_json: bool) -> None:
+    """Lint, then write parquet shards, gold files, the DatasetDict and the card to --out."""
+    from rich.console import Console
+
+    from corpora.build import BUILDABLE, build_dataset
+    from core.home import harvest_home, pins_dir
+
+    with Console(stderr=True).status("building dataset…"):
+        result = build_dataset(out.resolve(), home=harvest_home(), pins=pins_dir(), splits=splits or BUILDABLE,
+                               public=not private, overwrite=overwrite)
+    if as_json:
+        echo_json({"out": str(result.out), "splits": result.splits, "gold_files": list(result.gold_files),
+                   "left_out_repos": result.left_out_repos, "left_out_tasks": result.left_out_tasks})
+        return
+    rows = ", ".join(f"{s} {n}" for s, n in result.splits.items())
+    click.echo(f"built {result.out}: {rows} row(s), {len(result.gold_files)} gold file(s), "
+               f"{result.left_out_repos} repo(s) left out for license")

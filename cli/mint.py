@@ -1,0 +1,87 @@
+"""`harvest mint`: turn pinned projects into verified repair tasks (two-stage, resumable)."""
+
+from __future__ import annotations
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+
+@click.command("mint")
+@click.argument("pin_ids", nargs=-1)
+@click.option("--all", "all_pins", is_flag=True, help="Mint every pin under pins/.")
+@click.option("--families", help="Comma-separated operator families (filter,null,join,grain,time,values).")
+@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Local worker processes.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--address", help="Ray cluster address (host:port); default starts a local instance.")
+@click.option("--allow-weak", is_flag=True, help="Keep tasks without a confirmed wrong repair, flagged weak.")
+@click.option("--writer", help="OpenAI-compatible base URL of a model that writes problem statements.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
+@json_option
+@fails_cleanly
+def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
+            executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
+            no_sandbox: bool, as_json: bool) -> None:
+    """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, mint, plan, yield_report
+    from core.pin import list_pins, pin_path, read_pin
+    from mutators import FAMILIES
+
+    if not pin_ids and not all_pins:
+        raise click.UsageError("name at least one PIN_ID or pass --all")
+    chosen = tuple(f.strip() for f in families.split(",")) if families else None
+    if chosen and set(chosen) - set(FAMILIES):
+        raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
+    pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
+    options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
+                          address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
+    counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=as_json) as progress:
+        shards = plan(pins, options, mint_target(harvest_home(), pins_dir()))
+        bar = progress.add_task("minting (model shards)", total=len(shards))
+
+        def on_result(job, reports) -> None:  # type: ignore[no-untyped-def]
+            for r in reports:
+                counts["candidates"] += 1
+                if r.kept:
+                    counts["kept"] += 1
+                elif r.stage == "screen":
+                    counts["screened_out"] += 1
+                else:
+                    counts["confirm_rejected"] += 1
+            progress.update(bar, advance=1, description=(
+                f"minting: {counts['candidates']} candidates, {counts['screened_out']} screened out, "
+                f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept"))
+
+        mint(pins, options, mint_target(harvest_home(), pins_dir()), on_result=on_result)
+    report = yield_report([p.id for p in pins])
+    if as_json:
+        echo_json({"this_run": counts, **report})
+        return
+    _print_report(report, counts)
+
+
+def _print_report(report: dict, counts: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table("family", "candidates", "screened out", "survived screen", "kept", "left at the cap", "top rejection")
+    for family, row in sorted(report["families"].items()):
+        reasons = {**row["screened_out"], **row["confirm_rejected"]}
+        top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
+        table.add_row(family, str(row["candidates"]), str(sum(row["screened_out"].values())),
+                      str(row["survived_screen"]), str(row["kept"]), str(row["not_confirmed_cap"]),
+                      f"{top[0]} ({top[1]})")
+    console.print(table)
+    console.print(f"this run: {counts}; tasks kept: {sum(report['tasks_per_pin'].values())} "
+                  f"(silent {report['silent']}, loud {report['loud']})")

@@ -1,0 +1,55 @@
+"""How a pin is shown: the JSON object for machines and the rich table for people (add/list/show)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from core.pin import Pin
+
+
+def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
+    return {
+        "pin": str(path),
+        "id": pin.id,
+        "spec": pin.spec,
+        "commit": pin.commit,
+        "ref": pin.ref,
+        "project_dir": pin.project_dir,
+        "gold_sha256": pin.gold_sha256,
+        "clock": pin.clock,
+        "license": pin.license,
+        "packages": [{"name": p.name, "source": p.source, "version": p.version, "commit": p.commit} for p in pin.packages],
+        "skipped": [{"path": s.path, "reason": s.reason} for s in pin.skipped],
+        "tables": [
+            {"name": t.name, "rows": t.rows, "deterministic": t.deterministic, "empty": t.empty} for t in pin.tables
+        ],
+        "versions": pin.versions,
+    }
+
+
+def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    deterministic = sum(t.deterministic for t in pin.tables)
+    console.print(f"[bold]{pin.id}[/bold]  {pin.spec}")
+    console.print(f"pin: {path}")
+    console.print(f"commit {pin.commit}{'  (ref ' + pin.ref + ')' if pin.ref else ''}  project {pin.project_dir}  license {pin.license}")
+    console.print(f"clock {pin.clock}  gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}")
+    console.print(
+        f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
+        f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"
+    )
+    table = Table("table", "rows", "deterministic", "gradable")
+    for t in pin.tables:
+        table.add_row(t.name, str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no")
+    console.print(table)
+    if pin.packages:
+        packages = Table("package", "source", "version", "commit")
+        for p in pin.packages:
+            packages.add_row(p.name, p.source, p.version or "-", p.commit[:12] or "-")
+        console.print(packages)
+    for skipped in pin.skipped:
+        console.print(f"[yellow]skipped[/yellow] {skipped.path}: {skipped.reason}")

@@ -1,0 +1,68 @@
+"""`harvest tasks list|show`: the minted task records (train and dev; the sealed test split stays sealed)."""
+
+from __future__ import annotations
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+
+@click.group("tasks")
+def command() -> None:
+    """List or show minted tasks."""
+
+
+def _records(split: str | None):  # type: ignore[no-untyped-def]
+    from corpora.store import load_tasks
+    from core.home import harvest_home, pins_dir
+
+    splits = [split] if split else ["train", "dev"]
+    found = []
+    for name in splits:
+        found.extend(load_tasks(name, harvest_home(), pins_dir(), purpose="inspect"))
+    return found
+
+
+@command.command("list")
+@click.option("--split", type=click.Choice(["train", "dev"]), help="Only this split (test is sealed).")
+@json_option
+@fails_cleanly
+def list_tasks(split: str | None, as_json: bool) -> None:
+    """List tasks: id, split, family, operator, silent or loud."""
+    from rich.console import Console
+    from rich.table import Table
+
+    records = _records(split)
+    if as_json:
+        echo_json({"tasks": [{"instance_id": r.instance_id, "split": r.split, "family": r.family,
+                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak}
+                             for r in records]})
+        return
+    table = Table("task", "split", "family", "operator", "local checks")
+    for r in records:
+        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud")
+    Console().print(table if records else "no tasks")
+
+
+@command.command("show")
+@click.argument("task_id")
+@json_option
+@fails_cleanly
+def show_task(task_id: str, as_json: bool) -> None:
+    """Show one task: statement, grading spec, broken and fix patches."""
+    import json
+
+    from core.errors import HarvestError
+
+    match = [r for r in _records(None) if r.instance_id == task_id]
+    if not match:
+        raise HarvestError(f"no task {task_id!r} in the train or dev split")
+    record = match[0]
+    if as_json:
+        echo_json(json.loads(record.to_json()))
+        return
+    click.echo(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})")
+    click.echo(f"file: {record.file}\ngraded: {record.grading.to_dict()}\n")
+    click.echo(record.problem_statement + "\n")
+    click.echo("broken patch:\n" + record.broken_patch)
+    click.echo("fix patch:\n" + record.fix_patch)

@@ -1,0 +1,101 @@
+"""`harvest train sft|grpo --config FILE [--gate]` and `harvest train freeze RUN`.
+
+Thin wrappers over train/: parse the TOML config (validated, unknown keys refused), run or gate the
+trainer, print the run folder and manifest digest (or the gate report), one line per fact. Torch, trl
+and transformers are imported only when a command runs. Works unchanged under `torchrun` and
+`accelerate launch` (only rank 0 prints and writes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option
+
+config_option = click.option(
+    "--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run config (TOML)."
+)
+gate_option = click.option(
+    "--gate", is_flag=True, help="One optimizer step with the full config; report memory, step time, projected wall time; stop."
+)
+
+
+@click.group(name="train")
+def command() -> None:
+    """LoRA SFT and GRPO on the train split, run manifests, frozen recipes."""
+
+
+def _report(result: object, as_json: bool) -> None:
+    from train.gate import GateReport
+    from train.runner import is_main_process
+
+    if not is_main_process():
+        return
+    if isinstance(result, GateReport):
+        if as_json:
+            echo_json({"gate": result.to_dict()})
+        else:
+            for line in result.lines():
+                click.echo(line)
+        return
+    manifest = result.manifest  # type: ignore[attr-defined]
+    if as_json:
+        echo_json({"run_dir": str(result.run_dir), "adapter": str(result.adapter_dir), "manifest": manifest})  # type: ignore[attr-defined]
+        return
+    click.echo(f"run: {result.run_dir}")  # type: ignore[attr-defined]
+    click.echo(f"adapter: {result.adapter_dir} (sha256 {manifest['adapter_sha256'][:12]})")  # type: ignore[attr-defined]
+    click.echo(f"manifest: {manifest['signature']['kind']} signed; steps {manifest['metrics'].get('global_step')}")
+
+
+@command.command(name="sft")
+@config_option
+@gate_option
+@json_option
+@fails_cleanly
+def sft(config_path: Path, gate: bool, as_json: bool) -> None:
+    """Supervised LoRA fine-tuning (single-turn or agentic rows) from a TOML config."""
+    from train.configs import load_config
+    from train.errors import TrainConfigError
+    from train.sft import run_sft
+
+    config = load_config(config_path)
+    if config.run.kind != "sft":
+        raise TrainConfigError(f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`")
+    _report(run_sft(config, gate=gate), as_json)
+
+
+@command.command(name="grpo")
+@config_option
+@gate_option
+@json_option
+@fails_cleanly
+def grpo(config_path: Path, gate: bool, as_json: bool) -> None:
+    """GRPO with the official score of a real build as reward, from a TOML config."""
+    from train.configs import load_config
+    from train.errors import TrainConfigError
+    from train.grpo import run_grpo
+
+    config = load_config(config_path)
+    if config.run.kind != "grpo":
+        raise TrainConfigError(f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`")
+    _report(run_grpo(config, gate=gate), as_json)
+
+
+@command.command(name="freeze")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--require-hmac", is_flag=True, help="Refuse a manifest that is not HMAC-signed.")
+@json_option
+@fails_cleanly
+def freeze(run_dir: Path, require_hmac: bool, as_json: bool) -> None:
+    """Mark a finished run's recipe frozen (what the sealed audit requires)."""
+    from dataclasses import asdict
+
+    from train.freeze import freeze_run
+
+    recipe = freeze_run(run_dir, require_hmac=require_hmac)
+    if as_json:
+        echo_json(asdict(recipe))
+    else:
+        click.echo(f"frozen: {recipe.run_dir} ({recipe.kind}, adapter {recipe.adapter_sha256[:12]})")

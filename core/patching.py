@@ -1,0 +1,149 @@
+"""Unified diffs between file versions: make one, apply one strictly (no fuzz), to text or a tree.
+
+Tasks carry their broken, fix and wrong-repair edits as unified diffs (what people and SWE-style
+datasets expect). Application is exact: every context and removed line must match, otherwise a
+PatchError says which file and hunk, so a patch never half-applies to a tree.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import atomic
+from core.errors import HarvestError
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_NO_EOL = "\\ No newline at end of file"
+
+
+class PatchError(HarvestError):
+    """A patch is malformed or does not apply exactly."""
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    path: str
+    hunks: tuple[tuple[int, tuple[str, ...]], ...]  # (old start line, lines with ' ', '-', '+' prefixes)
+
+
+def make_patch(path: str, old: str, new: str, context: int = 3) -> str:
+    """A git-style unified diff of one file (``a/path`` -> ``b/path``); '' when nothing changed."""
+    if old == new:
+        return ""
+    lines = difflib.unified_diff(
+        _split(old), _split(new), fromfile=f"a/{path}", tofile=f"b/{path}", n=context, lineterm=""
+    )
+    out: list[str] = []
+    for line in lines:
+        if line.endswith("\n"):
+            out.append(line[:-1])
+        else:
+            out.append(line)
+            if line[:1] in " -+" and not line.startswith(("---", "+++")):
+                out.append(_NO_EOL)
+    return "\n".join(out) + "\n"
+
+
+def _split(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def parse_patch(patch: str) -> tuple[FilePatch, ...]:
+    """Parse a (possibly multi-file) unified diff."""
+    files: list[FilePatch] = []
+    lines = patch.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("--- "):
+            i += 1
+            continue
+        if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+            raise PatchError("malformed patch: '---' header without '+++'")
+        path = lines[i + 1][4:].split("\t")[0]
+        path = path[2:] if path.startswith("b/") else path
+        _check_path(path)
+        i += 2
+        hunks: list[tuple[int, tuple[str, ...]]] = []
+        while i < len(lines) and lines[i].startswith("@@"):
+            match = _HUNK.match(lines[i])
+            if not match:
+                raise PatchError(f"malformed hunk header in {path}: {lines[i]!r}")
+            old_len = int(match[2]) if match[2] is not None else 1
+            new_len = int(match[4]) if match[4] is not None else 1
+            start = int(match[1])
+            i += 1
+            body: list[str] = []
+            seen_old = seen_new = 0
+            while i < len(lines) and (seen_old < old_len or seen_new < new_len or lines[i] == _NO_EOL):
+                line = lines[i]
+                if line == _NO_EOL:
+                    if not body:
+                        raise PatchError(f"malformed hunk in {path}")
+                    body[-1] = body[-1] + _NO_EOL
+                elif line[:1] in (" ", "-", "+"):
+                    body.append(line)
+                    seen_old += line[0] in " -"
+                    seen_new += line[0] in " +"
+                elif line == "":
+                    body.append(" ")
+                    seen_old += 1
+                    seen_new += 1
+                else:
+                    raise PatchError(f"malformed hunk line in {path}: {line!r}")
+                i += 1
+            if seen_old != old_len or seen_new != new_len:
+                raise PatchError(f"truncated hunk in {path}")
+            hunks.append((start, tuple(body)))
+        files.append(FilePatch(path, tuple(hunks)))
+    if not files:
+        raise PatchError("empty or malformed patch: no file headers")
+    return tuple(files)
+
+
+def _check_path(path: str) -> None:
+    parts = Path(path).parts
+    if path.startswith("/") or ".." in parts or not parts:
+        raise PatchError(f"patch path {path!r} leaves the project")
+
+
+def apply_to_text(text: str, file_patch: FilePatch) -> str:
+    """Apply one file's hunks to its text exactly; raise PatchError on any mismatch."""
+    lines = _split(text)
+    out: list[str] = []
+    cursor = 0
+    for start, body in file_patch.hunks:
+        index = max(start - 1, 0) if any(l[0] in " -" for l in body) else start
+        if index < cursor or index > len(lines):
+            raise PatchError(f"{file_patch.path}: hunk at line {start} does not apply")
+        out.extend(lines[cursor:index])
+        cursor = index
+        for line in body:
+            content, no_eol = (line[1:-len(_NO_EOL)], True) if line.endswith(_NO_EOL) else (line[1:], False)
+            full = content if no_eol else content + "\n"
+            if line[0] in " -":
+                if cursor >= len(lines) or lines[cursor] != full:
+                    raise PatchError(f"{file_patch.path}: hunk at line {start} does not match the file")
+                cursor += 1
+                if line[0] == " ":
+                    out.append(full)
+            else:
+                out.append(full)
+    out.extend(lines[cursor:])
+    return "".join(out)
+
+
+def apply_patch(root: Path, patch: str) -> tuple[str, ...]:
+    """Apply a patch to files under ``root``; all files are checked before any is written."""
+    results: dict[Path, str] = {}
+    for file_patch in parse_patch(patch):
+        target = (root / file_patch.path).resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise PatchError(f"patch path {file_patch.path!r} leaves the project")
+        old = target.read_text(encoding="utf-8") if target.is_file() else ""
+        results[target] = apply_to_text(old, file_patch)
+    for target, text in results.items():
+        atomic.write_text(target, text)
+    return tuple(str(p.relative_to(root.resolve())) for p in results)

@@ -1,0 +1,214 @@
+"""The pin: a repository at an exact commit plus everything needed to rebuild its gold bit for bit.
+
+A pin is a frozen record written as deterministic TOML under ``pins/`` (committed). Reading a pin
+validates every field and refuses unknown or missing keys with a PinError naming the field, so a
+hand-edited or truncated pin never passes for a whole one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from core import atomic
+from core.errors import PinError
+
+PIN_FORMAT = 1
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    """One model relation of gold: ``name`` is ``schema.relation`` as it lives in the gold file."""
+
+    name: str
+    rows: int
+    fingerprint: str
+    deterministic: bool
+    empty: bool
+    columns: tuple[Column, ...]
+    model: str = ""  # dbt unique_id, e.g. model.shop.fct_orders
+
+    @property
+    def gradable(self) -> bool:
+        """A table may be graded only if it was identical across both builds and not empty."""
+        return self.deterministic and not self.empty
+
+
+@dataclass(frozen=True)
+class PackageRecord:
+    """One vendored dbt package, resolved to an exact commit."""
+
+    name: str
+    source: str  # "hub:<org>/<name>", "git:<url>" or "local:<path>"
+    requested: str  # the version range or revision as written in packages.yml
+    version: str  # the tag chosen ("" for git revisions and local packages)
+    commit: str  # 40-hex ("" for local packages)
+    url: str  # where it was fetched from ("" for local packages)
+
+
+@dataclass(frozen=True)
+class SkippedPath:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Pin:
+    id: str
+    spec: str
+    url: str
+    commit: str
+    tree: str
+    ref: str
+    root_commits: tuple[str, ...]
+    project_dir: str
+    project_name: str
+    profile_schema: str
+    clock: str
+    license: str
+    created_at: str
+    gold_sha256: str
+    compat_patch_sha256: str
+    versions: dict[str, str]
+    packages: tuple[PackageRecord, ...]
+    tables: tuple[TableRecord, ...]
+    skipped: tuple[SkippedPath, ...] = ()
+    model_files: dict[str, str] = field(default_factory=dict)  # repo-relative path -> sha256
+    format: int = PIN_FORMAT
+
+    @property
+    def gradable_tables(self) -> tuple[TableRecord, ...]:
+        return tuple(t for t in self.tables if t.gradable)
+
+    def to_toml(self) -> str:
+        """Deterministic TOML: fixed key order, lists in the order the record holds them, and a
+        ``digest`` line first (sha256 of the rest), so a truncated or hand-edited pin is refused."""
+        body = self._body()
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        return f'digest = "{digest}"\n' + body
+
+    def _body(self) -> str:
+        data = asdict(self)
+        data["versions"] = dict(sorted(self.versions.items()))
+        data["model_files"] = dict(sorted(self.model_files.items()))
+        for table in data["tables"]:
+            table["columns"] = [dict(c) for c in table["columns"]]
+        return tomli_w.dumps(_order(data))
+
+
+def _order(data: dict[str, Any]) -> dict[str, Any]:
+    scalars = {k: v for k, v in data.items() if not isinstance(v, (dict, list, tuple))}
+    rest = {k: v for k, v in data.items() if k not in scalars}
+    return {**scalars, **rest}
+
+
+_FIELDS = {f for f in Pin.__dataclass_fields__}
+
+
+def _require(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise PinError(f"{where}: missing field {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise PinError(f"{where}: field {key!r} must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
+    """Validate a parsed pin; raise PinError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise PinError(f"{where}: not a table")
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise PinError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    fmt = _require(data, "format", int, where)
+    if fmt != PIN_FORMAT:
+        raise PinError(f"{where}: pin format {fmt} is not supported (this harvester reads {PIN_FORMAT})")
+    strings = ["id", "spec", "url", "commit", "tree", "ref", "project_dir", "project_name",
+               "profile_schema", "clock", "license", "created_at", "gold_sha256", "compat_patch_sha256"]
+    values: dict[str, Any] = {k: _require(data, k, str, where) for k in strings}
+    if not _HEX40.match(values["commit"]):
+        raise PinError(f"{where}: commit {values['commit']!r} is not a 40-hex sha")
+    if not _HEX64.match(values["gold_sha256"]):
+        raise PinError(f"{where}: gold_sha256 {values['gold_sha256']!r} is not a sha256")
+    roots = _require(data, "root_commits", list, where)
+    if not all(isinstance(r, str) and _HEX40.match(r) for r in roots):
+        raise PinError(f"{where}: root_commits must be 40-hex shas")
+    versions = _require(data, "versions", dict, where)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
+        raise PinError(f"{where}: versions must map names to strings")
+    model_files = data.get("model_files", {})
+    if not isinstance(model_files, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in model_files.items()
+    ):
+        raise PinError(f"{where}: model_files must map paths to sha256 strings")
+    try:
+        packages = tuple(PackageRecord(**p) for p in _require(data, "packages", list, where))
+        skipped = tuple(SkippedPath(**s) for s in data.get("skipped", []))
+        tables = tuple(
+            TableRecord(**{**t, "columns": tuple(Column(**c) for c in t["columns"])})
+            for t in _require(data, "tables", list, where)
+        )
+    except (TypeError, KeyError) as exc:
+        raise PinError(f"{where}: malformed packages/tables/skipped entry ({exc})") from None
+    for table in tables:
+        if not isinstance(table.rows, int) or not isinstance(table.deterministic, bool):
+            raise PinError(f"{where}: table {table.name!r} has a malformed rows/deterministic field")
+    return Pin(
+        **values,
+        root_commits=tuple(roots),
+        versions=dict(versions),
+        packages=packages,
+        tables=tables,
+        skipped=skipped,
+        model_files=dict(model_files),
+        format=fmt,
+    )
+
+
+def read_pin(path: Path) -> Pin:
+    """Read and validate a pin file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PinError(f"no pin at {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PinError(f"{path}: not valid TOML ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.pop("digest", None), str):
+        raise PinError(f"{path}: no digest line (not a pin written by `harvest add`, or truncated)")
+    pin = pin_from_dict(data, where=str(path))
+    if pin.to_toml() != path.read_text(encoding="utf-8"):
+        raise PinError(f"{path}: digest mismatch: the pin was truncated or edited by hand (re-run `harvest add --rebuild`)")
+    return pin
+
+
+def write_pin(pin: Pin, pins: Path) -> Path:
+    """Write ``pins/<id>.toml`` atomically; return its path."""
+    path = pins / f"{pin.id}.toml"
+    atomic.write_text(path, pin.to_toml())
+    return path
+
+
+def pin_path(pin_id: str, pins: Path) -> Path:
+    return pins / f"{pin_id}.toml"
+
+
+def list_pins(pins: Path) -> list[Pin]:
+    """Every pin under ``pins/`` (sorted by id); a malformed one raises."""
+    if not pins.is_dir():
+        return []
+    return [read_pin(p) for p in sorted(pins.glob("*.toml")) if not p.name.startswith("_")]

@@ -1,0 +1,128 @@
+"""The task record: the frozen contract between minting and everything downstream.
+
+`harvest mint` writes one JSON file per kept task under HARVEST_HOME/tasks; corpora, eval and train
+read them. The id is content-hashed (``<owner>__<repo>.<sha8>.<operator>.<hash8>``) so that the same
+mutation minted twice collides instead of duplicating. Reading validates every field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.scorer.spec import GradingSpec, SpecFormatError
+from core import atomic
+from core.errors import HarvestError
+
+GENERATOR_VERSION = "0.1.0"
+SPLITS = ("train", "dev", "test")
+
+
+class TaskRecordError(HarvestError):
+    """A task record is malformed or fails its own hash check."""
+
+
+@dataclass(frozen=True)
+class LocalChecks:
+    """What the task's local checks (dbt build + dbt tests) say about the broken project."""
+
+    builds: bool
+    tests_total: int
+    tests_failed: int
+
+    @property
+    def silent(self) -> bool:
+        """A silent bug: the project builds and every dbt test passes, only the hidden check fails."""
+        return self.builds and self.tests_failed == 0
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    instance_id: str
+    pin: str  # pin id, e.g. acme__analytics@1a2b3c4d5e6f
+    repo: str  # owner/repo (or the URL for non-GitHub repositories)
+    base_commit: str
+    project_dir: str
+    split: str
+    split_group: str
+    family: str
+    operator: str
+    effect: str
+    file: str  # repo-relative path of the mutated model file
+    broken_patch: str  # unified diff: original -> broken (applied to materialize the task)
+    fix_patch: str  # unified diff: broken -> original (the true repair)
+    wrong_repair_patches: tuple[str, ...]  # unified diffs over the broken file; never public
+    grading: GradingSpec
+    problem_statement: str
+    local_checks: LocalChecks
+    gold_sha256: str
+    license: str
+    versions: dict[str, str]
+    # kept for records written before timings moved to the mint's per-candidate reports; the mint
+    # leaves it empty so that the same task minted twice is byte-identical (crash-safe re-runs)
+    timings: dict[str, float] = field(default_factory=dict)
+    generator_version: str = GENERATOR_VERSION
+    weak: bool = False  # kept with --allow-weak: no wrong repair was confirmed
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["grading"] = self.grading.to_dict()
+        data["wrong_repair_patches"] = list(self.wrong_repair_patches)
+        return json.dumps(data, sort_keys=True, indent=1) + "\n"
+
+    @property
+    def sha8(self) -> str:
+        return self.base_commit[:8]
+
+
+def task_id(repo_slug: str, commit: str, operator: str, file: str, broken_patch: str) -> str:
+    """Content-hashed id: the same mutation of the same file at the same commit gets the same id."""
+    digest = hashlib.sha256(f"{commit}\0{file}\0{operator}\0{broken_patch}".encode()).hexdigest()[:8]
+    return f"{repo_slug}.{commit[:8]}.{operator}.{digest}"
+
+
+def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
+    """Validate a parsed task record; raise TaskRecordError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise TaskRecordError(f"{where}: not a JSON object")
+    known = set(TaskRecord.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TaskRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    try:
+        grading = GradingSpec.from_dict(data["grading"])
+        checks = LocalChecks(**data["local_checks"])
+        values = {k: data[k] for k in known if k not in {"grading", "local_checks", "wrong_repair_patches"} and k in data}
+        record = TaskRecord(
+            **values,
+            grading=grading,
+            local_checks=checks,
+            wrong_repair_patches=tuple(data.get("wrong_repair_patches", ())),
+        )
+    except (KeyError, TypeError, SpecFormatError) as exc:
+        raise TaskRecordError(f"{where}: malformed task record ({exc})") from None
+    if record.split not in SPLITS:
+        raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
+    for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):
+        if not isinstance(getattr(record, name), str) or not getattr(record, name):
+            raise TaskRecordError(f"{where}: field {name!r} must be a non-empty string")
+    return record
+
+
+def read_task(path: Path) -> TaskRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TaskRecordError(f"no task record at {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TaskRecordError(f"{path}: not valid JSON ({exc})") from None
+    return task_from_dict(data, where=str(path))
+
+
+def write_task(record: TaskRecord, tasks: Path) -> Path:
+    path = tasks / f"{record.instance_id}.json"
+    atomic.write_text(path, record.to_json())
+    return path

@@ -1,0 +1,175 @@
+"""`harvest add` end to end through the CLI: real git repositories, real sandboxed dbt-duckdb builds,
+real DuckDB gold. Every bad input exits non-zero with one line and leaves nothing under pins/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from tests.fixtures import (
+    BUILD_FAILS_MARKER,
+    CLOCK_NEWEST_SEED_DATE,
+    FIVETRAN_SCHEMA,
+    LOCKED_VERSIONS,
+    MISSING_PACKAGE,
+    example_mirror,
+    fixture_repo,
+)
+
+
+def _run(tmp: Path, *args: str) -> tuple[int, str, str]:
+    env = {"HARVEST_HOME": str(tmp / "home"), "HARVEST_PINS": str(tmp / "pins")}
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _pins(tmp: Path) -> list[Path]:
+    folder = tmp / "pins"
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return example_mirror(tmp_path_factory.mktemp("mirror") / "mirror")
+
+
+def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None:  # type: ignore[no-untyped-def]
+    pin = example_harvest.pin
+    assert example_harvest.pin_path.name == f"{pin.id}.toml" and pin.id.startswith("local__shop_analytics@")
+    assert {p.name: p.version for p in pin.packages} == {"shop_utils": "0.3.1", "shop_calendar": "0.2.1"}
+    assert all(len(p.commit) == 40 for p in pin.packages)
+    assert pin.tables and all(t.deterministic and not t.empty for t in pin.tables)
+    assert pin.clock == "2024-12-28 00:00:00" and len(pin.tree) == 40
+    for key in ("python", "dbt-core", "dbt-duckdb", "duckdb", "sqlglot", "harvester"):
+        assert pin.versions[key]
+    with example_harvest.env():
+        from harvester.gold import gold_path
+
+        gold = gold_path(pin.gold_sha256)
+    con = duckdb.connect(str(gold), read_only=True)
+    rows = dict(con.execute("select schema_name || '.' || table_name, estimated_size from duckdb_tables()").fetchall())
+    con.close()
+    assert set(rows) == {t.name for t in pin.tables}
+
+    tmp = example_harvest.home.parent
+    code, out, _ = _run(tmp, "show", pin.id, "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["commit"] == pin.commit and shown["gold_sha256"] == pin.gold_sha256
+    assert {t["name"] for t in shown["tables"]} == {t.name for t in pin.tables}
+    code, out, _ = _run(tmp, "list", "--json")
+    assert code == 0 and [p["id"] for p in json.loads(out)["pins"]] == [pin.id]
+    before = example_harvest.pin_path.read_bytes()
+    code, out, _ = _run(tmp, "add", example_harvest.example.spec, "--package-mirror", str(example_harvest.example.mirror))
+    assert code == 0 and "already pinned" in out
+    assert example_harvest.pin_path.read_bytes() == before
+
+
+def test_a_tampered_gold_file_is_an_error_not_a_zero(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from core.errors import GoldError
+
+    home = tmp_path / "home"
+    shutil.copytree(example_harvest.home / "gold", home / "gold")
+    sha = example_harvest.pin.gold_sha256
+    with (home / "gold" / f"{sha}.duckdb").open("r+b") as handle:
+        handle.seek(5000)
+        handle.write(b"\x00tampered")
+    from tests.conftest import use_env
+
+    with use_env(home, tmp_path / "pins"):
+        from harvester.gold import gold_path
+
+        with pytest.raises(GoldError, match="corrupted"):
+            gold_path(sha)
+
+
+def test_nondeterministic_tables_are_marked(tmp_path: Path) -> None:
+    repo = fixture_repo("nondeterministic", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    tables = {t["name"].split(".")[-1]: t for t in json.loads(out)["tables"]}
+    assert tables["sampled_readings"]["deterministic"] is False
+    assert all(t["deterministic"] for name, t in tables.items() if name != "sampled_readings")
+
+
+def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
+    from datetime import date, timedelta
+
+    repo = fixture_repo("clock", tmp_path / "repo")
+    short = repo.head[:10]
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{short}", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["commit"] == repo.head  # the short sha was expanded and recorded in full
+    today = date.fromisoformat(CLOCK_NEWEST_SEED_DATE) + timedelta(days=1)
+    assert summary["clock"] == f"{today} 00:00:00"
+    gold = tmp_path / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
+    con = duckdb.connect(str(gold), read_only=True)
+    joined, days = con.execute(
+        "select joined_on, days_as_member from main.membership_age order by member_id limit 1").fetchone()
+    con.close()
+    assert days == (today - joined).days  # current_date inside the build was the pinned date
+
+
+def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> None:
+    repo = fixture_repo("fivetran_style", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["project_dir"] == "integration_tests"
+    assert all(not t["empty"] for t in summary["tables"])
+    # built in the target schema FIVETRAN_SCHEMA, captured in main where the scorer looks (harvest_names)
+    assert summary["tables"] and all(t["name"].startswith("main.") for t in summary["tables"])
+    assert not any(t["name"].startswith(FIVETRAN_SCHEMA) for t in summary["tables"])
+    assert any(p["source"].startswith("local:") for p in summary["packages"])
+
+
+def test_a_shipped_package_lock_is_honoured(tmp_path: Path, mirror: Path) -> None:
+    repo = fixture_repo("with_lockfile", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--package-mirror", str(mirror), "--json")
+    assert code == 0, err
+    versions = {p["name"]: p["version"].lstrip("v") for p in json.loads(out)["packages"]}
+    assert versions == {k: v.lstrip("v") for k, v in LOCKED_VERSIONS.items()}
+
+
+def test_a_branch_needs_resolve_ref(tmp_path: Path) -> None:
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, _, err = _run(tmp_path, "add", f"{repo.path}@main")
+    assert code == 1 and "--resolve-ref" in err and len(err.strip().splitlines()) == 1
+    assert not _pins(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "fixture, spec_tail, message",
+    [
+        ("build_fails", None, BUILD_FAILS_MARKER),
+        ("empty_outputs", None, "every model came out empty"),
+        ("no_project", None, "no dbt project"),
+        ("uses_missing_package", None, f"cannot resolve package {MISSING_PACKAGE}"),
+        ("clock", "@" + "0" * 40, "unknown commit"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_no_pin(tmp_path: Path, mirror: Path, fixture: str,
+                                                 spec_tail: str | None, message: str) -> None:
+    repo = fixture_repo(fixture, tmp_path / "repo")
+    spec = f"{repo.path}{spec_tail or '@' + repo.head}"
+    code, out, err = _run(tmp_path, "add", spec, "--package-mirror", str(mirror))
+    assert code == 1, (out, err)
+    assert message in err and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert not _pins(tmp_path)
+    assert not (tmp_path / "home" / "gold").exists() or not any((tmp_path / "home" / "gold").iterdir())
+    if fixture == "build_fails":  # the logs stay for inspection
+        assert list((tmp_path / "home" / "builds").rglob("build1.log"))
+
+
+@pytest.mark.parametrize("spec", ["not-a-spec", "acme/analytics@", "/nowhere/at/all@abcdef1"])
+def test_malformed_or_unreachable_specs(tmp_path: Path, spec: str) -> None:
+    code, _, err = _run(tmp_path, "add", spec)
+    assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert not _pins(tmp_path)

@@ -1,0 +1,319 @@
+"""`harvest mint` on the embedded example: every admission check rejects where it should, the kept
+tasks are sound, a re-run redoes nothing, a pin without a split is refused, and Ray gives the same
+screening decisions as the local pool."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harvester.mint.candidates import Candidate
+from harvester.mint.confirm import BuildContext, confirm
+from harvester.mint.engine import Engine
+from harvester.mint.screen import screen
+from mutators import Edit, Mutation
+
+MODEL = "model.shop_analytics.product_performance"
+# a plausible wrong repair of a dropped "completed" filter: it excludes cancelled orders only
+WRONG = ("where orders.status <> 'cancelled'",)
+FILE = "models/marts/product_performance.sql"
+
+
+@pytest.fixture(scope="module")
+def world(mint_world):  # type: ignore[no-untyped-def]
+    return mint_world
+
+
+def _candidate(world, old: str, new: str, *, effect: str = "changed_values", wrong: tuple[str, ...] = ()) -> Candidate:  # type: ignore[no-untyped-def]
+    text = world["original"]
+    start = text.index(old)
+    edit = Edit(start, start + len(old), new)
+    broken = edit.apply(text)
+    wrong_edits = []
+    for replacement in wrong:
+        at = broken.index(new)
+        wrong_edits.append(Edit(at, at + len(new), replacement))
+    mutation = Mutation("test.hand_made", "filter", effect, edit, tuple(wrong_edits), "hand-made mutation")
+    return Candidate(world["pin"].id, MODEL, FILE, text, mutation)
+
+
+def _screen(world, cand: Candidate):  # type: ignore[no-untyped-def]
+    catalog = world["nodes"][MODEL].relation.split(".")[0].strip('"')
+    engine = Engine(world["state"].database, catalog, world["scratch"] / f"engine-{cand.key}")
+    try:
+        with world["harvest"].env():
+            return screen(engine, world["pin"], world["nodes"], cand, world["gold"])
+    finally:
+        engine.close()
+
+
+def _confirm(world, cand: Candidate, spec):  # type: ignore[no-untyped-def]
+    node = world["nodes"][MODEL]
+    ctx = BuildContext(world["pin"], world["gold"], world["scratch"] / f"confirm-{cand.key}", True,
+                       __import__("harvester.sandbox", fromlist=["Limits"]).Limits(wall_s=300),
+                       base_db=world["state"].database, select=(f"{node.name}+",))
+    with world["harvest"].env():
+        return confirm(ctx, cand, spec)
+
+
+def test_screen_rejects_an_equivalent_mutant(world) -> None:  # type: ignore[no-untyped-def]
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'",
+                                        "where orders.status = 'completed' and 1 = 1"))
+    assert (outcome.ok, outcome.reason) == (False, "equivalent")
+
+
+def test_screen_rejects_sql_that_does_not_run(world) -> None:  # type: ignore[no-untyped-def]
+    outcome = _screen(world, _candidate(world, "sum(net_amount) as revenue", "sum(net_amount_typo) as revenue"))
+    assert (outcome.ok, outcome.reason) == (False, "sql_error")
+    assert "net_amount_typo" in outcome.detail
+
+
+def test_screen_rejects_a_change_the_official_check_cannot_see(world) -> None:  # type: ignore[no-untyped-def]
+    # a count off by a thousandth stays within the official 0.01 tolerance
+    outcome = _screen(world, _candidate(world, "count(distinct customer_id) as buyers",
+                                        "count(distinct customer_id) + 0.001 as buyers"))
+    assert (outcome.ok, outcome.reason) == (False, "invisible")
+
+
+def test_screen_rejects_an_effect_that_contradicts_the_tag(world) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.screen import Observation, check_effect
+
+    # dropping the filter feeds more lines into a per-product aggregate: values change, rows do not,
+    # which a "more rows" tag tolerates (rows never disappear) ...
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", effect="more_rows",
+                                        wrong=WRONG))
+    assert outcome.ok, outcome.detail
+    # ... while a "fewer rows" tag is contradicted by more rows, and "changed values" by a new row count
+    grown = Observation({"main.t": (15, 20)}, {}, "main.t", (15, 20), 10)
+    assert check_effect(grown, "fewer_rows").reason == "effect_mismatch"
+    assert check_effect(grown, "changed_values").reason == "effect_mismatch"
+    assert check_effect(grown, "more_rows").ok and check_effect(grown, "changed_grain").ok
+
+
+def test_a_survivor_gets_a_grading_spec_shaped_like_spider2(world) -> None:  # type: ignore[no-untyped-def]
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", wrong=WRONG))
+    assert outcome.ok and outcome.grading is not None
+    spec = outcome.grading
+    assert 1 <= len(spec.condition_tabs) <= 4 and all(spec.ignore_orders)
+    assert "product_performance" in spec.condition_tabs
+    assert spec.gold == f"{world['pin'].gold_sha256}.duckdb"
+    assert all(cols for cols in spec.condition_cols)
+
+
+def test_screen_rejects_a_task_whose_wrong_repairs_cannot_qualify(world) -> None:  # type: ignore[no-untyped-def]
+    # none offered
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true"))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    # one the official check cannot tell from gold (it is the true repair with different spacing)
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where  orders.status = 'completed'",)))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    assert "passes the official check" in outcome.detail
+    # one that does not run
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where orders.no_such_column = 1",)))
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    assert "does not build" in outcome.detail
+    # a good one after a bad one: kept, and confirmation tries the good one first
+    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
+                                        wrong=("where orders.no_such_column = 1", *WRONG)))
+    assert outcome.ok and outcome.wrong_order == (1,)
+
+
+def test_confirm_rejects_a_mutant_that_does_not_build(world) -> None:  # type: ignore[no-untyped-def]
+    good = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", wrong=WRONG))
+    broken = _candidate(world, "sum(net_amount) as revenue", "sum(net_amount_typo) as revenue")
+    outcome = _confirm(world, broken, good.grading)
+    assert (outcome.ok, outcome.reason) == (False, "mutant_build_fails")
+    assert "net_amount_typo" in outcome.detail
+
+
+def test_confirm_rejects_a_task_without_a_wrong_repair(world) -> None:  # type: ignore[no-untyped-def]
+    cand = _candidate(world, "where orders.status = 'completed'", "where true")
+    spec = _screen(world, cand).grading
+    outcome = _confirm(world, cand, spec)
+    assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
+    assert outcome.local_checks is not None and outcome.local_checks.builds
+
+
+def test_confirm_rejects_a_repair_that_is_not_minimal(world) -> None:  # type: ignore[no-untyped-def]
+    text = world["original"]
+    # one edit whose inverse touches two places more than six lines apart: two hunks
+    first = text.index("where orders.status = 'completed'")
+    last = text.index("sum(net_amount) as revenue") + len("sum(net_amount) as revenue")
+    segment = text[first:last]
+    replacement = segment.replace("= 'completed'", "<> 'cancelled'").replace("sum(net_amount) as", "sum(net_amount) * 2 as")
+    mutation = Mutation("test.hand_made", "filter", "changed_values", Edit(first, last, replacement),
+                        (Edit(0, 0, "-- reviewed\n"),), "two changes")
+    cand = Candidate(world["pin"].id, MODEL, FILE, text, mutation)
+    screened = _screen(world, cand)
+    assert screened.ok, screened.detail
+    outcome = _confirm(world, cand, screened.grading)
+    assert (outcome.ok, outcome.reason) == (False, "repair_not_minimal")
+
+
+def test_confirm_keeps_a_task_whose_wrong_repair_passes_local_checks_and_fails_the_official_check(world) -> None:  # type: ignore[no-untyped-def]
+    cand = _candidate(world, "where orders.status = 'completed'", "where orders.status <> 'completed'",
+                      wrong=("where orders.status <> 'cancelled'",))
+    screened = _screen(world, cand)
+    assert screened.ok, screened.detail
+    outcome = _confirm(world, cand, screened.grading)
+    assert outcome.ok, (outcome.reason, outcome.detail)
+    assert len(outcome.wrong_patches) == 1 and "cancelled" in outcome.wrong_patches[0]
+    assert outcome.local_checks is not None and outcome.local_checks.builds
+    assert outcome.fix_patch.count("@@ ") == 1
+
+
+def test_the_example_yields_tasks_in_every_family(minted_example) -> None:  # type: ignore[no-untyped-def]
+    families = {t.family for t in minted_example.tasks}
+    assert {"filter", "null", "join", "grain", "time"} <= families, families
+
+
+def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.statement import leaks
+    from core.patching import apply_to_text, parse_patch
+    from harvester.state import load_state
+    from harvester.workspace import template
+
+    assert minted_example.tasks
+    with minted_example.env():
+        tree = template(minted_example.pin)
+        manifest = load_state(minted_example.pin.id).manifest
+        documented = " ".join(
+            [n.get("description") or "" for n in manifest["nodes"].values()]
+            + [c.get("description") or "" for n in manifest["nodes"].values()
+               for c in (n.get("columns") or {}).values()]
+        )
+        for task in minted_example.tasks:
+            assert task.instance_id.startswith("local__shop_analytics.") and task.split == "train"
+            original = (tree / task.file).read_text()
+            broken = apply_to_text(original, parse_patch(task.broken_patch)[0])
+            assert broken != original
+            assert apply_to_text(broken, parse_patch(task.fix_patch)[0]) == original
+            assert task.weak or task.wrong_repair_patches
+            for wrong in task.wrong_repair_patches:
+                fixed_wrong = apply_to_text(broken, parse_patch(wrong)[0])
+                assert fixed_wrong not in (original, broken)
+            changed = [line[1:].strip() for line in task.broken_patch.splitlines()
+                       if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+            assert not leaks(task.problem_statement, [c for c in changed if c], documented)
+            assert task.grading.gold == f"{task.gold_sha256}.duckdb"
+
+
+def test_the_yield_report_counts_survivors_left_at_the_cap(minted_example) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.pipeline import load_reports, pending, yield_report
+
+    with minted_example.env():
+        left = pending(minted_example.pin.id)
+        decided = {r["key"] for r in load_reports(minted_example.pin.id)}
+        report = yield_report([minted_example.pin.id])
+    assert left, "with one task per model, some models have survivors left unconfirmed"
+    assert not {r["key"] for r in left} & decided  # no report: a later run with a higher cap confirms them
+    for row in report["families"].values():
+        decided_here = sum(row["screened_out"].values()) + sum(row["confirm_rejected"].values()) + row["kept"]
+        assert row["candidates"] == decided_here + row["not_confirmed_cap"]
+    assert sum(row["not_confirmed_cap"] for row in report["families"].values()) == len(left)
+
+
+def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untyped-def]
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, load_reports, mint
+
+    with minted_example.env():
+        before = load_reports(minted_example.pin.id)
+        written = mint([minted_example.pin], MintOptions(max_per_model=1, seed=0), mint_target(harvest_home(), pins_dir()))
+        after = load_reports(minted_example.pin.id)
+    assert before and written == [] and after == before
+
+
+def test_a_pin_without_a_split_is_refused(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from cli import main
+
+    env = {"HARVEST_HOME": str(example_harvest.home), "HARVEST_PINS": str(example_harvest.pins)}
+    result = CliRunner().invoke(main, ["mint", example_harvest.pin.id], env=env)
+    assert result.exit_code == 1
+    assert "has no split" in result.output and "harvest split assign" in result.output
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A real local Ray head on 127.0.0.1 with token auth: same screening decisions as the local pool."""
+    pytest.importorskip("ray")
+    import shutil
+
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(minted_example.home, home, symlinks=True)
+    shutil.copytree(minted_example.pins, pins)
+    shutil.rmtree(home / "mint")
+    port = _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "harvest-test-token-0123456789abcdef",
+           "RAY_USAGE_STATS_ENABLED": "0", "HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)}
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    start = subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                            "--include-dashboard", "false", "--disable-usage-stats", "--num-cpus", "2"],
+                           env=env, capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        code = (
+            "from harvester.mint.pipeline import MintOptions, mint\n"
+            "from core.pin import list_pins\nfrom core.home import harvest_home, pins_dir\nfrom corpora.store import mint_target\nimport json\n"
+            f"reps = mint(list_pins(pins_dir()), MintOptions(screen_only=True, executor='ray', address='127.0.0.1:{port}', max_per_model=99), mint_target(harvest_home(), pins_dir()))\n"
+            "print(json.dumps(sorted([r.key, r.reason, r.kept] for r in reps)))\n"
+        )
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        ray_decisions = json.loads(run.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    shutil.rmtree(home / "mint", ignore_errors=True)
+    local_env = {**env}
+    local = subprocess.run([sys.executable, "-c", code.replace(f"executor='ray', address='127.0.0.1:{port}', ", "")],
+                           env=local_env, capture_output=True, text=True, timeout=600)
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert ray_decisions == json.loads(local.stdout.strip().splitlines()[-1])
+    assert len(ray_decisions) > 20
+
+
+def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.shard import confirmation_order
+
+    def survivor(family: str, new: str):  # type: ignore[no-untyped-def]
+        cand = _candidate(world, "where orders.status = 'completed'", new)
+        mutation = Mutation(f"{family}.x", family, "changed_values", cand.mutation.edit, (), "")
+        return (Candidate(cand.pin, cand.model, cand.file, cand.original, mutation), None, "", {})
+
+    items = [survivor("filter", "where 1 = 1"), survivor("time", "where 2 = 2"), survivor("time", "where 3 = 3"),
+             survivor("grain", "where 4 = 4"), survivor("filter", "where 5 = 5")]
+    kept: set[str] = set()
+    order = []
+    for item in confirmation_order(items, ("time", "grain", "filter"), kept):
+        order.append((item[0].mutation.family, item[0].mutation.edit.replacement))
+        if item[0].mutation.edit.replacement == "where 3 = 3":
+            kept.add("time")  # the second time survivor is the one kept
+    assert order == [("time", "where 2 = 2"), ("time", "where 3 = 3"), ("grain", "where 4 = 4"),
+                     ("filter", "where 1 = 1"), ("filter", "where 5 = 5")]
+
+
+def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.pipeline import family_plan
+    from harvester.workspace import template
+
+    with world["harvest"].env():
+        plan = family_plan(world["pin"], world["nodes"], template(world["pin"]), None)
+    firsts = {order[0] for order in plan.values() if order}
+    assert {"filter", "null", "join", "grain", "time", "values"} <= firsts
+    assert all(sorted(order) == sorted(set(order)) for order in plan.values())

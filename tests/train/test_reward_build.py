@@ -1,0 +1,138 @@
+"""train.reward_build: the single-turn reward's build+score, on the minted example (real builds, real DuckDB).
+
+The true repair of every task scores 1 and its wrong repair 0 through the fast path; one task also goes
+through the sandboxed incremental dbt build; completions that try to read the right answer out of the
+pin's built state (``{{ this }}``, the relation's own name) score 0 on both paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.patching import apply_to_text, parse_patch
+
+
+def _texts(task) -> tuple[str, str]:
+    """(broken text, fixed text) of the task's file."""
+    from harvester.workspace import template
+    from core.pin import pin_path, read_pin
+    from core.home import pins_dir
+
+    pin = read_pin(pin_path(task.pin, pins_dir()))
+    original = (template(pin) / task.file).read_text(encoding="utf-8")
+    broken = apply_to_text(original, parse_patch(task.broken_patch)[0])
+    return broken, apply_to_text(broken, parse_patch(task.fix_patch)[0])
+
+
+def _wrong(task, broken: str) -> str:
+    return apply_to_text(broken, parse_patch(task.wrong_repair_patches[0])[0])
+
+
+@pytest.fixture(scope="module")
+def tasks(minted_example):
+    with minted_example.env():
+        yield [t for t in minted_example.tasks if t.wrong_repair_patches]
+
+
+def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, tasks) -> None:
+    from train.reward_build import build_and_score_with
+
+    assert tasks, "the example must mint tasks with wrong repairs"
+    with minted_example.env():
+        for task in tasks:
+            broken, fixed = _texts(task)
+            verdict, path = build_and_score_with("fast", task, {task.file: fixed})
+            assert (verdict.official, verdict.strict) == (1, 1), (task.instance_id, path, verdict.reason)
+            verdict, path = build_and_score_with("fast", task, {task.file: _wrong(task, broken)})
+            assert verdict.official == 0, (task.instance_id, path)
+            assert build_and_score_with("fast", task, {task.file: broken})[0].official == 0
+
+
+def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, tasks) -> None:
+    from harvester.mint.lineage import models
+    from train.reward_build import build_and_score_with
+    from harvester.state import load_state
+
+    task = tasks[0]
+    with minted_example.env():
+        nodes = models(load_state(task.pin).manifest)
+        node = next(n for n in nodes.values() if task.file.endswith(n.path))
+        cheat = f"select * from {node.relation}\n"
+        verdict, path = build_and_score_with("fast", task, {task.file: cheat})
+    assert path == "fast"
+    assert verdict.official == 0 and verdict.reason.startswith("build failed"), verdict
+
+
+def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tasks) -> None:
+    from train.reward_build import build_and_score_with, release
+
+    task = tasks[0]
+    with minted_example.env():
+        broken, fixed = _texts(task)
+        fix, path = build_and_score_with("dbt", task, {task.file: fixed})
+        assert path == "dbt" and (fix.official, fix.strict) == (1, 1), fix.reason
+        # `{{ this }}` is the relation being rebuilt: in the pin's state it holds the right answer
+        cheat, path = build_and_score_with("fast", task, {task.file: "select * from {{ this }}\n"})
+        assert path == "dbt", "Jinja in an edit must leave the fast path"
+        assert cheat.official == 0 and cheat.reason.startswith("build failed"), cheat
+        release(task)
+
+
+def test_edits_outside_the_project_are_refused_without_building(minted_example, tasks) -> None:
+    from train.reward_build import build_and_score_with
+
+    with minted_example.env():
+        for bad in ("../escape.sql", "/etc/passwd", ".harvest_profile/profiles.yml", "build.duckdb"):
+            verdict, path = build_and_score_with("fast", tasks[0], {bad: "select 1"})
+            assert (verdict.official, path) == (0, "refused"), bad
+
+
+# --- the fast path's pure parts -----------------------------------------------------------------
+
+def _node(uid: str, raw: str = "", compiled: str = "", parents: tuple[str, ...] = (), materialized: str = "table"):
+    from harvester.mint.lineage import ModelNode
+
+    name = uid.rsplit(".", 1)[-1]
+    return ModelNode(uid, name, f"models/{name}.sql", f'"build"."main"."{name}"', "main", name, materialized,
+                     "sql", raw, compiled, "", {}, parents)
+
+
+def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
+    from train.reward_engine import enclosing_edit
+
+    assert enclosing_edit("select a from t", "select a from t") is None
+    edit = enclosing_edit("select a from t where x = 1", "select a from t where x = 12")
+    assert edit is not None and edit.apply("select a from t where x = 1") == "select a from t where x = 12"
+    assert (edit.start, edit.end, edit.replacement) == (27, 27, "2")
+
+
+def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
+    from train.reward_engine import Unsupported, compiled_after_edit
+
+    raw = "select id from {{ ref('orders') }} where status = 'paid'\n"
+    compiled = "select id from \"build\".\"main\".\"orders\" where status = 'paid'\n"
+    node = _node("model.p.paid", raw, compiled)
+    new = compiled_after_edit(node, raw, raw.replace("'paid'", "'shipped'"))
+    assert new == compiled.replace("'paid'", "'shipped'")
+    for bad in (raw.replace("'paid'", "'{{ var(\"s\") }}'"),  # writes Jinja
+                raw.replace("ref('orders')", "ref('payments')"),  # edits inside a tag
+                raw + "{# note #}\n"):  # a Jinja comment
+        with pytest.raises(Unsupported):
+            compiled_after_edit(node, raw, bad)
+    with pytest.raises(Unsupported):
+        compiled_after_edit(_node("model.p.eph", raw, compiled, materialized="ephemeral"), raw, raw + " ")
+
+
+def test_closure_is_the_roots_and_their_descendants_parents_first() -> None:
+    from train.reward_engine import closure
+
+    nodes = {uid: _node(uid, parents=parents) for uid, parents in {
+        "model.p.a": (), "model.p.b": ("model.p.a",), "model.p.c": ("model.p.b", "model.p.d"),
+        "model.p.d": (), "model.p.e": ("model.p.d",),
+    }.items()}
+    assert closure(nodes, ["model.p.b"]) == ["model.p.b", "model.p.c"]
+    order = closure(nodes, ["model.p.a", "model.p.d"])
+    assert set(order) == set(nodes) and order.index("model.p.b") < order.index("model.p.c")
+    assert order.index("model.p.d") < order.index("model.p.c")

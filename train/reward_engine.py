@@ -1,0 +1,220 @@
+"""The fast path of the single-turn reward: an edited model re-run as compiled SQL in locked-down DuckDB.
+
+A sandboxed dbt child costs seconds per rollout (bubblewrap, importing dbt, parsing, building); GRPO
+needs the reward in well under a second. When every changed file of a rollout is a plain SQL model
+whose edit lies outside Jinja, its compiled SQL is the pin's compiled SQL with the same edit carried
+over (``mutators.transplant``, exactly what the mint's screening relies on), so the edited model and
+its descendants can be re-run straight in the screening engine (``harvester.mint.engine``: external
+access off, configuration locked, per-statement time bound) and scored against gold in milliseconds.
+Anything else (an edit that touches Jinja, a new file, a macro or YAML change, a Python or ephemeral
+model) is ``Unsupported`` and the caller builds with dbt instead.
+
+The engine's base database is the pin's built state WITHOUT the relations the rollout rebuilds: those
+hold the right answer, and an edit like ``select * from {{ this }}`` must not be able to read it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.locked_duckdb import connect_locked
+from core.scorer import score
+from core.scorer.spec import GradingSpec
+from harvester.mint.engine import MUT, Engine, ScreenSQLError
+from core.clock import freeze_clock
+from harvester.mint.lineage import ModelNode
+from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
+from mutators import transplant
+from mutators.edits import Edit
+
+_JINJA_OPENERS = ("{{", "{%", "{#")
+_REBUILDABLE = {"table", "view", "incremental"}
+
+
+class Unsupported(Exception):
+    """This rollout cannot be scored by the fast path; build it with dbt instead (the message says why)."""
+
+
+@dataclass(frozen=True)
+class FastVerdict:
+    official: int
+    strict: int
+    reason: str
+
+
+def enclosing_edit(old: str, new: str) -> Edit | None:
+    """The one edit (common prefix and suffix kept) that turns ``old`` into ``new``; None if equal."""
+    if old == new:
+        return None
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return Edit(start, end_old, new[start:end_new])
+
+
+def line_edits(old: str, new: str) -> list[Edit]:
+    """The edits turning ``old`` into ``new``, one per changed block of lines, each trimmed to the
+    characters that differ (so each carries as little of the file, and as few Jinja tags, as possible)."""
+    import difflib
+
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    old_at = [0]
+    for line in old_lines:
+        old_at.append(old_at[-1] + len(line))
+    new_at = [0]
+    for line in new_lines:
+        new_at.append(new_at[-1] + len(line))
+    edits: list[Edit] = []
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        block = enclosing_edit(old[old_at[i1]:old_at[i2]], new[new_at[j1]:new_at[j2]])
+        if block is not None:
+            edits.append(Edit(old_at[i1] + block.start, old_at[i1] + block.end, block.replacement))
+    return edits
+
+
+def _carried(edits: list[Edit], raw: str, compiled: str) -> list[Edit] | None:
+    moved: list[Edit] = []
+    for edit in edits:
+        found = transplant(edit, raw, compiled)
+        if found is None or any(opener in found.replacement for opener in _JINJA_OPENERS):
+            return None
+        moved.append(found)
+    moved.sort(key=lambda e: e.start)
+    if any(a.end > b.start for a, b in zip(moved, moved[1:])):
+        return None
+    return moved
+
+
+def compiled_after_edit(node: ModelNode, original_raw: str, new_raw: str) -> str:
+    """The compiled SQL ``new_raw`` would compile to, or Unsupported when that needs dbt.
+
+    Each changed block is carried over to the compiled SQL on its own (``mutators.transplant``: text
+    between Jinja tags is copied verbatim by Jinja, tags inside a block must be kept as they were); if
+    that fails, the one edit enclosing every change is tried. An edit that writes Jinja needs dbt.
+    """
+    if node.language != "sql" or not node.compiled_code:
+        raise Unsupported(f"{node.name} is not a compiled SQL model")
+    if node.materialized not in _REBUILDABLE:
+        raise Unsupported(f"{node.name} is materialized as {node.materialized}")
+    whole = enclosing_edit(original_raw, new_raw)
+    if whole is None:
+        return node.compiled_code
+    for edits in (line_edits(original_raw, new_raw), [whole]):
+        moved = _carried(edits, original_raw, node.compiled_code)
+        if moved is not None:
+            text = node.compiled_code
+            for edit in reversed(moved):
+                text = edit.apply(text)
+            return text
+    raise Unsupported(f"the edit of {node.name} writes Jinja or cannot be located in its compiled SQL")
+
+
+def closure(nodes: Mapping[str, ModelNode], roots: Iterable[str]) -> list[str]:
+    """``roots`` and every model downstream of them, parents before children (deterministic)."""
+    children: dict[str, list[str]] = {uid: [] for uid in nodes}
+    for uid, node in nodes.items():
+        for parent in node.parents:
+            if parent in children:
+                children[parent].append(uid)
+    members: set[str] = set()
+    stack = list(roots)
+    while stack:
+        uid = stack.pop()
+        if uid not in members:
+            members.add(uid)
+            stack.extend(children.get(uid, ()))
+    order: list[str] = []
+    placed: set[str] = set()
+    pending = sorted(members)
+    while pending:
+        ready = [u for u in pending if all(p in placed or p not in members for p in nodes[u].parents)] or pending[:1]
+        order.extend(ready)
+        placed.update(ready)
+        pending = [u for u in pending if u not in placed]
+    return order
+
+
+def drop_relations(database: Path, dest: Path, nodes: Iterable[ModelNode]) -> Path:
+    """A copy of ``database`` at ``dest`` without the relations of ``nodes`` (tables or views)."""
+    shutil.copyfile(database, dest)
+    con = connect_locked(str(dest))  # the pin's views hold project SQL: the same lock as everywhere
+    try:
+        existing = {
+            (schema.lower(), name.lower()): kind
+            for schema, name, kind in con.execute(
+                "SELECT schema_name, table_name, 'TABLE' FROM duckdb_tables() WHERE database_name = current_database() "
+                "UNION ALL SELECT schema_name, view_name, 'VIEW' FROM duckdb_views() "
+                "WHERE database_name = current_database() AND NOT internal"
+            ).fetchall()
+        }
+        for node in nodes:
+            kind = existing.get((node.schema.lower(), node.alias.lower()))
+            if kind:
+                con.execute(f'DROP {kind} "{node.schema}"."{node.alias}" CASCADE')
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return dest
+
+
+class FastScorer:
+    """One locked-down engine over a pin's state minus one rebuild set, reused across rollouts."""
+
+    def __init__(self, base: Path, catalog: str, scratch: Path, nodes: Mapping[str, ModelNode], order: list[str],
+                 clock: str, gold: Path, statement_seconds: float = 20.0) -> None:
+        self.nodes = nodes
+        self.order = order
+        self.clock = clock
+        self.gold = gold
+        self.engine = Engine(base, catalog, scratch, statement_seconds=statement_seconds)
+        self.tables = {nodes[uid].table for uid in order if nodes[uid].materialized != "ephemeral"}
+
+    def covers(self, grading: GradingSpec) -> bool:
+        """Whether every graded table is rebuilt here (the others are not in the engine at all)."""
+        return all(full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
+
+    def score(self, compiled: Mapping[str, str], grading: GradingSpec) -> FastVerdict:
+        """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), then score against gold."""
+        replaced: dict[str, str] = {}
+        try:
+            for uid in self.order:
+                node = self.nodes[uid]
+                if node.materialized == "ephemeral":
+                    continue
+                sql = compiled.get(uid, node.compiled_code)
+                for relation, target in replaced.items():
+                    sql = sql.replace(relation, target)
+                self._materialize(node, freeze_clock(sql, self.clock))
+                if node.relation:
+                    replaced[node.relation] = f'{MUT}."{node.captured_schema}"."{node.alias}"'
+            self.engine.con.execute(f'USE {MUT}."{GRADED_SCHEMA}"')
+            verdicts = score(self.gold, self.engine.con, grading)
+        except ScreenSQLError as exc:
+            return FastVerdict(0, 0, f"build failed: {exc}")
+        finally:
+            self.engine.reset()
+        official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
+        reason = "" if official and strict else (verdicts.official.reason or verdicts.strict.reason)
+        return FastVerdict(official, strict, reason)
+
+    def _materialize(self, node: ModelNode, sql: str) -> None:
+        """``mut.<schema>.<alias>`` from ``sql`` wrapped as dbt-duckdb wraps it: ``as (\n<sql>\n)``, so a
+        trailing semicolon or a second statement fails here exactly as it fails in a dbt build. The schema
+        is the captured one (``node.table``): a model with a unique alias goes to ``mut.main``, where the
+        scorer looks for graded tables, exactly as the gold capture names it."""
+        self.engine.run(f'CREATE SCHEMA IF NOT EXISTS {MUT}."{node.captured_schema}"')
+        self.engine.run(f'CREATE OR REPLACE TABLE {MUT}."{node.captured_schema}"."{node.alias}" AS (\n{sql}\n)')
+
+    def close(self) -> None:
+        self.engine.close()
