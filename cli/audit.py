@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -23,14 +23,14 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
     console = Console()
     n = report["n"]
     console.print(
-        f"[bold]{report['split']}[/bold] / {report['driver'].get('name')}: official [bold]{report['official']}/{n}[/bold], "
+        f"[bold]{markup(report['split'])}[/bold] / {markup(report['driver'].get('name'))}: official [bold]{report['official']}/{n}[/bold], "
         f"strict {report['strict']}/{n}; missing {len(report['missing'])}, crashed {len(report['crashed'])}"
     )
     table = Table("rung", "meaning", "episodes")
     for rung, count in report["ladder"].items():
-        table.add_row(rung, report["ladder_labels"][rung], str(count))
+        table.add_row(markup(rung), markup(report["ladder_labels"][rung]), str(count))
     console.print(table)
-    console.print(f"report: {run_dir / 'report.md'}  chart: {run_dir / 'ladder.png'}")
+    console.print(markup(f"report: {run_dir / 'report.md'}  chart: {run_dir / 'ladder.png'}"))
 
 
 @click.group("audit", invoke_without_command=True)
@@ -105,9 +105,9 @@ def command(
     def progress(verdict: dict[str, Any]) -> None:
         done[0] += 1
         if not as_json:
-            console.print(f"[{done[0]}] {verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}")
+            console.print(markup(f"[{done[0]}] {verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
 
-    console.print(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}")
+    console.print(markup(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}"))
     run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
     report = write_report(run)
     if sealed is not None:

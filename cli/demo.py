@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("demo")
@@ -28,14 +28,15 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
 
     console = Console(stderr=True)
     example = materialize_example(harvest_home() / "example", reuse=True)
-    console.print(f"example repository: {example.project_repo}\npackage mirror: {example.mirror}")
-    console.print(f"$ harvest add {example.spec} --package-mirror {example.mirror}")
+    console.print(markup(f"example repository: {example.project_repo}"))
+    console.print(markup(f"package mirror: {example.mirror}"))
+    console.print(markup(f"$ harvest add {example.spec} --package-mirror {example.mirror}"))
     with console.status("two sandboxed builds of the example…", spinner="dots"):
         result = add(example.spec, AddOptions(package_mirror=example.mirror, sandboxed=not no_sandbox))
     summary = {**pin_json(result.pin, result.path), "status": result.status}
     if not as_json:
         print_pin(result.pin, result.path)
-        Console().print(f"{result.status}: {result.path}")
+        Console().print(markup(f"{result.status}: {result.path}"))
     if do_mint:
         summary["mint"] = _mint(result.pin, not no_sandbox, console)
         if not as_json:
@@ -57,7 +58,7 @@ def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def
         first = SplitLedger.load(pins_dir()).reservation is None
         console.print("$ harvest split assign" + (" --test 0 --dev 0 --seed 0" if first else ""))
         assign(pins_dir(), Params(test=0, dev=0, seed=0) if first else None)
-    console.print(f"$ harvest mint {pin.id} --max-per-model 1")
+    console.print(markup(f"$ harvest mint {pin.id} --max-per-model 1"))
     with console.status("minting: screening in DuckDB, confirming with sandboxed builds…", spinner="dots"):
         mint([pin], MintOptions(max_per_model=1, sandboxed=sandboxed), mint_target(harvest_home(), pins_dir()))
     return yield_report([pin.id])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("mint")
@@ -79,9 +79,9 @@ def _print_report(report: dict, counts: dict) -> None:
     for family, row in sorted(report["families"].items()):
         reasons = {**row["screened_out"], **row["confirm_rejected"]}
         top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
-        table.add_row(family, str(row["candidates"]), str(sum(row["screened_out"].values())),
+        table.add_row(markup(family), str(row["candidates"]), str(sum(row["screened_out"].values())),
                       str(row["survived_screen"]), str(row["kept"]), str(row["not_confirmed_cap"]),
-                      f"{top[0]} ({top[1]})")
+                      markup(f"{top[0]} ({top[1]})"))
     console.print(table)
-    console.print(f"this run: {counts}; tasks kept: {sum(report['tasks_per_pin'].values())} "
-                  f"(silent {report['silent']}, loud {report['loud']})")
+    console.print(markup(f"this run: {counts}; tasks kept: {sum(report['tasks_per_pin'].values())} "
+                         f"(silent {report['silent']}, loud {report['loud']})"))

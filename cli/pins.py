@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("list")
@@ -25,6 +25,6 @@ def command(as_json: bool) -> None:
         return
     table = Table("pin", "commit", "tables", "gradable", "packages", "clock", "license")
     for p in pins:
-        table.add_row(p.id, p.commit[:12], str(len(p.tables)), str(len(p.gradable_tables)), str(len(p.packages)),
-                      p.clock, p.license)
-    Console().print(table if pins else f"no pins under {pins_dir()}")
+        table.add_row(markup(p.id), markup(p.commit[:12]), str(len(p.tables)), str(len(p.gradable_tables)),
+                      str(len(p.packages)), markup(p.clock), markup(p.license))
+    Console().print(table if pins else markup(f"no pins under {pins_dir()}"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say, shown
 from core.errors import HarvestError
 
 
@@ -72,14 +72,14 @@ def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_j
         if as_json:
             echo_json(explanation.to_dict())
         else:
-            click.echo(explanation.to_text())
+            say(explanation.to_text())  # values from the submission: escaped
         return
     result = score(gold, pred, spec)
     if as_json:
         echo_json(result.to_dict())
         return
     for label, verdict in (("official", result.official), ("strict", result.strict)):
-        click.echo(f"{label:<9}{verdict.score}" + (f"  ({verdict.reason})" if verdict.reason else ""))
+        click.echo(f"{label:<9}{verdict.score}" + (f"  ({shown(verdict.reason)})" if verdict.reason else ""))
 
 
 def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: bool) -> None:
@@ -107,7 +107,7 @@ def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: 
         alias = ""
         if r.gold_alias is not None:
             alias = f"  [gold {r.gold_alias.shipped_name} for {r.gold_alias.expected_name}, sha256 {r.gold_alias.sha256[:12]}]"
-        click.echo(f"{r.instance_id:<{width}}  official {r.official}  strict {r.strict}  {r.reason}{alias}")
+        click.echo(shown(f"{r.instance_id:<{width}}  official {r.official}  strict {r.strict}  {r.reason}{alias}"))
     data = report.to_dict()
     click.echo(
         f"official {report.score}/{report.total} over all instances (missing = 0); "

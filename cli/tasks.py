@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup, say, shown
 
 
 @click.group("tasks")
@@ -40,7 +40,8 @@ def list_tasks(split: str | None, as_json: bool) -> None:
         return
     table = Table("task", "split", "family", "operator", "local checks")
     for r in records:
-        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud")
+        table.add_row(markup(r.instance_id), markup(r.split), markup(r.family), markup(r.operator),
+                      "silent" if r.local_checks.silent else "loud")
     Console().print(table if records else "no tasks")
 
 
@@ -61,8 +62,8 @@ def show_task(task_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(json.loads(record.to_json()))
         return
-    click.echo(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})")
-    click.echo(f"file: {record.file}\ngraded: {record.grading.to_dict()}\n")
-    click.echo(record.problem_statement + "\n")
-    click.echo("broken patch:\n" + record.broken_patch)
-    click.echo("fix patch:\n" + record.fix_patch)
+    say(shown(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})"))
+    say(f"file: {shown(record.file)}\ngraded: {shown(record.grading.to_dict())}\n")
+    say(record.problem_statement + "\n")
+    say("broken patch:\n" + record.broken_patch)
+    say("fix patch:\n" + record.fix_patch)
