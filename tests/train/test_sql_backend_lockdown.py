@@ -15,7 +15,7 @@ import pytest
 from train.completion import render_files
 from train.project import GitProjectSource
 from train.sql_backend import DuckDBSqlBackend
-from world import World
+from train_world import World
 
 FILE = "models/paid_revenue.sql"
 SECRET = "TOPSECRET-3b7f"
