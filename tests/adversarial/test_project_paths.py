@@ -135,3 +135,19 @@ def test_a_dangling_symlink_chain_is_dropped_at_export_with_its_reason(tmp_path:
     assert set(reasons) == {"models/a.sql", "models/b.sql"}
     assert all("leads nowhere" in reason for reason in reasons.values())
     assert not os.path.lexists(tmp_path / "tree/models/a.sql") and (tmp_path / "tree/models/c.sql").is_file()
+
+
+def test_a_packages_install_path_outside_the_project_is_refused_before_anything_is_removed(tmp_path: Path) -> None:
+    """Vendoring empties the install folder first; pointed outside (by '..' or by a link) it would
+    delete a host folder."""
+    from harvester.packages import install_path
+
+    victim = _victim(tmp_path)
+    project = tmp_path / "tree"
+    project.mkdir()
+    os.symlink(victim, project / "linked")
+    for value in (UP + str(victim).lstrip("/"), "linked", str(victim)):
+        (project / "dbt_project.yml").write_text(f"name: p\npackages-install-path: \"{value}\"\n")
+        with pytest.raises(PackageError, match="leaves the project"):
+            install_path(project)
+    assert (victim / "secret.sql").is_file()
