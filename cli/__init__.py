@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "show": ("cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
     "demo": ("cli.demo", "Harvest the embedded example project offline, end to end."),
     "score": ("cli.score", "Score a submission against gold (official mirror + strict)."),
+    "export": ("cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
     "mutants": ("cli.mutants", "Show the candidate mutations of dbt model files."),
     "mint": ("cli.mint", "Turn pinned projects into verified repair tasks."),
     "tasks": ("cli.tasks", "List or show minted tasks."),

@@ -1,8 +1,11 @@
 """`harvest audit`: run a driver over a split in the tool environment, and `harvest audit report RUN_DIR`.
 
-The dev and train splits are read from HARVEST_HOME; the test split only with ``--recipe`` naming a frozen
-run manifest (unsealed once per recipe, recorded in pins/). A run folder is resumable: run the same
-command with the same ``--run-dir`` and only the episodes without a verdict are played.
+The dev and train splits are read from HARVEST_HOME; the test split only with ``--recipe`` naming a run
+folder frozen by `harvest train freeze` (unsealed once per recipe, recorded in pins/); the recipe's own
+model plays it (``--driver hf`` is then the default). The driver is prepared (model loaded, endpoint
+reached) before the first episode and before any unseal, so a driver that cannot play fails in one line
+and costs the recipe nothing. A run folder is resumable: run the same command with the same ``--run-dir``
+and only the episodes without a verdict are played.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup
+from cli._common import echo_json, fails_cleanly, json_option, markup, shown
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -35,12 +38,14 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 
 @click.group("audit", invoke_without_command=True)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), default="dev", show_default=True, help="Which split to audit.")
-@click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]), help="Who plays the episodes.")
+@click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
+              help="Who plays the episodes (with --recipe the default is hf: the recipe's base model and adapter).")
 @click.option("--base-url", default="", help="openai: the endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--model", default="", help="openai: the model name; hf: a local model folder.")
-@click.option("--adapter", default=None, type=click.Path(exists=True, file_okay=False), help="hf: a peft adapter folder.")
-@click.option("--recipe", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="test split only: the frozen run manifest to unseal it for (once per recipe).")
+@click.option("--model", default="", help="openai: the model name; hf: a local model folder (with --recipe: the recipe's base).")
+@click.option("--adapter", default=None, type=click.Path(file_okay=False),
+              help="hf: a peft adapter folder (with --recipe: the recipe's adapter, which is the only one allowed).")
+@click.option("--recipe", default=None, type=click.Path(exists=True, path_type=Path),
+              help="test split only: the frozen run folder (runs/<name>, or its manifest.json) to unseal it for, once per recipe.")
 @click.option("--run-dir", default=None, type=click.Path(path_type=Path), help="Run folder (an existing one is resumed).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Episodes in parallel.")
 @click.option("--max-turns", default=30, show_default=True, type=click.IntRange(1, 1000), help="Turn cap per episode.")
@@ -55,15 +60,21 @@ def command(
     recipe: Path | None, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
-    """Run a driver over every task of a split; write transcripts, verdicts and a report."""
+    """Run a driver over every task of a split; write transcripts, verdicts and a report.
+
+    The sealed test split needs --recipe RUN (a run folder frozen by `harvest train freeze`) and is audited
+    once per recipe, by the recipe's own model unless --driver says otherwise. A model that cannot load or
+    an endpoint that cannot be reached fails before the first episode (and before the unseal).
+    """
     if ctx.invoked_subcommand is not None:
         return
-    if driver is None:
-        raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
     if split == "test" and recipe is None:
-        raise click.UsageError("the test split is sealed: pass --recipe runs/<run>/manifest.json (a frozen recipe)")
+        raise click.UsageError("the test split is sealed: pass --recipe runs/<run> (a run folder frozen by `harvest train freeze`)")
     if split != "test" and recipe is not None:
         raise click.UsageError("--recipe only applies to --split test")
+    if driver is None and recipe is None:
+        raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
+    driver = driver or "hf"
     from rich.console import Console
 
     from eval.audit.report import write_report
@@ -74,12 +85,23 @@ def command(
     from core.home import harvest_home, pins_dir
 
     home, pins = harvest_home(), pins_dir()
+    frozen = None
+    if split == "test":
+        from eval.audit.sealed import check_recipe
+
+        assert recipe is not None
+        frozen = check_recipe(recipe, pins)  # verified and not yet audited; nothing sealed is read here
     options: dict[str, Any] = {}
     if driver == "openai":
         options = {"base_url": base_url, "model": model, "max_tokens": max_new_tokens}
     elif driver == "hf":
         options = {"model": model, "adapter": adapter, "max_new_tokens": max_new_tokens}
+        if frozen is not None:
+            from eval.audit.sealed import recipe_driver_options
+
+            options.update(recipe_driver_options(frozen, model, adapter))
     agent = make_driver(driver, **options)
+    agent.prepare()  # load the model / reach the endpoint before any episode and before the unseal
     run_dir = run_dir or Path("runs") / f"audit-{split}-{driver}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = RunDir(run_dir)
     sealed = None
@@ -134,3 +156,38 @@ def report_command(run_dir: Path, as_json: bool) -> None:
         echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
     else:
         _print_summary(report, run_dir)
+
+
+@command.command("compare")
+@click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for compare.md, compare.json and compare.png (default: RUN_B/compare-<RUN_A name>).")
+@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Significance level of the exact McNemar test.")
+@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(100, 1_000_000),
+              help="Paired bootstrap resamples for the interval of the difference.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed (the report is reproducible).")
+@json_option
+@fails_cleanly
+def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, resamples: int, seed: int,
+                    as_json: bool) -> None:
+    """Compare two audits of the same tasks (A = baseline, B = e.g. the adapter), task by task.
+
+    Paired outcomes, the difference in k/N with a paired bootstrap interval, and exact McNemar: with the
+    16-48 tasks of a split a difference of two tasks is noise, and the report says whether this one is.
+    """
+    from eval.audit.compare import compare_runs, write_comparison
+
+    comparison = compare_runs(run_a, run_b, alpha=alpha, resamples=resamples, seed=seed)
+    paths = write_comparison(comparison, out or run_b / f"compare-{run_a.resolve().name}")
+    if as_json:
+        echo_json({**comparison.to_dict(), "files": {k: str(v) for k, v in paths.items()}})
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(shown(comparison.summary(), lines=True), markup=False)
+    console.print(f"difference (B - A) {comparison.difference:+.3f}, paired bootstrap 95% interval "
+                  f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
+                  markup=False)

@@ -3,17 +3,26 @@ whole Spider 2.0-DBT submission folder, with the reason for every 0.
 
     harvest score --gold gold.duckdb --pred submitted.duckdb --spec spec.json [--explain] [--json]
     harvest score --spider2 --results DIR --gold DIR [--gold-alias ID=FILE ...] [--json]
+
+With --spider2 the results folder is read exactly as Spider 2.0-DBT's evaluate.py reads it
+(results_metadata.jsonl, answer_or_path relative to <results>/<instance_id>/); the honest k/N over every
+instance of the gold metadata is printed beside what evaluate.py itself would print (k/M over the
+submitted instances only).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cli._common import echo_json, fails_cleanly, json_option, say, shown
 from core.errors import HarvestError
+
+if TYPE_CHECKING:
+    from core.scorer.spider2 import Spider2Report
 
 
 class ScoreUsageError(HarvestError):
@@ -87,30 +96,46 @@ def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: 
 
     from core.scorer import spider2
 
-    instances = spider2.read_metadata(gold / spider2.METADATA_NAME)
-    spider2.validate_aliases(aliases, instances)
-    if not results.is_dir():
-        raise spider2.Spider2LayoutError(f"results folder {results} does not exist")
-    index = spider2.results_index(results)
-    rows = []
+    folder = spider2.read_folders(results, gold)  # layout errors surface before any progress bar
+    spider2.validate_aliases(aliases, (str(k) for k in folder.gold))
     with Progress(transient=True, disable=as_json) as progress:
-        task = progress.add_task("scoring", total=len(instances))
-        for inst in instances:
-            rows.append(spider2.score_instance(gold, results, index, inst, aliases))
-            progress.advance(task)
-    report = spider2.Spider2Report(tuple(rows))
+        task = progress.add_task("scoring", total=len(folder.gold))
+        report = spider2.score_read(folder, results, gold, aliases, progress=lambda: progress.advance(task))
     if as_json:
         echo_json(report.to_dict())
         return
+    for line in report_lines(report):
+        click.echo(shown(line))
+
+
+def report_lines(report: Spider2Report) -> list[str]:
+    """The people's view of a Spider 2.0-DBT report: one line per instance, then both figures."""
+    rows = report.instances
     width = max((len(r.instance_id) for r in rows), default=10)
+    lines = []
     for r in rows:
+        official = "-" if r.official is None else str(r.official)
+        note = f"  [{r.status}]" if r.status != "graded" else ""
+        problem = f"  (not a sound task: {r.task_problem})" if r.task_problem and r.task_problem not in r.reason else ""
         alias = ""
         if r.gold_alias is not None:
-            alias = f"  [gold {r.gold_alias.shipped_name} for {r.gold_alias.expected_name}, sha256 {r.gold_alias.sha256[:12]}]"
-        click.echo(shown(f"{r.instance_id:<{width}}  official {r.official}  strict {r.strict}  {r.reason}{alias}"))
-    data = report.to_dict()
-    click.echo(
-        f"official {report.score}/{report.total} over all instances (missing = 0); "
-        f"{data['scoreable_score']}/{report.scoreable} over instances whose gold exists; "
-        f"strict {report.strict_score}/{report.total}"
-    )
+            alias = (f"  [gold {r.gold_alias.shipped_name} for {r.gold_alias.expected_name}, "
+                     f"sha256 {r.gold_alias.sha256[:12]}]")
+        lines.append(f"{r.instance_id:<{width}}  official {official}  strict {r.strict}{note}  {r.reason}{problem}{alias}")
+    if report.results_stopped:
+        lines.append(f"note: {report.results_stopped}")
+    if report.extra_results:
+        lines.append(f"note: {len(report.extra_results)} results line(s) name instances the gold does not have "
+                     f"(ignored): {', '.join(report.extra_results[:5])}")
+    lines.append(f"honest: {report.score}/{report.total} over all instances (not submitted, not mirrored or "
+                 f"unsound = 0); strict {report.strict_score}/{report.total}")
+    if report.official_crash:
+        lines.append(f"evaluate.py stops with an error on this folder and prints no score: {report.official_crash}")
+    elif report.official_unknown:
+        lines.append(f"evaluate.py: {report.official_score} of {report.submitted} submitted instances pass here; "
+                     f"{report.official_unknown} submitted instance(s) use checks not mirrored here, so its "
+                     "last line is unknown")
+    else:
+        lines.append(f"evaluate.py prints: {report.official_line} ({report.official_score}/{report.submitted} "
+                     "over the submitted instances only)")
+    return lines

@@ -1,7 +1,8 @@
 """`harvest train sft|grpo --config FILE [--gate]` and `harvest train freeze RUN`.
 
-Thin wrappers over train/: parse the TOML config (validated, unknown keys refused), run or gate the
-trainer, print the run folder and manifest digest (or the gate report), one line per fact. Torch, trl
+Thin wrappers over train/ (and corpora.recipe for freezing): parse the TOML config (validated, unknown
+keys refused), run or gate the trainer, print the run folder and the signed manifest's facts (or the gate
+report), one line per fact. Torch, trl
 and transformers are imported only when a command runs. Works unchanged under `torchrun` and
 `accelerate launch` (only rank 0 prints and writes).
 """
@@ -84,18 +85,20 @@ def grpo(config_path: Path, gate: bool, as_json: bool) -> None:
 
 
 @command.command(name="freeze")
-@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("run_dir", type=click.Path(exists=True, path_type=Path))
 @click.option("--require-hmac", is_flag=True, help="Refuse a manifest that is not HMAC-signed.")
 @json_option
 @fails_cleanly
 def freeze(run_dir: Path, require_hmac: bool, as_json: bool) -> None:
-    """Mark a finished run's recipe frozen (what the sealed audit requires)."""
-    from dataclasses import asdict
+    """Freeze a finished run (RUN_DIR: runs/<name>, or its manifest.json): verify its signed manifest,
+    adapter and config, and write RUN_DIR/FROZEN.json, what `harvest audit --split test --recipe RUN_DIR`
+    requires. Once per run."""
+    from corpora.recipe import freeze as freeze_run
+    from corpora.recipe import resolve_run_dir
 
-    from train.freeze import freeze_run
-
-    recipe = freeze_run(run_dir, require_hmac=require_hmac)
+    recipe = freeze_run(resolve_run_dir(run_dir), require_hmac=require_hmac)
     if as_json:
-        echo_json(asdict(recipe))
+        echo_json(recipe.to_dict())
     else:
-        say(shown(f"frozen: {recipe.run_dir} ({recipe.kind}, adapter {recipe.adapter_sha256[:12]})"))
+        say(f"frozen: {recipe.run_dir} as recipe {recipe.recipe} ({recipe.kind}, adapter {recipe.adapter_sha256[:12]})")
+        say(f"next: harvest audit --split test --recipe {recipe.run_dir}")

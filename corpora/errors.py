@@ -29,7 +29,15 @@ class SealError(CorporaError):
 
 
 class UnsealError(CorporaError):
-    """An unseal request was refused: manifest not frozen, hashes differ, or the recipe was unsealed before."""
+    """An unseal request was refused: recipe not frozen, hashes differ, or the recipe was unsealed before."""
+
+
+class ManifestError(CorporaError):
+    """A run manifest (or FROZEN.json) is missing, malformed, or fails its signature or digest check."""
+
+
+class FreezeError(CorporaError):
+    """A run cannot be frozen, or a frozen recipe no longer matches what was frozen."""
 
 
 class ExclusionsError(CorporaError):

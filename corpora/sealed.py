@@ -5,21 +5,16 @@ holding the task count and a root hash (sha256 over the sorted ``name sha256`` l
 changed, added or removed sealed task is detected and nothing in ``pins/`` reveals a task's content.
 
 Reading test tasks needs an :class:`UnsealToken`, which only :func:`unseal` issues: the audit hands it a
-recipe manifest that is marked frozen and whose file hashes check out; the unseal is appended to
-``pins/_unseals.jsonl`` (hash-chained), and a second unseal of the same recipe is refused.
-
-The manifest contract (JSON, or TOML by suffix) that :func:`unseal` reads::
-
-    {"recipe": "<id>", "frozen": true, "hashes": {"<path relative to the manifest>": "<sha256>", ...}}
-
-(``files`` is accepted as another name for ``hashes``.)
+training run folder that `harvest train freeze` froze, and :func:`corpora.recipe.verify_frozen` (the same
+check freezing made) must find the signed manifest, the adapter and the config unchanged; the unseal is
+appended to ``pins/_unseals.jsonl`` (hash-chained) under the recipe's identity, and a second unseal of the
+same recipe is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,8 +22,9 @@ from typing import Any
 
 from corpora.chain import append_entry, read_chain
 from corpora.digest import TaskDigest, digest
-from corpora.errors import SealError, UnsealError
+from corpora.errors import FreezeError, ManifestError, SealError, UnsealError
 from corpora.locks import locked
+from corpora.recipe import FrozenRecipe, verify_frozen
 from core import atomic
 from core.task_record import TaskRecord, read_task, task_from_dict, write_task
 
@@ -136,48 +132,22 @@ def sealed_count(home: Path, pins: Path) -> int:
 
 # --- the audit's unseal path -------------------------------------------------------------------------
 
-def _load_manifest(path: Path) -> dict[str, Any]:
+def check_recipe(recipe: Path) -> FrozenRecipe:
+    """Refuse unless ``recipe`` (a run folder, or its manifest.json) is a frozen recipe that still verifies."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UnsealError(f"no recipe manifest at {path}") from None
-    try:
-        data = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UnsealError(f"{path}: unreadable manifest ({exc})") from None
-    if not isinstance(data, dict):
-        raise UnsealError(f"{path}: manifest is not an object")
-    return data
-
-
-def check_manifest(path: Path) -> tuple[str, str]:
-    """Refuse unless the manifest is frozen and every file it hashes still has that hash; -> (recipe, sha256)."""
-    data = _load_manifest(path)
-    if data.get("frozen") is not True:
-        raise UnsealError(f"{path}: the recipe is not frozen; freeze it before unsealing the test split")
-    recipe = data.get("recipe")
-    if not isinstance(recipe, str) or not recipe:
-        raise UnsealError(f"{path}: manifest names no recipe (field 'recipe')")
-    hashes = data.get("hashes", data.get("files"))
-    if not isinstance(hashes, dict) or not hashes:
-        raise UnsealError(f"{path}: manifest lists no file hashes (field 'hashes'); a frozen recipe pins its files")
-    for rel, expected in sorted(hashes.items()):
-        target = (path.parent / rel).resolve()
-        if not target.is_file():
-            raise UnsealError(f"{path}: frozen file {rel} is missing")
-        actual = atomic.sha256_file(target)
-        if actual != expected:
-            raise UnsealError(f"{path}: frozen file {rel} changed (sha256 {actual[:12]}, manifest says {str(expected)[:12]})")
-    return recipe, atomic.sha256_file(path)
+        return verify_frozen(recipe)
+    except (FreezeError, ManifestError) as exc:
+        raise UnsealError(f"cannot unseal the test split: {exc}") from None
 
 
 def _unseal_lines(pins: Path) -> list[dict[str, Any]]:
     return read_chain(pins / UNSEALS_NAME, UNSEAL_FIELDS, UnsealError, "unseal ledger")
 
 
-def unseal(recipe_manifest_path: Path, *, home: Path, pins: Path, now: str | None = None) -> UnsealToken:
+def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None) -> UnsealToken:
     """Issue the one token that reads the test split for a frozen recipe; record it; refuse a second time."""
-    recipe, manifest_sha = check_manifest(recipe_manifest_path)
+    frozen = check_recipe(recipe_path)
+    recipe, manifest_sha = frozen.recipe, frozen.manifest_sha256
     entries = verify(home, pins)
     if not entries:
         raise UnsealError("the sealed test store is empty: nothing to unseal")

@@ -125,3 +125,15 @@ def test_the_checker_allows_arrows_down() -> None:
     found = arrows(source, "harvester.mint.pipeline")
     assert [a.target for a in found] == ["core.errors", "mutators", "harvester.mint"]
     assert not any(a.upward for a in found)
+
+
+def test_no_test_folder_shadows_a_layer_package() -> None:
+    """A test folder that is a package named like a layer (tests/eval/__init__.py imported as ``eval``) would
+    hide the real package for the whole session, and the tests would exercise whatever the editable install
+    points at. Collection has imported every test module by now: each layer must still be the real one."""
+    import importlib
+    import sys
+
+    for layer in LAYERS:
+        module = sys.modules.get(layer) or importlib.import_module(layer)
+        assert Path(module.__file__).resolve() == ROOT / layer / "__init__.py", f"{layer} is {module.__file__}"

@@ -56,7 +56,7 @@ class LoraSection:
 @dataclass(frozen=True)
 class DataSection:
     tasks: str = ""  # folder of task records; "" = HARVEST_HOME/tasks
-    repos: str = ""  # folder of git repositories named owner__repo(.git); "" = HARVEST_HOME/mirrors
+    repos: str = ""  # folder of git repositories named owner__repo(.git); "" = each task's pin (train/project.py)
     split: str = "train"
     format: str = "single_turn"
     max_rows: int = 0  # 0 = every train task

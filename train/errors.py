@@ -1,11 +1,16 @@
 """Training's exceptions: each says which invariant of a run failed and what to do about it.
 
-All derive from HarvestError so that `harvest train …` prints one line and exits 1.
+All derive from HarvestError so that `harvest train …` prints one line and exits 1. A manifest's and a
+frozen recipe's errors (ManifestError, FreezeError) belong to the contract in corpora/recipe.py, which
+both training and the sealed audit use; they are re-exported here for training's callers.
 """
 
 from __future__ import annotations
 
+from corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
 from core.errors import HarvestError
+
+__all__ = ["FreezeError", "ManifestError", "TrainConfigError", "TrainDataError", "TrainError"]
 
 
 class TrainError(HarvestError):
@@ -14,14 +19,6 @@ class TrainError(HarvestError):
 
 class TrainConfigError(TrainError):
     """A training config file is missing, malformed, or holds an unknown or invalid key."""
-
-
-class ManifestError(TrainError):
-    """A run manifest is missing, malformed, or fails its signature or digest check."""
-
-
-class FreezeError(TrainError):
-    """A run cannot be frozen, or a frozen recipe no longer matches what was frozen."""
 
 
 class TrainDataError(TrainError):

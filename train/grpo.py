@@ -13,7 +13,8 @@ Two modes ([grpo] mode):
   returns the official score of what was submitted.
 
 No reward shaping unless [reward] shaping names one; the manifest records the shaping, the reward
-tally (official and strict means, timeouts, malformed answers, seconds per rollout).
+tally (official and strict means, timeouts, malformed answers, seconds per rollout) over the rollouts of
+every process (multi-turn rollouts are counted where trl asks the environment for its reward).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from train.errors import TrainError
 from train.gate import GateReport, planned_steps, run_gate
 from train.pool import BackendFactory, RewardPool
 from train.project import ProjectSource
-from train.reward import EditingBackend, RewardTally, make_reward_func
-from train.runner import CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, prepare_run_dir, trainer_arguments
+from train.reward import EditingBackend, RewardTally, gather_tally, make_reward_func, tallied_environment
+from train.runner import (
+    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trainer_arguments,
+)
 from train.sft import default_project
 from train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
 
@@ -101,21 +104,22 @@ def run_grpo(
     if multi_turn:
         # trl calls the factory with no arguments; bind the run's own (firewalled, train-only) tasks so each
         # episode is reset on exactly the records the dataset was built from
-        trainer_kwargs["environment_factory"] = functools.partial(load_environment_class(g.environment), by_id)
+        environment = tallied_environment(load_environment_class(g.environment), tally)
+        trainer_kwargs["environment_factory"] = functools.partial(environment, by_id)
     else:
         pool = RewardPool(factory or backend_factory(config, project), config.reward.workers, config.reward.timeout_s)
         trainer_kwargs["reward_funcs"] = [make_reward_func(pool.score_many, by_id, config.reward.shaping, tally)]
     try:
         if pool is not None:
             pool.start()
-        trainer = GRPOTrainer(
+        trainer = logs_to_stderr(GRPOTrainer(
             model=base.model,
             args=args,
             train_dataset=dataset,
             processing_class=base.tokenizer,
             peft_config=lora_config(config),
             **trainer_kwargs,
-        )
+        ))
         if gate:
             t = config.train
             per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps * trainer.args.world_size
@@ -124,6 +128,7 @@ def run_grpo(
         train_start = time.perf_counter()
         resume = latest_checkpoint(run_dir) if config.train.resume else None
         trainer.train(resume_from_checkpoint=resume)
+        tally = gather_tally(tally)  # every rank scored its own rollouts; the manifest counts them all
         timings = {
             "train_seconds": round(time.perf_counter() - train_start, 3),
             "total_seconds": round(time.perf_counter() - started, 3),

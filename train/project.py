@@ -1,9 +1,16 @@
 """The broken project of a task, as text files: what a prompt shows and what a reward edits.
 
-A task record names a repository, a commit and the unified diff that breaks one model. Training reads
-the project's text files at that commit from a local git repository (pygit2, no checkout), applies the
-``broken_patch``, and keeps the result in memory. ``ProjectSource`` is the small protocol the rest of
-train/ depends on, so the harvester's workspace materialisation can replace GitProjectSource later.
+A task record names its pin, a commit and the unified diff that breaks one model. Training reads the
+project's text files at that commit, applies the ``broken_patch``, and keeps the result in memory.
+``ProjectSource`` is the small protocol the rest of train/ depends on; two sources meet it:
+
+- ``PinnedProjectSource`` (the default): the task's pin, materialized by the harvester exactly as the
+  mint saw it (``harvester.workspace.template``: the pin's commit from the mirror of the location the pin
+  records its bytes came from, packages vendored, compat patch applied). It works for every spec kind
+  (GitHub, git URL, local path or file:// URL), because it never guesses a repository from its name.
+- ``GitProjectSource``: a folder of git repositories named after the task's ``repo`` (``owner__repo``,
+  ``owner__repo.git`` or a harvester mirror folder), for training on task records without their pins
+  (``[data] repos``), read with pygit2 without a checkout.
 """
 
 from __future__ import annotations
@@ -26,6 +33,46 @@ class ProjectSource(Protocol):
     def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
         """Repo-relative path -> text of every project text file, with the task's bug applied."""
         ...
+
+
+class PinnedProjectSource:
+    """Reads each task's project from its pin under ``pins`` (the harvester's template of the pin).
+
+    A task whose pin file is not in ``pins`` goes to ``fallback`` when one is given (e.g. a
+    GitProjectSource over HARVEST_HOME/mirrors), else is refused with what to do.
+    """
+
+    def __init__(self, pins: Path, fallback: ProjectSource | None = None) -> None:
+        self.pins = Path(pins)
+        self.fallback = fallback
+
+    def original_files(self, task: TaskRecord) -> dict[str, str]:
+        """The project's text files at the pin's commit, before the task's bug."""
+        from core.errors import HarvestError
+        from core.pin import pin_path, read_pin
+        from harvester.workspace import template
+
+        path = pin_path(task.pin, self.pins)
+        pin = read_pin(path)
+        if pin.commit != task.base_commit:
+            raise TrainDataError(f"{task.instance_id}: its pin {task.pin} is at {pin.commit[:12]}, the task at {task.base_commit[:12]}")
+        try:
+            tree = template(pin)
+        except HarvestError as exc:
+            raise TrainDataError(f"{task.instance_id}: cannot materialize its pin {pin.id} ({exc})") from None
+        return dict(_files_in(str(tree), pin.id, task.project_dir))
+
+    def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
+        from core.pin import pin_path
+
+        if not pin_path(task.pin, self.pins).is_file():
+            if self.fallback is not None:
+                return self.fallback.broken_files(task)
+            raise TrainDataError(
+                f"{task.instance_id}: its pin {task.pin} is not in {self.pins}; set HARVEST_PINS to the pins folder "
+                "it was minted from, or [data] repos to a folder of its git repositories"
+            )
+        return _with_bug(task, self.original_files(task))
 
 
 class GitProjectSource:
@@ -51,12 +98,41 @@ class GitProjectSource:
         )
 
     def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
-        original = _files_at(str(self._repo_path(task)), task.base_commit, task.project_dir)
-        try:
-            changed = apply_diff(original, task.broken_patch)
-        except PatchError as exc:
-            raise TrainDataError(f"{task.instance_id}: broken_patch does not apply ({exc})") from None
-        return {**original, **changed}
+        return _with_bug(task, _files_at(str(self._repo_path(task)), task.base_commit, task.project_dir))
+
+
+def _with_bug(task: TaskRecord, original: Mapping[str, str]) -> dict[str, str]:
+    try:
+        changed = apply_diff(original, task.broken_patch)
+    except PatchError as exc:
+        raise TrainDataError(f"{task.instance_id}: broken_patch does not apply ({exc})") from None
+    return {**original, **changed}
+
+
+_SKIPPED_DIRS = frozenset({"dbt_packages", "target", "logs", ".git"})
+
+
+def _wanted(path: str, prefix: str) -> bool:
+    return path.endswith(TEXT_SUFFIXES) and (not prefix or prefix == "." or path.startswith(prefix + "/"))
+
+
+@lru_cache(maxsize=64)
+def _files_in(root: str, pin_id: str, project_dir: str) -> dict[str, str]:
+    """Text files of a materialized tree (``pin_id`` keys the cache), repo-relative, as _files_at reads them."""
+    base = Path(root)
+    prefix = project_dir.strip("/")
+    files: dict[str, str] = {}
+    for path in sorted(base.rglob("*")):
+        rel = path.relative_to(base)
+        if any(part in _SKIPPED_DIRS for part in rel.parts[:-1]) or path.is_symlink() or not path.is_file():
+            continue
+        name = rel.as_posix()
+        if _wanted(name, prefix):
+            try:
+                files[name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return files
 
 
 @lru_cache(maxsize=64)
@@ -75,10 +151,10 @@ def _files_at(repo_path: str, commit: str, project_dir: str) -> dict[str, str]:
         for entry in node:
             path = posixpath.join(base, entry.name) if base else entry.name
             if entry.type_str == "tree":
-                if path.split("/")[-1] in {"dbt_packages", "target", "logs", ".git"}:
+                if path.split("/")[-1] in _SKIPPED_DIRS:
                     continue
                 walk(repo[entry.id], path)
-            elif path.endswith(TEXT_SUFFIXES) and (not prefix or prefix in (".", "") or path.startswith(prefix + "/")):
+            elif _wanted(path, prefix):
                 try:
                     files[path] = repo[entry.id].data.decode("utf-8")
                 except UnicodeDecodeError:

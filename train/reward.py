@@ -114,6 +114,15 @@ class RewardTally:
         self.malformed += result.reason.startswith("malformed")
         self.seconds.append(result.seconds)
 
+    def merge(self, other: "RewardTally") -> None:
+        """Add another tally's counts (another process's rollouts) to this one."""
+        self.rollouts += other.rollouts
+        self.official += other.official
+        self.strict += other.strict
+        self.timeouts += other.timeouts
+        self.malformed += other.malformed
+        self.seconds.extend(other.seconds)
+
     def summary(self) -> dict[str, float]:
         ordered = sorted(self.seconds)
         n = len(ordered)
@@ -126,6 +135,58 @@ class RewardTally:
             "reward_seconds_median": ordered[n // 2] if n else 0.0,
             "reward_seconds_p95": ordered[min(n - 1, int(0.95 * n))] if n else 0.0,
         }
+
+
+def gather_tally(tally: RewardTally) -> RewardTally:
+    """The tally of every process of a torchrun/accelerate run (each scored its own rollouts), on every rank.
+
+    A collective call: every rank must make it. Without an initialised process group, ``tally`` itself.
+    """
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch is part of the train extra
+        return tally
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return tally
+    parts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, tally)
+    total = RewardTally()
+    for part in parts:
+        total.merge(part)
+    return total
+
+
+def tallied_environment(environment: type, tally: RewardTally) -> type:
+    """A subclass of a multi-turn environment class whose ``get_reward`` also counts the rollout in ``tally``.
+
+    trl calls ``get_reward()`` once per rollout when the environment owns its reward, and never passes
+    the reward through a reward function, so this is where multi-turn rollouts are counted: the official
+    bit is the reward, the strict bit comes from the episode's outcome where the environment has one
+    (``RepairEnvironment.outcome``), and the seconds run from ``reset`` to ``get_reward``.
+    """
+
+    def reset(self: Any, **row: Any) -> Any:
+        self._tally_started = time.perf_counter()
+        return environment.reset(self, **row)
+
+    def get_reward(self: Any) -> float:
+        reward = environment.get_reward(self)
+        official = int(float(reward) >= 1.0)
+        try:
+            strict = int(getattr(self, "outcome").strict)
+        except Exception:  # noqa: BLE001 - an environment without an outcome (or no episode yet)
+            strict = official
+        reason = "" if getattr(self, "_tally_started", None) is not None else "no reset"
+        seconds = time.perf_counter() - getattr(self, "_tally_started", time.perf_counter())
+        tally.add(RewardResult(official, strict, seconds, reason))
+        return reward
+
+    reset.__doc__ = environment.reset.__doc__
+    get_reward.__doc__ = environment.get_reward.__doc__
+    return type(environment.__name__, (environment,), {
+        "reset": reset, "get_reward": get_reward, "__module__": environment.__module__,
+        "__doc__": environment.__doc__,
+    })
 
 
 ScoreMany = Callable[[Sequence[tuple[TaskRecord, str]]], list[RewardResult]]

@@ -22,14 +22,16 @@ from core.task_record import TaskRecord
 from train.base_model import BaseModel
 from train.configs import RunConfig
 from train.errors import TrainError
-from train.manifest import MANIFEST_NAME, build_manifest, folder_sha256, write_manifest
+from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256
+from train.manifest import build_manifest, write_manifest
 
-ADAPTER_DIR = "adapter"
 CHECKPOINTS_DIR = "checkpoints"
 
 
 @dataclass(frozen=True)
 class RunResult:
+    """A finished run: its folder, its adapter, and its signed manifest as written ({} on other ranks)."""
+
     run_dir: Path
     adapter_dir: Path
     manifest: dict[str, Any]
@@ -46,7 +48,7 @@ def prepare_run_dir(config: RunConfig, gate: bool = False) -> Path:
         raise TrainError(f"run {run_dir} already finished (it has a manifest); choose a new [run] name")
     run_dir.mkdir(parents=True, exist_ok=True)
     if is_main_process() and not gate:
-        atomic.write_text(run_dir / "config.toml", tomli_w.dumps(config.raw))
+        atomic.write_text(run_dir / CONFIG_NAME, tomli_w.dumps(config.raw))
     return run_dir
 
 
@@ -82,6 +84,27 @@ def trainer_arguments(config: RunConfig, output_dir: Path, gate: bool = False) -
     }
 
 
+def logs_to_stderr(trainer: Any) -> Any:
+    """Send the trainer's per-step log lines to stderr, so stdout holds only the command's report.
+
+    transformers prints each log dict to stdout (PrinterCallback, used with ``disable_tqdm``); a caller
+    reading `harvest train … --json` must find one JSON object there, and nothing else.
+    """
+    import sys
+
+    from transformers import PrinterCallback, TrainerCallback
+
+    class StderrPrinter(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+            if state.is_local_process_zero and logs is not None:
+                shown = {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in logs.items() if k != "total_flos"}
+                print(shown, file=sys.stderr, flush=True)
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(StderrPrinter())
+    return trainer
+
+
 def final_metrics(trainer: Any) -> dict[str, Any]:
     history = list(trainer.state.log_history)
     metrics: dict[str, Any] = {"global_step": trainer.state.global_step}
@@ -90,6 +113,17 @@ def final_metrics(trainer: Any) -> dict[str, Any]:
             if isinstance(value, (int, float)) and key not in ("step", "epoch"):
                 metrics[key] = value  # last value wins: the final metrics of the run
     return metrics
+
+
+def base_model_record(base: BaseModel, run_dir: Path) -> dict[str, str]:
+    """What the manifest says about the base model: its id, the revision used, and where it was loaded from
+    (relative to the run folder when it lives there, as tiny:// does), so an audit can load the same one."""
+    local = Path(base.local_path)
+    try:
+        path = local.resolve().relative_to(run_dir.resolve()).as_posix() if local.is_dir() else base.local_path
+    except ValueError:
+        path = base.local_path
+    return {"id": base.model_id, "revision": base.revision, "path": path}
 
 
 def finish_run(
@@ -117,12 +151,11 @@ def finish_run(
         dataset={"sha256": dataset_sha256, "split": config.data.split, "tasks": len(tasks), "format": config.data.format},
         config=config.raw,
         config_source=config.source,
-        base_model={"id": base.model_id, "revision": base.revision},
+        base_model=base_model_record(base, run_dir),
         adapter_sha256=folder_sha256(adapter_dir),
         seed=config.run.seed,
         timings=timings,
         metrics=final_metrics(trainer),
         **(extra or {}),
     )
-    write_manifest(run_dir, body)
-    return RunResult(run_dir, adapter_dir, body)
+    return RunResult(run_dir, adapter_dir, write_manifest(run_dir, body))

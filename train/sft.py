@@ -15,15 +15,20 @@ from pathlib import Path
 
 from train.configs import RunConfig
 from train.gate import GateReport, planned_steps, run_gate
-from train.project import GitProjectSource, ProjectSource
-from train.runner import CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, prepare_run_dir, trainer_arguments
+from train.project import GitProjectSource, PinnedProjectSource, ProjectSource
+from train.runner import (
+    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trainer_arguments,
+)
 from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
 
 
 def default_project(config: RunConfig) -> ProjectSource:
-    from core.home import mirrors_dir
+    """``[data] repos`` when set (a folder of git repositories by name), else each task's own pin."""
+    from core.home import mirrors_dir, pins_dir
 
-    return GitProjectSource(Path(config.data.repos) if config.data.repos else mirrors_dir())
+    if config.data.repos:
+        return GitProjectSource(Path(config.data.repos))
+    return PinnedProjectSource(pins_dir(), fallback=GitProjectSource(mirrors_dir()))
 
 
 def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool = False) -> RunResult | GateReport:
@@ -50,9 +55,9 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
         assistant_only_loss=agentic,
         completion_only_loss=None if agentic else True,
     )
-    trainer = SFTTrainer(
+    trainer = logs_to_stderr(SFTTrainer(
         model=base.model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=lora_config(config)
-    )
+    ))
     try:
         if gate:
             t = config.train

@@ -63,6 +63,11 @@ class SubmissionFailure(Exception):
         self.reason = reason
 
 
+def is_plain_identifier(name: str) -> bool:
+    """Whether ``name`` is a bare or dotted SQL identifier the scorer will interpolate into ``SELECT * FROM``."""
+    return bool(_IDENT.match(name))
+
+
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     """``con.execute(sql).fetchdf()`` without duckdb's internal pandas deprecation warning."""
     import warnings
@@ -174,7 +179,7 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
     """Read table ``name`` from ``con`` as the official check would; see the module docstring."""
     import pandas as pd
 
-    if not _IDENT.match(name):
+    if not is_plain_identifier(name):
         raise GoldTableError(f"table name {name!r} is not a plain SQL identifier: fix condition_tabs")
     try:
         rel = con.sql(f"SELECT * FROM {name}")

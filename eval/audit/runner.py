@@ -121,7 +121,12 @@ def run_audit(
     sealed: dict[str, Any] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[TaskRecord]:
-    """Play every pending task of the run; return the tasks that were played this time."""
+    """Play every pending task of the run; return the tasks that were played this time.
+
+    The driver is prepared first (model loaded, endpoint checked): a driver that cannot play raises
+    DriverError here, before the run folder is started or any episode is played.
+    """
+    driver.prepare()
     run.start(describe_run(split, tasks, driver, options, sealed))
     todo = pending(run, sorted(tasks, key=lambda t: t.instance_id), options.retry_crashed)
     settings = EnvSettings(pins=pins, scratch=options.scratch, run=options.run, limits=options.limits)

@@ -1,8 +1,9 @@
 """The sealed test split's only reader: unseal for a frozen recipe, audit once, record the result.
 
-The unseal itself is corpora's (``corpora.sealed.unseal``: the manifest must be frozen and every file it
-hashes must still match; the unseal is appended, hash-chained, to ``pins/_unseals.jsonl``; a second
-unseal of the same recipe is refused). This module adds what the audit knows: the RESULT. When a test
+The unseal itself is corpora's (``corpora.sealed.unseal``: the run folder must be frozen by `harvest train
+freeze` and ``corpora.recipe.verify_frozen`` must find its signed manifest, adapter and config unchanged;
+the unseal is appended, hash-chained, to ``pins/_unseals.jsonl``; a second unseal of the same recipe is
+refused). This module adds what the audit knows: the RESULT. When a test
 audit finishes, one line goes to ``pins/_test_audits.jsonl`` (committed, hash-chained): the recipe, the
 manifest's sha256, the unseal's commitment, the date, the task-set hash and k/N official and strict.
 A run folder interrupted before that line is written may be resumed with the token it recorded; once the
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from corpora.chain import append_entry, read_chain
+from corpora.recipe import FrozenRecipe
 from eval.env.errors import EnvError
 from core.task_record import TaskRecord
 
@@ -42,14 +44,58 @@ def refuse_if_audited(pins: Path, recipe: str) -> None:
             )
 
 
-def unseal_tasks(recipe_manifest: Path, home: Path, pins: Path) -> tuple[dict[str, Any], list[TaskRecord]]:
+def check_recipe(recipe: Path, pins: Path) -> FrozenRecipe:
+    """The frozen recipe ``recipe`` names (run folder or its manifest), verified, and not audited before.
+
+    Reads nothing sealed: the audit calls it before it prepares the driver and before the unseal.
+    """
+    from corpora.sealed import check_recipe as verified
+
+    frozen = verified(recipe)
+    refuse_if_audited(pins, frozen.recipe)
+    return frozen
+
+
+def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None) -> dict[str, Any]:
+    """hf driver options that play the frozen recipe itself: its base model, its revision and its adapter.
+
+    ``--model`` may name another copy of the base model (a local folder of the same weights); ``--adapter``,
+    when given, must be the recipe's adapter byte for byte, since the audit's result is the recipe's.
+    """
+    from corpora.recipe import ADAPTER_DIR, folder_sha256
+
+    recipe_adapter = frozen.run_dir / ADAPTER_DIR
+    if adapter and Path(adapter).resolve() != recipe_adapter.resolve():
+        if not Path(adapter).is_dir() or folder_sha256(Path(adapter)) != frozen.adapter_sha256:
+            raise SealedAuditError(
+                f"--adapter {adapter} is not the adapter of the frozen recipe {frozen.recipe}; leave --adapter out "
+                "(the recipe's own adapter plays)"
+            )
+    base = frozen.base_model
+    revision = str(base.get("revision") or "")
+    options: dict[str, Any] = {"adapter": str(recipe_adapter), "revision": revision if revision not in ("", "local") else None}
+    if model:
+        return {**options, "model": model}
+    path = str(base.get("path") or "")
+    if path and not Path(path).is_absolute() and (frozen.run_dir / path).is_dir():
+        return {**options, "model": str(frozen.run_dir / path)}
+    if path and Path(path).is_dir():
+        return {**options, "model": path}
+    if revision == "local" or str(base.get("id", "")).startswith("tiny://"):
+        raise SealedAuditError(
+            f"the base model of recipe {frozen.recipe} ({base.get('id')}) was a local folder that is not here; "
+            "pass --model with a copy of it"
+        )
+    return {**options, "model": str(base.get("id"))}
+
+
+def unseal_tasks(recipe: Path, home: Path, pins: Path) -> tuple[dict[str, Any], list[TaskRecord]]:
     """Unseal the test split for a frozen recipe; -> (token fields for run.json, the test tasks)."""
-    from corpora.sealed import check_manifest, unseal
+    from corpora.sealed import unseal
     from corpora.store import load_tasks
 
-    recipe, _ = check_manifest(recipe_manifest)
-    refuse_if_audited(pins, recipe)
-    token = unseal(recipe_manifest, home=home, pins=pins)
+    check_recipe(recipe, pins)
+    token = unseal(recipe, home=home, pins=pins)
     tasks = load_tasks("test", home, pins, purpose="eval", token=token)
     return asdict(token), tasks
 

@@ -4,6 +4,6 @@
 model drivers share.
 """
 
-from eval.drivers.base import DRIVERS, Driver, make_driver
+from eval.drivers.base import DRIVERS, Driver, DriverError, make_driver
 
-__all__ = ["DRIVERS", "Driver", "make_driver"]
+__all__ = ["DRIVERS", "Driver", "DriverError", "make_driver"]

@@ -4,7 +4,8 @@ The conversation is rendered with the tokenizer's own chat template and the same
 in training (``tool_schemas``), so an adapter trained with GRPO on RepairEnvironment sees at evaluation
 exactly the prompt format it was trained on. Tool calls are read in the Hermes/Qwen form the template
 asks for (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). When the conversation outgrows
-the model's context, the episode ends without a submission (rung 2).
+the model's context, the episode ends without a submission (rung 2). The model is loaded by ``prepare``
+(before the audit's first episode): a folder that is missing or does not load fails the audit in one line.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from eval.drivers.base import DriverError
 from eval.drivers.chat import AssistantTurn, ContextFull, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
-from eval.env.errors import EnvError
 from core.task_record import TaskRecord
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
@@ -66,14 +67,16 @@ def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class HFChat:
     """A loaded model + tokenizer that answers a conversation greedily."""
 
-    def __init__(self, model_path: str, adapter: str | None = None, max_new_tokens: int = 512, device: str | None = None) -> None:
+    def __init__(
+        self, model_path: str, adapter: str | None = None, max_new_tokens: int = 512, device: str | None = None,
+        revision: str | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if not Path(model_path).exists() and "/" not in model_path:
-            raise EnvError(f"no model at {model_path}; pass a local folder (the hf driver never downloads on its own)")
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        model = AutoModelForCausalLM.from_pretrained(model_path)
+        kwargs = {"revision": revision} if revision else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
         if adapter:
             from peft import PeftModel
 
@@ -106,25 +109,48 @@ class HFChat:
         return AssistantTurn(content=prose, tool_calls=calls, raw={"text": text})
 
 
+def _looks_like_path(name: str) -> bool:
+    """A local folder was meant (absolute, relative with ./ or ../, ~, or more than one '/'), not a Hub id."""
+    return name.startswith(("/", ".", "~")) or name.count("/") != 1
+
+
 class HFDriver:
     """A local model (base or base + adapter), greedy decoding."""
 
     name = "hf"
     parallel_safe = False  # one model, one generate at a time; episodes run one after another
 
-    def __init__(self, model: str = "", adapter: str | None = None, max_new_tokens: int = 512, **_: Any) -> None:
+    def __init__(
+        self, model: str = "", adapter: str | None = None, max_new_tokens: int = 512, revision: str | None = None, **_: Any
+    ) -> None:
         if not model:
-            raise EnvError("the hf driver needs --model (a local model folder)")
-        self.model_path, self.adapter, self.max_new_tokens = model, adapter, max_new_tokens
+            raise DriverError("the hf driver needs --model (a local model folder)")
+        self.model_path, self.adapter, self.max_new_tokens, self.revision = model, adapter, max_new_tokens, revision
         self._chat: HFChat | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name, "model": self.model_path, "adapter": self.adapter, "decoding": "greedy",
-            "max_new_tokens": self.max_new_tokens,
+            "name": self.name, "model": self.model_path, "revision": self.revision, "adapter": self.adapter,
+            "decoding": "greedy", "max_new_tokens": self.max_new_tokens,
         }
 
+    def prepare(self) -> None:
+        """Load the model (and adapter) now; raise DriverError in one line if either cannot be loaded."""
+        if self._chat is not None:
+            return
+        if _looks_like_path(self.model_path) and not Path(self.model_path).expanduser().is_dir():
+            raise DriverError(f"the hf driver has no model folder at {self.model_path}; pass --model a local model folder")
+        if self.adapter and not Path(self.adapter).is_dir():
+            raise DriverError(f"the hf driver has no adapter folder at {self.adapter}; pass --adapter a peft adapter folder")
+        try:
+            self._chat = HFChat(str(Path(self.model_path).expanduser()) if _looks_like_path(self.model_path) else self.model_path,
+                                self.adapter, self.max_new_tokens, revision=self.revision)
+        except Exception as exc:  # noqa: BLE001 - transformers/peft raise many kinds; all mean "cannot play"
+            what = f"model {self.model_path}" + (f" with adapter {self.adapter}" if self.adapter else "")
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise DriverError(f"the hf driver cannot load {what}: {type(exc).__name__}: {first}") from None
+
     def play(self, env: RepairEnvironment, task: TaskRecord, observation: str) -> None:
-        if self._chat is None:
-            self._chat = HFChat(self.model_path, self.adapter, self.max_new_tokens)
+        self.prepare()
+        assert self._chat is not None
         play_chat(self._chat, env, task, observation)

@@ -3,7 +3,8 @@
 Plain urllib, no SDK: one POST per turn to ``{base_url}/chat/completions`` with the tool schemas,
 ``temperature`` 0 and a fixed ``seed`` (deterministic decoding by default), ``tool_choice`` "auto". The
 API key, when one is needed, comes from an environment variable (default ``OPENAI_API_KEY``) and is
-never written to the run folder.
+never written to the run folder. Before the first episode ``prepare`` checks the endpoint
+(``GET /models``): unreachable, or listing models without ``--model``, fails the audit in one line.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval.drivers.base import DriverError
 from eval.drivers.chat import AssistantTurn, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
-from eval.env.errors import EnvError
 from core.task_record import TaskRecord
 
 
-class EndpointError(EnvError):
+class EndpointError(DriverError):
     """The chat endpoint failed or answered something that is not a chat completion."""
 
 
@@ -40,12 +41,43 @@ class OpenAIChat:
     api_key_env: str = "OPENAI_API_KEY"
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.base_url.rstrip("/") + "/chat/completions"
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def check(self) -> None:
+        """Reach the endpoint once (``GET {base_url}/models``) and, where it lists its models, find ours.
+
+        An endpoint that cannot be reached, refuses the key, or lists models without this one raises
+        EndpointError; one that answers but has no model list (404/405/501) is taken as reachable.
+        """
+        url = self.base_url.rstrip("/") + "/models"
+        request = urllib.request.Request(url, headers=self._headers(), method="GET")
+        try:
+            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 30.0)) as response:
+                raw = response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (404, 405, 501):
+                return
+            raise EndpointError(f"{url} answered HTTP {exc.code}: {exc.read().decode('utf-8', 'replace')[:200]}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise EndpointError(f"cannot reach {url}: {reason}; is the server running at --base-url {self.base_url}?") from None
+        try:
+            listed = [str(m.get("id")) for m in json.loads(raw).get("data", []) if isinstance(m, dict)]
+        except (json.JSONDecodeError, AttributeError):
+            return  # not a model list: reachable is all we can say
+        if listed and self.model not in listed:
+            raise EndpointError(
+                f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(sorted(listed)[:10])}"
+            )
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        headers = self._headers()
         data = json.dumps(body).encode("utf-8")
         last = ""
         for attempt in range(self.retries + 1):
@@ -106,8 +138,15 @@ class OpenAIDriver:
 
     def __init__(self, base_url: str = "", model: str = "", **options: Any) -> None:
         if not base_url or not model:
-            raise EnvError("the openai driver needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
+            raise DriverError("the openai driver needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model")
         self.chat = OpenAIChat(base_url=base_url, model=model, **options)
+        self._checked = False
+
+    def prepare(self) -> None:
+        """Check the endpoint is reachable and serves ``--model`` (EndpointError, one line, if not)."""
+        if not self._checked:
+            self.chat.check()
+            self._checked = True
 
     def describe(self) -> dict[str, Any]:
         c = self.chat

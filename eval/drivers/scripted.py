@@ -41,6 +41,9 @@ class _Simple:
     name = "?"
     parallel_safe = True
 
+    def prepare(self) -> None:
+        """Nothing to load: a scripted driver can always play."""
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
 
@@ -84,6 +87,9 @@ class ScriptedDriver:
     actions: Sequence[tuple[str, Any]]
     name: str = "scripted"
     parallel_safe: bool = True
+
+    def prepare(self) -> None:
+        """Nothing to load: a scripted driver can always play."""
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "actions": len(self.actions)}

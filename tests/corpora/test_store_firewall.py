@@ -13,8 +13,9 @@ from corpora.firewall import require_train
 from corpora.ledger import Params, assign, group_of
 from corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
 from corpora.store import load_tasks, store_task
+from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
 from corpora_world import make_task
-from core import atomic
+from tests.recipes import finished_run, frozen_run
 
 
 @pytest.fixture
@@ -31,13 +32,12 @@ def reserved(world, make):
     return pins, tasks
 
 
-def _manifest(world, recipe="recipe-1", frozen=True):
-    cfg = world.root / "recipe" / "config.toml"
-    cfg.parent.mkdir(exist_ok=True)
-    cfg.write_text("lr = 0.0001\n")
-    path = cfg.parent / f"{recipe}.json"
-    path.write_text(json.dumps({"recipe": recipe, "frozen": frozen, "hashes": {"config.toml": atomic.sha256_file(cfg)}}))
-    return path
+def _recipe(world, name="recipe-1", frozen=True):
+    """A run folder (frozen by the real corpora.recipe.freeze unless ``frozen`` is False), made once per name."""
+    run_dir = world.root / "runs" / name
+    if (run_dir / FROZEN_NAME).exists():
+        return run_dir
+    return (frozen_run if frozen else finished_run)(world.root / "runs", name)
 
 
 def test_test_tasks_go_only_to_the_sealed_store(world, reserved):
@@ -103,30 +103,50 @@ def test_test_split_needs_the_audit_token(world, reserved):
     forged = UnsealToken("recipe-x", "0" * 64, "0" * 64, "2024-01-01T00:00:00+00:00", "f" * 64)
     with pytest.raises(UnsealError, match="not issued"):
         load_tasks("test", world.home, world.pins, purpose="eval", token=forged)
-    token = unseal(_manifest(world), home=world.home, pins=world.pins)
+    token = unseal(_recipe(world), home=world.home, pins=world.pins)
     got = load_tasks("test", world.home, world.pins, purpose="eval", token=token)
     assert len(got) == 2 and {t.split for t in got} == {"test"}
     with pytest.raises(FirewallError):
         load_tasks("test", world.home, world.pins, purpose="train", token=token)
     with pytest.raises(UnsealError, match="already unsealed"):
-        unseal(_manifest(world), home=world.home, pins=world.pins)
+        unseal(_recipe(world), home=world.home, pins=world.pins)
     assert len((world.pins / UNSEALS_NAME).read_text().splitlines()) == 1
 
 
 def test_unseal_refuses_unfrozen_or_changed_recipes(world, reserved):
-    with pytest.raises(UnsealError, match="not frozen"):
-        unseal(_manifest(world, "r2", frozen=False), home=world.home, pins=world.pins)
-    manifest = _manifest(world, "r3")
-    (manifest.parent / "config.toml").write_text("lr = 0.1\n")
-    with pytest.raises(UnsealError, match="changed"):
-        unseal(manifest, home=world.home, pins=world.pins)
+    with pytest.raises(UnsealError, match="not frozen; run `harvest train freeze"):
+        unseal(_recipe(world, "r2", frozen=False), home=world.home, pins=world.pins)
+    config = _recipe(world, "r3") / CONFIG_NAME
+    config.write_text(config.read_text().replace("0.0001", "0.1"))
+    with pytest.raises(UnsealError, match="config changed"):
+        unseal(config.parent, home=world.home, pins=world.pins)
+    weights = _recipe(world, "r4") / ADAPTER_DIR / "adapter_model.safetensors"
+    weights.write_bytes(b"retrained after freezing")
+    with pytest.raises(UnsealError, match="adapter changed"):
+        unseal(weights.parent.parent / MANIFEST_NAME, home=world.home, pins=world.pins)  # the manifest path names the run too
+    manifest = _recipe(world, "r5") / MANIFEST_NAME
+    manifest.write_text(manifest.read_text().replace('"global_step": 1', '"global_step": 2'))
+    with pytest.raises(UnsealError, match="altered after signing"):
+        unseal(manifest.parent, home=world.home, pins=world.pins)
     assert not (world.pins / UNSEALS_NAME).exists()
+
+
+def test_the_recipe_id_is_the_run_name_and_what_it_reproduces(world, reserved):
+    """Same config, base and data in another folder is the same recipe (refused); new training data is not."""
+    first = _recipe(world, "sft-a")
+    token = unseal(first, home=world.home, pins=world.pins)
+    assert token.recipe.startswith("sft-a@") and token.recipe == verify_frozen(first).recipe
+    elsewhere = frozen_run(world.root / "elsewhere", "sft-a", weights=b"another seed")
+    with pytest.raises(UnsealError, match="already unsealed"):
+        unseal(elsewhere, home=world.home, pins=world.pins)
+    more_data = frozen_run(world.root / "more-data", "sft-a", dataset="e" * 64)
+    assert unseal(more_data, home=world.home, pins=world.pins).recipe != token.recipe
 
 
 @pytest.mark.parametrize("how", ["edit", "delete", "add", "seal"])
 def test_any_change_to_the_sealed_store_is_detected(world, reserved, how):
     _, tasks = reserved
-    token = unseal(_manifest(world), home=world.home, pins=world.pins)
+    token = unseal(_recipe(world), home=world.home, pins=world.pins)
     folder = sealed_dir(world.home)
     victim = sorted(folder.glob("*.json"))[0]
     if how == "edit":

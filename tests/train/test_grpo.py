@@ -14,7 +14,7 @@ import pytest
 from train_world import tiny_raw, write_config
 from train.configs import config_from_dict
 from train.grpo import run_grpo
-from train.manifest import read_manifest
+from corpora.recipe import read_manifest
 from train_world import World
 
 
@@ -44,23 +44,33 @@ def test_harvester_backend_builds_and_scores_through_reward_build(world: World, 
 
 @pytest.mark.slow
 def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) -> None:
+    """Both trainers under torchrun: exit 0 with and without --json, one report (rank 0), and GRPO's manifest
+    counts the rollouts of both processes (one completion each: 2)."""
     torchrun = shutil.which("torchrun")
     harvest = shutil.which("harvest")
     if torchrun is None or harvest is None:
         pytest.fail("torchrun and harvest must be on PATH (pip install -e '.[train]')")
     env = {**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"}
-    for name in ("sft-tiny.toml", "grpo-tiny.toml"):
+    for name, as_json in (("sft-tiny.toml", False), ("grpo-tiny.toml", True)):
         # one prompt in the data set: under 2 processes, 1 completion per process makes the group of 2
         sections = {"train": {"max_steps": 1, "per_device_train_batch_size": 1}} if name.startswith("grpo") else {"train": {"max_steps": 1}}
         config = write_config(tiny_raw(name, world, tmp_path, **sections), tmp_path / name)
         proc = subprocess.run(
             [torchrun, "--standalone", "--nproc_per_node", "2", "--no-python", harvest, "train",
-             name.split("-")[0], "--config", str(config), "--json"],
+             name.split("-")[0], "--config", str(config), *(["--json"] if as_json else [])],
             env=env, capture_output=True, text=True, timeout=300,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        lines = [l for l in proc.stdout.splitlines() if l.startswith('{"adapter"')]
-        assert len(lines) == 1, proc.stdout[-2000:]  # only rank 0 reports
-        manifest = json.loads(lines[0])["manifest"]
+        assert "FAILED" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        run_dir = tmp_path / name.removesuffix(".toml")
+        manifest = read_manifest(run_dir)
         assert manifest["hardware"]["world_size"] == 2
         assert manifest["metrics"]["global_step"] == 1
+        if as_json:
+            lines = [l for l in proc.stdout.splitlines() if l.startswith('{"adapter"')]
+            assert len(lines) == 1, proc.stdout[-2000:]  # only rank 0 reports
+            assert json.loads(lines[0])["manifest"] == manifest
+            assert manifest["reward"]["reward_rollouts"] == 2, manifest["reward"]
+        else:
+            assert [l for l in proc.stdout.splitlines() if l.startswith("run: ")] == [f"run: {run_dir}"], proc.stdout[-2000:]
+            assert f"manifest: sha256 signed; steps 1" in proc.stdout

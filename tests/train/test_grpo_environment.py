@@ -9,7 +9,7 @@ from core.task_record import write_task
 from recording_env import RecordingEnvironment
 from train.configs import config_from_dict
 from train.grpo import run_grpo
-from train.manifest import read_manifest
+from corpora.recipe import read_manifest
 
 
 def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001
@@ -32,4 +32,6 @@ def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_
     # the two generations of the one prompt were each an episode of the dataset's task, rewarded by get_reward
     assert RecordingEnvironment.resets == [task.instance_id] * 2
     assert RecordingEnvironment.rewards == [0.0, 0.0]  # a random tiny model submits nothing
+    # ...and the manifest counts those two rollouts (trl asked the environment, not a reward function)
+    assert manifest["reward"]["reward_rollouts"] == 2 and manifest["reward"]["reward_official_mean"] == 0.0
     assert (result.adapter_dir / "adapter_model.safetensors").is_file()

@@ -12,9 +12,8 @@ from train_world import tiny_raw, write_config
 from corpora.errors import FirewallError
 from cli import main
 from train.configs import config_from_dict
+from corpora.recipe import REQUIRED_FIELDS, freeze, read_manifest, verify_frozen
 from train.errors import FreezeError, ManifestError
-from train.freeze import freeze_run, verify_frozen
-from train.manifest import REQUIRED_FIELDS, read_manifest
 from train.project import GitProjectSource
 from train.sft import run_sft
 from train.sft_data import agentic_rows, load_train_tasks, single_turn_rows
@@ -54,7 +53,8 @@ def test_manifest_fields_signature_and_tamper_detection(single_turn_run, monkeyp
     manifest = read_manifest(run_dir)
     assert set(REQUIRED_FIELDS) <= set(manifest)
     assert manifest["dataset"]["split"] == "train" and len(manifest["dataset"]["sha256"]) == 64
-    assert manifest["base_model"] == {"id": "tiny://", "revision": "local"}
+    assert manifest["base_model"] == {"id": "tiny://", "revision": "local", "path": "base-tiny"}
+    assert manifest == single_turn_run.manifest  # what the run returns is the signed manifest on disk
     assert manifest["seed"] == 0 and manifest["claim_under_test"]
     assert manifest["versions"]["trl"] and manifest["project_git"]["commit"]
     assert manifest["signature"]["kind"] == "sha256"
@@ -70,7 +70,7 @@ def test_manifest_fields_signature_and_tamper_detection(single_turn_run, monkeyp
 
 
 def test_hmac_signing_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from train.manifest import sign, verify
+    from corpora.recipe import sign, verify
 
     monkeypatch.setenv("HARVEST_MANIFEST_KEY", "k1")
     signed = sign({"a": 1})
@@ -84,23 +84,39 @@ def test_hmac_signing_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
         verify(signed)
 
 
-def test_freeze_then_verify_and_detect_a_changed_adapter(single_turn_run) -> None:
+def test_freeze_then_verify_and_detect_a_changed_adapter_or_config(single_turn_run) -> None:
     run_dir = single_turn_run.run_dir
-    result = CliRunner().invoke(main, ["train", "freeze", str(run_dir)])
+    with pytest.raises(FreezeError, match="not frozen"):
+        verify_frozen(run_dir)
+    result = CliRunner().invoke(main, ["train", "freeze", str(run_dir / "manifest.json")])
     assert result.exit_code == 0, result.output
-    assert verify_frozen(run_dir).adapter_sha256 == single_turn_run.manifest["adapter_sha256"]
+    frozen = verify_frozen(run_dir)
+    assert frozen.adapter_sha256 == single_turn_run.manifest["adapter_sha256"]
+    assert frozen.recipe.startswith("sft-tiny@") and f"recipe {frozen.recipe}" in result.output
+    assert (run_dir / "FROZEN.json").is_file()
     again = CliRunner().invoke(main, ["train", "freeze", str(run_dir)])
     assert again.exit_code == 1 and "already frozen" in again.output
-    config = run_dir / "adapter" / "adapter_config.json"
-    original = config.read_text()
-    config.write_text(original.replace('"r": 8', '"r": 9'))
-    try:
-        with pytest.raises(FreezeError, match="adapter changed"):
-            verify_frozen(run_dir)
-    finally:
-        config.write_text(original)
-    with pytest.raises(FreezeError, match="not frozen"):
+    for rel, old, new, what in (("adapter/adapter_config.json", '"r": 8', '"r": 9', "adapter changed"),
+                                ("config.toml", "max_steps = 2", "max_steps = 3", "config changed")):
+        path = run_dir / rel
+        original = path.read_text()
+        path.write_text(original.replace(old, new))
+        try:
+            with pytest.raises(FreezeError, match=what):
+                verify_frozen(run_dir)
+        finally:
+            path.write_text(original)
+    assert verify_frozen(run_dir) == frozen
+    with pytest.raises(FreezeError, match="no run folder"):
         verify_frozen(run_dir.parent / "nothing")
+
+
+def test_freeze_refuses_an_unfinished_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "half"
+    (run_dir / "adapter").mkdir(parents=True)
+    with pytest.raises(FreezeError, match="no manifest"):
+        freeze(run_dir)
+    assert not (run_dir / "FROZEN.json").exists()
 
 
 def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> None:
@@ -153,3 +169,23 @@ def test_cli_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["train", "sft", "--config", str(bad)])
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and "lerning_rate" in result.output
+
+
+def test_train_sft_cli_reports_without_json(world: World, tmp_path: Path) -> None:
+    """The installed `harvest` command, no --json: exit 0 and one line per fact (the manifest is signed first)."""
+    import os
+    import shutil
+    import subprocess
+
+    harvest = shutil.which("harvest")
+    assert harvest, "harvest must be on PATH (pip install -e .)"
+    config = write_config(tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-cli"}), tmp_path / "c.toml")
+    proc = subprocess.run([harvest, "train", "sft", "--config", str(config)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    manifest = read_manifest(tmp_path / "sft-cli")
+    assert proc.stdout.splitlines() == [
+        f"run: {tmp_path / 'sft-cli'}",
+        f"adapter: {tmp_path / 'sft-cli' / 'adapter'} (sha256 {manifest['adapter_sha256'][:12]})",
+        "manifest: sha256 signed; steps 2",
+    ]

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from core.scorer import GoldTableError, GradingSpec, explain, official, score, strict
-from core.scorer.spider2 import score_folder
 from cli import main
 
 GOLD_SQL = "CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount, 'c' || range AS customer FROM range(12)"
@@ -94,56 +93,6 @@ def test_gold_side_failures_raise(gold: Path, tmp_path: Path) -> None:
         official(gold, pred, GradingSpec("g", ("customers",), ((),), (True,)))
     with pytest.raises(GoldTableError, match="out of range"):
         official(gold, pred, GradingSpec("g", ("orders",), ((7,),), (True,)))
-
-
-def _spider2_layout(tmp_path: Path) -> tuple[Path, Path]:
-    gold_dir, results = tmp_path / "gold", tmp_path / "results"
-    lines = []
-    for iid, name in [("shop001", "shop.duckdb"), ("shop002", "shop.duckdb"), ("renamed001", "wanted.duckdb"),
-                      ("nogold001", "x.duckdb")]:
-        params = {"gold": name, "condition_tabs": ["orders"], "condition_cols": [[0, 1]], "ignore_orders": [True]}
-        lines.append(json.dumps({"instance_id": iid, "evaluation": {"func": "duckdb_match", "parameters": params}}))
-    gold_dir.mkdir()
-    (gold_dir / "spider2_eval.jsonl").write_text("\n".join(lines) + "\n")
-    for iid in ("shop001", "shop002"):
-        (gold_dir / iid).mkdir()
-        make_db(gold_dir / iid / "shop.duckdb", GOLD_SQL)
-    (gold_dir / "renamed001").mkdir()
-    make_db(gold_dir / "renamed001" / "shipped.duckdb", GOLD_SQL)
-    for iid, name in [("shop001", "shop.duckdb"), ("renamed001", "wanted.duckdb"), ("nogold001", "x.duckdb")]:
-        (results / iid).mkdir(parents=True)
-        make_db(results / iid / name, GOLD_SQL)
-    return gold_dir, results
-
-
-def test_spider2_folder_counts_all_instances_and_fails_closed(tmp_path: Path) -> None:
-    gold_dir, results = _spider2_layout(tmp_path)
-    report = score_folder(results, gold_dir).to_dict()
-    by_id = {r["instance_id"]: r for r in report["instances"]}
-    assert (report["score"], report["total"], report["scoreable"]) == (1, 4, 2)
-    assert by_id["shop002"]["reason"] == "missing file"
-    assert "shipped.duckdb" in by_id["renamed001"]["reason"] and not by_id["renamed001"]["scoreable"]
-    aliased = score_folder(results, gold_dir, {"renamed001": "shipped.duckdb"}).to_dict()
-    entry = {r["instance_id"]: r for r in aliased["instances"]}["renamed001"]
-    assert entry["official"] == 1 and entry["gold_alias"]["expected_name"] == "wanted.duckdb"
-    assert len(entry["gold_alias"]["sha256"]) == 64
-    assert not (gold_dir / "renamed001" / "wanted.duckdb").exists()
-
-
-def test_cli_spider2_json_and_text(tmp_path: Path) -> None:
-    gold_dir, results = _spider2_layout(tmp_path)
-    runner = CliRunner()
-    out = runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold_dir), "--json"])
-    assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
-    assert {k: data[k] for k in ("score", "total", "scoreable")} == {"score": 1, "total": 4, "scoreable": 2}
-    assert {"instance_id", "official", "strict", "reason"} <= set(data["instances"][0])
-    text = runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold_dir),
-                                "--gold-alias", "renamed001=shipped.duckdb"])
-    assert text.exit_code == 0 and "official 2/4 over all instances" in text.output
-    bad = runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold_dir),
-                               "--gold-alias", "unknown=x.duckdb"])
-    assert bad.exit_code == 1 and bad.output.startswith("error: gold alias names unknown instance")
 
 
 def test_cli_single_instance(gold: Path, tmp_path: Path) -> None:

@@ -1,0 +1,180 @@
+"""`harvest export spider2`: the example's minted tasks in Spider 2.0-DBT's layout, solved and scored both ways.
+
+The session's minted example is exported through the CLI. For every exported task the true repair is
+applied in the exported project and `dbt build` runs there (sandboxed, at the export's check date, as a
+Spider2 agent would run it: no pinned clock of the pin's); its DuckDB file goes into a results folder
+with a results_metadata.jsonl. `harvest score --spider2` must give N/N, and the untouched broken projects
+(built as exported) 0/N; where SPIDER2_DIR points at a local copy of Spider2, the official evaluate.py,
+run as a script on the same folders, must print the same and agree per instance.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
+from core.scorer.spider2 import GRADED, score_folder
+from core.atomic import sha256_file
+from cli import main
+from harvester.workspace import template
+from tests.conftest import Minted
+from tests.core.scorer import spider2_official as official_code
+
+pytestmark = pytest.mark.slow
+
+#: A date years after the example's pinned clock: models that read current_date change there.
+CHECK_CLOCK = "2031-06-15"
+
+
+@dataclass(frozen=True)
+class Exported:
+    out: Path
+    report: dict[str, Any]
+    minted: Minted
+
+    def task(self, iid: str) -> Any:
+        return next(t for t in self.minted.tasks if t.instance_id == iid)
+
+
+@pytest.fixture(scope="module")
+def exported(minted_example: Minted, tmp_path_factory: pytest.TempPathFactory) -> Exported:
+    out = tmp_path_factory.mktemp("spider2-export") / "spider2"
+    with minted_example.env():
+        result = CliRunner().invoke(main, ["export", "spider2", "--split", "train", str(out),
+                                           "--check-clock", CHECK_CLOCK, "--json"])
+    assert result.exit_code == 0, result.output
+    return Exported(out, json.loads(result.output), minted_example)
+
+
+def _seed_names(example: Path) -> set[str]:
+    return {p.stem for p in (example / "seeds").glob("*.csv")}
+
+
+def test_the_export_has_spider2s_layout(exported: Exported) -> None:
+    out, report = exported.out, exported.report
+    ids = [t["instance_id"] for t in report["exported"]]
+    assert ids and len(ids) + len(report["skipped"]) == len(exported.minted.tasks)
+    assert sorted(p.name for p in out.iterdir()) == ["evaluation_suite", "examples", "spider2-dbt.jsonl"]
+    lines = [json.loads(x) for x in (out / "examples" / "spider2-dbt.jsonl").read_text().splitlines()]
+    assert (out / "spider2-dbt.jsonl").read_text() == (out / "examples" / "spider2-dbt.jsonl").read_text()
+    assert [x["instance_id"] for x in lines] == ids
+    gold_dir = out / "evaluation_suite" / "gold"
+    assert sorted(p.name for p in gold_dir.iterdir()) == sorted([*ids, "spider2_eval.jsonl"])
+    evals = {json.loads(x)["instance_id"]: json.loads(x) for x in (gold_dir / "spider2_eval.jsonl").read_text().splitlines()}
+    for line in lines:
+        iid = line["instance_id"]
+        task = exported.task(iid)
+        assert line == {"instance_id": iid, "instruction": task.problem_statement, "type": "DBT"}
+        params = evals[iid]["evaluation"]["parameters"]
+        assert evals[iid]["evaluation"]["func"] == "duckdb_match" and params["gold"] == DB_FILE
+        assert params["condition_tabs"] == list(task.grading.condition_tabs)
+        assert params["condition_cols"] == [list(c) for c in task.grading.condition_cols]
+        assert params["ignore_orders"] == list(task.grading.ignore_orders)
+        assert sha256_file(gold_dir / iid / DB_FILE) == task.gold_sha256
+        example = out / "examples" / iid
+        assert not list(example.rglob(".git")) and not list(example.rglob("target"))
+        assert (example / "dbt_packages").is_dir() and (example / "dbt_project.yml").is_file()
+        profile = yaml.safe_load((example / "profiles.yml").read_text())
+        output = next(iter(profile.values()))["outputs"]["dev"]
+        assert output["type"] == "duckdb" and output["path"] == f"./{DB_FILE}"
+        con = duckdb.connect(str(example / DB_FILE), read_only=True)
+        try:
+            tables = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+        finally:
+            con.close()
+        assert tables == _seed_names(example)  # the source data, nothing built, no gold
+        assert sha256_file(example / DB_FILE) != task.gold_sha256
+        with exported.minted.env():
+            original = (template(exported.minted.pin) / task.file).read_text()
+        assert (example / task.file).read_text() != original  # the broken patch is applied
+        mode = (example / "profiles.yml").stat().st_mode
+        assert stat.S_IMODE(mode) == 0o644 and stat.S_IMODE(example.stat().st_mode) == 0o755
+    with exported.minted.env():
+        models = template(exported.minted.pin) / "models"
+    dated = {p.stem for p in models.rglob("*.sql") if "current_date" in p.read_text()}
+    for skipped in report["skipped"]:  # only tasks graded on tables built from the build date
+        assert CHECK_CLOCK in skipped["reason"] and "scores 0 against its gold" in skipped["reason"]
+        assert set(exported.task(skipped["instance_id"]).grading.condition_tabs) & dated, skipped
+
+
+def _build(example: Path, dest: Path, fix: str | None) -> Path:
+    """Copy an exported project, apply ``fix`` (a unified diff) if any, and `dbt build` it sandboxed."""
+    from harvester.build import build_workspace
+    from harvester.discovery import discover
+    from core.patching import apply_patch
+
+    shutil.copytree(example, dest, symlinks=True)
+    if fix:
+        apply_patch(dest, fix)
+    project = discover(dest, ".")
+    profile = yaml.safe_load((dest / "profiles.yml").read_text())[project.profile]["outputs"]["dev"]
+    result = build_workspace(dest, ".", project.profile, profile["schema"], CHECK_CLOCK, capture=False)
+    assert result.models_ok, result.first_error
+    return dest / DB_FILE
+
+
+def _results(exported: Exported, root: Path, repaired: bool) -> Path:
+    results = root / "results"
+    lines = []
+    for entry in exported.report["exported"]:
+        iid = entry["instance_id"]
+        fix = exported.task(iid).fix_patch if repaired else None
+        db = _build(exported.out / "examples" / iid, root / "ws" / iid, fix)
+        (results / iid).mkdir(parents=True)
+        shutil.copyfile(db, results / iid / entry["answer_or_path"])
+        lines.append({"instance_id": iid, "answer_type": "file", "answer_or_path": entry["answer_or_path"]})
+    (results / "results_metadata.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return results
+
+
+@pytest.mark.parametrize("repaired", [True, False], ids=["true-repairs", "broken-as-exported"])
+def test_spider2_scores_true_repairs_n_of_n_and_broken_projects_zero(exported: Exported, tmp_path: Path,
+                                                                    repaired: bool) -> None:
+    results = _results(exported, tmp_path, repaired)
+    gold = exported.out / "evaluation_suite" / "gold"
+    report = score_folder(results, gold)
+    n = len(exported.report["exported"])
+    assert all(r.status == GRADED for r in report.instances)
+    assert report.score == (n if repaired else 0) and report.official_score == report.score
+    assert report.official_line == (f"1.0 {n} {n}" if repaired else f"0.0 0 {n}")
+    if official_code.locate()[0] is None:
+        pytest.skip(f"official half not run: {official_code.locate()[1]}")
+    run = official_code.run_official(results, gold)
+    assert run.last_line == report.official_line
+    assert run.passed == {r.instance_id for r in report.instances if r.official == 1}
+
+
+def test_pure_lines_mirror_the_task(exported: Exported) -> None:
+    task = exported.minted.tasks[0]
+    assert eval_line(task)["evaluation"]["parameters"]["gold"] == DB_FILE
+    assert task_line(task)["type"] == "DBT"
+    assert yaml.safe_load(profile_text("p", "main")) == {
+        "p": {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": "./build.duckdb", "schema": "main", "threads": 1}}}}
+
+
+def test_the_test_split_is_never_exported(minted_example: Minted, tmp_path: Path) -> None:
+    out = tmp_path / "never"
+    with minted_example.env():
+        result = CliRunner().invoke(main, ["export", "spider2", "--split", "test", str(out)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert "sealed" in result.output and "harvest audit --split test" in result.output
+    assert not out.exists()
+
+
+def test_an_existing_output_folder_is_refused(minted_example: Minted, tmp_path: Path) -> None:
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("mine\n")
+    with minted_example.env():
+        result = CliRunner().invoke(main, ["export", "spider2", "--split", "train", str(tmp_path / "busy")])
+    assert result.exit_code == 1 and "already exists" in result.output
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["keep.txt"]

@@ -1,0 +1,101 @@
+"""The sealed test audit end to end through the installed `harvest` command, on real minted tasks:
+
+`harvest train sft` (tiny model, no --json) -> `harvest train freeze RUN` -> `harvest audit --split test
+--recipe RUN` audits every sealed task once (k/N over all of them) with the recipe's own model, and a
+second audit of the recipe is refused in one line.
+
+The world: the session's example minted into the train split (``minted_example``, tests/conftest.py),
+copied, plus the original ``clock`` fixture project pinned, reserved for test and minted into the sealed
+store here, all through the CLI. Both repositories are pinned from local bare git repositories, so the
+training step also finds its projects through the pins (not by a repository name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from train_world import CONFIGS, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def harvest(env: dict[str, str], *args: str | Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """Run the installed `harvest` console script (the real entry point) in ``env``."""
+    exe = shutil.which("harvest")
+    assert exe, "harvest must be on PATH (pip install -e .)"
+    return subprocess.run([exe, *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, f"{proc.args}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def chain_world(minted_example, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], list[str]]:  # noqa: ANN001
+    """(root, the env that points harvest at it, the sealed task file names)."""
+    from tests.fixtures import fixture_repo
+
+    root = tmp_path_factory.mktemp("sealed-chain")
+    shutil.copytree(minted_example.home, root / "home", symlinks=True)
+    shutil.copytree(minted_example.pins, root / "pins")
+    env = {**os.environ, "HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins"),
+           "HF_HOME": str(root / "hf"), "OMP_NUM_THREADS": "1"}
+    env.pop("HARVEST_MANIFEST_KEY", None)
+    clock = fixture_repo("clock", root / "clock")
+    pin = json.loads(ok(harvest(env, "add", f"{clock.path}@{clock.head}", "--json")).stdout)["id"]
+    # the copied ledger reserved the example for train; naming the new repository for test redraws the
+    # reservation (--force; the example stays in train and the ledger keeps the history)
+    ok(harvest(env, "split", "assign", "--force", "--test-group", pin))
+    ok(harvest(env, "mint", pin, "--max-per-model", "1"))
+    sealed = sorted(p.name for p in (root / "home" / "sealed" / "test").glob("*.json"))
+    assert sealed and json.loads((root / "pins" / "_sealed.json").read_text())["count"] == len(sealed)
+    return root, env, sealed
+
+
+def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Path) -> None:  # noqa: ANN001
+    root, env, sealed = chain_world
+    raw = tomllib.loads((CONFIGS / "sft-tiny.toml").read_text())
+    raw["run"].update(name="sft-chain", output_dir=str(tmp_path / "runs"))
+    raw["data"].update(max_rows=2)  # tasks and repos unset: the train split of HARVEST_HOME, found through its pins
+    config = write_config(raw, tmp_path / "sft-chain.toml")
+    run_dir = tmp_path / "runs" / "sft-chain"
+
+    trained = ok(harvest(env, "train", "sft", "--config", config))
+    assert trained.stdout.splitlines()[0] == f"run: {run_dir}"
+    assert trained.stdout.splitlines()[-1] == "manifest: sha256 signed; steps 2"
+
+    frozen = ok(harvest(env, "train", "freeze", run_dir))
+    assert frozen.stdout.startswith(f"frozen: {run_dir} as recipe sft-chain@")
+    recipe = json.loads((run_dir / "FROZEN.json").read_text())["recipe"]
+
+    audited = ok(harvest(env, "audit", "--split", "test", "--recipe", run_dir, "--run-dir", tmp_path / "audit",
+                         "--max-turns", "2", "--max-new-tokens", "8", "--json"))
+    summary = json.loads(audited.stdout.strip().splitlines()[-1])
+    n = len(sealed)
+    assert (summary["split"], summary["n"]) == ("test", n) and 0 <= summary["official"] <= n
+    assert sum(summary["ladder"].values()) == n and not summary["missing"]
+    assert summary["sealed"]["recipe"] == recipe
+    # the recipe's own model played: its base from the run folder, its adapter
+    driver = json.loads((tmp_path / "audit" / "run.json").read_text())["driver"]
+    assert (driver["name"], driver["model"], driver["adapter"]) == ("hf", str(run_dir / "base-tiny"), str(run_dir / "adapter"))
+    assert len(list((tmp_path / "audit" / "episodes").glob("*.json"))) == n  # every sealed task, once
+    pins = root / "pins"
+    unseals = [json.loads(line) for line in (pins / "_unseals.jsonl").read_text().splitlines()]
+    results = [json.loads(line) for line in (pins / "_test_audits.jsonl").read_text().splitlines()]
+    assert [u["recipe"] for u in unseals] == [recipe] and [r["recipe"] for r in results] == [recipe]
+    assert (results[0]["n"], results[0]["official"]) == (n, summary["official"])
+
+    again = harvest(env, "audit", "--split", "test", "--recipe", run_dir, "--driver", "noop", "--run-dir", tmp_path / "again")
+    assert again.returncode == 1
+    assert len(again.stderr.strip().splitlines()) == 1 and again.stderr.startswith("error: ") and "already" in again.stderr
+    assert not (tmp_path / "again").exists()
+    assert len((pins / "_test_audits.jsonl").read_text().splitlines()) == 1
+    assert len((pins / "_unseals.jsonl").read_text().splitlines()) == 1
