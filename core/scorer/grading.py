@@ -19,7 +19,7 @@ from core.scorer import literal
 from core.scorer.errors import GoldTableError
 from core.scorer.source import LoadedTable, fetch_frame, Source, SubmissionFailure, load_table, open_source
 from core.scorer.spec import GradingSpec
-from core.scorer.vectors import Scratch, Side, strict_rows_match, table_pair_match
+from core.scorer.vectors import Scratch, Side, TablePair, strict_rows_match
 from core.scorer.verdict import TableVerdict, Verdict
 
 MAX_STRICT_MAPPINGS = 64
@@ -40,6 +40,7 @@ class TableWork:
     candidates: list[list[int]] = field(default_factory=list)
     gold_side: Side | None = None
     pred_side: Side | None = None
+    pair: TablePair | None = None
     literal: bool = False
     gold_literal: list[list[Any]] | None = None
     pred_literal: list[list[Any]] | None = None
@@ -148,9 +149,10 @@ def _grade_table(
         g = Side(scratch, f"g{i}", gold)
         p = Side(scratch, f"p{i}", pred)
         work.gold_side, work.pred_side = g, p
+        pair = work.pair = TablePair(g, p)
 
         def test(gj: int, pj: int) -> bool:
-            return table_pair_match(g, gj, p, pj, work.ignore_order)
+            return pair.match(gj, pj, work.ignore_order)
 
     for gj in work.graded:
         found: list[int] = []
@@ -181,7 +183,7 @@ def _grade_table(
                 [gvals[j] for j in work.graded], [pvals[j] for j in mapping], work.ignore_order
             )
         else:
-            ok = strict_rows_match(g, work.graded, p, list(mapping))
+            ok = pair.rows_agree(work.graded, list(mapping)) or strict_rows_match(g, work.graded, p, list(mapping))
         if ok:
             pairs = tuple(zip(work.graded, mapping))
             work.strict = TableVerdict(name, True, "", gold.n_rows, pred.n_rows, pairs)

@@ -7,9 +7,11 @@ value ends up as (int, float, bool, str, Timestamp, datetime; NaN, None, pd.NA o
 on the dtypes of the whole frame, and it changes the string sort key the comparison uses. Rather than
 re-deriving pandas' rules by hand, we ask pandas itself: a two-row *probe* frame with the same dtypes as
 the real one (one non-NULL value per column, and a NULL where the column has NULLs) goes through the real
-``transpose().values.tolist()``; the types it yields classify each column. The bulk data is then read
-columnar (Arrow for text and timestamps, pandas numeric arrays for numbers, i.e. pandas' own values),
-never one Python object per value.
+``transpose().values.tolist()``; the types it yields classify each column. The probe, the row count and
+each column's NULL count come from one scan. The bulk data is then read columnar in one Arrow query (text,
+timestamps as microseconds, and the numeric types whose pandas values are exactly their Arrow values:
+ints, bools, IEEE floats), plus one fetchdf() for DECIMAL and HUGEINT, whose conversion to float is
+DuckDB's own; never one Python object per value.
 
 Files are opened read-only through the project's one locked-down DuckDB (``core.locked_duckdb``: no
 file but the database itself, no extensions, configuration locked), so a VIEW in an untrusted file that
@@ -30,6 +32,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.locked_duckdb import Lock, LockedDuckDBError, bounded, connect_locked
 from core.scorer.errors import GoldFileError, GoldTableError
@@ -61,6 +64,13 @@ class SubmissionFailure(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A chunked column as one array; no copy when it already is one chunk (``combine_chunks`` copies)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
 
 
 def is_plain_identifier(name: str) -> bool:
@@ -175,6 +185,24 @@ def _missing_table(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.CatalogException) and "does not exist" in str(exc)
 
 
+def _probe_sql(src: str, aliases: list[str]) -> str:
+    """One scan of the table: the two-row probe, and the row and non-NULL counts.
+
+    Row one holds any non-NULL value of each column; row two the same value, or NULL where the column
+    has NULLs, so the frame gets the dtypes of the real one. The count columns (``__n``, ``__n<j>``)
+    are plain BIGINT and are dropped before the probe frame is transposed.
+    """
+    aggregates = [f"any_value({a}) AS {a}" for a in aliases]
+    aggregates.append("count(*) AS __n")
+    aggregates += [f"count({a}) AS __n{j}" for j, a in enumerate(aliases)]
+    extras = ["__n"] + [f"__n{j}" for j in range(len(aliases))]
+    second = [f"CASE WHEN __n{j} < __n THEN NULL ELSE {a} END AS {a}" for j, a in enumerate(aliases)]
+    return (
+        f"WITH __one AS MATERIALIZED (SELECT {', '.join(aggregates)} FROM {src}) "
+        f"SELECT * FROM __one UNION ALL SELECT {', '.join(second + extras)} FROM __one"
+    )
+
+
 def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> LoadedTable:
     """Read table ``name`` from ``con`` as the official check would; see the module docstring."""
     import pandas as pd
@@ -207,25 +235,10 @@ def load_table(con: duckdb.DuckDBPyConnection, name: str, *, gold: bool) -> Load
     aliases = [f"c{j}" for j in range(width)]
     src = f"(SELECT * FROM {name}) AS __src({', '.join(aliases)})"
     try:
-        counts = con.execute(
-            f"SELECT count(*), {', '.join(f'count({a})' for a in aliases)} FROM {src}"
-        ).fetchone()
-        assert counts is not None
-        n_rows = int(counts[0])
-        nulls = [n_rows - int(c) for c in counts[1:]]
-        if n_rows == 0:
-            probe = fetch_frame(con, f"SELECT * FROM {src} LIMIT 0")
-        else:
-            firsts = ", ".join(f"any_value({a}) AS {a}" for a in aliases)
-            second = ", ".join(
-                f"CASE WHEN FALSE THEN {a} END AS {a}" if nulls[j] else a for j, a in enumerate(aliases)
-            )
-            probe = fetch_frame(
-                con,
-                f"WITH __one AS (SELECT {firsts} FROM {src}) "
-                f"SELECT * FROM __one UNION ALL SELECT {second} FROM __one",
-            )
-        probe_values = probe.transpose().values.tolist() if width else []
+        probe = fetch_frame(con, _probe_sql(src, aliases))
+        n_rows = int(probe["__n"].iloc[0])
+        nulls = [n_rows - int(probe[f"__n{j}"].iloc[0]) for j in range(width)]
+        probe_values = probe.iloc[:, :width].transpose().values.tolist() if width else []
     except duckdb.Error as exc:
         if gold:
             raise GoldTableError(f"gold table {name} cannot be read: {_first_line(exc)}") from None
@@ -327,45 +340,72 @@ def _load_small(name: str, names: list[str], types: list[str], frame: Any) -> Lo
     return LoadedTable(name, n_rows, columns, data, values if exotic else None)
 
 
+#: Numeric types whose pandas values are exactly their Arrow values (ints, bools, IEEE floats): they are
+#: read through Arrow. DECIMAL and HUGEINT become floats inside DuckDB's pandas conversion, so those are
+#: read with fetchdf() to get that conversion's own rounding.
+_ARROW_NUMERIC = {
+    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+    "FLOAT", "DOUBLE",
+}
+
+
+def _numeric_from_arrow(arr: pa.Array, pytype: str) -> tuple[pa.Array, pa.Array | None]:
+    """(v, k) of a plain numeric column as pandas would give its values, from its Arrow array.
+
+    v: float64 with NA (NULL, and NaN for floats) as null. pytype float: the values as float64 (an int
+    column in an all-numeric frame is upcast by the same IEEE round-to-nearest conversion numpy uses). int:
+    k holds the exact ints, as int64, or uint64 for unsigned types (pandas keeps uintN). bool: k holds
+    the bools. No copy where the types already agree.
+    """
+    if pytype == "float":
+        v = arr.cast(pa.float64(), safe=False)
+        if v.null_count < len(v) and pc.any(pc.is_nan(v)).as_py():
+            v = pc.if_else(pc.is_nan(v), pa.scalar(None, pa.float64()), v)
+        return v, None
+    if pytype == "int":
+        k = arr.cast(pa.uint64() if pa.types.is_unsigned_integer(arr.type) else pa.int64())
+    else:
+        k = arr.cast(pa.bool_())
+    return k.cast(pa.float64(), safe=False), k
+
+
+def _numeric_from_pandas(series: Any, pytype: str) -> tuple[pa.Array, pa.Array | None]:
+    """(v, k) as in ``_numeric_from_arrow``, from a column's pandas Series (DECIMAL, HUGEINT, ...)."""
+    mask = series.isna().to_numpy()
+    if pytype == "float":
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        return pa.array(values, mask=mask | np.isnan(values)), None
+    if pytype == "int":
+        unsigned = str(series.dtype).lower().startswith("uint")
+        ints = series.to_numpy(dtype=np.uint64 if unsigned else np.int64, na_value=0)
+        return pa.array(ints.astype(np.float64), mask=mask), pa.array(ints, mask=mask)
+    bools = series.to_numpy(dtype=bool, na_value=False)
+    return pa.array(bools.astype(np.float64), mask=mask), pa.array(bools, mask=mask)
+
+
 def _canonical(
     con: duckdb.DuckDBPyConnection, src: str, n_rows: int, columns: list[ColumnInfo]
 ) -> tuple[pa.Table, list[ColumnInfo]]:
     """Values in canonical Arrow columns: num -> v<j> float64 (+ k<j> int/bool key source), str -> v<j>
-    string, ts/tstz -> v<j> int64 microseconds. NA (NULL, and NaN in floats) is an Arrow null."""
+    string, ts/tstz -> v<j> int64 microseconds. NA (NULL, and NaN in floats) is an Arrow null.
+
+    One Arrow query reads text, timestamps and plain numbers; one fetchdf() the other numbers."""
     arrays: dict[str, pa.Array] = {}
     out = list(columns)
     num = [c for c in columns if c.kind == "num"]
-    arrow_cols = [c for c in columns if c.kind in {"str", "ts", "tstz"}]
-    if num:
-        frame = fetch_frame(con, f"SELECT {', '.join(f'c{c.index}' for c in num)} FROM {src}")
-        for c in num:
-            series = frame[f"c{c.index}"]
-            mask = series.isna().to_numpy()
-            if c.pytype == "float":
-                values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-                mask = mask | np.isnan(values)
-                arrays[f"v{c.index}"] = pa.array(values, mask=mask)
-            elif c.pytype == "int":
-                unsigned = str(series.dtype).lower().startswith("uint")
-                dtype = np.uint64 if unsigned else np.int64
-                ints = series.to_numpy(dtype=dtype, na_value=0)
-                arrays[f"v{c.index}"] = pa.array(ints.astype(np.float64), mask=mask)
-                arrays[f"k{c.index}"] = pa.array(ints, mask=mask)
-            else:  # bool
-                bools = series.to_numpy(dtype=bool, na_value=False)
-                arrays[f"v{c.index}"] = pa.array(bools.astype(np.float64), mask=mask)
-                arrays[f"k{c.index}"] = pa.array(bools, mask=mask)
-            n_na = int(mask.sum())
-            if n_na != c.n_na:
-                na_key = c.na_key if c.na_key is not None else (False, "nan", True)
-                c = ColumnInfo(c.index, c.name, c.duck_type, c.kind, c.pytype, na_key, n_na)
-            if n_na == n_rows:
-                c = ColumnInfo(c.index, c.name, c.duck_type, "null", c.pytype, c.na_key, n_na)
-            out[c.index] = c
+    via_pandas = [c for c in num if c.duck_type.split("(")[0] not in _ARROW_NUMERIC]
+    arrow_cols = [c for c in columns if c.kind in {"str", "ts", "tstz"} or (c.kind == "num" and c not in via_pandas)]
+    numeric: dict[int, tuple[pa.Array, pa.Array | None]] = {}
+    if via_pandas:
+        frame = fetch_frame(con, f"SELECT {', '.join(f'c{c.index}' for c in via_pandas)} FROM {src}")
+        for c in via_pandas:
+            numeric[c.index] = _numeric_from_pandas(frame[f"c{c.index}"], c.pytype)
     if arrow_cols:
         exprs = []
         for c in arrow_cols:
-            if c.kind == "str":
+            if c.kind == "num":
+                exprs.append(f"c{c.index} AS v{c.index}")
+            elif c.kind == "str":
                 exprs.append(f"CAST(c{c.index} AS VARCHAR) AS v{c.index}")
             elif c.kind == "ts":
                 exprs.append(f"epoch_us(CAST(c{c.index} AS TIMESTAMP)) AS v{c.index}")
@@ -373,14 +413,27 @@ def _canonical(
                 exprs.append(f"epoch_us(c{c.index}) AS v{c.index}")
         table = con.execute(f"SELECT {', '.join(exprs)} FROM {src}").to_arrow_table()
         for c in arrow_cols:
-            arr = table.column(f"v{c.index}").combine_chunks()
+            arr = one_array(table.column(f"v{c.index}"))
+            if c.kind == "num":
+                numeric[c.index] = _numeric_from_arrow(arr, c.pytype)
+                continue
             if c.kind in {"ts", "tstz"} and len(arr) - arr.null_count:
-                import pyarrow.compute as pc
-
                 lo, hi = pc.min_max(arr).values()
                 if lo.as_py() < _TS_MIN_US or hi.as_py() > _TS_MAX_US:
                     out[c.index] = ColumnInfo(c.index, c.name, c.duck_type, "exotic", c.pytype, c.na_key, c.n_na)
             arrays[f"v{c.index}"] = arr
+    for c in num:
+        v, k = numeric[c.index]
+        arrays[f"v{c.index}"] = v
+        if k is not None:
+            arrays[f"k{c.index}"] = k
+        n_na = v.null_count
+        if n_na != c.n_na:
+            na_key = c.na_key if c.na_key is not None else (False, "nan", True)
+            c = ColumnInfo(c.index, c.name, c.duck_type, c.kind, c.pytype, na_key, n_na)
+        if n_na == n_rows:
+            c = ColumnInfo(c.index, c.name, c.duck_type, "null", c.pytype, c.na_key, n_na)
+        out[c.index] = c
     if not arrays:
         return pa.table({"__n": pa.nulls(n_rows, pa.int8())}), out
     return pa.table(arrays), out

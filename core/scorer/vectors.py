@@ -1,4 +1,5 @@
-"""The vectorized per-column comparison: sort each column by the official string key, compare aligned.
+"""The per-column comparison: exact multisets where they decide, else the official string-key sort and a
+vectorized aligned walk.
 
 Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,000 doubles):
 - The sort key is Python's ``str(x)``. DuckDB's ``CAST(DOUBLE AS VARCHAR)`` produced exactly Python's
@@ -8,14 +9,22 @@ Why DuckDB for sorting and numpy for comparing (measured on this machine, 1,000,
   0.21-0.29 s; Python ``repr`` loop 0.33 s + ``sorted`` 0.34 s. DuckDB also sorts in parallel.
 - Comparing two aligned float64 arrays with the isclose rule is ~5 ms in numpy, and numpy keeps IEEE
   semantics (inf - inf = nan) where DuckDB raises on double overflow; so comparison stays in numpy.
-Cheap necessary conditions (NA counts, finite min/max/sum bounds under the tolerance, and a
-hash-sum fingerprint for exact kinds) reject almost every non-matching column pair before any sort.
-A pair that survives is first tested for an identical multiset of sort keys (same kind and Python type,
-same NA representation, equal value-sorted arrays: float bit patterns, ints, timestamps, or shared
-dictionary codes for strings); then both key-sorted sequences are identical and the pair passes with a
-numeric sort only. Only pairs that differ yet might match within the tolerance (or by type mixes such as
-3 vs 3.0) pay the string-key sort. Measured at 1,000,000 rows x 12 mixed columns: 19 s with a string
-sort per column, 2.4 s with the shortcut (tests/benchmarks/bench_scorer.py).
+How a column pair is decided, cheapest first (``TablePair.match``):
+1. Necessary conditions (``maybe_match``): equal NA counts, same kind, and for numbers equal infinity
+   counts and finite min/max/sum within the tolerance's bound. They reject almost every non-matching pair.
+2. Order-ignoring pairs are then decided from exact value multisets where that is provably the official
+   verdict (``TablePair.multiset_verdict``; forms in ``multiset``): the same multiset of sort keys passes
+   (both key-sorted sequences are identical), and for text and timestamps a different multiset fails
+   (their pairs pass only when equal). A multiset form costs O(n) for ints, bools, timestamps (counts per
+   value after removing the minimum and the common step) and text (value counts), a numeric sort for
+   floats and wide ints. Once one distinct-valued pair is equal, the row pairing it defines is kept:
+   later pairs that are identical under it pass without any form (the pairing is the proof), and so does
+   the strict check (``TablePair.rows_agree``). Nothing here is probabilistic: no hash decides a verdict.
+3. Only pairs these cannot decide (numbers that differ yet might match within the tolerance, type mixes
+   such as 3 vs 3.0, differing NA representations, row-order-sensitive tables) pay the official
+   string-key sort and the vectorized pairwise walk (``vectors_match``).
+Measured at 100,000 and 1,000,000 rows x 12 mixed columns: see tests/benchmarks/bench_scorer.py and the
+numbers in docs/DESIGN.md.
 
 Sort keys per kind (official key: (value is None, str(value), isinstance(value, (int, float)))):
 - num: non-NA -> (False, repr/str of the Python int, float or bool, True); NA -> its representation's key.
@@ -36,7 +45,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.scorer.source import ColumnInfo, LoadedTable
+from core.scorer.multiset import (
+    Form,
+    Identity,
+    TextForm,
+    agree_on_sample,
+    agree_under,
+    float_form,
+    identity,
+    int_form,
+    pair_rows,
+    same_multiset_under,
+    text_form,
+)
+from core.scorer.source import ColumnInfo, LoadedTable, one_array
 
 ABS_TOL = 0.01
 REL_TOL = 1e-9
@@ -127,7 +149,7 @@ def _py_key(col: ColumnInfo, value: Any) -> tuple[bool, str, bool]:
 
 def _in_process_order(col: ColumnInfo, data: pa.Table) -> np.ndarray:
     """Row order by the official key, computed with Python's str() (small tables)."""
-    v = data.column(f"v{col.index}").combine_chunks()
+    v = one_array(data.column(f"v{col.index}"))
     na = v.is_null().to_numpy(zero_copy_only=False)
     if col.kind in {"ts", "tstz"}:
         vals = v.fill_null(0).to_numpy(zero_copy_only=False)
@@ -150,8 +172,8 @@ class Side:
         self.in_process = table.n_rows <= IN_PROCESS_SORT_MAX_ROWS
         self._vecs: dict[tuple[int, bool], Vec] = {}
         self._num: dict[int, NumStats] = {}
-        self._fingerprints: dict[int, int] | None = None
-        self._live: dict[int, np.ndarray] = {}
+        self._forms: dict[int, Form | TextForm] = {}
+        self._identities: dict[int, Identity] = {}
 
     @property
     def scratch(self) -> duckdb.DuckDBPyConnection:
@@ -177,14 +199,14 @@ class Side:
         if col.kind == "null":
             vec = Vec("null", np.ones(self.n, dtype=bool), None)
         elif self.in_process or col.kind in {"ts", "tstz"}:
-            arr = self.table.data.column(f"v{j}").combine_chunks()
+            arr = one_array(self.table.data.column(f"v{j}"))
             if ordered:
                 arr = arr.take(pa.array(_in_process_order(col, self.table.data)))
             vec = _vec_from(col, arr)
         else:
             order = f" ORDER BY {_order_by(col)}" if ordered else ""
             arr = self.scratch.execute(f"SELECT v{j} FROM {self.alias}{order}").to_arrow_table().column(0)
-            arr = arr.combine_chunks()
+            arr = one_array(arr)
             na = arr.is_null().to_numpy(zero_copy_only=False)
             if col.kind == "num":
                 values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
@@ -196,60 +218,59 @@ class Side:
         self._vecs[key] = vec
         return vec
 
-    def live_sorted(self, j: int) -> np.ndarray:
-        """The non-NA values' exact identities, sorted by value (for the equal-multiset shortcut).
+    def form(self, j: int) -> Form | TextForm:
+        """The exact multiset form of column j's non-NA values (see ``multiset``), built once.
 
-        Floats are compared as bit patterns so -0.0 and 0.0 (different keys) never count as equal.
+        The values are the sort keys' sources: ``k<j>`` for ints and bools, ``v<j>`` otherwise (floats
+        compared bit-exactly, so -0.0 and 0.0, which have different keys, never count as equal).
         """
-        if j not in self._live:
+        if j not in self._forms:
             col = self.column(j)
-            src = self.table.data.column(f"k{j}" if col.pytype in {"int", "bool"} and col.kind == "num" else f"v{j}")
-            arr = src.combine_chunks().drop_null().to_numpy(zero_copy_only=False)
-            if col.kind == "num" and col.pytype == "float":
-                arr = np.sort(arr.astype(np.float64, copy=False)).view(np.int64)
+            name = f"k{j}" if col.kind == "num" and col.pytype in {"int", "bool"} else f"v{j}"
+            arr = one_array(self.table.data.column(name)).drop_null()
+            if col.kind == "str":
+                self._forms[j] = text_form(arr)
+            elif col.kind == "num" and col.pytype == "float":
+                self._forms[j] = float_form(arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
             else:
-                arr = np.sort(arr)
-            self._live[j] = arr
-        return self._live[j]
+                self._forms[j] = int_form(arr.to_numpy(zero_copy_only=False))
+        return self._forms[j]
+
+    def has_form(self, j: int) -> bool:
+        """Whether column j's multiset form is already built."""
+        return j in self._forms
+
+    def identity(self, j: int) -> Identity:
+        """Column j's exact value identities in row order (see ``multiset.Identity``), built once."""
+        if j not in self._identities:
+            col = self.column(j)
+            name = f"k{j}" if col.kind == "num" and col.pytype in {"int", "bool"} else f"v{j}"
+            arr = one_array(self.table.data.column(name))
+            self._identities[j] = identity(arr, float_bits=col.kind == "num" and col.pytype == "float")
+        return self._identities[j]
 
     def num_stats(self, j: int) -> NumStats:
+        """NA and infinity counts and finite bounds of numeric column j (for cheap rejections)."""
         if j not in self._num:
-            arr = self.table.data.column(f"v{j}")
-            vals = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            live = ~np.isnan(vals)
-            live_vals = vals[live]
-            finite = live_vals[np.isfinite(live_vals)]
+            arr = one_array(self.table.data.column(f"v{j}"))
+            live = arr.drop_null().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            nan = np.isnan(live)
+            if nan.any():  # NaN is stored as null when loading; kept here so the stats never depend on it
+                live = live[~nan]
+            finite_mask = np.isfinite(live)
+            all_finite = bool(finite_mask.all())
+            finite = live if all_finite else live[finite_mask]
+            n_posinf = 0 if all_finite else int(np.count_nonzero(live == np.inf))
+            n_neginf = 0 if all_finite else int(np.count_nonzero(live == -np.inf))
             with np.errstate(over="ignore", invalid="ignore"):
-                self._num[j] = NumStats(
-                    n_na=int((~live).sum()),
-                    n_posinf=int((live_vals == np.inf).sum()),
-                    n_neginf=int((live_vals == -np.inf).sum()),
-                    fmin=float(finite.min()) if finite.size else 0.0,
-                    fmax=float(finite.max()) if finite.size else 0.0,
-                    fsum=float(finite.sum()) if finite.size else 0.0,
-                    abssum=float(np.abs(finite).sum()) if finite.size else 0.0,
-                    maxabs=float(np.abs(finite).max()) if finite.size else 0.0,
-                )
+                if finite.size:
+                    magnitude = np.abs(finite)
+                    bounds = (float(finite.min()), float(finite.max()), float(finite.sum()),
+                              float(magnitude.sum()), float(magnitude.max()))
+                else:
+                    bounds = (0.0, 0.0, 0.0, 0.0, 0.0)
+            self._num[j] = NumStats(len(arr) - live.size, n_posinf, n_neginf, *bounds)
         return self._num[j]
-
-    def fingerprint(self, j: int) -> int:
-        """Sum of DuckDB hashes of the non-NA values (exact kinds): equal multisets, equal sums."""
-        if self._fingerprints is None:
-            exact = [c.index for c in self.table.columns if c.kind in {"str", "ts", "tstz"}]
-            self._fingerprints = {}
-            if exact and self.in_process:
-                for i in exact:
-                    vals = self.table.data.column(f"v{i}").to_pylist()
-                    self._fingerprints[i] = sum(hash(x) for x in vals if x is not None) % (1 << 64)
-            elif exact:
-                row = self.scratch.execute(
-                    "SELECT "
-                    + ", ".join(f"coalesce(sum(hash(v{i})) FILTER (WHERE v{i} IS NOT NULL), 0)" for i in exact)
-                    + f" FROM {self.alias}"
-                ).fetchone()
-                assert row is not None
-                self._fingerprints = {i: int(x) for i, x in zip(exact, row)}
-        return self._fingerprints[j]
 
 
 def maybe_match(g: Side, gj: int, p: Side, pj: int) -> bool | None:
@@ -283,8 +304,6 @@ def maybe_match(g: Side, gj: int, p: Side, pj: int) -> bool | None:
                 if abs(total) > slack:
                     return False
         return None
-    if g.fingerprint(gj) != p.fingerprint(pj):
-        return False
     return None
 
 
@@ -320,37 +339,119 @@ def mismatches(gv: Vec, pv: Vec) -> np.ndarray:
     return bad | (live & (gv.values != pv.values))
 
 
-def same_key_multiset(g: Side, gj: int, p: Side, pj: int) -> bool:
-    """True when both columns hold exactly the same multiset of official sort keys (NA included).
+#: Kinds whose values pass the official pairwise test only when equal (no tolerance, no type mixes).
+EXACT_KINDS = frozenset({"str", "ts", "tstz"})
 
-    Then both sorted sequences are identical, so the official test passes without sorting by string.
-    Requires: same kind and Python type (3 and 3.0 have different keys), same NA representation.
+
+def same_keys_possible(gc: ColumnInfo, pcol: ColumnInfo) -> bool:
+    """Can equal value multisets mean equal multisets of official sort keys (NA keys included)?
+
+    Requires the same kind and, for numbers, the same Python type (3 and 3.0 have different keys), and
+    the same NA representation when there are NAs.
     """
-    gc, pcol = g.column(gj), p.column(pj)
     if gc.kind != pcol.kind or gc.kind not in {"num", "str", "ts", "tstz"}:
         return False
     if gc.kind == "num" and gc.pytype != pcol.pytype:
         return False
-    if (gc.n_na or pcol.n_na) and gc.na_key != pcol.na_key:
-        return False
-    if gc.kind == "str":
-        a = g.table.data.column(f"v{gj}").combine_chunks().drop_null()
-        b = p.table.data.column(f"v{pj}").combine_chunks().drop_null()
-        if len(a) != len(b):
+    return not ((gc.n_na or pcol.n_na) and gc.na_key != pcol.na_key)
+
+
+#: How many distinct-valued column pairs a table pair tries to learn a row pairing from.
+MAX_PAIRING_TRIES = 2
+
+
+class TablePair:
+    """The gold and submitted sides of one graded table, and a row pairing learnt from their columns.
+
+    Once an order-ignoring pair of columns without NA and with all-distinct values is found to hold the
+    same multiset, its values pair every gold row with the one submitted row holding the same value: a
+    permutation (``multiset.pair_rows`` checks it). A later pair is compared under that permutation: if
+    its values are identical row by row, it holds the same multiset (the permutation is the proof);
+    otherwise only the rows where it differs need a multiset form, since the agreeing rows put equal
+    values on both sides and cancel (``multiset.same_multiset_under``). A nearly aligned pair (a shuffled
+    correct answer, or one with a few wrong values) so costs one gather instead of two sorts or counts.
+    Pairs whose sample of rows already differs under the permutation use their whole-column forms.
+    """
+
+    def __init__(self, g: Side, p: Side) -> None:
+        self.g = g
+        self.p = p
+        self.rows: np.ndarray | None = None
+        self._tries = 0
+
+    def match(self, gj: int, pj: int, ordered: bool) -> bool:
+        """Does submitted column pj satisfy gold column gj (official rule)? Row counts must agree."""
+        quick = maybe_match(self.g, gj, self.p, pj)
+        if quick is not None:
+            return quick
+        if ordered:
+            verdict = self.multiset_verdict(gj, pj)
+            if verdict is not None:
+                return verdict
+        return vectors_match(self.g.vec(gj, ordered), self.p.vec(pj, ordered))
+
+    def multiset_verdict(self, gj: int, pj: int) -> bool | None:
+        """The order-ignoring official verdict decided from exact value multisets, or None when they cannot.
+
+        Assumes ``maybe_match`` returned None (equal row and NA counts, same kind).
+        - True when both columns hold the same multiset of sort keys (``same_keys_possible`` and equal
+          value multisets): both key-sorted sequences are then identical, and identical values pass.
+        - False for text and timestamps whose value multisets differ: their pairs pass only when equal
+          and NA pairs only with NA, so a passing walk would pair the non-NA values one-to-one with
+          equal values, i.e. prove the multisets equal.
+        Numbers whose multisets differ may still pass within the tolerance: None.
+        """
+        g, p = self.g, self.p
+        gc, pcol = g.column(gj), p.column(pj)
+        comparable = same_keys_possible(gc, pcol)
+        exact = gc.kind == pcol.kind and gc.kind in EXACT_KINDS
+        if not (comparable or exact):
+            return None
+        same: bool | None = None
+        if self.rows is not None and not (g.has_form(gj) and p.has_form(pj)):
+            gi, pi = g.identity(gj), p.identity(pj)
+            if agree_on_sample(gi, pi, self.rows):
+                floats = gc.kind == "num" and gc.pytype == "float"
+                same = same_multiset_under(gi, pi, self.rows, floats)
+        if same is None:
+            same = g.form(gj).same(p.form(pj))
+            if same and comparable:
+                self._learn(gj, pj)
+        if same and comparable:
+            return True
+        if not same and exact:
             return False
-        codes = pc.dictionary_encode(pa.concat_arrays([a, b])).indices.to_numpy(zero_copy_only=False)
-        return bool(np.array_equal(np.sort(codes[: len(a)]), np.sort(codes[len(a):])))
-    return bool(np.array_equal(g.live_sorted(gj), p.live_sorted(pj)))
+        return None
+
+    def _learn(self, gj: int, pj: int) -> None:
+        if self.rows is not None or self._tries >= MAX_PAIRING_TRIES or self.g.column(gj).n_na:
+            return
+        if not self.g.form(gj).distinct() or self.g.n < 2:
+            return
+        self._tries += 1
+        self.rows = pair_rows(self.g.identity(gj), self.p.identity(pj))
+
+    def rows_agree(self, gcols: list[int], pcols: list[int]) -> bool:
+        """True when the learnt pairing maps every gold row to a submitted row with identical values in
+        each (gold, submitted) column pair: then the rows are equal as multisets (strict passes)."""
+        if self.rows is None:
+            return False
+        for gj, pj in zip(gcols, pcols):
+            gc, pcol = self.g.column(gj), self.p.column(pj)
+            if gc.kind != pcol.kind or gc.kind not in {"num", "str", "ts", "tstz"}:
+                return False
+            if gc.kind == "num" and gc.pytype != pcol.pytype:
+                return False
+            if not agree_on_sample(self.g.identity(gj), self.p.identity(pj), self.rows):
+                return False
+        return all(
+            agree_under(self.g.identity(gj), self.p.identity(pj), self.rows) for gj, pj in zip(gcols, pcols)
+        )
 
 
 def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:
     """Does submitted column pj satisfy gold column gj (official rule)? Row counts must already agree."""
-    quick = maybe_match(g, gj, p, pj)
-    if quick is not None:
-        return quick
-    if ordered and same_key_multiset(g, gj, p, pj):
-        return True
-    return vectors_match(g.vec(gj, ordered), p.vec(pj, ordered))
+    return TablePair(g, p).match(gj, pj, ordered)
 
 
 def render(vec: Vec, col: ColumnInfo, i: int) -> str:
@@ -390,8 +491,8 @@ def strict_rows_match(g: Side, gcols: list[int], p: Side, pcols: list[int]) -> b
     g_tab = _sorted_rows(g.table.data, [a for a, _ in sortable])
     p_tab = _sorted_rows(p.table.data, [b for _, b in sortable])
     for i, (a, b) in enumerate(sortable):
-        gv = _vec_from(g.column(a), g_tab.column(i).combine_chunks())
-        pv = _vec_from(p.column(b), p_tab.column(i).combine_chunks())
+        gv = _vec_from(g.column(a), one_array(g_tab.column(i)))
+        pv = _vec_from(p.column(b), one_array(p_tab.column(i)))
         if not vectors_match(gv, pv):
             return False
     return True
