@@ -22,6 +22,7 @@ Stdlib and duckdb only, no other project import: this file is also bound into th
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -107,22 +108,61 @@ def apply_lock(conn: Any, lock: Lock, setup: Sequence[str] = ()) -> None:
     conn.execute(LOCK_STATEMENT)
 
 
+#: Held while a connection is opened and locked: DuckDB shares one database instance (and so one
+#: configuration) between every connection of this process to the same file.
+_OPEN = threading.Lock()
+
+
+def _joined_lock(conn: Any, database: str, lock: Lock, setup: Sequence[str]) -> None:
+    """``conn`` joined an instance another connection of this process already locked (a second
+    concurrent reader of the same gold file): accept it only when that lock grants no more than
+    ``lock`` does (DuckDB's own entries for the database file aside) and nothing is left to set up."""
+    external, autoinstall, autoload, directories, paths = conn.execute(
+        "SELECT current_setting('enable_external_access'), current_setting('autoinstall_known_extensions'), "
+        "current_setting('autoload_known_extensions'), current_setting('allowed_directories'), "
+        "current_setting('allowed_paths')"
+    ).fetchone()
+    own = tuple({database, os.path.abspath(database)})
+    granted_dirs = {d.rstrip("/") for d in (*lock.allowed_directories, lock.temp_directory) if d}
+    extra = [d for d in directories or () if not d.startswith(own) and d.rstrip("/") not in granted_dirs]
+    extra += [p for p in paths or () if not p.startswith(own) and p not in lock.allowed_paths]
+    problems = [name for name, on in (("external access", external), ("extension install", autoinstall),
+                                      ("extension load", autoload)) if on]
+    if extra:
+        problems.append(f"access to {', '.join(sorted(extra)[:3])}")
+    if setup:
+        problems.append("setup statements that cannot run on a locked instance")
+    if problems:
+        raise LockedDuckDBError(
+            f"{database} is already open in this process under another lock ({'; '.join(problems)}); "
+            "close that connection first"
+        )
+
+
 def connect_locked(database: str = ":memory:", lock: Lock = Lock(), *, read_only: bool = False,
                    setup: Sequence[str] = ()) -> Any:
-    """A DuckDB connection to ``database``, locked by ``lock`` before anything else runs on it."""
+    """A DuckDB connection to ``database``, locked by ``lock`` before anything else runs on it.
+
+    A second connection to a file this process already holds open joins DuckDB's one instance for that
+    file, whose configuration is locked already: it is accepted when that lock is no wider than
+    ``lock`` (``_joined_lock``), so concurrent readers of one gold file work."""
     import duckdb
 
     # the first three settings hold from the very start, before our own SETs run
     config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-    try:
-        conn = duckdb.connect(database, read_only=read_only, config=config)
-    except duckdb.Error as exc:
-        raise LockedDuckDBError(f"cannot open {database}: {' '.join(str(exc).split())[:300]}") from None
-    try:
-        apply_lock(conn, lock, setup)
-    except BaseException:
-        conn.close()
-        raise
+    with _OPEN:
+        try:
+            conn = duckdb.connect(database, read_only=read_only, config=config)
+        except duckdb.Error as exc:
+            raise LockedDuckDBError(f"cannot open {database}: {' '.join(str(exc).split())[:300]}") from None
+        try:
+            if conn.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+                _joined_lock(conn, database, lock, setup)
+            else:
+                apply_lock(conn, lock, setup)
+        except BaseException:
+            conn.close()
+            raise
     return conn
 
 
