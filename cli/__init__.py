@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
     "audit": ("cli.audit", "Run a model over a split in the tool environment and report."),
     "train": ("cli.train", "LoRA SFT and GRPO on the train split."),
+    "gc": ("cli.gc", "List (or with --yes remove) what killed runs left under HARVEST_HOME."),
 }
 
 

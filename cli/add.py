@@ -28,16 +28,22 @@ def command(spec: str, project_dir: str | None, package_mirror: Path | None, res
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
 
+    from cli._progress import working
+    from core.errors import SpecError
+    from harvester.specs import parse_spec
     from harvester.add import AddOptions, add
     from cli.pin_view import pin_json, print_pin
     from harvester.sandbox import Limits
 
+    try:  # a malformed SPEC is a usage error (exit 2, click's usage message); an unreachable one is exit 1
+        parse_spec(spec)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="SPEC") from None
     options = AddOptions(
         project_dir=project_dir, package_mirror=package_mirror, resolve_ref=resolve_ref, clock=clock,
         sandboxed=not no_sandbox, rebuild=rebuild, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
     )
-    console = Console(stderr=True)
-    with console.status(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…", spinner="dots"):
+    with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
         result = add(spec, options)
     if as_json:
         echo_json({**pin_json(result.pin, result.path), "status": result.status, "drift": list(result.drift),

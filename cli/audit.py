@@ -39,9 +39,16 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 @click.group("audit", invoke_without_command=True)
 @click.option("--split", type=click.Choice(["train", "dev", "test"]), default="dev", show_default=True, help="Which split to audit.")
 @click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
-              help="Who plays the episodes (with --recipe the default is hf: the recipe's base model and adapter).")
+              help="Who plays the episodes. Controls that check the environment, no model needed: oracle applies "
+                   "each task's true fix (must score N/N), noop submits the broken project unchanged and wrong applies "
+                   "the task's confirmed wrong repair (both must score 0/N). Models: openai talks to an "
+                   "OpenAI-compatible endpoint (--base-url, --model), hf loads a local transformers model (--model, "
+                   "--adapter). With --recipe the default is hf: the recipe's base model and adapter.")
 @click.option("--base-url", default="", help="openai: the endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--model", default="", help="openai: the model name; hf: a local model folder (with --recipe: the recipe's base).")
+@click.option("--model", default="",
+              help="Depends on --driver. openai: the model name the endpoint serves (e.g. qwen3-4b); hf: a local "
+                   "model folder or Hub id to load (with --recipe: defaults to the recipe's base). Ignored by "
+                   "oracle, noop and wrong.")
 @click.option("--adapter", default=None, type=click.Path(file_okay=False),
               help="hf: a peft adapter folder (with --recipe: the recipe's adapter, which is the only one allowed).")
 @click.option("--recipe", default=None, type=click.Path(exists=True, path_type=Path),
@@ -77,6 +84,7 @@ def command(
     driver = driver or "hf"
     from rich.console import Console
 
+    from cli._progress import progress as progress_of
     from eval.audit.report import write_report
     from eval.audit.rundir import RunDir
     from eval.audit.runner import AuditOptions, run_audit
@@ -122,15 +130,18 @@ def command(
         raise click.ClickException(f"the {split} split has no tasks in {home}")
     audit_options = AuditOptions(workers=workers, limits=EpisodeLimits(max_turns=max_turns, repeat_limit=repeat_limit))
     console = Console(stderr=True)
-    done = [0]
+    passed = [0]
+    console.print(shown(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}"), markup=False)
+    # progress on stderr in every mode: a bar on a terminal, one line per interval when piped (--json too)
+    with progress_of("audit", total=len(tasks), unit="episodes") as bar:
 
-    def progress(verdict: dict[str, Any]) -> None:
-        done[0] += 1
-        if not as_json:
-            console.print(markup(f"[{done[0]}] {verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
+        def progress(verdict: dict[str, Any]) -> None:
+            passed[0] += verdict.get("official") == 1
+            if not as_json:
+                bar.note(shown(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
+            bar.advance(1, detail=f"{passed[0]} official pass")
 
-    console.print(markup(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}"))
-    run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
+        run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
     report = write_report(run)
     if sealed is not None:
         from eval.audit.sealed import record_result

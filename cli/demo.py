@@ -21,6 +21,7 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     """Harvest the embedded example project (offline, through a local package mirror)."""
     from rich.console import Console
 
+    from cli._progress import working
     from harvester.add import AddOptions, add
     from cli.pin_view import pin_json, print_pin
     from harvester.example import materialize_example
@@ -28,10 +29,9 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
 
     console = Console(stderr=True)
     example = materialize_example(harvest_home() / "example", reuse=True)
-    console.print(markup(f"example repository: {example.project_repo}"))
-    console.print(markup(f"package mirror: {example.mirror}"))
+    console.print(markup(f"example repository: {example.project_repo}") + "\n" + markup(f"package mirror: {example.mirror}"))
     console.print(markup(f"$ harvest add {example.spec} --package-mirror {example.mirror}"))
-    with console.status("two sandboxed builds of the example…", spinner="dots"):
+    with working("two sandboxed builds of the example…"):
         result = add(example.spec, AddOptions(package_mirror=example.mirror, sandboxed=not no_sandbox))
     summary = {**pin_json(result.pin, result.path), "status": result.status}
     if not as_json:
@@ -53,12 +53,13 @@ def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def
     from core.home import harvest_home, pins_dir
     from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, mint, yield_report
+    from cli._progress import working
 
     if split_of(pin.id, pins_dir()) is None:
         first = SplitLedger.load(pins_dir()).reservation is None
         console.print("$ harvest split assign" + (" --test 0 --dev 0 --seed 0" if first else ""))
         assign(pins_dir(), Params(test=0, dev=0, seed=0) if first else None)
     console.print(markup(f"$ harvest mint {pin.id} --max-per-model 1"))
-    with console.status("minting: screening in DuckDB, confirming with sandboxed builds…", spinner="dots"):
+    with working("minting: screening in DuckDB, confirming with sandboxed builds…"):
         mint([pin], MintOptions(max_per_model=1, sandboxed=sandboxed), mint_target(harvest_home(), pins_dir()))
     return yield_report([pin.id])

@@ -11,13 +11,15 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.argument("pin_ids", nargs=-1)
 @click.option("--all", "all_pins", is_flag=True, help="Mint every pin under pins/.")
 @click.option("--families", help="Comma-separated operator families (filter,null,join,grain,time,values).")
-@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
+              help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run).")
 @click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Local worker processes.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--address", help="Ray cluster address (host:port); default starts a local instance.")
 @click.option("--allow-weak", is_flag=True, help="Keep tasks without a confirmed wrong repair, flagged weak.")
 @click.option("--writer", help="OpenAI-compatible base URL of a model that writes problem statements.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.")
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
 @json_option
 @fails_cleanly
@@ -25,9 +27,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
             no_sandbox: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from cli._progress import progress
     from core.home import harvest_home, pins_dir
     from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, mint, plan, yield_report
@@ -43,11 +43,9 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=as_json) as progress:
-        shards = plan(pins, options, mint_target(harvest_home(), pins_dir()))
-        bar = progress.add_task("minting (model shards)", total=len(shards))
+    shards = plan(pins, options, mint_target(harvest_home(), pins_dir()))
+    # progress goes to stderr in every mode (a bar on a terminal, one line per interval when piped)
+    with progress("mint", total=len(shards), unit="model shards") as bar:
 
         def on_result(job, reports) -> None:  # type: ignore[no-untyped-def]
             for r in reports:
@@ -58,9 +56,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                     counts["screened_out"] += 1
                 else:
                     counts["confirm_rejected"] += 1
-            progress.update(bar, advance=1, description=(
-                f"minting: {counts['candidates']} candidates, {counts['screened_out']} screened out, "
-                f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept"))
+            bar.advance(1, detail=_run_line(counts))
 
         mint(pins, options, mint_target(harvest_home(), pins_dir()), on_result=on_result)
     report = yield_report([p.id for p in pins])
@@ -83,5 +79,12 @@ def _print_report(report: dict, counts: dict) -> None:
                       str(row["survived_screen"]), str(row["kept"]), str(row["not_confirmed_cap"]),
                       markup(f"{top[0]} ({top[1]})"))
     console.print(table)
-    console.print(markup(f"this run: {counts}; tasks kept: {sum(report['tasks_per_pin'].values())} "
-                         f"(silent {report['silent']}, loud {report['loud']})"))
+    console.print(f"this run: {_run_line(counts)}", markup=False)
+    console.print(f"tasks kept in total: {sum(report['tasks_per_pin'].values())} "
+                  f"(silent {report['silent']}, loud {report['loud']})", markup=False)
+
+
+def _run_line(counts: dict[str, int]) -> str:
+    """``40 candidates, 31 screened out, 3 rejected at confirm, 6 kept``: this run's counts in words."""
+    return (f"{counts['candidates']} candidates, {counts['screened_out']} screened out, "
+            f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept")

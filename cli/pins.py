@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup
+from cli._common import echo_json, fails_cleanly, json_option, markup, say
 
 
 @click.command("list")
@@ -12,9 +12,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @fails_cleanly
 def command(as_json: bool) -> None:
     """List pinned repositories (pins/*.toml)."""
-    from rich.console import Console
-    from rich.table import Table
-
+    from cli._tables import id_table, print_table
     from cli.pin_view import pin_json
     from core.home import pins_dir
     from core.pin import list_pins, pin_path
@@ -23,8 +21,11 @@ def command(as_json: bool) -> None:
     if as_json:
         echo_json({"pins": [pin_json(p, pin_path(p.id, pins_dir())) for p in pins]})
         return
-    table = Table("pin", "commit", "tables", "gradable", "packages", "clock", "license")
+    if not pins:
+        say(f"no pins under {pins_dir()}")
+        return
+    table = id_table("pin", "commit", "tables", "gradable", "packages", "clock", "license", ids=("pin", "commit"))
     for p in pins:
         table.add_row(markup(p.id), markup(p.commit[:12]), str(len(p.tables)), str(len(p.gradable_tables)),
                       str(len(p.packages)), markup(p.clock), markup(p.license))
-    Console().print(table if pins else markup(f"no pins under {pins_dir()}"))
+    print_table(table)

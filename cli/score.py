@@ -8,6 +8,11 @@ With --spider2 the results folder is read exactly as Spider 2.0-DBT's evaluate.p
 (results_metadata.jsonl, answer_or_path relative to <results>/<instance_id>/); the honest k/N over every
 instance of the gold metadata is printed beside what evaluate.py itself would print (k/M over the
 submitted instances only).
+
+Exit status: 0 when scoring ran, whatever the score (a 0 is a result, printed with its reason); 1 when it
+could not run (unreadable gold or results); 2 for a usage error (a missing option, a malformed --spec file).
+For CI, ``--fail-under X`` exits 1 when the official score is below X: the instance's 0 or 1 in the
+single-instance form, the honest k/N over all gold instances with --spider2.
 """
 
 from __future__ import annotations
@@ -49,49 +54,69 @@ def _parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
               help="Use FILE in ID's gold folder in place of the metadata's gold name (recorded with its sha256).")
 @click.option("--explain", "show_explain", is_flag=True, help="Single-instance form: explain the verdicts (people only).")
+@click.option("--fail-under", type=click.FloatRange(0, 1), default=None, metavar="X",
+              help="Exit 1 when the official score is below X (0..1): the instance's 0/1, or with --spider2 the "
+                   "honest k/N. Without it the exit status is 0 whenever scoring ran, even at score 0.")
 @json_option
 @fails_cleanly
 def command(spider2: bool, results: Path | None, gold: Path, pred: Path | None, spec_path: Path | None,
-            gold_alias: tuple[str, ...], show_explain: bool, as_json: bool) -> None:
-    """Score a submission: the official Spider 2.0-DBT verdict, the strict verdict beside it, and why."""
+            gold_alias: tuple[str, ...], show_explain: bool, fail_under: float | None, as_json: bool) -> None:
+    """Score a submission: the official Spider 2.0-DBT verdict, the strict verdict beside it, and why.
+
+    Exit 0 when scoring ran (even at score 0), 1 when it could not, 2 on a usage error; --fail-under X
+    makes a score below X exit 1 (for CI)."""
     if spider2:
         if results is None:
             raise click.UsageError("--spider2 needs --results DIR")
         if pred is not None or spec_path is not None:
             raise click.UsageError("--pred/--spec belong to the single-instance form, not --spider2")
-        _score_spider2(results, gold, _parse_aliases(gold_alias), as_json)
+        _check_fail_under(_score_spider2(results, gold, _parse_aliases(gold_alias), as_json), fail_under)
         return
     if pred is None or spec_path is None:
         raise click.UsageError("give --pred FILE and --spec FILE (or --spider2 --results DIR)")
     if gold_alias:
         raise click.UsageError("--gold-alias only applies with --spider2")
-    _score_one(gold, pred, spec_path, show_explain, as_json)
+    if show_explain and fail_under is not None:
+        raise click.UsageError("--fail-under scores; --explain only explains: use one of them")
+    _check_fail_under(_score_one(gold, pred, spec_path, show_explain, as_json), fail_under)
 
 
-def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_json: bool) -> None:
+def _check_fail_under(official: float | None, fail_under: float | None) -> None:
+    """Exit 1 (after the report is printed) when the official score is below ``fail_under``."""
+    if fail_under is None or official is None or official >= fail_under:
+        return
+    click.echo(f"error: official score {official:.4g} is below --fail-under {fail_under:g}", err=True)
+    raise SystemExit(1)
+
+
+def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_json: bool) -> float | None:
     from core.scorer import GradingSpec, explain, score
     from core.scorer.spec import SpecFormatError
 
     try:
         spec = GradingSpec.from_dict(json.loads(spec_path.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError, SpecFormatError, AttributeError) as exc:
-        raise ScoreUsageError(f"cannot read grading spec {spec_path}: {exc}") from None
+    except OSError as exc:
+        raise ScoreUsageError(f"cannot read grading spec {spec_path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, SpecFormatError, AttributeError, UnicodeDecodeError) as exc:
+        # a malformed spec is a usage error: exit 2 with click's usage message
+        raise click.BadParameter(f"{spec_path} is not a grading spec: {exc}", param_hint="--spec") from None
     if show_explain:
         explanation = explain(gold, pred, spec)
         if as_json:
             echo_json(explanation.to_dict())
         else:
             say(explanation.to_text())  # values from the submission: escaped
-        return
+        return None
     result = score(gold, pred, spec)
     if as_json:
         echo_json(result.to_dict())
-        return
+        return float(result.official.score)
     for label, verdict in (("official", result.official), ("strict", result.strict)):
         click.echo(f"{label:<9}{verdict.score}" + (f"  ({shown(verdict.reason)})" if verdict.reason else ""))
+    return float(result.official.score)
 
 
-def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: bool) -> None:
+def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: bool) -> float:
     from rich.progress import Progress
 
     from core.scorer import spider2
@@ -103,9 +128,10 @@ def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: 
         report = spider2.score_read(folder, results, gold, aliases, progress=lambda: progress.advance(task))
     if as_json:
         echo_json(report.to_dict())
-        return
-    for line in report_lines(report):
-        click.echo(shown(line))
+    else:
+        for line in report_lines(report):
+            click.echo(shown(line))
+    return report.score / report.total if report.total else 0.0
 
 
 def report_lines(report: Spider2Report) -> list[str]:

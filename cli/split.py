@@ -50,8 +50,8 @@ def assign_cmd(test: int | None, dev: int | None, seed: int, test_groups: tuple[
 def show_cmd(as_json: bool) -> None:
     """Show split groups, their members, why they are grouped, and the reserved split of each."""
     from rich.console import Console
-    from rich.table import Table
 
+    from cli._tables import id_table, print_table
     from corpora.groups import explain_groups
     from corpora.ledger import SplitLedger
     from core.home import pins_dir
@@ -76,11 +76,11 @@ def show_cmd(as_json: bool) -> None:
     if not rows:
         console.print("no pins yet")
         return
-    table = Table("group", "split", "pins", "why grouped")
+    table = id_table("group", "split", "pins", "why grouped", ids=("group", "pins"))
     for row in rows:
         table.add_row(markup(row["group"]), markup(row["split"]), "\n".join(markup(p) for p in row["pins"]),
                       "\n".join(markup(r) for r in row["reasons"]) or "-")
-    console.print(table)
+    print_table(table, console)
     for h in history:
         console.print(markup(f"#{h['seq']} {h['time']} {h['action']} commitment {h['commitment'][:16]}"))
     if not history:

@@ -29,8 +29,7 @@ def _records(split: str | None):  # type: ignore[no-untyped-def]
 @fails_cleanly
 def list_tasks(split: str | None, as_json: bool) -> None:
     """List tasks: id, split, family, operator, silent or loud."""
-    from rich.console import Console
-    from rich.table import Table
+    from cli._tables import id_table, print_table
 
     records = _records(split)
     if as_json:
@@ -38,11 +37,14 @@ def list_tasks(split: str | None, as_json: bool) -> None:
                               "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak}
                              for r in records]})
         return
-    table = Table("task", "split", "family", "operator", "local checks")
+    if not records:
+        click.echo("no tasks")
+        return
+    table = id_table("task", "split", "family", "operator", "local checks", ids=("task",))
     for r in records:
         table.add_row(markup(r.instance_id), markup(r.split), markup(r.family), markup(r.operator),
                       "silent" if r.local_checks.silent else "loud")
-    Console().print(table if records else "no tasks")
+    print_table(table)
 
 
 @command.command("show")
@@ -63,7 +65,20 @@ def show_task(task_id: str, as_json: bool) -> None:
         echo_json(json.loads(record.to_json()))
         return
     say(shown(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})"))
-    say(f"file: {shown(record.file)}\ngraded: {shown(record.grading.to_dict())}\n")
+    say(f"file: {shown(record.file)}")
+    for line in _grading_lines(record.grading):
+        say(shown(line))
+    say("")
     say(record.problem_statement + "\n")
     say("broken patch:\n" + record.broken_patch)
     say("fix patch:\n" + record.fix_patch)
+
+
+def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]
+    """The grading spec for people: the gold file, then one line per graded table."""
+    lines = [f"gold: {grading.gold}"]
+    for table, cols, ignore_order in zip(grading.condition_tabs, grading.condition_cols, grading.ignore_orders):
+        columns = "gold columns " + ", ".join(str(c) for c in cols) + " (by index)" if cols else "every gold column"
+        order = "row order ignored" if ignore_order else "row order checked"
+        lines.append(f"graded: table {table}, {columns}, {order}")
+    return lines

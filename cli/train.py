@@ -1,7 +1,7 @@
 """`harvest train sft|grpo --config FILE [--gate]` and `harvest train freeze RUN`.
 
-Thin wrappers over train/ (and corpora.recipe for freezing): parse the TOML config (validated, unknown
-keys refused), run or gate the trainer, print the run folder and the signed manifest's facts (or the gate
+Thin wrappers over train/ (and corpora.recipe for freezing): parse the TOML config (validated; keys that are
+neither ours nor trl config fields refused), run or gate the trainer, print the run folder and the signed manifest's facts (or the gate
 report), one line per fact. Torch, trl
 and transformers are imported only when a command runs. Works unchanged under `torchrun` and
 `accelerate launch` (only rank 0 prints and writes).
@@ -21,6 +21,16 @@ config_option = click.option(
 gate_option = click.option(
     "--gate", is_flag=True, help="One optimizer step with the full config; report memory, step time, projected wall time; stop."
 )
+
+
+def _epilog(kind: str) -> str:
+    from train.configs import config_keys_help
+
+    keys = "\n".join(f"  {line}" for line in config_keys_help(kind).splitlines())
+    return (f"\b\nConfig keys (TOML sections):\n{keys}\n\n"
+            f"\b\nExample configs: train/configs/{kind}-qwen-4b.toml in the repository (copy one and edit it; "
+            f"[model] base = \"tiny://\" with [train] use_cpu = true, bf16 = false runs on a CPU). "
+            "report_to and the progress bar are trl's defaults unless [train] sets them.")
 
 
 @click.group(name="train")
@@ -50,7 +60,7 @@ def _report(result: object, as_json: bool) -> None:
     say(f"manifest: {manifest['signature']['kind']} signed; steps {manifest['metrics'].get('global_step')}")
 
 
-@command.command(name="sft")
+@command.command(name="sft", epilog=_epilog("sft"))
 @config_option
 @gate_option
 @json_option
@@ -67,7 +77,7 @@ def sft(config_path: Path, gate: bool, as_json: bool) -> None:
     _report(run_sft(config, gate=gate), as_json)
 
 
-@command.command(name="grpo")
+@command.command(name="grpo", epilog=_epilog("grpo"))
 @config_option
 @gate_option
 @json_option

@@ -5,6 +5,15 @@ what it says: unknown sections and keys are refused (a typo such as ``lerning_ra
 falls back to a default), every value is type-checked, and each error names the file, the key and
 what to do. Sections: ``[run] [model] [lora] [data] [train]`` for both kinds, ``[grpo] [reward]``
 for GRPO only.
+
+``[train]`` takes our own keys (below) and, besides them, any field of trl's own config dataclass for
+the run's kind (``SFTConfig`` / ``GRPOConfig``, e.g. ``lr_scheduler_type``, ``weight_decay``,
+``report_to``, ``disable_tqdm``, ``loss_type``): such keys pass through to trl unchanged, and the
+trainer arguments are built by trl's own parser (``HfArgumentParser.parse_dict``, see
+:func:`trl_arguments`). A key that is neither ours nor a trl field is refused by name; the keys the run
+sets itself (``output_dir``, ``seed``, ``data_seed`` from ``[run]``; the ``[grpo]`` keys) are refused in
+``[train]`` so that a config has one place for each value. ``report_to`` and progress bars default to
+what trl does (transformers 5: no reporting, a tqdm bar on stderr).
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,6 +88,8 @@ class TrainSection:
     bf16: bool = True
     gradient_checkpointing: bool = True
     resume: bool = True
+    #: further trl config fields (``[train]`` keys that are not ours), passed to trl unchanged, sorted by key
+    trl: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,10 +173,10 @@ def config_from_dict(raw: dict[str, Any], where: str = "config") -> RunConfig:
     for required in ("run", "model"):
         if required not in raw:
             raise TrainConfigError(f"{where}: missing section [{required}]")
-    sections = {name: _section(cls, raw.get(name, {}), name, where) for name, cls in _SECTIONS.items()}
-    run: RunSection = sections["run"]
+    run: RunSection = _section(RunSection, raw.get("run", {}), "run", where)
     if run.kind not in KINDS:
         raise TrainConfigError(f"{where}: [run] kind = {run.kind!r}; use one of {', '.join(KINDS)}")
+    sections = {name: _section(cls, raw.get(name, {}), name, where, run.kind) for name, cls in _SECTIONS.items()}
     if run.kind == "sft":
         for only_grpo in ("grpo", "reward"):
             if only_grpo in raw:
@@ -184,10 +196,66 @@ def config_from_dict(raw: dict[str, Any], where: str = "config") -> RunConfig:
     return config
 
 
-def _section(cls: type, values: Any, name: str, where: str) -> Any:
+#: trl config fields the run sets from other sections; refused in [train] (one place for each value)
+SET_BY_RUN = {"output_dir": "[run] output_dir and name", "seed": "[run] seed", "data_seed": "[run] seed"}
+#: our [train] keys that are not trl fields
+OWN_TRAIN_KEYS = ("resume",)
+
+
+def trl_config_class(kind: str) -> type:
+    """trl's config dataclass for a run kind (imports trl; raise TrainConfigError when it is missing)."""
+    try:
+        from trl import GRPOConfig, SFTConfig
+    except ImportError as exc:
+        raise TrainConfigError(
+            f"trl is not installed ({exc}); [train] keys other than ours need it: pip install 'dbt-harvest[train]'"
+        ) from None
+    return SFTConfig if kind == "sft" else GRPOConfig
+
+
+def _trl_extras(values: dict[str, Any], kind: str, where: str) -> tuple[tuple[str, Any], ...]:
+    """[train] keys that are not ours: each must be a field of trl's config for ``kind``, of a plain type."""
+    if not values:
+        return ()
+    cls = trl_config_class(kind)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    ours = [f.name for f in dataclasses.fields(TrainSection) if f.name != "trl"]
+    unknown = sorted(k for k in values if k not in fields)
+    if unknown:
+        raise TrainConfigError(
+            f"{where}: unknown key(s) in [train]: {', '.join(map(repr, unknown))}; known: ours ({', '.join(ours)}) "
+            f"and any field of trl's {cls.__name__} (see `harvest train {kind} --help`)"
+        )
+    grpo_keys = {f.name for f in dataclasses.fields(GrpoSection)}
+    for key, value in values.items():
+        if key in SET_BY_RUN:
+            raise TrainConfigError(f"{where}: [train] {key} is set by {SET_BY_RUN[key]}; remove it from [train]")
+        if kind == "grpo" and key in grpo_keys:
+            raise TrainConfigError(f"{where}: [train] {key} belongs in [grpo]; move it there")
+        _check_trl_value(value, fields[key].type, f"{where}: [train] {key}")
+    return tuple(sorted(values.items()))
+
+
+def _check_trl_value(value: Any, annotation: Any, label: str) -> None:
+    """Type-check a pass-through value where trl's annotation is a plain bool/int/float/str (or that or
+    None); richer annotations (unions, lists, enums) are left to trl's own checks when the run starts."""
+    if value is None:
+        return
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
+    plain = {bool: "bool", int: "int", float: "float", str: "str"}
+    if len(args) == 1 and args[0] in plain:
+        _coerce(value, plain[args[0]], label)
+
+
+def _section(cls: type, values: Any, name: str, where: str, kind: str = "") -> Any:
     if not isinstance(values, dict):
         raise TrainConfigError(f"{where}: [{name}] must be a table")
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    extras: tuple[tuple[str, Any], ...] = ()
+    if cls is TrainSection:
+        fields.pop("trl")
+        extras = _trl_extras({k: v for k, v in values.items() if k not in fields}, kind, where)
+        values = {k: v for k, v in values.items() if k in fields}
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise TrainConfigError(
@@ -203,6 +271,8 @@ def _section(cls: type, values: Any, name: str, where: str) -> Any:
     ]
     if missing:
         raise TrainConfigError(f"{where}: [{name}] is missing required key(s): {', '.join(missing)}")
+    if extras:
+        kwargs["trl"] = extras
     return cls(**kwargs)
 
 
@@ -298,3 +368,17 @@ def _check_values(config: RunConfig, where: str) -> None:
             raise bad("[reward]", "workers must be >= 0 and timeout_s > 0")
         if r.backend == "duckdb_sql" and not r.inputs:
             raise bad("[reward] inputs", "is required for backend = \"duckdb_sql\" (folder of <pin>.duckdb)")
+
+
+def config_keys_help(kind: str) -> str:
+    """The config keys of a run kind, one section a line, for `harvest train <kind> --help`."""
+    sections = ["run", "model", "lora", "data", "train"] + (["grpo", "reward"] if kind == "grpo" else [])
+    trl_name = "SFTConfig" if kind == "sft" else "GRPOConfig"
+    lines = []
+    for name in sections:
+        keys = [f.name for f in dataclasses.fields(_SECTIONS[name]) if f.name != "trl"]
+        line = f"[{name}] {', '.join(keys)}"
+        if name == "train":
+            line += f"; and any other field of trl's {trl_name} (e.g. lr_scheduler_type, weight_decay, report_to, disable_tqdm)"
+        lines.append(line)
+    return "\n".join(lines)

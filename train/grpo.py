@@ -33,7 +33,7 @@ from train.pool import BackendFactory, RewardPool
 from train.project import ProjectSource
 from train.reward import EditingBackend, RewardTally, gather_tally, make_reward_func, tallied_environment
 from train.runner import (
-    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trainer_arguments,
+    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
 )
 from train.sft import default_project
 from train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
@@ -89,8 +89,8 @@ def run_grpo(
     scratch = tempfile.TemporaryDirectory(prefix="gate-") if gate else None
     output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
     g = config.grpo
-    args = GRPOConfig(
-        **trainer_arguments(config, output_dir, gate),
+    args = trl_arguments(
+        GRPOConfig, config, output_dir, gate,
         num_generations=g.num_generations,
         max_completion_length=g.max_completion_length,
         temperature=g.temperature,

@@ -59,18 +59,20 @@ def latest_checkpoint(run_dir: Path) -> str | None:
 
 
 def trainer_arguments(config: RunConfig, output_dir: Path, gate: bool = False) -> dict[str, Any]:
-    """The trl/transformers arguments both trainers take from [run] and [train]."""
+    """The trl/transformers arguments both trainers take from [run] and our [train] keys (the pass-through
+    trl keys are added by :func:`trl_arguments`). ``report_to`` and the progress bar are not set here: they
+    are trl's defaults unless the config's [train] sets them."""
     t = config.train
-    return {
+    args: dict[str, Any] = {
         "output_dir": str(output_dir),
-        "max_steps": 1 if gate else t.max_steps,
+        "max_steps": t.max_steps,
         "num_train_epochs": t.num_train_epochs,
         "learning_rate": t.learning_rate,
         "per_device_train_batch_size": t.per_device_train_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
         "warmup_steps": t.warmup_steps,
         "logging_steps": t.logging_steps,
-        "save_strategy": "no" if gate else "steps",
+        "save_strategy": "steps",
         "save_steps": t.save_steps,
         "save_total_limit": 3,
         "use_cpu": t.use_cpu,
@@ -78,30 +80,66 @@ def trainer_arguments(config: RunConfig, output_dir: Path, gate: bool = False) -
         "gradient_checkpointing": t.gradient_checkpointing,
         "seed": config.run.seed,
         "data_seed": config.run.seed,
-        "report_to": [],
         "ddp_find_unused_parameters": False,
-        "disable_tqdm": True,
     }
+    if gate:  # one optimizer step, nothing saved
+        args.update(max_steps=1, save_strategy="no")
+    return args
+
+
+def trl_arguments(cls: type, config: RunConfig, output_dir: Path, gate: bool = False, **kind_specific: Any) -> Any:
+    """trl's config (``SFTConfig`` / ``GRPOConfig``) built by trl's own parser, HfArgumentParser.parse_dict,
+    from our arguments, the kind's own (``kind_specific``) and last the [train] keys passed through to trl,
+    which may override both (``save_total_limit``, ``completion_only_loss``…); --gate still means one step,
+    nothing saved. trl's and transformers' own checks (an unknown ``report_to`` integration, bf16 without a
+    GPU, a bad scheduler name) become one-line TrainConfigErrors."""
+    from transformers import HfArgumentParser
+
+    from train.errors import TrainConfigError
+
+    arguments = {**trainer_arguments(config, output_dir, gate), **kind_specific, **dict(config.train.trl)}
+    if gate:
+        arguments.update(max_steps=1, save_strategy="no")
+    where = config.source or "config"
+    try:
+        (parsed,) = HfArgumentParser(cls).parse_dict(arguments, allow_extra_keys=False)
+    except (ValueError, TypeError, KeyError) as exc:
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise TrainConfigError(f"{where}: trl refused the [train] arguments: {message}") from None
+    return parsed
 
 
 def logs_to_stderr(trainer: Any) -> Any:
     """Send the trainer's per-step log lines to stderr, so stdout holds only the command's report.
 
-    transformers prints each log dict to stdout (PrinterCallback, used with ``disable_tqdm``); a caller
-    reading `harvest train … --json` must find one JSON object there, and nothing else.
+    transformers prints each log dict to stdout: PrinterCallback (with ``disable_tqdm``) with print, and
+    ProgressCallback (the default tqdm bar) with tqdm.write; a caller reading `harvest train … --json` must
+    find one JSON object there, and nothing else. The bar itself already draws on stderr.
     """
     import sys
 
-    from transformers import PrinterCallback, TrainerCallback
+    from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+
+    def shown(logs: dict[str, Any]) -> dict[str, Any]:
+        return {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in logs.items() if k != "total_flos"}
 
     class StderrPrinter(TrainerCallback):
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
             if state.is_local_process_zero and logs is not None:
-                shown = {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in logs.items() if k != "total_flos"}
-                print(shown, file=sys.stderr, flush=True)
+                print(shown(logs), file=sys.stderr, flush=True)
 
-    trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(StderrPrinter())
+    class StderrProgress(ProgressCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+            if state.is_world_process_zero and self.training_bar is not None and logs is not None:
+                self.training_bar.write(str(shown(logs)), file=sys.stderr)
+
+    callbacks = {type(c) for c in trainer.callback_handler.callbacks}
+    if PrinterCallback in callbacks:
+        trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(StderrPrinter())
+    if ProgressCallback in callbacks:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(StderrProgress())
     return trainer
 
 

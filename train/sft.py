@@ -17,7 +17,7 @@ from train.configs import RunConfig
 from train.gate import GateReport, planned_steps, run_gate
 from train.project import GitProjectSource, PinnedProjectSource, ProjectSource
 from train.runner import (
-    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trainer_arguments,
+    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
 )
 from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
 
@@ -49,8 +49,8 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
     scratch = tempfile.TemporaryDirectory(prefix="gate-") if gate else None
     output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
     agentic = config.data.format == "agentic"
-    args = SFTConfig(
-        **trainer_arguments(config, output_dir, gate),
+    args = trl_arguments(
+        SFTConfig, config, output_dir, gate,
         max_length=config.train.max_length,
         assistant_only_loss=agentic,
         completion_only_loss=None if agentic else True,

@@ -109,9 +109,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ladder_png(report: dict[str, Any], path: Path) -> Path:
-    """A bar chart of the ladder (matplotlib, Agg backend), written atomically."""
-    import io
+def ladder_figure(report: dict[str, Any]) -> Any:
+    """The ladder chart as a matplotlib Figure (Agg): left, one horizontal bar per rung, its meaning as the
+    row label (one row each, so labels cannot overlap); right, official and strict k/N per family."""
+    import textwrap
 
     import matplotlib
 
@@ -120,19 +121,53 @@ def ladder_png(report: dict[str, Any], path: Path) -> Path:
 
     rungs = list(report["ladder"])
     counts = [report["ladder"][r] for r in rungs]
-    labels = [f"{r}\n{report['ladder_labels'][r]}" for r in rungs]
-    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=100)
+    labels = [textwrap.fill(f"{r}: {report['ladder_labels'][r]}", 28) for r in rungs]
+    families = report.get("by_family") or {}
+    rows = max(len(rungs), len(families), 1)
+    fig, (ladder, per_family) = plt.subplots(1, 2, figsize=(12, 1.2 + 0.5 * rows), dpi=100,
+                                             gridspec_kw={"width_ratios": [1.15, 1]})
     colors = ["#9e9e9e", "#d62728", "#ff7f0e", "#e6b800", "#bcbd22", "#1f77b4", "#2ca02c"][: len(rungs)]
-    bars = ax.bar(range(len(rungs)), counts, color=colors)
-    ax.set_xticks(range(len(rungs)), labels, fontsize=7)
-    ax.set_ylabel("episodes")
-    ax.set_title(
-        f"{report['split']} / {report['driver'].get('name')}: official {report['official']}/{report['n']}, "
-        f"strict {report['strict']}/{report['n']}"
-    )
+    bars = ladder.barh(range(len(rungs)), counts, color=colors)
+    ladder.set_yticks(range(len(rungs)), labels, fontsize=8)
+    ladder.invert_yaxis()  # rung 0 on top, the pass at the bottom
+    ladder.set_xlabel("episodes")
+    ladder.set_title("failure ladder", fontsize=10)
+    ladder.set_xlim(0, max([*counts, 1]) * 1.15)
     for bar, count in zip(bars, counts):
-        ax.annotate(str(count), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+        ladder.annotate(str(count), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+    names = list(families)
+    if names:
+        y = range(len(names))
+        official = [families[f]["official"] / families[f]["n"] if families[f]["n"] else 0.0 for f in names]
+        strict = [families[f]["strict"] / families[f]["n"] if families[f]["n"] else 0.0 for f in names]
+        per_family.barh([i - 0.2 for i in y], official, height=0.4, color="#2ca02c", label="official")
+        per_family.barh([i + 0.2 for i in y], strict, height=0.4, color="#1f77b4", label="strict")
+        per_family.set_yticks(list(y), [f"{f} (n={families[f]['n']})" for f in names], fontsize=8)
+        for i, f in enumerate(names):
+            text = f"{families[f]['official']}/{families[f]['n']} · {families[f]['strict']}/{families[f]['n']}"
+            per_family.annotate(text, (max(official[i], strict[i]), i), xytext=(3, 0), textcoords="offset points",
+                                va="center", fontsize=7)
+        per_family.invert_yaxis()
+        per_family.legend(loc="lower right", fontsize=7)
+    per_family.set_xlim(0, 1.3)
+    per_family.set_xlabel("k/N (official, strict)")
+    per_family.set_title("per family", fontsize=10)
+    fig.suptitle(
+        f"{report['split']} / {report['driver'].get('name')}: official {report['official']}/{report['n']}, "
+        f"strict {report['strict']}/{report['n']}", fontsize=11,
+    )
     fig.tight_layout()
+    return fig
+
+
+def ladder_png(report: dict[str, Any], path: Path) -> Path:
+    """The ladder chart (:func:`ladder_figure`) as a PNG, written atomically."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig = ladder_figure(report)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)

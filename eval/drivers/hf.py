@@ -2,8 +2,12 @@
 
 The conversation is rendered with the tokenizer's own chat template and the same tool schemas trl uses
 in training (``tool_schemas``), so an adapter trained with GRPO on RepairEnvironment sees at evaluation
-exactly the prompt format it was trained on. Tool calls are read in the Hermes/Qwen form the template
-asks for (``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``). When the conversation outgrows
+exactly the prompt format it was trained on. Replies are parsed by the same code GRPO's multi-turn
+training uses, trl's ``parse_response`` (with the response template ``add_response_schema`` sets for the
+chat templates trl recognises, and the prompt as prefix), so evaluation and training cannot read a
+reply differently; for a chat template trl does not recognise (or without trl), and for a malformed
+call trl would drop, tool calls are read in the Hermes/Qwen form (``<tool_call>{"name": ...,
+"arguments": {...}}</tool_call>``) so a bad call is recorded, not lost. When the conversation outgrows
 the model's context, the episode ends without a submission (rung 2). The model is loaded by ``prepare``
 (before the audit's first episode): a folder that is missing or does not load fails the audit in one line.
 """
@@ -45,6 +49,48 @@ def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     return prose.strip(), tuple(calls)
 
 
+def response_parser(tokenizer: Any) -> str:
+    """Give ``tokenizer`` trl's response template when trl recognises its chat template; return which
+    parser :func:`parse_reply` will use for it: ``"trl"`` or ``"hermes"`` (our regex)."""
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return "trl"
+    try:
+        from trl.chat_template_utils import add_response_schema
+    except ImportError:
+        return "hermes"
+    try:
+        add_response_schema(tokenizer)
+    except (ValueError, TypeError, AttributeError):
+        return "hermes"
+    return "trl"
+
+
+def parse_reply(
+    tokenizer: Any, ids: list[int], prefix: list[int] | None = None, tools: list[dict[str, Any]] | None = None,
+    parser: str = "trl",
+) -> tuple[str, tuple[ToolCall, ...]]:
+    """Split generated token ids (``prefix``: the prompt's ids) into prose and tool calls, with trl's
+    ``parse_response`` (what GRPO training uses) when ``parser`` is ``"trl"``, else the Hermes regex."""
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    if parser != "trl":
+        return parse_tool_calls(text)
+    from trl.chat_template_utils import parse_response
+
+    parsed = parse_response(tokenizer, list(ids), prefix=list(prefix) if prefix is not None else None, tools=tools)
+    found = parsed.get("tool_calls") or []
+    if not found and "<tool_call>" in text:
+        return parse_tool_calls(text)  # trl fell back to plain text on a malformed call: record it as one
+    calls = tuple(
+        ToolCall(id=f"call_{index}", name=str(call.get("function", {}).get("name", "")),
+                 arguments=call.get("function", {}).get("arguments", {}))
+        for index, call in enumerate(found)
+    )
+    prose = str(parsed.get("content") or "")
+    for marker in _END_MARKERS:
+        prose = prose.replace(marker, "")
+    return prose.strip(), calls
+
+
 def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat templates want tool-call arguments as dicts, not JSON text."""
     out = []
@@ -76,6 +122,7 @@ class HFChat:
 
         kwargs = {"revision": revision} if revision else {}
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, **kwargs)
+        self.parser = response_parser(self.tokenizer)
         model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
         if adapter:
             from peft import PeftModel
@@ -104,9 +151,10 @@ class HFChat:
                 **inputs, do_sample=False, max_new_tokens=self.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
-        text = self.tokenizer.decode(output[0][length:], skip_special_tokens=False)
-        prose, calls = parse_tool_calls(text)
-        return AssistantTurn(content=prose, tool_calls=calls, raw={"text": text})
+        ids = output[0][length:].tolist()
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        prose, calls = parse_reply(self.tokenizer, ids, encoded["input_ids"][0].tolist(), tools, self.parser)
+        return AssistantTurn(content=prose, tool_calls=calls, raw={"text": text, "parser": self.parser})
 
 
 def _looks_like_path(name: str) -> bool:

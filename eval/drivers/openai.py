@@ -1,19 +1,18 @@
 """The openai driver: any OpenAI-compatible chat-completions endpoint with tool calling (vLLM, a hosted API).
 
-Plain urllib, no SDK: one POST per turn to ``{base_url}/chat/completions`` with the tool schemas,
-``temperature`` 0 and a fixed ``seed`` (deterministic decoding by default), ``tool_choice`` "auto". The
-API key, when one is needed, comes from an environment variable (default ``OPENAI_API_KEY``) and is
-never written to the run folder. Before the first episode ``prepare`` checks the endpoint
-(``GET /models``): unreachable, or listing models without ``--model``, fails the audit in one line.
+Through the ``openai`` SDK (its retries with backoff on 408/409/429/5xx and connection errors, its
+timeouts and its typed tool calls), pointed at ``--base-url``: one ``chat.completions.create`` per turn
+with the tool schemas, ``temperature`` 0 and a fixed ``seed`` (deterministic decoding by default),
+``tool_choice`` "auto". The API key, when one is needed, comes from an environment variable (default
+``OPENAI_API_KEY``; a local server without one gets a placeholder) and is never written to the run
+folder. Before the first episode ``prepare`` checks the endpoint (``models.list``): unreachable, or
+listing models without ``--model``, fails the audit in one line.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +21,26 @@ from eval.drivers.chat import AssistantTurn, ToolCall, play_chat
 from eval.env.environment import RepairEnvironment
 from core.task_record import TaskRecord
 
+#: sent as the key to a server that needs none (the SDK requires one); never a real credential
+NO_KEY = "no-key"
+
 
 class EndpointError(DriverError):
     """The chat endpoint failed or answered something that is not a chat completion."""
+
+
+def openai_client(base_url: str, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 300.0, retries: int = 2) -> Any:
+    """An ``openai.OpenAI`` client for ``base_url`` (the key from ``api_key_env``, or a placeholder)."""
+    import openai
+
+    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=os.environ.get(api_key_env) or NO_KEY,
+                         timeout=timeout_s, max_retries=retries)
+
+
+def _status_detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    text = json.dumps(body) if isinstance(body, (dict, list)) else str(getattr(exc, "message", "") or exc)
+    return " ".join(text.split())[:300]
 
 
 @dataclass
@@ -40,13 +56,13 @@ class OpenAIChat:
     retries: int = 2
     api_key_env: str = "OPENAI_API_KEY"
     extra: dict[str, Any] = field(default_factory=dict)
+    _client: Any = field(default=None, init=False, repr=False, compare=False)
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = openai_client(self.base_url, self.api_key_env, self.timeout_s, self.retries)
+        return self._client
 
     def check(self) -> None:
         """Reach the endpoint once (``GET {base_url}/models``) and, where it lists its models, find ours.
@@ -54,75 +70,53 @@ class OpenAIChat:
         An endpoint that cannot be reached, refuses the key, or lists models without this one raises
         EndpointError; one that answers but has no model list (404/405/501) is taken as reachable.
         """
+        import openai
+
         url = self.base_url.rstrip("/") + "/models"
-        request = urllib.request.Request(url, headers=self._headers(), method="GET")
         try:
-            with urllib.request.urlopen(request, timeout=min(self.timeout_s, 30.0)) as response:
-                raw = response.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as exc:
-            if exc.code in (404, 405, 501):
+            listed = [str(m.id) for m in self.client.with_options(timeout=min(self.timeout_s, 30.0), max_retries=0).models.list()]
+        except openai.APIStatusError as exc:
+            if exc.status_code in (404, 405, 501):
                 return
-            raise EndpointError(f"{url} answered HTTP {exc.code}: {exc.read().decode('utf-8', 'replace')[:200]}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EndpointError(f"cannot reach {url}: {reason}; is the server running at --base-url {self.base_url}?") from None
-        try:
-            listed = [str(m.get("id")) for m in json.loads(raw).get("data", []) if isinstance(m, dict)]
-        except (json.JSONDecodeError, AttributeError):
+            raise EndpointError(f"{url} answered HTTP {exc.status_code}: {_status_detail(exc)}") from None
+        except openai.APIConnectionError as exc:
+            raise EndpointError(f"cannot reach {url}: {exc.__cause__ or exc}; is the server running at --base-url {self.base_url}?") from None
+        except (openai.APIResponseValidationError, ValueError, TypeError, AttributeError):
             return  # not a model list: reachable is all we can say
         if listed and self.model not in listed:
             raise EndpointError(
                 f"{self.base_url} does not serve model {self.model!r}; it lists {', '.join(sorted(listed)[:10])}"
             )
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.base_url.rstrip("/") + "/chat/completions"
-        headers = self._headers()
-        data = json.dumps(body).encode("utf-8")
-        last = ""
-        for attempt in range(self.retries + 1):
-            request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    return json.loads(response.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode("utf-8", "replace")[:300]
-                last = f"HTTP {exc.code} from {url}: {detail}"
-                if exc.code < 500 and exc.code != 429:
-                    break
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last = f"cannot reach {url}: {exc}"
-            except json.JSONDecodeError as exc:
-                last = f"{url} answered with something that is not JSON ({exc})"
-                break
-            time.sleep(min(2.0 * (attempt + 1), 10.0))
-        raise EndpointError(last or f"no answer from {url}")
-
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
-        body = {
-            "model": self.model,
-            "messages": messages,
-            "tools": [_openai_tool(t) for t in tools],
-            "tool_choice": "auto",
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "max_tokens": self.max_tokens,
-            **self.extra,
-        }
-        answer = self._post(body)
+        import openai
+
+        url = self.base_url.rstrip("/") + "/chat/completions"
         try:
-            message = answer["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            raise EndpointError(f"the endpoint's answer has no choices[0].message: {json.dumps(answer)[:300]}") from None
+            answer = self.client.chat.completions.create(
+                model=self.model, messages=messages, tools=[_openai_tool(t) for t in tools], tool_choice="auto",
+                temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens, **self.extra,
+            )
+        except openai.APIStatusError as exc:
+            raise EndpointError(f"HTTP {exc.status_code} from {url}: {_status_detail(exc)}") from None
+        except openai.APIConnectionError as exc:  # timeouts included, after the SDK's retries
+            raise EndpointError(f"cannot reach {url}: {exc.__cause__ or exc}") from None
+        except openai.APIResponseValidationError as exc:
+            raise EndpointError(f"{url} answered with something that is not a chat completion ({exc})") from None
+        try:
+            message = answer.choices[0].message
+        except (AttributeError, IndexError, TypeError):
+            raise EndpointError(f"the endpoint's answer has no choices[0].message: {str(answer)[:300]}") from None
         calls = []
-        for index, call in enumerate(message.get("tool_calls") or []):
-            function = call.get("function") or {}
+        for index, call in enumerate(message.tool_calls or []):
+            function = getattr(call, "function", None)
             calls.append(ToolCall(
-                id=str(call.get("id") or f"call_{index}"),
-                name=str(function.get("name", "")),
-                arguments=function.get("arguments", "{}"),
+                id=str(getattr(call, "id", None) or f"call_{index}"),
+                name=str(getattr(function, "name", "") or ""),
+                arguments=getattr(function, "arguments", None) or "{}",
             ))
-        return AssistantTurn(content=message.get("content") or "", tool_calls=tuple(calls), raw=message)
+        return AssistantTurn(content=message.content or "", tool_calls=tuple(calls),
+                             raw=message.model_dump(exclude_none=True))
 
 
 def _openai_tool(schema: dict[str, Any]) -> dict[str, Any]:

@@ -8,9 +8,8 @@ model (optional, OpenAI-compatible) gets the same check and the template is the 
 
 from __future__ import annotations
 
-import json
+import os
 import re
-import urllib.request
 from dataclasses import dataclass
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -76,22 +75,29 @@ def leaks(statement: str, forbidden_spans: list[str], documented: str = "") -> l
 
 
 def writer_statement(url: str, symptoms: list[Symptom], model: str = "default", timeout: float = 60.0) -> str:
-    """Ask an OpenAI-compatible endpoint to rewrite the template in plain business words."""
+    """Ask an OpenAI-compatible endpoint (through the openai SDK, at ``url``) to rewrite the template in
+    plain business words. Raises OSError when the endpoint cannot be reached or refuses, ValueError when
+    its answer holds no text (statement_for then keeps the template)."""
+    import openai
+
     draft = template_statement(symptoms)
-    body = json.dumps({
-        "model": model,
-        "temperature": 0,
-        "messages": [
+    client = openai.OpenAI(base_url=url.rstrip("/"), api_key=os.environ.get("OPENAI_API_KEY") or "no-key",
+                           timeout=timeout, max_retries=2)
+    try:
+        answer = client.chat.completions.create(model=model, temperature=0, messages=[
             {"role": "system", "content": "Rewrite this bug report as a data consumer would write it. Do not "
              "mention SQL, code, numbers, or how to fix it. Keep table and column names in backticks."},
             {"role": "user", "content": draft},
-        ],
-    }).encode()
-    request = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (user-given endpoint)
-        data = json.loads(response.read())
-    return str(data["choices"][0]["message"]["content"]).strip()
+        ])
+    except openai.APIError as exc:
+        raise OSError(f"statement writer at {url}: {exc}") from None
+    try:
+        content = answer.choices[0].message.content
+    except (AttributeError, IndexError, TypeError):
+        raise ValueError(f"statement writer at {url} answered without a message") from None
+    if not content:
+        raise ValueError(f"statement writer at {url} answered an empty message")
+    return str(content).strip()
 
 
 def _documented(symptoms: list[Symptom]) -> str:

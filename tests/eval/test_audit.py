@@ -21,12 +21,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def oracle_run(dev_world, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # noqa: ANN001
-    """`harvest audit --split dev --driver oracle --json` through the CLI."""
+    """`harvest audit --split dev --driver oracle --json` through the CLI, piped (CliRunner's streams are
+    not terminals), with a progress line per episode on stderr and exactly one JSON object on stdout."""
     run_dir = tmp_path_factory.mktemp("audit") / "oracle"
     with dev_world.env():
-        result = CliRunner().invoke(main, ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir), "--json"])
+        result = CliRunner().invoke(main, ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir), "--json"],
+                                    env={"HARVEST_PROGRESS_INTERVAL": "0"})
     assert result.exit_code == 0, result.output
-    return run_dir, json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(result.stdout.strip().splitlines()) == 1, result.stdout  # --json keeps stdout clean
+    n = len(dev_world.tasks)
+    progress = [line for line in result.stderr.splitlines() if line.startswith("audit: ")]
+    assert [line.split()[1] for line in progress] == [f"{i}/{n}" for i in range(1, n + 1)], result.stderr
+    assert progress[-1].startswith(f"audit: {n}/{n} episodes, {n} official pass ("), result.stderr
+    return run_dir, json.loads(result.stdout)
 
 
 def test_oracle_scores_n_of_n(oracle_run, dev_world) -> None:  # noqa: ANN001

@@ -28,6 +28,12 @@ def _run(tmp: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _error_only(err: str) -> str:
+    """stderr less the piped progress heartbeat of a slow add (`harvesting …… (10s)`): what remains must
+    be exactly the one `error:` line."""
+    return "".join(line for line in err.splitlines(keepends=True) if not line.startswith("harvesting "))
+
+
 def _pins(tmp: Path) -> list[Path]:
     folder = tmp / "pins"
     return sorted(folder.glob("*.toml")) if folder.is_dir() else []
@@ -161,6 +167,7 @@ def test_bad_input_is_one_line_and_writes_no_pin(tmp_path: Path, mirror: Path, f
     spec = f"{repo.path}{spec_tail or '@' + repo.head}"
     code, out, err = _run(tmp_path, "add", spec, "--package-mirror", str(mirror))
     assert code == 1, (out, err)
+    err = _error_only(err)
     assert message in err and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert not _pins(tmp_path)
     assert not (tmp_path / "home" / "gold").exists() or not any((tmp_path / "home" / "gold").iterdir())
@@ -168,8 +175,18 @@ def test_bad_input_is_one_line_and_writes_no_pin(tmp_path: Path, mirror: Path, f
         assert list((tmp_path / "home" / "builds").rglob("build1.log"))
 
 
-@pytest.mark.parametrize("spec", ["not-a-spec", "acme/analytics@", "/nowhere/at/all@abcdef1"])
-def test_malformed_or_unreachable_specs(tmp_path: Path, spec: str) -> None:
-    code, _, err = _run(tmp_path, "add", spec)
+@pytest.mark.parametrize("spec", ["not-a-spec", "acme/analytics@", "acme/analytics@a..b"])
+def test_malformed_specs_are_usage_errors(tmp_path: Path, spec: str) -> None:
+    code, out, err = _run(tmp_path, "add", spec)
+    assert code == 2, (code, out, err)  # click's usage error: the usage line, then one "Error:" line
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[0].startswith("Usage: ") and "SPEC" in lines[0], err
+    assert lines[-1].startswith("Error: Invalid value for SPEC: ") and "malformed spec" in lines[-1], err
+    assert not _pins(tmp_path) and not (tmp_path / "home").exists()
+
+
+def test_unreachable_spec_is_a_one_line_error(tmp_path: Path) -> None:
+    code, _, err = _run(tmp_path, "add", "/nowhere/at/all@abcdef1")
+    err = _error_only(err)
     assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert not _pins(tmp_path)

@@ -64,3 +64,55 @@ def test_missing_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("[run\nkind=")
     with pytest.raises(TrainConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+def test_any_trl_field_passes_through_to_trls_own_config(tmp_path: Path) -> None:
+    """[train] keys that are not ours but are fields of trl's config reach trl unchanged, through
+    HfArgumentParser; ours keep their meaning; --gate still means one step and nothing saved."""
+    from trl import GRPOConfig, SFTConfig
+
+    from train.runner import trl_arguments
+
+    raw = base(train={"weight_decay": 0.125, "lr_scheduler_type": "cosine", "max_grad_norm": 0.5,
+                      "report_to": "none", "disable_tqdm": False, "save_total_limit": 1})
+    config = config_from_dict(raw, where="x.toml")
+    assert dict(config.train.trl)["weight_decay"] == 0.125
+    args = trl_arguments(SFTConfig, config, tmp_path, completion_only_loss=True)
+    assert isinstance(args, SFTConfig)
+    assert (args.weight_decay, args.lr_scheduler_type.value, args.max_grad_norm, args.save_total_limit) == (0.125, "cosine", 0.5, 1)
+    assert args.report_to == [] or args.report_to == "none" or args.report_to == ["none"]
+    assert args.disable_tqdm is False and args.use_cpu and not args.bf16 and args.output_dir == str(tmp_path)
+    gate = trl_arguments(SFTConfig, config, tmp_path, gate=True)
+    assert gate.max_steps == 1 and gate.save_strategy.value == "no"
+
+    grpo = config_from_dict(base(run={"kind": "grpo"}, grpo={"num_generations": 2},
+                                 train={"gradient_accumulation_steps": 2, "loss_type": "dr_grpo", "scale_rewards": "none"}))
+    grpo_args = trl_arguments(GRPOConfig, grpo, tmp_path, num_generations=2)
+    assert (grpo_args.loss_type, grpo_args.scale_rewards) == ("dr_grpo", "none")
+
+
+@pytest.mark.parametrize(
+    "train, message",
+    [
+        ({"weight_decay": "lots"}, "[train] weight_decay must be a number"),
+        ({"seed": 1}, "[train] seed is set by [run] seed"),
+        ({"output_dir": "elsewhere"}, "[train] output_dir is set by [run]"),
+        ({"not_a_trl_field": 1}, "any field of trl's SFTConfig"),
+    ],
+)
+def test_pass_through_keys_are_still_checked(train: dict, message: str) -> None:
+    with pytest.raises(TrainConfigError) as info:
+        config_from_dict(base(train=train), where="x.toml")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_trl_refusals_are_one_line_config_errors(tmp_path: Path) -> None:
+    from trl import SFTConfig
+
+    from train.runner import trl_arguments
+
+    config = config_from_dict(base(train={"lr_scheduler_type": "sideways"}), where="x.toml")
+    with pytest.raises(TrainConfigError) as info:
+        trl_arguments(SFTConfig, config, tmp_path)
+    assert str(info.value).startswith("x.toml: trl refused the [train] arguments:") and "sideways" in str(info.value)
+    assert "\n" not in str(info.value)

@@ -155,7 +155,7 @@ def test_gate_reports_and_writes_no_adapter(world: World, tmp_path: Path) -> Non
     config = write_config(tiny_raw("sft-tiny.toml", world, tmp_path, train={"max_steps": 40}), tmp_path / "c.toml")
     result = CliRunner().invoke(main, ["train", "sft", "--config", str(config), "--gate", "--json"])
     assert result.exit_code == 0, result.output
-    gate = json.loads(result.output.strip().splitlines()[-1])["gate"]
+    gate = json.loads(result.stdout)["gate"]  # stdout holds exactly the one JSON object (logs and bars on stderr)
     assert gate["total_steps"] == 40 and gate["step_seconds"] > 0
     assert gate["projected_seconds"] == pytest.approx(gate["step_seconds"] * 40, rel=0.05, abs=0.2)
     assert gate["peak_memory_bytes"] > 0 and gate["peak_memory_source"] == "cpu-rss"

@@ -106,6 +106,25 @@ def test_cli_single_instance(gold: Path, tmp_path: Path) -> None:
     assert json.loads(js.output)["official"]["score"] == 0
     usage = runner.invoke(main, ["score", "--gold", str(gold)])
     assert usage.exit_code == 2
+    # CI: --fail-under makes a score below it exit 1, after the report; at or above it exit 0
+    args = ["score", "--gold", str(gold), "--pred", str(pred), "--spec", str(spec)]
+    failing = runner.invoke(main, [*args, "--fail-under", "1"])
+    assert failing.exit_code == 1 and "official 0" in failing.stdout
+    assert failing.stderr.strip() == "error: official score 0 is below --fail-under 1", failing.stderr
+    assert runner.invoke(main, [*args, "--fail-under", "0"]).exit_code == 0
+    passing = runner.invoke(main, ["score", "--gold", str(gold), "--pred", str(gold), "--spec", str(spec), "--json",
+                                   "--fail-under", "1"])
+    assert passing.exit_code == 0 and json.loads(passing.stdout)["official"]["score"] == 1
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"gold": "g.duckdb"}', "[1, 2]", '{"condition_tabs": 3}'])
+def test_cli_malformed_spec_is_a_usage_error(gold: Path, tmp_path: Path, text: str) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(text)
+    result = CliRunner().invoke(main, ["score", "--gold", str(gold), "--pred", str(gold), "--spec", str(spec)])
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith("Usage: ") and lines[-1].startswith("Error: Invalid value for --spec: "), lines
 
 
 def test_installed_versions_are_the_verified_ones() -> None:
