@@ -17,6 +17,8 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "pin": str(path),
         "id": pin.id,
         "spec": pin.spec,
+        "repo": pin.repo,
+        "url": pin.url,
         "commit": pin.commit,
         "ref": pin.ref,
         "project_dir": pin.project_dir,

@@ -3,6 +3,12 @@ whole Spider 2.0-DBT submission folder, with the reason for every 0.
 
     harvest score --gold gold.duckdb --pred submitted.duckdb --spec spec.json [--explain] [--json]
     harvest score --spider2 --results DIR --gold DIR [--gold-alias ID=FILE ...] [--json]
+    harvest score --task DATASET:INSTANCE_ID (--pred submitted.duckdb | --workspace DIR) [--json]
+
+With --task the grading spec and the gold file come from a dataset row (a `harvest dataset build` folder
+or a Hub repo id; the gold is checked against the row's sha256). --workspace builds a materialized
+project (`harvest tasks materialize`) in the sandbox at the row's clock, as the audit's submit does, and
+scores what it built.
 
 With --spider2 the results folder is read exactly as Spider 2.0-DBT's evaluate.py reads it
 (results_metadata.jsonl, answer_or_path relative to <results>/<instance_id>/); the honest k/N over every
@@ -47,8 +53,12 @@ def _parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
 @click.command(name="score")
 @click.option("--spider2", is_flag=True, help="Score a Spider 2.0-DBT results folder against its metadata.")
 @click.option("--results", type=click.Path(path_type=Path), help="Spider 2.0-DBT results folder (with --spider2).")
-@click.option("--gold", type=click.Path(path_type=Path), required=True,
+@click.option("--gold", type=click.Path(path_type=Path),
               help="Gold DuckDB file, or with --spider2 the gold folder holding spider2_eval.jsonl.")
+@click.option("--task", "task_ref", metavar="DATASET:INSTANCE_ID",
+              help="Grade against a dataset row's spec and gold (DATASET: a built folder or a Hub repo id).")
+@click.option("--workspace", type=click.Path(path_type=Path, file_okay=False),
+              help="With --task: build this workspace (sandboxed, at the row's clock) and score the build.")
 @click.option("--pred", type=click.Path(path_type=Path), help="Submitted DuckDB file (single-instance form).")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Grading spec JSON (single-instance form).")
 @click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
@@ -59,12 +69,24 @@ def _parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
                    "honest k/N. Without it the exit status is 0 whenever scoring ran, even at score 0.")
 @json_option
 @fails_cleanly
-def command(spider2: bool, results: Path | None, gold: Path, pred: Path | None, spec_path: Path | None,
-            gold_alias: tuple[str, ...], show_explain: bool, fail_under: float | None, as_json: bool) -> None:
+def command(spider2: bool, results: Path | None, gold: Path | None, task_ref: str | None, workspace: Path | None,
+            pred: Path | None, spec_path: Path | None, gold_alias: tuple[str, ...], show_explain: bool,
+            fail_under: float | None, as_json: bool) -> None:
     """Score a submission: the official Spider 2.0-DBT verdict, the strict verdict beside it, and why.
 
     Exit 0 when scoring ran (even at score 0), 1 when it could not, 2 on a usage error; --fail-under X
     makes a score below X exit 1 (for CI)."""
+    if task_ref is not None:
+        if spider2 or gold is not None or spec_path is not None or gold_alias:
+            raise click.UsageError("--task brings its own gold and spec: drop --gold/--spec/--spider2/--gold-alias")
+        if (pred is None) == (workspace is None):
+            raise click.UsageError("--task needs exactly one of --pred FILE or --workspace DIR")
+        _check_fail_under(_score_task(task_ref, pred, workspace, show_explain, as_json), fail_under)
+        return
+    if workspace is not None:
+        raise click.UsageError("--workspace belongs with --task")
+    if gold is None:
+        raise click.UsageError("give --gold (or --task DATASET:INSTANCE_ID)")
     if spider2:
         if results is None:
             raise click.UsageError("--spider2 needs --results DIR")
@@ -81,6 +103,45 @@ def command(spider2: bool, results: Path | None, gold: Path, pred: Path | None, 
     _check_fail_under(_score_one(gold, pred, spec_path, show_explain, as_json), fail_under)
 
 
+def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_explain: bool,
+                as_json: bool) -> float | None:
+    from corpora.materialize import load_task
+    from harvester.gold import gold_path
+
+    dataset, sep, instance_id = task_ref.rpartition(":")
+    if not sep or not dataset or not instance_id:
+        raise click.BadParameter(f"{task_ref!r}: expected DATASET:INSTANCE_ID", param_hint="--task")
+    task, row, _ = load_task(dataset, instance_id)
+    if workspace is not None:
+        pred, why = _build_submission(workspace, row)
+        if pred is None:  # as the audit grades it: a project that does not build scores 0 and 0
+            if as_json:
+                echo_json({"official": {"score": 0, "reason": why}, "strict": {"score": 0, "reason": why}})
+            else:
+                click.echo(f"official 0  ({why})\nstrict   0  ({why})")
+            return 0.0
+    assert pred is not None
+    return _report(gold_path(task.gold_sha256), pred, task.grading, show_explain, as_json)
+
+
+def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
+    """Build a materialized workspace in the sandbox at the row's clock (fresh database) -> its captured tables."""
+    from harvester.build import build_workspace
+    from harvester.discovery import discover
+
+    root = workspace.resolve()
+    if (root / "project").is_dir() and (root / "task.json").is_file():
+        root = root / "project"  # the materialize folder itself
+    for name in (row["database_file"], row["database_file"] + ".wal"):
+        (root / name).unlink(missing_ok=True)
+    found = discover(root, row["project_dir"])
+    result = build_workspace(root, row["project_dir"], found.profile, row["profile_schema"], row["clock"],
+                             sandboxed=True, log_path=root / "harvest-score.log", capture=True)
+    if not result.models_ok or result.gold_file is None:
+        return None, f"the workspace does not build: {result.first_error} (log: {root / 'harvest-score.log'})"
+    return result.gold_file, ""
+
+
 def _check_fail_under(official: float | None, fail_under: float | None) -> None:
     """Exit 1 (after the report is printed) when the official score is below ``fail_under``."""
     if fail_under is None or official is None or official >= fail_under:
@@ -90,7 +151,7 @@ def _check_fail_under(official: float | None, fail_under: float | None) -> None:
 
 
 def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_json: bool) -> float | None:
-    from core.scorer import GradingSpec, explain, score
+    from core.scorer import GradingSpec
     from core.scorer.spec import SpecFormatError
 
     try:
@@ -100,6 +161,12 @@ def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_j
     except (json.JSONDecodeError, SpecFormatError, AttributeError, UnicodeDecodeError) as exc:
         # a malformed spec is a usage error: exit 2 with click's usage message
         raise click.BadParameter(f"{spec_path} is not a grading spec: {exc}", param_hint="--spec") from None
+    return _report(gold, pred, spec, show_explain, as_json)
+
+
+def _report(gold: Path, pred: Path, spec, show_explain: bool, as_json: bool) -> float | None:  # type: ignore[no-untyped-def]
+    from core.scorer import explain, score
+
     if show_explain:
         explanation = explain(gold, pred, spec)
         if as_json:

@@ -1,6 +1,9 @@
-"""`harvest tasks list|show`: the minted task records (train and dev; the sealed test split stays sealed)."""
+"""`harvest tasks list|show|materialize`: the minted task records (train and dev; the sealed test split stays
+sealed), and one task of a built or published dataset rebuilt from its row (`materialize`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -9,7 +12,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup, say, show
 
 @click.group("tasks")
 def command() -> None:
-    """List or show minted tasks."""
+    """List or show minted tasks; materialize a dataset's task."""
 
 
 def _records(split: str | None):  # type: ignore[no-untyped-def]
@@ -82,3 +85,38 @@ def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]
         order = "row order ignored" if ignore_order else "row order checked"
         lines.append(f"graded: table {table}, {columns}, {order}")
     return lines
+
+
+@command.command("materialize")
+@click.argument("dataset")
+@click.argument("instance_id")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--split", type=click.Choice(["train", "dev"]), help="Look only in this split (default: every split).")
+@click.option("--repo-mirror", type=click.Path(path_type=Path, file_okay=False),
+              help="Offline: a folder holding the repository as <owner>/<name> or <owner>__<name> (bare or not).")
+@click.option("--package-mirror", type=click.Path(path_type=Path, file_okay=False),
+              help="Offline: the dbt package mirror (default $HARVEST_PACKAGE_MIRROR).")
+@json_option
+@fails_cleanly
+def materialize(dataset: str, instance_id: str, out: Path, split: str | None, repo_mirror: Path | None,
+                package_mirror: Path | None, as_json: bool) -> None:
+    """Rebuild one task of a dataset (a `harvest dataset build` folder or a Hub repo id) into OUT/.
+
+    OUT/project is the broken workspace an agent gets, OUT/grader the gold file and grading spec, OUT/task.json
+    the row; the export is checked against the row's git tree id, the compat patch and gold against their sha256.
+    """
+    import os
+
+    from corpora.materialize import materialize_task
+    from harvester.packages import MIRROR_ENV
+
+    if package_mirror is not None:
+        os.environ[MIRROR_ENV] = str(package_mirror.resolve())
+    done = materialize_task(dataset, instance_id, out, repo_mirror=repo_mirror, split=split)
+    if as_json:
+        echo_json(done.to_dict())
+        return
+    click.echo(f"{done.instance_id} [{done.split}] -> {done.out}")
+    click.echo(f"project: {done.project}\ngold:    {done.gold} (sha256 {done.gold_sha256[:12]})")
+    for check in done.checks:
+        click.echo(f"checked: {check}")

@@ -20,6 +20,11 @@ from core import atomic
 from core.errors import PinError
 
 PIN_FORMAT = 1
+#: a GitHub repository URL in any of its forms (https, ssh, scp-like), with owner and repo groups
+GITHUB_URL = re.compile(
+    r"^(?:https?://|ssh://(?:git@)?|git@|git://)?(?:www\.)?github\.com[:/]+(?P<owner>[^/]+)/(?P<repo>[^/]+?)(?:\.git)?/?$",
+    re.IGNORECASE,
+)
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -91,6 +96,12 @@ class Pin:
     format: int = PIN_FORMAT
 
     @property
+    def repo(self) -> str:
+        """The repository as task records and cards name it: ``owner/name`` on GitHub, else the URL
+        (``local://owner/name`` for a repository pinned from a local copy without a public origin)."""
+        return display_name(self.url)
+
+    @property
     def gradable_tables(self) -> tuple[TableRecord, ...]:
         return tuple(t for t in self.tables if t.gradable)
 
@@ -108,6 +119,12 @@ class Pin:
         for table in data["tables"]:
             table["columns"] = [dict(c) for c in table["columns"]]
         return tomli_w.dumps(_order(data))
+
+
+def display_name(url: str) -> str:
+    """How a repository URL is shown in task records and cards: ``owner/repo`` for GitHub, else the URL."""
+    match = GITHUB_URL.match(url.strip())
+    return f"{match['owner']}/{match['repo'].removesuffix('.git')}" if match else url
 
 
 def _order(data: dict[str, Any]) -> dict[str, Any]:

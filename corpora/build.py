@@ -8,21 +8,27 @@ the card, and a manifest hashing every file -> one rename. A failure at any step
 Folder layout::
 
     README.md                       dataset card (YAML: configs, license, task_categories, tags)
-    data/<split>-00000-of-0000N.parquet
+    data/<split>-<fp>-00000-of-0000N.parquet
     gold/<sha256>.duckdb            gold for the rows of the published splits
     dataset_dict/                   DatasetDict.save_to_disk (not uploaded)
     build.json                      manifest: facts for the card, per-split gold, sha256 of every file
+
+``<fp>`` is a fingerprint of the split's rows (:func:`rows_fingerprint`), and the card's ``configs``
+name ``data/<split>-<fp>-*``. The ``datasets`` library caches a loaded folder under the folder's name
+and its data-file patterns, not its content, so without it ``load_dataset(folder)`` served the rows of
+an older build, or of another folder with the same name, from the user's cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpora.card import CardFacts, RepoProvenance, render
@@ -96,15 +102,46 @@ def _copy_gold(shas: Sequence[str], home: Path, dest: Path) -> None:
             raise DatasetBuildError(f"gold {sha[:12]} in {src.parent} is corrupted (its content hashes to {actual[:12]})")
 
 
-def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: int):
+def rows_fingerprint(rows: Sequence[dict]) -> str:
+    """12 hex digits of sha256 over the rows in order: what a split's data file names carry."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:12]
+
+
+def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
+    """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
+    from core.pin import pin_path, read_pin
+    from harvester.workspace import compat_patch_text
+
+    cache: dict[str, tuple] = {}
+    rows = []
+    for r in records:
+        if r.pin not in cache:
+            pin = read_pin(pin_path(r.pin, pins))
+            cache[r.pin] = (pin, compat_patch_text(pin, pins))
+        pin, compat = cache[r.pin]
+        try:
+            rows.append(to_row(r, pin, compat))
+        except ValueError as exc:
+            raise DatasetBuildError(f"{exc}; re-run `harvest mint` for its pin") from None
+    return rows
+
+
+def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: int, pins: Path):
+    """The split's Dataset and its rows' fingerprint; parquet shards ``data/<split>-<fp>-i-of-n``."""
     from datasets import Dataset
 
-    ds = Dataset.from_list([to_row(r) for r in records], features=task_features())
+    rows = _rows(records, pins)
+    fingerprint = rows_fingerprint(rows)
+    ds = Dataset.from_list(rows, features=task_features())
     n = max(1, math.ceil(len(ds) / shard_rows))
     for i in range(n):
         shard = ds.shard(num_shards=n, index=i, contiguous=True)
-        shard.to_parquet(str(dest / "data" / f"{split}-{i:05d}-of-{n:05d}.parquet"))
-    return ds
+        shard.to_parquet(str(dest / "data" / f"{split}-{fingerprint}-{i:05d}-of-{n:05d}.parquet"))
+    return ds, fingerprint
 
 
 def _hash_tree(folder: Path) -> dict[str, str]:
@@ -149,9 +186,17 @@ def build_dataset(
         raise DatasetBuildError(f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)")
     kept, left_repos, left_tasks = _select(records, public)
     for split in wanted:
-        if not kept[split]:
-            why = f" ({len(records[split])} left out: no redistributable license)" if records[split] else ""
-            raise DatasetBuildError(f"split {split!r} would be empty{why}; build only the other splits with --split")
+        if kept[split]:
+            continue
+        if records[split]:
+            raise DatasetBuildError(
+                f"split {split!r} would be empty: its {len(records[split])} task(s) come from repositories without a "
+                "redistributable license (no LICENSE file we recognise); build a private dataset with --private "
+                "(published only with --private), or add and mint licensed repositories"
+            )
+        others = [s for s in wanted if s != split and kept[s]]
+        hint = f"build only {', '.join(others)} with --split" if others else "mint tasks for it first (`harvest mint`)"
+        raise DatasetBuildError(f"split {split!r} has no tasks; {hint}")
     gold_by_split = {s: sorted({r.gold_sha256 for r in kept[s]}) for s in wanted}
     all_gold = sorted({g for shas in gold_by_split.values() for g in shas})
     facts = CardFacts(
@@ -177,7 +222,9 @@ def build_dataset(
     try:
         _copy_gold(all_gold, home, tmp)
         (tmp / "data").mkdir()
-        dd = DatasetDict({s: _write_split(kept[s], s, tmp, shard_rows) for s in wanted})
+        written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
+        facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
+        dd = DatasetDict({s: ds for s, (ds, _) in written.items()})
         dd.save_to_disk(str(tmp / "dataset_dict"))
         atomic.write_text(tmp / "README.md", render(facts, wanted))
         files = _hash_tree(tmp)

@@ -6,13 +6,13 @@ again for exactly the split it uploads: a Hub repo never lists a split whose fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import yaml
 
-from corpora.features import COLUMNS
+from corpora.features import COLUMNS, SWE_BENCH_MAPPING
 
 TAGS = ("dbt", "sql", "duckdb", "data-engineering", "code-repair", "agents", "swe-bench")
 
@@ -41,6 +41,7 @@ class CardFacts:
     exclusions_counts: dict[str, int]
     sealed_test_tasks: int
     duplicate_tasks: int = 0  # the same mutation minted from two pins of one split group (forks)
+    fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -69,8 +70,18 @@ def _size_category(n: int) -> str:
     return "n<1K" if n < 1000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "100K<n<1M"
 
 
-def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
+def data_files(facts: CardFacts, split: str) -> dict[str, str]:
+    """The card's ``configs`` entry of one split: its data files, by the fingerprint they carry."""
+    fingerprint = facts.fingerprints.get(split)
+    return {"split": split, "path": f"data/{split}-{fingerprint}-*" if fingerprint else f"data/{split}-*"}
+
+
+def front_matter(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The YAML front matter; ``other_configs`` (split -> data-file path) lists splits of another build
+    that the Hub repository already holds, so that publishing one split keeps loading the others."""
     rows = [p for p in facts.provenance if p.split in splits]
+    files = [data_files(facts, s) for s in splits]
+    files += [{"split": s, "path": path} for s, path in sorted((other_configs or {}).items())]
     return {
         **hub_license([p.license for p in rows]),
         "pretty_name": facts.title,
@@ -79,14 +90,20 @@ def front_matter(facts: CardFacts, splits: Sequence[str]) -> dict[str, Any]:
         "size_categories": [_size_category(sum(facts.splits[s] for s in splits))],
         "configs": [{
             "config_name": "default",
-            "data_files": [{"split": s, "path": f"data/{s}-*"} for s in splits],
+            "data_files": files,
         }],
     }
 
 
-def render(facts: CardFacts, splits: Sequence[str]) -> str:
-    """The README.md for a folder holding ``splits`` (a subset of the built ones)."""
-    yaml_text = yaml.safe_dump(front_matter(facts, splits), sort_keys=False, allow_unicode=True)
+def _repo_cell(p: RepoProvenance) -> str:
+    """A link for a public URL; a repository known only by name (``local://``) is shown, not linked."""
+    return f"[{p.repo}]({p.url})" if p.url.startswith(("https://", "http://")) else f"`{p.repo}`"
+
+
+def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> str:
+    """The README.md for a folder holding ``splits`` (a subset of the built ones), plus ``other_configs``:
+    splits a Hub repository holds from another build (listed, not described)."""
+    yaml_text = yaml.safe_dump(front_matter(facts, splits, other_configs), sort_keys=False, allow_unicode=True)
     rows = [p for p in facts.provenance if p.split in splits]
     n_rows = {s: facts.splits[s] for s in splits}
     ex = facts.exclusions_counts
@@ -101,21 +118,30 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         "plausible wrong repair that passes the local checks scores 0.", "",
         "## Splits", "",
         "| split | rows |", "|---|---|",
-        *[f"| {s} | {n} |" for s, n in n_rows.items()], "",
+        *[f"| {s} | {n} |" for s, n in n_rows.items()],
+        *[f"| {s} | published from another build (see this repository's history) |" for s in sorted(other_configs or {})],
+        "",
         "Splits are repository-disjoint: repositories that share history, files, or a package family",
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
         "## Columns", "",
-        "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Apply `broken_patch` to",
-        "`base_commit` (in `project_dir`) to obtain the task; a model's answer is graded by building the",
-        "repaired project with dbt-duckdb and comparing `graded_tables` with the gold file `gold_file`",
-        "(Spider 2.0-DBT's `duckdb_match`: `graded_columns`, `ignore_orders`).", "",
+        "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
+        "it names the repository (`origin_url`, `base_commit`, its git `tree`), the dbt packages at exact commits,",
+        "the compat patch, the clock and the database file, so `harvest tasks materialize DATASET INSTANCE_ID OUT/`",
+        "rebuilds the task on a fresh machine (checking the tree id and every sha256). The setup step (`setup`):",
+        "export `base_commit` without history, vendor `packages` into `<project_dir>/dbt_packages`, apply",
+        "`compat_patch`, then `broken_patch`. A model's answer is graded by building the repaired project with",
+        "dbt-duckdb at `clock` and comparing `condition_tabs` with the gold file `gold_file` (Spider 2.0-DBT's",
+        "`duckdb_match` with `condition_cols` and `ignore_orders`; `harvest score --task DATASET:INSTANCE_ID`).", "",
         "| column | meaning |", "|---|---|",
         *[f"| `{name}` | {meaning} |" for name, meaning in COLUMNS.items()], "",
+        "### Reading it as SWE-bench / SWE-smith", "",
+        "| SWE-bench / SWE-smith | here |", "|---|---|",
+        *[f"| `{name}` | {meaning} |" for name, meaning in SWE_BENCH_MAPPING.items()], "",
         "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.", "",
         "## Provenance", "",
         "| repository | commit | license | split | tasks |", "|---|---|---|---|---|",
-        *[f"| [{p.repo}]({p.url}) | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
+        *[f"| {_repo_cell(p)} | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
         "Each task's files stay under the license of its source repository (column `license`).", "",
         "## Non-contamination statement", "",
         f"- Benchmark: every repository was checked against the Spider 2.0-DBT exclusion list "
@@ -123,9 +149,9 @@ def render(facts: CardFacts, splits: Sequence[str]) -> str:
         f"{ex.get('project_names', 0)} benchmark dbt project names, {ex.get('domain_packages', 0)} domain packages "
         f"(a repository that is one, or depends on one, is excluded) and {ex.get('utility_packages', 0)} utility "
         "packages (depending on them is allowed; the utility repositories themselves are excluded).",
-        "- Splits: no split group on two sides, no identical model file (content hash) on two sides, and no",
-        "  word 13-gram shared between a training problem statement and an evaluation one (lint run before this build:",
-        "  0 violations).",
+        "- Splits: no split group on two sides, no identical model file (content hash) on two sides, no",
+        "  training problem statement equal to an evaluation one, and no word 13-gram of task-specific words (the",
+        "  statement template's fixed phrases cut out) shared between them (lint run before this build: 0 violations).",
         f"- Test split: {facts.sealed_test_tasks} test tasks are sealed and are not part of this dataset.",
         "- Withheld from every row: wrong-repair patches and gold table fingerprints.",
         f"- Duplicates: {facts.duplicate_tasks} tasks repeating another's mutation (a fork of the same repository, "

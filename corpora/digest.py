@@ -3,6 +3,12 @@
 A sealed test task may not be read outside the audit's unseal path, yet the lint must compare test
 problem statements with training ones. A digest carries the pin, split, group, mutated file and the
 *hashed* word 13-grams of the problem statement, so the comparison needs no plaintext from the sealed side.
+
+Only what is specific to a task counts: the statement template's fixed phrases (derived from the
+template's own format strings, ``harvester.mint.statement.fixed_phrases``) are cut out of the word
+stream first, and 13-grams are taken within the runs of words left between them. Two template
+statements therefore never collide on the generator's boilerplate, while a task's own words (its
+tables, columns and the project's descriptions) still must not be shared across the train/eval line.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ class TaskDigest:
     split: str
     split_group: str
     file: str
-    ngrams: frozenset[str]  # sha256[:16] of each normalised 13-gram
+    ngrams: frozenset[str]  # sha256[:16] of each normalised 13-gram of task-specific words
+    statement_sha: str = ""  # sha256 of the whole statement's normalised words (an exact copy, however short)
 
 
 def words(text: str) -> list[str]:
@@ -42,6 +49,42 @@ def ngrams(text: str, n: int = NGRAM) -> dict[str, str]:
     return out
 
 
+def specific_runs(text: str) -> list[list[str]]:
+    """The word runs of ``text`` left after cutting out every occurrence of a template phrase."""
+    from harvester.mint.statement import fixed_phrases
+
+    tokens = words(text)
+    by_first: dict[str, list[tuple[str, ...]]] = {}
+    for phrase in fixed_phrases():  # longest first
+        by_first.setdefault(phrase[0], []).append(phrase)
+    runs: list[list[str]] = [[]]
+    i = 0
+    while i < len(tokens):
+        match = next((p for p in by_first.get(tokens[i], ()) if tuple(tokens[i:i + len(p)]) == p), None)
+        if match is None:
+            runs[-1].append(tokens[i])
+            i += 1
+        else:
+            runs.append([])
+            i += len(match)
+    return [run for run in runs if run]
+
+
+def specific_ngrams(text: str, n: int = NGRAM) -> dict[str, str]:
+    """hash -> n-gram text, for every word n-gram inside one run of task-specific words of ``text``."""
+    out: dict[str, str] = {}
+    for run in specific_runs(text):
+        for i in range(len(run) - n + 1):
+            gram = " ".join(run[i:i + n])
+            out[hashlib.sha256(gram.encode()).hexdigest()[:16]] = gram
+    return out
+
+
+def statement_sha(text: str) -> str:
+    """sha256 of the statement's normalised words: equal for a copy whatever its length or spacing."""
+    return hashlib.sha256(" ".join(words(text)).encode()).hexdigest()
+
+
 def digest(record: TaskRecord) -> TaskDigest:
     return TaskDigest(
         instance_id=record.instance_id,
@@ -49,5 +92,6 @@ def digest(record: TaskRecord) -> TaskDigest:
         split=record.split,
         split_group=record.split_group,
         file=record.file,
-        ngrams=frozenset(ngrams(record.problem_statement)),
+        ngrams=frozenset(specific_ngrams(record.problem_statement)),
+        statement_sha=statement_sha(record.problem_statement),
     )

@@ -1,8 +1,17 @@
 """The public row of a task: explicit `datasets.Features`, SWE-bench-style names, nothing secret.
 
+A row is self-contained: with it (and the gold file it names) a fresh machine rebuilds the task
+(`harvest tasks materialize`) and grades a submission (`harvest score --task`) without our task store:
+the origin URL, commit and git tree id, the dbt project folder, every dbt package at its exact commit and
+origin, the compat patch (text and sha256), the pinned clock, the DuckDB file name the profile uses, the
+grading spec in Spider 2.0-DBT's own shape (``condition_tabs``, ``condition_cols``, ``ignore_orders``),
+the gold file's path and sha256, and the tool versions.
+
 Names follow SWE-bench / SWE-smith where a column exists there: ``instance_id``, ``repo``,
-``base_commit``, ``patch`` (the gold fix, as in SWE-bench) and ``problem_statement``. The bug itself is
-``broken_patch`` (apply it to ``base_commit`` to get the task's broken project; ``patch`` then repairs it).
+``base_commit``, ``patch`` (the gold fix, as in SWE-bench), ``problem_statement``, ``FAIL_TO_PASS``,
+``PASS_TO_PASS``, ``version``, ``environment_setup``. SWE-bench's ``base_commit`` is already broken; ours is
+the clean upstream commit and the bug is ``broken_patch`` (SWE-smith's ``patch``), applied first: that
+setup step is spelled out in ``setup`` and in the card (:data:`SWE_BENCH_MAPPING`).
 Wrong-repair patches (they would teach the checker's blind spots) and gold table fingerprints never
 appear in a row; the gold DuckDB file is referenced by its content-addressed path ``gold/<sha256>.duckdb``.
 """
@@ -11,7 +20,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.pin import Pin
 from core.task_record import TaskRecord
+
+#: the file name of the DuckDB database every build of a task uses (the profile's ``path``)
+DATABASE_FILE = "build.duckdb"
+#: the one-line setup step of every row
+SETUP = ("export the repository at base_commit (without .git) -> vendor `packages` at their commits into "
+         "<project_dir>/dbt_packages -> apply compat_patch -> apply broken_patch; then seed + build with "
+         "dbt-duckdb, profile path ./" + DATABASE_FILE + ", schema profile_schema, clock `clock` (libfaketime)")
 
 #: column -> one-line meaning, rendered into the dataset card
 COLUMNS: dict[str, str] = {
@@ -28,10 +45,25 @@ COLUMNS: dict[str, str] = {
     "broken_patch": "unified diff: original -> broken (apply to base_commit to get the task)",
     "patch": "unified diff: broken -> original, the gold repair (SWE-bench's `patch`)",
     "local_checks": "dbt build / dbt test outcome of the broken project (builds, tests_total, tests_failed)",
-    "graded_tables": "gold tables the hidden check compares (Spider 2.0-DBT condition_tabs)",
-    "graded_columns": "per graded table, the column indexes compared (condition_cols)",
-    "ignore_orders": "per graded table, whether row order is ignored",
+    "condition_tabs": "gold tables the hidden check compares (Spider 2.0-DBT duckdb_match `condition_tabs`)",
+    "condition_cols": "per graded table, the column indexes compared (`condition_cols`; empty = all columns)",
+    "ignore_orders": "per graded table, whether row order is ignored (`ignore_orders`)",
     "gold_file": "content-addressed gold DuckDB file in this dataset: gold/<sha256>.duckdb",
+    "gold_sha256": "sha256 of the gold file (verify before scoring)",
+    "origin_url": "where the repository is fetched from (a public git URL; `local://` when pinned from a private copy)",
+    "tree": "git tree id of base_commit (a materialized export is checked against it)",
+    "project_name": "the dbt project's name (dbt_project.yml)",
+    "profile_schema": "the schema the profile builds in (`main` unless the project needs another)",
+    "database_file": "the DuckDB file the profile's `path` names, relative to the workspace root",
+    "clock": "the pinned build clock (libfaketime `@<date>`); every build of the task runs at it",
+    "packages": "dbt packages vendored into <project_dir>/dbt_packages: name, source, requested range, version, exact commit, origin URL",
+    "compat_patch": "unified diff applied after vendoring and before broken_patch (DuckDB compatibility, data fixes); empty if none",
+    "compat_patch_sha256": "sha256 of compat_patch (empty if none)",
+    "setup": "the setup step, spelled out (SWE-bench rows start from an already broken base_commit; ours do not)",
+    "FAIL_TO_PASS": "graded checks that fail on the broken project and pass after the gold repair (the hidden duckdb_match)",
+    "PASS_TO_PASS": "local checks that pass before and after the repair (the project's dbt build and tests)",
+    "version": "toolchain the task was verified with, as one string (SWE-bench's `version`)",
+    "environment_setup": "pip requirement line that recreates the toolchain (SWE-bench's environment setup)",
     "license": "SPDX id of the source repository's license",
     "split_group": "repositories that must share a split (forks, package families)",
     "generator_version": "dbt-harvest version that minted the task",
@@ -62,10 +94,28 @@ def task_features():  # -> datasets.Features
             "tests_total": Value("int32"),
             "tests_failed": Value("int32"),
         },
-        "graded_tables": List(Value("string")),
-        "graded_columns": List(List(Value("int32"))),
+        "condition_tabs": List(Value("string")),
+        "condition_cols": List(List(Value("int32"))),
         "ignore_orders": List(Value("bool")),
         "gold_file": Value("string"),
+        "gold_sha256": Value("string"),
+        "origin_url": Value("string"),
+        "tree": Value("string"),
+        "project_name": Value("string"),
+        "profile_schema": Value("string"),
+        "database_file": Value("string"),
+        "clock": Value("string"),
+        "packages": List({
+            "name": Value("string"), "source": Value("string"), "requested": Value("string"),
+            "version": Value("string"), "commit": Value("string"), "url": Value("string"),
+        }),
+        "compat_patch": Value("string"),
+        "compat_patch_sha256": Value("string"),
+        "setup": Value("string"),
+        "FAIL_TO_PASS": List(Value("string")),
+        "PASS_TO_PASS": List(Value("string")),
+        "version": Value("string"),
+        "environment_setup": Value("string"),
         "license": Value("string"),
         "split_group": Value("string"),
         "generator_version": Value("string"),
@@ -78,8 +128,54 @@ def gold_file(sha256: str) -> str:
     return f"gold/{sha256}.duckdb"
 
 
-def to_row(record: TaskRecord) -> dict[str, Any]:
-    """The public row of a record; fields not listed here (wrong repairs, timings) are never copied."""
+#: SWE-bench / SWE-smith column -> how to read it here (rendered into the card)
+SWE_BENCH_MAPPING: dict[str, str] = {
+    "instance_id": "same meaning",
+    "repo": "same meaning (`owner/name`); fetch from `origin_url`",
+    "base_commit": "NOT the buggy state: the clean upstream commit. Apply `compat_patch`, then `broken_patch`, to get what SWE-bench's base_commit would hold (`setup`)",
+    "patch": "same meaning: the gold fix, applied to the broken project",
+    "patch (SWE-smith)": "our `broken_patch` (SWE-smith's `patch` introduces the bug)",
+    "test_patch": "none: the hidden test is the gold comparison (`condition_tabs` vs `gold_file`), never a file in the project",
+    "FAIL_TO_PASS": "the hidden duckdb_match over `condition_tabs`",
+    "PASS_TO_PASS": "the project's own dbt build and tests (`local_checks` says how many)",
+    "version / environment_setup_commit": "`version` (toolchain) and `environment_setup` (pip line); there is no setup commit",
+    "image_name": "none: `harvest tasks materialize` builds the workspace; builds run in bubblewrap",
+}
+
+
+def fail_to_pass(record: TaskRecord) -> list[str]:
+    """The hidden check, named as one entry: it is one bit over every graded table."""
+    return ["duckdb_match(" + ", ".join(record.grading.condition_tabs) + ")"]
+
+
+def pass_to_pass(record: TaskRecord) -> list[str]:
+    """The local checks that pass on the broken project and on the repair (test names are not recorded)."""
+    checks = record.local_checks
+    if not checks.builds:
+        return []
+    passing = checks.tests_total - checks.tests_failed
+    return [f"dbt build (models)", f"dbt test ({passing} of {checks.tests_total} passing on the broken project)"]
+
+
+def toolchain(versions: dict[str, str]) -> tuple[str, str]:
+    """(``version``, ``environment_setup``) from a record's tool versions."""
+    keys = ("dbt-core", "dbt-duckdb", "duckdb")
+    version = " ".join(f"{k}=={versions[k]}" for k in keys if k in versions)
+    return version, ("pip install " + version) if version else ""
+
+
+def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "") -> dict[str, Any]:
+    """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch`` its text).
+
+    Fields not listed here (wrong repairs, timings, table fingerprints) are never copied."""
+    import hashlib
+
+    if pin is not None and (pin.id != record.pin or pin.commit != record.base_commit):
+        raise ValueError(f"{record.instance_id}: pin {pin.id} is not the task's pin {record.pin}")
+    if pin is not None and pin.compat_patch_sha256:
+        if hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256:
+            raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
+    version, setup_env = toolchain(record.versions)
     return {
         "instance_id": record.instance_id,
         "repo": record.repo,
@@ -98,10 +194,29 @@ def to_row(record: TaskRecord) -> dict[str, Any]:
             "tests_total": record.local_checks.tests_total,
             "tests_failed": record.local_checks.tests_failed,
         },
-        "graded_tables": list(record.grading.condition_tabs),
-        "graded_columns": [list(c) for c in record.grading.condition_cols],
+        "condition_tabs": list(record.grading.condition_tabs),
+        "condition_cols": [list(c) for c in record.grading.condition_cols],
         "ignore_orders": list(record.grading.ignore_orders),
         "gold_file": gold_file(record.gold_sha256),
+        "gold_sha256": record.gold_sha256,
+        "origin_url": pin.url if pin else "",
+        "tree": pin.tree if pin else "",
+        "project_name": pin.project_name if pin else "",
+        "profile_schema": pin.profile_schema if pin else "main",
+        "database_file": DATABASE_FILE,
+        "clock": pin.clock if pin else "",
+        "packages": [
+            {"name": p.name, "source": p.source, "requested": p.requested, "version": p.version,
+             "commit": p.commit, "url": p.url}
+            for p in (pin.packages if pin else ())
+        ],
+        "compat_patch": compat_patch if pin and pin.compat_patch_sha256 else "",
+        "compat_patch_sha256": pin.compat_patch_sha256 if pin else "",
+        "setup": SETUP,
+        "FAIL_TO_PASS": fail_to_pass(record),
+        "PASS_TO_PASS": pass_to_pass(record),
+        "version": version,
+        "environment_setup": setup_env,
         "license": record.license,
         "split_group": record.split_group,
         "generator_version": record.generator_version,

@@ -8,7 +8,10 @@ Checks, each a small function returning Violations (kind, subject, evidence):
   split-mismatch        a task's split disagrees with its pin's reservation (or sits in another split's folder)
   group-split           one split group has members on two sides
   shared-model-file     one model file (content hash) on two sides
-  ngram-overlap         a training problem statement shares a word 13-gram with an evaluation one
+  ngram-overlap         a training problem statement shares a word 13-gram of its task-specific words (the
+                        statement template's fixed phrases cut out, see corpora.digest) with an evaluation one
+  same-statement        a training problem statement is word for word an evaluation one (a copy too short
+                        for 13 task-specific words in a row)
 `harvest lint` prints them and exits non-zero; `dataset build` and `train` run it first and refuse.
 """
 
@@ -20,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpora.digest import NGRAM, TaskDigest, digest, ngrams
+from corpora.digest import NGRAM, TaskDigest, digest, specific_ngrams, statement_sha
 from corpora.exclusions import Exclusions, load_exclusions
 from corpora.groups import split_groups
 from corpora.repos import is_empty_file_hash, package_refs, pin_identities
@@ -104,12 +107,17 @@ def check_model_files(pins: Sequence[Pin], splits: Mapping[str, str]) -> list[Vi
 
 def check_ngrams(train: Sequence[TaskRecord | TaskDigest], evaluation: Sequence[TaskDigest]) -> list[Violation]:
     index: dict[str, str] = {}
+    whole: dict[str, str] = {}
     for task in evaluation:
         for gram in task.ngrams:
             index.setdefault(gram, f"{task.split} task {task.instance_id}")
+        whole.setdefault(task.statement_sha, f"{task.split} task {task.instance_id}")
     out = []
     for task in train:
-        texts = ngrams(task.problem_statement) if isinstance(task, TaskRecord) else {g: "" for g in task.ngrams}
+        sha = statement_sha(task.problem_statement) if isinstance(task, TaskRecord) else task.statement_sha
+        if sha in whole:
+            out.append(Violation("same-statement", task.instance_id, f"its problem statement is word for word that of {whole[sha]}"))
+        texts = specific_ngrams(task.problem_statement) if isinstance(task, TaskRecord) else {g: "" for g in task.ngrams}
         hits: dict[str, str] = {}
         for gram, text in texts.items():
             if gram in index and index[gram] not in hits:

@@ -19,11 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from core import atomic
 from harvester.build import BuildResult, build_workspace, require_ok
 from core.clock import default_clock, normalise_clock
 from harvester.discovery import Project, discover
-from core.errors import BuildError, GoldError, HarvestError, PinError, SandboxError
+from core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
 from harvester.gitstore import GitStore
 from harvester.gold import install_gold
 from core.home import builds_dir, mirrors_dir, pins_dir
@@ -32,7 +34,15 @@ from harvester.packages import load_mirror, resolve_packages, vendor_packages
 from core.patching import apply_patch
 from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
 from harvester.sandbox import Limits, safe_fs, sandbox_available
-from harvester.specs import RepoSpec, parse_spec
+from harvester.specs import (
+    Identity,
+    RepoSpec,
+    local_identity,
+    named_identity,
+    origin_identity,
+    parse_spec,
+    spec_identity,
+)
 from harvester.state import install_state
 from core.versions import versions
 
@@ -40,6 +50,8 @@ from core.versions import versions
 @dataclass(frozen=True)
 class AddOptions:
     project_dir: str | None = None
+    origin: str | None = None  # public URL the repository is recorded under (--origin)
+    name: str | None = None  # owner/name to record a repository without a public URL under (--name)
     package_mirror: Path | None = None
     resolve_ref: bool = False
     clock: str | None = None
@@ -90,14 +102,52 @@ class Resolved:
     commit: str
     ref: str
     repo: Any  # the pygit2 repository of the bare mirror
+    identity: Identity | None = None  # what the pin is recorded under
+
+
+def identify(spec: RepoSpec, options: AddOptions, store: GitStore) -> Identity:
+    """What the repository is called in committed artefacts (see harvester.specs): --origin, --name,
+    the spec itself when it is public, else the local copy's origin remote or dbt project name."""
+    if options.origin and options.name:
+        raise SpecError("give --origin or --name, not both")
+    if options.origin:
+        return origin_identity(options.origin)
+    if options.name:
+        return named_identity(options.name)
+    if spec.kind != "local":
+        return spec_identity(spec)
+    import pygit2
+
+    try:
+        local = pygit2.Repository(spec.url)
+    except (pygit2.GitError, KeyError, ValueError) as exc:
+        raise FetchError(f"cannot read the local repository {spec.url}: {' '.join(str(exc).split())}") from None
+    remote = local.remotes["origin"].url if "origin" in [r.name for r in local.remotes] else None
+    project_name = None
+    found = store.resolve(local, spec.rev, allow_ref=options.resolve_ref)
+    where = f"{options.project_dir.strip('/')}/dbt_project.yml" if options.project_dir else "dbt_project.yml"
+    data = store.read_file(local, found.commit, where)
+    if data is not None:
+        try:
+            parsed = yaml.safe_load(data)
+        except yaml.YAMLError:
+            parsed = None
+        if isinstance(parsed, dict) and isinstance(parsed.get("name"), str):
+            project_name = parsed["name"]
+    return local_identity(remote, project_name, Path(spec.url).name)
 
 
 def resolve(spec: RepoSpec, options: AddOptions) -> tuple[GitStore, Resolved]:
-    """Mirror the repository and verify the commit (a short sha is expanded, a ref needs --resolve-ref)."""
+    """Name the repository, mirror it under that name (fetching from wherever the spec says), and
+    verify the commit (a short sha is expanded, a ref needs --resolve-ref)."""
     store = GitStore(mirrors_dir())
-    repo = store.mirror(spec.url)
+    identity = identify(spec, options, store)
+    if identity.url == spec.url:
+        repo = store.mirror(spec.url)
+    else:
+        repo = store.mirror(identity.url, fetch_from=spec.url)
     found = store.resolve(repo, spec.rev, allow_ref=options.resolve_ref)
-    return store, Resolved(spec, found.commit, found.ref, repo)
+    return store, Resolved(spec, found.commit, found.ref, repo, identity)
 
 
 def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Source:
@@ -189,7 +239,9 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     clock = normalise_clock(options.clock) if options.clock else None
 
     store, resolved = resolve(spec, options)
-    pin_id = f"{spec.slug}@{resolved.commit[:12]}"
+    identity = resolved.identity
+    assert identity is not None
+    pin_id = f"{identity.slug}@{resolved.commit[:12]}"
     existing_path = pin_path(pin_id, pins_dir())
     previous: Pin | None = None
     if existing_path.exists():
@@ -199,7 +251,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             previous = None  # a malformed pin is rebuilt
         if previous is not None and not options.rebuild:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
-    run_dir = builds_dir() / spec.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
     source = prepare_source(store, resolved, options, run_dir)
     if clock is None:
@@ -212,7 +264,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     gold_sha = install_gold(first.gold_file)
     install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
     pin = Pin(
-        id=pin_id, spec=spec.text, url=spec.url, commit=source.commit,
+        id=pin_id, spec=f"{identity.display}@{spec.rev}", url=identity.url, commit=source.commit,
         tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
         project_name=source.project.name, profile_schema=source.project.schema, clock=clock,
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),

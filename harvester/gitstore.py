@@ -30,6 +30,8 @@ _SHORT_HEX = re.compile(r"^[0-9a-fA-F]{7,39}$")
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 _PINNED_REF_PREFIX = "refs/harvest/pinned/"
+#: schemes of names that are never fetched from (a mirror under such a name has its own remote)
+NAME_ONLY_SCHEMES = ("local://", "package://")
 
 #: a repository with more files than this is refused (dbt projects hold a few thousand at most)
 MAX_FILES = 50_000
@@ -100,20 +102,32 @@ class GitStore:
 
     # -- mirrors -------------------------------------------------------------------------------
 
-    def mirror(self, url: str) -> pygit2.Repository:
+    def mirror(self, url: str, *, fetch_from: str | None = None) -> pygit2.Repository:
         """The bare mirror of ``url``: cloned on first use, fetched on later uses (once per store).
+
+        ``fetch_from``, when given, is where the bytes come from (a local copy of the repository that
+        ``url`` names publicly): the mirror is still kept under ``url``'s name, and its remote points
+        at ``fetch_from``, so later calls with ``url`` alone fetch from there. That location lives only
+        in the mirror's git config under HARVEST_HOME, never in a committed artefact.
 
         A failed fetch of an existing mirror keeps the mirror (offline re-runs still find pinned
         commits) and is reported if a commit then turns out to be missing.
         """
         path = self.root / mirror_key(url)
-        source = _clone_source(url)
+        source = _clone_source(fetch_from or url)
         if path.is_dir():
             repo = self._open(path, url)
+            if fetch_from is not None:
+                _point_remote(repo, source)
             if str(path) not in self._fetched:
-                self._fetch(repo, url)
+                self._fetch(repo, fetch_from or url)
                 self._fetched.add(str(path))
             return repo
+        if fetch_from is None and url.startswith(NAME_ONLY_SCHEMES):
+            raise FetchError(
+                f"{url} names a repository that was pinned from a local copy, and this HARVEST_HOME has no "
+                "mirror of it; run `harvest add <path>@<commit>` (with the same --origin/--name) here first"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.root))
         try:
@@ -129,6 +143,10 @@ class GitStore:
             shutil.rmtree(tmp, ignore_errors=True)
         self._fetched.add(str(path))
         return self._open(path, url)
+
+    def has_mirror(self, url: str) -> bool:
+        """Whether a mirror under ``url``'s name is already here (nothing is fetched)."""
+        return (self.root / mirror_key(url)).is_dir()
 
     def _open(self, path: Path, url: str) -> pygit2.Repository:
         try:
@@ -300,6 +318,15 @@ def _mirror_remote(repo: pygit2.Repository, name: str, url: str) -> pygit2.Remot
     for spec in _MIRROR_REFSPECS[1:]:
         repo.remotes.add_fetch(name, spec)
     return repo.remotes[name]
+
+
+def _point_remote(repo: pygit2.Repository, source: str) -> None:
+    """Make the mirror's ``origin`` remote fetch from ``source`` (a user moved or replaced the copy)."""
+    try:
+        if repo.remotes["origin"].url != source:
+            repo.remotes.set_url("origin", source)
+    except KeyError:
+        _mirror_remote(repo, "origin", source)
 
 
 def _describe(repo: pygit2.Repository) -> str:

@@ -33,11 +33,11 @@ def _marker(pin: Pin) -> str:
     )
 
 
-def compat_patch_text(pin: Pin) -> str:
-    """The pin's compat patch from pins/patches, verified against the hash the pin records."""
+def compat_patch_text(pin: Pin, pins: Path | None = None) -> str:
+    """The pin's compat patch from ``pins``/patches (default: the pins folder), verified against the hash the pin records."""
     if not pin.compat_patch_sha256:
         return ""
-    path = pins_dir() / "patches" / f"{pin.compat_patch_sha256}.diff"
+    path = (pins or pins_dir()) / "patches" / f"{pin.compat_patch_sha256}.diff"
     if not path.is_file():
         raise PinError(f"{pin.id}: compat patch {path} is missing")
     text = path.read_text(encoding="utf-8")
@@ -46,8 +46,26 @@ def compat_patch_text(pin: Pin) -> str:
     return text
 
 
-def template(pin: Pin) -> Path:
-    """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use."""
+def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None) -> None:
+    """Write the pin's tree at ``tree`` (must not exist): export the commit (checked against the pin's
+    tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256).
+    ``fetch_from`` is where the repository's bytes come from when that is not ``pin.url`` (a mirror)."""
+    if pin.compat_patch_sha256 and hashlib.sha256(compat_text.encode()).hexdigest() != pin.compat_patch_sha256:
+        raise PinError(f"{pin.id}: the compat patch does not match its recorded sha256 {pin.compat_patch_sha256[:12]}")
+    store = GitStore(mirrors_dir())
+    repo = store.mirror(pin.url, fetch_from=fetch_from)
+    report = store.export(repo, pin.commit, tree)
+    if report.tree != pin.tree:
+        raise PinError(f"{pin.id}: the commit's tree is {report.tree[:12]}, the pin recorded {pin.tree[:12]}")
+    vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
+    if pin.compat_patch_sha256:
+        apply_patch(tree, compat_text)
+
+
+def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None) -> Path:
+    """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use.
+
+    ``compat_text`` defaults to the pin's compat patch under the pins folder (a dataset row carries its own)."""
     dest = harvest_home() / "templates" / pin.id.replace("@", "_")
     marker = dest / _MARKER
     if marker.is_file() and marker.read_text() == _marker(pin):
@@ -55,16 +73,8 @@ def template(pin: Pin) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        store = GitStore(mirrors_dir())
-        repo = store.mirror(pin.url)
         tree = staging / "tree"
-        report = store.export(repo, pin.commit, tree)
-        if report.tree != pin.tree:
-            raise PinError(f"{pin.id}: the commit's tree is {report.tree[:12]}, the pin recorded {pin.tree[:12]}")
-        vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
-        patch = compat_patch_text(pin)
-        if patch:
-            apply_patch(tree, patch)
+        populate(pin, tree, compat_patch_text(pin) if compat_text is None else compat_text, fetch_from=fetch_from)
         atomic.write_text(tree / _MARKER, _marker(pin))
         old = None
         if dest.exists():
@@ -79,7 +89,8 @@ def template(pin: Pin) -> Path:
     return dest
 
 
-def fresh_workspace(pin: Pin, dest: Path) -> Path:
+def fresh_workspace(pin: Pin, dest: Path, *, compat_text: str | None = None, fetch_from: str | None = None) -> Path:
     """A new copy of the pin's template at ``dest`` (which must not exist)."""
-    shutil.copytree(template(pin), dest, symlinks=True, ignore=shutil.ignore_patterns(_MARKER))
+    shutil.copytree(template(pin, compat_text=compat_text, fetch_from=fetch_from), dest, symlinks=True,
+                    ignore=shutil.ignore_patterns(_MARKER))
     return dest

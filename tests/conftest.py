@@ -3,6 +3,10 @@
 Every fixture works in its own HARVEST_HOME and pins folder under pytest's tmp dirs; ``use_env``
 points the harvester at them for the duration of a block (``core.home`` reads the environment
 at call time).
+
+The whole session runs with a Hugging Face home of its own (``HF_HOME`` in a fresh temporary folder,
+set before any test imports ``datasets`` or ``huggingface_hub``, which read it at import): no test
+reads or fills the user's caches, and no test passes because of what they hold.
 """
 
 from __future__ import annotations
@@ -16,6 +20,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+#: variables that would send Hugging Face caches somewhere else than HF_HOME
+_HF_CACHE_VARIABLES = ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_XET_CACHE", "HF_ASSETS_CACHE")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A temporary HF_HOME for the session (removed at exit), and no cache variable overriding it."""
+    import atexit
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix="harvest-tests-hf-home-")
+    os.environ["HF_HOME"] = home
+    for name in _HF_CACHE_VARIABLES:
+        os.environ.pop(name, None)
+    atexit.register(shutil.rmtree, home, True)
 
 
 @contextlib.contextmanager

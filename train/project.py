@@ -5,9 +5,10 @@ project's text files at that commit, applies the ``broken_patch``, and keeps the
 ``ProjectSource`` is the small protocol the rest of train/ depends on; two sources meet it:
 
 - ``PinnedProjectSource`` (the default): the task's pin, materialized by the harvester exactly as the
-  mint saw it (``harvester.workspace.template``: the pin's commit from the mirror of the location the pin
-  records its bytes came from, packages vendored, compat patch applied). It works for every spec kind
-  (GitHub, git URL, local path or file:// URL), because it never guesses a repository from its name.
+  mint saw it (``harvester.workspace.template``: the pin's commit from its mirror under HARVEST_HOME, which
+  for a local copy fetches from the copy and otherwise from the pin's URL; packages vendored, compat patch
+  applied). It works for every spec kind (GitHub, git URL, local path or file:// URL, with or without
+  ``--origin``), because it never guesses a repository from its name.
 - ``GitProjectSource``: a folder of git repositories named after the task's ``repo`` (``owner__repo``,
   ``owner__repo.git`` or a harvester mirror folder), for training on task records without their pins
   (``[data] repos``), read with pygit2 without a checkout.

@@ -10,6 +10,14 @@ the audit uses, so training and evaluation share one policy, one turn cap and on
 
 With no task source given, tasks come from the TRAIN split only (``corpora.store.load_tasks`` with
 purpose "train"): a training path cannot reach dev or sealed test tasks through this class.
+
+``RepairEnvironment.from_dataset(DATASET, split)`` serves the rows of a built or published dataset instead
+(:class:`DatasetTasks`): a row is materialized on demand from what it carries (``corpora.materialize``), the
+repository, package trees, the pin's template and the gold cached under ``HARVEST_HOME``, and the reset
+observation opens with the row's problem statement. Every environment makes its own workspace and every
+build runs in its own sandbox, so several environments (threads or processes) can run at once; the shared
+caches appear atomically (temp folder + rename), so two environments materializing the same task at once
+both get a whole tree.
 """
 
 from __future__ import annotations
@@ -28,6 +36,34 @@ from core.task_record import TaskRecord
 TaskSource = Callable[[str], TaskRecord]
 
 
+class DatasetTasks:
+    """The tasks of a dataset (a `harvest dataset build` folder or a Hub repo id), for RepairEnvironment.
+
+    Rows are read once (``load_dataset``); the gold of a task is fetched and verified when it is first served.
+    """
+
+    def __init__(self, dataset: str, split: str = "train", *, repo_mirror: Path | None = None) -> None:
+        from corpora.materialize import dataset_ref, load_rows
+
+        self.dataset, self.split, self.repo_mirror = dataset, split, repo_mirror
+        self._ref = dataset_ref(dataset)
+        self.rows = {r["instance_id"]: r for r in load_rows(self._ref, split)[split]}
+
+    def __call__(self, instance_id: str) -> TaskRecord:
+        from corpora.materialize import find_row, gold_for, row_task
+
+        if instance_id not in self.rows:
+            raise EnvError(f"no task {instance_id!r} in the {self.split} split of {self.dataset}")
+        _, row = find_row({self.split: [self.rows[instance_id]]}, instance_id, self.dataset)  # format check
+        gold_for(self._ref, row)
+        return row_task(row, self.split)
+
+    def source(self, instance_id: str):  # -> corpora.materialize.RowSource
+        from corpora.materialize import row_source
+
+        return row_source(self.rows[instance_id], self.repo_mirror)
+
+
 @dataclass(frozen=True)
 class EnvSettings:
     """Everything an environment needs besides the task: where pins and scratch are, bounds, sandboxing."""
@@ -37,6 +73,7 @@ class EnvSettings:
     run: tools.RunSettings = field(default_factory=tools.RunSettings)
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
     keep_workspace: bool = False  # keep the last workspace after reset/close (debugging)
+    statement_in_observation: bool = False  # open the reset observation with the task's problem statement
 
 
 def _train_tasks() -> TaskSource:
@@ -81,6 +118,15 @@ class RepairEnvironment:
         self._episode: Episode | None = None
         self._workspace: TaskWorkspace | None = None
 
+    @classmethod
+    def from_dataset(cls, dataset: str, split: str = "train", *, repo_mirror: Path | None = None,
+                     settings: EnvSettings | None = None) -> "RepairEnvironment":
+        """An environment over a dataset's rows (see the module docstring); the statement opens each reset."""
+        from dataclasses import replace
+
+        return cls(DatasetTasks(dataset, split, repo_mirror=repo_mirror),
+                   replace(settings or EnvSettings(), statement_in_observation=True))
+
     # -- trl protocol: reset and reward ----------------------------------------------------------
     def reset(self, **row: Any) -> str:
         """Start the episode of the row's task (``instance_id``); return the initial observation."""
@@ -93,10 +139,13 @@ class RepairEnvironment:
         self._close()
         from core.home import pins_dir
 
-        workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch)
+        source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
+        workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)
         self._workspace = workspace
         self._episode = Episode(task, workspace, self._settings.run, self._settings.limits)
         observation = tools.project_brief(workspace)
+        if self._settings.statement_in_observation:
+            observation = f"{task.problem_statement}\n\n{observation}"
         self._episode.record({"kind": "reset", "instance_id": instance_id, "observation": observation})
         return observation
 

@@ -17,6 +17,7 @@ from eval.env.errors import EnvError
 from eval.env.policy import PathPolicy, policy_for
 from core.errors import HarvestError
 from core.task_record import TaskRecord
+from corpora.materialize import RowSource
 
 
 @dataclass(frozen=True)
@@ -40,15 +41,18 @@ def _strip_vcs(root: Path) -> None:
             found.unlink()
 
 
-def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None) -> TaskWorkspace:
-    """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made."""
+def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: RowSource | None = None) -> TaskWorkspace:
+    """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made.
+
+    ``source``, for a task read from a dataset row, says how to rebuild its tree (the row's pin facts, compat
+    patch and repository mirror); otherwise the pin is read from ``pins``."""
     from harvester.discovery import discover
     from core.patching import apply_patch
     from core.pin import pin_path, read_pin
     from harvester.workspace import fresh_workspace
 
     try:
-        pin = read_pin(pin_path(task.pin, pins))
+        pin = source.pin if source is not None else read_pin(pin_path(task.pin, pins))
     except HarvestError as exc:
         raise EnvError(f"{task.instance_id}: its pin {task.pin} cannot be read ({exc})") from None
     if pin.commit != task.base_commit:
@@ -58,7 +62,10 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None) -> Ta
     holder = Path(tempfile.mkdtemp(prefix="episode-", dir=scratch))
     root = holder / "ws"
     try:
-        fresh_workspace(pin, root)
+        if source is not None:
+            fresh_workspace(pin, root, compat_text=source.compat_text, fetch_from=source.fetch_from)
+        else:
+            fresh_workspace(pin, root)
         _strip_vcs(root)
         apply_patch(root, task.broken_patch)
         project = discover(root, pin.project_dir)

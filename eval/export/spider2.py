@@ -109,9 +109,9 @@ def eval_line(task: TaskRecord) -> dict[str, Any]:
 
 def profile_text(profile: str, schema: str) -> str:
     """profiles.yml for the exported project: DuckDB at ./build.duckdb, the schema the pin builds in."""
-    doc = {profile: {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": f"./{DB_FILE}",
-                                                           "schema": schema, "threads": 1}}}}
-    return json.dumps(doc, indent=2) + "\n"
+    from harvester.sandbox.profile import plain_profile_text
+
+    return plain_profile_text(profile, schema, DB_FILE)
 
 
 def repair_fails(reason: str, clock: str) -> str:

@@ -151,7 +151,8 @@ def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
     if stale:
         raise PinError(f"{pin.id}: its table records use names this version no longer captures ({stale[0]}"
                        f"{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}); "
-                       f"run `harvest add --rebuild {pin.spec}`")
+                       f"run `harvest add --rebuild {pin.spec}` (for a local copy: `harvest add --rebuild "
+                       f"<path>@{pin.commit[:12]}` with the --origin/--name it was pinned with)")
 
 
 def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:

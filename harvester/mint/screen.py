@@ -47,6 +47,8 @@ class Observation:
     root_table: str
     root_rows: tuple[int, int]
     models: int
+    # table -> position -> how the column moved (statement.DIRECTIONS), for tables whose row count held
+    directions: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,48 @@ def column_signatures(engine: Engine, relation: str) -> list[tuple[str, int, int
     return [(str(d[1]), int(row[0]), int(row[i + 1] or 0)) for i, d in enumerate(described)]
 
 
+_NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|REAL|DECIMAL.*)$", re.I)
+
+
+def column_directions(engine: Engine, gold: str, mutant: str, positions: tuple[int, ...]) -> dict[int, str]:
+    """How each column at ``positions`` moved from ``gold`` to ``mutant`` (same row count): more or fewer
+    empty values first, then a numeric total higher or lower, a boolean true more or less often, else
+    'different'. One aggregate query per relation."""
+    described = engine.con.execute(f"DESCRIBE SELECT * FROM {gold}").fetchall()
+    picked = [(i, str(described[i][0]), str(described[i][1])) for i in positions if i < len(described)]
+    if not picked:
+        return {}
+    parts = []
+    for _, name, kind in picked:
+        parts.append(f'count(*) - count("{name}")')
+        if _NUMERIC.match(kind):
+            parts.append(f'sum("{name}")::DOUBLE')
+        elif kind.upper() == "BOOLEAN":
+            parts.append(f'count(*) FILTER (WHERE "{name}")')
+        else:
+            parts.append("NULL")
+    select = ", ".join(parts)
+    try:
+        before = engine.query_one(f"SELECT {select} FROM {gold}") or ()
+        after = engine.query_one(f"SELECT {select} FROM {mutant}") or ()
+    except ScreenSQLError:
+        return {i: "different" for i, _, _ in picked}
+    out: dict[int, str] = {}
+    for k, (i, _, kind) in enumerate(picked):
+        nulls_gold, nulls_mut = before[2 * k], after[2 * k]
+        value_gold, value_mut = before[2 * k + 1], after[2 * k + 1]
+        if nulls_mut != nulls_gold:
+            out[i] = "nulls_more" if nulls_mut > nulls_gold else "nulls_less"
+        elif value_gold is not None and value_mut is not None and value_gold != value_mut:
+            if kind.upper() == "BOOLEAN":
+                out[i] = "true_more" if value_mut > value_gold else "true_less"
+            else:
+                out[i] = "higher" if value_mut > value_gold else "lower"
+        else:
+            out[i] = "different"
+    return out
+
+
 def _differing(gold_sig: list[tuple[str, int, int]], mut_sig: list[tuple[str, int, int]]) -> tuple[int, ...]:
     """Gold column positions whose multiset has no equal column at the same position of the mutant."""
     return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
@@ -118,6 +162,7 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
     replaced = rerun(engine, pin, nodes, cand.model, mutated_sql)
     changed: dict[str, tuple[int, int]] = {}
     differing: dict[str, tuple[int, ...]] = {}
+    directions: dict[str, dict[int, str]] = {}
     root_rows = (0, 0)
     for uid in [cand.model, *descendants(nodes, cand.model)]:
         node = nodes[uid]
@@ -134,7 +179,10 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
                 differing[node.table] = _differing(
                     column_signatures(engine, _base_relation(node)), column_signatures(engine, _mut_relation(node))
                 )
-    return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes))
+                if gold_rows == rows and differing[node.table]:
+                    directions[node.table] = column_directions(
+                        engine, _base_relation(node), _mut_relation(node), differing[node.table])
+    return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes), directions)
 
 
 # --- the screening checks, in order -------------------------------------------------------------

@@ -100,10 +100,11 @@ def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], o
         # with rows missing or added, every column's values differ as a whole: the rows are the symptom,
         # and claiming wrong values in each column would mislead; columns are named only at equal rows
         differing = set(obs.differing_columns.get(full, ())) if gold_rows == mutant_rows else set()
+        moved = obs.directions.get(full, {})
         for pos in positions:
             if pos in differing:
                 column = tables[full].columns[pos].name
-                columns.append((column, node.columns.get(column, "") if node else "", "different"))
+                columns.append((column, node.columns.get(column, "") if node else "", moved.get(pos, "different")))
         found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
                              mutant_rows, tuple(columns)))
     return found
@@ -241,7 +242,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             slug = pin.id.split("@", 1)[0]
             record = TaskRecord(
                 instance_id=task_id(slug, pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
-                pin=pin.id, repo=pin.spec.rsplit("@", 1)[0], base_commit=pin.commit, project_dir=pin.project_dir,
+                pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir,
                 split=job.split, split_group=job.split_group, family=cand.mutation.family,
                 operator=cand.mutation.operator, effect=cand.mutation.effect, file=cand.file,
                 broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,

@@ -1,18 +1,64 @@
 """Problem statements: what a data consumer would observe, in the project's own business words.
 
 Written from the graded tables' model and column descriptions (schema YAML, via dbt's manifest) and
-the direction of the damage (too many rows, rows missing, values too high or too low), never the
-fix, the operator, the edited line or any gold value. ``leaks`` checks that mechanically; a writer
-model (optional, OpenAI-compatible) gets the same check and the template is the fallback.
+the observed damage (rows missing or extra; a column too high or too low, true too often or too
+rarely, empty where it should hold a value), never the fix, the operator, the edited line or any gold
+value. ``leaks`` checks that mechanically; a writer model (optional, OpenAI-compatible) gets the same
+check and the template is the fallback.
+
+The template is data: every sentence it writes is a format string below, and the opening changes with
+the first symptom, so statements of different tasks differ in more than their names. What stays fixed
+is public (this file): :func:`fixed_phrases` derives the template's own word sequences from these
+format strings, and the contamination lint (``corpora.digest``) discounts them, so it compares what is
+specific to a task (table, column and description words), not the generator's boilerplate.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import string
 from dataclasses import dataclass
+from functools import lru_cache
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+#: direction of a graded column's damage, as screening measured it (gold vs broken output, same rows)
+DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different")
+
+#: The first sentence, by the first symptom: rows added, rows lost, or values changed.
+OPENINGS: dict[str, str] = {
+    "more_rows": "People who use the outputs of this dbt project count more rows than its rules produce.",
+    "fewer_rows": "People who use the outputs of this dbt project find rows missing that its rules produce.",
+    "values": "People who use the outputs of this dbt project find figures that break its documented rules.",
+}
+#: What happened to a table's rows (the symptom only: extra rows may be let-through records or a finer grain).
+ROWS: dict[str, str] = {
+    "more_rows": "{table}{about} has more rows than it should.",
+    "fewer_rows": "{table}{about} is missing rows that it should have.",
+}
+#: What happened to one column (rows unchanged), by direction.
+COLUMNS: dict[str, str] = {
+    "higher": "{column}{about} comes out higher than it should",
+    "lower": "{column}{about} comes out lower than it should",
+    "true_more": "{column}{about} is true for rows where it should not be",
+    "true_less": "{column}{about} is not true for rows where it should be",
+    "nulls_more": "{column}{about} is empty for rows that should have a value",
+    "nulls_less": "{column}{about} has a value for rows where it should be empty",
+    "different": "{column}{about} holds the wrong value for some rows",
+}
+#: How the columns of one table are introduced.
+COLUMNS_OF = "In {table}{about}, {observed}."
+#: Said when no symptom could be put into words.
+FALLBACK = "Some reported figures do not match what the business expects."
+#: The last sentences, the same for every task.
+CLOSING = (
+    "The project builds and you may run its dbt tests. Find the cause in the project's models and fix it "
+    "so that the outputs follow the business rules the project documents."
+)
+#: At most this many columns are named per table.
+MAX_COLUMNS = 3
 
 
 @dataclass(frozen=True)
@@ -21,7 +67,16 @@ class Symptom:
     description: str  # the model's own description ('' when undocumented)
     gold_rows: int
     mutant_rows: int
-    columns: tuple[tuple[str, str, str], ...]  # (column, description, direction: 'higher'|'lower'|'different')
+    columns: tuple[tuple[str, str, str], ...]  # (column, description, direction: one of DIRECTIONS)
+
+    @property
+    def kind(self) -> str:
+        """``more_rows``, ``fewer_rows`` or ``values``."""
+        if self.mutant_rows > self.gold_rows:
+            return "more_rows"
+        if self.mutant_rows < self.gold_rows:
+            return "fewer_rows"
+        return "values"
 
 
 def _first_sentence(text: str) -> str:
@@ -30,31 +85,49 @@ def _first_sentence(text: str) -> str:
     return (match.group(1) if match else text).rstrip(".")
 
 
+def _about(description: str) -> str:
+    return f" ({_first_sentence(description)})" if description else ""
+
+
+def _table_sentences(s: Symptom) -> list[str]:
+    table, about = f"`{s.table}`", _about(s.description)
+    if s.kind in ROWS:
+        return [ROWS[s.kind].format(table=table, about=about)]
+    observed = [
+        COLUMNS.get(direction, COLUMNS["different"]).format(column=f"`{column}`", about=_about(description))
+        for column, description, direction in s.columns[:MAX_COLUMNS]
+    ]
+    return [COLUMNS_OF.format(table=table, about=about, observed="; ".join(observed))] if observed else []
+
+
 def template_statement(symptoms: list[Symptom]) -> str:
-    parts: list[str] = []
-    for s in symptoms:
-        what = f"`{s.table}`" + (f" ({_first_sentence(s.description)})" if s.description else "")
-        if s.mutant_rows > s.gold_rows:
-            parts.append(f"{what} has more rows than it should: some records are counted that the business rules exclude.")
-        elif s.mutant_rows < s.gold_rows:
-            parts.append(f"{what} is missing rows: records that should be there are not.")
-        observed = []
-        for column, description, direction in s.columns[:3]:
-            label = f"`{column}`" + (f" ({_first_sentence(description)})" if description else "")
-            if direction == "higher":
-                observed.append(f"{label} comes out too high")
-            elif direction == "lower":
-                observed.append(f"{label} comes out too low")
-            else:
-                observed.append(f"{label} holds wrong values for some rows")
-        if observed:
-            parts.append(f"In {what}, " + "; ".join(observed) + ".")
-    body = " ".join(parts) or "Some reported figures do not match what the business expects."
-    return (
-        "Data consumers report that a table of this dbt project is wrong. " + body
-        + " The project builds and you may run its dbt tests. Find the cause in the project's models and "
-        "fix it so that the outputs follow the business rules the project documents."
-    )
+    """The statement the template writes for ``symptoms`` (most downstream table first)."""
+    parts = [sentence for s in symptoms for sentence in _table_sentences(s)]
+    if not parts:
+        return f"{FALLBACK} {CLOSING}"
+    opening = OPENINGS[next((s.kind for s in symptoms if _table_sentences(s)), "values")]
+    return " ".join([opening, *parts, CLOSING])
+
+
+def _templates() -> tuple[str, ...]:
+    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, CLOSING)
+
+
+@lru_cache(maxsize=1)
+def fixed_phrases(min_words: int = 3) -> tuple[tuple[str, ...], ...]:
+    """The template's own word sequences (lower-case words, as the lint tokenises), longest first.
+
+    Derived from the format strings above: every literal stretch between two placeholders of at least
+    ``min_words`` words. Shorter stretches ("In") are left in: discounting common words would cut a
+    task's own description into pieces too short to compare.
+    """
+    found: set[tuple[str, ...]] = set()
+    for template in _templates():
+        for literal, *_ in string.Formatter().parse(template):
+            words = tuple(w.lower() for w in _WORD.findall(literal))
+            if len(words) >= min_words:
+                found.add(words)
+    return tuple(sorted(found, key=lambda w: (-len(w), w)))
 
 
 def leaks(statement: str, forbidden_spans: list[str], documented: str = "") -> list[str]:

@@ -21,7 +21,7 @@ import pygit2
 
 from core.errors import FetchError, PackageError
 from harvester.gitstore import GitStore, normalize_url
-from harvester.packages.sources import Locator, PackageMirror
+from harvester.packages.sources import Locator, PackageMirror, is_local_location, mirror_name
 from harvester.packages.specs import (
     DEPENDENCIES_FILE,
     PACKAGES_FILE,
@@ -184,7 +184,8 @@ class _Resolver:
 
     def _resolve_hub(self, hub_id: str, requests: list[_Request]) -> _Resolution:
         location = self.locator.hub(hub_id)
-        repo = self._repo(location, hub_id)
+        public = "" if is_local_location(location) else location
+        repo = self._repo(location, hub_id, public or mirror_name(f"hub:{hub_id}"))
         versions = self._tag_versions(location, repo)
         asks = [
             VersionRequest(r.requester, r.spec.versions, r.spec.install_prerelease)  # type: ignore[union-attr]
@@ -198,7 +199,7 @@ class _Resolver:
         name = self._project_name(repo, location, commit, "", hub_id)
         record = PackageRecord(
             name=name, source=f"hub:{hub_id}", requested=_requested([r.spec for r in requests]),
-            version=version, commit=commit, url=location,
+            version=version, commit=commit, url=public,
         )
         return _Resolution(record=record, repo_location=location)
 
@@ -209,15 +210,16 @@ class _Resolver:
             raise PackageError(f"conflicting revisions of git package {spec.git}: {by}")
         revision = revisions[0] if revisions else "HEAD"
         location = self.locator.git(spec.git)
-        repo = self._repo(location, spec.git)
+        public = "" if is_local_location(spec.git) else spec.git
+        source = git_source(spec.git, spec.subdirectory)
+        repo = self._repo(location, spec.git, public or mirror_name(source))
         try:
             commit = self.store.resolve(repo, revision, allow_ref=True).commit
         except FetchError as exc:
             raise PackageError(f"cannot resolve git package {spec.git} at {revision!r}: {exc}") from None
         name = self._project_name(repo, location, commit, spec.subdirectory, spec.git)
         record = PackageRecord(
-            name=name, source=git_source(spec.git, spec.subdirectory), requested=revision,
-            version="", commit=commit, url=location,
+            name=name, source=source, requested=revision, version="", commit=commit, url=public,
         )
         return _Resolution(record=record, repo_location=location, subdir=spec.subdirectory)
 
@@ -245,10 +247,13 @@ class _Resolver:
 
     # -- repository helpers --------------------------------------------------------------------
 
-    def _repo(self, location: str, what: str) -> pygit2.Repository:
+    def _repo(self, location: str, what: str, name: str) -> pygit2.Repository:
+        """The mirror of a package: kept under ``name`` (its public URL, else a mirror name), fetched
+        from ``location`` (the package mirror or the network)."""
         if location not in self._repos:
             try:
-                self._repos[location] = self.store.mirror(location)
+                fetch_from = None if location == name else location
+                self._repos[location] = self.store.mirror(name, fetch_from=fetch_from)
             except FetchError as exc:
                 raise PackageError(f"cannot fetch package {what}: {exc}") from None
         return self._repos[location]

@@ -98,6 +98,15 @@ def _read_map(root: Path) -> dict[str, str]:
     return dict(sorted(mapping.items()))
 
 
+def mirror_name(source: str) -> str:
+    """The name a package fetched from a local package mirror is kept under in HARVEST_HOME/mirrors.
+
+    Such a package has no public URL to record (the pin says ``url = ""`` and names it by ``source``),
+    and the mirror's own path is a fact of this machine; the bare mirror is kept under this name with
+    its remote pointing at the package mirror, so vendoring finds it again without either."""
+    return f"package://{source}"
+
+
 def is_local_location(location: str) -> bool:
     """A path or file:// URL (always reachable), as opposed to a network URL."""
     return location.startswith("file://") or not (

@@ -19,6 +19,7 @@ from pathlib import Path
 from core.errors import FetchError, PackageError
 from harvester.gitstore import GitStore
 from harvester.packages.resolver import split_git_source
+from harvester.packages.sources import MIRROR_ENV, load_mirror, mirror_name
 from harvester.packages.specs import parse_yaml
 from core.pin import PackageRecord
 
@@ -78,13 +79,33 @@ def vendor_packages(
 
 def _export(record: PackageRecord, dest: Path, store: GitStore) -> None:
     subdir = split_git_source(record.source)[1] if record.source.startswith("git:") else ""
-    if not record.url or not record.commit:
-        raise PackageError(f"package {record.name} ({record.source}) has no url/commit to vendor from")
+    if not record.commit:
+        raise PackageError(f"package {record.name} ({record.source}) has no commit to vendor from")
     try:
-        repo = store.mirror(record.url)
+        name, fetch_from = _mirror_of(record, store)
+        repo = store.mirror(name, fetch_from=fetch_from)
         store.export(repo, record.commit, dest, subdir=subdir)
     except FetchError as exc:
         raise PackageError(f"cannot vendor package {record.name} ({record.source}): {exc}") from None
+
+
+def _mirror_of(record: PackageRecord, store: GitStore) -> tuple[str, str | None]:
+    """(name of the package's mirror, where to fetch it from when that is not the name itself): a package
+    recorded without a public URL is found in this HARVEST_HOME, else in ``$HARVEST_PACKAGE_MIRROR``."""
+    name = record.url or mirror_name(record.source)
+    if record.url or store.has_mirror(name):
+        return name, None
+    mirror = load_mirror(None)
+    kind, _, rest = record.source.partition(":")
+    location = None
+    if mirror is not None:
+        location = mirror.hub_location(rest) if kind == "hub" else mirror.git_location(split_git_source(record.source)[0])
+    if location is None:
+        raise PackageError(
+            f"package {record.name} ({record.source}) was resolved from a local package mirror that this "
+            f"HARVEST_HOME has not seen; set ${MIRROR_ENV} to that mirror (or re-run `harvest add` with --package-mirror)"
+        )
+    return name, location
 
 
 def _link_local(project_dir: Path, record: PackageRecord, dest: Path, workspace: Path | None) -> None:

@@ -44,6 +44,15 @@ def _real_dir(workspace: Path, rel: str) -> None:
     safe_fs.make_dirs(workspace, rel)
 
 
+def plain_profile_text(profile_name: str, schema: str, db_file: str) -> str:
+    """profiles.yml for running dbt by hand (outside our sandbox) in the project folder: DuckDB at ./<db_file>.
+
+    Spider 2.0-DBT's examples and `harvest tasks materialize` ship this one; sandboxed builds write their own."""
+    doc = {profile_name: {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": f"./{db_file}",
+                                                                "schema": schema, "threads": 1}}}}
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def profile_yaml(profile_name: str, schema: str, db_file: str) -> str:
     """The profiles.yml text (JSON is valid YAML, so no quoting rules can bite)."""
     doc = {

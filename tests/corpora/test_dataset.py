@@ -54,8 +54,10 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     assert result.splits == {"train": 4, "dev": 2}
     assert result.left_out_repos == 1 and result.left_out_tasks == 2
     names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and "dataset_dict" not in p.parts)
+    fp = read_manifest(out)["facts"]["fingerprints"]
     assert [n for n in names if n.startswith("data/")] == [
-        "data/dev-00000-of-00001.parquet", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
+        f"data/dev-{fp['dev']}-00000-of-00001.parquet", f"data/train-{fp['train']}-00000-of-00002.parquet",
+        f"data/train-{fp['train']}-00001-of-00002.parquet"]
     public = [t for t in tasks if t.split in ("train", "dev") and t.license != "unknown"]
     for t in public:
         gold = out / "gold" / f"{t.gold_sha256}.duckdb"
@@ -66,7 +68,11 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     loaded = load_dataset(str(out))
     assert sorted(loaded) == ["dev", "train"]
     assert loaded["train"].features == task_features()
-    by_split = {s: sorted((to_row(t) for t in public if t.split == s), key=lambda r: r["instance_id"]) for s in ("train", "dev")}
+    by_pin = {p.id: p for p in pins.values()}
+    assert all(not p.compat_patch_sha256 for p in by_pin.values())
+    by_split = {s: sorted((to_row(t, by_pin[t.pin]) for t in public if t.split == s), key=lambda r: r["instance_id"])
+                for s in ("train", "dev")}
+    assert all(r["origin_url"] and r["tree"] and r["clock"] for rows in by_split.values() for r in rows)
     for split in ("train", "dev"):
         assert sorted(loaded[split].to_list(), key=lambda r: r["instance_id"]) == by_split[split]
     assert load_from_disk(str(out / "dataset_dict"))["dev"].to_list() == loaded["dev"].to_list()
@@ -78,7 +84,8 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     card = (out / "README.md").read_text()
     front = yaml.safe_load(card.split("---")[1])
     assert front["license"] == "mit" and front["task_categories"] == ["text-generation"] and "dbt" in front["tags"]
-    assert front["configs"][0]["data_files"] == [{"split": "train", "path": "data/train-*"}, {"split": "dev", "path": "data/dev-*"}]
+    assert front["configs"][0]["data_files"] == [
+        {"split": "train", "path": f"data/train-{fp['train']}-*"}, {"split": "dev", "path": f"data/dev-{fp['dev']}-*"}]
     assert "1 repositories (2 tasks) whose license does not permit redistribution" in card
     assert "Non-contamination statement" in card and "e12c5f1e6550" in card and "2 test tasks are sealed" in card
     assert "`patch` is the gold repair" in card
@@ -107,7 +114,7 @@ def test_bad_inputs_fail_clearly_and_write_nothing(world, make):
 def test_empty_split_is_refused(world, make):
     _populate(world, make, dev=False)
     out = world.root / "dist" / "ds"
-    with pytest.raises(DatasetBuildError, match="split 'dev' would be empty"):
+    with pytest.raises(DatasetBuildError, match="split 'dev' has no tasks; build only train with --split"):
         build_dataset(out, home=world.home, pins=world.pins)
     assert not out.exists() and _leftovers(out.parent) == []
     assert build_dataset(out, home=world.home, pins=world.pins, splits=["train"]).splits == {"train": 4}
@@ -200,3 +207,41 @@ def test_a_fork_minting_the_same_mutation_gives_one_row(world, make):
     assert result.splits["train"] == 4  # the fork's copy is not a fifth row
     assert read_manifest(out)["facts"]["duplicate_tasks"] == 1
     assert "Duplicates: 1 tasks repeating another's mutation" in (out / "README.md").read_text()
+
+
+def test_a_rebuilt_dataset_loads_its_new_rows_not_a_cached_folder_of_the_same_name(world, make):
+    """`datasets` caches a folder by its name and data-file patterns: the rows' fingerprint in both keeps
+    a rebuild (or another folder called the same) from being served the old rows."""
+    import os
+
+    import datasets.config
+    from datasets import load_dataset
+
+    # the session's own HF_HOME (tests/conftest.py), never the user's cache
+    assert str(datasets.config.HF_DATASETS_CACHE).startswith(os.environ["HF_HOME"])
+    assert "harvest-tests-hf-home-" in os.environ["HF_HOME"]
+    pins, _ = _populate(world, make, unlicensed=False)
+    first = world.root / "a" / "dbt-repair-v1"
+    build_dataset(first, home=world.home, pins=world.pins)
+    assert len(load_dataset(str(first))["train"]) == 4
+    extra = make_task(pins["r/trainrepo"], "train", group_of(pins["r/trainrepo"].id, world.pins), 50)
+    store_task(extra, world.home, world.pins)
+    second = world.root / "b" / "dbt-repair-v1"  # same folder name, other place, one more row
+    build_dataset(second, home=world.home, pins=world.pins)
+    loaded = load_dataset(str(second))["train"]
+    assert len(loaded) == 5 and extra.instance_id in loaded["instance_id"]
+    build_dataset(first, home=world.home, pins=world.pins, overwrite=True)  # rebuilt in place
+    assert len(load_dataset(str(first))["train"]) == 5
+
+
+def test_a_split_left_empty_by_licenses_says_how_to_build_it(world, make):
+    pins = {n: make(n, license="unknown") for n in ("r/trainrepo", "d/devrepo")}
+    assign(world.pins, Params(0, 0, 0, dev_groups=("d/devrepo",)))
+    for n, (name, pin) in enumerate(pins.items()):
+        split = "dev" if name == "d/devrepo" else "train"
+        store_task(make_task(pin, split, group_of(pin.id, world.pins), n), world.home, world.pins)
+    result = CliRunner().invoke(main, ["dataset", "build", "--out", str(world.root / "ds")])
+    assert result.exit_code == 1
+    assert "without a redistributable license" in result.output and "--private" in result.output
+    assert "--split" not in result.output  # building another split would not help: every split is unlicensed
+    assert CliRunner().invoke(main, ["dataset", "build", "--out", str(world.root / "ds"), "--private"]).exit_code == 0

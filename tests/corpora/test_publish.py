@@ -44,8 +44,8 @@ def test_upload_arrives_byte_identical(built, monkeypatch):
             assert received[f.path] == (built / f.path).read_bytes()
     assert not any("dev-" in p for p in received)
     card = received["README.md"].decode()
-    assert "data/train-*" in card and "data/dev-*" not in card and "| dev |" not in card
-    assert result.commit_url.endswith("/commit/abc")
+    assert "path: data/train-" in card and "data/dev-" not in card and "| dev |" not in card
+    assert result.commit_url.endswith(f"/commit/{hub.commits['acme/dbt-repair'][-1]}")
     assert hub.validated == [card]  # the Hub's YAML check saw the card that arrived
 
 
@@ -106,3 +106,77 @@ def test_offline_is_one_honest_line(built, monkeypatch):
     assert len(result.output.strip().splitlines()) == 1
     assert time.monotonic() - start < 60
     assert atomic.sha256_file(built / "build.json")  # the folder is untouched
+
+
+def _load_from_hub(hub: FakeHub, repo_id: str, tmp_path) -> dict[str, list[str]]:
+    """`load_dataset(repo_id)` as a user runs it, in a fresh process pointed at the fake Hub: split -> ids."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import json, sys; from datasets import load_dataset; ds = load_dataset(sys.argv[1]); "
+              "print(json.dumps({s: sorted(ds[s]['instance_id']) for s in ds}))")
+    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-user"), "HF_TOKEN": "hf_fake_token_for_tests"}
+    done = subprocess.run([sys.executable, "-c", script, repo_id], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_private_upload_refuses_a_repo_that_exists_and_is_public(built, monkeypatch):
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        hub.make_repo("acme/dbt-repair", private=False)
+        result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/dbt-repair", "--split", "dev", "--private"])
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+        assert "exists and is public" in result.output and "make it private" in result.output and "--repo-id" in result.output
+        assert hub.files["acme/dbt-repair"] == {} and hub.repos["acme/dbt-repair"]["private"] is False
+        hub.make_repo("acme/dbt-repair-dev", private=True)  # an existing private one is fine
+        publish(built, "acme/dbt-repair-dev", "dev", private=True, timeout=10)
+    assert any(p.startswith("data/dev-") for p in hub.files["acme/dbt-repair-dev"]) and hub.unexpected == []
+
+
+def test_publishing_one_split_keeps_the_other_listed_and_loadable(built, world, make, monkeypatch, tmp_path):
+    from corpora.ledger import group_of
+    from corpora.store import store_task
+    from corpora_world import make_task
+
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        dev = publish(built, "acme/dbt-repair", "dev", private=True, timeout=10)
+        train = publish(built, "acme/dbt-repair", "train", timeout=10)  # into the private repo: it stays private
+        assert (dev.card_splits, train.card_splits, train.repo_private) == (("dev",), ("train", "dev"), True)
+        card = hub.files["acme/dbt-repair"]["README.md"].decode()
+        assert "| train | 4 |" in card and "| dev | 2 |" in card and hub.repos["acme/dbt-repair"]["private"] is True
+        loaded = _load_from_hub(hub, "acme/dbt-repair", tmp_path / "first")
+        assert {s: len(ids) for s, ids in loaded.items()} == {"train": 4, "dev": 2}
+        # a rebuild with one more training task: its train replaces the old one, dev (another build now) stays
+        trainrepo = next(p for p in world.repos.values() if p.id.startswith("r__trainrepo"))
+        extra = make_task(trainrepo, "train", group_of(trainrepo.id, world.pins), 77)
+        store_task(extra, world.home, world.pins)
+        rebuilt = world.root / "dist" / "ds2"
+        build_dataset(rebuilt, home=world.home, pins=world.pins, splits=["train"])
+        again = publish(rebuilt, "acme/dbt-repair", "train", timeout=10)
+        assert again.card_splits == ("train", "dev")
+        shards = [p for p in hub.files["acme/dbt-repair"] if p.startswith("data/train-")]
+        assert shards and all(p in {f.path for f in again.files} for p in shards)  # the old train shards are gone
+        loaded = _load_from_hub(hub, "acme/dbt-repair", tmp_path / "second")
+        assert len(loaded["train"]) == 5 and extra.instance_id in loaded["train"] and len(loaded["dev"]) == 2
+    assert hub.unexpected == []
+
+
+def test_the_fake_hub_answers_a_missing_file_to_head_without_a_body():
+    """A HEAD answer that carried a body opened the next answer on the same connection with it, so the
+    client saw 'illegal status line' and retried (load_dataset of a repo id, after its HEAD of a file the
+    repository does not have)."""
+    import http.client
+
+    with FakeHub() as hub:
+        hub.make_repo("acme/x", files={"README.md": b"hello"})
+        connection = http.client.HTTPConnection(hub.endpoint.removeprefix("http://"), timeout=10)
+        connection.request("HEAD", "/datasets/acme/x/resolve/main/missing.py")
+        missing = connection.getresponse()
+        missing.read()
+        connection.request("GET", "/datasets/acme/x/resolve/main/README.md")
+        found = connection.getresponse()
+        assert (missing.status, found.status, found.read()) == (404, 200, b"hello")
+        connection.close()

@@ -190,3 +190,46 @@ def test_unreachable_spec_is_a_one_line_error(tmp_path: Path) -> None:
     err = _error_only(err)
     assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert not _pins(tmp_path)
+
+
+def test_a_local_copy_is_pinned_under_its_origin_and_no_path_of_this_machine(tmp_path: Path) -> None:
+    import pygit2
+
+    repo = fixture_repo("clock", tmp_path / "copies" / "clock")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["id"] == f"acme__members@{repo.head[:12]}"
+    assert summary["url"] == "https://github.com/acme/members.git" and summary["spec"] == f"acme/members@{repo.head}"
+    (pin_file,) = _pins(tmp_path)
+    assert str(tmp_path) not in pin_file.read_text()  # where the bytes came from stays under HARVEST_HOME
+    # the same copy again, with the same origin: already pinned, found through the mirror kept under that name
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members")
+    assert code == 0 and "already pinned" in out, err
+    # without --origin, a copy whose origin remote is public is named after that remote
+    pygit2.Repository(str(repo.path)).remotes.create("origin", "https://github.com/acme/member-copy.git")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    assert json.loads(out)["id"] == f"acme__member-copy@{repo.head[:12]}"
+    assert not any(str(tmp_path) in p.read_text() for p in _pins(tmp_path))
+
+
+def test_a_local_copy_without_a_public_name_is_named_after_its_dbt_project(tmp_path: Path) -> None:
+    import yaml
+
+    from harvester.add import AddOptions, identify
+    from core.errors import SpecError
+    from harvester.gitstore import GitStore
+    from harvester.specs import parse_spec
+
+    repo = fixture_repo("clock", tmp_path / "some-folder")
+    spec = parse_spec(f"{repo.path}@{repo.head[:10]}")
+    store = GitStore(tmp_path / "mirrors")
+    project = yaml.safe_load((repo.path / "dbt_project.yml").read_text())["name"]
+    found = identify(spec, AddOptions(), store)
+    assert (found.slug, found.url) == (f"local__{project}", f"local://local/{project}")
+    assert identify(spec, AddOptions(name="acme/members"), store).url == "local://acme/members"
+    with pytest.raises(SpecError, match="not both"):
+        identify(spec, AddOptions(name="a/b", origin="https://github.com/a/b"), store)
+    code, _, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", str(repo.path))
+    assert code == 1 and "public git URL" in err and not _pins(tmp_path)

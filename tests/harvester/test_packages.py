@@ -100,10 +100,24 @@ def test_range_picks_newest_tag_inside_range(tmp_path, store, mirror_dir):
     project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]')))
     (record,) = resolve_packages(project, store, load_mirror(mirror_dir), network=False)
     tags = store.tags(store.mirror(str(mirror_dir / "acme/calc_utils")))
+    # served by the package mirror: no public URL to record, and never the mirror's path on this machine
     assert record == PackageRecord(
         name="calc_utils", source="hub:acme/calc_utils", requested=">=0.2.0,<1.0.0",
-        version="0.3.1", commit=tags["v0.3.1"], url=str(mirror_dir / "acme/calc_utils"),
+        version="0.3.1", commit=tags["v0.3.1"], url="",
     )
+
+
+def test_a_package_from_the_mirror_vendors_again_without_its_path(tmp_path, store, mirror_dir, monkeypatch):
+    project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]')))
+    records = resolve_packages(project, store, load_mirror(mirror_dir), network=False)
+    vendor_packages(project, records, store)  # the mirror made while resolving serves it
+    fresh = GitStore(tmp_path / "fresh-mirrors")  # another HARVEST_HOME: only $HARVEST_PACKAGE_MIRROR can serve it
+    monkeypatch.delenv("HARVEST_PACKAGE_MIRROR", raising=False)
+    with pytest.raises(PackageError, match="HARVEST_PACKAGE_MIRROR"):
+        vendor_packages(project, records, fresh)
+    monkeypatch.setenv("HARVEST_PACKAGE_MIRROR", str(mirror_dir))
+    vendor_packages(project, records, fresh)
+    assert (project / "dbt_packages" / "calc_utils" / "dbt_project.yml").is_file()
 
 
 @pytest.mark.parametrize(("asked", "expected"), [
@@ -209,7 +223,7 @@ def test_git_package_with_revision_subdirectory_and_mirror_map(tmp_path, store, 
     (record,) = resolve_packages(project, store, load_mirror(mirror_root), network=False)
     assert record == PackageRecord(
         name="extra_pkg", source=f"git:{url}#subdirectory=dbt", requested="0.2.0", version="",
-        commit=extra_repo.commits[0], url=str(extra_repo.path),
+        commit=extra_repo.commits[0], url=url,  # the public URL packages.yml names, not the mirror's path
     )
     vendor_packages(project, (record,), store)
     vendored = project / "dbt_packages" / "extra_pkg"

@@ -54,3 +54,36 @@ def test_fuzzed_specs_are_accepted_or_refused_cleanly(text: str) -> None:
         assert "\n" not in str(exc)
     else:
         assert spec.rev and spec.owner and spec.repo and "/" not in spec.slug
+
+
+def test_an_origin_names_the_repository_publicly() -> None:
+    from harvester.specs import origin_identity
+
+    for origin in ("https://github.com/acme/Shop", "https://github.com/acme/Shop.git/", "git@github.com:acme/Shop.git"):
+        found = origin_identity(origin)
+        assert (found.slug, found.url, found.display) == ("acme__Shop", "https://github.com/acme/Shop.git", "acme/Shop")
+    assert origin_identity("https://github.com/acme/Shop").url == parse_spec("acme/Shop@abcdef1").url
+    token = origin_identity("https://x-access-token:ghp_s3cret@github.com/acme/Shop.git")
+    assert token.url == "https://github.com/acme/Shop.git" and token.slug == "acme__Shop"
+    other = origin_identity("https://deploy:s3cret@gitlab.example.com/data/acme/warehouse.git")
+    assert other.slug == "acme__warehouse" and "s3cret" not in other.url and other.display == other.url
+
+
+@pytest.mark.parametrize("origin", ["/tmp/some/copy", "./copy", "file:///tmp/copy", "local://x/y", "acme"])
+def test_an_origin_that_is_not_a_public_url_is_refused(origin: str) -> None:
+    from harvester.specs import origin_identity
+
+    with pytest.raises(SpecError, match="public git URL"):
+        origin_identity(origin)
+
+
+def test_a_local_copy_without_origin_is_named_by_its_remote_or_project_never_its_path() -> None:
+    from harvester.specs import local_identity, named_identity
+
+    assert local_identity("https://github.com/acme/shop", "shop", "copy").url == "https://github.com/acme/shop.git"
+    by_project = local_identity("/srv/git/shop.git", "shop_analytics", "copy")  # a local remote is no name
+    assert (by_project.slug, by_project.url) == ("local__shop_analytics", "local://local/shop_analytics")
+    assert local_identity(None, None, "my copy").slug == "local__my-copy"
+    assert named_identity("acme/shop").url == "local://acme/shop" and named_identity("shop").slug == "local__shop"
+    with pytest.raises(SpecError):
+        named_identity("a/b/c")

@@ -5,6 +5,8 @@ one does beside a folder of bare mirrors). The task records then name ``./clock.
 which says nothing about where the harvester's mirror is; guessing a mirror folder from that name gave
 "no local git repository for ./clock.git under HARVEST_HOME/mirrors". The project is now read from what
 the pin records about where its bytes came from (materialized by the harvester exactly as the mint saw it).
+Since origins, such a pin no longer names a path at all (its repo is ``local://local/<dbt project>``), a
+name that says even less about a folder of repositories: training must still find the project.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def relative_pin(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return proc.stdout
 
     added = json.loads(harvest("add", f"./clock.git@{repo.head}", "--json"))
-    assert added["spec"] == f"./clock.git@{repo.head}"  # recorded as typed: the name is relative
+    assert added["spec"] == f"local://local/gym_memberships@{repo.head}"  # no path: named after its dbt project
     harvest("split", "assign", "--test", "0", "--dev", "0")
     harvest("mint", "--all", "--max-per-model", "1")
     return root
@@ -60,7 +62,7 @@ def test_sft_trains_on_tasks_of_a_pin_made_from_a_relative_local_path(relative_p
     cwd = os.getcwd()
     with use_env(relative_pin / "home", relative_pin / "pins"):
         tasks = load_tasks("train", relative_pin / "home", relative_pin / "pins", purpose="inspect")
-        assert tasks and all(t.repo == "./clock.git" for t in tasks)
+        assert tasks and all(t.repo == "local://local/gym_memberships" for t in tasks)  # its dbt project, no path
         os.chdir(tmp_path)  # training runs from anywhere: nothing is resolved against the folder of the add
         try:
             project = default_project(config)

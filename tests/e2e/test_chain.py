@@ -1,0 +1,248 @@
+"""The used-by chain, end to end, as a user runs it: only the `harvest` command line (subprocesses), the
+README walkthrough step by step, on the embedded example plus three original projects (tests/e2e/projects).
+
+pin four repositories under public-looking origins -> reserve train, dev and test groups -> mint with
+template statements -> lint -> build the dataset -> load it -> publish dev (private) and train to a
+loopback Hub -> load both splits from the Hub -> train a tiny SFT adapter -> freeze it -> audit the sealed
+test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N ->
+the sealed audit's report rewritten from its folder, and noop vs oracle compared task by task.
+Nothing here writes a task record, a ledger or a statement by hand; the projects become git repositories
+with the git command line. No committed artefact may hold a path of this machine.
+
+One test on purpose: every step feeds the next, and the point is that the seams between them hold.
+Budget: a few minutes on two cores (mint bounded by --families and --max-per-model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECTS = Path(__file__).resolve().parent / "projects"
+sys.path.insert(0, str(ROOT / "tests" / "corpora"))
+
+from fake_hub import FakeHub  # noqa: E402
+
+#: The `harvest` console script of this checkout (the same entry point pyproject installs).
+HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
+#: Our three projects and the public-looking origins they are pinned under; the example joins them.
+ORIGINS = {
+    "lending_library": "https://github.com/dbt-harvest-fixtures/lending_library",
+    "clinic_scheduling": "https://github.com/dbt-harvest-fixtures/clinic_scheduling",
+    "freight_ops": "https://github.com/dbt-harvest-fixtures/freight_ops",
+}
+EXAMPLE_ORIGIN = "https://github.com/harvestlabs/shop_analytics"
+TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-fixtures/freight_ops"
+#: The mint is bounded so the whole chain fits a few minutes; these families mint in every project.
+FAMILIES = "time,null"
+#: The training config the README walkthrough uses (tiny local model, CPU).
+SFT_CONFIG = Path(__file__).resolve().parent / "sft-e2e.toml"
+
+
+class Chain:
+    """The user's shell: one working folder, one environment, `harvest` run as a subprocess."""
+
+    def __init__(self, work: Path, env: dict[str, str]) -> None:
+        self.work, self.env = work, env
+        self.timings: dict[str, float] = {}
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, *args: str, ok: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        started = time.perf_counter()
+        self.calls.append(args)
+        done = subprocess.run([*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+        words = [a for a in args[:2] if a.replace(" ", "").isalpha()]  # the subcommand, not a path or spec
+        step, seconds = " ".join(words), time.perf_counter() - started
+        self.timings[step] = self.timings.get(step, 0.0) + seconds
+        print(f"[e2e] harvest {step}: {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
+        if ok:
+            assert done.returncode == 0, f"harvest {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
+        return done
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def python(self, script: str, *args: str, **env: str) -> dict:
+        """A user's Python step (load_dataset), in a fresh process; its last stdout line as JSON."""
+        done = subprocess.run([sys.executable, "-c", script, *args], cwd=self.work, env={**self.env, **env},
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _git_repo(src: Path, dest: Path) -> str:
+    """``src`` committed as a fresh git repository at ``dest`` with the git command line; -> its commit."""
+    shutil.copytree(src, dest)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
+           "GIT_COMMITTER_NAME": "e2e", "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_DATE": "2024-07-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-07-01T00:00:00Z"}
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial import"]):
+        subprocess.run(["git", *cmd], cwd=dest, env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _shape(args: Sequence[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A harvest command's shape: its subcommand words and the options it passes (not their values)."""
+    words = []
+    for arg in args:
+        if arg.startswith("-") or not arg.replace(" ", "").isalpha():
+            break
+        words.append(arg)
+    return tuple(words[:2]), frozenset(a for a in args if a.startswith("--") and a != "--json")
+
+
+def readme_walkthrough() -> list[tuple[str, ...]]:
+    """The `harvest` commands of README.md's "The chain, step by step" block, as argument lists."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## The chain, step by step", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        line = line.split("#", 1)[0]
+        for part in line.split(";"):
+            words = part.split()
+            if "harvest" in words:
+                commands.append(tuple(words[words.index("harvest") + 1:]))
+    return commands
+
+
+def _machine_paths(folder: Path, needles: list[bytes]) -> list[str]:
+    """Every file under ``folder`` (recursively) that holds one of ``needles``."""
+    found = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        blob = path.read_bytes()
+        found += [f"{path}: {n.decode()}" for n in needles if n in blob]
+    return found
+
+
+LOAD_SCRIPT = (
+    "import json, sys; from datasets import load_dataset; ds = load_dataset(sys.argv[1]); "
+    "print(json.dumps({s: sorted(ds[s]['instance_id']) for s in ds}))"
+)
+
+
+@pytest.mark.slow
+def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
+    from harvester.example import materialize_example
+
+    started = time.perf_counter()
+    work = tmp_path / "work"
+    work.mkdir()
+    # --- the user's repositories: the example (with its package mirror) and our three projects ---------
+    example = materialize_example(tmp_path / "src" / "example")
+    commits = {name: _git_repo(PROJECTS / name, tmp_path / "src" / name) for name in ORIGINS}
+    with FakeHub() as hub:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))},
+            "HARVEST_HOME": str(work / ".harvest"), "HARVEST_PINS": str(work / "pins"),
+            "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_e2e_token",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        chain = Chain(work, env)
+
+        # --- pin: each under its public origin, never its path ------------------------------------------
+        added = {"shop_analytics": chain.json("add", f"{example.project_repo}@{example.commit}", "--package-mirror",
+                                              str(example.mirror), "--origin", EXAMPLE_ORIGIN)}
+        for name, origin in ORIGINS.items():
+            added[name] = chain.json("add", f"{tmp_path / 'src' / name}@{commits[name]}", "--origin", origin)
+        assert added["lending_library"]["id"] == f"dbt-harvest-fixtures__lending_library@{commits['lending_library'][:12]}"
+        assert added["shop_analytics"]["id"].startswith("harvestlabs__shop_analytics@")
+        assert all(a["license"] == "Apache-2.0" for a in added.values())
+        pin_ids = {name: a["id"] for name, a in added.items()}
+
+        # --- reserve splits before minting: a test group, a dev group, the rest train -----------------
+        event = chain.json("split", "assign", "--test-group", TEST_GROUP, "--dev-group", DEV_GROUP)["event"]
+        assert sorted(event["splits"].values()) == ["dev", "test", "train", "train"]
+        assert event["splits"][TEST_GROUP] == "test" and event["splits"][DEV_GROUP] == "dev"
+
+        # --- mint with template statements (no --writer), bounded --------------------------------------
+        minted = chain.json("mint", "--all", "--families", FAMILIES, "--max-per-model", "1", "--jobs", "2")
+        per_pin = minted["tasks_per_pin"]
+        counts = {
+            "train": per_pin.get(pin_ids["shop_analytics"], 0) + per_pin.get(pin_ids["lending_library"], 0),
+            "dev": per_pin.get(pin_ids["freight_ops"], 0),
+            "test": per_pin.get(pin_ids["clinic_scheduling"], 0),
+        }
+        assert all(counts.values()), f"every split needs tasks: {counts} ({per_pin})"
+
+        # --- the contamination lint passes on template statements from four repositories -------------
+        lint = chain.run("lint", ok=False)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        listed = chain.json("tasks", "list")["tasks"]
+        assert {s: sum(t["split"] == s for t in listed) for s in ("train", "dev")} == {
+            "train": counts["train"], "dev": counts["dev"]}
+
+        # --- dataset build, and load_dataset of the folder ---------------------------------------------
+        built = chain.json("dataset", "build", "--out", "dist/dbt-repair-v1")
+        assert built["splits"] == {"train": counts["train"], "dev": counts["dev"]} and built["left_out_repos"] == 0
+        folder = work / "dist" / "dbt-repair-v1"
+        loaded = chain.python(LOAD_SCRIPT, str(folder))
+        assert {s: len(ids) for s, ids in loaded.items()} == {"train": counts["train"], "dev": counts["dev"]}
+
+        # --- publish: dev privately, then train into the same (private) repository; both load back -----
+        dev = chain.json("publish", str(folder), "--repo-id", "acme/dbt-repair", "--split", "dev", "--private")
+        train = chain.json("publish", str(folder), "--repo-id", "acme/dbt-repair", "--split", "train")
+        assert dev["repo_private"] is True and train["card_splits"] == ["train", "dev"]
+        from_hub = chain.python(LOAD_SCRIPT, "acme/dbt-repair", HF_HOME=str(tmp_path / "hf-reader"))
+        assert from_hub == loaded
+        public = chain.json("publish", str(folder), "--repo-id", "acme/dbt-repair-public", "--split", "train")
+        assert public["repo_private"] is False
+        refused = chain.run("publish", str(folder), "--repo-id", "acme/dbt-repair-public", "--split", "dev",
+                            "--private", ok=False)
+        assert refused.returncode == 1 and "exists and is public" in refused.stderr
+        assert not any(p.startswith("data/dev-") for p in hub.files["acme/dbt-repair-public"])
+        assert hub.unexpected == []
+
+        # --- train a tiny adapter (no --json: the human output must exit 0 too), freeze it ------------
+        trained = chain.run("train", "sft", "--config", str(SFT_CONFIG))
+        assert "run:" in trained.stdout and "Traceback" not in trained.stderr
+        chain.run("train", "freeze", "runs/sft-e2e")
+
+        # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
+        sealed = chain.json("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test",
+                            "--max-turns", "3")
+        assert sealed["n"] == counts["test"] and 0 <= sealed["official"] <= sealed["n"]
+        again = chain.run("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test-2",
+                          "--max-turns", "3", ok=False)
+        assert again.returncode == 1 and again.stderr.startswith("error:")
+
+        # --- dev: the oracle repairs every task, doing nothing repairs none ---------------------------
+        oracle = chain.json("audit", "--split", "dev", "--driver", "oracle", "--run-dir", "runs/audit-dev-oracle")
+        noop = chain.json("audit", "--split", "dev", "--driver", "noop", "--run-dir", "runs/audit-dev-noop")
+        assert (oracle["official"], oracle["n"]) == (counts["dev"], counts["dev"])
+        assert (noop["official"], noop["n"]) == (0, counts["dev"])
+
+        # --- report: the sealed audit's report rewritten from its run folder; noop vs oracle compared ----
+        report = chain.json("audit", "report", "runs/audit-test")
+        assert (report["split"], report["n"], report["official"]) == ("test", sealed["n"], sealed["official"])
+        assert (work / "runs" / "audit-test" / "report.md").is_file()
+        compared = chain.json("audit", "compare", "runs/audit-dev-noop", "runs/audit-dev-oracle")
+        assert (compared["n"], compared["official_a"], compared["official_b"]) == (counts["dev"], 0, counts["dev"])
+        assert compared["table"]["only_b"] == counts["dev"]
+
+        # --- no committed artefact holds a path of this machine ----------------------------------------
+        needles = sorted({str(p).encode() for p in (tmp_path, tmp_path.resolve(), ROOT)})
+        published = tmp_path / "published"
+        for repo_id, files in hub.files.items():
+            for name, blob in files.items():
+                (published / repo_id / name).parent.mkdir(parents=True, exist_ok=True)
+                (published / repo_id / name).write_bytes(blob)
+    leaks = _machine_paths(work / "pins", needles) + _machine_paths(folder, needles) + _machine_paths(published, needles)
+    assert leaks == []
+    card = (folder / "README.md").read_text()
+    assert "dbt-harvest-fixtures/lending_library" in card and "local__" not in card and "local://" not in card
+    # --- the README's walkthrough is what this test ran (every command, with the same options) -------
+    ran = {_shape(call) for call in chain.calls}
+    assert [c for c in readme_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
+    print(f"\nchain wall time {time.perf_counter() - started:.0f} s; steps: "
+          + ", ".join(f"{k} {v:.0f}s" for k, v in chain.timings.items()))
