@@ -42,7 +42,7 @@ from harvester.mint.lineage import ModelNode, models
 from core.patching import PatchError, apply_patch
 from core.pin import Pin, pin_path, read_pin
 from train.reward_engine import FastScorer, Unsupported, closure, compiled_after_edit, drop_relations
-from harvester.sandbox import DbtStep, Limits, run_steps, write_profile
+from harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
 from harvester.state import DB_FILE, load_state
 from core.task_record import TaskRecord
 from harvester.workspace import fresh_workspace
@@ -60,6 +60,8 @@ class Verdict:
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
 REWARD_LIMITS = Limits(wall_s=300.0)
+#: What DuckDB may touch in a reward build: only what the database needs (no folder writable).
+REWARD_DUCKDB_SCOPE = "database"
 _PARTIAL_PARSE = "partial_parse.msgpack"
 
 
@@ -92,7 +94,7 @@ class TaskContext:
         for scorer in self.scorers.values():
             scorer.close()
         self.scorers.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        safe_fs.rmtree(self.root)
 
 
 _CONTEXTS: dict[tuple[str, str], TaskContext] = {}
@@ -146,7 +148,7 @@ def _prepare(task: TaskRecord) -> TaskContext:
     try:
         apply_patch(pristine, task.broken_patch)
     except PatchError as exc:
-        shutil.rmtree(root, ignore_errors=True)
+        safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
     write_profile(pristine, pin.project_dir, profile, pin.profile_schema)
@@ -213,30 +215,33 @@ def _prime(ctx: TaskContext) -> None:
         return
     ctx.primed = True
     work = ctx.root / "prime"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     shutil.copytree(ctx.pristine, work, symlinks=True)
     run = run_steps(work, ctx.pin.project_dir, [DbtStep(("parse",))], clock=ctx.pin.clock,
-                    limits=REWARD_LIMITS, log_path=ctx.root / "prime.log")
-    state = work / ctx.pin.project_dir / "target" / _PARTIAL_PARSE
-    if run.ok and state.is_file():
-        target = ctx.pristine / ctx.pin.project_dir / "target"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(state, target / _PARTIAL_PARSE)
-    shutil.rmtree(work, ignore_errors=True)
+                    limits=REWARD_LIMITS, log_path=ctx.root / "prime.log", duckdb_scope=REWARD_DUCKDB_SCOPE)
+    state = f"{ctx.pin.project_dir}/target/{_PARTIAL_PARSE}"
+    if run.ok and safe_fs.is_file(work, state):
+        # read beneath the workspace the child wrote, never through a link it planted
+        safe_fs.copy_out(work, state, ctx.pristine / state, max_bytes=REWARD_LIMITS.workspace_bytes)
+    safe_fs.rmtree(work)
 
 
 def _restore(ctx: TaskContext, edits: Mapping[str, str]) -> Path:
     """The rollout's workspace: a fresh copy of the pristine snapshot with the edits written."""
     work = ctx.root / "rollout"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     shutil.copytree(ctx.pristine, work, symlinks=True)
-    for path, text in edits.items():
-        target = work / path
-        if target.is_symlink() or not target.resolve().is_relative_to(work.resolve()):
-            raise Unsupported(f"edit path {path!r} goes through a link")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    _write_edits(work, edits)
     return work
+
+
+def _write_edits(work: Path, edits: Mapping[str, str]) -> None:
+    """Write a rollout's files beneath ``work``, never through a link (safe_fs)."""
+    for path, text in edits.items():
+        try:
+            safe_fs.write_text(work, path, text)
+        except safe_fs.UnsafePathError:
+            raise Unsupported(f"edit path {path!r} goes through a link") from None
 
 
 def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool) -> Verdict:
@@ -244,7 +249,7 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
 
     result = build_workspace(
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=REWARD_LIMITS,
-        log_path=ctx.root / "rollout.log", select=select, seed=seed,
+        log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
     if result.run.timed_out:
         return _verdict(0, 0, f"timeout: {result.first_error}")
@@ -269,15 +274,10 @@ def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
 
 def _naive(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
     work = ctx.root / "rollout"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     fresh_workspace(ctx.pin, work)
     apply_patch(work, ctx.task.broken_patch)
-    for path, text in edits.items():
-        target = work / path
-        if target.is_symlink() or not target.resolve().is_relative_to(work.resolve()):
-            raise Unsupported(f"edit path {path!r} goes through a link")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    _write_edits(work, edits)
     return _build_and_grade(ctx, work, (), seed=True)
 
 

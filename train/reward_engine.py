@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
+from core.locked_duckdb import connect_locked
 from core.scorer import score
 from core.scorer.spec import GradingSpec
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
@@ -149,8 +148,7 @@ def closure(nodes: Mapping[str, ModelNode], roots: Iterable[str]) -> list[str]:
 def drop_relations(database: Path, dest: Path, nodes: Iterable[ModelNode]) -> Path:
     """A copy of ``database`` at ``dest`` without the relations of ``nodes`` (tables or views)."""
     shutil.copyfile(database, dest)
-    con = duckdb.connect(str(dest), config={"enable_external_access": False, "autoload_known_extensions": False,
-                                            "autoinstall_known_extensions": False})
+    con = connect_locked(str(dest))  # the pin's views hold project SQL: the same lock as everywhere
     try:
         existing = {
             (schema.lower(), name.lower()): kind
