@@ -120,10 +120,35 @@ def connect_locked(database: str = ":memory:", lock: Lock = Lock(), *, read_only
         raise LockedDuckDBError(f"cannot open {database}: {' '.join(str(exc).split())[:300]}") from None
     try:
         apply_lock(conn, lock, setup)
+    except duckdb.Error:
+        # The file is already open in this process: DuckDB hands out the same (already locked) instance.
+        # Accept it only when that instance is locked at least as tightly as asked and nothing is to be set up.
+        if setup or not _locked_as(conn, lock, database):
+            conn.close()
+            raise
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _locked_as(conn: Any, lock: Lock, database: str) -> bool:
+    """Whether ``conn``'s instance is locked with no file access beyond ``lock``'s and the database's own files."""
+    try:
+        row = conn.execute(
+            "SELECT current_setting('lock_configuration'), current_setting('enable_external_access'), "
+            "current_setting('autoload_known_extensions'), current_setting('autoinstall_known_extensions'), "
+            "current_setting('allowed_directories'), current_setting('allowed_paths')"
+        ).fetchone()
+    except Exception:  # noqa: BLE001 - any doubt refuses the connection
+        return False
+    locked, external, autoload, autoinstall, directories, paths = row
+    if not locked or external or autoload or autoinstall:
+        return False
+    own = str(database)
+    wanted_dirs = {d.rstrip("/") + "/" for d in lock.allowed_directories}
+    return all(d in wanted_dirs or d.startswith(own) for d in directories or ()) and all(
+        p in lock.allowed_paths or p.startswith(own) for p in paths or ())
 
 
 @contextlib.contextmanager

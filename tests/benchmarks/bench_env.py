@@ -1,7 +1,7 @@
 """Benchmark (not a test): the eval environment's validate and submit, fast checks vs the dbt build.
 
     python tests/benchmarks/bench_env.py [--dbt 4] [--seed 0]
-    python tests/benchmarks/bench_env.py --home H --pins P --split train [--tasks 8]   # a real repository
+    python tests/benchmarks/bench_env.py --home H --pins P --repo owner__name [--tasks 8]   # a real repository
 
 Without ``--home`` the embedded example is harvested and minted in a temporary HARVEST_HOME. For each
 task, episodes write a completion (the true repair, each wrong repair, the broken file with a harmless
@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
     parser.add_argument("--split", default="train", help="which split's tasks to play (with --home)")
     parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks (0: all)")
+    parser.add_argument("--repo", default="", help="only tasks whose pin id contains this text (with --home)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-env-"))
@@ -75,7 +76,7 @@ def main() -> None:
             from corpora.store import load_tasks
 
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            tasks = load_tasks(args.split, args.home, args.pins, purpose="inspect")
+            tasks = [t for t in load_tasks(args.split, args.home, args.pins, purpose="inspect") if args.repo in t.pin]
         else:
             tasks = prepare(root)
         rng = random.Random(args.seed)
