@@ -117,6 +117,8 @@ class Episode:
         self._repeats = 0
         self._started = time.monotonic()
         self.guard = WorkspaceGuard.take(workspace.root, workspace.project_dir, workspace.db_file)
+        #: what the agent wrote (workspace-relative path -> text): the fast checks grade these edits
+        self.edits: dict[str, str] = {}
 
     # -- state -----------------------------------------------------------------------------------
     @property
@@ -196,12 +198,13 @@ class Episode:
             answer = tools.write_file(ws, clean["path"], clean["content"])
             _, rel = tools.files.check_write(ws.policy, clean["path"])
             self.guard.record_write(rel, clean["content"].encode("utf-8"))
+            self.edits[rel] = clean["content"]
             return answer
         if tool in RUNS_CODE:
             return self._guarded(tool, clean)
         assert tool == "submit"
         try:
-            self.submission = self._grader(self.task, ws, settings)
+            self.submission = self._fast_submission() or self._grader(self.task, ws, settings)
         except HarvestError as exc:
             self.submission = Submission(
                 built=False, first_error=f"the submission could not be built: {' '.join(str(exc).split())}",
@@ -209,6 +212,25 @@ class Episode:
             )
         self.status = SUBMITTED
         return "submitted; your project was built once more for the hidden check. The episode is over."
+
+    def _fast_validate(self) -> str | None:
+        if not self.settings.fast_checks:
+            return None
+        from eval.env.fast_checks import validate_fast
+
+        return validate_fast(self.task, self.edits)
+
+    def _fast_submission(self) -> Submission | None:
+        """The submission graded on the fast path (only with the default grader, when settings allow)."""
+        if not self.settings.fast_checks or self._grader is not grade:
+            return None
+        from eval.env.fast_checks import submit_fast
+        from harvester.sandbox import safe_fs
+
+        holder = self.workspace.root / ".harvest_fast"
+        safe_fs.rmtree(holder)
+        holder.mkdir()
+        return submit_fast(self.task, self.edits, holder / "capture.duckdb")
 
     def _guarded(self, tool: str, clean: dict[str, Any]) -> str:
         """Run a dbt/SQL tool, then hold the write policy: any other change to the project is undone and
@@ -222,7 +244,7 @@ class Episode:
             elif tool == "dbt":
                 answer = tools.dbt(ws, settings, clean["command"], clean.get("select", ""))
             else:
-                answer = tools.validate(ws, settings)
+                answer = self._fast_validate() or tools.validate(ws, settings)
         except (InvalidAction, HarvestError) as exc:
             failed = exc
         violation = self.guard.enforce(tool)

@@ -47,6 +47,8 @@ class RunSettings:
     sandboxed: bool = True
     limits: Limits = field(default_factory=lambda: Limits(wall_s=300.0))
     query_rows: int = 50
+    #: validate/submit through the grading fast path when the edits allow it (eval/env/fast_checks.py)
+    fast_checks: bool = True
 
 
 def check_args(tool: str, args: Any) -> dict[str, Any]:
@@ -179,7 +181,7 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
     if not result.models_ok:
         return f"local checks FAIL: the build fails: {result.first_error}"
     if result.tests_failed:
-        failed = ", ".join(result.failed_tests[:20])
+        failed = ", ".join(sorted(result.failed_tests)[:20])
         return f"local checks FAIL: {result.tests_failed} of {result.tests_total} dbt tests fail: {failed}"
     return f"local checks PASS: the project builds and all {result.tests_total} dbt tests pass"
 
