@@ -23,6 +23,7 @@ from pathlib import Path
 from core.errors import HarvestError
 from core.task_record import TaskRecord
 from eval.env.grading import Submission
+from eval.env.tools import validate_answer
 
 
 def _graded(task: TaskRecord, edits: Mapping[str, str], capture_to: Path | None):  # type: ignore[no-untyped-def]
@@ -39,12 +40,7 @@ def validate_fast(task: TaskRecord, edits: Mapping[str, str]) -> str | None:
     graded = _graded(task, edits, None)
     if graded is None:
         return None
-    if not graded.built:
-        return f"local checks FAIL: the build fails: {graded.first_error}"
-    if graded.failed_tests:
-        failed = ", ".join(sorted(graded.failed_tests)[:20])
-        return f"local checks FAIL: {graded.tests_failed} of {graded.tests_total} dbt tests fail: {failed}"
-    return f"local checks PASS: the project builds and all {graded.tests_total} dbt tests pass"
+    return validate_answer(graded.built, graded.first_error, graded.tests_total, graded.failed_tests)
 
 
 def submit_fast(task: TaskRecord, edits: Mapping[str, str], capture_to: Path) -> Submission | None:

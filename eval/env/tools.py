@@ -178,12 +178,17 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
         limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, duckdb_scope=DUCKDB_SCOPE,
     )
-    if not result.models_ok:
-        return f"local checks FAIL: the build fails: {result.first_error}"
-    if result.tests_failed:
-        failed = ", ".join(sorted(result.failed_tests)[:20])
-        return f"local checks FAIL: {result.tests_failed} of {result.tests_total} dbt tests fail: {failed}"
-    return f"local checks PASS: the project builds and all {result.tests_total} dbt tests pass"
+    return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests)
+
+
+def validate_answer(built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...]) -> str:
+    """What ``validate`` says, whichever path built the project (a dbt build or the fast checks)."""
+    if not built:
+        return f"local checks FAIL: the build fails: {first_error}"
+    if failed_tests:
+        failed = ", ".join(sorted(failed_tests)[:20])
+        return f"local checks FAIL: {len(failed_tests)} of {tests_total} dbt tests fail: {failed}"
+    return f"local checks PASS: the project builds and all {tests_total} dbt tests pass"
 
 
 def project_brief(ws: TaskWorkspace) -> str:
