@@ -44,6 +44,27 @@ def tasks_dir() -> Path:
     return harvest_home() / "tasks"
 
 
+def pin_folder_name(pin_id: str) -> str:
+    """A pin's folder name under HARVEST_HOME (``owner__name@sha12`` -> ``owner__name_sha12``): one rule for
+    every per-pin folder, so none is spelled by hand."""
+    return pin_id.replace("@", "_")
+
+
+def state_dir(pin_id: str) -> Path:
+    """The pin's built state (database + manifest) that minting and grading re-run SQL against."""
+    return harvest_home() / "state" / pin_folder_name(pin_id)
+
+
+def template_dir(pin_id: str) -> Path:
+    """The pin's exported tree (packages vendored, compat patch applied) every workspace is copied from."""
+    return harvest_home() / "templates" / pin_folder_name(pin_id)
+
+
+def mint_dir(pin_id: str) -> Path:
+    """The pin's mint folder (shards, reports, the kept-bugs index)."""
+    return harvest_home() / "mint" / pin_folder_name(pin_id)
+
+
 def tmp_dir() -> Path:
     """Scratch space on the same filesystem as the artefacts, so renames are atomic."""
     path = harvest_home() / "tmp"

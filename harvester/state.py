@@ -17,7 +17,7 @@ from typing import Any
 
 from core import atomic
 from core.errors import GoldError
-from core.home import harvest_home
+from core.home import state_dir
 from harvester.sandbox import safe_fs
 
 DB_FILE = "build.duckdb"
@@ -29,10 +29,6 @@ MANIFEST_BYTES = 1 << 30
 class BuiltState:
     database: Path
     manifest: dict[str, Any]
-
-
-def state_dir(pin_id: str) -> Path:
-    return harvest_home() / "state" / pin_id.replace("@", "_")
 
 
 def install_state(pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from core import atomic
 from core.errors import PinError
 from harvester.gitstore import GitStore
+from core import home
 from core.home import harvest_home, mirrors_dir, pins_dir
 from harvester.packages import vendor_packages
 from core.patching import apply_patch
@@ -66,7 +67,7 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
     """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use.
 
     ``compat_text`` defaults to the pin's compat patch under the pins folder (a dataset row carries its own)."""
-    dest = harvest_home() / "templates" / pin.id.replace("@", "_")
+    dest = home.template_dir(pin.id)
     marker = dest / _MARKER
     if marker.is_file() and marker.read_text() == _marker(pin):
         return dest

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import HarvestError
+from core.home import pin_folder_name
 from core.task_record import TaskRecord
 
 DB_FILE = "build.duckdb"
@@ -170,7 +171,7 @@ def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str
     from harvester.sandbox import DbtStep, Limits, run_steps, write_profile
 
     ws = materialize(task, pins, scratch)
-    name = task.pin.replace("@", "_")
+    name = pin_folder_name(task.pin)
     try:
         apply_patch(ws.root, task.fix_patch)
         write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, DB_FILE)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from core import atomic
 from core.errors import HarvestError, PinError
-from core.home import harvest_home
+from core import home
 from harvester.mint.candidates import mutable
 from harvester.mint.executors import run_local, run_ray
 from harvester.mint.lineage import ModelNode, models
@@ -55,7 +55,7 @@ class MintOptions:
 
 
 def reports_dir(pin_id: str) -> Path:
-    return harvest_home() / "mint" / pin_id.replace("@", "_")
+    return home.mint_dir(pin_id)
 
 
 def _marker_path(pin_id: str, model: str) -> Path:
