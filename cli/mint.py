@@ -71,17 +71,25 @@ def _print_report(report: dict, counts: dict) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("family", "candidates", "screened out", "survived screen", "kept", "left at the cap", "top rejection")
+    table = Table("family", "dead sites", "candidates", "screened out", "survived screen", "kept", "left at the cap",
+                  "top rejection")
     for family, row in sorted(report["families"].items()):
         reasons = {**row["screened_out"], **row["confirm_rejected"]}
         top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
-        table.add_row(family, str(row["candidates"]), str(sum(row["screened_out"].values())),
-                      str(row["survived_screen"]), str(row["kept"]), str(row["not_confirmed_cap"]),
-                      f"{top[0]} ({top[1]})")
+        table.add_row(family, str(sum(row["dead_sites"].values())), str(row["candidates"]),
+                      str(sum(row["screened_out"].values())), str(row["survived_screen"]), str(row["kept"]),
+                      str(row["not_confirmed_cap"]), f"{top[0]} ({top[1]})")
     console.print(table)
+    q = report["quality"]
+    rate = "-" if q["informative_rate"] is None else f"{100 * q['informative_rate']:.0f}%"
     console.print(f"this run: {_run_line(counts)}", markup=False)
     console.print(f"tasks kept in total: {sum(report['tasks_per_pin'].values())} "
                   f"(silent {report['silent']}, loud {report['loud']})", markup=False)
+    console.print(f"informative wrong repair: {q['informative_wrong_repair']}/{q['kept']} ({rate}); statement claims "
+                  f"checked: {q['claims_checked']} (statements rejected as false: {q['statement_false']}); duplicates "
+                  f"dropped: {q['duplicates_dropped']} bugs, {q['duplicate_statements_dropped']} statements; "
+                  f"local_tests: 0 on {q['local_tests_zero']} tasks; per repository: {report['tasks_per_repository']}",
+                  markup=False)
 
 
 def _run_line(counts: dict[str, int]) -> str:

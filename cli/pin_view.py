@@ -23,11 +23,15 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "project_dir": pin.project_dir,
         "gold_sha256": pin.gold_sha256,
         "clock": pin.clock,
+        "clock_frozen": pin.clock_frozen,
+        "database": pin.database,
         "license": pin.license,
         "packages": [{"name": p.name, "source": p.source, "version": p.version, "commit": p.commit} for p in pin.packages],
         "skipped": [{"path": s.path, "reason": s.reason} for s in pin.skipped],
         "tables": [
-            {"name": t.name, "rows": t.rows, "deterministic": t.deterministic, "empty": t.empty} for t in pin.tables
+            {"name": t.name, "rows": t.rows, "deterministic": t.deterministic, "empty": t.empty,
+             "gradable": t.gradable, "unstable_columns": list(t.unstable_columns),
+             "database_columns": list(t.database_columns)} for t in pin.tables
         ],
         "versions": pin.versions,
     }
@@ -39,14 +43,17 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     console.print(f"[bold]{pin.id}[/bold]  {pin.spec}")
     console.print(f"pin: {path}")
     console.print(f"commit {pin.commit}{'  (ref ' + pin.ref + ')' if pin.ref else ''}  project {pin.project_dir}  license {pin.license}")
-    console.print(f"clock {pin.clock}  gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}")
+    console.print(f"clock {pin.clock} ({'frozen' if pin.clock_frozen else 'ticking'})  database {pin.database}  "
+                  f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}")
     console.print(
         f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
         f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"
     )
-    table = Table("table", "rows", "deterministic", "gradable")
+    table = Table("table", "rows", "deterministic", "gradable", "never graded (unstable columns)")
     for t in pin.tables:
-        table.add_row(t.name, str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no")
+        unstable = ", ".join(f"{c}{' (database name)' if c in t.database_columns else ''}" for c in t.unstable_columns)
+        table.add_row(t.name, str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no",
+                      unstable or "-")
     console.print(table)
     if pin.packages:
         packages = Table("package", "source", "version", "commit")

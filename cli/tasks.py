@@ -1,5 +1,6 @@
-"""`harvest tasks list|show|materialize`: the minted task records (train and dev; the sealed test split stays
-sealed), and one task of a built or published dataset rebuilt from its row (`materialize`)."""
+"""`harvest tasks list|show|verify|materialize`: the minted task records (train and dev; the sealed test
+split stays sealed), their independent re-verification from the pins in fresh sandboxed builds, and one
+task of a built or published dataset rebuilt from its row (`materialize`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from cli._common import echo_json, fails_cleanly, json_option
 
 @click.group("tasks")
 def command() -> None:
-    """List or show minted tasks; materialize a dataset's task."""
+    """List, show or re-verify minted tasks; materialize a dataset's task."""
 
 
 def _records(split: str | None):  # type: ignore[no-untyped-def]
@@ -37,15 +38,17 @@ def list_tasks(split: str | None, as_json: bool) -> None:
     records = _records(split)
     if as_json:
         echo_json({"tasks": [{"instance_id": r.instance_id, "split": r.split, "family": r.family,
-                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak}
+                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak,
+                              "local_tests": r.local_tests}
                              for r in records]})
         return
     if not records:
         click.echo("no tasks")
         return
-    table = id_table("task", "split", "family", "operator", "local checks", ids=("task",))
+    table = id_table("task", "split", "family", "operator", "local checks", "local tests", ids=("task",))
     for r in records:
-        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud")
+        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud",
+                      str(r.local_tests))
     print_table(table)
 
 
@@ -74,6 +77,55 @@ def show_task(task_id: str, as_json: bool) -> None:
     click.echo(record.problem_statement + "\n")
     click.echo("broken patch:\n" + record.broken_patch)
     click.echo("fix patch:\n" + record.fix_patch)
+
+
+@command.command("verify")
+@click.argument("task_ids", nargs=-1)
+@click.option("--all", "all_tasks", is_flag=True, help="Verify every task of the train and dev splits.")
+@click.option("--split", type=click.Choice(["train", "dev"]), help="Only tasks of this split (test is sealed).")
+@click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
+@json_option
+@fails_cleanly
+def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, no_sandbox: bool, as_json: bool) -> None:
+    """Re-verify TASK_IDS (or --all) from their pins, in fresh sandboxed builds under another database name.
+
+    Checks per task: the unmodified project matches gold; the broken project scores 0; the true repair
+    scores 1; the wrong repair builds, passes the repair's dbt tests, scores 0 and differs from the broken
+    output; every statement claim holds; no other task of the pin shares its broken outputs or statement.
+    Exit 1 when any check fails.
+    """
+    import sys
+
+    from core.errors import HarvestError
+    from harvester.verify import summary, verify
+
+    if not task_ids and not all_tasks:
+        raise click.UsageError("name at least one TASK_ID or pass --all")
+    records = _records(split)
+    if task_ids:
+        known = {r.instance_id: r for r in records}
+        missing = [t for t in task_ids if t not in known]
+        if missing:
+            raise HarvestError(f"no task {missing[0]!r} in the train or dev split")
+        records = [known[t] for t in task_ids]
+    if not records:
+        raise HarvestError("no tasks to verify (mint first, or name a split that has tasks)")
+
+    def show(verdict) -> None:  # type: ignore[no-untyped-def]
+        if not as_json:
+            failed = [c for c in verdict.checks if not c.ok]
+            state = "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" for c in failed)
+            click.echo(f"{verdict.instance_id}: {state}", err=False)
+
+    verdicts = verify(records, sandboxed=not no_sandbox, on_result=show)
+    totals = summary(verdicts)
+    if as_json:
+        echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
+    else:
+        click.echo(f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: "
+                   + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items()))
+    if totals["ok"] != totals["tasks"]:
+        sys.exit(1)
 
 
 def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]

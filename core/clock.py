@@ -3,8 +3,12 @@
 Models that use ``current_date`` or ``now()`` would otherwise produce a different gold every day, so
 every build runs at a fixed instant at or after the newest date in the seeds (``default_clock``),
 recorded in the pin. It reaches the code that reads time in three ways:
-- sandboxed builds: libfaketime preloaded into the child (``clock_env``); FAKETIME='@<date time>'
-  starts the clock at that instant and lets it run; the monotonic clock stays real
+- sandboxed builds: libfaketime preloaded into the child (``clock_env``); FAKETIME='<date time>'
+  (no '@') FREEZES the wall clock at that instant: every call of ``now()`` in every model of every
+  build returns the same value, so time-derived columns (days open, durations) come out identical in
+  two builds. A ticking clock ('@<date time>': start there and run) made such columns differ by the
+  seconds between builds and turned whole marts nondeterministic (measured on Fivetran packages:
+  docs/DESIGN.md). The monotonic clock stays real
   (FAKETIME_DONT_FAKE_MONOTONIC=1: faking it makes every Python lock with a timeout wait forever,
   measured with libfaketime 0.9.10); Python's absolute-deadline time.sleep is patched in the child;
 - SQL run in-process (screening, the reward's fast path): current-time calls become literals of the
@@ -109,11 +113,11 @@ def faketime_library() -> Path:
 
 
 def clock_env(clock: str, library: Path | None = None) -> dict[str, str]:
-    """Environment variables that pin the child's clock to ``clock``."""
+    """Environment variables that freeze the child's wall clock at ``clock`` (the monotonic clock stays real)."""
     value = parse_clock(clock)
     return {
         "LD_PRELOAD": str(library or faketime_library()),
-        "FAKETIME": "@" + value.strftime("%Y-%m-%d %H:%M:%S"),
+        "FAKETIME": value.strftime("%Y-%m-%d %H:%M:%S"),
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         # libfaketime's "monotonic fix" re-implements pthread condition waits; with the monotonic clock left
         # real it is not needed, and it made every hand-off between threads ~1000x slower (a queue ping-pong
@@ -125,9 +129,10 @@ def clock_env(clock: str, library: Path | None = None) -> dict[str, str]:
 
 # -- current-time calls in SQL run in-process -------------------------------------------------------
 
+# each name with its optional empty parentheses in one match: `current_date()` must not leave `()` behind
 _CALLS = re.compile(
-    r"\b(current_date|current_timestamp|current_time|localtimestamp|localtime|today\s*\(\s*\)|now\s*\(\s*\)"
-    r"|get_current_timestamp\s*\(\s*\)|current_timestamp\s*\(\s*\)|current_date\s*\(\s*\))",
+    r"\b((?:current_date|current_timestamp|current_time|localtimestamp|localtime)(?:\s*\(\s*\))?"
+    r"|today\s*\(\s*\)|now\s*\(\s*\)|get_current_timestamp\s*\(\s*\))",
     re.IGNORECASE,
 )
 

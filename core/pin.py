@@ -37,7 +37,15 @@ class Column:
 
 @dataclass(frozen=True)
 class TableRecord:
-    """One model relation of gold: ``name`` is ``schema.relation`` as it lives in the gold file."""
+    """One model relation of gold: ``name`` is ``schema.relation`` as it lives in the gold file.
+
+    ``deterministic``: the builds of ``harvest add`` agreed on its rows and on every column outside
+    ``unstable_columns``. ``unstable_columns``: columns whose values differed between those builds (a
+    random or time-of-build value, or the database's own name baked into a value); they are never
+    graded. ``database_columns``: the subset that changed with the database file's name alone
+    (``"build"."main"."orders"`` in a ``_dbt_source_relation``): an agent whose profile names its
+    database otherwise would get them "wrong" with a correct project.
+    """
 
     name: str
     rows: int
@@ -46,11 +54,20 @@ class TableRecord:
     empty: bool
     columns: tuple[Column, ...]
     model: str = ""  # dbt unique_id, e.g. model.shop.fct_orders
+    unstable_columns: tuple[str, ...] = ()
+    database_columns: tuple[str, ...] = ()
 
     @property
     def gradable(self) -> bool:
-        """A table may be graded only if it was identical across both builds and not empty."""
-        return self.deterministic and not self.empty
+        """A table may be graded only if the builds agreed on it (outside its unstable columns), it is
+        not empty, and at least one column is stable."""
+        return self.deterministic and not self.empty and bool(self.stable_positions)
+
+    @property
+    def stable_positions(self) -> tuple[int, ...]:
+        """0-based positions of the columns that may be graded (those not in ``unstable_columns``)."""
+        unstable = {c.lower() for c in self.unstable_columns}
+        return tuple(i for i, c in enumerate(self.columns) if c.name.lower() not in unstable)
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,12 @@ class Pin:
     tables: tuple[TableRecord, ...]
     skipped: tuple[SkippedPath, ...] = ()
     model_files: dict[str, str] = field(default_factory=dict)  # repo-relative path -> sha256
+    # the wall clock of every build was frozen at ``clock`` (False: a pin captured while builds started a
+    # ticking clock there; its time-derived tables differ between builds, `harvest add --rebuild` re-captures)
+    clock_frozen: bool = False
+    # the DuckDB catalog (database file stem) the pin's profile builds into; gold's values were checked
+    # against a rebuild under another name (TableRecord.database_columns)
+    database: str = "build"
     format: int = PIN_FORMAT
 
     @property
@@ -118,7 +141,19 @@ class Pin:
         data["model_files"] = dict(sorted(self.model_files.items()))
         for table in data["tables"]:
             table["columns"] = [dict(c) for c in table["columns"]]
+            for key in ("unstable_columns", "database_columns"):
+                if table[key]:
+                    table[key] = list(table[key])
+                else:
+                    del table[key]  # written only when set: pins from before these fields read back byte for byte
+        for key, default in _OPTIONAL_DEFAULTS.items():
+            if data[key] == default:
+                del data[key]
         return tomli_w.dumps(_order(data))
+
+
+#: Pin fields written only when they differ from these values (so older pins keep their digest).
+_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build"}
 
 
 def display_name(url: str) -> str:
@@ -177,7 +212,9 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         packages = tuple(PackageRecord(**p) for p in _require(data, "packages", list, where))
         skipped = tuple(SkippedPath(**s) for s in data.get("skipped", []))
         tables = tuple(
-            TableRecord(**{**t, "columns": tuple(Column(**c) for c in t["columns"])})
+            TableRecord(**{**t, "columns": tuple(Column(**c) for c in t["columns"]),
+                           "unstable_columns": tuple(t.get("unstable_columns", ())),
+                           "database_columns": tuple(t.get("database_columns", ()))})
             for t in _require(data, "tables", list, where)
         )
     except (TypeError, KeyError) as exc:
@@ -185,6 +222,12 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     for table in tables:
         if not isinstance(table.rows, int) or not isinstance(table.deterministic, bool):
             raise PinError(f"{where}: table {table.name!r} has a malformed rows/deterministic field")
+        if not all(isinstance(c, str) for c in (*table.unstable_columns, *table.database_columns)):
+            raise PinError(f"{where}: table {table.name!r} lists a column name that is not a string")
+    clock_frozen = data.get("clock_frozen", False)
+    database = data.get("database", "build")
+    if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not database:
+        raise PinError(f"{where}: clock_frozen must be a boolean and database a non-empty string")
     return Pin(
         **values,
         root_commits=tuple(roots),
@@ -193,6 +236,8 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         tables=tables,
         skipped=skipped,
         model_files=dict(model_files),
+        clock_frozen=clock_frozen,
+        database=database,
         format=fmt,
     )
 

@@ -27,16 +27,42 @@ class TaskRecordError(HarvestError):
 
 @dataclass(frozen=True)
 class LocalChecks:
-    """What the task's local checks (dbt build + dbt tests) say about the broken project."""
+    """What the task's local checks (dbt build + dbt tests) say about the broken project.
+
+    ``covering_tests``: the dbt tests (unique ids) over the mutated model and its descendants, the ones
+    an agent's ``dbt build`` runs against the bug; empty means the local checks only prove it compiles.
+    """
 
     builds: bool
     tests_total: int
     tests_failed: int
+    covering_tests: tuple[str, ...] = ()
 
     @property
     def silent(self) -> bool:
         """A silent bug: the project builds and every dbt test passes, only the hidden check fails."""
         return self.builds and self.tests_failed == 0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One thing the problem statement tells a data consumer, checked against the built tables before
+    the task was kept: ``kind`` is ``more_rows`` / ``fewer_rows`` (about ``table``) or how ``column`` moved
+    (``higher``, ``lower``, ``true_more``, ``true_less``, ``nulls_more``, ``nulls_less``, ``different``)."""
+
+    table: str  # a graded table (grading.condition_tabs)
+    kind: str
+    column: str = ""
+
+
+@dataclass(frozen=True)
+class WrongRepairNote:
+    """What a wrong repair tried (``intent``, from its operator) and what it did, measured on its build:
+    the broken build's symptoms it ``fixes`` and those it ``leaves`` (or breaks anew)."""
+
+    intent: str
+    fixes: tuple[str, ...] = ()
+    leaves: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,12 +92,30 @@ class TaskRecord:
     timings: dict[str, float] = field(default_factory=dict)
     generator_version: str = GENERATOR_VERSION
     weak: bool = False  # kept with --allow-weak: no wrong repair was confirmed
+    # one note per wrong repair patch, in the same order
+    wrong_repair_notes: tuple[WrongRepairNote, ...] = ()
+    # what the problem statement claims, each checked on the confirmed build's tables
+    claims: tuple[Claim, ...] = ()
+    # the DuckDB database name (file stem) of the profile gold was built with; graded values never
+    # depend on it (the pin's database_columns are not graded)
+    database: str = "build"
+    # digest of the broken build's gradable outputs: two tasks of a pin with the same one are one bug
+    broken_signature: str = ""
+
+    @property
+    def local_tests(self) -> int:
+        """How many dbt tests cover the mutated lineage (0: the local checks only prove the project builds)."""
+        return len(self.local_checks.covering_tests)
 
     def to_json(self) -> str:
         data = asdict(self)
         data["grading"] = self.grading.to_dict()
         data["wrong_repair_patches"] = list(self.wrong_repair_patches)
         return json.dumps(data, sort_keys=True, indent=1) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain JSON data (what ``to_json`` writes)."""
+        return json.loads(self.to_json())
 
     @property
     def sha8(self) -> str:
@@ -92,15 +136,23 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
     unknown = sorted(set(data) - known)
     if unknown:
         raise TaskRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
+    nested = {"grading", "local_checks", "wrong_repair_patches", "wrong_repair_notes", "claims"}
     try:
         grading = GradingSpec.from_dict(data["grading"])
-        checks = LocalChecks(**data["local_checks"])
-        values = {k: data[k] for k in known if k not in {"grading", "local_checks", "wrong_repair_patches"} and k in data}
+        raw_checks = dict(data["local_checks"])
+        raw_checks["covering_tests"] = tuple(raw_checks.get("covering_tests", ()))
+        checks = LocalChecks(**raw_checks)
+        values = {k: data[k] for k in known if k not in nested and k in data}
+        notes = tuple(WrongRepairNote(str(n["intent"]), tuple(n.get("fixes", ())), tuple(n.get("leaves", ())))
+                      for n in data.get("wrong_repair_notes", ()))
+        claims = tuple(Claim(**c) for c in data.get("claims", ()))
         record = TaskRecord(
             **values,
             grading=grading,
             local_checks=checks,
             wrong_repair_patches=tuple(data.get("wrong_repair_patches", ())),
+            wrong_repair_notes=notes,
+            claims=claims,
         )
     except (KeyError, TypeError, SpecFormatError) as exc:
         raise TaskRecordError(f"{where}: malformed task record ({exc})") from None

@@ -216,6 +216,7 @@ def build_dataset(
         },
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
+        local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

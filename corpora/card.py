@@ -42,6 +42,8 @@ class CardFacts:
     sealed_test_tasks: int
     duplicate_tasks: int = 0  # the same mutation minted from two pins of one split group (forks)
     fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
+    # split -> tasks whose mutated lineage no dbt test covers (local_tests = 0)
+    local_tests_zero: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -124,6 +126,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "Splits are repository-disjoint: repositories that share history, files, or a package family",
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
+        "## Local checks", "",
+        "`local_tests` counts the dbt tests over the broken model and its descendants. Where it is 0 the",
+        "local checks only prove that the project builds: an agent gets no test signal for that bug.",
+        "Tasks with `local_tests` = 0, per split: "
+        + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
+        "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.", "",
         "## Columns", "",
         "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
         "it names the repository (`origin_url`, `base_commit`, its git `tree`), the dbt packages at exact commits,",

@@ -69,6 +69,7 @@ COLUMNS: dict[str, str] = {
     "generator_version": "dbt-harvest version that minted the task",
     "versions": "tool versions the task was verified with (dbt-core, dbt-duckdb, duckdb, ...)",
     "weak": "true when no wrong repair was confirmed for the task",
+    "local_tests": "dbt tests over the broken model and its descendants (0: the local checks only prove it builds)",
 }
 
 
@@ -121,6 +122,7 @@ def task_features():  # -> datasets.Features
         "generator_version": Value("string"),
         "versions": List({"name": Value("string"), "version": Value("string")}),
         "weak": Value("bool"),
+        "local_tests": Value("int32"),
     })
 
 
@@ -222,4 +224,5 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "") -
         "generator_version": record.generator_version,
         "versions": [{"name": k, "version": v} for k, v in sorted(record.versions.items())],
         "weak": record.weak,
+        "local_tests": record.local_tests,
     }

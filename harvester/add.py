@@ -1,5 +1,7 @@
 """`harvest add`: fetch a repository at an exact commit, vendor its packages, build it twice
-sandboxed, keep the deterministic outputs as gold, and write the pin.
+sandboxed (the second time in another workspace under another database file name, and a third time
+when the two disagree, to tell a value that depends on the database's name from one that changes on
+every build), keep the outputs that every build agreed on as gold, and write the pin.
 
 Order matters for crash safety: everything lands in a fresh run folder under HARVEST_HOME first; the
 gold file is installed content-addressed (atomic, verified by hash on read); the pin is written last,
@@ -26,7 +28,7 @@ from core.clock import default_clock, normalise_clock
 from harvester.discovery import Project, discover
 from core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
 from harvester.gitstore import GitStore
-from harvester.gold import install_gold
+from harvester.gold import differing_columns, install_gold
 from core.home import builds_dir, mirrors_dir, pins_dir
 from core.licenses import detect_license
 from harvester.packages import load_mirror, resolve_packages, vendor_packages
@@ -42,7 +44,7 @@ from harvester.specs import (
     parse_spec,
     spec_identity,
 )
-from harvester.state import install_state
+from harvester.state import DB_FILE, install_state
 from core.versions import versions
 
 
@@ -190,30 +192,70 @@ def _fresh_workspace(source: Source, dest: Path) -> Path:
     return dest
 
 
-def _build_twice(source: Source, clock: str, options: AddOptions, run_dir: Path) -> tuple[BuildResult, BuildResult]:
-    def one(index: int) -> BuildResult:
-        workspace = _fresh_workspace(source, run_dir / f"build{index}")
-        return build_workspace(
-            workspace, source.project.rel_dir, source.project.profile, source.project.schema, clock,
-            sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / f"build{index}.log",
-        )
+#: The database file of the check build: another name than the pin's (``state.DB_FILE``), so values that
+#: embed the database's name (``"build"."main"."orders"``) show up as differing columns.
+RENAMED_DB_FILE = "harvest_check.duckdb"
 
+
+@dataclass(frozen=True)
+class GoldBuilds:
+    """The builds behind a pin's gold: ``first`` (kept: gold and minting state), ``renamed`` (another
+    workspace and database file name), and ``repeat`` (the first's database name again, built only when
+    the first two disagree, to tell nondeterminism from a dependence on the database's name)."""
+
+    first: BuildResult
+    renamed: BuildResult
+    repeat: BuildResult | None = None
+
+
+def _build(source: Source, clock: str, options: AddOptions, run_dir: Path, index: int, db_file: str) -> BuildResult:
+    workspace = _fresh_workspace(source, run_dir / f"build{index}")
+    return build_workspace(
+        workspace, source.project.rel_dir, source.project.profile, source.project.schema, clock,
+        sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / f"build{index}.log", db_file=db_file,
+    )
+
+
+def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path) -> GoldBuilds:
     with ThreadPoolExecutor(max_workers=2) as pool:
-        first, second = pool.map(one, (1, 2))
+        first, renamed = pool.map(lambda args: _build(source, clock, options, run_dir, *args),
+                                  ((1, DB_FILE), (2, RENAMED_DB_FILE)))
     require_ok(first, "build")
-    require_ok(second, "second build")
-    return first, second
+    require_ok(renamed, "second build (under another database name)")
+    other = {t.name: t for t in renamed.tables}
+    if all(other.get(t.name) is not None and other[t.name].fingerprint == t.fingerprint for t in first.tables):
+        return GoldBuilds(first, renamed)
+    repeat = require_ok(_build(source, clock, options, run_dir, 3, DB_FILE), "third build")
+    return GoldBuilds(first, renamed, repeat)
 
 
-def _tables(first: BuildResult, second: BuildResult) -> tuple[TableRecord, ...]:
-    other = {t.name: t for t in second.tables}
+def _unstable(first: BuildResult, other: BuildResult) -> dict[str, tuple[str, ...] | None]:
+    """Per table of ``first``: the columns that differ in ``other`` (lower-case), None for the whole table."""
+    twins = {t.name: t for t in other.tables}
+    same = [t.name for t in first.tables if t.name in twins and twins[t.name].fingerprint == t.fingerprint]
+    out: dict[str, tuple[str, ...] | None] = {name: () for name in same}
+    rest = [t.name for t in first.tables if t.name not in out]
+    if rest and first.gold_file is not None and other.gold_file is not None:
+        out.update(differing_columns(first.gold_file, other.gold_file, rest))
+    return out
+
+
+def _tables(builds: GoldBuilds) -> tuple[TableRecord, ...]:
+    first = builds.first
+    renamed = _unstable(first, builds.renamed)
+    repeat = _unstable(first, builds.repeat) if builds.repeat is not None else {t.name: () for t in first.tables}
     records = []
     for table in sorted(first.tables, key=lambda t: t.name):
-        twin = other.get(table.name)
-        deterministic = twin is not None and twin.fingerprint == table.fingerprint and twin.rows == table.rows
+        by_name, by_build = renamed.get(table.name), repeat.get(table.name)
+        deterministic = by_name is not None and by_build is not None
+        names = {c.lower(): c for c, _ in table.columns}
+        unstable = set(by_name or ()) | set(by_build or ())
+        database = set(by_name or ()) - set(by_build or ())
         records.append(TableRecord(
             name=table.name, rows=table.rows, fingerprint=table.fingerprint, deterministic=deterministic,
             empty=table.rows == 0, columns=tuple(Column(n, t) for n, t in table.columns), model=table.model,
+            unstable_columns=tuple(names[c] for c in sorted(unstable) if c in names) if deterministic else (),
+            database_columns=tuple(names[c] for c in sorted(database) if c in names) if deterministic else (),
         ))
     if not records:
         raise GoldError("the build produced no model tables at all")
@@ -257,8 +299,9 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         base = source.root / source.project.rel_dir
         clock = previous.clock if previous else default_clock([base / p for p in source.project.seed_paths])
 
-    first, second = _build_twice(source, clock, options, run_dir)
-    tables = _tables(first, second)
+    builds = _gold_builds(source, clock, options, run_dir)
+    first = builds.first
+    tables = _tables(builds)
     assert first.gold_file is not None
     gold_sha = install_gold(first.gold_file)
     install_state(pin_id, first.workspace, source.project.rel_dir)
@@ -269,12 +312,13 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
         packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
+        clock_frozen=True, database=Path(DB_FILE).stem,
     )
     drift = _drift(previous, pin) if previous else ()
     if source.compat_patch:
         atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
     path = write_pin(pin, pins_dir())
-    for index in (1, 2):  # keep logs and the first workspace's target/ for inspection, drop the bulk
+    for index in (1, 2, 3):  # keep logs and the first workspace's target/ for inspection, drop the bulk
         shutil.rmtree(run_dir / f"build{index}" / "dbt_packages", ignore_errors=True)
     shutil.rmtree(run_dir / "source", ignore_errors=True)
     status = "rebuilt" if previous else "added"

@@ -68,13 +68,15 @@ def build_workspace(
     capture: bool = True,
     select: tuple[str, ...] = (),
     seed: bool = True,
+    db_file: str = "build.duckdb",
 ) -> BuildResult:
     """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures.
 
     ``seed=False`` with a ``select`` is the incremental form used when the workspace already holds the
-    pin's built database: only the selected nodes (and their tests) are rebuilt.
+    pin's built database: only the selected nodes (and their tests) are rebuilt. ``db_file`` names the
+    DuckDB file the profile builds into (its stem is dbt's database name).
     """
-    write_profile(workspace, project_dir, profile, schema)
+    write_profile(workspace, project_dir, profile, schema, db_file=db_file)
     build_args = ("build", *(("--select", *select) if select else ()))
     steps: list[Any] = [DbtStep(("seed",))] if seed else []
     steps.append(DbtStep(build_args))

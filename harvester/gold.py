@@ -56,3 +56,55 @@ def _check_tables_only(path: Path) -> None:
         con.close()
     if views or macros:
         raise GoldError(f"captured gold holds views or macros ({[v[0] for v in views + macros][:3]}); refusing it")
+
+
+# -- comparing two captures of the same project ------------------------------------------------------
+
+def _open_capture(path: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _relation(table: str) -> str:
+    schema, _, name = table.partition(".")
+    return f"{_quote(schema)}.{_quote(name)}"
+
+
+def column_signatures(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, tuple[str, int, int]]:
+    """Per column name (lower-cased): (type, non-null count, sum of value hashes), an order-independent
+    multiset signature of the column, computed in one query."""
+    described = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+    if not described:
+        return {}
+    parts = ", ".join(f"count({_quote(str(d[0]))}), sum(hash({_quote(str(d[0]))}))::HUGEINT" for d in described)
+    row = con.execute(f"SELECT {parts} FROM {relation}").fetchone() or ()
+    return {str(d[0]).lower(): (str(d[1]), int(row[2 * i] or 0), int(row[2 * i + 1] or 0))
+            for i, d in enumerate(described)}
+
+
+def differing_columns(first: Path, second: Path, tables: list[str]) -> dict[str, tuple[str, ...] | None]:
+    """For each table (``schema.name``) present in both captures: the columns whose values differ
+    (in their multiset, any amount), ``()`` when none, or None when the row counts differ or a table is
+    missing from one side (the whole table is unstable then)."""
+    out: dict[str, tuple[str, ...] | None] = {}
+    a, b = _open_capture(first), _open_capture(second)
+    try:
+        for table in tables:
+            try:
+                rows_a = a.execute(f"SELECT count(*) FROM {_relation(table)}").fetchone()[0]
+                rows_b = b.execute(f"SELECT count(*) FROM {_relation(table)}").fetchone()[0]
+            except duckdb.Error:
+                out[table] = None
+                continue
+            if rows_a != rows_b:
+                out[table] = None
+                continue
+            sig_a, sig_b = column_signatures(a, _relation(table)), column_signatures(b, _relation(table))
+            out[table] = tuple(sorted(c for c in sig_a if sig_b.get(c) != sig_a[c]))
+    finally:
+        a.close()
+        b.close()
+    return out

@@ -5,7 +5,7 @@ sites in the parse tree and return splices of the original text; a static equiva
 mutants that say the same thing. Depends on sqlglot only.
 """
 
-from mutators.edits import Edit, difference
+from mutators.edits import Edit, WrongRepair, difference
 from mutators.equivalence import is_equivalent
 from mutators.masking import MaskedFile, Region, mask_file
 from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
@@ -13,6 +13,6 @@ from mutators.registry import REGISTRY, candidates
 from mutators.transplanting import transplant
 
 __all__ = [
-    "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site",
+    "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site", "WrongRepair",
     "candidates", "difference", "is_equivalent", "mask_file", "transplant",
 ]

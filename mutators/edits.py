@@ -67,3 +67,13 @@ def difference(before: str, after: str) -> Edit:
     while suffix < limit - prefix and before[len(before) - 1 - suffix] == after[len(after) - 1 - suffix]:
         suffix += 1
     return Edit(prefix, len(before) - suffix, after[prefix:len(after) - suffix])
+
+
+@dataclass(frozen=True)
+class WrongRepair(Edit):
+    """An edit over the MUTATED text that a person chasing the reported symptom might make, and that is
+    still wrong: ``intent`` says in a few words what that person tried (restore the filter with another
+    value, coalesce to another default, move the bound the other way…). Which symptom it really fixes and
+    which it leaves is measured on built tables by the mint, not declared here."""
+
+    intent: str = ""

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
@@ -91,27 +91,61 @@ class DropConjunct(Operator):
                 found += self.site(parsed, edit.start, edit.end, "", self._wrong(parsed, item, edit))
         return found
 
-    def _wrong(self, parsed: MaskedFile, item: exp.Expression, edit: Edit) -> list[Edit | None]:
-        """Re-insert a weaker or different predicate where the conjunct was."""
+    def _wrong(self, parsed: MaskedFile, item: exp.Expression, edit: Edit) -> list[WrongRepair | None]:
+        """Re-insert the dropped rule, but wrong: with another value, the boundary on the other side, one
+        value of its list missing, or only its weakest part (the column is not null)."""
         item_text = text_of(parsed, item)
         span = parsed.span(item)
         if item_text is None or span is None:
             return []
         removed = parsed.text[edit.start : edit.end]
+        if not removed:
+            return []
         head, tail = parsed.text[edit.start : span[0]], parsed.text[span[1] : edit.end]
         col = _first_column(item)
         col_text = text_of(parsed, col) if col is not None else None
-        guesses: list[str] = []
-        if col_text:
-            other = _other_literal(parsed, item, col)
-            if other is not None:
-                guesses.append(f"{col_text} != {other}")
-            guesses.append(f"{col_text} is not null")
-        out: list[Edit | None] = []
-        for guess in guesses:
-            if removed:
-                out.append(Edit(edit.start, edit.start, head + guess + tail))
-        return out
+        guesses: list[tuple[str, str]] = []
+        other = _other_literal(parsed, item, col) if col is not None else None
+        if col_text and other is not None and isinstance(item, (exp.EQ, exp.NEQ, exp.In)):
+            word = "!=" if isinstance(item, exp.NEQ) else "="
+            guesses.append((f"{col_text} {word} {other}", "restore the filter with another value"))
+            literal = next((text_of(parsed, lit) for lit in item.find_all(exp.Literal) if lit.is_string), None)
+            if isinstance(item, exp.EQ) and literal:
+                guesses.append((f"{col_text} in ({literal}, {other})", "restore the filter with one value too many"))
+        bound = _other_side(parsed, item, span)
+        if bound is not None:
+            guesses.append((bound, "restore the filter with its boundary on the other side"))
+        fewer = _one_value_less(parsed, item, span)
+        if fewer is not None:
+            guesses.append((fewer, "restore the filter with one of its values missing"))
+        if col_text and not guesses:
+            guesses.append((f"{col_text} is not null", "restore only a weaker filter (the column is set)"))
+        return [WrongRepair(edit.start, edit.start, head + guess + tail, intent) for guess, intent in guesses]
+
+
+def _other_side(parsed: MaskedFile, item: exp.Expression, span: tuple[int, int]) -> str | None:
+    """The conjunct's text with a strict comparison made inclusive or the reverse (``>`` ↔ ``>=``)."""
+    if not isinstance(item, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        return None
+    tok = comparison_token(parsed, item, _STRICTNESS)
+    if tok is None:
+        return None
+    text = parsed.text[span[0] : span[1]]
+    old = parsed.text[tok.start : tok.end + 1]
+    at = tok.start - span[0]
+    return text[:at] + _STRICTNESS[old] + text[at + len(old):]
+
+
+def _one_value_less(parsed: MaskedFile, item: exp.Expression, span: tuple[int, int]) -> str | None:
+    """The conjunct's text with the last element of its literal IN list left out."""
+    if not isinstance(item, exp.In) or len(item.expressions) < 2:
+        return None
+    spans = [parsed.span(e) for e in item.expressions]
+    if any(s is None for s in spans):
+        return None
+    cut = (spans[-2][1] - span[0], spans[-1][1] - span[0])  # type: ignore[index]
+    text = parsed.text[span[0] : span[1]]
+    return text[: cut[0]] + text[cut[1]:]
 
 
 def _other_literal(parsed: MaskedFile, item: exp.Expression, col: exp.Column) -> str | None:
@@ -132,6 +166,7 @@ class NegateConjunct(Operator):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Negate one top-level conjunct of a WHERE, HAVING or QUALIFY predicate."
+    wrong_intent = "remove the condition instead of restoring it"
 
     def sites(self, parsed: MaskedFile) -> list[Site]:
         if not parsed.parsed:
@@ -156,6 +191,7 @@ class ChangeLiteral(Operator):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Change the literal a predicate compares with: a string's letter case, a number by one."
+    wrong_intent = "remove the condition instead of restoring its value"
     node_types = (exp.Literal,)
     clauses = frozenset({"where", "having", "qualify", "on"})
 
@@ -187,7 +223,11 @@ class ChangeLiteral(Operator):
             return []
         edit = Edit(span[0], span[1], new)
         owner = parent_cmp.parent if isinstance(parent_cmp.parent, exp.Not) else parent_cmp
-        return self.site(parsed, *span, new, [drop_mutated_conjunct(parsed, owner, edit)])
+        wrong: list[Edit | WrongRepair | None] = [drop_mutated_conjunct(parsed, owner, edit)]
+        if re.fullmatch(r"\d+", raw) and int(raw) >= 1:
+            wrong.append(WrongRepair(span[0], span[0] + len(new), str(int(raw) - 1),
+                                     "move the value back, past the right one"))
+        return self.site(parsed, *span, new, wrong)
 
 
 class DropInElement(Operator):
@@ -195,6 +235,7 @@ class DropInElement(Operator):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Drop one element of a literal IN (…) list in a predicate."
+    wrong_intent = "remove the list condition instead of restoring the value"
     node_types = (exp.In,)
     clauses = frozenset({"where", "having", "qualify", "on"})
 
@@ -235,7 +276,8 @@ class _SwapConnective(Operator):
         word = parsed.text[tok.start : tok.end + 1]
         edit = Edit(tok.start, tok.end + 1, same_case(word, self.target))
         keep_left = Edit(left[1], right[1] + edit.delta, "")
-        return self.site(parsed, edit.start, edit.end, edit.replacement, [keep_left])
+        keep_right = Edit(left[0], right[0] + edit.delta, "")
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [keep_left, keep_right])
 
 
 class AndToOr(_SwapConnective):
@@ -243,6 +285,7 @@ class AndToOr(_SwapConnective):
     family = "filter"
     effect = "more_rows"
     explanation = "Turn the AND of a two-condition predicate group into OR."
+    wrong_intent = "keep only one of the two conditions"
     node_types = (exp.And,)
     clauses = frozenset({"where", "having", "qualify", "on"})
     source, target = "AND", "or"
@@ -253,6 +296,7 @@ class OrToAnd(_SwapConnective):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Turn the OR of a two-condition predicate group into AND."
+    wrong_intent = "keep only one of the two conditions"
     node_types = (exp.Or,)
     clauses = frozenset({"where", "having", "qualify", "on"})
     source, target = "OR", "and"
@@ -270,6 +314,7 @@ class FlipStrictness(Operator):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Flip < and <=, > and >= in a predicate on a non-temporal value."
+    wrong_intent = "remove the comparison instead of fixing its boundary"
     node_types = (exp.GT, exp.GTE, exp.LT, exp.LTE)
     clauses = frozenset({"where", "having", "qualify", "on"})
 
@@ -288,6 +333,7 @@ class FlipEquality(Operator):
     family = "filter"
     effect = "fewer_rows"
     explanation = "Flip = and != (<>) in a predicate that compares with a literal."
+    wrong_intent = "remove the comparison instead of fixing it"
     node_types = (exp.EQ, exp.NEQ)
     clauses = frozenset({"where", "having", "qualify", "on"})
 

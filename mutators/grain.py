@@ -3,15 +3,17 @@ partition or dedup order is off, DISTINCT or UNION that no longer removes duplic
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
-    add_distinct_edit, enclosing_select, list_drop, same_case, token_between, tokens_in,
+    add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
+    sibling_column, value_kind,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
@@ -30,11 +32,35 @@ def _delete_word(parsed: MaskedFile, tok) -> Edit:  # noqa: ANN001
     return Edit(tok.start, end, "")
 
 
+_NOT_NUMERIC = re.compile(r"(name|status|type|code|email|label|category|description|flag|^is_|^has_)", re.I)
+
+
+def _numeric_looking(node: exp.Expression) -> bool:
+    """A name-based guess: could this aggregate argument be a number (not text, not a flag)?"""
+    if isinstance(node, exp.Column):
+        return not _NOT_NUMERIC.search(node.name or "")
+    return not isinstance(node, (exp.Literal,)) or node.is_number
+
+
+def _sibling(parsed: MaskedFile, node: exp.Expression) -> str | None:
+    return sibling_column(parsed, node)
+
+
+def _other_column(parsed: MaskedFile, node: exp.Expression, name: str, new: str) -> WrongRepair | None:
+    """Over the mutated text: the right aggregate restored, but over another column of the same kind."""
+    span, other = parsed.span(node), _sibling(parsed, node.this)
+    if span is None or other is None:
+        return None
+    end = span[1] + len(new) - len(name)
+    return WrongRepair(span[0], end, f"{name}({other})", "the right aggregate over another column")
+
+
 class CountDistinctToCount(Operator):
     id = "grain.count_distinct_to_count"
     family = "grain"
     effect = "changed_values"
     explanation = "Turn `count(distinct x)` into `count(x)`: duplicates are counted."
+    wrong_intent = "remove duplicate rows instead of counting distinct values"
     node_types = (exp.Count,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -48,7 +74,15 @@ class CountDistinctToCount(Operator):
         if tok is None:
             return []
         edit = _delete_word(parsed, tok)
-        return self.site(parsed, edit.start, edit.end, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+        wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, enclosing_select(node), edit)]
+        other = _sibling(parsed, distinct.expressions[0])
+        if other is not None:  # count distinct values again, of another key of the same relation
+            col_span = parsed.span(distinct.expressions[0])
+            assert col_span is not None
+            at = col_span[0] + edit.delta
+            wrong.append(WrongRepair(edit.start, at + (col_span[1] - col_span[0]), f"distinct {other}",
+                                     "count distinct values of another key"))
+        return self.site(parsed, edit.start, edit.end, "", wrong)
 
 
 class SwapAggregate(Operator):
@@ -56,6 +90,7 @@ class SwapAggregate(Operator):
     family = "grain"
     effect = "changed_values"
     explanation = "Swap sum and avg, or min and max."
+    wrong_intent = "re-aggregate with another aggregate"
     node_types = tuple(_SWAPS)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -68,8 +103,12 @@ class SwapAggregate(Operator):
         if name.lower() not in ("sum", "avg", "min", "max"):
             return []
         first, second = _SWAPS[type(node)]
+        if second == "avg" and (looks_temporal(node.this) or not _numeric_looking(node.this)):
+            second = ""  # an average of dates or of text is no repair anyone would write
         new = same_case(name, first)
-        wrong = [Edit(start, start + len(new), same_case(name, second))]
+        wrong: list[Edit | WrongRepair | None] = [Edit(start, start + len(new), same_case(name, second))] if second else []
+        if span[0] == start:  # the call starts with its name: `max(x)`, not `x.max()`
+            wrong.append(_other_column(parsed, node, name, new))
         return self.site(parsed, start, end, new, wrong)
 
 
@@ -78,6 +117,7 @@ class DropPartitionKey(Operator):
     family = "grain"
     effect = "changed_grain"
     explanation = "Drop one PARTITION BY key of a window: the window spans several groups."
+    wrong_intent = "remove duplicate rows instead of restoring the window's grain"
     node_types = (exp.Window,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -85,12 +125,18 @@ class DropPartitionKey(Operator):
         if len(keys) < 2:
             return []
         out: list[Site] = []
+        spans = [parsed.span(k) for k in keys]
         for index in range(len(keys)):
             span = list_drop(parsed, keys, index)
-            if span is None:
+            if span is None or any(s is None for s in spans):
                 continue
             edit = Edit(span[0], span[1], "")
-            out += self.site(parsed, *span, "", [add_distinct_edit(parsed, enclosing_select(node), edit)])
+            wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, enclosing_select(node), edit)]
+            first, last = spans[0][0], spans[-1][1]  # type: ignore[index]
+            dropped = parsed.text[spans[index][0] : spans[index][1]]  # type: ignore[index]
+            # the dropped key restored, the others lost: the window at another wrong grain
+            wrong.append(WrongRepair(first, last + edit.delta, dropped, "partition by the other key instead"))
+            out += self.site(parsed, *span, "", wrong)
         return out
 
 
@@ -99,6 +145,7 @@ class FlipDedupOrder(Operator):
     family = "grain"
     effect = "changed_values"
     explanation = "Flip the ORDER BY direction of a row_number() window: the dedup keeps the other row."
+    wrong_intent = "change where missing values sort instead of the direction"
     node_types = (exp.Window,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -119,7 +166,12 @@ class FlipDedupOrder(Operator):
         else:
             edit = Edit(inner[1], inner[1], " desc")
         wrong_pos = edit.start + len(edit.replacement)
-        wrong = [Edit(wrong_pos, wrong_pos, " nulls last")]
+        wrong: list[Edit | WrongRepair | None] = [Edit(wrong_pos, wrong_pos, " nulls last")]
+        sort_key = first.this if isinstance(first, exp.Ordered) else first
+        other = _sibling(parsed, sort_key)
+        if other is not None and edit.start >= inner[1]:  # the right direction, on another timestamp
+            wrong.append(WrongRepair(inner[0], wrong_pos, other + parsed.text[inner[1] : edit.end],
+                                     "keep the direction, sort on another timestamp"))
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
 
 

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.filters import is_join_key
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
 from mutators.sqlfacts import (
-    add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, text_of, tokens_in,
+    add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, sibling_column, text_of, tokens_in,
 )
 
 
@@ -41,6 +41,7 @@ class LeftToInner(Operator):
     family = "join"
     effect = "fewer_rows"
     explanation = "Turn a LEFT JOIN into an INNER JOIN: rows without a match disappear."
+    wrong_intent = "change the join type, but to one that keeps the other side's unmatched rows"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -59,6 +60,7 @@ class InnerToLeft(Operator):
     family = "join"
     effect = "more_rows"
     explanation = "Turn an INNER JOIN into a LEFT JOIN: rows without a match come back with NULLs."
+    wrong_intent = "change the join type, but to one that keeps the other side's unmatched rows"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -77,6 +79,7 @@ class DropJoinKey(Operator):
     family = "join"
     effect = "more_rows"
     explanation = "Drop one key of a multi-key join condition: the join fans out."
+    wrong_intent = "remove the duplicates with DISTINCT instead of restoring the join key"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -95,8 +98,27 @@ class DropJoinKey(Operator):
             if span is None:
                 continue
             edit = Edit(span[0], span[1], "")
-            out += self.site(parsed, *span, "", [add_distinct_edit(parsed, select, edit)])
+            wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, select, edit)]
+            wrong.append(_key_against_another_column(parsed, item, edit))
+            retyped = _retype(parsed, node, "inner join" if node.side == "LEFT" else "left join")
+            if retyped is not None and retyped[1] <= edit.start:  # fix the join's type, not its key
+                wrong.append(WrongRepair(*retyped, "change the join type instead of restoring the key"))
+            out += self.site(parsed, *span, "", wrong)
         return out
+
+
+def _key_against_another_column(parsed: MaskedFile, item: exp.Expression, edit: Edit) -> WrongRepair | None:
+    """Over the mutated text: the dropped key put back, but compared with another key column of the
+    joined relation (``a.email_id = b.member_id``): the join key restored against the wrong column."""
+    right = item.expression if isinstance(item, exp.EQ) else None
+    right_span = parsed.span(right) if right is not None else None
+    other = sibling_column(parsed, right) if right is not None else None
+    if right_span is None or other is None or not (edit.start <= right_span[0] and right_span[1] <= edit.end):
+        return None
+    removed = parsed.text[edit.start : edit.end]
+    at = right_span[0] - edit.start
+    restored = removed[:at] + other + removed[at + right_span[1] - right_span[0]:]
+    return WrongRepair(edit.start, edit.start, restored, "restore the join key against the wrong column")
 
 
 class OnToWhere(Operator):
@@ -104,6 +126,7 @@ class OnToWhere(Operator):
     family = "join"
     effect = "fewer_rows"
     explanation = "Move a right-table predicate from a LEFT JOIN's ON into WHERE: unmatched rows are filtered out."
+    wrong_intent = "keep the unmatched rows in WHERE instead of moving the condition back into the join"
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.filters import drop_mutated_conjunct
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
@@ -16,11 +16,20 @@ from mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 
 
+def _filters(node: exp.Expression) -> bool:
+    """The node decides which rows a WHERE/HAVING/QUALIFY or an inner join keeps."""
+    if not is_positive_predicate(node):
+        return False
+    join = node.find_ancestor(exp.Join)
+    return join is None or not join.side
+
+
 class IsNotTrueToNot(Operator):
     id = "null.is_not_true_to_not"
     family = "null"
     effect = "fewer_rows"
     explanation = "Rewrite `x is not true` as `not x` (and `x is not false` as `x`): NULLs stop counting."
+    wrong_intent = "handle the missing values with the wrong default"
     node_types = (exp.Not,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -39,7 +48,8 @@ class IsNotTrueToNot(Operator):
             if truth else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
             Edit(span[0], span[0] + len(new), f"{value} = {'false' if truth else 'true'}"),
         ]
-        return self.site(parsed, *span, new, wrong)
+        # it drops rows only where it filters; in a select list or a LEFT JOIN's ON it changes values
+        return self.site(parsed, *span, new, wrong, effect="" if _filters(node) else "changed_values")
 
 
 class DistinctFromToNeq(Operator):
@@ -47,6 +57,7 @@ class DistinctFromToNeq(Operator):
     family = "null"
     effect = "fewer_rows"
     explanation = "Rewrite `a is [not] distinct from b` as `a <> b` / `a = b`: NULL pairs drop out."
+    wrong_intent = "handle a missing value on one side only"
     node_types = (exp.NullSafeNEQ, exp.NullSafeEQ)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -56,7 +67,8 @@ class DistinctFromToNeq(Operator):
         op = "<>" if isinstance(node, exp.NullSafeNEQ) else "="
         new = f"{left} {op} {right}"
         wrong = [Edit(span[0], span[0] + len(new), f"({left} {op} {right} or {left} is null)")]
-        return self.site(parsed, *span, new, wrong)
+        # it drops rows only where it filters; in a select list or a LEFT JOIN's ON it changes values
+        return self.site(parsed, *span, new, wrong, effect="" if _filters(node) else "changed_values")
 
 
 class DropCoalesceBool(Operator):
@@ -64,6 +76,7 @@ class DropCoalesceBool(Operator):
     family = "null"
     effect = "changed_values"
     explanation = "Drop a boolean coalesce default, `coalesce(b, false)` → `b`, where NULL then differs from FALSE."
+    wrong_intent = "coalesce to the wrong default"
     node_types = (exp.Coalesce,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -87,6 +100,7 @@ class FlipIsNull(Operator):
     family = "null"
     effect = "changed_values"
     explanation = "Flip `is null` and `is not null`."
+    wrong_intent = "remove the null check instead of fixing it"
     node_types = (exp.Is,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -112,7 +126,10 @@ class FlipIsNull(Operator):
             word = parsed.text[tok.start : tok.end + 1]
             edit = Edit(tok.start, tok.start, same_case(word, "not") + " ")
             owner = node
-        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)])
+        # in a filter the flip swaps the rows kept (more or fewer); elsewhere it changes values
+        effect = "changed_rows" if is_positive_predicate(owner) else ""
+        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)],
+                         effect=effect)
 
 
 class DropCoalesceDefault(Operator):
@@ -120,6 +137,7 @@ class DropCoalesceDefault(Operator):
     family = "null"
     effect = "changed_values"
     explanation = "Drop a numeric coalesce default inside arithmetic or an aggregate: NULL now propagates."
+    wrong_intent = "coalesce the whole result instead of the missing input"
     node_types = (exp.Coalesce,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -138,7 +156,10 @@ class DropCoalesceDefault(Operator):
         edit = Edit(span[0], span[1], value)
         mutated_outer = parsed.text[outer[0] : span[0]] + value + parsed.text[span[1] : outer[1]]
         default = text_of(parsed, rest[0])
-        wrong = [Edit(outer[0], outer[1] + edit.delta, f"coalesce({mutated_outer}, {default})")]
+        wrong: list[Edit | WrongRepair] = [Edit(outer[0], outer[1] + edit.delta, f"coalesce({mutated_outer}, {default})")]
+        other = "1" if default != "1" else "0"
+        wrong.append(WrongRepair(span[0], span[0] + len(value), f"coalesce({text_of(parsed, node.this)}, {other})",
+                                 "coalesce to the wrong default"))
         return self.site(parsed, *span, value, wrong)
 
 
@@ -147,6 +168,7 @@ class CountStarToColumn(Operator):
     family = "null"
     effect = "changed_values"
     explanation = "Replace `count(*)` by `count(col)` of a column the same SELECT uses: NULL rows stop counting."
+    wrong_intent = "count distinct values instead of rows"
     node_types = (exp.Count,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -179,6 +201,7 @@ class CountColumnToStar(Operator):
     family = "null"
     effect = "changed_values"
     explanation = "Replace `count(col)` by `count(*)`: rows where the column is NULL start counting."
+    wrong_intent = "count distinct values instead of the set ones"
     node_types = (exp.Count,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:

@@ -14,12 +14,14 @@ from typing import ClassVar
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.sqlfacts import clause_of
 
 FAMILIES: tuple[str, ...] = ("filter", "null", "join", "grain", "time", "values")
-EFFECTS: tuple[str, ...] = ("more_rows", "fewer_rows", "changed_values", "changed_grain")
+#: what a mutation is expected to do to its model's rows; ``changed_rows``: rows come and go either way (a
+#: flipped null check in a WHERE swaps the rows it keeps), ``changed_grain``: no constraint on the count
+EFFECTS: tuple[str, ...] = ("more_rows", "fewer_rows", "changed_values", "changed_grain", "changed_rows")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Site:
     start: int
     end: int
     replacement: str
-    wrong: tuple[Edit, ...]
+    wrong: tuple[WrongRepair, ...]
     description: str
     effect: str = ""  # overrides the operator's effect where the site decides it (e.g. a window bound)
 
@@ -43,7 +45,7 @@ class Mutation:
     family: str
     effect: str
     edit: Edit
-    wrong_repairs: tuple[Edit, ...]
+    wrong_repairs: tuple[WrongRepair, ...]
     description: str
 
 
@@ -54,6 +56,8 @@ class Operator:
     family: ClassVar[str]
     effect: ClassVar[str]
     explanation: ClassVar[str]
+    #: what a wrong repair of this operator's mutant tries, where the site does not say it more precisely
+    wrong_intent: ClassVar[str] = "a plausible partial fix"
     node_types: ClassVar[tuple[type[exp.Expression], ...]] = ()
     clauses: ClassVar[frozenset[str]] = frozenset()  # empty: anywhere
 
@@ -81,7 +85,7 @@ class Operator:
         """The edit over the original text."""
         return Edit(site.start, site.end, site.replacement)
 
-    def wrong_repairs(self, site: Site) -> list[Edit]:
+    def wrong_repairs(self, site: Site) -> list[WrongRepair]:
         """Plausible non-fixes, as edits over the mutated text."""
         return list(site.wrong)
 
@@ -91,24 +95,27 @@ class Operator:
         start: int,
         end: int,
         replacement: str,
-        wrong: Iterable[Edit | None] = (),
+        wrong: Iterable[Edit | WrongRepair | None] = (),
         description: str = "",
         effect: str = "",
     ) -> list[Site]:
         """A one-element list holding the site, or empty when the edit changes nothing.
 
-        Wrong repairs that would reproduce the original or the mutant are dropped here.
+        Wrong repairs that would reproduce the original or the mutant are dropped here; a plain ``Edit``
+        becomes a ``WrongRepair`` carrying the operator's ``wrong_intent``.
         """
         text = parsed.text
         if text[start:end] == replacement:
             return []
         mutant = Edit(start, end, replacement).apply(text)
-        kept: list[Edit] = []
+        kept: list[WrongRepair] = []
         for repair in wrong:
             if repair is None or repair.end > len(mutant):
                 continue
+            if not isinstance(repair, WrongRepair):
+                repair = WrongRepair(repair.start, repair.end, repair.replacement, self.wrong_intent)
             fixed = repair.apply(mutant)
-            if fixed != text and fixed != mutant and repair not in kept:
+            if fixed != text and fixed != mutant and all(fixed != k.apply(mutant) for k in kept):
                 kept.append(repair)
         before = " ".join(text[start:end].split())[:60]
         after = " ".join(replacement.split())[:60]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from mutators import filters, grain, join, null, time_windows, values
+from mutators.deadcode import dead_regions, touches_dead_code
 from mutators.edits import Edit
 from mutators.equivalence import canonical
 from mutators.masking import MaskedFile, mask_file
@@ -31,9 +32,12 @@ def _check() -> None:
 _check()
 
 
-def candidates(text: str, families: Collection[str] | None = None) -> list[Mutation]:
-    """Every mutation of a model file that parses, stays outside off-limits regions, and is not
-    statically equivalent to the original."""
+def candidates(text: str, families: Collection[str] | None = None,
+               dead: list[tuple[str, str, str]] | None = None) -> list[Mutation]:
+    """Every mutation of a model file that parses, stays outside off-limits regions and dead code
+    (``deadcode``: constant predicates, SELECTs that can return no row), and is not statically
+    equivalent to the original. Sites skipped as dead code are appended to ``dead`` as
+    (operator, family, why) when a list is given."""
     if families is not None:
         unknown = sorted(set(families) - set(FAMILIES))
         if unknown:
@@ -42,11 +46,17 @@ def candidates(text: str, families: Collection[str] | None = None) -> list[Mutat
     if not parsed.parsed:
         return []
     original_canon = canonical(parsed)
+    regions = dead_regions(parsed)
     out: list[Mutation] = []
     for op in REGISTRY.values():
         if families is not None and op.family not in families:
             continue
         for site in op.sites(parsed):
+            why = touches_dead_code(regions, site.start, site.end)
+            if why:
+                if dead is not None:
+                    dead.append((op.id, op.family, why))
+                continue
             mutation = _admit(parsed, original_canon, op, site)
             if mutation is not None:
                 out.append(mutation)

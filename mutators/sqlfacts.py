@@ -159,6 +159,40 @@ def keeps_output_name(node: exp.Column, replacement: str) -> str:
     return replacement
 
 
+#: name-based kinds of value columns; a hurried repair swaps a column only for one of the same kind.
+VALUE_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("money", re.compile(r"(amount|price|cost|revenue|total|fee|tax|discount|balance|spend|value)", re.I)),
+    ("count", re.compile(r"(^num_|_count$|^count_|quantity|qty)", re.I)),
+    ("id", re.compile(r"_id$", re.I)),
+)
+
+
+def value_kind(name: str) -> str | None:
+    """The kind of a column by its name (money, count, id), or None."""
+    for kind, pattern in VALUE_KINDS:
+        if pattern.search(name or ""):
+            return kind
+    return None
+
+
+def sibling_column(parsed: Any, node: exp.Expression) -> str | None:
+    """Another column of the same relation and the same kind by name (a timestamp for a timestamp, a key
+    for a key, an amount for an amount), spelled in the file: what a hurried repair reaches for instead
+    of the right one. None for a column of no known kind (any other column would be a guess)."""
+    if not isinstance(node, exp.Column) or not node.name:
+        return None
+    temporal, kind = looks_temporal(node), value_kind(node.name)
+    if not temporal and kind is None:
+        return None
+    names = sorted({c.name for c in parsed.tree.find_all(exp.Column)
+                    if c.table == node.table and c.name and c.name != node.name
+                    and looks_temporal(c) == temporal and value_kind(c.name) == kind
+                    and parsed.span(c) is not None and parsed.text[slice(*parsed.span(c))].endswith(c.name)})
+    if not names:
+        return None
+    return f"{node.table}.{names[0]}" if node.table else names[0]
+
+
 _POINT_IN_TIME = re.compile(r"(^|_)(date|dt|time|timestamp|ts|at|datetime)$|^(date|dt)_", re.IGNORECASE)
 
 

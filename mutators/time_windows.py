@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.filters import comparison_token, drop_mutated_conjunct
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
@@ -55,11 +55,24 @@ def window_effect(node: exp.Expression, bound_moves_earlier: bool) -> str:
     return ""
 
 
+def bound_dropped(parsed: MaskedFile, node: exp.Expression, edit: Edit) -> WrongRepair | None:
+    """Over the mutated text: remove the whole condition the edited node sits in (the time bound), the
+    hurried fix for a window that keeps the wrong rows."""
+    current: exp.Expression | None = node
+    while current is not None and not isinstance(current, (exp.Select, exp.Where, exp.Having, exp.Join)):
+        drop = drop_mutated_conjunct(parsed, current, edit)
+        if drop is not None:
+            return WrongRepair(drop.start, drop.end, drop.replacement, "remove the time bound instead of fixing it")
+        current = current.parent
+    return None
+
+
 class IntervalAmount(Operator):
     id = "time.interval_amount"
     family = "time"
     effect = "changed_values"
     explanation = "Change the amount of an interval by one (7 days → 8 days)."
+    wrong_intent = "move the window's length the wrong way"
     node_types = (exp.Interval,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -71,7 +84,8 @@ class IntervalAmount(Operator):
             return []
         value = int(match.group(0))
         edit = Edit(match.start(), match.end(), str(value + 1))
-        wrong = [Edit(match.start(), match.start() + len(edit.replacement), str(max(value - 1, 0)))]
+        wrong = [Edit(match.start(), match.start() + len(edit.replacement), str(max(value - 1, 0))),
+                 bound_dropped(parsed, node, edit)]
         # a longer interval added to a bound moves it later; subtracted, earlier (window_effect flips it)
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong, effect=window_effect(node, False))
 
@@ -81,6 +95,7 @@ class IntervalUnit(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Change the unit of an interval (day → week, month → week…)."
+    wrong_intent = "put the interval in another wrong unit"
     node_types = (exp.Interval,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -97,7 +112,9 @@ def _unit_site(op: Operator, parsed: MaskedFile, span: tuple[int, int], node: ex
     unit, plural = match.group(1), match.group(2)
     first, second = _UNITS[unit.lower()]
     new = same_case(unit, first) + plural
-    wrong = [Edit(match.start(), match.start() + len(new), same_case(unit, second) + plural)]
+    wrong: list[Edit | WrongRepair | None] = [Edit(match.start(), match.start() + len(new), same_case(unit, second) + plural)]
+    if node is not None:
+        wrong.append(bound_dropped(parsed, node, Edit(match.start(), match.end(), new)))
     effect = ""
     if node is not None:  # an interval of a longer unit moves an added bound later
         effect = window_effect(node, _UNIT_RANK[first] < _UNIT_RANK[unit.lower()])
@@ -109,6 +126,7 @@ class TruncUnit(Operator):
     family = "time"
     effect = "changed_grain"
     explanation = "Change the unit of a date_trunc (month → week): rows land in other periods."
+    wrong_intent = "truncate to another wrong period"
     node_types = (exp.DateTrunc, exp.TimestampTrunc)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -123,6 +141,7 @@ class Boundary(Operator):
     family = "time"
     effect = "fewer_rows"
     explanation = "Make an inclusive time boundary exclusive or the reverse (>= ↔ >, < ↔ <=)."
+    wrong_intent = "remove the time bound instead of fixing it"
     node_types = (exp.GT, exp.GTE, exp.LT, exp.LTE)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -133,7 +152,7 @@ class Boundary(Operator):
             return []
         old = parsed.text[tok.start : tok.end + 1]
         edit = Edit(tok.start, tok.end + 1, _STRICTNESS[old])
-        wrong = [drop_mutated_conjunct(parsed, node, edit), Edit(tok.start, tok.start + len(edit.replacement), "=")]
+        wrong = [drop_mutated_conjunct(parsed, node, edit)]
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
 
 
@@ -142,6 +161,7 @@ class ShiftAnchor(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Shift a current_date / now() anchor back by one day."
+    wrong_intent = "move the anchor the wrong way"
     node_types = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentDatetime)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -152,7 +172,8 @@ class ShiftAnchor(Operator):
         if not re.fullmatch(r"[A-Za-z_]+(\(\s*\))?", raw):
             return []
         new = f"({raw} - interval '1 day')"
-        wrong = [Edit(span[0], span[0] + len(new), f"({raw} + interval '1 day')")]
+        wrong = [Edit(span[0], span[0] + len(new), f"({raw} + interval '1 day')"),
+                 bound_dropped(parsed, node, Edit(span[0], span[1], new))]
         return self.site(parsed, *span, new, wrong, effect=window_effect(node, True))
 
 
@@ -161,6 +182,7 @@ class SwapTimestampColumns(Operator):
     family = "time"
     effect = "changed_values"
     explanation = "Use another timestamp column of the same relation (created_at → updated_at)."
+    wrong_intent = "switch to yet another timestamp column"
     node_types = (exp.Column,)
     clauses = frozenset({"projection", "where", "on", "having", "group"})
 

@@ -3,15 +3,14 @@ operator, a column swapped for a sibling of the same kind from the same relation
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from mutators.edits import Edit, WrongRepair
 from mutators.masking import MaskedFile
 from mutators.operator import Operator, Site
-from mutators.sqlfacts import keeps_output_name, text_of, token_between
+from mutators.sqlfacts import keeps_output_name, sibling_column, text_of, token_between, value_kind
 
 _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     # node: (operator text, replacement, the non-commutative one of the pair)
@@ -20,19 +19,12 @@ _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     exp.Mul: ("*", "/", "/"),
     exp.Div: ("/", "*", "/"),
 }
-#: name-based kinds for sibling swaps; a column only swaps with one of the same kind.
-_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("money", re.compile(r"(amount|price|cost|revenue|total|fee|tax|discount|balance|spend|value)", re.I)),
-    ("count", re.compile(r"(^num_|_count$|^count_|quantity|qty)", re.I)),
-    ("id", re.compile(r"_id$", re.I)),
-)
-
-
 class SwapThenBranches(Operator):
     id = "values.swap_then_branches"
     family = "values"
     effect = "changed_values"
     explanation = "Swap the results of two adjacent WHEN branches (or of the only WHEN and the ELSE)."
+    wrong_intent = "restore one branch, leave the other"
     node_types = (exp.Case,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -53,18 +45,9 @@ class SwapThenBranches(Operator):
             ta, tb = parsed.text[sa[0] : sa[1]], parsed.text[sb[0] : sb[1]]
             middle = parsed.text[sa[1] : sb[0]]
             new = tb + middle + ta
-            wrong: list[Edit] = []
-            if cond_pair is not None:
-                ca, cb = parsed.span(cond_pair[0]), parsed.span(cond_pair[1])
-                if ca and cb and ca[1] <= sa[0] and sa[1] <= cb[0] and cb[1] <= sb[0]:
-                    # swap the WHEN conditions as well (edit over the mutant: conditions sit before/inside)
-                    mutant = parsed.text[: sa[0]] + new + parsed.text[sa[1] + (sb[1] - sa[1]) :]
-                    shift = len(tb) - len(ta)
-                    cb_m = (cb[0] + shift, cb[1] + shift)
-                    span_text = mutant[ca[0] : cb_m[1]]
-                    ta_c, tb_c = mutant[ca[0] : ca[1]], mutant[cb_m[0] : cb_m[1]]
-                    swapped = tb_c + span_text[len(ta_c) : len(span_text) - len(tb_c)] + ta_c
-                    wrong.append(Edit(ca[0], cb_m[1], swapped))
+            # restore one branch and leave the other: the first result back in place, the second still
+            # holding it too (a person who fixed the first rows they looked at)
+            wrong: list[Edit | WrongRepair] = [WrongRepair(sa[0], sa[0] + len(tb), ta, "restore one branch, leave the other")]
             out += self.site(parsed, sa[0], sb[1], new, wrong)
         return out
 
@@ -74,6 +57,7 @@ class DropElse(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Drop the ELSE of a CASE: unmatched rows get NULL."
+    wrong_intent = "give unmatched rows the wrong default"
     node_types = (exp.Case,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -99,6 +83,7 @@ class SwapArithmetic(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Swap + and -, or * and /."
+    wrong_intent = "restore the operator with its operands the wrong way round"
     node_types = tuple(_ARITH)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
@@ -113,7 +98,18 @@ class SwapArithmetic(Operator):
             return []
         lt, rt = parsed.text[left[0] : left[1]], parsed.text[right[0] : right[1]]
         gap_end = right[1] + (len(new) - len(old))
-        wrong = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")]
+        # swapping the operands of a difference is a slip people make; of a division by a constant
+        # (`100 / amount`) or a product, it is no repair anyone would write
+        plausible = noncomm == "-" and not any(isinstance(c, exp.Literal) for c in (node.this, node.expression))
+        wrong: list[Edit | WrongRepair] = [Edit(left[0], gap_end, f"{rt} {noncomm} {lt}")] if plausible else []
+        # the operator restored, over another column of the right operand's kind; never `a - a`, and never
+        # against a constant (`1 - discount` is a rate: `1 - unit_price` is no repair anyone would write)
+        other = None if isinstance(node.this, exp.Literal) else sibling_column(parsed, node.expression)
+        if other is not None and other.rsplit(".", 1)[-1] != getattr(node.this, "name", None):
+            between = parsed.text[left[1] : tok.start]
+            after = parsed.text[tok.end + 1 : right[0]]
+            wrong.append(WrongRepair(left[0], gap_end, f"{lt}{between}{old}{after}{other}",
+                                     "restore the operator, over another column of the same kind"))
         return self.site(parsed, tok.start, tok.end + 1, new, wrong)
 
 
@@ -122,6 +118,7 @@ class SwapSiblingColumn(Operator):
     family = "values"
     effect = "changed_values"
     explanation = "Select a sibling column of the same kind from the same relation (an amount for an amount)."
+    wrong_intent = "switch to yet another column of the same kind"
     node_types = (exp.Column,)
     clauses = frozenset({"projection"})
 
@@ -157,10 +154,7 @@ def _spelled(parsed: MaskedFile, column: exp.Column) -> bool:
 
 
 def _kind(name: str) -> str | None:
-    for kind, pattern in _KINDS:
-        if pattern.search(name or ""):
-            return kind
-    return None
+    return value_kind(name)
 
 
 OPERATORS: tuple[Operator, ...] = (SwapThenBranches(), DropElse(), SwapArithmetic(), SwapSiblingColumn())

@@ -1,7 +1,13 @@
-"""Candidates: every site of every selected operator in every mutable model of a pin.
+"""Candidates: every live site of every selected operator in every mutable model of a pin.
 
 A candidate is data: the model, its file, the mutation (an edit over the raw file), and a stable key
 (hash of file, operator and edit) under which its report is stored, so a re-run redoes nothing.
+
+A site is live only where DuckDB runs it: the mutators already skip dead code of the file (constant
+predicates, SELECTs that can return nothing), and here a mutation whose edit cannot be found in the
+model's compiled SQL for DuckDB (a branch for another warehouse), or that lands in dead code of the
+compiled SQL (a Jinja value rendered into a constant predicate), is not a candidate either; such
+sites are counted (``DeadSite``) so the yield report shows them.
 """
 
 from __future__ import annotations
@@ -10,13 +16,36 @@ import hashlib
 import os
 import random
 from itertools import zip_longest
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harvester.mint.domain import with_data_values
 from harvester.mint.lineage import ModelNode
 from core.pin import Pin
-from mutators import Mutation, candidates as mutations_of
+from mutators import Mutation, candidates as mutations_of, mask_file, transplant
+from mutators.deadcode import dead_regions, touches_dead_code
+
+
+@dataclass(frozen=True)
+class DeadSite:
+    """A mutator site that is not a candidate: (operator, family, why)."""
+
+    operator: str
+    family: str
+    why: str
+
+
+def dead_in_compiled(mutation: Mutation, original: str, compiled: str, regions: tuple | None) -> str:
+    """Why ``mutation`` does nothing where DuckDB runs the model ('' when it is live)."""
+    placed = transplant(mutation.edit, original, compiled)
+    if placed is None:
+        return "not in the SQL compiled for DuckDB"
+    if regions:
+        why = touches_dead_code(regions, placed.start, placed.end)
+        if why:
+            return f"{why} once compiled"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -72,9 +101,12 @@ def mutable(node: ModelNode, pin: Pin) -> str:
 
 
 def model_candidates(
-    pin: Pin, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int
+    pin: Pin, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int,
+    dead: list[DeadSite] | None = None, values: Callable[[str], tuple[str, ...]] | None = None,
 ) -> Iterator[Candidate]:
-    """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly)."""
+    """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly); sites
+    that are dead where DuckDB runs the model are left out and appended to ``dead``; with ``values`` (a
+    column's values in gold, ``domain.gold_values``) restored filters get wrong repairs with real values."""
     file = model_file(node, pin)
     if file is None:
         return
@@ -84,7 +116,20 @@ def model_candidates(
     text = path.read_text(encoding="utf-8", errors="strict")
     rng = random.Random(f"{seed}:{pin.id}:{node.unique_id}")
     by_family: dict[str, list[Mutation]] = {}
-    for mutation in mutations_of(text, families):
+    compiled = mask_file(node.compiled_code) if node.compiled_code else None
+    regions = dead_regions(compiled) if compiled is not None and compiled.parsed else None
+    dead_in_file: list[tuple[str, str, str]] = []
+    found = mutations_of(text, families, dead=dead_in_file)
+    if dead is not None:
+        dead.extend(DeadSite(op, family, why) for op, family, why in dead_in_file)
+    for mutation in found:
+        why = dead_in_compiled(mutation, text, node.compiled_code, regions)
+        if why:
+            if dead is not None:
+                dead.append(DeadSite(mutation.operator, mutation.family, why))
+            continue
+        if values is not None:
+            mutation = with_data_values(mutation, text, values)
         by_family.setdefault(mutation.family, []).append(mutation)
     for group in by_family.values():
         rng.shuffle(group)

@@ -1,29 +1,50 @@
 """Stage 2, confirmation: real sandboxed dbt builds of the survivors of screening.
 
-For one candidate, in fresh workspaces of the pin: the mutant builds and its dbt tests are the local
-checks; the mutant scores 0 under official and strict; the true repair (the inverse edit, applied to
-the broken file) scores 1; at least one wrong repair builds, passes every dbt test the true repair
-passes, and scores 0 under official; the repair is one hunk and removing it leaves a 0. The checks
-run in that order (``confirm``) and the first failure is the rejection reason.
+For one candidate, in fresh workspaces of the pin (or the pin's warm variant builder), the rules of
+``CONFIRM_RULES`` run in that order and the first that says no is the rejection reason:
+
+1. the mutant builds (its dbt tests are the local checks);
+2. what the build shows (hooks included, not screening's prediction) passes the observation checks,
+   and the graded tables and columns are chosen from it;
+3. the mutant scores 0 under official and strict;
+4. it is a new bug: no task of the pin kept so far has the same broken outputs;
+5. the true repair (the inverse edit, applied to the broken file) builds and scores 1, in one hunk;
+6. an informative wrong repair exists: it builds, passes every dbt test the true repair passes, scores
+   0 against gold, and its graded output differs from the broken one under the official check (a wrong
+   repair that changes nothing the grader sees proves nothing the broken project does not); what it
+   fixes and what it leaves is measured;
+7. the problem statement is written from the build's symptoms, leaks nothing, and every claim it makes
+   holds on the built tables; no kept task of the pin has the same statement;
+8. the dbt tests that cover the mutated lineage are recorded (none: the task is labelled, not dropped).
+
+Each rule is a small function from ``Trial`` to ``Trial`` (raising ``Rejected``), so a candidate from
+elsewhere (augmented data, a hand-made mutation) goes through exactly the same admission.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from core.scorer import score
-from core.scorer.spec import GradingSpec
-from harvester.build import BuildResult, build_workspace
-from harvester.mint.candidates import Candidate
-from harvester.mint.variants import VariantBuilder
 from core.patching import apply_to_text, make_patch, parse_patch
 from core.pin import Pin
+from core.scorer import official, score
+from core.scorer.spec import GradingSpec
+from core.task_record import Claim, LocalChecks, WrongRepairNote
+from harvester.build import BuildResult, build_workspace
+from harvester.mint.candidates import Candidate
+from harvester.mint.checks import Rejected, check_observation, choose_grading, require
+from harvester.mint.lineage import ModelNode, descendants
+from harvester.mint.local_checks import Suite
+from harvester.mint.observe import Observation, broken_signature, observe_build, repair_effect
+from harvester.mint.statement import Symptom
+from harvester.mint.variants import VariantBuilder
 from harvester.sandbox import Limits
 from harvester.state import DB_FILE
-from core.task_record import LocalChecks
 from harvester.workspace import fresh_workspace
 
 MAX_WRONG_TRIES = 3
@@ -41,6 +62,12 @@ class ConfirmOutcome:
     wrong_patches: tuple[str, ...] = ()
     weak: bool = False
     timings: tuple[tuple[str, float], ...] = ()
+    grading: GradingSpec | None = None  # chosen from the confirmed build
+    effect: str = ""  # the effect on the mutated model's rows, as built
+    statement: str = ""
+    claims: tuple[Claim, ...] = ()
+    wrong_notes: tuple[WrongRepairNote, ...] = ()
+    signature: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,68 +114,230 @@ def _profile(workspace: Path, pin: Pin) -> str:
     return discover(workspace, pin.project_dir).profile
 
 
-def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec, *, allow_weak: bool = False,
-            wrong_order: tuple[int, ...] | None = None) -> ConfirmOutcome:
-    """Build and score the variants of one candidate; the first failing check is the rejection.
+def statement_digest(statement: str) -> str:
+    """A short digest of a problem statement (what duplicate checks compare; the text stays private)."""
+    return hashlib.sha256(" ".join(statement.split()).encode()).hexdigest()[:16]
 
-    ``wrong_order`` (from screening) says which wrong repairs to build, in which order; by default the
-    first ``MAX_WRONG_TRIES`` in their own order.
-    """
-    timings: list[tuple[str, float]] = []
-    broken = cand.broken
-    broken_patch = make_patch(cand.file, cand.original, broken)
-    fix_patch = make_patch(cand.file, broken, cand.original)
 
-    def reject(reason: str, detail: str, **kw: object) -> ConfirmOutcome:
-        return ConfirmOutcome(cand.key, False, reason, detail, timings=tuple(timings), **kw)  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class Seen:
+    """What the pin's kept tasks already hold: broken-output signatures and statement digests."""
 
-    clock = time.perf_counter()
-    mutant = build_variant(ctx, "mutant", cand.file, broken)
-    timings.append(("mutant_build", time.perf_counter() - clock))
+    signatures: frozenset[str] = frozenset()
+    statements: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate going through confirmation; each rule fills in what it found."""
+
+    ctx: BuildContext
+    cand: Candidate
+    nodes: dict[str, ModelNode]
+    tests: Suite | None = None
+    wrong_order: tuple[int, ...] | None = None
+    allow_weak: bool = False
+    writer: str | None = None
+    seen: Seen = Seen()
+    wrong_tries: int = MAX_WRONG_TRIES  # wrong repairs built at most
+    mutant: BuildResult | None = None
+    checks: LocalChecks | None = None
+    observation: Observation | None = None
+    spec: GradingSpec | None = None
+    signature: str = ""
+    repair: BuildResult | None = None
+    wrong_patches: tuple[str, ...] = ()
+    wrong_notes: tuple[WrongRepairNote, ...] = ()
+    weak: bool = False
+    symptoms: tuple[Symptom, ...] = ()
+    statement: str = ""
+    claims: tuple[Claim, ...] = ()
+    timings: tuple[tuple[str, float], ...] = field(default=())
+
+    @property
+    def fix_patch(self) -> str:
+        return make_patch(self.cand.file, self.cand.broken, self.cand.original)
+
+    def timed(self, what: str, started: float, **changes: object) -> Trial:
+        return replace(self, timings=(*self.timings, (what, time.perf_counter() - started)), **changes)  # type: ignore[arg-type]
+
+
+def _captured(result: BuildResult) -> dict[str, tuple[int, str]]:
+    return {t.name: (t.rows, t.fingerprint) for t in result.tables}
+
+
+def mutant_builds(t: Trial) -> Trial:
+    """1. The broken project builds; its dbt tests are the task's local checks."""
+    started = time.perf_counter()
+    mutant = build_variant(t.ctx, "mutant", t.cand.file, t.cand.broken)
     if not mutant.models_ok or mutant.gold_file is None:
-        return reject("mutant_build_fails", mutant.first_error)
+        raise Rejected("mutant_build_fails", mutant.first_error)
     checks = LocalChecks(builds=True, tests_total=mutant.tests_total, tests_failed=mutant.tests_failed)
-    verdicts = score(ctx.gold, mutant.gold_file, spec)
+    return t.timed("mutant_build", started, mutant=mutant, checks=checks)
+
+
+def mutant_observed(t: Trial) -> Trial:
+    """2. What the build shows against gold passes the observation checks; the grading comes from it."""
+    assert t.mutant is not None and t.mutant.gold_file is not None
+    node = t.nodes[t.cand.model]
+    obs = observe_build(t.ctx.pin, node.table, len(t.nodes), t.ctx.gold, t.mutant.gold_file, _captured(t.mutant))
+    require(check_observation(obs, t.ctx.pin, t.cand.mutation.effect))
+    return replace(t, observation=obs, spec=choose_grading(obs, t.ctx.pin, t.nodes))
+
+
+def mutant_scores_zero(t: Trial) -> Trial:
+    """3. The official and strict checks both score the broken project 0."""
+    assert t.mutant is not None and t.spec is not None
+    verdicts = score(t.ctx.gold, t.mutant.gold_file, t.spec)
     if verdicts.official.passed or verdicts.strict.passed:
-        return reject("mutant_passes", f"official {verdicts.official.score} strict {verdicts.strict.score}")
+        raise Rejected("mutant_passes", f"official {verdicts.official.score} strict {verdicts.strict.score}")
+    return t
 
-    clock = time.perf_counter()
-    repaired_text = apply_to_text(broken, parse_patch(fix_patch)[0])  # the fix, applied to the broken file
-    fixed = build_variant(ctx, "repair", cand.file, repaired_text)
-    timings.append(("repair_build", time.perf_counter() - clock))
+
+def new_bug(t: Trial) -> Trial:
+    """4. No task of the pin kept so far breaks its outputs the same way."""
+    assert t.mutant is not None and t.mutant.gold_file is not None and t.observation is not None
+    signature = broken_signature(t.ctx.pin, t.mutant.gold_file, t.observation)
+    if signature in t.seen.signatures:
+        raise Rejected("duplicate", f"the same broken outputs as a task already kept ({signature})")
+    return replace(t, signature=signature)
+
+
+def repair_restores(t: Trial) -> Trial:
+    """5. The true repair builds, scores 1 under both checks, and is one hunk."""
+    assert t.spec is not None
+    started = time.perf_counter()
+    fix_patch = t.fix_patch
+    repaired_text = apply_to_text(t.cand.broken, parse_patch(fix_patch)[0])  # the fix, applied to the broken file
+    fixed = build_variant(t.ctx, "repair", t.cand.file, repaired_text)
+    t = t.timed("repair_build", started, repair=fixed)
     if not fixed.models_ok or fixed.gold_file is None:
-        return reject("repair_build_fails", fixed.first_error)
-    repaired = score(ctx.gold, fixed.gold_file, spec)
+        raise Rejected("repair_build_fails", fixed.first_error)
+    repaired = score(t.ctx.gold, fixed.gold_file, t.spec)
     if not (repaired.official.passed and repaired.strict.passed):
-        return reject("repair_fails", repaired.official.reason or repaired.strict.reason)
+        raise Rejected("repair_fails", repaired.official.reason or repaired.strict.reason)
     if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1:
-        return reject("repair_not_minimal", "the true repair is more than one hunk")
+        raise Rejected("repair_not_minimal", "the true repair is more than one hunk")
+    return t
 
-    wrong: list[str] = []
+
+def informative_wrong_repair(t: Trial) -> Trial:
+    """6. A wrong repair that builds, passes the dbt tests the repair passes, scores 0, and whose graded
+    output differs from the broken one; what it fixes and leaves is measured on its build."""
+    assert t.spec is not None and t.repair is not None and t.mutant is not None and t.mutant.gold_file is not None
     last = "no wrong repair offered"
-    allowed_failures = set(fixed.failed_tests)
-    repairs = cand.mutation.wrong_repairs
-    order = range(min(MAX_WRONG_TRIES, len(repairs))) if wrong_order is None else wrong_order[:MAX_WRONG_TRIES]
+    allowed_failures = set(t.repair.failed_tests)
+    repairs = t.cand.mutation.wrong_repairs
+    order = range(min(t.wrong_tries, len(repairs))) if t.wrong_order is None else t.wrong_order[:t.wrong_tries]
     for index in order:
-        text = repairs[index].apply(broken)
-        clock = time.perf_counter()
-        result = build_variant(ctx, f"wrong{index}", cand.file, text)
-        timings.append((f"wrong{index}_build", time.perf_counter() - clock))
+        text = repairs[index].apply(t.cand.broken)
+        started = time.perf_counter()
+        result = build_variant(t.ctx, f"wrong{index}", t.cand.file, text)
+        t = t.timed(f"wrong{index}_build", started)
         if not result.models_ok or result.gold_file is None:
             last = f"wrong repair {index} does not build"
             continue
         if not set(result.failed_tests) <= allowed_failures:
             last = f"wrong repair {index} fails dbt tests"
             continue
-        if score(ctx.gold, result.gold_file, spec).official.passed:
+        if official(t.ctx.gold, result.gold_file, t.spec).passed:
             last = f"wrong repair {index} passes the official check"
             continue
-        wrong.append(make_patch(cand.file, broken, text))
-        break
-    if not wrong and not allow_weak:
-        return reject("no_wrong_repair", last, local_checks=checks)
+        if official(t.mutant.gold_file, result.gold_file, t.spec).passed:
+            last = f"wrong repair {index} is not informative: its graded output matches the broken one"
+            continue
+        effect = repair_effect(t.ctx.pin, t.spec, t.ctx.gold, t.mutant.gold_file, result.gold_file)
+        note = WrongRepairNote(getattr(repairs[index], "intent", ""), effect.fixes, effect.leaves)
+        return replace(t, wrong_patches=(make_patch(t.cand.file, t.cand.broken, text),), wrong_notes=(note,))
+    if not t.allow_weak:
+        raise Rejected("no_wrong_repair", last)
+    return replace(t, weak=True)
+
+
+def described(t: Trial) -> Trial:
+    """7a. The problem statement, written from the confirmed build's symptoms; it must not leak the edit."""
+    from harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
+    from harvester.mint.statement import statement_for
+
+    assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None
+    symptoms = tuple(visible_symptoms(t.ctx.pin, t.spec, symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes),
+                                      t.ctx.gold, t.mutant.gold_file))
+    edit = t.cand.mutation.edit
+    spans = [t.cand.original[edit.start:edit.end], edit.replacement]
+    try:
+        statement = statement_for(list(symptoms), spans, t.writer)
+    except ValueError as exc:
+        raise Rejected("statement_leaks", str(exc)) from None
+    return replace(t, symptoms=symptoms, statement=statement, claims=claims_of(t.spec, symptoms))
+
+
+def claims_hold(t: Trial) -> Trial:
+    """7b. Every claim of the statement holds on the built tables (gold vs the broken build)."""
+    from harvester.mint.claims import check_claims
+
+    assert t.mutant is not None and t.mutant.gold_file is not None
+    if not t.claims:
+        raise Rejected("statement_false", "the statement claims nothing a data consumer could check")
+    for check in check_claims(t.ctx.pin, t.claims, t.ctx.gold, t.mutant.gold_file):
+        if not check.holds:
+            raise Rejected("statement_false", f"{check.claim.kind} {check.claim.table}.{check.claim.column}: {check.detail}")
+    return t
+
+
+def new_statement(t: Trial) -> Trial:
+    """7c. No kept task of the pin says the same thing."""
+    if statement_digest(t.statement) in t.seen.statements:
+        raise Rejected("duplicate_statement", "a task already kept has this problem statement word for word")
+    return t
+
+
+def covered(t: Trial) -> Trial:
+    """8. The dbt tests over the mutated model and its descendants (recorded; none is labelled, not fatal)."""
+    assert t.checks is not None
+    chain = [t.cand.model, *descendants(t.nodes, t.cand.model)]
+    covering = t.tests.covering(chain) if t.tests is not None else ()
+    return replace(t, checks=replace(t.checks, covering_tests=covering))
+
+
+#: Confirmation, in order. Each rule takes the trial and returns it, or raises Rejected(reason, detail).
+CONFIRM_RULES: tuple[Callable[[Trial], Trial], ...] = (
+    mutant_builds, mutant_observed, mutant_scores_zero, new_bug, repair_restores, informative_wrong_repair,
+    described, claims_hold, new_statement, covered,
+)
+
+
+def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None, *, allow_weak: bool = False,
+            wrong_order: tuple[int, ...] | None = None, nodes: dict[str, ModelNode] | None = None,
+            tests: Suite | None = None, writer: str | None = None, seen: Seen = Seen(),
+            rules: tuple[Callable[[Trial], Trial], ...] = CONFIRM_RULES, wrong_tries: int = MAX_WRONG_TRIES) -> ConfirmOutcome:
+    """Build and score the variants of one candidate through ``rules``; the first refusal is the rejection.
+
+    ``spec`` (screening's prediction) is not used for the decision: the grading comes from the confirmed
+    build. ``wrong_order`` (from screening) says which wrong repairs to build, in which order; by default
+    the first ``MAX_WRONG_TRIES`` in their own order.
+    """
+    if nodes is None:
+        from harvester.mint.lineage import models
+        from harvester.state import load_state
+
+        nodes = models(load_state(ctx.pin.id).manifest)
+    if tests is None:
+        from harvester.mint.local_checks import suite
+        from harvester.state import load_state
+
+        tests = suite(load_state(ctx.pin.id).manifest)
+    trial = Trial(ctx, cand, nodes, tests, wrong_order, allow_weak, writer, seen, wrong_tries)
+    try:
+        for rule in rules:
+            trial = rule(trial)
+    except Rejected as rejected:
+        return ConfirmOutcome(cand.key, False, rejected.reason, rejected.detail, local_checks=trial.checks,
+                              timings=trial.timings, grading=trial.spec)
     shutil.rmtree(ctx.scratch, ignore_errors=True)
+    assert trial.observation is not None
     return ConfirmOutcome(
-        cand.key, True, "", "", local_checks=checks, broken_patch=broken_patch, fix_patch=fix_patch,
-        wrong_patches=tuple(wrong), weak=not wrong, timings=tuple(timings),
+        cand.key, True, "", "", local_checks=trial.checks, broken_patch=make_patch(cand.file, cand.original, cand.broken),
+        fix_patch=trial.fix_patch, wrong_patches=trial.wrong_patches, weak=trial.weak, timings=trial.timings,
+        grading=trial.spec, effect=trial.observation.effect, statement=trial.statement, claims=trial.claims,
+        wrong_notes=trial.wrong_notes, signature=trial.signature,
     )

@@ -45,6 +45,7 @@ class Engine:
             "SET autoload_known_extensions=false",
             f"SET memory_limit='{memory_limit}'",
             "SET threads=1",
+            "SET enable_progress_bar=false",  # a long statement would print a bar over `--json` output
         ):
             self.con.execute(statement)
         self.con.execute(f"ATTACH '{local.resolve()}' AS \"{catalog}\" (READ_ONLY)")

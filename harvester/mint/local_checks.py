@@ -38,6 +38,7 @@ class Suite:
 
     tests: tuple[DataTest, ...]
     unit_tested: frozenset[str]
+    unit_tests: tuple[tuple[str, frozenset[str]], ...] = ()  # (unique id, models it reads)
 
     def selected(self, chain: Iterable[str]) -> tuple[DataTest, ...] | None:
         """The tests ``--select`` of ``chain`` runs; None when a unit test or an uncompiled test is among them."""
@@ -48,6 +49,14 @@ class Suite:
         if any(not t.sql for t in chosen):
             return None
         return chosen
+
+    def covering(self, chain: Iterable[str]) -> tuple[str, ...]:
+        """The tests that can fail a ``dbt build`` of ``chain``: data tests of severity error over any of
+        its models, and unit tests of them (unique ids, sorted)."""
+        ids = set(chain)
+        found = {t.unique_id for t in self.tests if t.counts and t.parents & ids}
+        found.update(uid for uid, parents in self.unit_tests if parents & ids)
+        return tuple(sorted(found))
 
 
 def suite(manifest: dict[str, Any]) -> Suite:
@@ -68,9 +77,12 @@ def suite(manifest: dict[str, Any]) -> Suite:
             counts=str(config.get("severity") or "error").lower() == "error",
         ))
     unit_tested: set[str] = set()
-    for node in (manifest.get("unit_tests") or {}).values():
-        unit_tested.update((node.get("depends_on") or {}).get("nodes", ()))
-    return Suite(tuple(tests), frozenset(unit_tested))
+    unit_tests: list[tuple[str, frozenset[str]]] = []
+    for uid, node in sorted((manifest.get("unit_tests") or {}).items()):
+        parents = frozenset((node.get("depends_on") or {}).get("nodes", ()))
+        unit_tested.update(parents)
+        unit_tests.append((str(uid), parents))
+    return Suite(tuple(tests), frozenset(unit_tested), tuple(unit_tests))
 
 
 def failing(engine: Engine, tests: tuple[DataTest, ...], rewrite: Callable[[str], str]) -> frozenset[str]:

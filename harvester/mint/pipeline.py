@@ -4,10 +4,16 @@ For each pin (which must have a reserved split): load the built state, materiali
 template, plan one shard per mutable model, skip candidates that already have a report, run the
 shards on an executor, and write each report and task record atomically as results arrive.
 
-Crash safety: a shard's results land as several files (its task records, then its reports, then a
-completion marker listing every report key of that model). Planning trusts only reports named in a
-marker, so a run killed half-way through writing a shard's files redoes that shard from the same
-starting point as the interrupted run, and the re-run keeps exactly the tasks an uninterrupted run keeps.
+Crash safety: a shard's results land as several files (its task records, then its reports, then the
+pin's index of kept bugs, then a completion marker listing every report key of that model). Planning
+trusts only reports named in a marker, so a run killed half-way through writing a shard's files redoes
+that shard from the same starting point as the interrupted run, and the re-run keeps exactly the tasks
+an uninterrupted run keeps.
+
+One task per distinct bug: shards run in parallel, so the driver keeps, per pin, an index of the kept
+tasks' broken-output signatures and statement digests (``shards/kept-bugs.index``); a task whose broken outputs or
+statement equal a kept one's is dropped here (its report says ``duplicate`` / ``duplicate_statement``),
+and new shards start from the index so they skip such candidates before building their repairs.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from core.home import harvest_home
 from harvester.mint.candidates import mutable
 from harvester.mint.executors import run_local, run_ray
 from harvester.mint.lineage import ModelNode, models
-from harvester.mint.shard import CandidateReport, ShardJob
+from harvester.mint.shard import CandidateReport, ShardJob, ShardResult
 from core.pin import Pin
 from core.task_record import TaskRecord
 from harvester.state import load_state
@@ -60,16 +66,42 @@ def _pending_path(pin_id: str, model: str) -> Path:
     return reports_dir(pin_id) / "shards" / f"{model}.pending"
 
 
-def pending(pin_id: str) -> list[dict]:
-    """Screening survivors of the pin's last runs that were left unconfirmed at the per-model cap."""
+def _dead_path(pin_id: str, model: str) -> Path:
+    return reports_dir(pin_id) / "shards" / f"{model}.dead"
+
+
+def _index_path(pin_id: str) -> Path:
+    return reports_dir(pin_id) / "shards" / "kept-bugs.index"
+
+
+def load_index(pin_id: str) -> dict[str, dict[str, str]]:
+    """The pin's kept bugs: ``{"signatures": {signature: task id}, "statements": {digest: task id}}``."""
+    try:
+        data = json.loads(_index_path(pin_id).read_text(encoding="utf-8"))
+        return {"signatures": dict(data.get("signatures", {})), "statements": dict(data.get("statements", {}))}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {"signatures": {}, "statements": {}}
+
+
+def _side_rows(pin_id: str, suffix: str) -> list[dict]:
     folder = reports_dir(pin_id) / "shards"
     out: list[dict] = []
-    for path in sorted(folder.glob("*.pending")) if folder.is_dir() else []:
+    for path in sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else []:
         try:
             out.extend(row for row in json.loads(path.read_text(encoding="utf-8")) if isinstance(row, dict))
         except (OSError, ValueError, TypeError):
             continue  # informational only: a bad file costs a line of the yield report, nothing else
     return out
+
+
+def dead_sites(pin_id: str) -> list[dict]:
+    """Mutator sites of the pin's models that are dead where DuckDB runs them (counted, not candidates)."""
+    return _side_rows(pin_id, "dead")
+
+
+def pending(pin_id: str) -> list[dict]:
+    """Screening survivors of the pin's last runs that were left unconfirmed at the per-model cap."""
+    return _side_rows(pin_id, "pending")
 
 
 def completed_keys(pin_id: str, model: str) -> frozenset[str]:
@@ -165,6 +197,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         _require_current_names(pin, nodes)
         orders = family_plan(pin, nodes, tree, options.families)
         reports = load_reports(pin.id)
+        index = load_index(pin.id)
         for uid, node in sorted(nodes.items()):
             if mutable(node, pin):
                 continue
@@ -179,6 +212,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
+                known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
             ))
     return jobs
 
@@ -189,10 +223,13 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
     jobs = plan(pins, options, target)
     runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
     written: list[CandidateReport] = []
+    indexes: dict[str, dict[str, dict[str, str]]] = {}
     for job, result in runner:
-        for record in result.tasks:
+        index = indexes.setdefault(job.pin_id, load_index(job.pin_id))
+        reports, tasks = distinct_bugs(result, index)
+        for record in tasks:
             target.store(record)
-        for report in result.reports:  # the report after its task: a report means its task is already stored
+        for report in reports:  # the report after its task: a report means its task is already stored
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))
             written.append(report)
@@ -202,21 +239,67 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
                 [{"key": k, "operator": op, "family": fam} for k, op, fam in result.pending], sort_keys=True))
         else:
             pending_file.unlink(missing_ok=True)
+        atomic.write_text(_dead_path(job.pin_id, job.model), json.dumps(
+            [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True))
+        atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
         keys = sorted(job.done_keys | {r.key for r in result.reports})  # the marker last (module docstring)
         atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))
         if on_result:
-            on_result(job, list(result.reports))
+            on_result(job, list(reports))
     return written
 
 
+def distinct_bugs(result: ShardResult, index: dict[str, dict[str, str]]) -> tuple[list[CandidateReport], list[TaskRecord]]:
+    """The shard's reports and tasks with duplicates of the pin's kept tasks dropped; ``index`` grows.
+
+    A kept task whose broken-output signature or statement digest the index maps to another task is
+    turned into a rejection (``duplicate`` / ``duplicate_statement``) and its record is not stored.
+    """
+    from dataclasses import replace as _replace
+
+    records = {t.instance_id: t for t in result.tasks}
+    reports: list[CandidateReport] = []
+    kept_ids: set[str] = set()
+    for report in result.reports:
+        if not report.kept or not report.task_id:
+            reports.append(report)
+            continue
+        reason = ""
+        other = index["signatures"].get(report.signature) if report.signature else None
+        if other and other != report.task_id:
+            reason = "duplicate"
+        else:
+            other = index["statements"].get(report.statement_digest) if report.statement_digest else None
+            if other and other != report.task_id:
+                reason = "duplicate_statement"
+        if reason:
+            reports.append(_replace(report, kept=False, reason=reason, task_id="",
+                                    detail=f"the same {'broken outputs' if reason == 'duplicate' else 'statement'} as {other}"))
+            continue
+        if report.signature:
+            index["signatures"][report.signature] = report.task_id
+        if report.statement_digest:
+            index["statements"][report.statement_digest] = report.task_id
+        kept_ids.add(report.task_id)
+        reports.append(report)
+    return reports, [records[i] for i in records if i in kept_ids]
+
+
 def yield_report(pin_ids: Sequence[str]) -> dict:
-    """Per operator and family: candidates -> screened out (by reason) -> confirmed -> kept, and the
-    survivors left unconfirmed at the per-model cap; tasks per model/pin."""
+    """The quality report of the pins' minting, per family and per operator: dead sites (not
+    candidates), candidates, each rejection reason by stage, survivors left at the per-model cap, kept;
+    and over the kept tasks: how many have an informative wrong repair, how many statement claims were
+    checked on built tables, duplicates dropped, tasks whose mutated lineage no dbt test covers
+    (``local_tests: 0``), tasks per model, pin and repository."""
     per_op: dict[str, dict] = {}
     per_family: dict[str, dict] = {}
     per_model: dict[str, int] = {}
     per_pin: dict[str, int] = {}
+    per_repo: dict[str, int] = {}
     silent = loud = 0
+    quality = {"kept": 0, "informative_wrong_repair": 0, "weak": 0, "claims_checked": 0, "statement_false": 0,
+               "duplicates_dropped": 0, "duplicate_statements_dropped": 0, "local_tests_zero": 0,
+               "dead_sites": 0}
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
             for key, table in ((r["operator"], per_op), (r["family"], per_family)):
@@ -230,21 +313,39 @@ def yield_report(pin_ids: Sequence[str]) -> dict:
                         row["kept"] += 1
                     elif r["stage"] == "confirm":
                         row["confirm_rejected"][r["reason"]] = row["confirm_rejected"].get(r["reason"], 0) + 1
+            reason = r.get("reason", "")
+            quality["statement_false"] += reason == "statement_false"
+            quality["duplicates_dropped"] += reason == "duplicate"
+            quality["duplicate_statements_dropped"] += reason == "duplicate_statement"
             if r["kept"] and r.get("task_id"):
                 per_model[r["model"]] = per_model.get(r["model"], 0) + 1
                 per_pin[r["pin"]] = per_pin.get(r["pin"], 0) + 1
+                repo = r["pin"].split("@", 1)[0].replace("__", "/", 1)
+                per_repo[repo] = per_repo.get(repo, 0) + 1
                 silent += bool(r.get("silent"))
                 loud += r.get("silent") is False
+                quality["kept"] += 1
+                quality["informative_wrong_repair"] += bool(r.get("informative"))
+                quality["weak"] += r.get("informative") is False
+                quality["claims_checked"] += int(r.get("claims_checked") or 0)
+                quality["local_tests_zero"] += r.get("local_tests") == 0
         for r in pending(pin_id):
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())
                 row["candidates"] += 1
                 row["survived_screen"] += 1
                 row["not_confirmed_cap"] += 1
+        for r in dead_sites(pin_id):
+            quality["dead_sites"] += 1
+            for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
+                row = table.setdefault(key, _row())
+                row["dead_sites"][r.get("why", "?")] = row["dead_sites"].get(r.get("why", "?"), 0) + 1
+    kept = quality["kept"]
+    quality["informative_rate"] = round(quality["informative_wrong_repair"] / kept, 4) if kept else None
     return {"operators": per_op, "families": per_family, "tasks_per_model": per_model, "tasks_per_pin": per_pin,
-            "silent": silent, "loud": loud}
+            "tasks_per_repository": per_repo, "silent": silent, "loud": loud, "quality": quality}
 
 
 def _row() -> dict:
-    return {"candidates": 0, "screened_out": {}, "confirm_rejected": {}, "survived_screen": 0, "kept": 0,
-            "not_confirmed_cap": 0}
+    return {"candidates": 0, "dead_sites": {}, "screened_out": {}, "confirm_rejected": {}, "survived_screen": 0,
+            "kept": 0, "not_confirmed_cap": 0}

@@ -1,54 +1,39 @@
 """Stage 1, screening: re-run the mutant's compiled SQL and its descendants in DuckDB, score, decide.
 
-Each admission check is a small function returning a ``Check`` with its reason; ``SCREEN_CHECKS``
-lists them in the order they run. A candidate survives screening when every check passes; the
-grading spec chosen here (graded tables and condition columns) is what stage 2 confirms.
+A prediction of confirmation at a millisecond each: the same observation checks (``checks.py``), the
+grading spec, whether the official check can see the change, and which wrong repairs can qualify (they
+build, the official check tells them from gold AND from the broken output, and they pass the dbt tests
+the project passes). ``SCREEN_RULES`` lists the rules in the order they run; each takes the growing
+``ScreenTrial`` and returns it or raises ``Rejected``. The grading spec chosen here is a prediction:
+confirmation chooses its own from the real build.
 """
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from core.clock import freeze_clock
+from core.pin import Pin
 from core.scorer import official
 from core.scorer.spec import GradingSpec
 from harvester.mint.candidates import Candidate
-from harvester.mint.engine import MUT, Engine, ScreenSQLError
-from core.clock import freeze_clock
+from harvester.mint.checks import (  # noqa: F401  (re-exported: older imports read them from here)
+    CATASTROPHIC_MIN_TABLES, CATASTROPHIC_ROW_FACTOR, CATASTROPHIC_TABLE_FRACTION, MAX_GRADED, Check, Rejected,
+    check_catastrophic, check_changed, check_effect, check_gradable, check_observation, choose_grading, require,
+)
 from harvester.mint.confirm import MAX_WRONG_TRIES
-from harvester.mint.lineage import ModelNode, depth, descendants
+
+#: Wrong repairs re-run per candidate in screening (cheap); confirmation builds at most MAX_WRONG_TRIES.
+MAX_WRONG_SCREENED = 8
+from harvester.mint.engine import MUT, Engine, ScreenSQLError
+from harvester.mint.lineage import ModelNode, descendants
 from harvester.mint.local_checks import Suite, failing
-from core.pin import Pin
+from harvester.mint.observe import Observation
 from harvester.sandbox.inside.harvest_names import graded_name
 from mutators import difference, transplant
-
-MAX_GRADED = 4
-CATASTROPHIC_TABLE_FRACTION = 0.75
-CATASTROPHIC_MIN_TABLES = 5
-CATASTROPHIC_ROW_FACTOR = 10
-_KEYISH = re.compile(r"(^id$|_id$|_key$|^date|_date$|_month$|^month|_day$|_week$)", re.I)
-
-
-@dataclass(frozen=True)
-class Check:
-    ok: bool
-    reason: str = ""  # rejection reason key when not ok
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What re-running the mutated chain showed, table by table."""
-
-    changed: dict[str, tuple[int, int]]  # table -> (gold rows, mutant rows), only changed tables
-    differing_columns: dict[str, tuple[int, ...]]  # table -> positions whose value multiset changed
-    root_table: str
-    root_rows: tuple[int, int]
-    models: int
-    # table -> position -> how the column moved (statement.DIRECTIONS), for tables whose row count held
-    directions: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,48 +74,6 @@ def column_signatures(engine: Engine, relation: str) -> list[tuple[str, int, int
     return [(str(d[1]), int(row[0]), int(row[i + 1] or 0)) for i, d in enumerate(described)]
 
 
-_NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|REAL|DECIMAL.*)$", re.I)
-
-
-def column_directions(engine: Engine, gold: str, mutant: str, positions: tuple[int, ...]) -> dict[int, str]:
-    """How each column at ``positions`` moved from ``gold`` to ``mutant`` (same row count): more or fewer
-    empty values first, then a numeric total higher or lower, a boolean true more or less often, else
-    'different'. One aggregate query per relation."""
-    described = engine.con.execute(f"DESCRIBE SELECT * FROM {gold}").fetchall()
-    picked = [(i, str(described[i][0]), str(described[i][1])) for i in positions if i < len(described)]
-    if not picked:
-        return {}
-    parts = []
-    for _, name, kind in picked:
-        parts.append(f'count(*) - count("{name}")')
-        if _NUMERIC.match(kind):
-            parts.append(f'sum("{name}")::DOUBLE')
-        elif kind.upper() == "BOOLEAN":
-            parts.append(f'count(*) FILTER (WHERE "{name}")')
-        else:
-            parts.append("NULL")
-    select = ", ".join(parts)
-    try:
-        before = engine.query_one(f"SELECT {select} FROM {gold}") or ()
-        after = engine.query_one(f"SELECT {select} FROM {mutant}") or ()
-    except ScreenSQLError:
-        return {i: "different" for i, _, _ in picked}
-    out: dict[int, str] = {}
-    for k, (i, _, kind) in enumerate(picked):
-        nulls_gold, nulls_mut = before[2 * k], after[2 * k]
-        value_gold, value_mut = before[2 * k + 1], after[2 * k + 1]
-        if nulls_mut != nulls_gold:
-            out[i] = "nulls_more" if nulls_mut > nulls_gold else "nulls_less"
-        elif value_gold is not None and value_mut is not None and value_gold != value_mut:
-            if kind.upper() == "BOOLEAN":
-                out[i] = "true_more" if value_mut > value_gold else "true_less"
-            else:
-                out[i] = "higher" if value_mut > value_gold else "lower"
-        else:
-            out[i] = "different"
-    return out
-
-
 def _differing(gold_sig: list[tuple[str, int, int]], mut_sig: list[tuple[str, int, int]]) -> tuple[int, ...]:
     """Gold column positions whose multiset has no equal column at the same position of the mutant."""
     return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
@@ -162,7 +105,6 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
     replaced = rerun(engine, pin, nodes, cand.model, mutated_sql)
     changed: dict[str, tuple[int, int]] = {}
     differing: dict[str, tuple[int, ...]] = {}
-    directions: dict[str, dict[int, str]] = {}
     root_rows = (0, 0)
     for uid in [cand.model, *descendants(nodes, cand.model)]:
         node = nodes[uid]
@@ -173,90 +115,110 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
         gold_rows = record.rows if record else -1
         if uid == cand.model:
             root_rows = (gold_rows, rows)
-        if record is None or fingerprint != record.fingerprint:
+        if record is None:
             changed[node.table] = (gold_rows, rows)
-            if record is not None:
-                differing[node.table] = _differing(
-                    column_signatures(engine, _base_relation(node)), column_signatures(engine, _mut_relation(node))
-                )
-                if gold_rows == rows and differing[node.table]:
-                    directions[node.table] = column_directions(
-                        engine, _base_relation(node), _mut_relation(node), differing[node.table])
-    return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes), directions)
+        elif fingerprint != record.fingerprint:
+            stable = set(record.stable_positions)
+            moved = tuple(i for i in _differing(column_signatures(engine, _base_relation(node)),
+                                                 column_signatures(engine, _mut_relation(node))) if i in stable)
+            if moved or rows != gold_rows:  # only unstable columns moved: nothing gradable changed
+                changed[node.table] = (gold_rows, rows)
+                differing[node.table] = moved
+    return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes))
 
 
-# --- the screening checks, in order -------------------------------------------------------------
-
-def check_changed(obs: Observation, pin: Pin) -> Check:
-    if not obs.changed:
-        return Check(False, "equivalent", "every table equals gold")
-    return Check(True)
 
 
-def check_gradable(obs: Observation, pin: Pin) -> Check:
-    # the scorer sees only tables captured in main (harvest_names: every model whose alias is unique)
-    gradable = {t.name for t in pin.gradable_tables if graded_name(t.name) is not None}
-    if not set(obs.changed) & gradable:
-        return Check(False, "ungradable", "only nondeterministic, empty or tables outside main changed")
-    return Check(True)
+# --- the screening rules, in order ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScreenTrial:
+    """One candidate going through screening; each rule fills in what it found."""
+
+    engine: Engine
+    pin: Pin
+    nodes: dict[str, ModelNode]
+    cand: Candidate
+    gold: Path
+    tests: Suite | None = None
+    mutated_sql: str = ""
+    observation: Observation | None = None
+    spec: GradingSpec | None = None
+    broken_export: Path | None = None
+    wrong_order: tuple[int, ...] = ()
 
 
-def check_catastrophic(obs: Observation, pin: Pin) -> Check:
-    if len(obs.changed) > max(CATASTROPHIC_MIN_TABLES, CATASTROPHIC_TABLE_FRACTION * obs.models):
-        return Check(False, "catastrophic", f"{len(obs.changed)} of {obs.models} tables changed")
-    for table, (gold, mutant) in obs.changed.items():
-        if gold > 0 and mutant == 0:
-            return Check(False, "catastrophic", f"{table} emptied")
-        if gold > 0 and mutant > CATASTROPHIC_ROW_FACTOR * gold:
-            return Check(False, "catastrophic", f"{table} rows x{mutant / gold:.0f}")
-    return Check(True)
+def transplanted(t: ScreenTrial) -> ScreenTrial:
+    """The edit, placed in the model's compiled SQL (what DuckDB runs)."""
+    node = t.nodes[t.cand.model]
+    compiled_edit = transplant(t.cand.mutation.edit, t.cand.original, node.compiled_code)
+    if compiled_edit is None:
+        raise Rejected("untransplantable", "the edit could not be located in the compiled SQL")
+    return replace(t, mutated_sql=compiled_edit.apply(node.compiled_code))
 
 
-def check_effect(obs: Observation, effect: str) -> Check:
-    gold, mutant = obs.root_rows
-    # The tag must not be contradicted: a filter dropped inside an aggregate changes values, not rows,
-    # but it can never make rows disappear.
-    expected = {
-        "more_rows": mutant >= gold,
-        "fewer_rows": mutant <= gold,
-        "changed_values": mutant == gold,
-    }.get(effect, True)
-    if not expected:
-        return Check(False, "effect_mismatch", f"{effect} tagged, rows {gold} -> {mutant}")
-    return Check(True)
+def observed(t: ScreenTrial) -> ScreenTrial:
+    """The mutant and its descendants re-run; what changed against the pin's tables."""
+    try:
+        return replace(t, observation=observe(t.engine, t.pin, t.nodes, t.cand, t.mutated_sql))
+    except ScreenSQLError as exc:
+        raise Rejected("sql_error", str(exc)) from None
 
 
-def choose_grading(obs: Observation, pin: Pin, nodes: dict[str, ModelNode]) -> GradingSpec:
-    """1-4 changed gradable tables, most downstream first; columns that differ plus key-like columns."""
-    gradable = {t.name: t for t in pin.gradable_tables if graded_name(t.name) is not None}
+def observation_holds(t: ScreenTrial) -> ScreenTrial:
+    """The observation checks (changed, gradable, not catastrophic, effect as tagged)."""
+    assert t.observation is not None
+    require(check_observation(t.observation, t.pin, t.cand.mutation.effect))
+    return t
+
+
+def graded(t: ScreenTrial) -> ScreenTrial:
+    assert t.observation is not None
+    return replace(t, spec=choose_grading(t.observation, t.pin, t.nodes))
+
+
+def visible(t: ScreenTrial) -> ScreenTrial:
+    """The official check scores the mutant 0; its graded tables are kept to compare wrong repairs with."""
+    assert t.spec is not None
+    broken = _export(t.engine, t.spec, t.nodes, f"broken-{t.cand.key}")
+    if official(t.gold, broken, t.spec).passed:
+        broken.unlink(missing_ok=True)
+        raise Rejected("invisible", "the official check cannot see the change")
+    return replace(t, broken_export=broken)
+
+
+def wrong_repairs_can_qualify(t: ScreenTrial) -> ScreenTrial:
+    """At least one wrong repair may qualify; the order confirmation tries them in."""
+    assert t.spec is not None and t.broken_export is not None
+    try:
+        order, why_not = predict_wrong_repairs(t.engine, t.pin, t.nodes, t.cand, t.spec, t.gold, t.tests,
+                                               t.broken_export)
+    except ScreenSQLError as exc:  # a dbt test's SQL failing on the pin's own tables: leave it to dbt
+        order, why_not = tuple(range(min(MAX_WRONG_TRIES, len(t.cand.mutation.wrong_repairs)))), str(exc)
+    if not order:
+        raise Rejected("no_wrong_repair", why_not)
+    return replace(t, wrong_order=order)
+
+
+#: Screening, in order. Each rule takes the trial and returns it, or raises Rejected(reason, detail).
+SCREEN_RULES: tuple[Callable[[ScreenTrial], ScreenTrial], ...] = (
+    transplanted, observed, observation_holds, graded, visible, wrong_repairs_can_qualify,
+)
+
+
+def _export(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], tag: str) -> Path:
+    """The re-run graded tables as a DuckDB file of base tables in ``main`` (what a submission looks like)."""
     by_table = {n.table: n for n in nodes.values()}
-    chosen = sorted(
-        (t for t in obs.changed if t in gradable),
-        key=lambda t: (-depth(nodes, by_table[t].unique_id) if t in by_table else 0, t),
-    )[:MAX_GRADED]
-    cols: list[tuple[int, ...]] = []
-    for table in chosen:
-        names = [c.name for c in gradable[table].columns]
-        picked = set(obs.differing_columns.get(table, ()))
-        keys = [i for i, n in enumerate(names) if _KEYISH.search(n)]
-        picked.update(keys[:2] if keys else [0])
-        cols.append(tuple(sorted(picked)))
-    return GradingSpec(
-        gold=f"{pin.gold_sha256}.duckdb",
-        condition_tabs=tuple(str(graded_name(t)) for t in chosen),
-        condition_cols=tuple(cols),
-        ignore_orders=tuple(True for _ in chosen),
+    by_graded = {graded_name(t): t for t in by_table}
+    return engine.export(
+        {name: _mut_relation(by_table[by_graded[name]]) for name in spec.condition_tabs},
+        engine.scratch / f"pred-{tag}.duckdb",
     )
 
 
 def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], gold: Path, tag: str) -> bool:
     """Whether the official check scores the re-run graded tables 0 (it sees a difference from gold)."""
-    by_table = {n.table: n for n in nodes.values()}
-    by_graded = {graded_name(t): t for t in by_table}
-    pred = engine.export(
-        {name: _mut_relation(by_table[by_graded[name]]) for name in spec.condition_tabs},
-        engine.scratch / f"pred-{tag}.duckdb",
-    )
+    pred = _export(engine, spec, nodes, tag)
     try:
         return not official(gold, pred, spec).passed
     finally:
@@ -265,14 +227,15 @@ def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode
 
 def predict_wrong_repairs(
     engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, spec: GradingSpec, gold: Path,
-    tests: Suite | None,
+    tests: Suite | None, broken: Path | None = None,
 ) -> tuple[tuple[int, ...], str]:
     """The wrong repairs worth a dbt build, most promising first, and why the others are not.
 
-    Each wrong repair (up to the number confirmation tries) is re-run like a mutant: one that errors,
-    that the official check cannot tell from gold, or that fails a dbt test the true repair passes can
-    never qualify and is dropped. Those whose tests cannot be predicted (unit tests, a repair that
-    cannot be located in the compiled SQL) stay, after the predicted-good ones.
+    Each wrong repair (up to ``MAX_WRONG_SCREENED``) is re-run like a mutant: one that errors,
+    that the official check cannot tell from gold, that it cannot tell from the broken output
+    (``broken``: it would prove nothing the broken project does not), or that fails a dbt test the true
+    repair passes can never qualify and is dropped. Those whose tests cannot be predicted (unit tests, a
+    repair that cannot be located in the compiled SQL) stay, after the predicted-good ones.
     """
     chain = [cand.model, *descendants(nodes, cand.model)]
     selected = tests.selected(chain) if tests is not None else None
@@ -281,7 +244,7 @@ def predict_wrong_repairs(
     unknown: list[int] = []
     last = "no wrong repair offered"
     compiled_original = nodes[cand.model].compiled_code
-    for index, repair in enumerate(cand.mutation.wrong_repairs[:MAX_WRONG_TRIES]):
+    for index, repair in enumerate(cand.mutation.wrong_repairs[:MAX_WRONG_SCREENED]):
         # the original -> wrong-repair text as one edit, placed in the original's compiled SQL
         compiled = transplant(difference(cand.original, repair.apply(cand.broken)), cand.original, compiled_original)
         if compiled is None:
@@ -292,9 +255,16 @@ def predict_wrong_repairs(
         except ScreenSQLError:
             last = f"wrong repair {index} does not build"
             continue
-        if not _official_sees(engine, spec, nodes, gold, f"{cand.key}-w{index}"):
-            last = f"wrong repair {index} passes the official check"
-            continue
+        pred = _export(engine, spec, nodes, f"{cand.key}-w{index}")
+        try:
+            if official(gold, pred, spec).passed:
+                last = f"wrong repair {index} passes the official check"
+                continue
+            if broken is not None and official(broken, pred, spec).passed:
+                last = f"wrong repair {index} is not informative: its graded output matches the broken one"
+                continue
+        finally:
+            pred.unlink(missing_ok=True)
         if selected is None:
             unknown.append(index)
         elif failing(engine, selected, lambda sql: _rewrite(sql, replaced)) <= base_failed:
@@ -306,33 +276,21 @@ def predict_wrong_repairs(
 
 def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path,
            tests: Suite | None = None) -> ScreenOutcome:
-    """Run every screening check on one candidate; the engine is reset afterwards."""
+    """Run every screening rule on one candidate (``SCREEN_RULES``); the engine is reset afterwards."""
     started = time.perf_counter()
-    node = nodes[cand.model]
-
-    def done(ok: bool, reason: str, detail: str = "", **kw: object) -> ScreenOutcome:
+    trial = ScreenTrial(engine, pin, nodes, cand, gold, tests)
+    try:
+        for rule in SCREEN_RULES:
+            trial = rule(trial)
+    except Rejected as rejected:
+        outcome = ScreenOutcome(cand.key, False, rejected.reason, rejected.detail, grading=trial.spec,
+                                observation=trial.observation, seconds=time.perf_counter() - started)
+    else:
+        outcome = ScreenOutcome(cand.key, True, "", "", grading=trial.spec, observation=trial.observation,
+                                seconds=time.perf_counter() - started, compiled_sql=trial.mutated_sql,
+                                wrong_order=trial.wrong_order)
+    finally:
+        if trial.broken_export is not None:
+            trial.broken_export.unlink(missing_ok=True)
         engine.reset()
-        return ScreenOutcome(cand.key, ok, reason, detail, seconds=time.perf_counter() - started, **kw)  # type: ignore[arg-type]
-
-    compiled_edit = transplant(cand.mutation.edit, cand.original, node.compiled_code)
-    if compiled_edit is None:
-        return done(False, "untransplantable", "the edit could not be located in the compiled SQL")
-    mutated_sql = compiled_edit.apply(node.compiled_code)
-    try:
-        obs = observe(engine, pin, nodes, cand, mutated_sql)
-    except ScreenSQLError as exc:
-        return done(False, "sql_error", str(exc))
-    for check in (check_changed(obs, pin), check_gradable(obs, pin), check_catastrophic(obs, pin),
-                  check_effect(obs, cand.mutation.effect)):
-        if not check.ok:
-            return done(False, check.reason, check.detail, observation=obs)
-    spec = choose_grading(obs, pin, nodes)
-    if not _official_sees(engine, spec, nodes, gold, cand.key):
-        return done(False, "invisible", "the official check cannot see the change", observation=obs)
-    try:
-        order, why_not = predict_wrong_repairs(engine, pin, nodes, cand, spec, gold, tests)
-    except ScreenSQLError as exc:  # a dbt test's SQL failing on the pin's own tables: leave it to dbt
-        order, why_not = tuple(range(min(MAX_WRONG_TRIES, len(cand.mutation.wrong_repairs)))), str(exc)
-    if not order:
-        return done(False, "no_wrong_repair", why_not, grading=spec, observation=obs)
-    return done(True, "", "", grading=spec, observation=obs, compiled_sql=mutated_sql, wrong_order=order)
+    return outcome

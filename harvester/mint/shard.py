@@ -20,17 +20,16 @@ from typing import Any
 
 from harvester.gold import gold_path
 from core.home import harvest_home, pins_dir
-from harvester.mint.candidates import Candidate, model_candidates, mutable
-from harvester.mint.confirm import BuildContext, confirm
+from harvester.mint.candidates import Candidate, DeadSite, model_candidates, mutable
+from harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
+from harvester.mint.domain import gold_values
 from harvester.mint.engine import Engine
-from harvester.mint.lineage import ModelNode, models
+from harvester.mint.lineage import models
 from harvester.mint.local_checks import suite
 from harvester.mint.screen import screen
-from harvester.mint.statement import Symptom, statement_for
 from harvester.mint.variants import VariantBuilder
 from core.pin import Pin, pin_path, read_pin
 from harvester.sandbox import Limits
-from harvester.sandbox.inside.harvest_names import full_graded_name
 from harvester.state import load_state
 from core.task_record import TaskRecord, task_id
 from harvester.workspace import template
@@ -54,6 +53,9 @@ class ShardJob:
     screen_only: bool = False
     incremental: bool = True
     family_order: tuple[str, ...] = ()  # the pin's families, rarest first
+    # broken-output signatures and statements of the pin's tasks kept before this shard (driver's index)
+    known_signatures: frozenset[str] = frozenset()
+    known_statements: frozenset[str] = frozenset()
     home: str = field(default_factory=lambda: str(harvest_home()))
     pins: str = field(default_factory=lambda: str(pins_dir()))
 
@@ -74,6 +76,12 @@ class CandidateReport:
     task_id: str = ""
     silent: bool | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # of a kept task: dbt tests over the mutated lineage, claims checked, whether a wrong repair was found
+    local_tests: int | None = None
+    claims_checked: int = 0
+    informative: bool | None = None
+    signature: str = ""
+    statement_digest: str = ""  # sha256 prefix of the statement (its text stays in the task record)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -86,29 +94,8 @@ class ShardResult:
     # screening survivors left unconfirmed because the model reached its cap: (key, operator, family);
     # no report is written for them, so a later run with a higher cap still confirms them
     pending: tuple[tuple[str, str, str], ...] = ()
-
-
-def _symptoms(spec_tables: tuple[str, ...], cols: tuple[tuple[int, ...], ...], obs: Any, pin: Pin,
-              nodes: dict[str, ModelNode]) -> list[Symptom]:
-    by_table = {n.table: n for n in nodes.values()}
-    tables = {t.name: t for t in pin.tables}
-    found = []
-    for name, positions in zip(spec_tables, cols):
-        full = full_graded_name(name)  # graded tables are captured in main (harvest_names)
-        node = by_table.get(full)
-        gold_rows, mutant_rows = obs.changed.get(full, (0, 0))
-        columns = []
-        # with rows missing or added, every column's values differ as a whole: the rows are the symptom,
-        # and claiming wrong values in each column would mislead; columns are named only at equal rows
-        differing = set(obs.differing_columns.get(full, ())) if gold_rows == mutant_rows else set()
-        moved = obs.directions.get(full, {})
-        for pos in positions:
-            if pos in differing:
-                column = tables[full].columns[pos].name
-                columns.append((column, node.columns.get(column, "") if node else "", moved.get(pos, "different")))
-        found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
-                             mutant_rows, tuple(columns)))
-    return found
+    # mutator sites that are dead code where DuckDB runs the model (not candidates; counted)
+    dead: tuple[DeadSite, ...] = ()
 
 
 def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, **kw: Any) -> CandidateReport:
@@ -196,10 +183,12 @@ def run_shard(job: ShardJob) -> ShardResult:
     kept = job.already_kept
     limits = Limits(wall_s=job.wall_s)
     builder: VariantBuilder | None = None
+    dead: list[DeadSite] = []
+    seen = Seen(job.known_signatures, job.known_statements)
     try:
         survivors: list[Survivor] = []
         kept_families: set[str] = set()
-        for cand in model_candidates(pin, node, tree, job.families, job.seed):
+        for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold)):
             if kept >= job.max_per_model:
                 break
             if cand.key in job.done_keys:
@@ -210,19 +199,10 @@ def run_shard(job: ShardJob) -> ShardResult:
             if (not outcome.ok and not weak_ok) or outcome.grading is None:
                 reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
                 continue
-            edit = cand.mutation.edit
-            spans = [cand.original[edit.start:edit.end], edit.replacement]
-            symptoms = _symptoms(outcome.grading.condition_tabs, outcome.grading.condition_cols,
-                                 outcome.observation, pin, nodes)
-            try:
-                statement = statement_for(symptoms, spans, job.writer)
-            except ValueError as exc:
-                reports.append(_report(cand, "screen", False, "statement_leaks", str(exc), timings=timings))
-                continue
             if job.screen_only:
                 reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
                 continue
-            survivors.append((cand, outcome, statement, timings))
+            survivors.append((cand, outcome, "", timings))
         confirmed_keys: set[str] = set()
         for cand, outcome, statement, timings in confirmation_order(survivors, job.family_order, kept_families):
             if kept >= job.max_per_model:
@@ -234,10 +214,11 @@ def run_shard(job: ShardJob) -> ShardResult:
                                base_db=state.database if job.incremental else None, select=(f"{node.name}+",),
                                builder=builder)
             started = time.perf_counter()
-            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order)
+            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order,
+                                nodes=nodes, tests=tests, writer=job.writer, seen=seen)
             timings.update({k: round(v, 3) for k, v in confirmed.timings})
             timings["confirm"] = round(time.perf_counter() - started, 3)
-            if not confirmed.ok or confirmed.local_checks is None:
+            if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
                 reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
                 continue
             slug = pin.id.split("@", 1)[0]
@@ -245,21 +226,27 @@ def run_shard(job: ShardJob) -> ShardResult:
                 instance_id=task_id(slug, pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
                 pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir,
                 split=job.split, split_group=job.split_group, family=cand.mutation.family,
-                operator=cand.mutation.operator, effect=cand.mutation.effect, file=cand.file,
+                operator=cand.mutation.operator, effect=confirmed.effect, file=cand.file,
                 broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,
-                wrong_repair_patches=confirmed.wrong_patches, grading=outcome.grading,
-                problem_statement=statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
+                wrong_repair_patches=confirmed.wrong_patches, grading=confirmed.grading,
+                problem_statement=confirmed.statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
                 license=pin.license, versions=dict(pin.versions), weak=confirmed.weak,
+                wrong_repair_notes=confirmed.wrong_notes, claims=confirmed.claims, database=pin.database,
+                broken_signature=confirmed.signature,
             )
             tasks.append(record)
             kept += 1
             kept_families.add(cand.mutation.family)
+            seen = Seen(seen.signatures | {confirmed.signature}, seen.statements | {statement_digest(confirmed.statement)})
             reports.append(_report(cand, "confirm", True, "", "", task_id=record.instance_id,
-                                   silent=confirmed.local_checks.silent, timings=timings))
+                                   silent=confirmed.local_checks.silent, timings=timings,
+                                   local_tests=record.local_tests, claims_checked=len(record.claims),
+                                   informative=bool(record.wrong_repair_patches), signature=confirmed.signature,
+                                   statement_digest=statement_digest(confirmed.statement)))
     finally:
         if builder is not None:
             builder.forget()
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
     pending = tuple((c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys)
-    return ShardResult(tuple(reports), tuple(tasks), pending)
+    return ShardResult(tuple(reports), tuple(tasks), pending, tuple(dead))

@@ -24,7 +24,7 @@ from functools import lru_cache
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-#: direction of a graded column's damage, as screening measured it (gold vs broken output, same rows)
+#: direction of a graded column's damage, as the confirmed build measured it (``mint/observe.py``)
 DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different")
 
 #: The first sentence, by the first symptom: rows added, rows lost, or values changed.
@@ -38,16 +38,19 @@ ROWS: dict[str, str] = {
     "more_rows": "{table}{about} has more rows than it should.",
     "fewer_rows": "{table}{about} is missing rows that it should have.",
 }
-#: What happened to one column (rows unchanged), by direction.
-COLUMNS: dict[str, str] = {
-    "higher": "{column}{about} comes out higher than it should",
-    "lower": "{column}{about} comes out lower than it should",
-    "true_more": "{column}{about} is true for rows where it should not be",
-    "true_less": "{column}{about} is not true for rows where it should be",
-    "nulls_more": "{column}{about} is empty for rows that should have a value",
-    "nulls_less": "{column}{about} has a value for rows where it should be empty",
-    "different": "{column}{about} holds the wrong value for some rows",
+#: How each direction of a column reads to a data consumer; every phrase says exactly what the task's
+#: claim of that kind asserts (``mint/claims.py`` checks it), no more and no less.
+COLUMN_WORDS: dict[str, str] = {
+    "higher": "comes out too high",
+    "lower": "comes out too low",
+    "nulls_more": "is empty (NULL) in rows where it should have a value",
+    "nulls_less": "has a value in rows where it should be empty (NULL)",
+    "true_more": "is true for more rows than it should be",
+    "true_less": "is true for fewer rows than it should be",
+    "different": "holds wrong values for some rows",
 }
+#: What happened to one column (rows unchanged), by direction.
+COLUMNS: dict[str, str] = {direction: "{column}{about} " + words for direction, words in COLUMN_WORDS.items()}
 #: How the columns of one table are introduced.
 COLUMNS_OF = "In {table}{about}, {observed}."
 #: Said when no symptom could be put into words.

@@ -10,12 +10,10 @@ already lives), lists EVERY candidate of every mutable model (no per-model cap),
   the survivors with sandboxed incremental dbt builds in one warm child per model; the whole run's time;
 - naive, on a seeded random sample of ``--sample`` of the same candidates (kept ones and both kinds of
   rejected ones included): the SAME admission rules with no screening shortcut. Per candidate: a fresh
-  workspace, a full sandboxed ``dbt seed`` + ``dbt build`` + capture of the mutant; the screening rules
-  applied to what that build produced (equivalent, ungradable, catastrophic, effect mismatch, the grading
-  spec chosen the same way, invisible to the official check, a leaking statement); then the mutant must
-  score 0 official and strict, the true repair (full build) must score 1 on both, the repair must be one
-  hunk, and a wrong repair (full builds, up to the same number of tries) must pass every dbt test the true
-  repair passes and score 0 official.
+  workspace, a full sandboxed ``dbt seed`` + ``dbt build`` + capture of every variant, decided by
+  confirmation's own rules (``harvester.mint.confirm.CONFIRM_RULES``: the observation checks on what the
+  build produced, the grading spec chosen from it, mutant 0 official and strict, true repair 1 on both in
+  one hunk, an informative wrong repair among every one screening may consider, the statement's claims).
 
 Prints candidates per second for both, the ratio (target >= 50x) and the decisions side by side; the
 decisions (kept vs rejected) must be the same on every sampled candidate (exit 1 otherwise).
@@ -31,7 +29,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -49,93 +46,17 @@ def harvest(root: Path) -> object:
 
 
 def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) -> tuple[bool, str]:
-    """The admission rules on full sandboxed builds only (see the module docstring)."""
-    import duckdb
-
-    from core.scorer import official, score
-    from harvester.mint.confirm import MAX_WRONG_TRIES, BuildContext, build_variant
-    from harvester.mint.screen import (Observation, check_catastrophic, check_changed, check_effect,
-                                       check_gradable, choose_grading)
-    from harvester.mint.shard import _symptoms
-    from harvester.mint.statement import statement_for
-    from core.patching import apply_to_text, make_patch, parse_patch
+    """The admission rules on full sandboxed builds only (see the module docstring): confirmation's own
+    rules (``CONFIRM_RULES``: the observation checks, grading and statement from the build, informative
+    wrong repair, claims) with no screening, every variant a fresh seed + build, every wrong repair that
+    screening may consider tried."""
+    from harvester.mint.confirm import BuildContext, confirm
+    from harvester.mint.screen import MAX_WRONG_SCREENED
     from harvester.sandbox import Limits
 
     ctx = BuildContext(pin, gold, scratch, True, Limits(wall_s=600.0))  # no base_db: full seed + build
-    broken = cand.broken
-    mutant = build_variant(ctx, "mutant", cand.file, broken)
-    if not mutant.models_ok or mutant.gold_file is None:
-        return False, "mutant_build_fails"
-    # the screening rules, applied to the full build's output
-    tables = {t.name: t for t in pin.tables}
-    captured = {t.name: t for t in mutant.tables}
-    changed: dict[str, tuple[int, int]] = {}
-    differing: dict[str, tuple[int, ...]] = {}
-    con = duckdb.connect(config={"enable_external_access": True})
-    # the pin's database under dbt's own catalog name, so that its views resolve as they did in the build
-    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
-    con.execute(f"ATTACH '{state_db}' AS \"{catalog}\" (READ_ONLY)")
-    con.execute(f"ATTACH '{mutant.gold_file}' AS mutant (READ_ONLY)")
-    probe = SimpleNamespace(con=con)
-    try:
-        for name, table in captured.items():
-            record = tables.get(name)
-            if record is not None and not record.deterministic:
-                continue  # a full rebuild re-rolls nondeterministic tables; screening never re-runs them
-            if record is None or (table.rows, table.fingerprint) != (record.rows, record.fingerprint):
-                changed[name] = (record.rows if record else -1, table.rows)
-                if record is not None:
-                    schema, alias = name.split(".", 1)
-                    differing[name] = _differing(probe, catalog, schema, alias)
-    finally:
-        con.close()
-    root = nodes[cand.model].table
-    obs = Observation(changed, differing, root, (tables[root].rows if root in tables else -1,
-                                                 captured[root].rows if root in captured else -1), len(nodes))
-    for check in (check_changed(obs, pin), check_gradable(obs, pin), check_catastrophic(obs, pin),
-                  check_effect(obs, cand.mutation.effect)):
-        if not check.ok:
-            return False, check.reason
-    spec = choose_grading(obs, pin, nodes)
-    if official(gold, mutant.gold_file, spec).passed:
-        return False, "invisible"
-    edit = cand.mutation.edit
-    try:
-        statement_for(_symptoms(spec.condition_tabs, spec.condition_cols, obs, pin, nodes),
-                      [cand.original[edit.start:edit.end], edit.replacement])
-    except ValueError:
-        return False, "statement_leaks"
-    # the confirmation rules, on full builds
-    verdicts = score(gold, mutant.gold_file, spec)
-    if verdicts.official.passed or verdicts.strict.passed:
-        return False, "mutant_passes"
-    fix_patch = make_patch(cand.file, broken, cand.original)
-    fixed = build_variant(ctx, "repair", cand.file, apply_to_text(broken, parse_patch(fix_patch)[0]))
-    if not fixed.models_ok or fixed.gold_file is None:
-        return False, "repair_build_fails"
-    repaired = score(gold, fixed.gold_file, spec)
-    if not (repaired.official.passed and repaired.strict.passed):
-        return False, "repair_fails"
-    if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1:
-        return False, "repair_not_minimal"
-    for index, repair in enumerate(cand.mutation.wrong_repairs[:MAX_WRONG_TRIES]):
-        result = build_variant(ctx, f"wrong{index}", cand.file, repair.apply(broken))
-        if not result.models_ok or result.gold_file is None:
-            continue
-        if not set(result.failed_tests) <= set(fixed.failed_tests):
-            continue
-        if score(gold, result.gold_file, spec).official.passed:
-            continue
-        return True, ""
-    return False, "no_wrong_repair"
-
-
-def _differing(probe, catalog: str, schema: str, alias: str) -> tuple[int, ...]:
-    from harvester.mint.screen import column_signatures
-
-    gold_sig = column_signatures(probe, f'"{catalog}"."{schema}"."{alias}"')
-    mut_sig = column_signatures(probe, f'mutant."{schema}"."{alias}"')
-    return tuple(i for i, sig in enumerate(gold_sig) if i >= len(mut_sig) or mut_sig[i] != sig)
+    outcome = confirm(ctx, cand, nodes=nodes, wrong_tries=MAX_WRONG_SCREENED)
+    return outcome.ok, outcome.reason
 
 
 def main() -> None:

@@ -89,6 +89,9 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     assert "1 repositories (2 tasks) whose license does not permit redistribution" in card
     assert "Non-contamination statement" in card and "e12c5f1e6550" in card and "2 test tasks are sealed" in card
     assert "`patch` is the gold repair" in card
+    # tasks whose mutated lineage no dbt test covers are counted so users can filter them
+    assert "Tasks with `local_tests` = 0, per split: train 4 of 4, dev 2 of 2." in card
+    assert set(loaded["train"]["local_tests"]) == {0}
     for t in public:
         assert t.base_commit in card
     assert read_manifest(out)["facts"]["splits"] == {"train": 4, "dev": 2}
@@ -185,8 +188,15 @@ def test_cli_dataset_build(world, make):
 
 def test_rows_never_carry_secret_fields(world, make):
     pin = make("a/one")
-    row = to_row(replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",)))
+    from core.task_record import Claim, LocalChecks, WrongRepairNote
+
+    task = replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",),
+                   wrong_repair_notes=(WrongRepairNote("SECRET-INTENT", ("SECRET-FIX",)),),
+                   claims=(Claim("orders", "more_rows"),), broken_signature="SECRET-SIG",
+                   local_checks=LocalChecks(True, 4, 0, ("test.a", "test.b")))
+    row = to_row(task)
     assert "SECRET" not in json.dumps(row) and set(row) == set(task_features())
+    assert row["local_tests"] == 2
 
 
 def test_a_fork_minting_the_same_mutation_gives_one_row(world, make):

@@ -149,8 +149,10 @@ def test_confirm_rejects_a_repair_that_is_not_minimal(world) -> None:  # type: i
     last = text.index("sum(net_amount) as revenue") + len("sum(net_amount) as revenue")
     segment = text[first:last]
     replacement = segment.replace("= 'completed'", "<> 'cancelled'").replace("sum(net_amount) as", "sum(net_amount) * 2 as")
+    broken = Edit(first, last, replacement).apply(text)
+    at = broken.index("* 2 as")  # a wrong repair that changes the graded output: the factor, not the filter
     mutation = Mutation("test.hand_made", "filter", "changed_values", Edit(first, last, replacement),
-                        (Edit(0, 0, "-- reviewed\n"),), "two changes")
+                        (Edit(at, at + 3, "* 3"),), "two changes")
     cand = Candidate(world["pin"].id, MODEL, FILE, text, mutation)
     screened = _screen(world, cand)
     assert screened.ok, screened.detail
@@ -170,9 +172,19 @@ def test_confirm_keeps_a_task_whose_wrong_repair_passes_local_checks_and_fails_t
     assert outcome.fix_patch.count("@@ ") == 1
 
 
-def test_the_example_yields_tasks_in_every_family(minted_example) -> None:  # type: ignore[no-untyped-def]
+def test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart(minted_example) -> None:  # type: ignore[no-untyped-def]
+    from harvester.mint.pipeline import load_reports
+
     families = {t.family for t in minted_example.tasks}
-    assert {"filter", "null", "join", "grain", "time"} <= families, families
+    assert {"filter", "null", "grain", "time", "values"} <= families, families
+    # join: every order line has its order and every payment month its customer, so a join type changed
+    # the wrong way round (right / full outer) gives the broken output or gold, and DISTINCT cannot undo
+    # a fan-out of rows that differ: no join candidate has an informative wrong repair on this data
+    with minted_example.env():
+        joins = [r for r in load_reports(minted_example.pin.id) if r["family"] == "join"]
+    assert joins and {r["reason"] for r in joins} <= {"equivalent", "no_wrong_repair", "catastrophic"}
+    assert all("passes the official check" in r["detail"] or "not informative" in r["detail"]
+               for r in joins if r["reason"] == "no_wrong_repair")
 
 
 def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untyped-def]

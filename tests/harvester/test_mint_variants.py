@@ -151,15 +151,17 @@ def test_a_variant_whose_failing_test_makes_dbt_skip_downstream_models_does_not_
 
 
 def test_a_statement_about_missing_rows_does_not_claim_wrong_values_in_every_column(world) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.screen import Observation
-    from harvester.mint.shard import _symptoms
+    from core.scorer.spec import GradingSpec
+    from harvester.mint.claims import symptoms_of
+    from harvester.mint.observe import Observation
     from harvester.mint.statement import template_statement
 
     table = "main.product_performance"
     gold_rows = next(t.rows for t in world["pin"].tables if t.name == table)
     for mutant_rows, expect_columns in ((gold_rows - 2, False), (gold_rows, True)):
         obs = Observation({table: (gold_rows, mutant_rows)}, {table: (0, 1, 5)}, table, (gold_rows, mutant_rows), 10)
-        symptoms = _symptoms(("product_performance",), ((0, 1, 5),), obs, world["pin"], world["nodes"])
+        spec = GradingSpec("g", ("product_performance",), ((0, 1, 5),), (True,))
+        symptoms = symptoms_of(spec, obs, world["pin"], world["nodes"])
         text = template_statement(symptoms)
         assert bool(symptoms[0].columns) == expect_columns
         assert ("holds the wrong value" in text) == expect_columns

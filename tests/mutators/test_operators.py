@@ -111,8 +111,10 @@ def test_invariants_of_every_site(model: str) -> None:
             fixed = wrong.apply(mutant)
             assert fixed != text and fixed != mutant, (m.operator, wrong)
         assert m.family == REGISTRY[m.operator].family
-        # a site may refine its operator's effect (a moved time bound says which way rows change)
-        assert m.effect == REGISTRY[m.operator].effect or m.operator.startswith("time.")
+        # a site may refine its operator's effect (a moved time bound says which way rows change; a null
+        # check flipped inside a filter changes which rows are kept)
+        assert (m.effect == REGISTRY[m.operator].effect or m.operator.startswith("time.")
+                or (m.operator == "null.flip_is_null" and m.effect == "changed_rows"))
         assert m.effect in EFFECTS
 
 
@@ -128,7 +130,12 @@ def test_operator_api_matches_candidates() -> None:
     assert edits == from_candidates
     for site in sites:
         repairs = op.wrong_repairs(site)
-        assert repairs and all(" distinct" == r.replacement for r in repairs)
+        # DISTINCT over the fan-out, the key restored against another key column of the joined
+        # relation, or the join's type changed instead of its key restored
+        assert [r.intent for r in repairs] == [
+            "remove the duplicates with DISTINCT instead of restoring the join key",
+            "restore the join key against the wrong column", "change the join type instead of restoring the key"]
+        assert repairs[0].replacement == " distinct" and repairs[2].replacement == "inner join"
 
 
 def test_wrong_repairs_are_plausible_edits() -> None:
@@ -140,9 +147,11 @@ def test_wrong_repairs_are_plausible_edits() -> None:
     assert any("not coalesce(" in r for r in repaired)
     drop = next(x for x in _mutations("orders") if x.operator == "filter.drop_conjunct"
                 and text[x.edit.start : x.edit.end] == "status = 'success'\n      and ")
-    # another literal the file compares `status` with, then the null check
-    assert [w.replacement for w in drop.wrong_repairs] == [
-        "status != 'returned'\n      and ", "status is not null\n      and ",
+    # the rule restored with another value the file compares `status` with (the bare null check is
+    # offered only when nothing closer to the rule exists)
+    assert [(w.replacement, w.intent) for w in drop.wrong_repairs] == [
+        ("status = 'returned'\n      and ", "restore the filter with another value"),
+        ("status in ('success', 'returned')\n      and ", "restore the filter with one value too many"),
     ]
 
 

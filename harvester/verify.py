@@ -1,0 +1,250 @@
+"""`harvest tasks verify`: re-check kept tasks from their pins, independently of the mint.
+
+Every build here is a full ``dbt seed`` + ``dbt build`` in a FRESH sandboxed workspace of the pin (no
+warm child, no copy of the pin's built database, no screening engine), into a database file named
+``VERIFY_DB_FILE``, another name than gold was built under. For each task:
+
+- ``gold_matches``: the unmodified project's graded tables score 1 (official and strict) against gold:
+  gold does not depend on the database's name, the clock or the build;
+- ``broken_fails``: the broken project (the task's broken patch) builds and scores 0 (official and strict);
+- ``repair_passes``: the true repair applied to the broken file builds and scores 1 (official and strict);
+- ``wrong_repair``: the wrong repair builds, fails no dbt test the true repair passes, scores 0, and its
+  graded output differs from the broken one under the official check (informative);
+- ``claims``: every claim the task records for its statement holds on the fresh broken build;
+- ``distinct``: no other verified task of the same pin has the same broken outputs or statement.
+
+Builds of identical inputs are shared (a true repair restores the original file byte for byte, so its
+build IS the unmodified project's build); nothing else is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import HarvestError
+from core.home import harvest_home, pins_dir
+from core.patching import PatchError, apply_to_text, parse_patch
+from core.pin import Pin, pin_path, read_pin
+from core.scorer import official, score
+from core.task_record import TaskRecord
+from harvester.build import BuildResult, build_workspace
+from harvester.discovery import discover
+from harvester.gold import gold_path
+from harvester.sandbox import Limits
+from harvester.workspace import fresh_workspace, template
+
+#: The database file every verification build uses: not gold's (``build.duckdb``).
+VERIFY_DB_FILE = "verified.duckdb"
+CHECKS = ("gold_matches", "broken_fails", "repair_passes", "wrong_repair", "claims", "distinct")
+
+
+class VerifyError(HarvestError):
+    """A task cannot be verified at all (its pin, gold or file is missing): fix the store, then re-run."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TaskVerdict:
+    instance_id: str
+    pin: str
+    checks: tuple[CheckResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"instance_id": self.instance_id, "pin": self.pin, "ok": self.ok,
+                "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.checks}}
+
+
+@dataclass
+class _PinBuilds:
+    """Fresh builds of one pin's variants, one per distinct text of the changed file."""
+
+    pin: Pin
+    scratch: Path
+    sandboxed: bool
+    limits: Limits
+    built: dict[tuple[str, str], BuildResult] = field(default_factory=dict)
+    count: int = 0
+
+    def build(self, file: str, text: str) -> BuildResult:
+        key = (file, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        if key not in self.built:
+            self.count += 1
+            workspace = self.scratch / f"v{self.count:03d}"
+            fresh_workspace(self.pin, workspace)
+            target = workspace / file
+            if target.is_symlink():
+                raise VerifyError(f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it")
+            target.write_text(text, encoding="utf-8")
+            profile = discover(workspace, self.pin.project_dir).profile
+            self.built[key] = build_workspace(
+                workspace, self.pin.project_dir, profile, self.pin.profile_schema, self.pin.clock,
+                sandboxed=self.sandboxed, limits=self.limits, log_path=self.scratch / f"v{self.count:03d}.log",
+                db_file=VERIFY_DB_FILE,
+            )
+        return self.built[key]
+
+
+def _apply(text: str, patch: str, what: str) -> str:
+    try:
+        return apply_to_text(text, parse_patch(patch)[0])
+    except (PatchError, IndexError) as exc:
+        raise VerifyError(f"the task's {what} does not apply to the pin's file: {exc}") from None
+
+
+def _signature(result: BuildResult, pin: Pin) -> str:
+    gradable = {t.name for t in pin.gradable_tables}
+    parts = sorted(f"{t.name}:{t.rows}:{t.fingerprint}" for t in result.tables if t.name in gradable)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[TaskVerdict, str]:
+    """Every check of one task (module docstring); also the broken build's output signature."""
+    from harvester.mint.claims import check_claims
+
+    pin = builds.pin
+    original_text = (template(pin) / record.file).read_text(encoding="utf-8")
+    broken_text = _apply(original_text, record.broken_patch, "broken patch")
+    repaired_text = _apply(broken_text, record.fix_patch, "fix patch")
+    checks: list[CheckResult] = []
+    spec = record.grading
+
+    original = builds.build(record.file, original_text)
+    if not original.models_ok or original.gold_file is None:
+        checks.append(CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}"))
+    else:
+        verdict = score(gold, original.gold_file, spec)
+        checks.append(CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
+                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+
+    broken = builds.build(record.file, broken_text)
+    signature = ""
+    if not broken.models_ok or broken.gold_file is None:
+        checks.append(CheckResult("broken_fails", False, f"the broken project does not build: {broken.first_error}"))
+    else:
+        signature = _signature(broken, pin)
+        verdict = score(gold, broken.gold_file, spec)
+        checks.append(CheckResult("broken_fails", not verdict.official.passed and not verdict.strict.passed,
+                                  f"official {verdict.official.score}, strict {verdict.strict.score}"))
+
+    repair = builds.build(record.file, repaired_text)
+    if repaired_text != original_text:
+        detail = "the fix patch does not restore the pin's file"
+        checks.append(CheckResult("repair_passes", False, detail))
+    elif not repair.models_ok or repair.gold_file is None:
+        checks.append(CheckResult("repair_passes", False, f"the repaired project does not build: {repair.first_error}"))
+    else:
+        verdict = score(gold, repair.gold_file, spec)
+        checks.append(CheckResult("repair_passes", verdict.official.passed and verdict.strict.passed,
+                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+
+    checks.append(_wrong_repair(record, builds, gold, broken, repair, broken_text))
+
+    if broken.gold_file is None or not broken.models_ok:
+        checks.append(CheckResult("claims", False, "no broken build to check the claims on"))
+    elif not record.claims:
+        checks.append(CheckResult("claims", False, "the task records no claim for its statement"))
+    else:
+        results = check_claims(pin, record.claims, gold, broken.gold_file)
+        false = [r for r in results if not r.holds]
+        graded = set(spec.condition_tabs)
+        stray = [c for c in record.claims if c.table not in graded]
+        checks.append(CheckResult(
+            "claims", not false and not stray,
+            f"{len(results) - len(false)}/{len(results)} hold"
+            + (f"; false: {false[0].claim.kind} {false[0].claim.table}.{false[0].claim.column} ({false[0].detail})" if false else "")
+            + (f"; about a table not graded: {stray[0].table}" if stray else ""),
+        ))
+    return TaskVerdict(record.instance_id, record.pin, tuple(checks)), signature
+
+
+def _wrong_repair(record: TaskRecord, builds: _PinBuilds, gold: Path, broken: BuildResult, repair: BuildResult,
+                  broken_text: str) -> CheckResult:
+    if not record.wrong_repair_patches:
+        return CheckResult("wrong_repair", False, "the task has no wrong repair" + (" (kept weak)" if record.weak else ""))
+    why = "no wrong repair qualifies"
+    for index, patch in enumerate(record.wrong_repair_patches):
+        wrong = builds.build(record.file, _apply(broken_text, patch, f"wrong repair {index}"))
+        if not wrong.models_ok or wrong.gold_file is None:
+            why = f"wrong repair {index} does not build: {wrong.first_error}"
+            continue
+        if not set(wrong.failed_tests) <= set(repair.failed_tests):
+            why = f"wrong repair {index} fails dbt tests the true repair passes"
+            continue
+        if official(gold, wrong.gold_file, record.grading).passed:
+            why = f"wrong repair {index} scores 1"
+            continue
+        if broken.gold_file is not None and official(broken.gold_file, wrong.gold_file, record.grading).passed:
+            why = f"wrong repair {index} is not informative: its graded output matches the broken build's"
+            continue
+        return CheckResult("wrong_repair", True, f"wrong repair {index}: builds, passes the repair's tests, "
+                                                  "scores 0, differs from the broken output")
+    return CheckResult("wrong_repair", False, why)
+
+
+def verify(records: Sequence[TaskRecord], *, sandboxed: bool = True, limits: Limits | None = None,
+           on_result: Callable[[TaskVerdict], None] | None = None) -> list[TaskVerdict]:
+    """Verify ``records`` (grouped by pin, one set of fresh builds per pin); see the module docstring."""
+    verdicts: list[TaskVerdict] = []
+    by_pin: dict[str, list[TaskRecord]] = {}
+    for record in records:
+        by_pin.setdefault(record.pin, []).append(record)
+    root = harvest_home() / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    for pin_id, group in sorted(by_pin.items()):
+        try:
+            pin = read_pin(pin_path(pin_id, pins_dir()))
+        except HarvestError as exc:
+            raise VerifyError(f"cannot verify tasks of {pin_id}: {exc}") from None
+        gold = gold_path(pin.gold_sha256)
+        scratch = Path(tempfile.mkdtemp(prefix="verify-", dir=root))
+        builds = _PinBuilds(pin, scratch, sandboxed, limits or Limits())
+        seen_signatures: dict[str, str] = {}
+        seen_statements: dict[str, str] = {}
+        try:
+            for record in sorted(group, key=lambda r: r.instance_id):
+                verdict, signature = verify_task(record, builds, gold)
+                digest = hashlib.sha256(" ".join(record.problem_statement.split()).encode()).hexdigest()
+                twin = seen_signatures.get(signature) if signature else None
+                same_words = seen_statements.get(digest)
+                detail = (f"the same broken outputs as {twin}" if twin else
+                          f"the same statement as {same_words}" if same_words else "no other task of the pin shares "
+                                                                                    "its broken outputs or statement")
+                verdict = TaskVerdict(verdict.instance_id, verdict.pin,
+                                      (*verdict.checks, CheckResult("distinct", not twin and not same_words, detail)))
+                if signature:
+                    seen_signatures.setdefault(signature, record.instance_id)
+                seen_statements.setdefault(digest, record.instance_id)
+                verdicts.append(verdict)
+                if on_result is not None:
+                    on_result(verdict)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return verdicts
+
+
+def summary(verdicts: Sequence[TaskVerdict]) -> dict[str, object]:
+    """Per check: how many tasks pass it, out of how many."""
+    return {
+        "tasks": len(verdicts),
+        "ok": sum(v.ok for v in verdicts),
+        "checks": {name: {"ok": sum(c.ok for v in verdicts for c in v.checks if c.name == name),
+                          "of": sum(1 for v in verdicts for c in v.checks if c.name == name)} for name in CHECKS},
+    }
+
+
+__all__ = ["CHECKS", "CheckResult", "TaskVerdict", "VERIFY_DB_FILE", "VerifyError", "summary", "verify", "verify_task"]
