@@ -57,4 +57,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="dbt-harvest")
 def main() -> None:
     """dbt-harvest: real dbt repositories in, verified repair tasks out."""
+    from cli._common import guard_terminal
+
+    guard_terminal()  # no control sequence from a repository or an agent reaches the terminal
 

@@ -1,18 +1,104 @@
-"""Shared CLI plumbing: one place that turns a HarvestError into one clear line and exit code 1."""
+"""Shared CLI plumbing: one place that turns a HarvestError into one clear line and exit code 1, and one
+place that makes what reaches a terminal safe.
+
+Names of tables, models and files, error messages, problem statements and patches come from repository
+content or agent output. Printed raw, an ESC or OSC sequence in one of them retitles the terminal,
+writes a hyperlink or the clipboard (OSC 52), clears the screen or moves the cursor to forge output.
+So every human-output path shows such strings through ``shown`` (``markup`` where rich parses markup):
+control characters (C0 but tab and, for blocks, newline; DEL; C1) and invisible format characters
+(bidi overrides, zero-width) are written as ``\\x1b``, ``\\u202e``... And as a backstop, ``main`` wraps
+stdout and stderr in ``TerminalStream``, which lets through only the styling and cursor sequences rich
+and progress bars emit (CSI ... m/K/A-D/G/H/J/h/l) and escapes every other control character. JSON output
+is unaffected: ``json.dumps`` already escapes every character either would touch.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
+import unicodedata
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
 from core.errors import HarvestError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: Sequences the backstop lets through: SGR styling, erase line/screen, cursor moves, cursor show/hide.
+_ALLOWED_CSI = re.compile(r"\x1b\[[0-9;?]{0,32}[mKABCDGHJhl]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def shown(value: object, *, lines: bool = False) -> str:
+    """``value`` as it may reach a terminal: every control and invisible format character escaped
+    (``\\x1b``, ``\\u202e``); tabs kept, and line breaks too when ``lines`` (a patch, a statement)."""
+    out = []
+    for char in str(value):
+        if char == "\t" or (lines and char == "\n"):
+            out.append(char)
+        elif ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or unicodedata.category(char) in ("Cf", "Zl", "Zp"):
+            out.append(_escape_char(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def markup(value: object) -> str:
+    """``shown(value)`` for a rich markup string: its square brackets cannot open a style or a link."""
+    from rich.markup import escape
+
+    return escape(shown(value))
+
+
+def say(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` of text that may hold repository content (lines kept, everything else escaped)."""
+    click.echo(shown(text, lines=True), err=err, nl=nl)
+
+
+def backstop(text: str) -> str:
+    """Escape every control character of ``text`` except newline, tab, carriage return and the allowed
+    CSI sequences (what rich's styles and status line and progress bars write)."""
+    out, pos = [], 0
+    for match in _ALLOWED_CSI.finditer(text):
+        out.append(_CONTROL.sub(lambda m: _escape_char(m.group()) if m.group() not in "\n\r" else m.group(),
+                                text[pos:match.start()]))
+        out.append(match.group())
+        pos = match.end()
+    out.append(_CONTROL.sub(lambda m: _escape_char(m.group()) if m.group() not in "\n\r" else m.group(), text[pos:]))
+    return "".join(out)
+
+
+class TerminalStream:
+    """A text stream that passes everything through ``backstop`` (and forwards the rest to ``stream``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError("TerminalStream takes text")  # so click never treats it as a binary stream
+        self._stream.write(backstop(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_terminal() -> None:
+    """Wrap stdout and stderr in ``TerminalStream`` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, TerminalStream):
+            setattr(sys, name, TerminalStream(stream))
 
 
 def one_line(message: str) -> str:
@@ -28,7 +114,7 @@ def fails_cleanly(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except HarvestError as exc:
-            click.echo(f"error: {one_line(str(exc))}", err=True)
+            click.echo(f"error: {shown(one_line(str(exc)))}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("add")
@@ -55,9 +55,9 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
         return
     out = Console()
     if result.status == "exists":
-        out.print(f"{result.pin.id} is already pinned at {result.path} (nothing to do; --rebuild to rebuild)")
+        out.print(f"{markup(result.pin.id)} is already pinned at {markup(result.path)} (nothing to do; --rebuild to rebuild)")
         return
     print_pin(result.pin, result.path, out)
     if result.status == "rebuilt":
-        out.print("no drift" if not result.drift else "[yellow]drift:[/yellow] " + "; ".join(result.drift))
+        out.print("no drift" if not result.drift else "[yellow]drift:[/yellow] " + markup("; ".join(result.drift)))
     out.print(f"{result.status} in {result.seconds:.1f} s")

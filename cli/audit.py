@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup, shown
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -26,14 +26,14 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
     console = Console()
     n = report["n"]
     console.print(
-        f"[bold]{report['split']}[/bold] / {report['driver'].get('name')}: official [bold]{report['official']}/{n}[/bold], "
+        f"[bold]{markup(report['split'])}[/bold] / {markup(report['driver'].get('name'))}: official [bold]{report['official']}/{n}[/bold], "
         f"strict {report['strict']}/{n}; missing {len(report['missing'])}, crashed {len(report['crashed'])}"
     )
     table = Table("rung", "meaning", "episodes")
     for rung, count in report["ladder"].items():
-        table.add_row(rung, report["ladder_labels"][rung], str(count))
+        table.add_row(markup(rung), markup(report["ladder_labels"][rung]), str(count))
     console.print(table)
-    console.print(f"report: {run_dir / 'report.md'}  chart: {run_dir / 'ladder.png'}")
+    console.print(markup(f"report: {run_dir / 'report.md'}  chart: {run_dir / 'ladder.png'}"))
 
 
 @click.group("audit", invoke_without_command=True)
@@ -131,14 +131,14 @@ def command(
     audit_options = AuditOptions(workers=workers, limits=EpisodeLimits(max_turns=max_turns, repeat_limit=repeat_limit))
     console = Console(stderr=True)
     passed = [0]
-    console.print(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}", markup=False)
+    console.print(shown(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}"), markup=False)
     # progress on stderr in every mode: a bar on a terminal, one line per interval when piped (--json too)
     with progress_of("audit", total=len(tasks), unit="episodes") as bar:
 
         def progress(verdict: dict[str, Any]) -> None:
             passed[0] += verdict.get("official") == 1
             if not as_json:
-                bar.note(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}")
+                bar.note(shown(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
             bar.advance(1, detail=f"{passed[0]} official pass")
 
         run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
@@ -198,7 +198,7 @@ def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, re
     from rich.console import Console
 
     console = Console()
-    console.print(comparison.summary(), markup=False)
+    console.print(shown(comparison.summary(), lines=True), markup=False)
     console.print(f"difference (B - A) {comparison.difference:+.3f}, paired bootstrap 95% interval "
                   f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
                   markup=False)

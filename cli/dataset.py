@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.group("dataset")
@@ -37,5 +37,5 @@ def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool
                    "left_out_repos": result.left_out_repos, "left_out_tasks": result.left_out_tasks})
         return
     rows = ", ".join(f"{s} {n}" for s, n in result.splits.items())
-    click.echo(f"built {result.out}: {rows} row(s), {len(result.gold_files)} gold file(s), "
-               f"{result.left_out_repos} repo(s) left out for license")
+    say(f"built {result.out}: {rows} row(s), {len(result.gold_files)} gold file(s), "
+        f"{result.left_out_repos} repo(s) left out for license")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup, say
 
 
 def demo_home(home: Path) -> Path:
@@ -60,16 +60,16 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     console = Console(stderr=True)
     example = materialize_example(harvest_home() / "example", reuse=True)
     home = demo_home(harvest_home())
-    click.echo(f"example repository: {example.project_repo}\npackage mirror: {example.mirror}\n"
+    say(f"example repository: {example.project_repo}\npackage mirror: {example.mirror}\n"
                f"the demo works in {home} (its own pins and tasks; your pins folder is not touched)", err=True)
     with _workspace(home):
-        console.print(f"$ harvest add {example.spec} --package-mirror {example.mirror}")
+        console.print(markup(f"$ harvest add {example.spec} --package-mirror {example.mirror}"))
         with working("two sandboxed builds of the example…"):
             result = add(example.spec, AddOptions(package_mirror=example.mirror, sandboxed=not no_sandbox))
         summary = {**pin_json(result.pin, result.path), "status": result.status, "demo_home": str(home)}
         if not as_json:
             print_pin(result.pin, result.path)
-            Console().print(f"{result.status}: {result.path}")
+            Console().print(markup(f"{result.status}: {result.path}"))
         if do_mint:
             summary["mint"] = _mint(result.pin, not no_sandbox, console)
     if as_json:
@@ -96,7 +96,7 @@ def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def
         first = SplitLedger.load(pins_dir()).reservation is None
         console.print("$ harvest split assign" + (" --test 0 --dev 0 --seed 0" if first else ""))
         assign(pins_dir(), Params(test=0, dev=0, seed=0) if first else None)
-    console.print(f"$ harvest mint {pin.id} --max-per-model 1")
+    console.print(markup(f"$ harvest mint {pin.id} --max-per-model 1"))
     with working("minting: screening in DuckDB, confirming with sandboxed builds…"):
         mint([pin], MintOptions(max_per_model=1, sandboxed=sandboxed), mint_target(harvest_home(), pins_dir()))
     return yield_report([pin.id])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.group(name="export")
@@ -50,9 +50,9 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
         echo_json(report.to_dict())
         return
     for task in report.exported:
-        click.echo(f"exported {task.instance_id}  answer_or_path {task.answer_or_path}")
+        say(f"exported {task.instance_id}  answer_or_path {task.answer_or_path}")
     for skipped in report.skipped:
-        click.echo(f"skipped  {skipped.instance_id}  {skipped.reason}")
-    click.echo(f"{len(report.exported)} task(s) of the {split} split in {report.out} "
+        say(f"skipped  {skipped.instance_id}  {skipped.reason}")
+    say(f"{len(report.exported)} task(s) of the {split} split in {report.out} "
                f"({len(report.skipped)} skipped); run a Spider2 agent on {report.out}/examples/spider2-dbt.jsonl "
                f"and score with `harvest score --spider2 --results DIR --gold {report.out}/evaluation_suite/gold`")

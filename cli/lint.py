@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.command("lint")
@@ -26,7 +26,7 @@ def command(exclusions_path: Path | None, as_json: bool) -> None:
         echo_json({"violations": [v.__dict__ for v in violations]})
     else:
         for v in violations:
-            click.echo(v.line())
+            say(v.line())
         click.echo(f"{len(violations)} violation(s)", err=bool(violations))
     if violations:
         sys.exit(1)

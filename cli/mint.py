@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("mint")
@@ -76,9 +76,9 @@ def _print_report(report: dict, counts: dict) -> None:
     for family, row in sorted(report["families"].items()):
         reasons = {**row["screened_out"], **row["confirm_rejected"]}
         top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
-        table.add_row(family, str(sum(row["dead_sites"].values())), str(row["candidates"]),
+        table.add_row(markup(family), str(sum(row["dead_sites"].values())), str(row["candidates"]),
                       str(sum(row["screened_out"].values())), str(row["survived_screen"]), str(row["kept"]),
-                      str(row["not_confirmed_cap"]), f"{top[0]} ({top[1]})")
+                      str(row["not_confirmed_cap"]), markup(f"{top[0]} ({top[1]})"))
     console.print(table)
     q = report["quality"]
     rate = "-" if q["informative_rate"] is None else f"{100 * q['informative_rate']:.0f}%"

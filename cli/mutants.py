@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say, shown
 from core.errors import HarvestError
 
 
@@ -89,19 +89,19 @@ def _print_human(report: dict[str, Any]) -> None:
 
     text = report["_text"]
     status = "parsed" if report["parsed"] else f"NOT parsed: {report['reason']}"
-    click.secho(f"== {report['file']}: {status}; {len(report['mutations'])} mutation(s)", bold=True)
+    click.secho(shown(f"== {report['file']}: {status}; {len(report['mutations'])} mutation(s)"), bold=True)
     for region in report["off_limits"]:
         line = text.count("\n", 0, region["start"]) + 1
-        click.echo(f"   off-limits line {line} [{region['start']}, {region['end']}): {region['why']}")
+        click.echo(shown(f"   off-limits line {line} [{region['start']}, {region['end']}): {region['why']}"))
     for m in report["mutations"]:
         edit = Edit(m["start"], m["end"], m["replacement"])
         mutant = edit.apply(text)
-        click.secho(f"-- {m['operator']} ({m['family']}, {m['effect']})", fg="cyan")
-        click.echo(_diff(text, mutant, report["file"], m["operator"]), nl=False)
+        click.secho(shown(f"-- {m['operator']} ({m['family']}, {m['effect']})"), fg="cyan")
+        say(_diff(text, mutant, report["file"], m["operator"]), nl=False)
         for k, w in enumerate(m["wrong_repairs"], 1):
             fixed = Edit(w["start"], w["end"], w["replacement"]).apply(mutant)
             click.secho(f"   wrong repair {k}:", fg="yellow")
-            click.echo(_diff(mutant, fixed, report["file"], f"wrong repair {k}"), nl=False)
+            say(_diff(mutant, fixed, report["file"], f"wrong repair {k}"), nl=False)
 
 
 @click.command("mutants")

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cli._common import markup
 from core.pin import Pin
 
 
@@ -40,11 +41,12 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
 def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     console = console or Console()
     deterministic = sum(t.deterministic for t in pin.tables)
-    console.print(f"[bold]{pin.id}[/bold]  {pin.spec}")
-    console.print(f"pin: {path}")
-    console.print(f"commit {pin.commit}{'  (ref ' + pin.ref + ')' if pin.ref else ''}  project {pin.project_dir}  license {pin.license}")
-    console.print(f"clock {pin.clock} ({'frozen' if pin.clock_frozen else 'ticking'})  database {pin.database}  "
-                  f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}")
+    console.print(f"[bold]{markup(pin.id)}[/bold]  {markup(pin.spec)}")
+    console.print(f"pin: {markup(path)}")
+    ref = f"  (ref {pin.ref})" if pin.ref else ""
+    console.print(markup(f"commit {pin.commit}{ref}  project {pin.project_dir}  license {pin.license}"))
+    console.print(markup(f"clock {pin.clock} ({'frozen' if pin.clock_frozen else 'ticking'})  database {pin.database}  "
+                         f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}"))
     console.print(
         f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
         f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"
@@ -52,13 +54,13 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     table = Table("table", "rows", "deterministic", "gradable", "never graded (unstable columns)")
     for t in pin.tables:
         unstable = ", ".join(f"{c}{' (database name)' if c in t.database_columns else ''}" for c in t.unstable_columns)
-        table.add_row(t.name, str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no",
-                      unstable or "-")
+        table.add_row(markup(t.name), str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no",
+                      markup(unstable or "-"))
     console.print(table)
     if pin.packages:
         packages = Table("package", "source", "version", "commit")
         for p in pin.packages:
-            packages.add_row(p.name, p.source, p.version or "-", p.commit[:12] or "-")
+            packages.add_row(markup(p.name), markup(p.source), markup(p.version or "-"), markup(p.commit[:12] or "-"))
         console.print(packages)
     for skipped in pin.skipped:
-        console.print(f"[yellow]skipped[/yellow] {skipped.path}: {skipped.reason}")
+        console.print(f"[yellow]skipped[/yellow] {markup(skipped.path)}: {markup(skipped.reason)}")

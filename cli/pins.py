@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup, say
 
 
 @click.command("list")
@@ -22,10 +22,10 @@ def command(as_json: bool) -> None:
         echo_json({"pins": [pin_json(p, pin_path(p.id, pins_dir())) for p in pins]})
         return
     if not pins:
-        click.echo(f"no pins under {pins_dir()}")
+        say(f"no pins under {pins_dir()}")
         return
     table = id_table("pin", "commit", "tables", "gradable", "packages", "clock", "license", ids=("pin", "commit"))
     for p in pins:
-        table.add_row(p.id, p.commit[:12], str(len(p.tables)), str(len(p.gradable_tables)), str(len(p.packages)),
-                      p.clock, p.license)
+        table.add_row(markup(p.id), markup(p.commit[:12]), str(len(p.tables)), str(len(p.gradable_tables)),
+                      str(len(p.packages)), markup(p.clock), markup(p.license))
     print_table(table)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say, shown
 
 
 @click.command("publish")
@@ -31,10 +31,10 @@ def command(folder: Path, repo_id: str, split: str, private: bool, dry_run: bool
         return
     verb = "would upload" if dry_run else "uploaded"
     for f in result.files:
-        click.echo(f"{f.path}\t{f.size}\t{f.sha256}")
+        say(f"{shown(f.path)}\t{f.size}\t{f.sha256}")
     total = sum(f.size for f in result.files)
     where = " (private repository)" if result.repo_private or (dry_run and private) else ""
-    click.echo(f"{verb} {len(result.files)} file(s), {total} bytes, to dataset {repo_id}{where}"
-               f"{': ' + result.commit_url if result.commit_url else ''}")
+    say(f"{verb} {len(result.files)} file(s), {total} bytes, to dataset {shown(repo_id)}{where}"
+        f"{': ' + shown(result.commit_url) if result.commit_url else ''}")
     if result.card_splits:
-        click.echo(f"the card lists: {', '.join(result.card_splits)}")
+        say(f"the card lists: {', '.join(result.card_splits)}")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say, shown
 from core.errors import HarvestError
 
 if TYPE_CHECKING:
@@ -172,14 +172,14 @@ def _report(gold: Path, pred: Path, spec, show_explain: bool, as_json: bool) -> 
         if as_json:
             echo_json(explanation.to_dict())
         else:
-            click.echo(explanation.to_text())
+            say(explanation.to_text())  # values from the submission: escaped
         return None
     result = score(gold, pred, spec)
     if as_json:
         echo_json(result.to_dict())
         return float(result.official.score)
     for label, verdict in (("official", result.official), ("strict", result.strict)):
-        click.echo(f"{label:<9}{verdict.score}" + (f"  ({verdict.reason})" if verdict.reason else ""))
+        click.echo(f"{label:<9}{verdict.score}" + (f"  ({shown(verdict.reason)})" if verdict.reason else ""))
     return float(result.official.score)
 
 
@@ -197,7 +197,7 @@ def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: 
         echo_json(report.to_dict())
     else:
         for line in report_lines(report):
-            click.echo(line)
+            click.echo(shown(line))
     return report.score / report.total if report.total else 0.0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.group("split")
@@ -78,9 +78,10 @@ def show_cmd(as_json: bool) -> None:
         return
     table = id_table("group", "split", "pins", "why grouped", ids=("group", "pins"))
     for row in rows:
-        table.add_row(row["group"], row["split"], "\n".join(row["pins"]), "\n".join(row["reasons"]) or "-")
+        table.add_row(markup(row["group"]), markup(row["split"]), "\n".join(markup(p) for p in row["pins"]),
+                      "\n".join(markup(r) for r in row["reasons"]) or "-")
     print_table(table, console)
     for h in history:
-        console.print(f"#{h['seq']} {h['time']} {h['action']} commitment {h['commitment'][:16]}")
+        console.print(markup(f"#{h['seq']} {h['time']} {h['action']} commitment {h['commitment'][:16]}"))
     if not history:
         console.print("no reservation yet: run `harvest split assign --test N --dev N --seed S`")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, markup, say, shown
 
 
 @click.group("tasks")
@@ -47,8 +47,8 @@ def list_tasks(split: str | None, as_json: bool) -> None:
         return
     table = id_table("task", "split", "family", "operator", "local checks", "local tests", ids=("task",))
     for r in records:
-        table.add_row(r.instance_id, r.split, r.family, r.operator, "silent" if r.local_checks.silent else "loud",
-                      str(r.local_tests))
+        table.add_row(markup(r.instance_id), markup(r.split), markup(r.family), markup(r.operator),
+                      "silent" if r.local_checks.silent else "loud", str(r.local_tests))
     print_table(table)
 
 
@@ -69,14 +69,14 @@ def show_task(task_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(json.loads(record.to_json()))
         return
-    click.echo(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})")
-    click.echo(f"file: {record.file}")
+    say(shown(f"{record.instance_id}  [{record.split}] {record.family}/{record.operator} ({record.effect})"))
+    say(f"file: {shown(record.file)}")
     for line in _grading_lines(record.grading):
-        click.echo(line)
-    click.echo("")
-    click.echo(record.problem_statement + "\n")
-    click.echo("broken patch:\n" + record.broken_patch)
-    click.echo("fix patch:\n" + record.fix_patch)
+        say(shown(line))
+    say("")
+    say(record.problem_statement + "\n")
+    say("broken patch:\n" + record.broken_patch)
+    say("fix patch:\n" + record.fix_patch)
 
 
 @command.command("verify")

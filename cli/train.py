@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from cli._common import echo_json, fails_cleanly, json_option, say, shown
 
 config_option = click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run config (TOML)."
@@ -49,15 +49,15 @@ def _report(result: object, as_json: bool) -> None:
             echo_json({"gate": result.to_dict()})
         else:
             for line in result.lines():
-                click.echo(line)
+                say(line)
         return
     manifest = result.manifest  # type: ignore[attr-defined]
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "adapter": str(result.adapter_dir), "manifest": manifest})  # type: ignore[attr-defined]
         return
-    click.echo(f"run: {result.run_dir}")  # type: ignore[attr-defined]
-    click.echo(f"adapter: {result.adapter_dir} (sha256 {manifest['adapter_sha256'][:12]})")  # type: ignore[attr-defined]
-    click.echo(f"manifest: {manifest['signature']['kind']} signed; steps {manifest['metrics'].get('global_step')}")
+    say(f"run: {shown(result.run_dir)}")  # type: ignore[attr-defined]
+    say(f"adapter: {shown(result.adapter_dir)} (sha256 {manifest['adapter_sha256'][:12]})")  # type: ignore[attr-defined]
+    say(f"manifest: {manifest['signature']['kind']} signed; steps {manifest['metrics'].get('global_step')}")
 
 
 @command.command(name="sft", epilog=_epilog("sft"))
@@ -110,5 +110,5 @@ def freeze(run_dir: Path, require_hmac: bool, as_json: bool) -> None:
     if as_json:
         echo_json(recipe.to_dict())
     else:
-        click.echo(f"frozen: {recipe.run_dir} as recipe {recipe.recipe} ({recipe.kind}, adapter {recipe.adapter_sha256[:12]})")
-        click.echo(f"next: harvest audit --split test --recipe {recipe.run_dir}")
+        say(f"frozen: {recipe.run_dir} as recipe {recipe.recipe} ({recipe.kind}, adapter {recipe.adapter_sha256[:12]})")
+        say(f"next: harvest audit --split test --recipe {recipe.run_dir}")

@@ -10,6 +10,7 @@ atomically. A killed run therefore leaves no pin and no gold that looks whole, a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -34,7 +35,7 @@ from core.licenses import detect_license
 from harvester.packages import load_mirror, resolve_packages, vendor_packages
 from core.patching import apply_patch
 from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
-from harvester.sandbox import Limits, sandbox_available
+from harvester.sandbox import Limits, safe_fs, sandbox_available
 from harvester.specs import (
     Identity,
     RepoSpec,
@@ -159,8 +160,8 @@ def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run
     project = discover(root, options.project_dir)
     mirror = load_mirror(options.package_mirror)
     project_path = root / project.rel_dir
-    packages = resolve_packages(project_path, store, mirror)
-    vendor_packages(project_path, packages, store)
+    packages = resolve_packages(project_path, store, mirror, tree=root)
+    vendor_packages(project_path, packages, store, workspace=root)
     patch_text = ""
     if options.compat_patch is not None:
         try:
@@ -304,7 +305,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     tables = _tables(builds)
     assert first.gold_file is not None
     gold_sha = install_gold(first.gold_file)
-    install_state(pin_id, first.workspace, source.project.rel_dir)
+    install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
     pin = Pin(
         id=pin_id, spec=f"{identity.display}@{spec.rev}", url=identity.url, commit=source.commit,
         tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
@@ -319,8 +320,9 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
     path = write_pin(pin, pins_dir())
     for index in (1, 2, 3):  # keep logs and the first workspace's target/ for inspection, drop the bulk
-        shutil.rmtree(run_dir / f"build{index}" / "dbt_packages", ignore_errors=True)
-    shutil.rmtree(run_dir / "source", ignore_errors=True)
+        with contextlib.suppress(HarvestError, OSError):
+            safe_fs.remove(run_dir / f"build{index}", "dbt_packages")
+    safe_fs.rmtree(run_dir / "source")
     status = "rebuilt" if previous else "added"
     return AddResult(pin, path, status, drift, time.perf_counter() - started)
 

@@ -40,7 +40,7 @@ class BuildResult:
     failed_tests: tuple[str, ...]
     tables: tuple[CapturedTable, ...]
     seed_rows: int
-    gold_file: Path | None
+    gold_file: Path | None  # the host's own copy of the captured tables (outside the workspace)
 
     @property
     def tests_pass(self) -> bool:
@@ -69,12 +69,14 @@ def build_workspace(
     select: tuple[str, ...] = (),
     seed: bool = True,
     db_file: str = "build.duckdb",
+    duckdb_scope: str = "workspace",
 ) -> BuildResult:
     """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures.
 
     ``seed=False`` with a ``select`` is the incremental form used when the workspace already holds the
     pin's built database: only the selected nodes (and their tests) are rebuilt. ``db_file`` names the
-    DuckDB file the profile builds into (its stem is dbt's database name).
+    DuckDB file the profile builds into (its stem is dbt's database name). ``duckdb_scope`` "database"
+    lets DuckDB touch only the database (agent and reward builds; see the sandbox runner).
     """
     write_profile(workspace, project_dir, profile, schema, db_file=db_file)
     build_args = ("build", *(("--select", *select) if select else ()))
@@ -84,7 +86,7 @@ def build_workspace(
         steps.append(CaptureStep())
     run = run_steps(
         workspace, project_dir, steps, clock=clock, sandboxed=sandboxed,
-        limits=limits or Limits(), log_path=log_path, stop_on_failure=False,
+        limits=limits or Limits(), log_path=log_path, stop_on_failure=False, duckdb_scope=duckdb_scope,
     )
     return interpret(workspace, steps, run)
 
@@ -134,7 +136,7 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
                 for t in capture_step.detail.get("tables", [])
             )
             seed_rows = int(capture_step.detail.get("seed_rows", 0))
-            gold_file = workspace / capture.out
+            gold_file = Path(capture_step.detail["file"])  # the runner's checked host copy
     return BuildResult(
         workspace=workspace, run=run, models_ok=models_ok, first_error=first_error.splitlines()[0] if first_error else "",
         tests_total=len(tests), tests_failed=len(failed_tests),

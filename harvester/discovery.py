@@ -3,10 +3,16 @@
 The root ``dbt_project.yml`` by default; for package repositories (Fivetran style) whose buildable
 data lives in ``integration_tests/`` with the package itself as ``local: ../``, that folder. A user's
 ``--project-dir`` always wins. The decision and the facts it rests on are returned as data.
+
+The folders ``dbt_project.yml`` names (``model-paths``, ``seed-paths``, ``macro-paths``, ``test-paths``)
+are read on the host (hashed into the pin, scanned for the clock, offered to an agent), so each is
+resolved with its symlinks and ``..`` against the exported tree and refused, in one line, when it
+lands outside it.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,19 @@ def _paths(config: dict[str, Any], key: str, legacy: str | None, default: str) -
     if isinstance(value, str):
         value = [value]
     return tuple(str(v) for v in value)
+
+
+def inside_tree(tree: Path, base: Path, value: str, what: str) -> Path:
+    """``base / value`` resolved (symlinks and '..' followed) when it stays inside ``tree``; otherwise a
+    ProjectError naming ``what`` (e.g. "dbt_project.yml model-paths") and the entry."""
+    shown = " ".join(repr(value).split())
+    if not value or "\x00" in value or os.path.isabs(value):
+        raise ProjectError(f"{what} entry {shown} is not a relative folder of the repository; refusing it")
+    real_tree = Path(os.path.realpath(tree))
+    resolved = Path(os.path.realpath(base / value))
+    if resolved != real_tree and real_tree not in resolved.parents:
+        raise ProjectError(f"{what} entry {shown} resolves outside the repository; refusing to read it")
+    return resolved
 
 
 def _depends_on_parent(project: Path) -> bool:
@@ -98,14 +117,24 @@ def _describe(tree: Path, project: Path, reason: str) -> Project:
     if not isinstance(config, dict) or not config.get("name"):
         raise ProjectError(f"{project.relative_to(tree) / 'dbt_project.yml'}: has no project name")
     name = str(config["name"])
+    rel_dir = str(project.relative_to(tree)) if project != tree else "."
+    folders = {
+        key: _paths(config, key, legacy, default)
+        for key, legacy, default in (("seed-paths", "data-paths", "seeds"), ("model-paths", "source-paths", "models"),
+                                     ("macro-paths", None, "macros"), ("test-paths", None, "tests"))
+    }
+    where = "dbt_project.yml" if rel_dir == "." else f"{rel_dir}/dbt_project.yml"
+    for key, values in folders.items():
+        for value in values:
+            inside_tree(tree, project, value, f"{where} {key}")
     return Project(
-        rel_dir=str(project.relative_to(tree)) if project != tree else ".",
+        rel_dir=rel_dir,
         name=name,
         profile=str(config.get("profile") or name),
         schema=_schema_for(config),
-        seed_paths=_paths(config, "seed-paths", "data-paths", "seeds"),
-        model_paths=_paths(config, "model-paths", "source-paths", "models"),
-        macro_paths=_paths(config, "macro-paths", None, "macros"),
-        test_paths=_paths(config, "test-paths", None, "tests"),
+        seed_paths=folders["seed-paths"],
+        model_paths=folders["model-paths"],
+        macro_paths=folders["macro-paths"],
+        test_paths=folders["test-paths"],
         reason=reason,
     )

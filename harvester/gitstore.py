@@ -469,7 +469,8 @@ class _TreeWriter:
             handle.write(self.repo[entry.id].data)
 
     def write_links(self) -> None:
-        """Create the kept symlinks, then drop any whose real target leaves the tree via a chain."""
+        """Create the kept symlinks, then drop any whose real target leaves the tree via a chain, and any
+        that leads nowhere (a dangling link or chain: dbt would fail on it with a bare FileNotFoundError)."""
         for rel, target in self._links:
             os.symlink(target, self.root / rel)
         real_root = os.path.realpath(self.root)
@@ -479,6 +480,11 @@ class _TreeWriter:
             if os.path.commonpath([real_root, resolved]) != real_root:
                 path.unlink()
                 self.skipped.append(SkippedPath(rel, f"symlink leaves the tree (-> {target})"))
+        for rel, target in self._links:
+            path = self.root / rel
+            if os.path.islink(path) and not os.path.exists(path):
+                path.unlink()
+                self.skipped.append(SkippedPath(rel, f"symlink leads nowhere: its target does not exist (-> {target})"))
 
 
 def _link_stays_inside(rel: str, target: str) -> bool:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
-
 from core import atomic
 from core.errors import GoldError
 from core.home import gold_dir
+from core.locked_duckdb import connect_locked
 
 _verified: dict[tuple[str, int, int], bool] = {}
 
@@ -46,7 +45,7 @@ def gold_path(sha256: str, *, verify: bool = True) -> Path:
 
 def _check_tables_only(path: Path) -> None:
     """Gold is opened outside the sandbox: it must hold base tables only, no views or macros."""
-    con = duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+    con = connect_locked(str(path), read_only=True)
     try:
         views = con.execute(
             "select schema_name || '.' || view_name from duckdb_views() where not internal"

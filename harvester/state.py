@@ -3,7 +3,9 @@
 Stage 1 of minting re-runs compiled SQL against the pin's built database instead of rebuilding, and
 reads models, compiled SQL and lineage from dbt's manifest. Both come from the first sandboxed build
 of `harvest add`, are stored under HARVEST_HOME/state/<pin>/ with their sha256 in a meta file, and are
-verified on every load.
+verified on every load. They are copied out of the build's workspace through ``safe_fs`` (beneath the
+workspace, no link followed, regular files only, bounded): project code may have replaced either with a
+link to a host file after the capture.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from typing import Any
 from core import atomic
 from core.errors import GoldError
 from core.home import harvest_home
+from harvester.sandbox import safe_fs
 
 DB_FILE = "build.duckdb"
+#: Bound of the copied manifest (the database is bounded by the build's own disk bound).
+MANIFEST_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -30,17 +35,19 @@ def state_dir(pin_id: str) -> Path:
     return harvest_home() / "state" / pin_id.replace("@", "_")
 
 
-def install_state(pin_id: str, workspace: Path, project_dir: str) -> None:
-    """Copy the build's database and manifest into the pin's state folder (meta written last)."""
+def install_state(pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30) -> None:
+    """Copy the build's database and manifest into the pin's state folder (meta written last).
+
+    Both are read beneath ``workspace`` without following any link; a link or a non-regular file there
+    is refused (GoldError), and nothing of it reaches the state folder."""
     folder = state_dir(pin_id)
-    database = workspace / DB_FILE
-    manifest = workspace / project_dir / "target" / "manifest.json"
+    manifest = f"{project_dir}/target/manifest.json" if project_dir not in ("", ".") else "target/manifest.json"
     hashes = {}
-    for src, name in ((database, DB_FILE), (manifest, "manifest.json")):
-        if not src.is_file():
-            raise GoldError(f"the build left no {src.name} to keep as minting state")
-        atomic.install_file(src, folder / name)
-        hashes[name] = atomic.sha256_file(folder / name)
+    for rel, name, bound in ((DB_FILE, DB_FILE, max_bytes), (manifest, "manifest.json", MANIFEST_BYTES)):
+        try:
+            hashes[name] = safe_fs.copy_out(workspace, rel, folder / name, max_bytes=bound)
+        except safe_fs.UnsafePathError as exc:
+            raise GoldError(f"the build left no usable {name} to keep as minting state: {exc}") from None
     atomic.write_text(folder / "meta.json", json.dumps(hashes, sort_keys=True))
 
 

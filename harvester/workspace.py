@@ -57,7 +57,7 @@ def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None =
     report = store.export(repo, pin.commit, tree)
     if report.tree != pin.tree:
         raise PinError(f"{pin.id}: the commit's tree is {report.tree[:12]}, the pin recorded {pin.tree[:12]}")
-    vendor_packages(tree / pin.project_dir, pin.packages, store)
+    vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
     if pin.compat_patch_sha256:
         apply_patch(tree, compat_text)
 

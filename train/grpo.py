@@ -5,7 +5,7 @@ Two modes ([grpo] mode):
 - ``single_turn``: the prompt is the repair prompt of SFT; each completion is scored by a
   RewardBackend running in a RewardPool (warm worker processes, a per-rollout timeout counting as 0).
   Backends ([reward] backend): ``harvester`` — EditingBackend over the harvester's sandboxed
-  build+score (``train.reward_build.build_and_score``, see train/reward.py); ``duckdb_sql`` —
+  build+score (``harvester.grading.edited.build_and_score``, see train/reward.py); ``duckdb_sql`` —
   DuckDBSqlBackend for plain-SQL projects (train/sql_backend.py).
 - ``multi_turn``: trl's ``environment_factory`` with the eval tool environment ([grpo] environment,
   ``module:Class``, constructed as ``Class(tasks)`` with the run's train tasks by id): the environment's
@@ -45,7 +45,7 @@ def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory
         from train.sql_backend import DuckDBSqlBackend
 
         return functools.partial(DuckDBSqlBackend, project, Path(config.reward.inputs))
-    from train.reward_build import build_and_score
+    from harvester.grading.edited import build_and_score
 
     return functools.partial(EditingBackend, project, build_and_score)
 

@@ -7,6 +7,11 @@ from ``<inputs>/<pin>.duckdb``, copied per rollout; every model of the edited pr
 table in dependency order, and the copy is scored by the REAL scorer (core.scorer) against the task's
 gold (harvester.gold, hash-verified once per process). Any other Jinja, a cycle or a SQL error is a
 failed build: 0 with its reason. For full dbt projects use the harvester backend.
+
+The SQL is a model's completion, run in the trainer's own process, so it runs on the project's one
+locked-down DuckDB (``core.locked_duckdb``): no file but the rollout's private copy of the inputs, no
+extensions, memory and threads bounded, configuration locked, and every statement interrupted after
+``statement_seconds``. A completion that reads or writes a host file, or runs for ever, scores 0.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
 from core.task_record import TaskRecord
 from train.project import ProjectSource
 from train.reward import EditingBackend, RewardResult, Verdict
@@ -69,9 +75,12 @@ def compile_models(files: Mapping[str, str], project_dir: str) -> list[tuple[str
 class DuckDBSqlBackend:
     """RewardBackend for plain-SQL projects (see module docstring). Picklable: pool workers build one."""
 
-    def __init__(self, project: ProjectSource, inputs: Path) -> None:
+    def __init__(self, project: ProjectSource, inputs: Path, *, statement_seconds: float = 30.0,
+                 memory_limit: str = "2GB") -> None:
         self.project = project
         self.inputs = Path(inputs)
+        self.statement_seconds = statement_seconds
+        self.memory_limit = memory_limit
         self._verified: set[str] = set()
         self._editing = EditingBackend(project, self.build_and_score)
 
@@ -101,11 +110,16 @@ class DuckDBSqlBackend:
         with tempfile.TemporaryDirectory(prefix="reward-") as tmp:
             submission = Path(tmp) / "submission.duckdb"
             shutil.copyfile(source, submission)
-            con = duckdb.connect(str(submission))
+            lock = Lock(allowed_directories=(str(Path(tmp).resolve()),), temp_directory=str(Path(tmp).resolve()),
+                        memory_limit=self.memory_limit, threads=1)
+            con = LockedDuckDB(str(submission), lock, statement_seconds=self.statement_seconds)
             try:
                 for name, sql in order:
                     con.execute(f'create or replace table "{name}" as {sql}')
+                con.execute("checkpoint")
             except duckdb.Error as exc:
+                if is_interrupt(exc):
+                    return Verdict(0, 0, f"build failed: a statement ran past {self.statement_seconds:g} s")
                 return Verdict(0, 0, f"build failed: {str(exc).splitlines()[0][:200]}")
             finally:
                 con.close()

@@ -13,8 +13,10 @@ timestamps as microseconds, and the numeric types whose pandas values are exactl
 ints, bools, IEEE floats), plus one fetchdf() for DECIMAL and HUGEINT, whose conversion to float is
 DuckDB's own; never one Python object per value.
 
-Files are opened read-only with external access disabled, so a VIEW in an untrusted file that reads
-``/etc/passwd`` fails (and the submission scores 0) instead of leaking the file.
+Files are opened read-only through the project's one locked-down DuckDB (``core.locked_duckdb``: no
+file but the database itself, no extensions, configuration locked), so a VIEW in an untrusted file that
+reads ``/etc/passwd`` fails (and the submission scores 0) instead of leaking the file; reading a
+submission is interrupted after ``SUBMISSION_SECONDS`` (a view that runs for ever scores 0).
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.locked_duckdb import Lock, LockedDuckDBError, bounded, connect_locked
 from core.scorer.errors import GoldFileError, GoldTableError
 
-#: Connection settings for every file the scorer opens itself.
-LOCKDOWN: dict[str, Any] = {
-    "enable_external_access": False,
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-}
+#: The lock of every connection the scorer opens itself: no file access, no extensions, locked; DuckDB's
+#: own memory and thread defaults (scoring is not the place to slow down).
+SCORER_LOCK = Lock(memory_limit="", threads=0)
+#: Wall-time bound of reading one submission file (its views run then).
+SUBMISSION_SECONDS = 600.0
 
 Source = str | Path | duckdb.DuckDBPyConnection
 
@@ -105,13 +107,14 @@ def open_source(src: Source, *, gold: bool) -> Iterator[duckdb.DuckDBPyConnectio
             raise GoldFileError(f"gold file {path} does not exist: check the task's gold path")
         raise SubmissionFailure("missing file")
     try:
-        con = duckdb.connect(str(path), read_only=True, config=LOCKDOWN)
-    except duckdb.Error as exc:
+        con = connect_locked(str(path), SCORER_LOCK, read_only=True)
+    except (duckdb.Error, LockedDuckDBError) as exc:
         if gold:
             raise GoldFileError(f"gold file {path} is not a readable DuckDB database: {_first_line(exc)}") from None
         raise SubmissionFailure(f"unreadable file: {_first_line(exc)}") from None
     try:
-        yield con
+        with bounded(con, SUBMISSION_SECONDS):
+            yield con
     finally:
         con.close()
 

@@ -125,9 +125,10 @@ class Scratch:
 
     def get(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            from core.scorer.source import LOCKDOWN
+            from core.locked_duckdb import connect_locked
+            from core.scorer.source import SCORER_LOCK
 
-            self._con = duckdb.connect(":memory:", config=LOCKDOWN)
+            self._con = connect_locked(":memory:", SCORER_LOCK)
         return self._con
 
     def close(self) -> None:

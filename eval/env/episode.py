@@ -6,6 +6,12 @@ actions without submitting), ``abandoned`` (the driver stopped without submittin
 answered without a tool call and the conversation ended). Every action is one turn; an invalid one (unknown
 tool, bad arguments, a refused path, a reply without a tool call) is counted and answered with an
 error that says what to do. Each step is appended to the transcript, which the audit saves as JSONL.
+
+After every action that runs dbt or SQL (``dbt``, ``query``, ``validate``) the episode's
+``WorkspaceGuard`` checks that the project is still exactly what the agent wrote with ``write_file``;
+a change made any other way (an agent's SQL writing a Python model, a link planted by a model) fails the
+action with a message saying what changed, and is undone. A refusal of the sandbox itself (a workspace
+the project tampered with) ends up as an error observation too, never as an exception out of ``act``.
 """
 
 from __future__ import annotations
@@ -19,11 +25,15 @@ from typing import Any, Callable
 from eval.env import tools
 from eval.env.errors import InvalidAction
 from eval.env.grading import Submission, grade
+from eval.env.guard import WorkspaceGuard
 from eval.env.workspace import TaskWorkspace
+from core.errors import HarvestError
 from core.task_record import TaskRecord
 
 RUNNING, SUBMITTED, LOOPED, TURN_CAP, ABANDONED = "running", "submitted", "looped", "turn_cap", "abandoned"
 NO_TOOL_CALL = "<no tool call>"
+#: Actions that run dbt or SQL in the sandbox: the guard checks the workspace after each.
+RUNS_CODE = ("dbt", "query", "validate")
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,9 @@ class Episode:
         self._last_key = ""
         self._repeats = 0
         self._started = time.monotonic()
+        self.guard = WorkspaceGuard.take(workspace.root, workspace.project_dir, workspace.db_file)
+        #: what the agent wrote (workspace-relative path -> text): the fast checks grade these edits
+        self.edits: dict[str, str] = {}
 
     # -- state -----------------------------------------------------------------------------------
     @property
@@ -149,6 +162,10 @@ class Episode:
                 invalid = True
                 self.invalid_actions += 1
                 observation = f"error: {exc}"
+            except HarvestError as exc:  # the sandbox refused (a workspace the project tampered with)
+                invalid = True
+                self.invalid_actions += 1
+                observation = f"error: the {tool} action could not run: {' '.join(str(exc).split())}"
         if not self.done and self.turns >= self.limits.max_turns:
             self.status = TURN_CAP
             observation += f"\n(turn cap of {self.limits.max_turns} actions reached; the episode ends without a submission)"
@@ -178,14 +195,61 @@ class Episode:
         if tool == "read_file":
             return tools.read_file(ws, clean["path"])
         if tool == "write_file":
-            return tools.write_file(ws, clean["path"], clean["content"])
-        if tool == "query":
-            return tools.query(ws, settings, clean["sql"])
-        if tool == "dbt":
-            return tools.dbt(ws, settings, clean["command"], clean.get("select", ""))
-        if tool == "validate":
-            return tools.validate(ws, settings)
+            answer = tools.write_file(ws, clean["path"], clean["content"])
+            _, rel = tools.files.check_write(ws.policy, clean["path"])
+            self.guard.record_write(rel, clean["content"].encode("utf-8"))
+            self.edits[rel] = clean["content"]
+            return answer
+        if tool in RUNS_CODE:
+            return self._guarded(tool, clean)
         assert tool == "submit"
-        self.submission = self._grader(self.task, ws, settings)
+        try:
+            self.submission = self._fast_submission() or self._grader(self.task, ws, settings)
+        except HarvestError as exc:
+            self.submission = Submission(
+                built=False, first_error=f"the submission could not be built: {' '.join(str(exc).split())}",
+                tests_total=0, tests_failed=0, failed_tests=(), official=0, strict=0, capture=None, wall_s=0.0,
+            )
         self.status = SUBMITTED
         return "submitted; your project was built once more for the hidden check. The episode is over."
+
+    def _fast_validate(self) -> str | None:
+        if not self.settings.fast_checks:
+            return None
+        from eval.env.fast_checks import validate_fast
+
+        return validate_fast(self.task, self.edits)
+
+    def _fast_submission(self) -> Submission | None:
+        """The submission graded on the fast path (only with the default grader, when settings allow)."""
+        if not self.settings.fast_checks or self._grader is not grade:
+            return None
+        from eval.env.fast_checks import submit_fast
+        from harvester.sandbox import safe_fs
+
+        holder = self.workspace.root / ".harvest_fast"
+        safe_fs.rmtree(holder)
+        holder.mkdir()
+        return submit_fast(self.task, self.edits, holder / "capture.duckdb")
+
+    def _guarded(self, tool: str, clean: dict[str, Any]) -> str:
+        """Run a dbt/SQL tool, then hold the write policy: any other change to the project is undone and
+        fails the action."""
+        ws, settings = self.workspace, self.settings
+        failed: Exception | None = None
+        answer = ""
+        try:
+            if tool == "query":
+                answer = tools.query(ws, settings, clean["sql"])
+            elif tool == "dbt":
+                answer = tools.dbt(ws, settings, clean["command"], clean.get("select", ""))
+            else:
+                answer = self._fast_validate() or tools.validate(ws, settings)
+        except (InvalidAction, HarvestError) as exc:
+            failed = exc
+        violation = self.guard.enforce(tool)
+        if violation:
+            raise InvalidAction(violation)
+        if failed is not None:
+            raise failed
+        return answer

@@ -1,21 +1,23 @@
 """The grade at submit: one more clean sandboxed build of the workspace, scored against the task's gold.
 
-The agent's own build database and target folder are removed first, so nothing the agent left there
-(an incremental model's state, a stale relation) can reach the graded build. The scorer's verdicts
+The agent's own build database and target folder are removed first (through ``safe_fs``: beneath the
+workspace, no link followed, so a project folder swapped for a link cannot make this delete a host
+folder), so nothing the agent left there (an incremental model's state, a stale relation) can reach
+the graded build. The scorer's verdicts
 (official and strict) become bits; their reasons stay out of this module's output on purpose: the
 explainer is for people and is run by the audit, never by the environment the agent talks to.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.env.tools import LOG_NAME, RunSettings
+from eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
 from eval.env.workspace import TaskWorkspace
 from core.task_record import TaskRecord
+from harvester.sandbox import safe_fs
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class Submission:
     failed_tests: tuple[str, ...]
     official: int
     strict: int
-    capture: Path | None  # the captured tables of the submission (inside the workspace) for the audit
+    capture: Path | None  # the captured tables of the submission (the host's copy) for the audit
     wall_s: float
 
     @property
@@ -46,13 +48,10 @@ class Submission:
 
 
 def _clean_build_state(ws: TaskWorkspace) -> None:
-    for name in (ws.db_file, ws.db_file + ".wal", "gold.duckdb", "gold.duckdb.wal"):
-        (ws.root / name).unlink(missing_ok=True)
-    target = ws.root / ws.project_dir / "target"
-    if target.is_symlink():
-        target.unlink()
-    elif target.is_dir():
-        shutil.rmtree(target)
+    """Remove the agent's database, capture and target folder, never following a link on the way."""
+    target = "target" if ws.project_dir in ("", ".") else f"{ws.project_dir}/target"
+    for name in (ws.db_file, ws.db_file + ".wal", "gold.duckdb", "gold.duckdb.wal", target):
+        safe_fs.remove(ws.root, name)
 
 
 def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Submission:
@@ -65,7 +64,7 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Submiss
     _clean_build_state(ws)
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True,
+        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, duckdb_scope=DUCKDB_SCOPE,
     )
     official = strict = 0
     if result.models_ok and result.gold_file is not None:

@@ -2,7 +2,8 @@
 
 Paths are relative to the workspace root (the repository root, as in ``TaskRecord.file``). Every
 component is checked with ``lstat`` so a symlink anywhere on the way is refused rather than followed;
-``..``, absolute paths and NUL bytes are refused before touching the disk. Writes are allowed only
+``..``, absolute paths and NUL bytes are refused before touching the disk; the reads, writes and listings
+themselves go through ``harvester.sandbox.safe_fs`` (resolved beneath the root, no link followed). Writes are allowed only
 inside the dbt project's model, macro, seed and test folders (read from ``dbt_project.yml``, plus the
 parent project's folders when the built project is a package's ``integration_tests/``), only for
 SQL/YAML/CSV/Markdown files, and never under ``dbt_packages`` or ``target``. The sandbox's own files
@@ -11,13 +12,12 @@ SQL/YAML/CSV/Markdown files, and never under ``dbt_packages`` or ``target``. The
 
 from __future__ import annotations
 
-import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from eval.env.errors import InvalidAction
+from harvester.sandbox import safe_fs
 
 #: Top-level workspace entries that belong to the sandbox, never to the project.
 HIDDEN_PREFIXES = (".harvest",)
@@ -98,19 +98,18 @@ def is_hidden(parts: tuple[str, ...]) -> bool:
 
 def _walk_no_symlinks(policy: PathPolicy, parts: tuple[str, ...], *, must_exist: bool) -> Path:
     """The path for ``parts`` under the root, refusing any component that is a symlink."""
-    current = policy.root
-    for index, part in enumerate(parts):
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
+    for index in range(len(parts)):
+        rel = "/".join(parts[: index + 1])
+        entry = safe_fs.lstat(policy.root, rel)
+        if entry is None:
             if must_exist:
-                shown = "/".join(parts[: index + 1])
-                raise InvalidAction(f"{shown} does not exist; call list_files to see what is there") from None
-            return policy.root.joinpath(*parts)
-        if stat.S_ISLNK(info.st_mode):
-            raise InvalidAction(f"{'/'.join(parts[: index + 1])} is a symbolic link; links are not followed")
-    return current
+                raise InvalidAction(f"{rel} does not exist; call list_files to see what is there")
+            break
+        if entry.kind == "link":
+            raise InvalidAction(f"{rel} is a symbolic link; links are not followed")
+        if entry.kind != "dir" and index < len(parts) - 1:
+            raise InvalidAction(f"{rel} is not a folder")
+    return policy.root.joinpath(*parts)
 
 
 def resolve_read(policy: PathPolicy, path: str) -> tuple[Path, str]:
@@ -136,27 +135,23 @@ def check_write(policy: PathPolicy, path: str) -> tuple[Path, str]:
     if not rel.lower().endswith(WRITABLE_SUFFIXES):
         raise InvalidAction(f"{rel}: only {', '.join(WRITABLE_SUFFIXES)} files may be written")
     target = _walk_no_symlinks(policy, parts, must_exist=False)
-    if target.exists() and not target.is_file():
+    entry = safe_fs.lstat(policy.root, rel)
+    if entry is not None and entry.kind != "file":
         raise InvalidAction(f"{rel} is a folder, not a file")
     return target, rel
 
 
-def read_text(target: Path, rel: str) -> str:
-    """A file's UTF-8 text, opened without following a final symlink, capped in size."""
+def read_text(policy: PathPolicy, rel: str) -> str:
+    """A file's UTF-8 text, opened beneath the root without following any link, capped in size."""
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise InvalidAction(f"{rel} cannot be read ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidAction(f"{rel} is not a regular file; call list_files on a folder")
-        if info.st_size > MAX_READ_BYTES:
-            raise InvalidAction(f"{rel} is {info.st_size} bytes, over the {MAX_READ_BYTES} byte read limit")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_READ_BYTES + 1)
-    finally:
-        os.close(fd)
+        data = safe_fs.read_bytes(policy.root, rel, max_bytes=MAX_READ_BYTES)
+    except safe_fs.UnsafePathError as exc:
+        entry = safe_fs.lstat(policy.root, rel)
+        if entry is not None and entry.kind == "dir":
+            raise InvalidAction(f"{rel} is not a regular file; call list_files on a folder") from None
+        if entry is not None and entry.kind == "file" and entry.size > MAX_READ_BYTES:
+            raise InvalidAction(f"{rel} is {entry.size} bytes, over the {MAX_READ_BYTES} byte read limit") from None
+        raise InvalidAction(f"{rel} cannot be read ({exc})") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -164,49 +159,41 @@ def read_text(target: Path, rel: str) -> str:
 
 
 def write_text(policy: PathPolicy, target: Path, rel: str, content: str) -> None:
-    """Create missing folders (re-checking each for links) and replace the file atomically."""
+    """Create missing folders (never through a link) and replace the file atomically, beneath the root."""
     if not isinstance(content, str):
         raise InvalidAction("content must be a string (the whole new file)")
     if len(content) > MAX_WRITE_CHARS:
         raise InvalidAction(f"content is {len(content)} characters, over the {MAX_WRITE_CHARS} limit")
-    parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    # re-walk after mkdir: nothing on the way may have become a link
-    _walk_no_symlinks(policy, PurePosixPath(rel).parts[:-1], must_exist=True)
-    fd, tmp = tempfile.mkstemp(prefix=".agent-", suffix=".tmp", dir=parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8"))
-        os.replace(tmp, target)  # replaces a link itself, never writes through one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        safe_fs.write_bytes(policy.root, rel, content.encode("utf-8"))  # replaces a link itself, never writes through one
+    except safe_fs.UnsafePathError as exc:
+        raise InvalidAction(f"{rel} cannot be written ({exc})") from None
 
 
 def list_tree(policy: PathPolicy, start: Path, rel: str, limit: int = 400) -> list[str]:
     """Files under ``start`` (relative to the root), sandbox files hidden, links shown but not followed."""
-    if start.is_file():
+    entry = safe_fs.lstat(policy.root, rel)
+    if entry is not None and entry.kind == "file":
         return [rel]
     skip_heavy = not (set(PurePosixPath(rel).parts) & {"dbt_packages", "target"})
     found: list[str] = []
-    for folder, dirs, files in os.walk(start, followlinks=False):
-        base = Path(folder).relative_to(policy.root)
-        kept = []
-        for name in sorted(dirs):
-            parts = (*base.parts, name)
-            if is_hidden(parts) or name == ".git" or (skip_heavy and name in ("dbt_packages", "target", "logs")):
-                if not is_hidden(parts) and name != ".git":
-                    found.append("/".join(parts) + "/ (not expanded; list it to see inside)")
-                continue
-            if os.path.islink(os.path.join(folder, name)):
-                found.append("/".join(parts) + " -> (symbolic link, not followed)")
-                continue
-            kept.append(name)
-        dirs[:] = kept
-        for name in sorted(files):
-            parts = (*base.parts, name)
-            if not is_hidden(parts):
-                found.append("/".join(parts))
+
+    def heavy(path: str) -> bool:
+        name = PurePosixPath(path).name
+        return name == ".git" or is_hidden(PurePosixPath(path).parts) or (
+            skip_heavy and name in ("dbt_packages", "target", "logs"))
+
+    for path, info in safe_fs.walk(policy.root, "" if rel == "." else rel, descend=lambda p, _: not heavy(p)):
+        parts = PurePosixPath(path).parts
+        if is_hidden(parts) or ".git" in parts:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            found.append(f"{path} -> (symbolic link, not followed)")
+        elif stat.S_ISDIR(info.st_mode):
+            if heavy(path):
+                found.append(f"{path}/ (not expanded; list it to see inside)")
+        else:
+            found.append(path)
         if len(found) > limit:
             break
     return found

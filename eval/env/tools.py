@@ -16,13 +16,16 @@ from typing import Any
 from eval.env import policy as files
 from eval.env.errors import InvalidAction
 from eval.env.workspace import TaskWorkspace
-from harvester.sandbox import Limits
+from harvester.sandbox import Limits, safe_fs
 
 DBT_COMMANDS = ("build", "run", "test", "compile", "seed")
 #: One node-selection token: names, paths, tags, graph operators; never a flag.
 _SELECTOR = re.compile(r"^[A-Za-z0-9_.:/*+@,\-]+$")
 MAX_SELECT_TOKENS = 20
 LOG_NAME = ".harvest_logs/agent.log"
+#: What DuckDB may touch in every agent build and query: the database, its spill folder and the CSV files
+#: that already exist (no folder: SQL cannot create a file, e.g. a Python model through COPY … TO).
+DUCKDB_SCOPE = "database"
 
 #: tool name -> {argument: (type, required)}
 TOOL_PARAMS: dict[str, dict[str, tuple[type, bool]]] = {
@@ -44,6 +47,8 @@ class RunSettings:
     sandboxed: bool = True
     limits: Limits = field(default_factory=lambda: Limits(wall_s=300.0))
     query_rows: int = 50
+    #: validate/submit through the grading fast path when the edits allow it (eval/env/fast_checks.py)
+    fast_checks: bool = True
 
 
 def check_args(tool: str, args: Any) -> dict[str, Any]:
@@ -79,15 +84,16 @@ def list_files(ws: TaskWorkspace, path: str = ".") -> str:
 
 
 def read_file(ws: TaskWorkspace, path: str) -> str:
-    target, rel = files.resolve_read(ws.policy, path)
-    if target.is_dir():
+    _, rel = files.resolve_read(ws.policy, path)
+    entry = safe_fs.lstat(ws.root, rel)
+    if entry is not None and entry.kind == "dir":
         raise InvalidAction(f"{rel} is a folder; call list_files on it")
-    return files.read_text(target, rel)
+    return files.read_text(ws.policy, rel)
 
 
 def write_file(ws: TaskWorkspace, path: str, content: str) -> str:
     target, rel = files.check_write(ws.policy, path)
-    existed = target.exists()
+    existed = safe_fs.lstat(ws.root, rel) is not None
     files.write_text(ws.policy, target, rel, content)
     return f"{'updated' if existed else 'created'} {rel} ({len(content)} characters)"
 
@@ -120,7 +126,7 @@ def dbt(ws: TaskWorkspace, settings: RunSettings, command: str, select: str = ""
     args = (command, *(("--select", *tokens) if tokens else ()))
     run = run_steps(
         ws.root, ws.project_dir, [DbtStep(args)], clock=ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME,
+        limits=settings.limits, log_path=ws.root / LOG_NAME, duckdb_scope=DUCKDB_SCOPE,
     )
     lines = [f"dbt {' '.join(args)}: {'OK' if run.ok else 'FAILED'}"]
     nodes = run.steps[0].detail.get("nodes", []) if run.steps else []
@@ -142,12 +148,13 @@ def query(ws: TaskWorkspace, settings: RunSettings, sql: str) -> str:
 
     if not sql.strip():
         raise InvalidAction("query: sql is empty")
-    if not (ws.root / ws.db_file).is_file():
+    if not safe_fs.is_file(ws.root, ws.db_file):
         raise InvalidAction("there is no built database yet; run the dbt tool with command 'build' first")
     _profile(ws)
     run = run_steps(
         ws.root, ws.project_dir, [QueryStep(ws.db_file, sql, settings.query_rows)], clock=ws.clock,
         sandboxed=settings.sandboxed, limits=settings.limits, log_path=ws.root / LOG_NAME,
+        duckdb_scope=DUCKDB_SCOPE,
     )
     step = run.steps[0] if run.steps else None
     if step is None or not step.ok:
@@ -169,14 +176,19 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
 
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False,
+        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, duckdb_scope=DUCKDB_SCOPE,
     )
-    if not result.models_ok:
-        return f"local checks FAIL: the build fails: {result.first_error}"
-    if result.tests_failed:
-        failed = ", ".join(result.failed_tests[:20])
-        return f"local checks FAIL: {result.tests_failed} of {result.tests_total} dbt tests fail: {failed}"
-    return f"local checks PASS: the project builds and all {result.tests_total} dbt tests pass"
+    return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests)
+
+
+def validate_answer(built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...]) -> str:
+    """What ``validate`` says, whichever path built the project (a dbt build or the fast checks)."""
+    if not built:
+        return f"local checks FAIL: the build fails: {first_error}"
+    if failed_tests:
+        failed = ", ".join(sorted(failed_tests)[:20])
+        return f"local checks FAIL: {len(failed_tests)} of {tests_total} dbt tests fail: {failed}"
+    return f"local checks PASS: the project builds and all {tests_total} dbt tests pass"
 
 
 def project_brief(ws: TaskWorkspace) -> str:

@@ -83,5 +83,7 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
 
 
 def discard(workspace: TaskWorkspace) -> None:
-    """Remove the workspace and the temporary folder holding it."""
-    shutil.rmtree(workspace.root.parent, ignore_errors=True)
+    """Remove the workspace and the temporary folder holding it (by fd: a link inside is never followed)."""
+    from harvester.sandbox import safe_fs
+
+    safe_fs.rmtree(workspace.root.parent)

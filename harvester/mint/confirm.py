@@ -43,7 +43,7 @@ from harvester.mint.local_checks import Suite
 from harvester.mint.observe import Observation, broken_signature, observe_build, repair_effect
 from harvester.mint.statement import Symptom
 from harvester.mint.variants import VariantBuilder
-from harvester.sandbox import Limits
+from harvester.sandbox import Limits, safe_fs
 from harvester.state import DB_FILE
 from harvester.workspace import fresh_workspace
 
@@ -95,9 +95,9 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     if ctx.builder is not None and ctx.base_db is not None and ctx.select:
         return ctx.builder.build(name, file, text, ctx.select)
     workspace = ctx.scratch / name
-    shutil.rmtree(workspace, ignore_errors=True)
+    safe_fs.rmtree(workspace)
     fresh_workspace(ctx.pin, workspace)
-    (workspace / file).write_text(text, encoding="utf-8")
+    safe_fs.write_text(workspace, file, text)
     incremental = ctx.base_db is not None and bool(ctx.select)
     if incremental:
         shutil.copyfile(ctx.base_db, workspace / DB_FILE)  # type: ignore[arg-type]
@@ -333,7 +333,7 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None,
     except Rejected as rejected:
         return ConfirmOutcome(cand.key, False, rejected.reason, rejected.detail, local_checks=trial.checks,
                               timings=trial.timings, grading=trial.spec)
-    shutil.rmtree(ctx.scratch, ignore_errors=True)
+    safe_fs.rmtree(ctx.scratch)
     assert trial.observation is not None
     return ConfirmOutcome(
         cand.key, True, "", "", local_checks=trial.checks, broken_patch=make_patch(cand.file, cand.original, cand.broken),

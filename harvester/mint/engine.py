@@ -1,22 +1,22 @@
 """The screening engine: a locked-down in-process DuckDB over a copy of a pin's built database.
 
 Stage 1 re-runs the compiled SQL of a mutated model and of its descendants here, in milliseconds,
-instead of a dbt build. The SQL comes from an untrusted project, so the connection is locked before
-any of it runs: external access off, only a private scratch folder allowed, extension auto-loading
-off, memory and thread bounds, configuration locked; every statement has a wall-time bound enforced
-with ``interrupt()``.
+instead of a dbt build. The SQL comes from an untrusted project, so the connection is the project's
+one locked-down DuckDB (``core.locked_duckdb``) before any of it runs: external access off, only a
+private scratch folder allowed, extension auto-loading off, memory and thread bounds, configuration
+locked; every statement has a wall-time bound enforced with ``interrupt()``.
 """
 
 from __future__ import annotations
 
 import shutil
-import threading
 from pathlib import Path
 
 import duckdb
 
 from core.errors import HarvestError
-from harvester.sandbox import fingerprint_sql
+from core.locked_duckdb import Lock, bounded, connect_locked, is_interrupt, sql_string
+from harvester.sandbox import fingerprint_sql, safe_fs
 
 MUT = "mut"
 
@@ -36,21 +36,12 @@ class Engine:
         self.scratch = scratch
         self.catalog = catalog
         self.statement_seconds = statement_seconds
-        self.con = duckdb.connect(":memory:")
-        allowed = str(scratch.resolve()) + "/"
-        for statement in (
-            f"SET allowed_directories=['{allowed}']",
-            "SET enable_external_access=false",
-            "SET autoinstall_known_extensions=false",
-            "SET autoload_known_extensions=false",
-            f"SET memory_limit='{memory_limit}'",
-            "SET threads=1",
-            "SET enable_progress_bar=false",  # a long statement would print a bar over `--json` output
-        ):
-            self.con.execute(statement)
-        self.con.execute(f"ATTACH '{local.resolve()}' AS \"{catalog}\" (READ_ONLY)")
-        self.con.execute(f"USE \"{catalog}\"")
-        self.con.execute("SET lock_configuration=true")
+        lock = Lock(allowed_directories=(str(scratch.resolve()),), memory_limit=memory_limit, threads=1)
+        self.con = connect_locked(":memory:", lock, setup=(
+            "SET enable_progress_bar = false",  # a long statement would print a bar over `--json` output
+            f"ATTACH {sql_string(str(local.resolve()))} AS \"{catalog}\" (READ_ONLY)",
+            f"USE \"{catalog}\"",
+        ))
         self._fresh_mut()
 
     def _fresh_mut(self) -> None:
@@ -67,18 +58,15 @@ class Engine:
 
     def query_one(self, sql: str, *, fetch: bool = True) -> tuple[object, ...] | None:
         """Run one statement under the time bound; its first row when ``fetch``."""
-        timer = threading.Timer(self.statement_seconds, self.con.interrupt)
-        timer.start()
         try:
-            cursor = self.con.execute(sql)
-            return cursor.fetchone() if fetch else None
+            with bounded(self.con, self.statement_seconds):
+                cursor = self.con.execute(sql)
+                return cursor.fetchone() if fetch else None
         except duckdb.Error as exc:
             message = " ".join(str(exc).split())[:300]
-            if "INTERRUPT" in message.upper():
+            if is_interrupt(exc):
                 message = f"statement ran past {self.statement_seconds:.0f} s"
             raise ScreenSQLError(message) from None
-        finally:
-            timer.cancel()
 
     def materialize(self, schema: str, alias: str, sql: str) -> None:
         """Create ``mut.<schema>.<alias>`` as a table from ``sql``."""
@@ -104,4 +92,4 @@ class Engine:
 
     def close(self) -> None:
         self.con.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        safe_fs.rmtree(self.scratch)

@@ -9,7 +9,6 @@ byte-identical whenever the same mutation is minted again (after a crash, on ano
 from __future__ import annotations
 
 import multiprocessing.util
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from harvester.mint.local_checks import suite
 from harvester.mint.screen import screen
 from harvester.mint.variants import VariantBuilder
 from core.pin import Pin, pin_path, read_pin
-from harvester.sandbox import Limits
+from harvester.sandbox import Limits, safe_fs
 from harvester.state import load_state
 from core.task_record import TaskRecord, task_id
 from harvester.workspace import template
@@ -152,7 +151,7 @@ def close_warm_builders() -> None:
         try:
             builder.close()
         finally:
-            shutil.rmtree(builder.scratch, ignore_errors=True)
+            safe_fs.rmtree(builder.scratch)
 
 
 # multiprocessing runs these finalizers at a worker's exit (it skips atexit there), and at the
@@ -247,6 +246,6 @@ def run_shard(job: ShardJob) -> ShardResult:
         if builder is not None:
             builder.forget()
         engine.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        safe_fs.rmtree(scratch)
     pending = tuple((c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys)
     return ShardResult(tuple(reports), tuple(tasks), pending, tuple(dead))

@@ -12,6 +12,10 @@ Builds are memoized on their input, the text of the replaced file: the same inpu
 outputs on every deterministic table (``harvest add`` built the pin twice to establish that). Every
 true repair restores the model file byte for byte, so the candidates of one model share one repair
 build instead of paying for one each.
+
+The warm child runs the project's code between our batches, so the host never reads the live workspace:
+a file's original text comes from the pin's template (the host's own copy, never bound into a
+sandbox), captures come back as the runner's host copies, and the workspace is removed by fd.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from pathlib import Path
 
 from harvester.build import BuildResult, interpret
 from harvester.discovery import discover
+from core.errors import BuildError
 from core.pin import Pin
-from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, write_profile
+from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, safe_fs, write_profile
 from harvester.sandbox.session import SandboxSession
-from harvester.workspace import fresh_workspace
+from harvester.workspace import fresh_workspace, template
 
 BASE_DB = ".harvest_base.duckdb"
 OUT_DIR = ".harvest_out"
@@ -40,14 +45,16 @@ class VariantBuilder:
         self.sandboxed = sandboxed
         self.limits = limits
         self.workspace = scratch / "variants"
-        shutil.rmtree(self.workspace, ignore_errors=True)
+        safe_fs.rmtree(self.workspace)
         fresh_workspace(pin, self.workspace)
+        self.template = template(pin)
         shutil.copyfile(base_db, self.workspace / BASE_DB)
         (self.workspace / OUT_DIR).mkdir()
         profile = discover(self.workspace, pin.project_dir).profile
         write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema)
         self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
         self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}
+        self._outs: list[str] = []  # captures the child wrote in the workspace (their host copies are in the memo)
         self._count = 0
         self.builds = 0
         self.reused = 0
@@ -74,9 +81,10 @@ class VariantBuilder:
             if changed != file:  # restored every time: idempotent, and right even after a killed batch
                 steps.append(WriteStep(changed, original))
         if file not in self._original:
-            self._original[file] = (self.workspace / file).read_text(encoding="utf-8")
+            self._original[file] = self._pinned_text(file)
         self._count += 1
         out = f"{OUT_DIR}/{self._count:05d}-{name}.duckdb"
+        self._outs.append(out)
         steps += [
             WriteStep(file, text),
             RestoreDbStep(BASE_DB),
@@ -90,12 +98,26 @@ class VariantBuilder:
             self._memo[key] = result
         return result
 
+    def _pinned_text(self, file: str) -> str:
+        """``file`` as the pin has it: read from the template (never from the workspace the child writes)."""
+        try:
+            return safe_fs.read_text(self.template, file, max_bytes=safe_fs.READ_LIMIT)
+        except (safe_fs.UnsafePathError, UnicodeDecodeError) as exc:
+            raise BuildError(f"{self.pin.id}: {file} cannot be read from the pin's tree ({exc})") from None
+
     def forget(self) -> None:
         """Drop the memo and its captured files (the child stays warm): call between shards."""
         for result in self._memo.values():
             if result.gold_file is not None:
                 result.gold_file.unlink(missing_ok=True)
         self._memo.clear()
+        for out in self._outs:  # the child's own files in its workspace: removed by fd, never through a link
+            for suffix in ("", ".wal"):
+                try:
+                    safe_fs.remove(self.workspace, out + suffix)
+                except safe_fs.UnsafePathError:
+                    pass  # a link on the way: nothing of ours to remove there
+        self._outs.clear()
 
     def close(self) -> None:
         self.session.close()

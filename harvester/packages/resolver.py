@@ -63,16 +63,19 @@ def resolve_packages(
     mirror: PackageMirror | None,
     *,
     network: bool | None = None,
+    tree: Path | None = None,
 ) -> tuple[PackageRecord, ...]:
     """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
 
     ``network``: None probes the hub/git host once (fails fast offline), False never uses it.
+    ``tree``: the exported repository (default: the project folder); a ``local:`` package must resolve,
+    symlinks and '..' followed, inside it, or it is refused before anything of it is read.
     """
     project_dir = Path(project_dir).resolve()
     declared = read_declared(project_dir)
     if not declared.specs:
         return ()
-    resolver = _Resolver(project_dir, store, Locator(mirror, network))
+    resolver = _Resolver(project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir)
     lock = read_lock(project_dir)
     if lock is not None and lock[0] and lock[1] == declared.sha1_hash:
         resolutions = resolver.from_lock(lock[0], declared)
@@ -94,8 +97,9 @@ def split_git_source(source: str) -> tuple[str, str]:
 
 
 class _Resolver:
-    def __init__(self, project_dir: Path, store: GitStore, locator: Locator) -> None:
+    def __init__(self, project_dir: Path, store: GitStore, locator: Locator, tree: Path) -> None:
         self.project_dir = project_dir
+        self.tree = tree
         self.store = store
         self.locator = locator
         self._repos: dict[str, pygit2.Repository] = {}
@@ -161,7 +165,14 @@ class _Resolver:
                 f"{request.requester} declares local package {spec.local!r}, which only works inside "
                 "the project being harvested"
             )
-        return f"local:{(request.base / spec.local).resolve()}"
+        local = (request.base / spec.local).resolve()
+        if os.path.isabs(spec.local) or (local != self.tree and self.tree not in local.parents):
+            shown = " ".join(repr(spec.local).split())
+            raise PackageError(
+                f"{request.requester} declares local package {shown}, which resolves outside the repository; "
+                "only a folder inside the harvested repository can be a local package"
+            )
+        return f"local:{local}"
 
     def _resolve_group(self, key: str, requests: list[_Request]) -> _Resolution:
         spec = requests[0].spec

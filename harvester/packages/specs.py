@@ -164,13 +164,14 @@ def _has_jinja(value: Any) -> bool:
 
 
 def _render(data: dict[str, Any]) -> dict[str, Any]:
-    """dbt's PackageRenderer (``env_var`` and friends), as `dbt deps` renders packages.yml."""
-    import os
-
+    """dbt's PackageRenderer (``env_var`` and friends), as `dbt deps` renders packages.yml, but with an
+    empty environment: packages.yml is the repository's text, and ``{{ env_var('HF_TOKEN') }}`` in a git
+    URL would otherwise carry the harvester's secrets to a host the repository names (a variable
+    without a default is then an invalid spec, said in one line)."""
     from dbt.config.renderer import PackageRenderer
     from dbt_common.context import set_invocation_context
 
-    set_invocation_context(dict(os.environ))
+    set_invocation_context({})
     return PackageRenderer({}).render_data(copy.deepcopy(data))
 
 

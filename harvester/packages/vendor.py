@@ -55,7 +55,8 @@ def vendor_packages(
     """Write ``<install path>/<name>`` for every package, replacing whatever the folder held.
 
     The install folder is emptied first, as `dbt deps` does (a committed ``dbt_packages`` may hold stale
-    versions). ``workspace``, when given, is the folder a ``local:`` package must stay inside.
+    versions). ``workspace`` (default: the project folder) is the folder a ``local:`` package must stay
+    inside; it is checked before the package is read.
     """
     if not packages:
         return
@@ -109,10 +110,11 @@ def _mirror_of(record: PackageRecord, store: GitStore) -> tuple[str, str | None]
 
 def _link_local(project_dir: Path, record: PackageRecord, dest: Path, workspace: Path | None) -> None:
     source = (project_dir / record.source[len("local:"):]).resolve()
+    inside = Path(workspace if workspace is not None else project_dir).resolve()
+    if source != inside and inside not in source.parents:
+        raise PackageError(
+            f"local package {record.name} points outside the workspace; refusing to vendor it"
+        )
     if not (source / "dbt_project.yml").is_file():
         raise PackageError(f"local package {record.name} ({source}) has no dbt_project.yml")
-    if workspace is not None and not source.is_relative_to(Path(workspace).resolve()):
-        raise PackageError(
-            f"local package {record.name} points outside the workspace ({source}); refusing to vendor it"
-        )
     os.symlink(os.path.relpath(source, dest.parent.resolve()), dest, target_is_directory=True)

@@ -2,27 +2,51 @@
 
 Pure functions from paths and settings to argv/env, so that what the sandbox exposes can be read (and
 tested) in one place. Inside the sandbox the workspace is always /workspace and our child code is
-/opt/harvest, whatever the host paths are; nothing else is writable; the network, IPC, PID and UTS
-namespaces are private; /tmp is a fresh, size-bounded tmpfs.
+/opt/harvest, whatever the host paths are; the network, IPC, PID and UTS namespaces are private.
+
+Every writable place inside is bounded: the workspace (the watchdog's disk bound), /tmp (a tmpfs of
+``Limits.tmp_bytes``) and /dev/shm (a tmpfs of ``Limits.shm_bytes``, for the few semaphores Python and
+libfaketime make). The root (``/``) and /dev are read-only: /dev is a tiny tmpfs holding only null, zero,
+full, random and urandom, remounted read-only. /tmp is mounted first, so an interpreter installed under
+/tmp (a CI virtualenv) is bound on top of it instead of being hidden by it.
+
+The interpreter is bound minimally (``python_binds``): its binary and the links leading to it, the
+standard library, the site-packages folders that hold dbt-duckdb and what it needs (with pandas, numpy
+and pyarrow for Python models), ``pyvenv.cfg`` of a virtualenv, and shared libraries they load from
+outside the system folders. Never a whole prefix: a pyenv or conda install in the home folder keeps
+everything else under it out of sight. Where that cannot be done, the build is refused with the reason.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import functools
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+import core.locked_duckdb
 from core.errors import SandboxError
 from core.home import harvest_home
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
+LOCKED_DUCKDB = Path(core.locked_duckdb.__file__).resolve()
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_CODE = "/opt/harvest"
+SANDBOX_LIB = "/opt/harvest-lib"
+SANDBOX_LOCKED_DUCKDB = f"{SANDBOX_LIB}/locked_duckdb.py"
 SANDBOX_HOME = "/tmp/home"
+#: The only device nodes inside (bound from the host's /dev, read-write as devices, in a read-only /dev).
+DEVICES = ("null", "zero", "full", "random", "urandom")
+DEV_TMPFS_BYTES = 64 << 10
+#: Distributions whose site-packages the child needs: dbt with the DuckDB adapter, and the libraries a
+#: Python model commonly returns its frame with.
+CHILD_DISTRIBUTIONS = ("dbt-duckdb", "dbt-core", "duckdb", "pandas", "numpy", "pyarrow")
 
 # The only variables a child ever sees. Nothing is passed through from the parent's environment.
 ALLOWED_ENV = frozenset(
@@ -97,24 +121,158 @@ def child_env(paths: ChildPaths, clock: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class PythonBinds:
+    """What of the interpreter the child sees, each at its own host path, read-only."""
+
+    dirs: tuple[Path, ...]  # the standard library and the needed site-packages folders
+    files: tuple[Path, ...]  # the binary, pyvenv.cfg, shared libraries outside the system folders
+    links: tuple[tuple[str, str], ...]  # (target, path): symlinks recreated on the way to a file
+    hidden: tuple[Path, ...]  # folders inside a bound one that are not needed: laid over with nothing
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        return (*self.dirs, *self.files)
+
+
+def _under_system(path: Path) -> bool:
+    return any(path == Path(root) or Path(root) in path.parents for root in SYSTEM_PATHS)
+
+
+def _link_chain(path: str) -> tuple[list[tuple[str, str]], Path]:
+    """The symlinks from ``path`` to the real file (to recreate inside), and that file."""
+    links: list[tuple[str, str]] = []
+    current = os.path.abspath(path)
+    for _ in range(40):
+        if _under_system(Path(current)) or not os.path.islink(current):
+            break
+        target = os.readlink(current)
+        links.append((target, current))
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return links, Path(os.path.realpath(path))
+
+
+def _dist_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions ``names`` need, transitively (markers evaluated, no extras)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: dict[str, importlib.metadata.Distribution] = {}
+    missing: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        key = _dist_key(name)
+        if key in found or key in missing:
+            continue
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.add(key)
+            continue
+        found[key] = dist
+        for text in dist.requires or []:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    for needed in ("dbt-duckdb", "dbt-core", "duckdb"):
+        if _dist_key(needed) not in found:
+            raise SandboxError(f"{needed} is not installed for {sys.executable}; install dbt-duckdb (pip install -e .)")
+    return list(found.values())
+
+
+def _native_files(dists: list[importlib.metadata.Distribution], stdlib: Path) -> list[str]:
+    """The binary, lib-dynload's modules, and the extension modules of distributions that were not
+    installed from a manylinux wheel (those bundle every library they need besides the system's)."""
+    files = [os.path.realpath(sys.executable)]
+    dynload = stdlib / "lib-dynload"
+    if dynload.is_dir():
+        files += sorted(str(p) for p in dynload.iterdir() if p.suffix == ".so")
+    for dist in dists:
+        wheel = dist.read_text("WHEEL") or ""
+        if "manylinux" in wheel or "musllinux" in wheel:
+            continue
+        for file in dist.files or []:
+            name = str(file)
+            if name.endswith(".so") or ".so." in name:
+                files.append(str(dist.locate_file(file)))
+    return files
+
+
+def _shared_libraries(files: list[str]) -> list[str]:
+    """Shared libraries ``files`` load, as ldd reports them ([] when ldd is not installed)."""
+    ldd = shutil.which("ldd") or ("/usr/bin/ldd" if os.path.exists("/usr/bin/ldd") else None)
+    if ldd is None or not files:
+        return []
+    try:
+        done = subprocess.run([ldd, *files], capture_output=True, text=True, timeout=60, env={"LC_ALL": "C"})
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in done.stdout.splitlines():
+        if "=>" in line:
+            path = line.split("=>", 1)[1].strip().split(" (", 1)[0].strip()
+            if path.startswith("/"):
+                found.append(path)
+    return sorted(set(found))
+
+
+@functools.lru_cache(maxsize=1)
+def python_binds() -> PythonBinds:
+    """The minimal read-only view of this interpreter the child needs (computed once per process)."""
+    paths = sysconfig.get_paths()
+    stdlib = Path(os.path.realpath(paths["stdlib"]))
+    if not (stdlib / "os.py").is_file():
+        raise SandboxError(
+            f"cannot find this interpreter's standard library ({paths['stdlib']} has no os.py); the sandbox "
+            "binds only the folders Python needs and refuses to bind a whole prefix: use a standard install"
+        )
+    prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    if stdlib in prefixes:
+        raise SandboxError(f"this interpreter's standard library is its whole prefix ({stdlib}); refusing to bind it")
+    dirs: list[Path] = [stdlib]
+    platstdlib = Path(os.path.realpath(paths["platstdlib"]))
+    if (platstdlib / "lib-dynload").is_dir():
+        dirs.append(platstdlib)
+    files: list[Path] = []
+    links, binary = _link_chain(sys.executable)
+    files.append(binary)
+    for entry in sys.path:  # a zipped standard library (pythonXY.zip) is on the path as a file
+        if entry.endswith(".zip") and os.path.isfile(entry):
+            files.append(Path(os.path.realpath(entry)))
+    if sys.prefix != sys.base_prefix:
+        config = Path(sys.prefix) / "pyvenv.cfg"
+        if config.is_file():
+            more, real = _link_chain(str(config))
+            links += more
+            files.append(real)
+    dists = _closure(CHILD_DISTRIBUTIONS)
+    site_dirs = {Path(os.path.realpath(dist.locate_file(""))) for dist in dists}
+    dirs += sorted(site_dirs)
+    for library in _shared_libraries(_native_files(dists, stdlib)):
+        more, real = _link_chain(library)
+        links += more
+        files.append(real)
+    hidden: list[Path] = []
+    for key in ("purelib", "platlib"):
+        own = Path(os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})[key]))
+        if own.is_dir() and own not in site_dirs and stdlib in own.parents and own not in hidden:
+            hidden.append(own)  # the base install's packages, not needed by this (virtual) environment
+    kept_dirs = minimal_roots(dirs)
+    kept_files = [f for f in dict.fromkeys(files) if not _under_system(f) and not any(d in f.parents for d in kept_dirs)]
+    kept_links = [(t, p) for t, p in dict.fromkeys(links) if not any(d == Path(p) or d in Path(p).parents for d in kept_dirs)]
+    return PythonBinds(tuple(kept_dirs), tuple(kept_files), tuple(kept_links), tuple(hidden))
+
+
 def python_roots() -> list[Path]:
-    """Folders the child's Python needs: the interpreter's prefixes and where dbt and duckdb live."""
-    roots: list[Path] = []
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
-        roots.append(Path(prefix).resolve())
-    roots.append(Path(os.path.realpath(sys.executable)).parent)
-    for module in ("duckdb", "dbt.adapters.duckdb", "dbt.cli"):
-        spec = importlib.util.find_spec(module)
-        if spec is None:
-            raise SandboxError(f"{module} is not importable here; install dbt-duckdb (pip install -e .)")
-        locations = list(spec.submodule_search_locations or []) or [str(Path(spec.origin or "").parent)]
-        for location in locations:
-            # the site-packages folder that holds the top-level package
-            top = Path(location).resolve()
-            for _ in module.split("."):
-                top = top.parent
-            roots.append(top)
-    return minimal_roots(roots)
+    """Everything of the interpreter bound into the sandbox (folders and single files)."""
+    return list(python_binds().sources)
 
 
 def minimal_roots(paths: list[Path]) -> list[Path]:
@@ -135,13 +293,20 @@ def forbidden_paths() -> set[Path]:
 
 
 def refuse_sensitive_binds(roots: list[Path]) -> None:
-    """Refuse a read-only bind that is, or contains, a forbidden folder (or is the root)."""
+    """Refuse a read-only bind that is, or contains, a forbidden folder (or is the root), or that is a
+    whole interpreter prefix (which holds more than Python needs: other environments, user files)."""
     forbidden = forbidden_paths()
+    prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
     for root in roots:
         if root == Path("/") or any(root == bad or root in bad.parents for bad in forbidden):
             raise SandboxError(
                 f"refusing to bind {root} into the sandbox: it is or contains the home folder, "
                 "HARVEST_HOME or this repository; install Python and dbt-duckdb elsewhere"
+            )
+        if root in prefixes and not _under_system(root):
+            raise SandboxError(
+                f"refusing to bind {root} into the sandbox: it is a whole Python prefix (other environments and "
+                "files under it would be visible); install packages into its lib/pythonX.Y/site-packages"
             )
 
 
@@ -155,6 +320,23 @@ def refuse_sensitive_workspace(workspace: Path) -> None:
         )
 
 
+def _tmpfs(path: str, size: int, perms: str = "0755") -> list[str]:
+    return ["--perms", perms, "--size", str(size), "--tmpfs", path]
+
+
+def dev_argv(shm_bytes: int) -> list[str]:
+    """A read-only /dev with only the device nodes a build needs, and a bounded /dev/shm."""
+    argv = _tmpfs("/dev", DEV_TMPFS_BYTES)
+    for name in DEVICES:
+        argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    argv += ["--symlink", "/proc/self/fd", "/dev/fd"]
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        argv += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
+    argv += _tmpfs("/dev/shm", shm_bytes, "1777")
+    argv += ["--remount-ro", "/dev"]
+    return argv
+
+
 def bwrap_argv(
     workspace: Path,
     profile_dir: Path,
@@ -162,6 +344,7 @@ def bwrap_argv(
     python_args: list[str],
     env: dict[str, str],
     bwrap: str = "bwrap",
+    shm_bytes: int = 4 << 20,
 ) -> list[str]:
     """The full bwrap command line for one child."""
     argv = [
@@ -172,6 +355,8 @@ def bwrap_argv(
         "--cap-drop",
         "ALL",
     ]
+    # /tmp first: everything bound below it (an interpreter installed under /tmp) lands on top of it
+    argv += _tmpfs("/tmp", tmp_bytes, "1777")
     for path in SYSTEM_PATHS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -180,15 +365,25 @@ def bwrap_argv(
     for path in ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     refuse_sensitive_workspace(workspace)
-    roots = python_roots()
-    refuse_sensitive_binds(roots)
-    for root in roots:
+    binds = python_binds()
+    refuse_sensitive_binds(list(binds.sources))
+    for root in binds.dirs:
         argv += ["--ro-bind", str(root), str(root)]
+    for hidden in binds.hidden:
+        argv += _tmpfs(str(hidden), 4096) + ["--remount-ro", str(hidden)]
+    for file in binds.files:
+        argv += ["--ro-bind", str(file), str(file)]
+    for target, path in binds.links:
+        argv += ["--symlink", target, path]
     argv += ["--ro-bind", str(INSIDE_DIR), SANDBOX_CODE]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(tmp_bytes), "--tmpfs", "/tmp", "--dir", SANDBOX_HOME]
+    argv += ["--ro-bind", str(LOCKED_DUCKDB), SANDBOX_LOCKED_DUCKDB]
+    argv += ["--proc", "/proc"]
+    argv += dev_argv(shm_bytes)
+    argv += ["--dir", SANDBOX_HOME]
     argv += ["--bind", str(workspace), SANDBOX_WORKSPACE]
     argv += ["--ro-bind", str(profile_dir), f"{SANDBOX_WORKSPACE}/{profile_dir.name}"]
+    # nothing else may be written: the root (and every folder bwrap made in it) becomes read-only
+    argv += ["--remount-ro", "/"]
     argv += ["--chdir", SANDBOX_WORKSPACE, "--clearenv"]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]

@@ -2,8 +2,9 @@
 
 The capture writes base tables only, but project code runs in the same child and could rewrite the file
 afterwards (a leftover thread, say) with a view or macro that reads host files when the harvester
-queries it. We open it read-only with external access off and refuse anything but the base tables the
-child reported.
+queries it. The runner first copies the file out of the workspace (``safe_fs``); we open that copy
+read-only through the project's locked-down DuckDB and refuse anything but the base tables the child
+reported.
 """
 
 from __future__ import annotations
@@ -15,16 +16,13 @@ def gold_problem(path: Path, expected_tables: list[str]) -> str:
     """'' when ``path`` holds exactly ``expected_tables`` ("schema.name") as base tables, else why not."""
     import duckdb
 
+    from core.locked_duckdb import LockedDuckDBError, connect_locked
+
     if path.is_symlink() or not path.is_file():
         return f"gold file {path.name} is missing or not a regular file"
     try:
-        conn = duckdb.connect(
-            str(path),
-            read_only=True,
-            config={"enable_external_access": False, "autoload_known_extensions": False,
-                    "autoinstall_known_extensions": False},
-        )
-    except duckdb.Error as exc:
+        conn = connect_locked(str(path), read_only=True)
+    except (duckdb.Error, LockedDuckDBError) as exc:
         return f"gold file {path.name} cannot be opened: {' '.join(str(exc).split())[:200]}"
     try:
         catalog = conn.execute("select current_database()").fetchone()[0]

@@ -3,7 +3,8 @@
 The profile points dbt at a DuckDB file inside the workspace, one thread, and the lockdown plugin
 (inside/harvest_lockdown.py). Its folder is bound read-only into the sandbox, so project code cannot
 rewrite it between steps. A small JSON beside it tells the runner (outside the sandbox) where the
-database lives; the runner reads it before starting the child, never after.
+database lives; the runner reads it before starting the child, never after. Both are written and read
+through ``safe_fs`` (the workspace may hold links a previous build planted).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import atomic
 from core.errors import SandboxError
+from harvester.sandbox import safe_fs
 from harvester.sandbox.steps import workspace_relative
 
 PROFILE_DIR = ".harvest_profile"
@@ -22,6 +23,7 @@ META_FILE = "harvest_profile.json"
 WORKSPACE_ENV = "HARVEST_WORKSPACE"
 PLUGIN_MODULE = "harvest_lockdown"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+MAX_META_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,12 @@ class ProfileMeta:
     db_file: str
 
 
-def _real_dir(path: Path) -> None:
-    """Make ``path`` a real directory, removing whatever else (a symlink from the repo) sits there."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    path.mkdir(parents=True, exist_ok=True)
+def _real_dir(workspace: Path, rel: str) -> None:
+    """Make ``rel`` a real directory, removing whatever else (a symlink from the repo) sits there."""
+    entry = safe_fs.lstat(workspace, rel)
+    if entry is not None and entry.kind != "dir":
+        safe_fs.remove(workspace, rel)
+    safe_fs.make_dirs(workspace, rel)
 
 
 def plain_profile_text(profile_name: str, schema: str, db_file: str) -> str:
@@ -87,26 +90,24 @@ def write_profile(
     for what, value in (("profile_name", profile_name), ("schema", schema)):
         if not _NAME.match(value):
             raise SandboxError(f"{what} must be a plain identifier, got {value!r}")
-    if not (workspace / project_dir / "dbt_project.yml").is_file():
+    if not safe_fs.is_file(workspace, f"{project_dir}/dbt_project.yml"):
         raise SandboxError(f"no dbt_project.yml in {workspace / project_dir}")
-    folder = workspace / PROFILE_DIR
-    _real_dir(folder)
-    path = folder / "profiles.yml"
-    atomic.write_text(path, profile_yaml(profile_name, schema, db_file))
+    _real_dir(workspace, PROFILE_DIR)
+    safe_fs.write_text(workspace, f"{PROFILE_DIR}/profiles.yml", profile_yaml(profile_name, schema, db_file))
     meta = ProfileMeta(project_dir=project_dir, profile_name=profile_name, schema=schema, db_file=db_file)
-    atomic.write_text(folder / META_FILE, json.dumps(meta.__dict__, sort_keys=True) + "\n")
-    return path
+    safe_fs.write_text(workspace, f"{PROFILE_DIR}/{META_FILE}", json.dumps(meta.__dict__, sort_keys=True) + "\n")
+    return workspace / PROFILE_DIR / "profiles.yml"
 
 
 def read_profile_meta(workspace: Path, project_dir: str) -> ProfileMeta:
     """The meta written by write_profile; refuse when it is missing or names another project."""
     path = Path(workspace) / PROFILE_DIR / META_FILE
-    if path.is_symlink() or not path.is_file():
+    if not safe_fs.is_file(workspace, f"{PROFILE_DIR}/{META_FILE}"):
         raise SandboxError(f"no sandbox profile in {workspace}; call write_profile(workspace, …) first")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(safe_fs.read_text(workspace, f"{PROFILE_DIR}/{META_FILE}", max_bytes=MAX_META_BYTES))
         meta = ProfileMeta(**{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")})
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, safe_fs.UnsafePathError) as exc:
         raise SandboxError(f"sandbox profile meta {path} is malformed ({exc}); call write_profile again") from exc
     wanted = workspace_relative(project_dir, "project_dir") if project_dir not in ("", ".") else "."
     if meta.project_dir != wanted:

@@ -1,19 +1,20 @@
 """Reading the child's results file: untrusted JSON, checked for shape and size before it is believed.
 
 Code from the project runs in the same process as the child, so the file can hold anything. We open it
-without following symlinks, cap its size, and keep only fields of the expected types; anything else
-makes the step a failure with a clear reason instead of a crash in the parent.
+beneath the workspace without following any link (``safe_fs``), cap its size, and keep only fields of
+the expected types; anything else makes the step a failure with a clear reason instead of a crash in
+the parent.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
+from harvester.sandbox import safe_fs
 from harvester.sandbox.steps import StepResult
 
 MAX_RESULT_BYTES = 64 << 20
@@ -30,24 +31,15 @@ def _line(value: Any) -> str:
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
 
 
-def read_result_file(path: Path) -> dict[str, Any]:
-    """Load the results JSON without following a symlink and without reading more than the cap."""
+def read_result_file(workspace: Path, rel: str) -> dict[str, Any]:
+    """Load the results JSON at ``rel`` in ``workspace``: beneath it, no link followed, a regular file,
+    no more than the cap."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError as exc:
-        raise ResultShapeError("the sandbox child wrote no results") from exc
-    except OSError as exc:
-        raise ResultShapeError(f"the sandbox child's results file cannot be opened safely ({exc.strerror})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ResultShapeError("the sandbox child's results file is not a regular file")
-        if info.st_size > MAX_RESULT_BYTES:
-            raise ResultShapeError(f"the sandbox child's results file is {info.st_size} bytes, over the cap")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_RESULT_BYTES + 1)
-    finally:
-        os.close(fd)
+        data = safe_fs.read_bytes(workspace, rel, max_bytes=MAX_RESULT_BYTES)
+    except safe_fs.UnsafePathError as exc:
+        if getattr(exc, "errno", None) == errno.ENOENT:
+            raise ResultShapeError("the sandbox child wrote no results") from None
+        raise ResultShapeError(f"the sandbox child's results file cannot be opened safely ({exc})") from None
     try:
         payload = json.loads(data)
     except ValueError as exc:

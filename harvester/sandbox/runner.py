@@ -13,6 +13,12 @@ in order, warm, and reports each one. The parent enforces the bounds while it wa
   slow) and kills the build above ``workspace_bytes``; it checks once more after the child exits;
 - relation size: the child fails a dbt step whose database holds a table over ``relation_rows``
   rows, and the capture refuses to copy one.
+
+Everything the parent touches in the workspace goes through ``safe_fs`` (no link followed, nothing
+outside the workspace reachable): the log when it lies in the workspace, the results, the scratch
+folder, the disk walk. What a capture produced leaves the workspace as a copy the host alone owns
+(``captures_dir``), made from an fd opened beneath the workspace, and only that copy is checked and
+handed out: nothing the child can still write is read later.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ import json
 import os
 import resource
 import secrets
-import shutil
 import signal
 import subprocess
 import time
@@ -30,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.errors import SandboxError
-from harvester.sandbox import command, watchdog
 from core.clock import clock_env
+from core.errors import SandboxError
+from harvester.sandbox import command, safe_fs, watchdog
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
 from harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
@@ -43,6 +48,9 @@ SCRATCH_DIR = ".harvest_tmp"
 LOG_DIR = ".harvest_logs"
 POLL_S = 0.05
 MAX_REQUEST_CHARS = 100_000  # the request travels as one argv string (Linux caps one at 128 KiB)
+#: Where DuckDB may touch files: the whole workspace, or only what the database needs (see
+#: inside/harvest_lockdown.py). Agent and reward builds use "database".
+DUCKDB_SCOPES = ("workspace", "database")
 
 
 @dataclass(frozen=True)
@@ -59,18 +67,35 @@ class Outcome:
     exited: bool = True
 
 
-def _fresh_dir(path: Path) -> Path:
-    """A real, empty directory at ``path`` (whatever the project put there is removed first)."""
-    _remove(path)
-    path.mkdir(parents=True)
-    return path
+def captures_dir(workspace: Path) -> Path:
+    """The host's own folder beside ``workspace`` where captured files are copied (never bound inside)."""
+    workspace = Path(workspace)
+    return workspace.with_name(f"{workspace.name}.captured")
 
 
-def _remove(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
+def _fresh_dir(workspace: Path, rel: str) -> None:
+    """A real, empty folder at ``rel`` (whatever the project put there, a link included, is removed)."""
+    safe_fs.remove(workspace, rel)
+    safe_fs.make_dirs(workspace, rel)
+
+
+def _in_workspace(workspace: Path, path: Path) -> str | None:
+    """``path`` relative to ``workspace`` when it lies inside it (lexically), else None."""
+    try:
+        return Path(path).relative_to(workspace).as_posix()
+    except ValueError:
+        return None
+
+
+def _open_log_fd(workspace: Path, log_path: Path, flags: int) -> int:
+    """Open a log: through safe_fs when it lies in the workspace (a link there is never followed), else
+    as the host's own file (its last component still not followed)."""
+    rel = _in_workspace(workspace, log_path)
+    if rel is not None:
+        return safe_fs.open_file(workspace, rel, flags, 0o644, make_parents=bool(flags & os.O_CREAT))
+    if flags & os.O_CREAT:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(log_path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
 
 
 def _mib(value: int) -> str:
@@ -86,11 +111,18 @@ def _rlimits(limits: Limits) -> Callable[[], None]:
     return apply
 
 
-def _open_log(log_path: Path) -> int:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    if log_path.is_symlink():
-        log_path.unlink()
-    return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+def _open_log(workspace: Path, log_path: Path) -> int:
+    """A fresh log. In the workspace its folders are the sandbox's own: whatever a previous build left on
+    the way that is not a folder (a link to a host folder, say) is removed, never followed."""
+    rel = _in_workspace(workspace, log_path)
+    if rel is not None:
+        parts = safe_fs.parts_of(rel)
+        for index in range(1, len(parts)):
+            folder = "/".join(parts[:index])
+            entry = safe_fs.lstat(workspace, folder)
+            if entry is not None and entry.kind != "dir":
+                safe_fs.remove(workspace, folder)
+    return _open_log_fd(workspace, log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
 
 def _watch(
@@ -123,7 +155,7 @@ def _watch(
                 )
             elif now >= next_disk:
                 t0 = time.monotonic()
-                used = watchdog.disk_usage_bytes(workspace)
+                used = safe_fs.disk_usage(workspace)
                 disk_cost = time.monotonic() - t0
                 next_disk = time.monotonic() + max(0.25, 10 * disk_cost)
                 if used > limits.workspace_bytes:
@@ -158,11 +190,11 @@ def _watch(
     )
 
 
-def _log_tail(log_path: Path) -> str:
+def _log_tail(workspace: Path, log_path: Path) -> str:
     """The last non-empty line of the child's log, for a one-line reason (never follows a symlink)."""
     try:
-        fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        fd = _open_log_fd(workspace, log_path, os.O_RDONLY)
+    except (OSError, SandboxError):
         return ""
     try:
         size = os.fstat(fd).st_size
@@ -186,17 +218,25 @@ class Launch:
     sandboxed: bool
     limits: Limits
 
+    @property
+    def scratch_rel(self) -> str:
+        return self.scratch.relative_to(self.workspace).as_posix()
+
 
 def prepare(
-    workspace: Path, project_dir: str, *, clock: str, sandboxed: bool, limits: Limits, body: dict[str, Any]
+    workspace: Path, project_dir: str, *, clock: str, sandboxed: bool, limits: Limits, body: dict[str, Any],
+    duckdb_scope: str = "workspace",
 ) -> Launch:
     """Check the workspace, profile, sandbox and clock; build the child's request around ``body``.
 
     ``body`` holds either the steps of a one-shot run (``steps``, ``result_file``, ``stop_on_failure``)
     or ``{"serve": True}`` for a warm child that reads batches from stdin. Nothing is written yet.
+    ``duckdb_scope`` is what DuckDB may touch: "workspace", or "database" (agent and reward builds).
     """
+    if duckdb_scope not in DUCKDB_SCOPES:
+        raise SandboxError(f"unknown duckdb_scope {duckdb_scope!r}; use one of {', '.join(DUCKDB_SCOPES)}")
     workspace = Path(workspace).resolve()
-    if not workspace.is_dir():
+    if not workspace.is_dir() or workspace.is_symlink():
         raise SandboxError(f"workspace {workspace} is not a directory")
     command.refuse_sensitive_workspace(workspace)
     meta = read_profile_meta(workspace, project_dir)
@@ -225,11 +265,13 @@ def prepare(
         "result_file": "",
         "relation_rows": limits.relation_rows,
         "stop_on_failure": True,
+        "locked_duckdb": command.SANDBOX_LOCKED_DUCKDB if sandboxed else str(command.LOCKED_DUCKDB),
         "lockdown": {
             "temp_subdir": f"{SCRATCH_DIR}/duckdb",
             "memory_limit": limits.duckdb_memory_limit,
             "threads": limits.duckdb_threads,
             "max_temp_directory_size": f"{max(1, limits.workspace_bytes >> 20)}MiB",
+            "scope": duckdb_scope,
         },
         "steps": [],
         **body,
@@ -243,7 +285,8 @@ def prepare(
         )
     py = command.python_args(paths.code, request_json)
     if sandboxed:
-        argv = command.bwrap_argv(workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env)
+        argv = command.bwrap_argv(workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env,
+                                  shm_bytes=limits.shm_bytes)
         popen_env = {"PATH": "/usr/bin:/bin"}
         cwd = "/"
     else:
@@ -254,10 +297,10 @@ def prepare(
 def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen[bytes], int]:
     """A fresh scratch folder, then the child in its own session; returns it and the open log fd."""
     # nothing is written into the workspace before every check in prepare() has passed
-    _fresh_dir(launch.scratch)
+    _fresh_dir(launch.workspace, launch.scratch_rel)
     for sub in ("duckdb", "home", "tmp"):
-        (launch.scratch / sub).mkdir()
-    log_fd = _open_log(log_path)
+        safe_fs.make_dirs(launch.workspace, f"{launch.scratch_rel}/{sub}")
+    log_fd = _open_log(launch.workspace, log_path)
     try:
         proc = subprocess.Popen(
             launch.argv,
@@ -273,6 +316,19 @@ def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVN
         os.close(log_fd)
         raise SandboxError(f"could not start the sandbox child: {exc}") from exc
     return proc, log_fd
+
+
+def log_path_for(launch: Launch, given: Path, log_path: Path | None, default: str) -> Path:
+    """The log's path, expressed under the resolved workspace when the caller named it under the
+    workspace as given (so it is always opened through safe_fs, never by following a link)."""
+    if log_path is None:
+        return launch.workspace / LOG_DIR / default
+    log_path = Path(os.path.abspath(log_path))
+    for base in (Path(os.path.abspath(given)), launch.workspace):
+        rel = _in_workspace(base, log_path)
+        if rel is not None:
+            return launch.workspace / safe_fs.relative_to_root(launch.workspace, rel)
+    return log_path
 
 
 def new_result_name() -> str:
@@ -292,27 +348,25 @@ def collect(
     workspace = launch.workspace
     kinds = [step_kind(step) for step in steps]
     killed_reason = outcome.killed_reason
-    final_disk = watchdog.disk_usage_bytes(workspace)
+    final_disk = safe_fs.disk_usage(workspace)
     if not killed_reason and final_disk > launch.limits.workspace_bytes:
         killed_reason = (
             f"workspace disk use {_mib(final_disk)} exceeded the limit of {_mib(launch.limits.workspace_bytes)}"
         )
-    result_path = workspace / result_name
     results: list[StepResult] = []
     peak_child = 0
     shape_error = ""
     try:
-        payload = read_result_file(result_path)
+        payload = read_result_file(workspace, result_name)
         results = parse_steps(payload, kinds)
         peak_child = peak_rss(payload)
     except ResultShapeError as exc:
         shape_error = str(exc)
     finally:
-        for leftover in (result_path, result_path.with_name(result_path.name + ".tmp"),
-                         result_path.with_name(result_path.name + ".done")):
-            _remove(leftover)
+        for leftover in (result_name, result_name + ".tmp", result_name + ".done"):
+            _remove(workspace, leftover)
 
-    results = [_checked_capture(result, step, workspace) for result, step in zip(results, steps)]
+    results = [_checked_capture(result, step, launch) for result, step in zip(results, steps)]
     finished_all = len(results) == len(kinds)
     stopped_on_failure = stop_on_failure and results and not results[-1].ok
     if not finished_all and not stopped_on_failure:
@@ -324,7 +378,7 @@ def collect(
         elif shape_error and outcome.returncode == 0:
             reason = shape_error
         else:
-            tail = _log_tail(log_path)
+            tail = _log_tail(workspace, log_path)
             reason = f"the sandbox child exited with code {outcome.returncode}" + (f": {tail}" if tail else "")
         detail: dict[str, Any] = {"interrupted": True, "wall_s": round(outcome.wall_s, 3)}
         if outcome.kill_s:
@@ -337,6 +391,7 @@ def collect(
         and all(result.ok for result in results)
     )
     _append_log(
+        workspace,
         log_path,
         f"\n[harvest sandbox] sandboxed={launch.sandboxed} ok={ok} returncode={outcome.returncode} "
         f"wall_s={outcome.wall_s:.3f} kill_s={outcome.kill_s:.3f} peak_tree_rss={outcome.peak_tree_rss} "
@@ -356,7 +411,7 @@ def collect(
 
 def finish(launch: Launch, pid: int) -> None:
     """After the child is gone: remove the scratch folder (and, unsandboxed, libfaketime's shm files)."""
-    _cleanup_scratch(launch.scratch)
+    _cleanup_scratch(launch)
     if not launch.sandboxed:
         _remove_faketime_shm(pid)
 
@@ -371,20 +426,23 @@ def run_steps(
     limits: Limits = Limits(),
     log_path: Path | None = None,
     stop_on_failure: bool = True,
+    duckdb_scope: str = "workspace",
 ) -> SandboxRun:
     """Run ``steps`` on the dbt project at ``workspace/project_dir`` in one bounded child process.
 
     Call write_profile(workspace, project_dir, …) first. Raises SandboxError when the run cannot start
     (no bubblewrap and ``sandboxed`` left True, no profile, bad steps, no libfaketime); every failure
-    of the project itself comes back in the SandboxRun instead.
+    of the project itself comes back in the SandboxRun instead. A successful capture's file comes back
+    as a host copy: ``StepResult.detail["file"]`` (see ``captures_dir``).
     """
     requests = [step_request(step) for step in steps]
     result_name = new_result_name()
     launch = prepare(
         workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
         body={"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure},
+        duckdb_scope=duckdb_scope,
     )
-    log_path = Path(log_path) if log_path is not None else launch.workspace / LOG_DIR / "sandbox.log"
+    log_path = log_path_for(launch, workspace, log_path, "sandbox.log")
     proc, log_fd = start(launch, log_path)
     try:
         outcome = _watch(proc, launch.workspace, limits, time.monotonic())
@@ -395,21 +453,35 @@ def run_steps(
     return run
 
 
-def _checked_capture(result: StepResult, step: Step, workspace: Path) -> StepResult:
-    """A successful capture stays successful only if its gold file holds exactly the reported tables."""
+def _checked_capture(result: StepResult, step: Step, launch: Launch) -> StepResult:
+    """A successful capture stays successful only if its file, copied out of the workspace (beneath it,
+    no link followed, bounded), holds exactly the reported tables. The copy is what callers get."""
     if not (result.ok and isinstance(step, CaptureStep)):
         return result
-    problem = gold_problem(workspace / step.out, [table["name"] for table in result.detail["tables"]])
-    if not problem:
-        return result
-    return StepResult(kind=result.kind, ok=False, first_error=problem, detail=result.detail)
+    dest = captures_dir(launch.workspace) / Path(step.out).name
+    try:
+        safe_fs.copy_out(launch.workspace, step.out, dest, max_bytes=launch.limits.workspace_bytes)
+    except (safe_fs.UnsafePathError, OSError) as exc:
+        return StepResult(kind=result.kind, ok=False, first_error=f"gold file {step.out}: {exc}", detail=result.detail)
+    problem = gold_problem(dest, [table["name"] for table in result.detail["tables"]])
+    if problem:
+        dest.unlink(missing_ok=True)
+        return StepResult(kind=result.kind, ok=False, first_error=problem, detail=result.detail)
+    return StepResult(kind=result.kind, ok=True, first_error="", detail={**result.detail, "file": str(dest)})
 
 
-def _append_log(log_path: Path, text: str) -> None:
+def _remove(workspace: Path, rel: str) -> None:
+    try:
+        safe_fs.remove(workspace, rel)
+    except (safe_fs.UnsafePathError, OSError):
+        pass
+
+
+def _append_log(workspace: Path, log_path: Path, text: str) -> None:
     """Append a summary line to the log, never through a symlink the project may have put there."""
     try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-    except OSError:
+        fd = _open_log_fd(workspace, log_path, os.O_WRONLY | os.O_APPEND)
+    except (OSError, SandboxError):
         return
     try:
         os.write(fd, text.encode("utf-8"))
@@ -429,6 +501,6 @@ def _remove_faketime_shm(pid: int) -> None:
             pass
 
 
-def _cleanup_scratch(scratch: Path) -> None:
+def _cleanup_scratch(launch: Launch) -> None:
     """Remove the scratch folder (DuckDB spill, result temp files); never follows a symlink."""
-    _remove(scratch)
+    _remove(launch.workspace, launch.scratch_rel)

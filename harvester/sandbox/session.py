@@ -21,8 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core.errors import SandboxError
+from harvester.sandbox import safe_fs
 from harvester.sandbox.limits import Limits
-from harvester.sandbox.runner import LOG_DIR, Launch, _watch, collect, finish, new_result_name, prepare, start
+from harvester.sandbox.runner import (LOG_DIR, Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
+                                      start)
 from harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
@@ -40,12 +42,14 @@ class SandboxSession:
         sandboxed: bool = True,
         limits: Limits = Limits(),
         log_path: Path | None = None,
+        duckdb_scope: str = "workspace",
     ) -> None:
         self._launch: Launch = prepare(
-            workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits, body={"serve": True}
+            workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits, body={"serve": True},
+            duckdb_scope=duckdb_scope,
         )
         self.limits = limits
-        self.log_path = Path(log_path) if log_path is not None else self._launch.workspace / LOG_DIR / "session.log"
+        self.log_path = log_path_for(self._launch, workspace, log_path, "session.log")
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_fd = -1
         self.starts = 0
@@ -72,7 +76,7 @@ class SandboxSession:
         """Run one batch in the warm child (started, or restarted after a kill, as needed)."""
         requests = [step_request(step) for step in steps]
         result_name = new_result_name()
-        marker = self.workspace / (result_name + ".done")
+        marker = result_name + ".done"
         proc = self._ensure_child()
         line = json.dumps({"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure})
         try:
@@ -81,7 +85,10 @@ class SandboxSession:
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # the child died; _watch sees it exit and collect reports why
-        outcome = _watch(proc, self.workspace, self.limits, time.monotonic(), until=lambda: os.path.lexists(marker))
+        outcome = _watch(
+            proc, self.workspace, self.limits, time.monotonic(),
+            until=lambda: safe_fs.lstat(self.workspace, marker) is not None,
+        )
         run = collect(self._launch, steps, result_name, outcome, self.log_path, stop_on_failure)
         if outcome.exited:
             self._reap()

@@ -1,14 +1,13 @@
-"""Measurements the runner polls while a child runs: the process tree's memory and the workspace's size.
+"""What the runner polls while a child runs: the process tree's resident memory, read from /proc.
 
-Read from /proc and the file system of the host, so they see the sandboxed processes whatever they do
-inside. Both are cheap enough to poll several times a second for small trees and workspaces; the disk
-walk is polled less often when it gets slow (see runner.py).
+Read from the host's /proc, so it sees the sandboxed processes whatever they do inside; cheap enough to
+poll several times a second. (The workspace's disk use is walked by ``safe_fs.disk_usage``, by fd and
+without following links, less often when the walk gets slow: see runner.py.)
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:
@@ -48,25 +47,4 @@ def tree_rss_bytes(root_pid: int) -> int:
         seen.add(pid)
         total += table[pid][1]
         stack.extend(children.get(pid, ()))
-    return total
-
-
-def disk_usage_bytes(root: Path) -> int:
-    """Bytes of disk the tree under ``root`` occupies (allocated blocks; symlinks not followed)."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            total += info.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
     return total

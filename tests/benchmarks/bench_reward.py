@@ -6,7 +6,7 @@ Harvests and mints the example in a temporary HARVEST_HOME (train split), then s
 every task, correct and wrong mixed: the true repair (1), each wrong repair (0), the broken file with a
 harmless whitespace change (0), and a completion that does not compile (0). Three ways:
 
-- ``build_and_score`` (train/reward_build.py): the fast path where it applies, else a sandboxed
+- ``build_and_score`` (harvester/grading/edited.py): the fast path where it applies, else a sandboxed
   incremental build; every completion, ``--repeats`` times, interleaved;
 - the sandboxed incremental dbt build alone (``mode=dbt``) on a seeded sample of ``--dbt`` completions;
 - naive: a fresh workspace and a full sandboxed ``dbt seed`` + ``dbt build`` per rollout (``mode=naive``)
@@ -98,7 +98,7 @@ def main() -> None:
             tasks = load_tasks("train", args.home, args.pins, purpose="inspect")
         else:
             tasks = prepare(root)
-        from train.reward_build import build_and_score_with
+        from harvester.grading.edited import build_and_score_with
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
         print(f"{len(tasks)} tasks, {len(items)} completions "

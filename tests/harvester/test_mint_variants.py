@@ -166,3 +166,26 @@ def test_a_statement_about_missing_rows_does_not_claim_wrong_values_in_every_col
         assert bool(symptoms[0].columns) == expect_columns
         assert ("holds the wrong value" in text) == expect_columns
         assert ("is missing rows" in text) == (not expect_columns)
+
+
+def test_the_warm_builder_never_reads_the_workspace_its_child_can_write(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 14, class 1: between two batches the warm child's project code can swap the next model file
+    for a link to a host file (tests/sandbox/test_host_boundary.py plants links that way end to end). The
+    host must not read through it, and must not write what it read back into the sandbox or a report."""
+    import os
+
+    canary = tmp_path / "host-secret.sql"
+    canary.write_text("select 'TOPSECRET-host-file' as leaked\n")
+    before = (canary.read_bytes(), canary.stat().st_mtime_ns)
+    pin = world["pin"]
+    with world["harvest"].env():
+        with VariantBuilder(pin, world["scratch"] / "tampered", base_db=world["state"].database, sandboxed=True,
+                            limits=Limits(wall_s=300)) as builder:
+            (builder.workspace / FILE).unlink()
+            os.symlink(canary, builder.workspace / FILE)
+            mutant = world["original"].replace("where orders.status = 'completed'", "where true")
+            built = builder.build("mutant", FILE, mutant, ("product_performance+",))
+            assert built.models_ok, built.first_error
+            assert builder._original[FILE] == world["original"]  # noqa: SLF001 - what is written back next
+            assert "TOPSECRET" not in repr(builder._original)  # noqa: SLF001
+    assert (canary.read_bytes(), canary.stat().st_mtime_ns) == before

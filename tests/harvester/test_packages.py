@@ -291,7 +291,7 @@ def test_vendored_packages_build_with_real_dbt_without_deps(tmp_path, store, mir
     workspace = tmp_path / "ws"
     store.export(repo, ledger.head, workspace)
     project = workspace / "integration_tests"
-    records = resolve_packages(project, store, load_mirror(mirror_dir), network=False)
+    records = resolve_packages(project, store, load_mirror(mirror_dir), network=False, tree=workspace)
     assert [(r.name, r.source, r.version) for r in records] == [
         ("calc_utils", "hub:acme/calc_utils", "0.3.1"),
         ("ledger", "local:..", ""),
@@ -359,7 +359,7 @@ def test_matches_a_lock_written_by_real_dbt_deps(tmp_path, store, extra_repo):
     lock = yaml.safe_load((project / "package-lock.yml").read_text())
     assert lock["sha1_hash"] == read_declared(project).sha1_hash
     shutil.rmtree(project / "dbt_packages")
-    found = _by_name(resolve_packages(project, store, None, network=False))
+    found = _by_name(resolve_packages(project, store, None, network=False, tree=tmp_path))
     dbt_git = next(p for p in lock["packages"] if "git" in p)
     assert found[dbt_git["name"]].commit == dbt_git["revision"] == extra_repo.commits[0]
     assert set(found) == {p["name"] for p in lock["packages"]}

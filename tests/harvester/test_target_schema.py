@@ -148,7 +148,7 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
     from core.scorer import official
     from core.patching import apply_to_text, parse_patch
     from core.pin import read_pin
-    from train.reward_build import build_and_score_with, release
+    from harvester.grading.edited import build_and_score_with, release
     from harvester.workspace import template
     from tests.conftest import use_env
 

@@ -34,7 +34,7 @@ def test_harvester_backend_builds_and_scores_through_reward_build(world: World, 
     from train.grpo import backend_factory
     from train.project import GitProjectSource
     from train.reward import EditingBackend
-    from train.reward_build import build_and_score
+    from harvester.grading.edited import build_and_score
 
     raw = tiny_raw("grpo-tiny.toml", world, tmp_path, reward={"backend": "harvester"})
     factory = backend_factory(config_from_dict(raw), GitProjectSource(world.repos))

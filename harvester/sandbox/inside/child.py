@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import importlib.util
 import json
 import math
 import os
@@ -24,9 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import harvest_lockdown
 from harvest_fingerprint import alias_collides, fingerprint_sql, quote_identifier, quote_relation
 from harvest_names import captured_names
+
+harvest_lockdown: Any = None  # imported by main() once locked_duckdb (bound from core/) is loaded
 
 GOLD_ALIAS = "__harvest_gold"
 MAX_MESSAGE = 600
@@ -92,6 +94,8 @@ class Child:
             memory_limit=str(lock["memory_limit"]),
             threads=int(lock["threads"]),
             max_temp_directory_size=str(lock["max_temp_directory_size"]),
+            scope=str(lock.get("scope", "workspace")),
+            database=str(self.db_path),
         )
 
     # results -------------------------------------------------------------------------------------
@@ -240,11 +244,11 @@ class Child:
             first_error = "dbt reported failure without a node error (see the build log)"
         return {"kind": "dbt", "ok": ok, "first_error": first_error, "detail": {"nodes": nodes}}
 
-    def locked_connection(self, db: Path, read_only: bool) -> Any:
+    def locked_connection(self, db: Path, read_only: bool, extra_paths: tuple[str, ...] = ()) -> Any:
         import duckdb
 
         conn = duckdb.connect(str(db), read_only=read_only)
-        harvest_lockdown.apply_lockdown(conn, harvest_lockdown.LOCKDOWN)
+        harvest_lockdown.apply_lockdown(conn, harvest_lockdown.LOCKDOWN, extra_paths)
         return conn
 
     def oversized_relation(self) -> str:
@@ -282,7 +286,7 @@ class Child:
         catalog = self.db_path.stem
         # read-write so that the gold file can be attached writable; the build database is only read,
         # and it stays the default catalog so views resolve exactly as they did in the build
-        conn = self.locked_connection(self.db_path, read_only=False)
+        conn = self.locked_connection(self.db_path, read_only=False, extra_paths=(str(out_path),))
         tables: list[dict[str, Any]] = []
         errors: list[str] = []
         try:
@@ -444,8 +448,23 @@ def patch_sleep_for_faketime() -> None:
     time.sleep = sleep
 
 
+def load_locked_duckdb(path: str) -> None:
+    """Load the project's one locked-down DuckDB module (bound into the sandbox as a single file)."""
+    spec = importlib.util.spec_from_file_location("locked_duckdb", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load locked_duckdb from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["locked_duckdb"] = module
+    spec.loader.exec_module(module)
+
+
 def main(argv: list[str]) -> int:
+    global harvest_lockdown
     request = json.loads(argv[1])
+    load_locked_duckdb(request["locked_duckdb"])
+    import harvest_lockdown as lockdown_module
+
+    harvest_lockdown = lockdown_module
     if os.environ.get("FAKETIME"):
         patch_sleep_for_faketime()
     os.chdir(request["workspace"])

@@ -64,10 +64,11 @@ def test_bwrap_command_binds_no_home_repository_or_harvest_home(tmp_path: Path) 
         assert path != home and path not in home.parents
         assert path != REPO_ROOT and path not in REPO_ROOT.parents
         assert path != Path("/")
-    # our child code is the only thing from the repository, read-only, at /opt/harvest
+    # our child code and the one locked-down DuckDB module are all that comes from the repository, read-only
     from_repo = [s for s in sources if Path(s).resolve().is_relative_to(REPO_ROOT)]
-    assert from_repo == [str(command.INSIDE_DIR)]
+    assert from_repo == [str(command.INSIDE_DIR), str(command.LOCKED_DUCKDB)]
     assert argv[argv.index(str(command.INSIDE_DIR)) + 1] == "/opt/harvest"
+    assert argv[argv.index(str(command.LOCKED_DUCKDB)) + 1] == "/opt/harvest-lib/locked_duckdb.py"
 
 
 def test_workspace_that_contains_the_repository_is_refused() -> None:
@@ -107,18 +108,21 @@ def test_write_profile_replaces_a_planted_symlink(tmp_path: Path) -> None:
 
 
 def test_results_file_is_treated_as_untrusted(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
     with pytest.raises(ResultShapeError, match="wrote no results"):
-        read_result_file(tmp_path / "missing.json")
+        read_result_file(workspace, "missing.json")
     secret = tmp_path / "secret.txt"
-    secret.write_text("do not read")
-    link = tmp_path / "link.json"
-    link.symlink_to(secret)
+    secret.write_text(json.dumps({"version": 1, "steps": []}))
+    (workspace / "link.json").symlink_to(secret)
     with pytest.raises(ResultShapeError, match="cannot be opened safely"):
-        read_result_file(link)
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"version": 1, "steps": [{"kind": "query", "ok": True, "detail": {}}]}))
+        read_result_file(workspace, "link.json")
+    (workspace / "linked_dir").symlink_to(tmp_path)
+    with pytest.raises(ResultShapeError, match="cannot be opened safely"):
+        read_result_file(workspace, "linked_dir/secret.txt")
+    (workspace / "bad.json").write_text(json.dumps({"version": 1, "steps": [{"kind": "query", "ok": True, "detail": {}}]}))
     with pytest.raises(ResultShapeError, match="unexpected shape"):
-        parse_steps(read_result_file(bad), ["dbt"])
+        parse_steps(read_result_file(workspace, "bad.json"), ["dbt"])
     forged = {"kind": "capture", "ok": True, "first_error": "", "detail": {"tables": [{"name": "x"}]}}
     with pytest.raises(ResultShapeError):
         parse_steps({"version": 1, "steps": [forged]}, ["capture"])

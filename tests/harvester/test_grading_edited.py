@@ -1,4 +1,4 @@
-"""train.reward_build: the single-turn reward's build+score, on the minted example (real builds, real DuckDB).
+"""harvester.grading.edited: the single-turn reward's build+score, on the minted example (real builds, real DuckDB).
 
 The true repair of every task scores 1 and its wrong repair 0 through the fast path; one task also goes
 through the sandboxed incremental dbt build; completions that try to read the right answer out of the
@@ -37,7 +37,7 @@ def tasks(minted_example):
 
 
 def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, tasks) -> None:
-    from train.reward_build import build_and_score_with
+    from harvester.grading.edited import build_and_score_with
 
     assert tasks, "the example must mint tasks with wrong repairs"
     with minted_example.env():
@@ -52,7 +52,7 @@ def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, task
 
 def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, tasks) -> None:
     from harvester.mint.lineage import models
-    from train.reward_build import build_and_score_with
+    from harvester.grading.edited import build_and_score_with
     from harvester.state import load_state
 
     task = tasks[0]
@@ -66,7 +66,7 @@ def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, t
 
 
 def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tasks) -> None:
-    from train.reward_build import build_and_score_with, release
+    from harvester.grading.edited import build_and_score_with, release
 
     task = tasks[0]
     with minted_example.env():
@@ -81,7 +81,7 @@ def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tas
 
 
 def test_edits_outside_the_project_are_refused_without_building(minted_example, tasks) -> None:
-    from train.reward_build import build_and_score_with
+    from harvester.grading.edited import build_and_score_with
 
     with minted_example.env():
         for bad in ("../escape.sql", "/etc/passwd", ".harvest_profile/profiles.yml", "build.duckdb"):
@@ -100,7 +100,7 @@ def _node(uid: str, raw: str = "", compiled: str = "", parents: tuple[str, ...] 
 
 
 def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
-    from train.reward_engine import enclosing_edit
+    from harvester.grading.fast import enclosing_edit
 
     assert enclosing_edit("select a from t", "select a from t") is None
     edit = enclosing_edit("select a from t where x = 1", "select a from t where x = 12")
@@ -109,7 +109,7 @@ def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
 
 
 def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
-    from train.reward_engine import Unsupported, compiled_after_edit
+    from harvester.grading.fast import Unsupported, compiled_after_edit
 
     raw = "select id from {{ ref('orders') }} where status = 'paid'\n"
     compiled = "select id from \"build\".\"main\".\"orders\" where status = 'paid'\n"
@@ -126,7 +126,7 @@ def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
 
 
 def test_closure_is_the_roots_and_their_descendants_parents_first() -> None:
-    from train.reward_engine import closure
+    from harvester.grading.fast import closure
 
     nodes = {uid: _node(uid, parents=parents) for uid, parents in {
         "model.p.a": (), "model.p.b": ("model.p.a",), "model.p.c": ("model.p.b", "model.p.d"),

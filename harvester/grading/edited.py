@@ -1,6 +1,11 @@
-"""The harvester side of the single-turn GRPO reward: build a task's edited project, score it against gold.
+"""Grade an edited task: build the task's project with an agent's edits, score it against gold.
 
-``build_and_score(task, edits)`` is the build-and-score function train.reward's harvester backend calls:
+One path for everything that grades edits of a task outside the mint: the GRPO reward
+(``build_and_score``, the function train.reward's harvester backend calls) and the eval environment's
+``validate`` and ``submit`` (``fast_grade`` with the project's dbt tests, falling back to the
+environment's own sandboxed build when it raises ``Unsupported``).
+
+``build_and_score(task, edits)``:
 ``edits`` maps repo-relative paths to full new texts; the result is the official and strict verdicts of
 the task's broken project with those edits, graded by ``core.scorer`` against the pin's gold. A build
 failure or a timeout is a 0 with its reason, never an exception (gold-side problems still raise).
@@ -8,8 +13,8 @@ failure or a timeout is a 0 with its reason, never an exception (gold-side probl
 Three ways to get there, fastest first (each per task, per process, prepared once and reused):
 
 - ``fast``: every changed file is a plain SQL model edited outside Jinja → the compiled SQL of the
-  edited model and of its descendants is re-run in the locked-down screening engine (reward_engine.py);
-  milliseconds per rollout;
+  edited model and of its descendants is re-run in the locked-down screening engine (``fast.py``);
+  milliseconds per rollout; with ``tests`` the project's dbt tests run there too;
 - ``dbt``: otherwise, a real sandboxed dbt build of only the affected models (``--select m+`` without
   seeds) on a copy of the pin's built state, in a workspace restored per rollout from a prepared snapshot
   (broken patch applied, profile written, dbt's partial-parse state primed once) — the incremental path
@@ -41,8 +46,17 @@ from harvester.mint.candidates import model_file
 from harvester.mint.lineage import ModelNode, models
 from core.patching import PatchError, apply_patch
 from core.pin import Pin, pin_path, read_pin
-from train.reward_engine import FastScorer, Unsupported, closure, compiled_after_edit, drop_relations
-from harvester.sandbox import DbtStep, Limits, run_steps, write_profile
+from harvester.grading.fast import (
+    DataTest,
+    FastScorer,
+    Unsupported,
+    build_children,
+    closure,
+    compiled_after_edit,
+    data_tests,
+    drop_relations,
+)
+from harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
 from harvester.state import DB_FILE, load_state
 from core.task_record import TaskRecord
 from harvester.workspace import fresh_workspace
@@ -50,16 +64,33 @@ from harvester.workspace import fresh_workspace
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What a build+score says about an edited project (the shape train.reward's backends read)."""
+class Graded:
+    """What grading an edited project says: the scorer's two verdicts as bits and, when the project's dbt
+    tests were run (``fast_grade(tests=True)``), which failed. ``capture`` is a file of the graded tables
+    for the scorer's explainer (only when asked for)."""
 
     official: int
     strict: int
     reason: str = ""
+    built: bool = True
+    first_error: str = ""
+    tests_total: int = 0
+    failed_tests: tuple[str, ...] = ()
+    capture: Path | None = None
+
+    @property
+    def tests_failed(self) -> int:
+        return len(self.failed_tests)
+
+
+#: the name train.reward's backends have always read
+Verdict = Graded
 
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
 REWARD_LIMITS = Limits(wall_s=300.0)
+#: What DuckDB may touch in a reward build: only what the database needs (no folder writable).
+REWARD_DUCKDB_SCOPE = "database"
 _PARTIAL_PARSE = "partial_parse.msgpack"
 
 
@@ -83,6 +114,9 @@ class TaskContext:
     originals: dict[str, str]  # repo-relative model file -> text at the pinned commit
     profile: str
     catalog: str
+    tests: list[DataTest] | str = ""  # the project's dbt tests, or why the fast path cannot run them
+    children: dict[str, int] = field(default_factory=dict)  # node -> models/seeds/snapshots built from it
+    outside: frozenset[str] = frozenset()  # models with a non-model child dbt would rebuild (a snapshot)
     bases: dict[tuple[str, ...], Path] = field(default_factory=dict)
     scorers: dict[tuple[str, ...], FastScorer] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -92,15 +126,15 @@ class TaskContext:
         for scorer in self.scorers.values():
             scorer.close()
         self.scorers.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        safe_fs.rmtree(self.root)
 
 
 _CONTEXTS: dict[tuple[str, str], TaskContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
 
 
-def _verdict(official: int, strict: int, reason: str) -> Verdict:
-    return Verdict(official, strict, reason)
+def _verdict(official: int, strict: int, reason: str) -> Graded:
+    return Graded(official, strict, reason)
 
 
 def _checked_edits(edits: Mapping[str, str]) -> dict[str, str]:
@@ -146,15 +180,24 @@ def _prepare(task: TaskRecord) -> TaskContext:
     try:
         apply_patch(pristine, task.broken_patch)
     except PatchError as exc:
-        shutil.rmtree(root, ignore_errors=True)
+        safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
     write_profile(pristine, pin.project_dir, profile, pin.profile_schema)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    try:
+        tests: list[DataTest] | str = data_tests(state.manifest)
+    except Unsupported as exc:
+        tests = str(exc)
+    outside = frozenset(
+        parent for node in dict(state.manifest.get("nodes") or {}).values()
+        if node.get("resource_type") == "snapshot" for parent in (node.get("depends_on") or {}).get("nodes") or ()
+    )
     return TaskContext(
         task=task, pin=pin, nodes=nodes, by_file=by_file, task_model=by_file[task.file],
         database=state.database, gold=gold_path(pin.gold_sha256), root=root, pristine=pristine,
-        originals=originals, profile=profile, catalog=catalog,
+        originals=originals, profile=profile, catalog=catalog, tests=tests,
+        children=build_children(state.manifest), outside=outside,
     )
 
 
@@ -188,22 +231,31 @@ def _base(ctx: TaskContext, roots: tuple[str, ...]) -> Path:
     return ctx.bases[roots]
 
 
-def _fast(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
+def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, capture_to: Path | None = None) -> Graded:
     changed, only_models = _final_texts(ctx, edits)
     if not only_models:
         raise Unsupported("a file other than a known model changed")
+    if tests and isinstance(ctx.tests, str):
+        raise Unsupported(ctx.tests)
     compiled = {ctx.by_file[path]: compiled_after_edit(ctx.nodes[ctx.by_file[path]], ctx.originals[path], text)
                 for path, text in changed.items()}
     roots = _roots(ctx, changed)
+    order = closure(ctx.nodes, roots)
+    if any(uid in ctx.outside for uid in order):
+        raise Unsupported("a snapshot is built from a model this edit rebuilds")
     scorer = ctx.scorers.get(roots)
     if scorer is None:
         scorer = FastScorer(_base(ctx, roots), ctx.catalog, ctx.root / f"engine-{len(ctx.scorers)}", ctx.nodes,
-                            closure(ctx.nodes, roots), ctx.pin.clock, ctx.gold)
+                            order, ctx.pin.clock, ctx.gold)
         ctx.scorers[roots] = scorer
     if not scorer.covers(ctx.task.grading):
         raise Unsupported("a graded table is not rebuilt by this rollout")
-    found = scorer.score(compiled, ctx.task.grading)
-    return _verdict(found.official, found.strict, found.reason)
+    run_tests = ctx.tests if tests and not isinstance(ctx.tests, str) else []
+    found = scorer.score(compiled, ctx.task.grading, run_tests, ctx.children, capture_to)
+    if found.blocking_failures:
+        raise Unsupported(f"{found.blocking_failures[0]} fails, and dbt build would skip what is built from its model")
+    return Graded(found.official, found.strict, found.reason, built=found.built, first_error=found.first_error,
+                  tests_total=len(run_tests), failed_tests=found.failed_tests, capture=found.capture)
 
 
 def _prime(ctx: TaskContext) -> None:
@@ -213,38 +265,41 @@ def _prime(ctx: TaskContext) -> None:
         return
     ctx.primed = True
     work = ctx.root / "prime"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     shutil.copytree(ctx.pristine, work, symlinks=True)
     run = run_steps(work, ctx.pin.project_dir, [DbtStep(("parse",))], clock=ctx.pin.clock,
-                    limits=REWARD_LIMITS, log_path=ctx.root / "prime.log")
-    state = work / ctx.pin.project_dir / "target" / _PARTIAL_PARSE
-    if run.ok and state.is_file():
-        target = ctx.pristine / ctx.pin.project_dir / "target"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(state, target / _PARTIAL_PARSE)
-    shutil.rmtree(work, ignore_errors=True)
+                    limits=REWARD_LIMITS, log_path=ctx.root / "prime.log", duckdb_scope=REWARD_DUCKDB_SCOPE)
+    state = f"{ctx.pin.project_dir}/target/{_PARTIAL_PARSE}"
+    if run.ok and safe_fs.is_file(work, state):
+        # read beneath the workspace the child wrote, never through a link it planted
+        safe_fs.copy_out(work, state, ctx.pristine / state, max_bytes=REWARD_LIMITS.workspace_bytes)
+    safe_fs.rmtree(work)
 
 
 def _restore(ctx: TaskContext, edits: Mapping[str, str]) -> Path:
     """The rollout's workspace: a fresh copy of the pristine snapshot with the edits written."""
     work = ctx.root / "rollout"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     shutil.copytree(ctx.pristine, work, symlinks=True)
-    for path, text in edits.items():
-        target = work / path
-        if target.is_symlink() or not target.resolve().is_relative_to(work.resolve()):
-            raise Unsupported(f"edit path {path!r} goes through a link")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    _write_edits(work, edits)
     return work
 
 
-def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool) -> Verdict:
+def _write_edits(work: Path, edits: Mapping[str, str]) -> None:
+    """Write a rollout's files beneath ``work``, never through a link (safe_fs)."""
+    for path, text in edits.items():
+        try:
+            safe_fs.write_text(work, path, text)
+        except safe_fs.UnsafePathError:
+            raise Unsupported(f"edit path {path!r} goes through a link") from None
+
+
+def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool) -> Graded:
     from core.scorer import score
 
     result = build_workspace(
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=REWARD_LIMITS,
-        log_path=ctx.root / "rollout.log", select=select, seed=seed,
+        log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
     if result.run.timed_out:
         return _verdict(0, 0, f"timeout: {result.first_error}")
@@ -255,7 +310,7 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
     return _verdict(official, strict, "" if official and strict else (verdicts.official.reason or verdicts.strict.reason))
 
 
-def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
+def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Graded:
     changed, only_models = _final_texts(ctx, edits)
     if not only_models:
         return _naive(ctx, edits)
@@ -267,21 +322,16 @@ def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
     return _build_and_grade(ctx, work, tuple(f"{ctx.nodes[uid].name}+" for uid in roots), seed=False)
 
 
-def _naive(ctx: TaskContext, edits: Mapping[str, str]) -> Verdict:
+def _naive(ctx: TaskContext, edits: Mapping[str, str]) -> Graded:
     work = ctx.root / "rollout"
-    shutil.rmtree(work, ignore_errors=True)
+    safe_fs.rmtree(work)
     fresh_workspace(ctx.pin, work)
     apply_patch(work, ctx.task.broken_patch)
-    for path, text in edits.items():
-        target = work / path
-        if target.is_symlink() or not target.resolve().is_relative_to(work.resolve()):
-            raise Unsupported(f"edit path {path!r} goes through a link")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    _write_edits(work, edits)
     return _build_and_grade(ctx, work, (), seed=True)
 
 
-def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) -> tuple[Verdict, str]:
+def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) -> tuple[Graded, str]:
     """The verdict and the path that produced it (``fast`` falls back to ``dbt`` when it must)."""
     if mode not in MODES:
         raise ValueError(f"unknown reward mode {mode!r}; use one of {', '.join(MODES)}")
@@ -304,12 +354,27 @@ def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) 
             return _verdict(0, 0, f"build failed: {exc}"), "refused"
 
 
-def build_and_score(task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+def fast_grade(task: TaskRecord, edits: Mapping[str, str], *, tests: bool = False,
+               capture_to: Path | None = None) -> Graded:
+    """The fast path alone, for callers with a dbt path of their own (the environment's validate/submit).
+
+    ``tests``: also run every dbt test of the project and report which fail, as a full ``dbt build``
+    would; ``capture_to``: write the graded tables there for the scorer's explainer. Raises Unsupported
+    when the answer needs dbt (an edit outside plain model SQL, Jinja written, unit tests or hooks in the
+    project, a failing test dbt would skip models after); the caller then builds with dbt.
+    """
+    clean = _checked_edits(edits)
+    ctx = _context(task)
+    with ctx.lock:
+        return _fast(ctx, clean, tests=tests, capture_to=capture_to)
+
+
+def build_and_score(task: TaskRecord, edits: Mapping[str, str]) -> Graded:
     """train.reward.BuildAndScore: the fast path where it applies, a sandboxed incremental build otherwise."""
     return build_and_score_with("fast", task, edits)[0]
 
 
-def build_and_score_dbt(task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+def build_and_score_dbt(task: TaskRecord, edits: Mapping[str, str]) -> Graded:
     """Always a real sandboxed dbt build of the affected models (never the fast path)."""
     return build_and_score_with("dbt", task, edits)[0]
 
@@ -323,4 +388,5 @@ def release(task: TaskRecord | None = None) -> None:
 
 atexit.register(release)
 
-__all__ = ["MODES", "RewardBuildError", "build_and_score", "build_and_score_dbt", "build_and_score_with", "release"]
+__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "Verdict", "build_and_score", "build_and_score_dbt",
+           "build_and_score_with", "fast_grade", "release"]

@@ -1,13 +1,18 @@
-"""The fast path of the single-turn reward: an edited model re-run as compiled SQL in locked-down DuckDB.
+"""The fast path of grading an edited task: edited models re-run as compiled SQL in locked-down DuckDB.
 
-A sandboxed dbt child costs seconds per rollout (bubblewrap, importing dbt, parsing, building); GRPO
-needs the reward in well under a second. When every changed file of a rollout is a plain SQL model
+A sandboxed dbt child costs seconds per call (bubblewrap, importing dbt, parsing, building); the GRPO
+reward and the environment's validate/submit need an answer in well under a second. When every changed file of a rollout is a plain SQL model
 whose edit lies outside Jinja, its compiled SQL is the pin's compiled SQL with the same edit carried
 over (``mutators.transplant``, exactly what the mint's screening relies on), so the edited model and
 its descendants can be re-run straight in the screening engine (``harvester.mint.engine``: external
 access off, configuration locked, per-statement time bound) and scored against gold in milliseconds.
 Anything else (an edit that touches Jinja, a new file, a macro or YAML change, a Python or ephemeral
 model) is ``Unsupported`` and the caller builds with dbt instead.
+
+The project's dbt tests can be run here too (``DataTest``: each test's compiled SQL wrapped as dbt's
+test materialization wraps it, with ``fail_calc``, ``warn_if``, ``error_if`` and ``limit``), which is what
+the environment's ``validate`` and ``submit`` report. A failing error-severity test on a node that has
+children makes ``dbt build`` skip them; the fast path cannot mimic that and is ``Unsupported`` then.
 
 The engine's base database is the pin's built state WITHOUT the relations the rollout rebuilds: those
 hold the right answer, and an edit like ``select * from {{ this }}`` must not be able to read it.
@@ -16,12 +21,11 @@ hold the right answer, and an edit like ``select * from {{ this }}`` must not be
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
+from core.locked_duckdb import connect_locked
 from core.scorer import score
 from core.scorer.spec import GradingSpec
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
@@ -40,10 +44,74 @@ class Unsupported(Exception):
 
 
 @dataclass(frozen=True)
+class DataTest:
+    """One dbt data test as the manifest compiled it, with the configuration its verdict depends on."""
+
+    unique_id: str
+    compiled_code: str
+    severity: str = "error"
+    fail_calc: str = "count(*)"
+    warn_if: str = "!= 0"
+    error_if: str = "!= 0"
+    limit: int | None = None
+    depends_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FastVerdict:
+    """The fast path's answer: the scorer's two verdicts and, when tests were asked for, their results."""
+
     official: int
     strict: int
     reason: str
+    built: bool = True
+    first_error: str = ""
+    failed_tests: tuple[str, ...] = ()
+    blocking_failures: tuple[str, ...] = ()  # failing error-severity tests whose node has children in the build
+    capture: Path | None = None
+
+
+def data_tests(manifest: Mapping[str, object]) -> list[DataTest]:
+    """Every enabled data test of the manifest; Unsupported when the project has unit tests, operations
+    (on-run-start/end hooks) or a test without compiled SQL, which only dbt can run."""
+    tests: list[DataTest] = []
+    for uid, node in sorted(dict(manifest.get("nodes") or {}).items()):  # type: ignore[union-attr]
+        kind = node.get("resource_type")
+        if kind in {"unit_test", "operation"}:
+            raise Unsupported(f"the project has {kind} nodes ({uid}); dbt runs them")
+        if kind != "test":
+            continue
+        code = str(node.get("compiled_code") or node.get("compiled_sql") or "")
+        if not code:
+            raise Unsupported(f"{uid} has no compiled SQL in the manifest")
+        config = node.get("config") or {}
+        limit = config.get("limit")
+        tests.append(DataTest(
+            unique_id=uid, compiled_code=code, severity=str(config.get("severity") or "error").lower(),
+            fail_calc=str(config.get("fail_calc") or "count(*)"), warn_if=str(config.get("warn_if") or "!= 0"),
+            error_if=str(config.get("error_if") or "!= 0"), limit=int(limit) if limit is not None else None,
+            depends_on=tuple((node.get("depends_on") or {}).get("nodes") or ()),
+        ))
+    if dict(manifest.get("unit_tests") or {}):  # type: ignore[union-attr]
+        raise Unsupported("the project has unit tests; dbt runs them")
+    return tests
+
+
+def build_children(manifest: Mapping[str, object]) -> dict[str, int]:
+    """How many models, seeds or snapshots depend on each node (what ``dbt build`` skips after a failed test)."""
+    counts: dict[str, int] = {}
+    for node in dict(manifest.get("nodes") or {}).values():  # type: ignore[union-attr]
+        if node.get("resource_type") in {"model", "seed", "snapshot"}:
+            for parent in (node.get("depends_on") or {}).get("nodes") or ():
+                counts[parent] = counts.get(parent, 0) + 1
+    return counts
+
+
+def dbt_test_sql(test: DataTest, sql: str) -> str:
+    """The statement dbt's test materialization runs for ``test`` (compiled SQL ``sql``)."""
+    limit = f"limit {test.limit}" if test.limit is not None else ""
+    return (f"select {test.fail_calc} as failures, {test.fail_calc} {test.warn_if} as should_warn, "
+            f"{test.fail_calc} {test.error_if} as should_error from (\n{sql}\n{limit}\n) dbt_internal_test")
 
 
 def enclosing_edit(old: str, new: str) -> Edit | None:
@@ -149,8 +217,7 @@ def closure(nodes: Mapping[str, ModelNode], roots: Iterable[str]) -> list[str]:
 def drop_relations(database: Path, dest: Path, nodes: Iterable[ModelNode]) -> Path:
     """A copy of ``database`` at ``dest`` without the relations of ``nodes`` (tables or views)."""
     shutil.copyfile(database, dest)
-    con = duckdb.connect(str(dest), config={"enable_external_access": False, "autoload_known_extensions": False,
-                                            "autoinstall_known_extensions": False})
+    con = connect_locked(str(dest))  # the pin's views hold project SQL: the same lock as everywhere
     try:
         existing = {
             (schema.lower(), name.lower()): kind
@@ -186,8 +253,11 @@ class FastScorer:
         """Whether every graded table is rebuilt here (the others are not in the engine at all)."""
         return all(full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
 
-    def score(self, compiled: Mapping[str, str], grading: GradingSpec) -> FastVerdict:
-        """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), then score against gold."""
+    def score(self, compiled: Mapping[str, str], grading: GradingSpec, tests: Sequence[DataTest] = (),
+              children: Mapping[str, int] | None = None, capture_to: Path | None = None) -> FastVerdict:
+        """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), run ``tests`` over the result
+        (a test that errors counts as failed, as in dbt), score against gold, and, with ``capture_to``, write
+        the graded tables there as a capture file the scorer's explainer reads."""
         replaced: dict[str, str] = {}
         try:
             for uid in self.order:
@@ -197,18 +267,47 @@ class FastScorer:
                 sql = compiled.get(uid, node.compiled_code)
                 for relation, target in replaced.items():
                     sql = sql.replace(relation, target)
-                self._materialize(node, freeze_clock(sql, self.clock))
+                try:
+                    self._materialize(node, freeze_clock(sql, self.clock))
+                except ScreenSQLError as exc:
+                    return FastVerdict(0, 0, f"build failed: {exc}", built=False, first_error=f"{uid}: {exc}")
                 if node.relation:
                     replaced[node.relation] = f'{MUT}."{node.captured_schema}"."{node.alias}"'
+            failed, blocking = self._run_tests(tests, replaced, children or {})
             self.engine.con.execute(f'USE {MUT}."{GRADED_SCHEMA}"')
             verdicts = score(self.gold, self.engine.con, grading)
-        except ScreenSQLError as exc:
-            return FastVerdict(0, 0, f"build failed: {exc}")
+            capture = None
+            if capture_to is not None:  # the engine may write only in its scratch folder: export there, then move
+                written = self.engine.export(
+                    {bare: f'{MUT}."{GRADED_SCHEMA}"."{bare}"' for bare in grading.condition_tabs},
+                    self.engine.scratch / "capture.duckdb")
+                capture = Path(shutil.move(str(written), str(capture_to)))
         finally:
             self.engine.reset()
         official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
         reason = "" if official and strict else (verdicts.official.reason or verdicts.strict.reason)
-        return FastVerdict(official, strict, reason)
+        return FastVerdict(official, strict, reason, failed_tests=failed, blocking_failures=blocking, capture=capture)
+
+    def _run_tests(self, tests: Sequence[DataTest], replaced: Mapping[str, str],
+                   children: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        failed: list[str] = []
+        blocking: list[str] = []
+        for test in tests:
+            sql = test.compiled_code
+            for relation, target in replaced.items():
+                sql = sql.replace(relation, target)
+            try:
+                row = self.engine.query_one(dbt_test_sql(test, freeze_clock(sql, self.clock)))
+                should_error = bool(row and row[2])
+            except ScreenSQLError:  # dbt reports a test that cannot run as an error, whatever its severity
+                failed.append(test.unique_id)
+                blocking.extend(test.unique_id for p in test.depends_on if children.get(p))
+                continue
+            if should_error and test.severity == "error":
+                failed.append(test.unique_id)
+                if any(children.get(parent) for parent in test.depends_on):
+                    blocking.append(test.unique_id)
+        return tuple(failed), tuple(dict.fromkeys(blocking))
 
     def _materialize(self, node: ModelNode, sql: str) -> None:
         """``mut.<schema>.<alias>`` from ``sql`` wrapped as dbt-duckdb wraps it: ``as (\n<sql>\n)``, so a
