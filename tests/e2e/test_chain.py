@@ -240,7 +240,8 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     leaks = _machine_paths(work / "pins", needles) + _machine_paths(folder, needles) + _machine_paths(published, needles)
     assert leaks == []
     card = (folder / "README.md").read_text()
-    assert "dbt-harvest-fixtures/lending_library" in card and "local__" not in card and "local://" not in card
+    # no repository is named after a local copy (the card's column table documents `local://` itself)
+    assert "dbt-harvest-fixtures/lending_library" in card and "local__" not in card and "local://local/" not in card
     # --- the README's walkthrough is what this test ran (every command, with the same options) -------
     ran = {_shape(call) for call in chain.calls}
     assert [c for c in readme_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
