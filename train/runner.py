@@ -43,6 +43,7 @@ def is_main_process() -> bool:
 
 def prepare_run_dir(config: RunConfig, gate: bool = False) -> Path:
     """Create the run folder and store the config (not for a gate); refuse to overwrite a finished run."""
+    _no_hub_telemetry()
     run_dir = config.run_dir
     if (run_dir / MANIFEST_NAME).exists():
         raise TrainError(f"run {run_dir} already finished (it has a manifest); choose a new [run] name")
@@ -50,6 +51,18 @@ def prepare_run_dir(config: RunConfig, gate: bool = False) -> Path:
     if is_main_process() and not gate:
         atomic.write_text(run_dir / CONFIG_NAME, tomli_w.dumps(config.raw))
     return run_dir
+
+
+def _no_hub_telemetry() -> None:
+    """trl reports every trainer it builds to the Hub (``HEAD /api/telemetry/trl/SFTTrainer``); a run sends
+    nothing it was not asked to, unless the user set ``HF_HUB_DISABLE_TELEMETRY`` themselves. huggingface_hub
+    reads the variable once at import, so its constant is set too."""
+    if "HF_HUB_DISABLE_TELEMETRY" in os.environ:
+        return
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    from huggingface_hub import constants
+
+    constants.HF_HUB_DISABLE_TELEMETRY = True
 
 
 def latest_checkpoint(run_dir: Path) -> str | None:

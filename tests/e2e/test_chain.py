@@ -206,6 +206,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         # --- train a tiny adapter (no --json: the human output must exit 0 too), freeze it ------------
         trained = chain.run("train", "sft", "--config", str(SFT_CONFIG))
         assert "run:" in trained.stdout and "Traceback" not in trained.stderr
+        assert hub.unexpected == [], "training called the Hub (trl's telemetry must stay off)"
         chain.run("train", "freeze", "runs/sft-e2e")
 
         # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
