@@ -87,7 +87,7 @@ def model_file(node: ModelNode, pin: Pin) -> str | None:
     return file.as_posix()
 
 
-def mutable(node: ModelNode, pin: Pin) -> str:
+def why_not_mutable(node: ModelNode, pin: Pin) -> str:
     """'' when the model can be mutated, else why not."""
     if node.language != "sql":
         return "python model"

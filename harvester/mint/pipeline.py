@@ -26,7 +26,7 @@ from pathlib import Path
 from core import atomic
 from core.errors import HarvestError, PinError
 from core import home
-from harvester.mint.candidates import mutable
+from harvester.mint.candidates import why_not_mutable
 from harvester.mint.executors import run_local, run_ray
 from harvester.mint.lineage import ModelNode, models
 from harvester.mint.shard import CandidateReport, ShardJob, ShardResult
@@ -161,7 +161,7 @@ def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | N
 
     per_model: dict[str, Counter[str]] = {}
     for uid, node in sorted(nodes.items()):
-        if not mutable(node, pin):
+        if not why_not_mutable(node, pin):
             per_model[uid] = Counter(c.mutation.family for c in model_candidates(pin, node, tree, families, 0))
     total: Counter[str] = sum(per_model.values(), Counter())
     rarest = tuple(sorted(total, key=lambda f: (total[f], f)))
@@ -199,7 +199,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         reports = load_reports(pin.id)
         index = load_index(pin.id)
         for uid, node in sorted(nodes.items()):
-            if mutable(node, pin):
+            if why_not_mutable(node, pin):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]

@@ -19,7 +19,7 @@ from typing import Any
 
 from harvester.gold import gold_path
 from core.home import harvest_home, pins_dir
-from harvester.mint.candidates import Candidate, DeadSite, model_candidates, mutable
+from harvester.mint.candidates import Candidate, DeadSite, model_candidates, why_not_mutable
 from harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
 from harvester.mint.domain import gold_values
 from harvester.mint.engine import Engine
@@ -169,7 +169,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     state = load_state(pin.id)
     nodes = models(state.manifest)
     node = nodes[job.model]
-    if mutable(node, pin):
+    if why_not_mutable(node, pin):
         return ShardResult((), ())
     gold = gold_path(pin.gold_sha256)
     tree = template(pin)

@@ -82,7 +82,7 @@ def main() -> None:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(scratch / "home"), str(scratch / "pins")
             pin = harvest(scratch)
         from harvester.gold import gold_path
-        from harvester.mint.candidates import model_candidates, mutable
+        from harvester.mint.candidates import model_candidates, why_not_mutable
         from harvester.mint.lineage import models
         from harvester.mint.shard import ShardJob, run_shard
         from harvester.state import load_state
@@ -92,7 +92,7 @@ def main() -> None:
         nodes = models(state.manifest)
         tree = template(pin)
         gold = gold_path(pin.gold_sha256)
-        shards = [uid for uid, node in sorted(nodes.items()) if not mutable(node, pin)]
+        shards = [uid for uid, node in sorted(nodes.items()) if not why_not_mutable(node, pin)]
         candidates = {c.key: c for uid in shards
                       for c in model_candidates(pin, nodes[uid], tree, families, args.seed)}
         print(f"{len(candidates)} candidates over {len(shards)} mutable models", flush=True)
