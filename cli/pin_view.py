@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cli._tables import id_table, print_table
+
 from cli._common import markup
 from core.pin import Pin
 
@@ -51,12 +53,12 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
         f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
         f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"
     )
-    table = Table("table", "rows", "deterministic", "gradable", "never graded (unstable columns)")
+    table = id_table("table", "rows", "deterministic", "gradable", "never graded (unstable columns)", ids=("table",))
     for t in pin.tables:
         unstable = ", ".join(f"{c}{' (database name)' if c in t.database_columns else ''}" for c in t.unstable_columns)
         table.add_row(markup(t.name), str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no",
                       markup(unstable or "-"))
-    console.print(table)
+    print_table(table, console)
     if pin.packages:
         packages = Table("package", "source", "version", "commit")
         for p in pin.packages:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from core import atomic
 from core.errors import GoldError
 from core.home import gold_dir
@@ -60,7 +62,8 @@ def _check_tables_only(path: Path) -> None:
 # -- comparing two captures of the same project ------------------------------------------------------
 
 def _open_capture(path: Path) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(path), read_only=True, config={"enable_external_access": False})
+    """A capture of a sandboxed build, opened on the host: the one locked-down DuckDB (no file access)."""
+    return connect_locked(str(path), read_only=True)
 
 
 def _quote(name: str) -> str:

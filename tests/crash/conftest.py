@@ -51,7 +51,7 @@ class Baselines:
     add: Stage
     mint: Stage
     dataset: Stage
-    gold_of_each_build: tuple[str, ...]  # sha256 of the gold file each of the two builds of `add` captured
+    gold_of_each_build: tuple[str, ...]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
     finished: World  # the world after all three commands (read-only: copy it before changing anything)
 
 
@@ -77,7 +77,7 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> Baselines:
     add, added = _stage("add", ("add", spec, "--json"), empty, root / "after-add")
     split = run_cli(added, ["split", "assign", "--test", "0", "--dev", "0", "--json"])
     assert split.returncode == 0, split.output
-    golds = tuple(sorted(hash_file(p) for p in (added.home / "builds").glob("*/*/build*/gold.duckdb")))
+    golds = tuple(sorted(hash_file(p) for p in (added.home / "builds").glob("*/*/build*.captured/gold.duckdb")))
     shutil.rmtree(added.home / "builds")  # logs of the baseline build; trials start without them
     mint, minted = _stage("mint", MINT_ARGS, added, root / "after-mint")
     dataset, finished = _stage("dataset", DATASET_ARGS, minted, root / "after-dataset")

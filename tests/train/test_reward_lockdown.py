@@ -55,7 +55,7 @@ def _victim_state(folder: Path) -> list[tuple[str, bytes, int]]:
 @pytest.mark.parametrize("attack", ["read_host", "write_host", "attach_host"])
 def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, victim: Path, mode: str,
                                                                attack: str) -> None:  # noqa: ANN001
-    from train.reward_build import build_and_score_with
+    from harvester.grading.edited import build_and_score_with
 
     sql = {
         "read_host": f"select * from read_csv('{victim / 'secret.csv'}')",
@@ -76,7 +76,7 @@ def test_a_reward_build_cannot_write_into_the_project_with_sql(minted_example) -
     """The true repair plus a pre_hook that COPYs a Python model into the project: DuckDB scope
     'database' refuses the write, so the rollout fails (before: the hook wrote models/pwned.py and the
     rollout scored 1)."""
-    from train.reward_build import build_and_score_with
+    from harvester.grading.edited import build_and_score_with
 
     with minted_example.env():
         task = minted_example.tasks[0]
