@@ -154,7 +154,7 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
             wrong_repair_notes=notes,
             claims=claims,
         )
-    except (KeyError, TypeError, SpecFormatError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, SpecFormatError) as exc:
         raise TaskRecordError(f"{where}: malformed task record ({exc})") from None
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
