@@ -82,10 +82,6 @@ class Graded:
     def tests_failed(self) -> int:
         return len(self.failed_tests)
 
-
-#: the name train.reward's backends have always read
-Verdict = Graded
-
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
 REWARD_LIMITS = Limits(wall_s=300.0)
@@ -131,10 +127,6 @@ class TaskContext:
 
 _CONTEXTS: dict[tuple[str, str], TaskContext] = {}
 _CONTEXTS_LOCK = threading.Lock()
-
-
-def _verdict(official: int, strict: int, reason: str) -> Graded:
-    return Graded(official, strict, reason)
 
 
 def _checked_edits(edits: Mapping[str, str]) -> dict[str, str]:
@@ -302,12 +294,12 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
     if result.run.timed_out:
-        return _verdict(0, 0, f"timeout: {result.first_error}")
+        return Graded(0, 0, f"timeout: {result.first_error}")
     if not result.models_ok or result.gold_file is None:
-        return _verdict(0, 0, f"build failed: {result.first_error}")
+        return Graded(0, 0, f"build failed: {result.first_error}")
     verdicts = score(ctx.gold, result.gold_file, ctx.task.grading)
     official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
-    return _verdict(official, strict, "" if official and strict else (verdicts.official.reason or verdicts.strict.reason))
+    return Graded(official, strict, "" if official and strict else (verdicts.official.reason or verdicts.strict.reason))
 
 
 def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Graded:
@@ -338,7 +330,7 @@ def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) 
     try:
         clean = _checked_edits(edits)
     except Unsupported as exc:
-        return _verdict(0, 0, f"build failed: {exc}"), "refused"
+        return Graded(0, 0, f"build failed: {exc}"), "refused"
     ctx = _context(task)
     with ctx.lock:
         try:
@@ -351,7 +343,7 @@ def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) 
                 return _dbt(ctx, clean), "dbt"
             return _naive(ctx, clean), "naive"
         except Unsupported as exc:
-            return _verdict(0, 0, f"build failed: {exc}"), "refused"
+            return Graded(0, 0, f"build failed: {exc}"), "refused"
 
 
 def fast_grade(task: TaskRecord, edits: Mapping[str, str], *, tests: bool = False,
@@ -388,5 +380,5 @@ def release(task: TaskRecord | None = None) -> None:
 
 atexit.register(release)
 
-__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "Verdict", "build_and_score", "build_and_score_dbt",
+__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt",
            "build_and_score_with", "fast_grade", "release"]
