@@ -36,15 +36,17 @@ def check(as_json: bool) -> None:
 
 @command.command("lock")
 @click.option("--verify", is_flag=True, help="Compare the store with pins/_tasks.lock instead of writing it.")
+@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
+              help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).")
 @json_option
 @fails_cleanly
-def lock(verify: bool, as_json: bool) -> None:
+def lock(verify: bool, max_per_model: int, as_json: bool) -> None:
     """Write pins/_tasks.lock from the tasks minted under HARVEST_HOME (or --verify them against it), without minting."""
     from core.home import pins_dir
     from core.pin import list_pins
 
     pins = list_pins(pins_dir())
-    result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins))
+    result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, max_per_model))
     if as_json:
         echo_json(result)
     else:
@@ -77,13 +79,14 @@ def report(out: Path, timings: Path | None, as_json: bool) -> None:
         click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
 
 
-def unfinished(pins: list) -> list[str]:  # type: ignore[type-arg]
-    """Pins with model shards still to mint (their mint was stopped by a time budget)."""
+def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
+    """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
     from core.home import harvest_home, pins_dir
     from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, plan
+    from harvester.mint.pipeline import MintOptions, plan, shard_finished
 
-    return sorted({job.pin_id for job in plan(pins, MintOptions(), mint_target(harvest_home(), pins_dir()))})
+    jobs = plan(pins, MintOptions(max_per_model=max_per_model), mint_target(harvest_home(), pins_dir()))
+    return sorted({job.pin_id for job in jobs if not shard_finished(job.pin_id, job.model)})
 
 
 def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict:

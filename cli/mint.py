@@ -68,8 +68,10 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     report = yield_report([p.id for p in pins])
     from cli.corpus import lock_step
 
-    left = sorted({job.pin_id for job in plan(pins, options, mint_target(harvest_home(), pins_dir()))}) \
-        if (verify_lock or write_lock) else []
+    from harvester.mint.pipeline import shard_finished
+
+    left = sorted({job.pin_id for job in plan(pins, options, mint_target(harvest_home(), pins_dir()))
+                   if not shard_finished(job.pin_id, job.model)}) if (verify_lock or write_lock) else []
     lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
     if as_json:
         echo_json({"this_run": counts, **report, **({"lock": lock} if lock else {})})
