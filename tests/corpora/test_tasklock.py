@@ -46,11 +46,12 @@ def test_lock_lists_public_ids_and_only_hashes_for_test(world, minted):
     assert check_pins_folder(world.pins) == []
 
 
-def test_record_hash_ignores_timings_but_nothing_else(minted):
+def test_record_hash_covers_every_field(minted):
     _, tasks = minted
     t = tasks["train"][0]
-    assert record_sha256(replace(t, timings={"confirm": 99.0})) == record_sha256(t)
+    assert record_sha256(replace(t)) == record_sha256(t)
     assert record_sha256(replace(t, problem_statement=t.problem_statement + " ")) != record_sha256(t)
+    assert record_sha256(replace(t, wrong_repair_patches=())) != record_sha256(t)
 
 
 def test_compare_reports_missing_extra_and_changed(world, minted):
