@@ -151,7 +151,7 @@ def markdown(report: CorpusReport) -> str:
     lines = ["| repository | split | license | candidates | kept | " + " | ".join(fams)
              + " | yield | silent/loud | informative | top screen rejections | build s | mint s |",
              "|---|---|---|---|---|" + "---|" * len(fams) + "---|---|---|---|---|---|"]
-    for r in sorted(report.rows, key=lambda r: (r.split, r.repo)):
+    for r in sorted(report.rows, key=lambda r: (r.split, r.repo.lower())):
         rate = "-" if r.yield_rate is None else f"{100 * r.yield_rate:.0f}%"
         mint = _secs(r.mint_s) + (" (budget)" if r.partial else "")
         lines.append(f"| {r.repo} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
@@ -181,7 +181,7 @@ def chart(report: CorpusReport, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fams = [f for f in FAMILY_ORDER if f in report.families] + [f for f in report.families if f not in FAMILY_ORDER]
-    rows = sorted(report.rows, key=lambda r: (r.split, r.repo), reverse=True)
+    rows = sorted(report.rows, key=lambda r: (r.split, r.repo.lower()), reverse=True)
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.28 * len(rows) + 1.2)))
     left = [0] * len(rows)
     labels = [f"{r.repo} [{r.split}]" for r in rows]
