@@ -189,6 +189,9 @@ def chart(report: CorpusReport, path: Path) -> Path:
         values = [r.kept_per_family.get(fam, 0) for r in rows]
         ax.barh(labels, values, left=left, label=fam)
         left = [a + b for a, b in zip(left, values)]
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("kept tasks")
     ax.set_title(f"dbt-harvest corpus: {report.total('kept')} kept tasks over {len(rows)} repositories")
     if fams:
