@@ -209,7 +209,9 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
     try:
         builds = _gold_builds(source, base.clock, add_options, run_dir)
     except HarvestError as exc:
-        raise AugmentRejected("build_fails", str(exc).splitlines()[0][:300]) from None
+        line = str(exc).splitlines()[0][:300]
+        # dbt skips what depends on a failed test, and a build with skipped models did not build
+        raise AugmentRejected("dbt_test_fails" if "dbt test failed" in line else "build_fails", line) from None
     first = builds.first
     if first.tests_failed:
         allowed = _base_failing_tests(base, run_dir, options)
