@@ -31,7 +31,7 @@ from sqlglot import exp
 from core.patching import make_patch
 
 #: families whose distinguishing condition this module can derive
-FAMILIES = ("null", "time")
+FAMILIES = ("null", "time", "filter")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
 #: how far around the clock the time probe looks, in days (the past first)
@@ -39,7 +39,7 @@ PROBE_DAYS = (-1200, 2)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
-_COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.Between)
+_COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.Between, exp.In, exp.Like, exp.ILike)
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,10 @@ class NoProposal(Exception):
     """Why no distinguishing row could be derived for a candidate (one line, for the report)."""
 
 
-Probe = Callable[[str, str, str], str | None]
-"""``probe(original_comparison, mutated_comparison, placeholder)`` -> an ISO timestamp on which the two
-disagree when ``placeholder`` takes that value, or None."""
+Probe = Callable[[str, str, str, tuple[str, ...]], str | None]
+"""``probe(original_comparison, mutated_comparison, placeholder, values)`` -> a value of ``placeholder``
+on which the two comparisons disagree, or None. ``values`` are SQL literals to try; empty: days around
+the pinned clock (the answer is then an ISO timestamp)."""
 
 
 def _parse(sql: str) -> exp.Expression | None:
@@ -159,7 +160,7 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
                 return Proposal(key, family, operator, f"{column} is NULL",
                                 SeedRow(seed.name, _template_row(seed, column), ((column, ""),)))
         raise NoProposal(f"no seed holds {', '.join(sorted(set(columns)))}")
-    if family == "time":
+    if family in ("time", "filter"):
         pair = changed_comparison(original_sql, mutated_sql)
         if pair is None:
             raise NoProposal("no comparison changed (the time node is not in a predicate)")
@@ -178,15 +179,37 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
                 lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n)
             return bound.sql(dialect="duckdb")
 
-        found = probe(bind(original), bind(mutated), placeholder)
-        if found is None:
-            raise NoProposal(f"no day within {PROBE_DAYS} of the clock separates the comparisons")
         index = seed.column(column)
         assert index is not None
-        value = _format_like([r[index] for r in seed.rows], found)
+        if family == "filter":
+            values = literal_probes(original, mutated)
+            if not values:
+                raise NoProposal("the comparison holds no literal to try")
+            found = probe(bind(original), bind(mutated), placeholder, values)
+            if found is None:
+                raise NoProposal("no literal of the comparison separates it from the mutant")
+            value = found
+        else:
+            found = probe(bind(original), bind(mutated), placeholder, ())
+            if found is None:
+                raise NoProposal(f"no day within {PROBE_DAYS} of the clock separates the comparisons")
+            value = _format_like([r[index] for r in seed.rows], found)
         return Proposal(key, family, operator, f"{column} = {found[:19]}",
                         SeedRow(seed.name, _template_row(seed, column), ((column, value),)))
     raise NoProposal(f"family {family} has no derivation yet")
+
+
+def literal_probes(*comparisons: exp.Expression) -> tuple[str, ...]:
+    """SQL literals worth trying for a filter: every literal of the comparisons, numbers also one either side."""
+    out: list[str] = []
+    for node in comparisons:
+        for literal in node.find_all(exp.Literal):
+            if literal.is_string:
+                out.append(literal.sql(dialect="duckdb"))
+            elif re.fullmatch(r"-?\d+(\.\d+)?", literal.this or ""):
+                number = float(literal.this) if "." in literal.this else int(literal.this)
+                out.extend(str(v) for v in (number, number - 1, number + 1))
+    return tuple(dict.fromkeys(out))
 
 
 def _template_row(seed: SeedTable, column: str) -> int:

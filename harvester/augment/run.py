@@ -95,17 +95,23 @@ class RecoverReport:
                 "augmentations": [a.__dict__ for a in self.augmentations]}
 
 
-def time_probe(clock: str) -> Callable[[str, str, str], str | None]:
-    """The probe ``derive.propose`` needs: the day nearest the clock (midnight) on which the two
-    comparisons disagree, evaluated in the locked-down DuckDB with the clock frozen (no file access)."""
+def time_probe(clock: str) -> Callable[..., str | None]:
+    """The probe ``derive.propose`` needs: the day nearest the clock (midnight), or the first of the given
+    literals, on which the two comparisons disagree, evaluated in the locked-down DuckDB with the clock
+    frozen (no file access)."""
     anchor = parse_clock(clock).strftime("%Y-%m-%d %H:%M:%S")
 
-    def probe(original: str, mutated: str, placeholder: str) -> str | None:
+    def probe(original: str, mutated: str, placeholder: str, values: tuple[str, ...] = ()) -> str | None:
         low, high = PROBE_DAYS
-        sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM "
-               f"(SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, k "
-               f"FROM range({low}, {high}) t(k)) "
-               f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY abs(k) LIMIT 1")
+        if values:  # filter values: the first literal (in order) on which the comparisons disagree
+            rows = ", ".join(f"({v}, {i})" for i, v in enumerate(values))
+            sql = (f"SELECT CAST({placeholder} AS VARCHAR) FROM (VALUES {rows}) t({placeholder}, k) "
+                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
+        else:
+            sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM "
+                   f"(SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, k "
+                   f"FROM range({low}, {high}) t(k)) "
+                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY abs(k) LIMIT 1")
         con = connect_locked(":memory:")
         try:
             row = con.execute(freeze_clock(sql, clock)).fetchone()

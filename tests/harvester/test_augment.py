@@ -216,3 +216,23 @@ def test_pins_without_augmentation_read_back_byte_for_byte_and_half_records_are_
         pin_from_dict(data)
     data["augments"] = pin.id
     assert pin_from_dict(data).augmentation_sha256 == "d" * 64
+
+
+def test_a_filter_value_condition_tries_the_literals_of_the_comparison() -> None:
+    from harvester.augment.derive import propose
+    from harvester.augment.run import time_probe
+
+    seeds = (_seed("orders", "order_id,status,amount\n1,shipped,10\n"),)
+    probe = time_probe("2024-05-31 00:00:00")
+    sql = "select * from o where status = 'returned'"
+    got = propose("k", "filter", "filter.change_literal", "'returned'", "'Returned'", sql,
+                  sql.replace("'returned'", "'Returned'"), seeds, frozenset({"orders"}), probe)
+    assert got.row.values == (("status", "returned"),) and got.condition == "status = returned"
+    sql = "select * from o where amount > 100"
+    got = propose("k", "filter", "filter.flip_strictness", ">", ">=", sql, sql.replace(">", ">="), seeds,
+                  frozenset(), probe)
+    assert got.row.values == (("amount", "100"),)  # on the bound: kept by >= only
+    sql = "select * from o where status in ('lost', 'returned')"
+    got = propose("k", "filter", "filter.drop_in_element", "'lost', ", "", sql,
+                  sql.replace("'lost', ", ""), seeds, frozenset(), probe)
+    assert got.row.values == (("status", "lost"),)
