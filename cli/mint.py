@@ -23,7 +23,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
 @click.option("--augment", is_flag=True,
               help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
-                   "invisible; null, time and filter-value families), add the fewest seed rows that can, as an augmented pin "
+                   "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
                    "(kept only if the project still builds and passes its dbt tests), and mint them there.")
 @json_option
 @fails_cleanly

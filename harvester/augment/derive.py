@@ -31,7 +31,9 @@ from sqlglot import exp
 from core.patching import make_patch
 
 #: families whose distinguishing condition this module can derive
-FAMILIES = ("null", "time", "filter")
+FAMILIES = ("null", "time", "filter", "join", "grain")
+#: join operators whose mutant and original differ on a left row without a match
+UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
 #: how far around the clock the time probe looks, in days (the past first)
@@ -196,7 +198,57 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
             value = _format_like([r[index] for r in seed.rows], found)
         return Proposal(key, family, operator, f"{column} = {found[:19]}",
                         SeedRow(seed.name, _template_row(seed, column), ((column, value),)))
+    if family == "join":
+        if operator not in UNMATCHED_JOIN_OPERATORS:
+            raise NoProposal(f"{operator} has no derivation yet")
+        found_join = unmatched_join_column(original_sql, mutated_sql)
+        if found_join is None:
+            raise NoProposal("no changed join with a column = column key on its left input")
+        column, outer, joined = found_join
+        # the left input's seed: named like the left relation, never the joined one
+        holders = [s for s in seeds if s.column(column) is not None and s.rows and s.name != joined]
+        holders.sort(key=lambda s: (outer not in s.name, s.name not in upstream, s.name))
+        seed = holders[0] if holders else None
+        if seed is None:
+            raise NoProposal(f"no seed holds {column}")
+        index = seed.column(column)
+        assert index is not None
+        existing = [r[index] for r in seed.rows]
+        return Proposal(key, family, operator, f"{column} has no match",
+                        SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)))
+    if family == "grain":
+        columns = _fragment_columns(original_span) + _fragment_columns(replacement)
+        for column in columns or ():
+            seed = seed_with_column(column, seeds, upstream)
+            if seed is not None:  # a twin of a real row (a fresh key only): the duplicate the grain hides
+                return Proposal(key, family, operator, f"two rows share {column}",
+                                SeedRow(seed.name, _template_row(seed, column), ()))
+        raise NoProposal("no seed holds a column of the mutated node" if columns else "the mutated node reads no column")
     raise NoProposal(f"family {family} has no derivation yet")
+
+
+def unmatched_join_column(original_sql: str, mutated_sql: str) -> tuple[str, str, str] | None:
+    """The left-input key of the first join the edit changed, as (column, left relation, joined relation)
+    (lower-case names; ``a.x = b.y`` joining ``b``: x, a's table, b's table)."""
+    a, b = _parse(original_sql), _parse(mutated_sql)
+    if a is None or b is None:
+        return None
+    left, right = list(a.find_all(exp.Join)), list(b.find_all(exp.Join))
+    changed = next((x for x, y in zip(left, right) if x.sql(dialect="duckdb") != y.sql(dialect="duckdb")), None)
+    if changed is None and len(left) == len(right):
+        return None
+    changed = changed if changed is not None else left[-1]
+    tables = {t.alias_or_name: t.name for t in a.find_all(exp.Table)}
+    joined = changed.this.alias_or_name if isinstance(changed.this, exp.Expression) else ""
+    condition = changed.args.get("on")
+    for eq in (condition.find_all(exp.EQ) if condition is not None else ()):
+        sides = [eq.this, eq.expression]
+        if all(isinstance(s, exp.Column) for s in sides):
+            outer = [s for s in sides if s.table and s.table != joined]
+            if outer:
+                return (outer[0].name, tables.get(outer[0].table, outer[0].table).lower(),
+                        tables.get(joined, joined).lower())
+    return None
 
 
 def literal_probes(*comparisons: exp.Expression) -> tuple[str, ...]:

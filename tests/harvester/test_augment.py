@@ -236,3 +236,40 @@ def test_a_filter_value_condition_tries_the_literals_of_the_comparison() -> None
     got = propose("k", "filter", "filter.drop_in_element", "'lost', ", "", sql,
                   sql.replace("'lost', ", ""), seeds, frozenset(), probe)
     assert got.row.values == (("status", "lost"),)
+
+
+def test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing(gym) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from click.testing import CliRunner
+
+    from cli import main
+
+    with gym["env"]():
+        result = CliRunner().invoke(main, ["mint", gym["base"].id, "--families", "null,time", "--augment", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    augmentation = data["augmentation"]
+    # the same augmentation (the pin exists: nothing rebuilt), and its candidates were decided already
+    assert [a["pin"] for a in augmentation["augmentations"]] == [_augmented(gym).id]
+    assert augmentation["families"]["null"]["invisible"] == 1 and augmentation["kept_tasks"] == []
+    assert data["this_run"]["candidates"] == 0
+
+
+def test_join_and_grain_conditions_an_unmatched_key_and_a_twin_row() -> None:
+    from harvester.augment.derive import NoProposal, SeedRow, propose, render
+
+    seeds = {"orders": _seed("orders", "order_id,customer_id\n1,7\n2,8\n"),
+             "customers": _seed("customers", "customer_id,name\n7,Ann\n8,Bo\n")}
+    sql = "select o.order_id, c.name from orders o left join customers c on o.customer_id = c.customer_id"
+    got = propose("k", "join", "join.left_to_inner", "left join", "join", sql, sql.replace("left join", "join"),
+                  tuple(seeds.values()), frozenset({"orders", "customers"}), lambda *a: None)
+    # an order of a customer nobody has: LEFT keeps it, INNER drops it
+    assert got.row.seed == "orders" and got.row.values == (("customer_id", "9"),)
+    with pytest.raises(NoProposal, match="no derivation"):
+        propose("k", "join", "join.drop_on_key", "", "", sql, sql, tuple(seeds.values()), frozenset(), lambda *a: None)
+    got = propose("k", "grain", "grain.count_distinct_to_count", "count(distinct customer_id)", "count(customer_id)",
+                  "", "", tuple(seeds.values()), frozenset({"orders"}), lambda *a: None)
+    assert got.row == SeedRow("orders", 0, ())
+    _, written = render(seeds, [got.row])
+    assert written == (("orders", ("3", "7")),)  # a twin of order 1 under a fresh key
