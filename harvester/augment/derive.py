@@ -194,7 +194,7 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         else:
             found = probe(bind(original), bind(mutated), placeholder, ())
             if found is None:
-                raise NoProposal(f"no day within {PROBE_DAYS} of the clock separates the comparisons")
+                raise NoProposal(f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons")
             value = _format_like([r[index] for r in seed.rows], found)
         return Proposal(key, family, operator, f"{column} = {found[:19]}",
                         SeedRow(seed.name, _template_row(seed, column), ((column, value),)))

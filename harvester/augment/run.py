@@ -107,11 +107,15 @@ def time_probe(clock: str) -> Callable[..., str | None]:
             rows = ", ".join(f"({v}, {i})" for i, v in enumerate(values))
             sql = (f"SELECT CAST({placeholder} AS VARCHAR) FROM (VALUES {rows}) t({placeholder}, k) "
                    f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
-        else:
-            sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM "
-                   f"(SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, k "
-                   f"FROM range({low}, {high}) t(k)) "
-                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY abs(k) LIMIT 1")
+        else:  # whole days around the clock, then hours and minutes near it (windows of hours)
+            steps = [f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, abs(k) * 1440 AS k "
+                     f"FROM range({low}, {high}) t(k)",
+                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 HOUR AS {placeholder}, abs(k) * 60 + 1 AS k "
+                     "FROM range(-96, 4) t(k)",
+                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 MINUTE AS {placeholder}, abs(k) + 2 AS k "
+                     "FROM range(-180, 5) t(k)"]
+            sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM ({' UNION ALL '.join(steps)}) "
+                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
         con = connect_locked(":memory:")
         try:
             row = con.execute(freeze_clock(sql, clock)).fetchone()
