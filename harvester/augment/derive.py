@@ -8,7 +8,10 @@ and the fewest seed rows (one per candidate) that make it true:
   ``bonus`` is NULL);
 - ``time``: a value of the compared column on which the original and the mutated comparison disagree,
   relative to the pinned clock (found by ``probe``: the caller evaluates both comparisons over a range
-  of days around the clock, in the locked-down DuckDB).
+  of days, hours and minutes around the clock, in the locked-down DuckDB);
+- ``filter`` (value): the same, probing the comparison's own literals (a row with the filtered value);
+- ``join``: a left-input row whose key matches nothing (``left join`` -> ``join`` drops it);
+- ``grain``: a twin of a real row (only its key is fresh), the duplicate a DISTINCT or grain hides.
 
 A row is made by cloning an existing row of the seed that holds the column (types, accepted values and
 foreign keys then stay those of real rows), setting the column, and giving its key column (``id``, or

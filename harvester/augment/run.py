@@ -41,6 +41,8 @@ from core.pin import Pin, read_pin, pin_path, write_pin
 from harvester.augment.derive import (
     FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
 )
+from harvester.mint.pipeline import MintOptions, MintTarget, mint
+from harvester.mint.shard import CandidateReport, ShardJob
 from harvester.sandbox import Limits
 
 #: proposals tried alone when the augmentation holding all of them is discarded
@@ -87,7 +89,7 @@ class RecoverReport:
     augmentations: tuple[Augmentation, ...]
     kept_tasks: tuple[str, ...]
     seconds: float = 0.0
-    mint_reports: tuple = field(default=(), repr=False)
+    mint_reports: tuple[CandidateReport, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict:
         return {"families": self.families, "no_proposal": self.no_proposal, "kept_tasks": list(self.kept_tasks),
@@ -278,10 +280,10 @@ def _check_outputs(base: Pin, base_gold: Path, new_gold: Path, tables: Sequence,
         con.close()
 
 
-def recover(pins: Sequence[Pin], mint_options, target, options: AugmentOptions = AugmentOptions(),  # type: ignore[no-untyped-def]
-            on_result=None) -> RecoverReport:  # type: ignore[no-untyped-def]
+def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
+            options: AugmentOptions = AugmentOptions(),
+            on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> RecoverReport:
     """Augment and re-mint each pin's invisible candidates (module docstring); the report per family."""
-    from harvester.mint.pipeline import MintOptions, MintTarget, mint
 
     started = time.perf_counter()
     families: dict[str, dict[str, int]] = {}
