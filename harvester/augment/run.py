@@ -35,7 +35,7 @@ from core import atomic
 from core.clock import freeze_clock, parse_clock
 from core.errors import HarvestError
 from core.home import builds_dir, pins_dir
-from core.locked_duckdb import Lock, connect_locked
+from core.locked_duckdb import Lock, bounded, connect_locked
 from core.patching import apply_patch
 from core.pin import Pin, read_pin, pin_path, write_pin
 from harvester.augment.derive import (
@@ -47,6 +47,8 @@ from harvester.sandbox import Limits
 
 #: proposals tried alone when the augmentation holding all of them is discarded
 SINGLE_TRIES = 3
+#: wall-time bound of one probe statement (seconds)
+PROBE_SECONDS = 10.0
 
 
 class AugmentRejected(HarvestError):
@@ -120,7 +122,8 @@ def time_probe(clock: str) -> Callable[..., str | None]:
                    f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
         con = connect_locked(":memory:")
         try:
-            row = con.execute(freeze_clock(sql, clock)).fetchone()
+            with bounded(con, PROBE_SECONDS):
+                row = con.execute(freeze_clock(sql, clock)).fetchone()
         except Exception:  # noqa: BLE001 - any SQL the comparison cannot take means "no probe"
             return None
         finally:
