@@ -131,11 +131,11 @@ def changed_comparison(original_sql: str, mutated_sql: str) -> tuple[exp.Express
     return None
 
 
-def seed_with_column(column: str, seeds: Sequence[SeedTable], upstream: frozenset[str]) -> SeedTable | None:
-    """The seed upstream of the model (else any seed) holding ``column``; the upstream one first."""
+def seed_with_column(column: str, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int = 0) -> SeedTable | None:
+    """The ``choose``-th seed holding ``column``, those upstream of the model first (None past the last)."""
     holders = [s for s in seeds if s.column(column) is not None and s.rows]
     holders.sort(key=lambda s: (s.name not in upstream, s.name))
-    return holders[0] if holders else None
+    return holders[choose] if choose < len(holders) else None
 
 
 def _format_like(existing: Sequence[str], stamp: str) -> str:
@@ -149,18 +149,20 @@ def _format_like(existing: Sequence[str], stamp: str) -> str:
 
 def propose(key: str, family: str, operator: str, original_span: str, replacement: str,
             original_sql: str, mutated_sql: str, seeds: Sequence[SeedTable], upstream: frozenset[str],
-            probe: Probe) -> Proposal:
+            probe: Probe, choose: int = 0) -> Proposal:
     """The row that distinguishes one candidate, or NoProposal saying why there is none.
 
     ``original_span``/``replacement``: the mutated text before and after (in the compiled SQL);
     ``original_sql``/``mutated_sql``: the model's whole compiled SQL before and after the edit.
+    ``choose``: which seed holding the column to use (0: the likeliest; the caller tries the next ones
+    when a screen says the row does not reach the mutated node).
     """
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
             raise NoProposal("the mutated node reads no column")
         for column in columns:
-            seed = seed_with_column(column, seeds, upstream)
+            seed = seed_with_column(column, seeds, upstream, choose)
             if seed is not None:
                 return Proposal(key, family, operator, f"{column} is NULL",
                                 SeedRow(seed.name, _template_row(seed, column), ((column, ""),)))
@@ -174,7 +176,7 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         if len(columns) != 1:
             raise NoProposal(f"the comparison reads {len(columns)} columns, not one")
         column = columns[0]
-        seed = seed_with_column(column, seeds, upstream)
+        seed = seed_with_column(column, seeds, upstream, choose)
         if seed is None:
             raise NoProposal(f"no seed holds {column}")
         placeholder = "__harvest_probe"
@@ -211,7 +213,7 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         # the left input's seed: named like the left relation, never the joined one
         holders = [s for s in seeds if s.column(column) is not None and s.rows and s.name != joined]
         holders.sort(key=lambda s: (outer not in s.name, s.name not in upstream, s.name))
-        seed = holders[0] if holders else None
+        seed = holders[choose] if choose < len(holders) else None
         if seed is None:
             raise NoProposal(f"no seed holds {column}")
         index = seed.column(column)
@@ -222,7 +224,7 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
     if family == "grain":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         for column in columns or ():
-            seed = seed_with_column(column, seeds, upstream)
+            seed = seed_with_column(column, seeds, upstream, choose)
             if seed is not None:  # a twin of a real row (a fresh key only): the duplicate the grain hides
                 return Proposal(key, family, operator, f"two rows share {column}",
                                 SeedRow(seed.name, _template_row(seed, column), ()))

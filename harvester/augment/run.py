@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,8 @@ from harvester.sandbox import Limits
 SINGLE_TRIES = 3
 #: wall-time bound of one probe statement (seconds)
 PROBE_SECONDS = 10.0
+#: seeds tried per candidate (``derive.propose``'s ``choose``) until the screen sees the mutant differ
+MAX_ALTERNATIVES = 4
 
 
 class AugmentRejected(HarvestError):
@@ -147,6 +150,63 @@ def read_seeds(tree: Path, project_dir: str, manifest: dict) -> dict[str, SeedTa
     return out
 
 
+def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
+                model: str, mutated_sql: str, scratch: Path) -> bool:
+    """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
+    re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
+    of an augmented pin's two dbt builds."""
+    from harvester.mint.engine import Engine
+    from harvester.mint.lineage import depth, descendants
+    from harvester.mint.screen import _mut_relation, rerun
+    from harvester.sandbox import fingerprint_sql
+    from harvester.state import load_state
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    db = scratch / "augmented.duckdb"
+    shutil.copyfile(load_state(pin.id).database, db)
+    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    relations = {str(n.get("name", "")).lower(): str(n.get("relation_name") or "")
+                 for n in manifest.get("nodes", {}).values() if n.get("resource_type") == "seed"}
+    con = connect_locked(":memory:", Lock(allowed_directories=(str(scratch.resolve()),)),
+                         setup=(f"ATTACH '{db.resolve()}' AS \"{catalog}\"", f'USE "{catalog}"'))
+    try:
+        with bounded(con, 120.0):
+            for seed_name, values in rows:
+                header = seeds[seed_name].header
+                cols = ", ".join('"' + h.replace('"', '""') + '"' for h in header)
+                literals = ", ".join("NULL" if v == "" else "'" + v.replace("'", "''") + "'" for v in values)
+                con.execute(f"INSERT INTO {relations[seed_name]} ({cols}) VALUES ({literals})")
+            for uid in sorted(nodes, key=lambda u: (depth(nodes, u), u)):
+                node = nodes[uid]
+                if node.materialized == "ephemeral" or node.language != "sql" or not node.compiled_code:
+                    continue
+                for kind in ("VIEW", "TABLE"):
+                    try:
+                        con.execute(f"DROP {kind} IF EXISTS {node.relation}")
+                    except Exception:  # noqa: BLE001 - the relation is of the other kind
+                        pass
+                con.execute(f"CREATE TABLE {node.relation} AS {freeze_clock(node.compiled_code, pin.clock)}")
+    except Exception:  # noqa: BLE001 - the rows or the project's SQL do not run here: the screen cannot tell
+        return False
+    finally:
+        con.close()
+    engine = Engine(db, catalog, scratch / "engine")
+    try:
+        rerun(engine, pin, nodes, model, mutated_sql)
+        for uid in [model, *descendants(nodes, model)]:
+            node = nodes[uid]
+            if node.materialized == "ephemeral":
+                continue
+            if engine.fingerprint(_mut_relation(node)) != engine.fingerprint(node.relation):
+                return True
+        return False
+    except Exception:  # noqa: BLE001 - a mutant that fails here is decided by the real mint, not by us
+        return False
+    finally:
+        engine.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, int], dict[str, int]]:
     """Proposals for the pin's candidates rejected as invisible; per family the rejected count; and why
     the others got none (reason -> count)."""
@@ -169,6 +229,8 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     tree = template(pin)
     seeds = read_seeds(tree, pin.project_dir, state.manifest)
     probe = time_probe(pin.clock)
+    scratch = Path(tempfile.mkdtemp(prefix="augment-screen-", dir=builds_dir().parent / "tmp"
+                                    if (builds_dir().parent / "tmp").is_dir() else None))
     wanted: dict[str, set[str]] = {}
     for r in rejected:
         wanted.setdefault(r["model"], set()).add(r["key"])
@@ -187,12 +249,25 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                 why["untransplantable"] = why.get("untransplantable", 0) + 1
                 continue
             compiled = node.compiled_code
-            try:
-                out.append(propose(cand.key, cand.mutation.family, cand.mutation.operator,
-                                   compiled[placed.start:placed.end], placed.replacement, compiled,
-                                   placed.apply(compiled), tuple(seeds.values()), upstream, probe))
-            except NoProposal as exc:
-                why[str(exc)] = why.get(str(exc), 0) + 1
+            mutated = placed.apply(compiled)
+            reason = ""
+            for choose in range(MAX_ALTERNATIVES):
+                try:
+                    proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
+                                       compiled[placed.start:placed.end], placed.replacement, compiled,
+                                       mutated, tuple(seeds.values()), upstream, probe, choose)
+                except NoProposal as exc:
+                    reason = reason or str(exc)
+                    break
+                _, written = render(seeds, [proposal.row])
+                if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
+                    out.append(proposal)
+                    reason = ""
+                    break
+                reason = "rows derived, but the mutant still equals the original on them (screened)"
+            if reason:
+                why[reason] = why.get(reason, 0) + 1
+    shutil.rmtree(scratch, ignore_errors=True)
     return out, per_family, why
 
 
