@@ -273,3 +273,21 @@ def test_join_and_grain_conditions_an_unmatched_key_and_a_twin_row() -> None:
     assert got.row == SeedRow("orders", 0, ())
     _, written = render(seeds, [got.row])
     assert written == (("orders", ("3", "7")),)  # a twin of order 1 under a fresh key
+
+
+def test_a_dataset_row_flags_and_carries_the_augmentation(gym) -> None:  # type: ignore[no-untyped-def]
+    from corpora.features import to_row
+    from corpora.materialize import row_pin, row_source
+    from harvester.workspace import augmentation_text, compat_patch_text
+
+    pin = _augmented(gym)
+    task = next(t for t in gym["tasks"] if t.instance_id in gym["report"].kept_tasks)
+    with gym["env"]():
+        patch = augmentation_text(pin)
+        row = to_row(task, pin, compat_patch_text(pin), patch)
+        with pytest.raises(ValueError, match="augmentation patch text"):
+            to_row(task, pin, compat_patch_text(pin), patch + " ")
+    assert row["augmented"] is True and row["augmentation_patch"] == patch
+    rebuilt = row_pin(row)  # what `harvest tasks materialize` and the environment rebuild from
+    assert (rebuilt.augmentation_sha256, rebuilt.augments) == (pin.augmentation_sha256, gym["base"].id)
+    assert row_source(row, None).augment_text == patch
