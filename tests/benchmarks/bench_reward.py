@@ -105,7 +105,7 @@ def main() -> None:
             tasks = prepare(root)
         if args.tasks:
             tasks = random.Random(args.seed).sample(tasks, min(args.tasks, len(tasks)))
-        from harvester.grading.edited import build_and_score_with
+        from harvester.grading.edited import grade
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
         print(f"{len(tasks)} tasks, {len(items)} completions "
@@ -115,7 +115,8 @@ def main() -> None:
 
         def timed(mode: str, task, label: str, text: str) -> float:
             started = time.perf_counter()
-            verdict, path = build_and_score_with(mode, task, {task.file: text})
+            verdict = grade(task, {task.file: text}, mode)
+            path = verdict.path
             seconds = time.perf_counter() - started
             verdicts.setdefault((task.instance_id, label), {})[mode if mode != "fast" else "reward"] = verdict.official
             if mode == "fast":
