@@ -18,7 +18,8 @@ compat patch. Each round, alternating so that machine noise hits every side alik
   packages vendored, a plain profiles.yml, no sandbox, no clock), in a fresh copy.
 
 Prints the medians and the ratios add/plain (target <= 0.7), checks that every add wrote the same gold
-(the tables the pin records: rows, fingerprints, columns; with ``--pins`` also compared with that pin's), then where the add's time went: per sandboxed build
+(its sha256 and the tables the pin records: rows, fingerprints, columns; with ``--pins`` the tables are
+also compared with that pin's, made by whatever code made it), then where the add's time went: per sandboxed build
 the child's wall time and its steps (from the build logs), and the rest of the add.
 """
 
@@ -106,15 +107,13 @@ def run_plain(template: Path, profile: str, schema: str, project_dir: str) -> fl
 
 
 def gold_contents(pins: Path, pin_id: str = "") -> tuple:
-    """What the pin records of its gold, per table: name, rows, fingerprint, columns, stability.
-
-    The gold file's sha256 is not compared: DuckDB (1.5) writes a few bytes differently on every
-    checkpoint of the same tables, so two builds of unchanged code give different file hashes."""
+    """What the pin records of its gold: the file's sha256, and per table name, rows, fingerprint, columns,
+    stability."""
     from core.pin import list_pins
 
     pin = next(p for p in list_pins(pins) if pin_id in p.id)
-    return tuple(sorted((t.name, t.rows, t.fingerprint, t.columns, t.deterministic, t.unstable_columns,
-                         t.database_columns) for t in pin.tables))
+    return pin.gold_sha256, tuple(sorted((t.name, t.rows, t.fingerprint, t.columns, t.deterministic,
+                                          t.unstable_columns, t.database_columns) for t in pin.tables))
 
 
 def main() -> None:
@@ -206,10 +205,11 @@ def main() -> None:
         print(f"ratio baseline add/plain: {statistics.median(baselines) / plain_med:.2f}; "
               f"add/baseline add: {add_med / statistics.median(baselines):.2f}")
     same = len(golds) == 1 and (not baseline_golds or baseline_golds == golds)
-    print(f"gold contents (tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
+    as_pinned = {g[1] for g in golds} == {gold_contents(args.pins, real.id)[1]} if args.pins else False
+    print(f"gold (sha256; tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
           + (f" and {len(baselines)} baseline adds" if baselines else "")
-          + f": {'identical' if same else 'DIFFERENT'}"
-          + (f"; same as the given pin's: {golds == {gold_contents(args.pins, real.id)}}" if args.pins else ""))
+          + f": {'identical' if same else 'DIFFERENT'} ({', '.join(sorted(g[0][:12] for g in golds | baseline_golds))})"
+          + (f"; tables as in the given pin's: {as_pinned}" if args.pins else ""))
     print("\nwhere the add's time went (per round: total, each sandboxed child's wall, the rest):")
     for total, builds in breakdown:
         walls = [b["wall_s"] for b in builds]
