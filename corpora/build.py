@@ -114,17 +114,17 @@ def rows_fingerprint(rows: Sequence[dict]) -> str:
 def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
     """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
     from core.pin import pin_path, read_pin
-    from harvester.workspace import compat_patch_text
+    from harvester.workspace import augmentation_text, compat_patch_text
 
     cache: dict[str, tuple] = {}
     rows = []
     for r in records:
         if r.pin not in cache:
             pin = read_pin(pin_path(r.pin, pins))
-            cache[r.pin] = (pin, compat_patch_text(pin, pins))
-        pin, compat = cache[r.pin]
+            cache[r.pin] = (pin, compat_patch_text(pin, pins), augmentation_text(pin, pins))
+        pin, compat, augmentation = cache[r.pin]
         try:
-            rows.append(to_row(r, pin, compat))
+            rows.append(to_row(r, pin, compat, augmentation))
         except ValueError as exc:
             raise DatasetBuildError(f"{exc}; re-run `harvest mint` for its pin") from None
     return rows
@@ -217,6 +217,7 @@ def build_dataset(
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
+        augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

@@ -36,6 +36,7 @@ from harvester.packages import load_mirror, resolve_packages, vendor_packages
 from core.patching import apply_patch
 from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
 from harvester.sandbox import Limits, safe_fs, sandbox_available
+from harvester.sandbox.command import python_binds
 from harvester.specs import (
     Identity,
     RepoSpec,
@@ -319,7 +320,14 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
     run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
-    source = prepare_source(store, resolved, options, run_dir)
+    with ThreadPoolExecutor(max_workers=1) as early:
+        # what every sandboxed child binds of this interpreter (a walk of the installed distributions
+        # and ldd on their native files, once per process) is worked out while the source is exported
+        # and its packages vendored, instead of in front of the gold builds
+        binds = early.submit(python_binds) if options.sandboxed else None
+        source = prepare_source(store, resolved, options, run_dir)
+        if binds is not None:
+            binds.result()
     if clock is None:
         base = source.root / source.project.rel_dir
         clock = previous.clock if previous else default_clock([base / p for p in source.project.seed_paths])

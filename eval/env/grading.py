@@ -17,7 +17,7 @@ import time
 from eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
 from eval.env.workspace import TaskWorkspace
 from core.task_record import TaskRecord
-from harvester.grading.verdict import Graded
+from harvester.grading.verdict import Graded, grade_build
 from harvester.sandbox import safe_fs
 
 
@@ -30,7 +30,6 @@ def _clean_build_state(ws: TaskWorkspace) -> None:
 
 def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
     """Build the workspace once more (seed, build, capture) and score it; a failed build scores 0 and 0."""
-    from core.scorer import score
     from harvester.build import build_workspace
     from harvester.gold import gold_path
 
@@ -40,12 +39,7 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
         limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, duckdb_scope=DUCKDB_SCOPE,
     )
-    if not (result.models_ok and result.gold_file is not None):
-        return Graded.not_built(f"build failed: {result.first_error}", result.first_error,
-                                tests_total=result.tests_total, failed_tests=tuple(sorted(result.failed_tests)), path="workspace",
-                                seconds=time.perf_counter() - started)
-    return Graded.from_score(
-        score(gold_path(task.gold_sha256), result.gold_file, task.grading), tests_total=result.tests_total,
-        failed_tests=tuple(sorted(result.failed_tests)), capture=result.gold_file, path="workspace",
-        seconds=time.perf_counter() - started,
-    )
+    return grade_build(gold_path(task.gold_sha256), result.gold_file, task.grading, built_ok=result.models_ok,
+                       first_error=result.first_error, tests_total=result.tests_total,
+                       failed_tests=result.failed_tests, capture=result.gold_file if result.models_ok else None,
+                       path="workspace", seconds=time.perf_counter() - started)

@@ -46,7 +46,7 @@ from harvester.mint.candidates import model_file
 from harvester.mint.lineage import ModelNode, models
 from core.patching import PatchError, apply_patch
 from core.pin import Pin, pin_path, read_pin
-from harvester.grading.verdict import Graded
+from harvester.grading.verdict import Graded, grade_build
 from harvester.grading.fast import (
     DataTest,
     FastScorer,
@@ -269,21 +269,19 @@ def _write_edits(work: Path, edits: Mapping[str, str]) -> None:
 
 def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool, path: str,
                      limits: Limits, capture_to: Path | None) -> Graded:
-    from core.scorer import score
-
     result = build_workspace(
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
-    tests = {"tests_total": result.tests_total, "failed_tests": tuple(sorted(result.failed_tests)), "path": path}
     if result.run.timed_out:
-        return Graded.not_built(f"timeout: {result.first_error}", result.first_error, **tests)
-    if not result.models_ok or result.gold_file is None:
-        return Graded.not_built(f"build failed: {result.first_error}", result.first_error, **tests)
-    capture = None
-    if capture_to is not None:  # the host's own copy of the captured tables, outside the workspace
-        capture = Path(shutil.move(str(result.gold_file), str(capture_to)))
-    return Graded.from_score(score(ctx.gold, capture or result.gold_file, ctx.task.grading), capture=capture, **tests)
+        return Graded.not_built(f"timeout: {result.first_error}", result.first_error, tests_total=result.tests_total,
+                                failed_tests=tuple(sorted(result.failed_tests)), path=path)
+    built = result.gold_file if result.models_ok else None
+    if built is not None and capture_to is not None:  # the host's own copy of the captured tables
+        built = Path(shutil.move(str(built), str(capture_to)))
+    return grade_build(ctx.gold, built, ctx.task.grading, built_ok=result.models_ok, first_error=result.first_error,
+                       tests_total=result.tests_total, failed_tests=result.failed_tests,
+                       capture=built if capture_to is not None else None, path=path)
 
 
 def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:

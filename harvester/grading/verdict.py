@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.scorer.spec import GradingSpec
 from core.scorer.verdict import Score
 
 #: how the verdict was reached: compiled SQL in the locked engine, an incremental sandboxed dbt build,
@@ -74,4 +75,20 @@ class Graded:
         }
 
 
-__all__ = ["PATHS", "Graded"]
+def grade_build(gold: Path, built: Path | None, grading: GradingSpec, *, built_ok: bool, first_error: str = "",
+                tests_total: int = 0, failed_tests: tuple[str, ...] = (), capture: Path | None = None,
+                path: str = "", seconds: float = 0.0) -> Graded:
+    """A finished build of an edited project, graded: 0 and 0 with the build's error when it failed or
+    captured nothing, else the scorer's verdicts on ``built`` (a capture of its tables) against ``gold``.
+    The dbt strategies of ``grade``, the environment's workspace build and the mint's confirmation all
+    turn a build into a verdict here."""
+    from core.scorer import score
+
+    facts: dict[str, Any] = {"tests_total": tests_total, "failed_tests": tuple(sorted(failed_tests)), "path": path,
+                             "seconds": seconds}
+    if not built_ok or built is None:
+        return Graded.not_built(f"build failed: {first_error}", first_error, **facts)
+    return Graded.from_score(score(gold, built, grading), capture=capture, **facts)
+
+
+__all__ = ["PATHS", "Graded", "grade_build"]

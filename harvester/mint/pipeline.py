@@ -52,6 +52,8 @@ class MintOptions:
     seed: int = 0
     screen_only: bool = False
     incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
+    only_keys: frozenset[str] | None = None  # try only these candidate keys (augmented pins: the recovered ones)
+    only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -204,7 +206,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         reports = load_reports(pin.id)
         index = load_index(pin.id)
         for uid, node in sorted(nodes.items()):
-            if why_not_mutable(node, pin):
+            if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
@@ -217,6 +219,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
+                only_keys=options.only_keys,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
             ))
     return jobs

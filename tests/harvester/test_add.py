@@ -127,6 +127,22 @@ def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
     assert days == (today - joined).days  # current_date inside the build was the pinned date
 
 
+def test_a_rebuild_reproduces_the_gold_file_byte_for_byte(tmp_path: Path) -> None:
+    """The gold file's sha256 names it in the pin and in every task: building the same commit again (here
+    `add --rebuild`; on another machine, a fresh add from a mirror) must give the same bytes, or every
+    committed pin and task lock would drift on each rebuild. DuckDB's compressed segments differed by a
+    few bytes between two writes of the same rows; the capture writes uncompressed segments."""
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    first = json.loads(out)["gold_sha256"]
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["gold_sha256"] == first, again.get("drift")
+    assert sorted(p.name for p in (tmp_path / "home" / "gold").glob("*.duckdb")) == [f"{first}.duckdb"]
+
+
 def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> None:
     repo = fixture_repo("fivetran_style", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
