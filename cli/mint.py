@@ -21,6 +21,10 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.")
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
+@click.option("--verify-lock", is_flag=True,
+              help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
+@click.option("--write-lock", is_flag=True,
+              help="After minting, write pins/_tasks.lock from every task in the store (all pins).")
 @click.option("--augment", is_flag=True,
               help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
                    "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
@@ -29,7 +33,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @fails_cleanly
 def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, augment: bool, as_json: bool) -> None:
+            no_sandbox: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from cli._progress import progress
     from core.home import harvest_home, pins_dir
@@ -40,6 +44,8 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
 
     if not pin_ids and not all_pins:
         raise click.UsageError("name at least one PIN_ID or pass --all")
+    if verify_lock and write_lock:
+        raise click.UsageError("give --verify-lock or --write-lock, not both")
     chosen = tuple(f.strip() for f in families.split(",")) if families else None
     if chosen and set(chosen) - set(FAMILIES):
         raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
@@ -73,12 +79,27 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                                 AugmentOptions(sandboxed=not no_sandbox),
                                 on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
+    from cli.corpus import lock_step
+
+    from harvester.mint.pipeline import shard_finished
+
+    left = sorted({job.pin_id for job in plan(pins, options, mint_target(harvest_home(), pins_dir()))
+                   if not shard_finished(job.pin_id, job.model)}) if (verify_lock or write_lock) else []
+    lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
     if as_json:
-        echo_json({"this_run": counts, **report, **({"augmentation": recovered} if recovered is not None else {})})
-        return
-    _print_report(report, counts)
-    if recovered is not None:
-        _print_augmentation(recovered)
+        echo_json({"this_run": counts, **report, **({"augmentation": recovered} if recovered is not None else {}),
+                   **({"lock": lock} if lock else {})})
+    else:
+        _print_report(report, counts)
+        if recovered is not None:
+            _print_augmentation(recovered)
+        if lock:
+            click.echo(lock["summary"])
+            for key in ("missing", "extra", "changed"):
+                for item in lock.get(key, [])[:20]:
+                    click.echo(f"  {key}: {item}")
+    if lock and not lock.get("same", True):
+        raise SystemExit(1)
 
 
 def _print_report(report: dict, counts: dict) -> None:

@@ -223,6 +223,7 @@ def build_dataset(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
         _copy_gold(all_gold, home, tmp)
+        facts = replace(facts, corpus_report=_corpus_report(kept, pins, tmp))
         (tmp / "data").mkdir()
         written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
         facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
@@ -242,6 +243,18 @@ def build_dataset(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
+
+
+def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> str:
+    """The corpus report (markdown) of the repositories with rows in this build; its chart beside the card."""
+    from corpora.ledger import SplitLedger
+    from corpora.report import REPORT_PNG, build_report, chart, markdown
+    from core.pin import pin_path, read_pin
+
+    chosen = sorted({r.pin for rows in kept.values() for r in rows})
+    report = build_report([read_pin(pin_path(p, pins)) for p in chosen], SplitLedger.load(pins))
+    chart(report, folder / REPORT_PNG)
+    return markdown(report)
 
 
 def _common_versions(records: Sequence[TaskRecord]) -> dict[str, str]:

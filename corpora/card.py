@@ -44,6 +44,8 @@ class CardFacts:
     fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
     # split -> tasks whose mutated lineage no dbt test covers (local_tests = 0)
     local_tests_zero: dict[str, int] | None = None
+    # the corpus report (corpora.report) of the built splits' repositories, markdown; its chart is corpus_report.png
+    corpus_report: str = ""
     # split -> tasks whose seeds carry distinguishing rows the harvester added (augmented pins)
     augmented: dict[str, int] | None = None
 
@@ -180,6 +182,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         )
     else:
         lines.append("- Licenses: private build; repositories without a redistributable license are included. Do not make public.")
+    if facts.corpus_report:
+        lines += ["", "## Corpus report", "",
+                  "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
+                  "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
+                  "mint wall time where measured):", "", facts.corpus_report.rstrip(), "",
+                  "![kept tasks per repository and family](corpus_report.png)"]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
     return "\n".join(lines)

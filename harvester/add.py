@@ -56,6 +56,7 @@ class AddOptions:
     origin: str | None = None  # public URL the repository is recorded under (--origin)
     name: str | None = None  # owner/name to record a repository without a public URL under (--name)
     package_mirror: Path | None = None
+    repo_mirror: Path | None = None  # offline copies of repositories: DIR/<owner>/<name>[.git] (--repo-mirror)
     resolve_ref: bool = False
     clock: str | None = None
     sandboxed: bool = True
@@ -140,12 +141,33 @@ def identify(spec: RepoSpec, options: AddOptions, store: GitStore) -> Identity:
     return local_identity(remote, project_name, Path(spec.url).name)
 
 
+def repo_mirror_copy(spec: RepoSpec, repo_mirror: Path | None) -> Path | None:
+    """The local copy ``DIR/<owner>/<name>`` (or ``<name>.git``) of a GitHub spec under --repo-mirror.
+
+    None without a mirror or for a spec that is not ``owner/name@sha`` (a URL or a local path already
+    says where its bytes are). A mirror that lacks the repository is an error, never a silent network
+    fetch: the point of the option is an offline build with the same pin as from the network.
+    """
+    if repo_mirror is None or spec.kind != "github":
+        return None
+    for candidate in (repo_mirror / spec.owner / spec.repo, repo_mirror / spec.owner / f"{spec.repo}.git"):
+        if candidate.is_dir():
+            return candidate.resolve()
+    raise FetchError(
+        f"--repo-mirror {repo_mirror} has no copy of {spec.owner}/{spec.repo}; "
+        f"put a git clone at {repo_mirror / spec.owner / spec.repo} (bare or not)"
+    )
+
+
 def resolve(spec: RepoSpec, options: AddOptions) -> tuple[GitStore, Resolved]:
     """Name the repository, mirror it under that name (fetching from wherever the spec says), and
     verify the commit (a short sha is expanded, a ref needs --resolve-ref)."""
     store = GitStore(mirrors_dir())
     identity = identify(spec, options, store)
-    if identity.url == spec.url:
+    local_copy = repo_mirror_copy(spec, options.repo_mirror)
+    if local_copy is not None:  # the same identity as from the network, the bytes from the local copy
+        repo = store.mirror(identity.url, fetch_from=str(local_copy))
+    elif identity.url == spec.url:
         repo = store.mirror(spec.url)
     else:
         repo = store.mirror(identity.url, fetch_from=spec.url)
@@ -279,6 +301,8 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
     if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
         options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
+    if options.repo_mirror is None and os.environ.get("HARVEST_REPO_MIRROR"):
+        options = replace(options, repo_mirror=Path(os.environ["HARVEST_REPO_MIRROR"]))
     clock = normalise_clock(options.clock) if options.clock else None
 
     store, resolved = resolve(spec, options)

@@ -114,6 +114,11 @@ def completed_keys(pin_id: str, model: str) -> frozenset[str]:
         return frozenset()
 
 
+def shard_finished(pin_id: str, model: str) -> bool:
+    """Whether a mint run finished ``model``'s shard (its completion marker exists), whatever it kept."""
+    return _marker_path(pin_id, model).is_file()
+
+
 def load_reports(pin_id: str) -> list[dict]:
     folder = reports_dir(pin_id)
     if not folder.is_dir():

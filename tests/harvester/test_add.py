@@ -253,3 +253,27 @@ def test_a_local_copy_without_a_public_name_is_named_after_its_dbt_project(tmp_p
         identify(spec, AddOptions(name="a/b", origin="https://github.com/a/b"), store)
     code, _, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", str(repo.path))
     assert code == 1 and "public git URL" in err and not _pins(tmp_path)
+
+
+def test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets(tmp_path: Path) -> None:
+    import tomllib
+
+    repo = fixture_repo("clock", tmp_path / "mirror" / "acme" / "members")
+    spec = f"acme/members@{repo.head}"
+    # DIR/<owner>/<name>: the GitHub spec is fetched from the copy, never from the network
+    code, out, err = _run(tmp_path / "a", "add", spec, "--repo-mirror", str(tmp_path / "mirror"), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["id"] == f"acme__members@{repo.head[:12]}" and got["url"] == "https://github.com/acme/members.git"
+    (pin_a,) = _pins(tmp_path / "a")
+    assert str(tmp_path) not in pin_a.read_text()
+    # the same commit pinned from the local path with --origin: the same identity, tables and gold
+    code, out, err = _run(tmp_path / "b", "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members")
+    assert code == 0, err
+    (pin_b,) = _pins(tmp_path / "b")
+    a, b = (tomllib.loads(p.read_text()) for p in (pin_a, pin_b))
+    for key in ("id", "spec", "url", "commit", "tree", "gold_sha256", "tables", "clock", "license"):
+        assert a[key] == b[key], key
+    # a mirror without the repository is a one-line error, not a silent fetch from the network
+    code, _, err = _run(tmp_path / "c", "add", f"acme/other@{repo.head}", "--repo-mirror", str(tmp_path / "mirror"))
+    assert code == 1 and "has no copy of acme/other" in err and not _pins(tmp_path / "c")
