@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("cli.tasks", "List or show minted tasks; rebuild a dataset's task (materialize)."),
     "serve": ("cli.serve", "Serve a dataset's tasks as an environment (OpenEnv)."),
     "split": ("cli.split", "Reserve and show repository-disjoint splits."),
+    "corpus": ("cli.corpus", "The committed corpus: offline checks of pins/, the task lock, the report."),
     "lint": ("cli.lint", "Contamination and disjointness lint."),
     "dataset": ("cli.dataset", "Build Hugging Face datasets from tasks."),
     "publish": ("cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),

@@ -18,6 +18,9 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
               "(default for a local copy: its origin remote, else its dbt project's name).")
 @click.option("--package-mirror", type=click.Path(path_type=Path, file_okay=False),
               help="Offline dbt package mirror: DIR/<org>/<package> git repos (or $HARVEST_PACKAGE_MIRROR).")
+@click.option("--repo-mirror", type=click.Path(path_type=Path, file_okay=False),
+              help="Offline copies of repositories: DIR/<owner>/<name> git clones (bare or not; or "
+              "$HARVEST_REPO_MIRROR); owner/name@sha then builds from there with the same pin as from the network.")
 @click.option("--resolve-ref", is_flag=True, help="Accept a branch or tag and record the commit it resolves to.")
 @click.option("--clock", help="Pinned build date (default: the day after the newest date in the seeds).")
 @click.option("--compat-patch", type=click.Path(path_type=Path, dir_okay=False, exists=True),
@@ -27,7 +30,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="Wall-time bound per build, seconds.")
 @json_option
 @fails_cleanly
-def command(spec: str, project_dir: str | None, origin: str | None, repo_name: str | None, package_mirror: Path | None, resolve_ref: bool, clock: str | None,
+def command(spec: str, project_dir: str | None, origin: str | None, repo_name: str | None, package_mirror: Path | None, repo_mirror: Path | None, resolve_ref: bool, clock: str | None,
             compat_patch: Path | None, rebuild: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
@@ -44,7 +47,7 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
     except SpecError as exc:
         raise click.BadParameter(str(exc), param_hint="SPEC") from None
     options = AddOptions(
-        project_dir=project_dir, origin=origin, name=repo_name, package_mirror=package_mirror, resolve_ref=resolve_ref, clock=clock,
+        project_dir=project_dir, origin=origin, name=repo_name, package_mirror=package_mirror, repo_mirror=repo_mirror, resolve_ref=resolve_ref, clock=clock,
         sandboxed=not no_sandbox, rebuild=rebuild, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):

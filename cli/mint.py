@@ -21,11 +21,19 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.")
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
+@click.option("--verify-lock", is_flag=True,
+              help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
+@click.option("--write-lock", is_flag=True,
+              help="After minting, write pins/_tasks.lock from every task in the store (all pins).")
+@click.option("--augment", is_flag=True,
+              help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
+                   "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
+                   "(kept only if the project still builds and passes its dbt tests), and mint them there.")
 @json_option
 @fails_cleanly
 def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, as_json: bool) -> None:
+            no_sandbox: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from cli._progress import progress
     from core.home import harvest_home, pins_dir
@@ -36,6 +44,8 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
 
     if not pin_ids and not all_pins:
         raise click.UsageError("name at least one PIN_ID or pass --all")
+    if verify_lock and write_lock:
+        raise click.UsageError("give --verify-lock or --write-lock, not both")
     chosen = tuple(f.strip() for f in families.split(",")) if families else None
     if chosen and set(chosen) - set(FAMILIES):
         raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
@@ -59,11 +69,37 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
             bar.advance(1, detail=_run_line(counts))
 
         mint(pins, options, mint_target(harvest_home(), pins_dir()), on_result=on_result)
+    recovered = None
+    if augment:
+        from harvester.augment.run import AugmentOptions, recover
+
+        with progress("augment", total=None, unit="model shards") as bar:
+            recovered = recover([p for p in pins if not p.augmentation_sha256], options,
+                                mint_target(harvest_home(), pins_dir()),
+                                AugmentOptions(sandboxed=not no_sandbox),
+                                on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
+    from cli.corpus import lock_step
+
+    from harvester.mint.pipeline import shard_finished
+
+    left = sorted({job.pin_id for job in plan(pins, options, mint_target(harvest_home(), pins_dir()))
+                   if not shard_finished(job.pin_id, job.model)}) if (verify_lock or write_lock) else []
+    lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
     if as_json:
-        echo_json({"this_run": counts, **report})
-        return
-    _print_report(report, counts)
+        echo_json({"this_run": counts, **report, **({"augmentation": recovered} if recovered is not None else {}),
+                   **({"lock": lock} if lock else {})})
+    else:
+        _print_report(report, counts)
+        if recovered is not None:
+            _print_augmentation(recovered)
+        if lock:
+            click.echo(lock["summary"])
+            for key in ("missing", "extra", "changed"):
+                for item in lock.get(key, [])[:20]:
+                    click.echo(f"  {key}: {item}")
+    if lock and not lock.get("same", True):
+        raise SystemExit(1)
 
 
 def _print_report(report: dict, counts: dict) -> None:
@@ -90,6 +126,26 @@ def _print_report(report: dict, counts: dict) -> None:
                   f"dropped: {q['duplicates_dropped']} bugs, {q['duplicate_statements_dropped']} statements; "
                   f"local_tests: 0 on {q['local_tests_zero']} tasks; per repository: {report['tasks_per_repository']}",
                   markup=False)
+
+
+def _print_augmentation(recovered: dict) -> None:
+    """The augmentation's yield: per family, invisible candidates, proposals, on a kept augmentation, recovered."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table("family", "equivalent/invisible", "rows derived", "on kept augmentation", "recovered tasks")
+    for family, row in sorted(recovered["families"].items()):
+        table.add_row(markup(family), str(row["invisible"]), str(row["proposed"]), str(row["augmented"]),
+                      str(row["recovered"]))
+    console.print(table)
+    for aug in recovered["augmentations"]:
+        what = f"pin {aug['pin']}" if aug["pin"] else f"discarded ({aug['discarded']}: {aug['detail']})"
+        console.print(f"augmentation of {aug['base']}: {aug['rows']} seed rows for {len(aug['keys'])} candidates -> "
+                      f"{what} ({aug['seconds']:.0f}s)", markup=False)
+    kept = len(recovered["kept_tasks"])
+    per = f", {recovered['seconds'] / kept:.0f}s per recovered task" if kept else ""
+    console.print(f"augmentation: {kept} tasks recovered in {recovered['seconds']:.0f}s{per}", markup=False)
 
 
 def _run_line(counts: dict[str, int]) -> str:

@@ -116,6 +116,10 @@ class Pin:
     # the DuckDB catalog (database file stem) the pin's profile builds into; gold's values were checked
     # against a rebuild under another name (TableRecord.database_columns)
     database: str = "build"
+    # distinguishing data (harvester/augment.py): the sha256 of a patch that adds seed rows, applied after
+    # the compat patch before every build of this pin, and the id of the pin it augments ("" for neither)
+    augmentation_sha256: str = ""
+    augments: str = ""
     format: int = PIN_FORMAT
 
     @property
@@ -153,7 +157,8 @@ class Pin:
 
 
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
-_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build"}
+_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
+                                       "augments": ""}
 
 
 def display_name(url: str) -> str:
@@ -228,6 +233,12 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     database = data.get("database", "build")
     if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not database:
         raise PinError(f"{where}: clock_frozen must be a boolean and database a non-empty string")
+    augmentation = data.get("augmentation_sha256", "")
+    augments = data.get("augments", "")
+    if not isinstance(augmentation, str) or (augmentation and not _HEX64.match(augmentation)):
+        raise PinError(f"{where}: augmentation_sha256 must be a sha256")
+    if not isinstance(augments, str) or bool(augments) != bool(augmentation):
+        raise PinError(f"{where}: augments (the base pin's id) and augmentation_sha256 go together")
     return Pin(
         **values,
         root_commits=tuple(roots),
@@ -238,6 +249,8 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         model_files=dict(model_files),
         clock_frozen=clock_frozen,
         database=database,
+        augmentation_sha256=augmentation,
+        augments=augments,
         format=fmt,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +87,6 @@ class TaskRecord:
     gold_sha256: str
     license: str
     versions: dict[str, str]
-    # kept for records written before timings moved to the mint's per-candidate reports; the mint
-    # leaves it empty so that the same task minted twice is byte-identical (crash-safe re-runs)
-    timings: dict[str, float] = field(default_factory=dict)
     generator_version: str = GENERATOR_VERSION
     weak: bool = False  # kept with --allow-weak: no wrong repair was confirmed
     # one note per wrong repair patch, in the same order
@@ -128,11 +125,18 @@ def task_id(repo_slug: str, commit: str, operator: str, file: str, broken_patch:
     return f"{repo_slug}.{commit[:8]}.{operator}.{digest}"
 
 
+#: fields older records carry that no longer mean anything; reading such a record drops them
+#: (``timings``: per-stage seconds, moved to the mint's per-candidate reports so that the same task
+#: minted twice is byte-identical)
+RETIRED_FIELDS = frozenset({"timings"})
+
+
 def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
     """Validate a parsed task record; raise TaskRecordError naming the first bad field."""
     if not isinstance(data, dict):
         raise TaskRecordError(f"{where}: not a JSON object")
     known = set(TaskRecord.__dataclass_fields__)
+    data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TaskRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")

@@ -114,17 +114,17 @@ def rows_fingerprint(rows: Sequence[dict]) -> str:
 def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
     """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
     from core.pin import pin_path, read_pin
-    from harvester.workspace import compat_patch_text
+    from harvester.workspace import augmentation_text, compat_patch_text
 
     cache: dict[str, tuple] = {}
     rows = []
     for r in records:
         if r.pin not in cache:
             pin = read_pin(pin_path(r.pin, pins))
-            cache[r.pin] = (pin, compat_patch_text(pin, pins))
-        pin, compat = cache[r.pin]
+            cache[r.pin] = (pin, compat_patch_text(pin, pins), augmentation_text(pin, pins))
+        pin, compat, augmentation = cache[r.pin]
         try:
-            rows.append(to_row(r, pin, compat))
+            rows.append(to_row(r, pin, compat, augmentation))
         except ValueError as exc:
             raise DatasetBuildError(f"{exc}; re-run `harvest mint` for its pin") from None
     return rows
@@ -217,11 +217,13 @@ def build_dataset(
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
+        augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
         _copy_gold(all_gold, home, tmp)
+        facts = replace(facts, corpus_report=_corpus_report(kept, pins, tmp))
         (tmp / "data").mkdir()
         written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
         facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
@@ -241,6 +243,18 @@ def build_dataset(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
+
+
+def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> str:
+    """The corpus report (markdown) of the repositories with rows in this build; its chart beside the card."""
+    from corpora.ledger import SplitLedger
+    from corpora.report import REPORT_PNG, build_report, chart, markdown
+    from core.pin import pin_path, read_pin
+
+    chosen = sorted({r.pin for rows in kept.values() for r in rows})
+    report = build_report([read_pin(pin_path(p, pins)) for p in chosen], SplitLedger.load(pins))
+    chart(report, folder / REPORT_PNG)
+    return markdown(report)
 
 
 def _common_versions(records: Sequence[TaskRecord]) -> dict[str, str]:

@@ -44,6 +44,10 @@ class CardFacts:
     fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
     # split -> tasks whose mutated lineage no dbt test covers (local_tests = 0)
     local_tests_zero: dict[str, int] | None = None
+    # the corpus report (corpora.report) of the built splits' repositories, markdown; its chart is corpus_report.png
+    corpus_report: str = ""
+    # split -> tasks whose seeds carry distinguishing rows the harvester added (augmented pins)
+    augmented: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -132,6 +136,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "Tasks with `local_tests` = 0, per split: "
         + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
         "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.", "",
+        "## Augmented data", "",
+        "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
+        "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",
+        "builds and passes all its dbt tests on them). Tasks with `augmented` = true, per split: "
+        + (", ".join(f"{s} {(facts.augmented or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
+        "Keep only upstream data with `ds.filter(lambda row: not row[\"augmented\"])`.", "",
         "## Columns", "",
         "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
         "it names the repository (`origin_url`, `base_commit`, its git `tree`), the dbt packages at exact commits,",
@@ -172,6 +182,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         )
     else:
         lines.append("- Licenses: private build; repositories without a redistributable license are included. Do not make public.")
+    if facts.corpus_report:
+        lines += ["", "## Corpus report", "",
+                  "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
+                  "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
+                  "mint wall time where measured):", "", facts.corpus_report.rstrip(), "",
+                  "![kept tasks per repository and family](corpus_report.png)"]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
     return "\n".join(lines)

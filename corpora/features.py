@@ -59,6 +59,9 @@ COLUMNS: dict[str, str] = {
     "packages": "dbt packages vendored into <project_dir>/dbt_packages: name, source, requested range, version, exact commit, origin URL",
     "compat_patch": "unified diff applied after vendoring and before broken_patch (DuckDB compatibility, data fixes); empty if none",
     "compat_patch_sha256": "sha256 of compat_patch (empty if none)",
+    "augmented": "true when the task's seeds carry distinguishing rows the harvester added (augmentation_patch); filter with `not row['augmented']` for upstream data only",
+    "augmentation_patch": "unified diff adding seed rows, applied after compat_patch and before broken_patch; empty if none",
+    "augmentation_patch_sha256": "sha256 of augmentation_patch (empty if none)",
     "setup": "the setup step, spelled out (SWE-bench rows start from an already broken base_commit; ours do not)",
     "FAIL_TO_PASS": "graded checks that fail on the broken project and pass after the gold repair (the hidden duckdb_match)",
     "PASS_TO_PASS": "local checks that pass before and after the repair (the project's dbt build and tests)",
@@ -112,6 +115,9 @@ def task_features():  # -> datasets.Features
         }),
         "compat_patch": Value("string"),
         "compat_patch_sha256": Value("string"),
+        "augmented": Value("bool"),
+        "augmentation_patch": Value("string"),
+        "augmentation_patch_sha256": Value("string"),
         "setup": Value("string"),
         "FAIL_TO_PASS": List(Value("string")),
         "PASS_TO_PASS": List(Value("string")),
@@ -166,8 +172,9 @@ def toolchain(versions: dict[str, str]) -> tuple[str, str]:
     return version, ("pip install " + version) if version else ""
 
 
-def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "") -> dict[str, Any]:
-    """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch`` its text).
+def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", augmentation: str = "") -> dict[str, Any]:
+    """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch`` and
+    ``augmentation`` the text of its patches).
 
     Fields not listed here (wrong repairs, timings, table fingerprints) are never copied."""
     import hashlib
@@ -177,6 +184,9 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "") -
     if pin is not None and pin.compat_patch_sha256:
         if hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256:
             raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
+    if pin is not None and pin.augmentation_sha256:
+        if hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256:
+            raise ValueError(f"{record.instance_id}: augmentation patch text does not match the pin's sha256")
     version, setup_env = toolchain(record.versions)
     return {
         "instance_id": record.instance_id,
@@ -214,6 +224,9 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "") -
         ],
         "compat_patch": compat_patch if pin and pin.compat_patch_sha256 else "",
         "compat_patch_sha256": pin.compat_patch_sha256 if pin else "",
+        "augmented": bool(pin and pin.augmentation_sha256),
+        "augmentation_patch": augmentation if pin and pin.augmentation_sha256 else "",
+        "augmentation_patch_sha256": pin.augmentation_sha256 if pin else "",
         "setup": SETUP,
         "FAIL_TO_PASS": fail_to_pass(record),
         "PASS_TO_PASS": pass_to_pass(record),

@@ -114,6 +114,8 @@ def row_pin(row: dict[str, Any]) -> Pin:
         tree=row["tree"], ref="", root_commits=(), project_dir=row["project_dir"], project_name=row["project_name"],
         profile_schema=row["profile_schema"], clock=row["clock"], license=row["license"], created_at="",
         gold_sha256=row["gold_sha256"], compat_patch_sha256=row["compat_patch_sha256"],
+        augmentation_sha256=row.get("augmentation_patch_sha256", ""),
+        augments=row["pin"].split("+aug-", 1)[0] if row.get("augmentation_patch_sha256") else "",
         versions={v["name"]: v["version"] for v in row["versions"]},
         packages=tuple(PackageRecord(**p) for p in row["packages"]), tables=(),
     )
@@ -192,10 +194,12 @@ class RowSource:
     pin: Pin
     compat_text: str
     fetch_from: str | None
+    augment_text: str = ""
 
 
 def row_source(row: dict[str, Any], repo_mirror: Path | None) -> RowSource:
-    return RowSource(row_pin(row), row["compat_patch"], mirror_location(row["origin_url"], repo_mirror))
+    return RowSource(row_pin(row), row["compat_patch"], mirror_location(row["origin_url"], repo_mirror),
+                     row.get("augmentation_patch", ""))
 
 
 # --------------------------------------------------------------------------------------- materialize
@@ -225,7 +229,8 @@ def build_workspace_tree(source: RowSource, dest: Path, broken_patch: str) -> No
     from core.patching import apply_patch
     from harvester.workspace import fresh_workspace
 
-    fresh_workspace(source.pin, dest, compat_text=source.compat_text, fetch_from=source.fetch_from)
+    fresh_workspace(source.pin, dest, compat_text=source.compat_text, fetch_from=source.fetch_from,
+                    augment_text=source.augment_text)
     for found in list(dest.rglob(".git")):
         if found.is_dir() and not found.is_symlink():
             shutil.rmtree(found)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,7 +98,7 @@ def verify(home: Path, pins: Path) -> dict[str, str]:
 
 
 def _same_task(a: TaskRecord, b: TaskRecord) -> bool:
-    return replace(a, timings={}) == replace(b, timings={})
+    return a == b
 
 
 def seal_task(record: TaskRecord, home: Path, pins: Path) -> Path:

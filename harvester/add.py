@@ -36,6 +36,7 @@ from harvester.packages import load_mirror, resolve_packages, vendor_packages
 from core.patching import apply_patch
 from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
 from harvester.sandbox import Limits, safe_fs, sandbox_available
+from harvester.sandbox.command import python_binds
 from harvester.specs import (
     Identity,
     RepoSpec,
@@ -55,6 +56,7 @@ class AddOptions:
     origin: str | None = None  # public URL the repository is recorded under (--origin)
     name: str | None = None  # owner/name to record a repository without a public URL under (--name)
     package_mirror: Path | None = None
+    repo_mirror: Path | None = None  # offline copies of repositories: DIR/<owner>/<name>[.git] (--repo-mirror)
     resolve_ref: bool = False
     clock: str | None = None
     sandboxed: bool = True
@@ -139,12 +141,33 @@ def identify(spec: RepoSpec, options: AddOptions, store: GitStore) -> Identity:
     return local_identity(remote, project_name, Path(spec.url).name)
 
 
+def repo_mirror_copy(spec: RepoSpec, repo_mirror: Path | None) -> Path | None:
+    """The local copy ``DIR/<owner>/<name>`` (or ``<name>.git``) of a GitHub spec under --repo-mirror.
+
+    None without a mirror or for a spec that is not ``owner/name@sha`` (a URL or a local path already
+    says where its bytes are). A mirror that lacks the repository is an error, never a silent network
+    fetch: the point of the option is an offline build with the same pin as from the network.
+    """
+    if repo_mirror is None or spec.kind != "github":
+        return None
+    for candidate in (repo_mirror / spec.owner / spec.repo, repo_mirror / spec.owner / f"{spec.repo}.git"):
+        if candidate.is_dir():
+            return candidate.resolve()
+    raise FetchError(
+        f"--repo-mirror {repo_mirror} has no copy of {spec.owner}/{spec.repo}; "
+        f"put a git clone at {repo_mirror / spec.owner / spec.repo} (bare or not)"
+    )
+
+
 def resolve(spec: RepoSpec, options: AddOptions) -> tuple[GitStore, Resolved]:
     """Name the repository, mirror it under that name (fetching from wherever the spec says), and
     verify the commit (a short sha is expanded, a ref needs --resolve-ref)."""
     store = GitStore(mirrors_dir())
     identity = identify(spec, options, store)
-    if identity.url == spec.url:
+    local_copy = repo_mirror_copy(spec, options.repo_mirror)
+    if local_copy is not None:  # the same identity as from the network, the bytes from the local copy
+        repo = store.mirror(identity.url, fetch_from=str(local_copy))
+    elif identity.url == spec.url:
         repo = store.mirror(spec.url)
     else:
         repo = store.mirror(identity.url, fetch_from=spec.url)
@@ -278,6 +301,8 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
     if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
         options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
+    if options.repo_mirror is None and os.environ.get("HARVEST_REPO_MIRROR"):
+        options = replace(options, repo_mirror=Path(os.environ["HARVEST_REPO_MIRROR"]))
     clock = normalise_clock(options.clock) if options.clock else None
 
     store, resolved = resolve(spec, options)
@@ -295,7 +320,14 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
     run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
-    source = prepare_source(store, resolved, options, run_dir)
+    with ThreadPoolExecutor(max_workers=1) as early:
+        # what every sandboxed child binds of this interpreter (a walk of the installed distributions
+        # and ldd on their native files, once per process) is worked out while the source is exported
+        # and its packages vendored, instead of in front of the gold builds
+        binds = early.submit(python_binds) if options.sandboxed else None
+        source = prepare_source(store, resolved, options, run_dir)
+        if binds is not None:
+            binds.result()
     if clock is None:
         base = source.root / source.project.rel_dir
         clock = previous.clock if previous else default_clock([base / p for p in source.project.seed_paths])

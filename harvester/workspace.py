@@ -29,6 +29,7 @@ _MARKER = ".harvest-template.json"
 def _marker(pin: Pin) -> str:
     return json.dumps(
         {"commit": pin.commit, "tree": pin.tree, "compat": pin.compat_patch_sha256,
+         "augmentation": pin.augmentation_sha256,
          "packages": [[p.name, p.commit, p.source] for p in pin.packages]},
         sort_keys=True,
     )
@@ -47,9 +48,24 @@ def compat_patch_text(pin: Pin, pins: Path | None = None) -> str:
     return text
 
 
-def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None) -> None:
+def augmentation_text(pin: Pin, pins: Path | None = None) -> str:
+    """The pin's seed augmentation patch (distinguishing data) from ``pins``/patches, verified against its hash."""
+    if not pin.augmentation_sha256:
+        return ""
+    path = (pins or pins_dir()) / "patches" / f"{pin.augmentation_sha256}.diff"
+    if not path.is_file():
+        raise PinError(f"{pin.id}: augmentation patch {path} is missing")
+    text = path.read_text(encoding="utf-8")
+    if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
+        raise PinError(f"{pin.id}: augmentation patch {path.name} does not match its recorded hash")
+    return text
+
+
+def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None,
+             augment_text: str | None = None) -> None:
     """Write the pin's tree at ``tree`` (must not exist): export the commit (checked against the pin's
-    tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256).
+    tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256),
+    then the pin's seed augmentation (``augment_text``, default: read from the pins folder; checked too).
     ``fetch_from`` is where the repository's bytes come from when that is not ``pin.url`` (a mirror)."""
     if pin.compat_patch_sha256 and hashlib.sha256(compat_text.encode()).hexdigest() != pin.compat_patch_sha256:
         raise PinError(f"{pin.id}: the compat patch does not match its recorded sha256 {pin.compat_patch_sha256[:12]}")
@@ -61,9 +77,16 @@ def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None =
     vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
     if pin.compat_patch_sha256:
         apply_patch(tree, compat_text)
+    if pin.augmentation_sha256:
+        text = augmentation_text(pin) if augment_text is None else augment_text
+        if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
+            raise PinError(f"{pin.id}: the augmentation patch does not match its recorded sha256 "
+                           f"{pin.augmentation_sha256[:12]}")
+        apply_patch(tree, text)
 
 
-def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None) -> Path:
+def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None,
+             augment_text: str | None = None) -> Path:
     """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use.
 
     ``compat_text`` defaults to the pin's compat patch under the pins folder (a dataset row carries its own)."""
@@ -75,7 +98,8 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         tree = staging / "tree"
-        populate(pin, tree, compat_patch_text(pin) if compat_text is None else compat_text, fetch_from=fetch_from)
+        populate(pin, tree, compat_patch_text(pin) if compat_text is None else compat_text, fetch_from=fetch_from,
+                 augment_text=augment_text)
         atomic.write_text(tree / _MARKER, _marker(pin))
         old = None
         if dest.exists():
@@ -90,8 +114,10 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
     return dest
 
 
-def fresh_workspace(pin: Pin, dest: Path, *, compat_text: str | None = None, fetch_from: str | None = None) -> Path:
+def fresh_workspace(pin: Pin, dest: Path, *, compat_text: str | None = None, fetch_from: str | None = None,
+                    augment_text: str | None = None) -> Path:
     """A new copy of the pin's template at ``dest`` (which must not exist)."""
-    shutil.copytree(template(pin, compat_text=compat_text, fetch_from=fetch_from), dest, symlinks=True,
+    shutil.copytree(template(pin, compat_text=compat_text, fetch_from=fetch_from, augment_text=augment_text), dest,
+                    symlinks=True,
                     ignore=shutil.ignore_patterns(_MARKER))
     return dest

@@ -8,7 +8,8 @@ for it by name (recorded in the manifest). The pieces:
 - ``BuildAndScore``: the HARVESTER-side dependency of the real backend. Given a task and the edited
   files (repo-relative path -> full new text), it materialises the task workspace (pinned repo at the
   task's commit + broken_patch + vendored packages), overlays the edits, builds the affected models
-  sandboxed, and scores the result against the task's gold (core.scorer). It returns a ``Verdict``.
+  sandboxed, and scores the result against the task's gold (core.scorer). It returns the one verdict
+  type on an edited task, ``harvester.grading.Graded``.
 - ``EditingBackend``: the real single-turn backend: parses the completion (train/completion.py), turns
   malformed answers and no-op answers into 0 without building, hands the rest to a BuildAndScore.
 - ``make_reward_func``: the trl reward function (list in, list out) over a scorer of many rollouts
@@ -23,17 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.task_record import TaskRecord
+from harvester.grading.verdict import Graded
 from train.completion import MalformedCompletion, completion_text, parse_completion
 from train.project import ProjectSource
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a build+score says about an edited project."""
-
-    official: int
-    strict: int
-    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class RewardBackend(Protocol):
 
 
 class BuildAndScore(Protocol):
-    def __call__(self, task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+    def __call__(self, task: TaskRecord, edits: Mapping[str, str]) -> Graded:
         """Harvester side: build the task's broken project with ``edits`` applied, score against gold."""
         ...
 

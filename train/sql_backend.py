@@ -26,7 +26,8 @@ from pathlib import Path
 from core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
 from core.task_record import TaskRecord
 from train.project import ProjectSource
-from train.reward import EditingBackend, RewardResult, Verdict
+from harvester.grading.verdict import Graded
+from train.reward import EditingBackend, RewardResult
 
 _REF = re.compile(r"\{\{\s*ref\(\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
 _SOURCE = re.compile(r"\{\{\s*source\(\s*['\"][A-Za-z0-9_]+['\"]\s*,\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
@@ -94,7 +95,7 @@ class DuckDBSqlBackend:
         self._verified.add(task.gold_sha256)
         return path
 
-    def build_and_score(self, task: TaskRecord, edits: Mapping[str, str]) -> Verdict:
+    def build_and_score(self, task: TaskRecord, edits: Mapping[str, str]) -> Graded:
         import duckdb
 
         from core.scorer import score
@@ -103,7 +104,7 @@ class DuckDBSqlBackend:
         try:
             order = compile_models(files, task.project_dir)
         except UnsupportedModel as exc:
-            return Verdict(0, 0, f"build failed: {exc}")
+            return Graded.not_built(f"build failed: {exc}", path="sql")
         source = self.inputs / f"{task.pin}.duckdb"
         if not source.is_file():
             raise FileNotFoundError(f"no inputs database {source} for pin {task.pin}")
@@ -119,16 +120,9 @@ class DuckDBSqlBackend:
                 con.execute("checkpoint")
             except duckdb.Error as exc:
                 if is_interrupt(exc):
-                    return Verdict(0, 0, f"build failed: a statement ran past {self.statement_seconds:g} s")
-                return Verdict(0, 0, f"build failed: {str(exc).splitlines()[0][:200]}")
+                    return Graded.not_built(f"build failed: a statement ran past {self.statement_seconds:g} s", path="sql")
+                return Graded.not_built(f"build failed: {str(exc).splitlines()[0][:200]}", path="sql")
             finally:
                 con.close()
             result = score(self._gold(task), submission, task.grading)
-        official, strict = _bit(result.official), _bit(result.strict)
-        reason = "" if official else str(getattr(result.official, "reason", "") or "official check failed")
-        return Verdict(official, strict, reason)
-
-
-def _bit(verdict: object) -> int:
-    """core.scorer's Score holds Verdict objects (``passed``); accept plain ints/bools as well."""
-    return int(bool(getattr(verdict, "passed", verdict)))
+        return Graded.from_score(result, path="sql")

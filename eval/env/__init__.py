@@ -18,11 +18,11 @@ from eval.env.episode import (
     EpisodeOutcome,
 )
 from eval.env.errors import EnvError, InvalidAction
-from eval.env.grading import Submission
+from harvester.grading.verdict import Graded
 from eval.env.tools import TOOL_NAMES, RunSettings
 
 __all__ = [
     "ABANDONED", "LOOPED", "RUNNING", "SUBMITTED", "TURN_CAP", "EnvError", "EnvSettings", "Episode",
-    "EpisodeLimits", "EpisodeOutcome", "InvalidAction", "RepairEnvironment", "RunSettings", "Submission",
+    "EpisodeLimits", "EpisodeOutcome", "InvalidAction", "RepairEnvironment", "RunSettings", "Graded",
     "TOOL_NAMES", "tool_schemas",
 ]

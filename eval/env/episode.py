@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from eval.env import tools
 from eval.env.errors import InvalidAction
-from eval.env.grading import Submission, grade
+from eval.env.grading import grade
+from harvester.grading.verdict import Graded
 from eval.env.guard import WorkspaceGuard
 from eval.env.workspace import TaskWorkspace
 from core.errors import HarvestError
@@ -57,7 +58,7 @@ class EpisodeOutcome:
     status: str
     turns: int
     invalid_actions: int
-    submission: Submission | None
+    submission: Graded | None
 
     @property
     def submitted(self) -> bool:
@@ -101,7 +102,7 @@ class Episode:
         workspace: TaskWorkspace,
         settings: tools.RunSettings = tools.RunSettings(),
         limits: EpisodeLimits = EpisodeLimits(),
-        grader: Callable[[TaskRecord, TaskWorkspace, tools.RunSettings], Submission] = grade,
+        grader: Callable[[TaskRecord, TaskWorkspace, tools.RunSettings], Graded] = grade,
     ) -> None:
         self.task = task
         self.workspace = workspace
@@ -111,7 +112,7 @@ class Episode:
         self.status = RUNNING
         self.turns = 0
         self.invalid_actions = 0
-        self.submission: Submission | None = None
+        self.submission: Graded | None = None
         self.transcript: list[dict[str, Any]] = []
         self._last_key = ""
         self._repeats = 0
@@ -204,33 +205,32 @@ class Episode:
             return self._guarded(tool, clean)
         assert tool == "submit"
         try:
-            self.submission = self._fast_submission() or self._grader(self.task, ws, settings)
+            self.submission = self._graded_submission() or self._grader(self.task, ws, settings)
         except HarvestError as exc:
-            self.submission = Submission(
-                built=False, first_error=f"the submission could not be built: {' '.join(str(exc).split())}",
-                tests_total=0, tests_failed=0, failed_tests=(), official=0, strict=0, capture=None, wall_s=0.0,
-            )
+            self.submission = Graded.not_built(f"the submission could not be built: {' '.join(str(exc).split())}")
         self.status = SUBMITTED
         return "submitted; your project was built once more for the hidden check. The episode is over."
 
-    def _fast_validate(self) -> str | None:
-        if not self.settings.fast_checks:
+    def _graded_validate(self) -> str | None:
+        """The validate answer through the one grading path (None: build the workspace instead)."""
+        if not self.settings.graded_edits:
             return None
-        from eval.env.fast_checks import validate_fast
+        from eval.env.graded_edits import validate_edits
 
-        return validate_fast(self.task, self.edits)
+        return validate_edits(self.task, self.edits, limits=self.settings.limits)
 
-    def _fast_submission(self) -> Submission | None:
-        """The submission graded on the fast path (only with the default grader, when settings allow)."""
-        if not self.settings.fast_checks or self._grader is not grade:
+    def _graded_submission(self) -> Graded | None:
+        """The submission graded through the one grading path (only with the default grader, when settings
+        allow; None: build the workspace instead)."""
+        if not self.settings.graded_edits or self._grader is not grade:
             return None
-        from eval.env.fast_checks import submit_fast
+        from eval.env.graded_edits import submit_edits
         from harvester.sandbox import safe_fs
 
         holder = self.workspace.root / ".harvest_fast"
         safe_fs.rmtree(holder)
         holder.mkdir()
-        return submit_fast(self.task, self.edits, holder / "capture.duckdb")
+        return submit_edits(self.task, self.edits, holder / "capture.duckdb", limits=self.settings.limits)
 
     def _guarded(self, tool: str, clean: dict[str, Any]) -> str:
         """Run a dbt/SQL tool, then hold the write policy: any other change to the project is undone and
@@ -244,7 +244,7 @@ class Episode:
             elif tool == "dbt":
                 answer = tools.dbt(ws, settings, clean["command"], clean.get("select", ""))
             else:
-                answer = self._fast_validate() or tools.validate(ws, settings)
+                answer = self._graded_validate() or tools.validate(ws, settings)
         except (InvalidAction, HarvestError) as exc:
             failed = exc
         violation = self.guard.enforce(tool)

@@ -47,8 +47,10 @@ class RunSettings:
     sandboxed: bool = True
     limits: Limits = field(default_factory=lambda: Limits(wall_s=300.0))
     query_rows: int = 50
-    #: validate/submit through the grading fast path when the edits allow it (eval/env/fast_checks.py)
-    fast_checks: bool = True
+    #: validate/submit by grading the agent's edits through harvester.grading.grade (the fast path where the
+    #: edits allow it, a fresh sandboxed build otherwise; eval/env/graded_edits.py); False: build the
+    #: agent's workspace itself (the reference the benchmark compares with)
+    graded_edits: bool = True
 
 
 def check_args(tool: str, args: Any) -> dict[str, Any]:

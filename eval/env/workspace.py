@@ -63,7 +63,8 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
     root = holder / "ws"
     try:
         if source is not None:
-            fresh_workspace(pin, root, compat_text=source.compat_text, fetch_from=source.fetch_from)
+            fresh_workspace(pin, root, compat_text=source.compat_text, fetch_from=source.fetch_from,
+                            augment_text=source.augment_text)
         else:
             fresh_workspace(pin, root)
         _strip_vcs(root)

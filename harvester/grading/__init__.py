@@ -1,21 +1,23 @@
-"""Grading an edited task, in one place: the GRPO reward and the eval environment both call it.
+"""Grading an edited task, in one place: ``grade(task, edits, mode)`` -> ``Graded``.
 
-``edited.fast_grade`` re-runs edited models as compiled SQL in a locked-down DuckDB (``fast.py``) and
-raises ``Unsupported`` when only dbt can answer; ``edited.build_and_score_with`` adds the sandboxed dbt
-strategies (incremental, naive) behind it. The mint's confirmation still builds its own variants
-(``harvester.mint.confirm``); see docs/DESIGN.md "Grading an edited task".
+The GRPO reward, the eval environment's ``validate``/``submit`` and the audit (through the environment)
+call ``edited.grade``; its strategies are the fast compiled-SQL path (``fast.py``: edited models re-run
+in a locked-down DuckDB) and the sandboxed dbt builds (incremental ``dbt``, full ``naive``), chosen in
+that one function. ``verdict.Graded`` is the one verdict type on an edited task. The mint's confirmation
+builds its candidates' variants in a warm sandbox of its own (``harvester.mint.confirm``) and scores
+them with the same scorer; see docs/DESIGN.md "Grading an edited task".
 """
 
 from harvester.grading.edited import (
-    Graded,
+    MODES,
     RewardBuildError,
     build_and_score,
     build_and_score_dbt,
-    build_and_score_with,
-    fast_grade,
+    grade,
     release,
 )
 from harvester.grading.fast import Unsupported
+from harvester.grading.verdict import Graded
 
-__all__ = ["Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt",
-           "build_and_score_with", "fast_grade", "release"]
+__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt", "grade",
+           "release"]

@@ -1,16 +1,14 @@
 """Grade an edited task: build the task's project with an agent's edits, score it against gold.
 
-One path for everything that grades edits of a task outside the mint: the GRPO reward
-(``build_and_score``, the function train.reward's harvester backend calls) and the eval environment's
-``validate`` and ``submit`` (``fast_grade`` with the project's dbt tests, falling back to the
-environment's own sandboxed build when it raises ``Unsupported``).
+``grade(task, edits, mode)`` is the one path for everything that grades edits of a task outside the
+mint: the GRPO reward (``build_and_score``, the function train.reward's harvester backend calls), the
+eval environment's ``validate`` and ``submit`` (``grade(..., tests=True)``) and so the audit.
+``edits`` maps repo-relative paths to full new texts; the answer (``verdict.Graded``) is the official and
+strict verdicts of the task's broken project with those edits, graded by ``core.scorer`` against the
+pin's gold. A build failure or a timeout is a 0 with its reason, never an exception (gold-side
+problems still raise).
 
-``build_and_score(task, edits)``:
-``edits`` maps repo-relative paths to full new texts; the result is the official and strict verdicts of
-the task's broken project with those edits, graded by ``core.scorer`` against the pin's gold. A build
-failure or a timeout is a 0 with its reason, never an exception (gold-side problems still raise).
-
-Three ways to get there, fastest first (each per task, per process, prepared once and reused):
+Three strategies, fastest first (each per task, per process, prepared once and reused):
 
 - ``fast``: every changed file is a plain SQL model edited outside Jinja → the compiled SQL of the
   edited model and of its descendants is re-run in the locked-down screening engine (``fast.py``);
@@ -19,8 +17,9 @@ Three ways to get there, fastest first (each per task, per process, prepared onc
   seeds) on a copy of the pin's built state, in a workspace restored per rollout from a prepared snapshot
   (broken patch applied, profile written, dbt's partial-parse state primed once) — the incremental path
   of the mint's confirmation; seconds per rollout;
-- ``naive``: a fresh workspace and a full ``dbt seed`` + ``dbt build`` per rollout (the reference the
-  benchmark compares with; edits to macros, YAML or new files also take this path).
+- ``naive``: a fresh workspace and a full ``dbt seed`` + ``dbt build`` per rollout (what the environment
+  falls back to, since it reports every dbt test of the project; edits to macros, YAML or new files also
+  take this path).
 
 In the first two the relations that the rollout rebuilds are dropped from the copy of the built state
 first: they hold the right answer, and an edit such as ``select * from {{ this }}`` must not read it.
@@ -31,11 +30,12 @@ the next one, so one rollout cannot influence another's reward.
 from __future__ import annotations
 
 import atexit
+import time
 import shutil
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from harvester.build import build_workspace
@@ -46,6 +46,7 @@ from harvester.mint.candidates import model_file
 from harvester.mint.lineage import ModelNode, models
 from core.patching import PatchError, apply_patch
 from core.pin import Pin, pin_path, read_pin
+from harvester.grading.verdict import Graded, grade_build
 from harvester.grading.fast import (
     DataTest,
     FastScorer,
@@ -62,25 +63,6 @@ from core.task_record import TaskRecord
 from harvester.workspace import fresh_workspace
 
 
-
-@dataclass(frozen=True)
-class Graded:
-    """What grading an edited project says: the scorer's two verdicts as bits and, when the project's dbt
-    tests were run (``fast_grade(tests=True)``), which failed. ``capture`` is a file of the graded tables
-    for the scorer's explainer (only when asked for)."""
-
-    official: int
-    strict: int
-    reason: str = ""
-    built: bool = True
-    first_error: str = ""
-    tests_total: int = 0
-    failed_tests: tuple[str, ...] = ()
-    capture: Path | None = None
-
-    @property
-    def tests_failed(self) -> int:
-        return len(self.failed_tests)
 
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
@@ -246,8 +228,7 @@ def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, captu
     found = scorer.score(compiled, ctx.task.grading, run_tests, ctx.children, capture_to)
     if found.blocking_failures:
         raise Unsupported(f"{found.blocking_failures[0]} fails, and dbt build would skip what is built from its model")
-    return Graded(found.official, found.strict, found.reason, built=found.built, first_error=found.first_error,
-                  tests_total=len(run_tests), failed_tests=found.failed_tests, capture=found.capture)
+    return replace(found, tests_total=len(run_tests), blocking_failures=())
 
 
 def _prime(ctx: TaskContext) -> None:
@@ -286,89 +267,98 @@ def _write_edits(work: Path, edits: Mapping[str, str]) -> None:
             raise Unsupported(f"edit path {path!r} goes through a link") from None
 
 
-def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool) -> Graded:
-    from core.scorer import score
-
+def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool, path: str,
+                     limits: Limits, capture_to: Path | None) -> Graded:
     result = build_workspace(
-        work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=REWARD_LIMITS,
+        work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
     if result.run.timed_out:
-        return Graded(0, 0, f"timeout: {result.first_error}")
-    if not result.models_ok or result.gold_file is None:
-        return Graded(0, 0, f"build failed: {result.first_error}")
-    verdicts = score(ctx.gold, result.gold_file, ctx.task.grading)
-    official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
-    return Graded(official, strict, "" if official and strict else (verdicts.official.reason or verdicts.strict.reason))
+        return Graded.not_built(f"timeout: {result.first_error}", result.first_error, tests_total=result.tests_total,
+                                failed_tests=tuple(sorted(result.failed_tests)), path=path)
+    built = result.gold_file if result.models_ok else None
+    if built is not None and capture_to is not None:  # the host's own copy of the captured tables
+        built = Path(shutil.move(str(built), str(capture_to)))
+    return grade_build(ctx.gold, built, ctx.task.grading, built_ok=result.models_ok, first_error=result.first_error,
+                       tests_total=result.tests_total, failed_tests=result.failed_tests,
+                       capture=built if capture_to is not None else None, path=path)
 
 
-def _dbt(ctx: TaskContext, edits: Mapping[str, str]) -> Graded:
+def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:
     changed, only_models = _final_texts(ctx, edits)
     if not only_models:
-        return _naive(ctx, edits)
+        return _naive(ctx, edits, limits, capture_to)
     _prime(ctx)
     roots = _roots(ctx, changed)
     base = _base(ctx, roots)
     work = _restore(ctx, edits)
     shutil.copyfile(base, work / DB_FILE)
-    return _build_and_grade(ctx, work, tuple(f"{ctx.nodes[uid].name}+" for uid in roots), seed=False)
+    return _build_and_grade(ctx, work, tuple(f"{ctx.nodes[uid].name}+" for uid in roots), seed=False, path="dbt",
+                            limits=limits, capture_to=capture_to)
 
 
-def _naive(ctx: TaskContext, edits: Mapping[str, str]) -> Graded:
+def _naive(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:
     work = ctx.root / "rollout"
     safe_fs.rmtree(work)
     fresh_workspace(ctx.pin, work)
     apply_patch(work, ctx.task.broken_patch)
     _write_edits(work, edits)
-    return _build_and_grade(ctx, work, (), seed=True)
+    return _build_and_grade(ctx, work, (), seed=True, path="naive", limits=limits, capture_to=capture_to)
 
 
-def build_and_score_with(mode: str, task: TaskRecord, edits: Mapping[str, str]) -> tuple[Graded, str]:
-    """The verdict and the path that produced it (``fast`` falls back to ``dbt`` when it must)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown reward mode {mode!r}; use one of {', '.join(MODES)}")
+def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fallback: str | None = "dbt",
+          tests: bool = False, capture_to: Path | None = None, limits: Limits | None = None) -> Graded:
+    """THE way to grade an edited task: ``task``'s broken project with ``edits`` (repo-relative path -> full
+    new text) applied, built by the strategy ``mode`` names and scored against the pin's gold.
+
+    ``mode``: ``fast`` (compiled SQL in the locked engine), ``dbt`` (a sandboxed build of the affected
+    models on the pin's state) or ``naive`` (a fresh sandboxed seed + build). When ``fast`` cannot answer
+    (``Unsupported``: a macro, YAML or new file changed, Jinja written, unit tests in the project, a
+    failing test dbt would skip models after) the ``fallback`` strategy answers; ``fallback=None`` raises
+    ``Unsupported`` instead (for a caller with a build path of its own). ``tests``: the fast path also
+    runs every dbt test of the project (the dbt paths always report theirs). ``capture_to``: the graded
+    tables are written there for the scorer's explainer. A failed or refused build is a 0 with its
+    reason, never an exception; a task whose pin or built state is unusable raises RewardBuildError.
+    """
+    if mode not in MODES or (fallback is not None and fallback not in MODES[1:]):
+        raise ValueError(f"unknown grading mode {mode!r}/{fallback!r}; use one of {', '.join(MODES)}")
+    started = time.perf_counter()
     try:
         clean = _checked_edits(edits)
     except Unsupported as exc:
-        return Graded(0, 0, f"build failed: {exc}"), "refused"
+        if mode == "fast" and fallback is None:
+            raise
+        return Graded.not_built(f"build failed: {exc}", path="refused")
     ctx = _context(task)
+    limits = limits or REWARD_LIMITS
     with ctx.lock:
         try:
             if mode == "fast":
                 try:
-                    return _fast(ctx, clean), "fast"
+                    graded = _fast(ctx, clean, tests=tests, capture_to=capture_to)
                 except Unsupported:
-                    mode = "dbt"
+                    if fallback is None:
+                        raise
+                    mode = fallback
             if mode == "dbt":
-                return _dbt(ctx, clean), "dbt"
-            return _naive(ctx, clean), "naive"
+                graded = _dbt(ctx, clean, limits, capture_to)
+            elif mode == "naive":
+                graded = _naive(ctx, clean, limits, capture_to)
         except Unsupported as exc:
-            return Graded(0, 0, f"build failed: {exc}"), "refused"
-
-
-def fast_grade(task: TaskRecord, edits: Mapping[str, str], *, tests: bool = False,
-               capture_to: Path | None = None) -> Graded:
-    """The fast path alone, for callers with a dbt path of their own (the environment's validate/submit).
-
-    ``tests``: also run every dbt test of the project and report which fail, as a full ``dbt build``
-    would; ``capture_to``: write the graded tables there for the scorer's explainer. Raises Unsupported
-    when the answer needs dbt (an edit outside plain model SQL, Jinja written, unit tests or hooks in the
-    project, a failing test dbt would skip models after); the caller then builds with dbt.
-    """
-    clean = _checked_edits(edits)
-    ctx = _context(task)
-    with ctx.lock:
-        return _fast(ctx, clean, tests=tests, capture_to=capture_to)
+            if fallback is None:
+                raise
+            graded = Graded.not_built(f"build failed: {exc}", path="refused")
+    return replace(graded, seconds=time.perf_counter() - started)
 
 
 def build_and_score(task: TaskRecord, edits: Mapping[str, str]) -> Graded:
     """train.reward.BuildAndScore: the fast path where it applies, a sandboxed incremental build otherwise."""
-    return build_and_score_with("fast", task, edits)[0]
+    return grade(task, edits, "fast")
 
 
 def build_and_score_dbt(task: TaskRecord, edits: Mapping[str, str]) -> Graded:
     """Always a real sandboxed dbt build of the affected models (never the fast path)."""
-    return build_and_score_with("dbt", task, edits)[0]
+    return grade(task, edits, "dbt")
 
 
 def release(task: TaskRecord | None = None) -> None:
@@ -380,5 +370,5 @@ def release(task: TaskRecord | None = None) -> None:
 
 atexit.register(release)
 
-__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt",
-           "build_and_score_with", "fast_grade", "release"]
+__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt", "grade",
+           "release"]

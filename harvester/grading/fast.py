@@ -31,6 +31,7 @@ from core.scorer.spec import GradingSpec
 from harvester.mint.engine import MUT, Engine, ScreenSQLError
 from core.clock import freeze_clock
 from harvester.mint.lineage import ModelNode
+from harvester.grading.verdict import Graded
 from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
 from mutators import transplant
 from mutators.edits import Edit
@@ -55,20 +56,6 @@ class DataTest:
     error_if: str = "!= 0"
     limit: int | None = None
     depends_on: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class FastVerdict:
-    """The fast path's answer: the scorer's two verdicts and, when tests were asked for, their results."""
-
-    official: int
-    strict: int
-    reason: str
-    built: bool = True
-    first_error: str = ""
-    failed_tests: tuple[str, ...] = ()
-    blocking_failures: tuple[str, ...] = ()  # failing error-severity tests whose node has children in the build
-    capture: Path | None = None
 
 
 def data_tests(manifest: Mapping[str, object]) -> list[DataTest]:
@@ -254,7 +241,7 @@ class FastScorer:
         return all(full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
 
     def score(self, compiled: Mapping[str, str], grading: GradingSpec, tests: Sequence[DataTest] = (),
-              children: Mapping[str, int] | None = None, capture_to: Path | None = None) -> FastVerdict:
+              children: Mapping[str, int] | None = None, capture_to: Path | None = None) -> Graded:
         """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), run ``tests`` over the result
         (a test that errors counts as failed, as in dbt), score against gold, and, with ``capture_to``, write
         the graded tables there as a capture file the scorer's explainer reads."""
@@ -270,7 +257,7 @@ class FastScorer:
                 try:
                     self._materialize(node, freeze_clock(sql, self.clock))
                 except ScreenSQLError as exc:
-                    return FastVerdict(0, 0, f"build failed: {exc}", built=False, first_error=f"{uid}: {exc}")
+                    return Graded.not_built(f"build failed: {exc}", f"{uid}: {exc}", path="fast")
                 if node.relation:
                     replaced[node.relation] = f'{MUT}."{node.captured_schema}"."{node.alias}"'
             failed, blocking = self._run_tests(tests, replaced, children or {})
@@ -284,9 +271,8 @@ class FastScorer:
                 capture = Path(shutil.move(str(written), str(capture_to)))
         finally:
             self.engine.reset()
-        official, strict = int(verdicts.official.passed), int(verdicts.strict.passed)
-        reason = "" if official and strict else (verdicts.official.reason or verdicts.strict.reason)
-        return FastVerdict(official, strict, reason, failed_tests=failed, blocking_failures=blocking, capture=capture)
+        return Graded.from_score(verdicts, tests_total=len(tests), failed_tests=failed, blocking_failures=blocking,
+                                 capture=capture, path="fast")
 
     def _run_tests(self, tests: Sequence[DataTest], replaced: Mapping[str, str],
                    children: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:

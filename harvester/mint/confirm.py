@@ -32,10 +32,11 @@ from pathlib import Path
 
 from core.patching import apply_to_text, make_patch, parse_patch
 from core.pin import Pin
-from core.scorer import official, score
+from core.scorer import official
 from core.scorer.spec import GradingSpec
 from core.task_record import Claim, LocalChecks, WrongRepairNote
 from harvester.build import BuildResult, build_workspace
+from harvester.grading.verdict import grade_build
 from harvester.mint.candidates import Candidate
 from harvester.mint.checks import Rejected, check_observation, choose_grading, require
 from harvester.mint.lineage import ModelNode, descendants
@@ -188,9 +189,9 @@ def mutant_observed(t: Trial) -> Trial:
 def mutant_scores_zero(t: Trial) -> Trial:
     """3. The official and strict checks both score the broken project 0."""
     assert t.mutant is not None and t.spec is not None
-    verdicts = score(t.ctx.gold, t.mutant.gold_file, t.spec)
-    if verdicts.official.passed or verdicts.strict.passed:
-        raise Rejected("mutant_passes", f"official {verdicts.official.score} strict {verdicts.strict.score}")
+    graded = grade_build(t.ctx.gold, t.mutant.gold_file, t.spec, built_ok=t.mutant.models_ok)
+    if graded.official or graded.strict:
+        raise Rejected("mutant_passes", f"official {graded.official} strict {graded.strict}")
     return t
 
 
@@ -213,9 +214,9 @@ def repair_restores(t: Trial) -> Trial:
     t = t.timed("repair_build", started, repair=fixed)
     if not fixed.models_ok or fixed.gold_file is None:
         raise Rejected("repair_build_fails", fixed.first_error)
-    repaired = score(t.ctx.gold, fixed.gold_file, t.spec)
-    if not (repaired.official.passed and repaired.strict.passed):
-        raise Rejected("repair_fails", repaired.official.reason or repaired.strict.reason)
+    repaired = grade_build(t.ctx.gold, fixed.gold_file, t.spec, built_ok=fixed.models_ok)
+    if not (repaired.official and repaired.strict):
+        raise Rejected("repair_fails", repaired.reason)
     if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1:
         raise Rejected("repair_not_minimal", "the true repair is more than one hunk")
     return t

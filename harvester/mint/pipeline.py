@@ -52,6 +52,8 @@ class MintOptions:
     seed: int = 0
     screen_only: bool = False
     incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
+    only_keys: frozenset[str] | None = None  # try only these candidate keys (augmented pins: the recovered ones)
+    only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -110,6 +112,11 @@ def completed_keys(pin_id: str, model: str) -> frozenset[str]:
         return frozenset(json.loads(_marker_path(pin_id, model).read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):
         return frozenset()
+
+
+def shard_finished(pin_id: str, model: str) -> bool:
+    """Whether a mint run finished ``model``'s shard (its completion marker exists), whatever it kept."""
+    return _marker_path(pin_id, model).is_file()
 
 
 def load_reports(pin_id: str) -> list[dict]:
@@ -199,7 +206,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         reports = load_reports(pin.id)
         index = load_index(pin.id)
         for uid, node in sorted(nodes.items()):
-            if why_not_mutable(node, pin):
+            if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
@@ -212,6 +219,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
+                only_keys=options.only_keys,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
             ))
     return jobs

@@ -52,6 +52,7 @@ class ShardJob:
     screen_only: bool = False
     incremental: bool = True
     family_order: tuple[str, ...] = ()  # the pin's families, rarest first
+    only_keys: frozenset[str] | None = None  # candidates to try (None: all); an augmented pin's recovered ones
     # broken-output signatures and statements of the pin's tasks kept before this shard (driver's index)
     known_signatures: frozenset[str] = frozenset()
     known_statements: frozenset[str] = frozenset()
@@ -190,7 +191,7 @@ def run_shard(job: ShardJob) -> ShardResult:
         for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold)):
             if kept >= job.max_per_model:
                 break
-            if cand.key in job.done_keys:
+            if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
                 continue
             outcome = screen(engine, pin, nodes, cand, gold, tests)
             timings = {"screen": round(outcome.seconds, 4)}

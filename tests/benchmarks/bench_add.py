@@ -1,18 +1,26 @@
-"""Benchmark (not a test): `harvest add` of the embedded example against a plain dbt CLI build.
+"""Benchmark (not a test): `harvest add` against a plain dbt CLI build of the same project, in one run.
 
-    python tests/benchmarks/bench_add.py [--rounds 3] [--no-sandbox-add]
+    python tests/benchmarks/bench_add.py [--rounds 3] [--no-sandbox-add] [--baseline-tree /work/main]
+    python tests/benchmarks/bench_add.py --pins P --repo owner__name --bare /path/owner/name.git \
+        --package-mirror M [--rounds 2]                                    # a pinned real repository
 
-Each round, alternating so that machine noise hits both sides alike:
+Without ``--pins`` the embedded example is used. With it, the pin whose id contains ``--repo`` names the
+repository (a local bare copy of a real public dbt project given by ``--bare``, recorded under the pin's
+URL with ``--origin``; never committed, no test depends on one), its commit, project folder, clock and
+compat patch. Each round, alternating so that machine noise hits every side alike:
 
-- add: ``harvest add <example>@<sha> --package-mirror <mirror> --json`` as a user runs it, in a fresh
-  HARVEST_HOME (mirror clone, export, package resolution and vendoring, TWO sandboxed builds through
-  the in-process dbt runner under the pinned clock, gold and state install, the pin);
+- add: ``harvest add <repo>@<sha> --package-mirror <mirror> --json`` as a user runs it, in a fresh
+  HARVEST_HOME (mirror clone, export, package resolution and vendoring, the sandboxed gold builds
+  under the pinned clock, gold and state install, the pin);
+- baseline add (``--baseline-tree``): the same command run from another source tree (e.g. main before
+  a change), so before and after are measured in one run against the same plain builds;
 - plain: ``dbt seed && dbt build`` from the dbt CLI on the same project (the exported tree with its
   packages vendored, a plain profiles.yml, no sandbox, no clock), in a fresh copy.
 
-Prints both medians and the ratio add/plain (target <= 1.0), then where the add's time went: per
-sandboxed build the child's wall time and its steps (from the build logs), and the rest of the add
-(everything that is not the builds).
+Prints the medians and the ratios add/plain (target <= 0.7), checks that every add wrote the same gold
+(its sha256 and the tables the pin records: rows, fingerprints, columns; with ``--pins`` the tables are
+also compared with that pin's, made by whatever code made it), then where the add's time went: per sandboxed build
+the child's wall time and its steps (from the build logs), and the rest of the add.
 """
 
 from __future__ import annotations
@@ -41,7 +49,6 @@ PLAIN_PROFILE = """{name}:
       schema: {schema}
       threads: 1
 """
-_FINISHED = re.compile(r"Finished running .*? \(([\d.]+)s\)\.")
 _SANDBOX_LINE = re.compile(r"\[harvest sandbox\] sandboxed=(\w+) ok=(\w+) returncode=(-?\d+) wall_s=([\d.]+)")
 
 
@@ -49,13 +56,16 @@ def _env(home: Path) -> dict[str, str]:
     return {**os.environ, "HARVEST_HOME": str(home / "home"), "HARVEST_PINS": str(home / "pins")}
 
 
-def run_add(example_spec: str, mirror: Path, sandboxed: bool) -> tuple[float, Path, dict]:
+def run_add(spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (),
+            tree: Path = ROOT) -> tuple[float, Path, dict]:
+    """``harvest add`` as a user runs it (from the source ``tree``), in a fresh HARVEST_HOME."""
     home = Path(tempfile.mkdtemp(prefix="bench-add-"))
-    argv = [shutil.which("harvest") or "harvest", "add", example_spec, "--package-mirror", str(mirror), "--json"]
+    argv = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()",
+            "add", spec, "--package-mirror", str(mirror), "--json", *extra]
     if not sandboxed:
         argv.append("--no-sandbox")
     started = time.perf_counter()
-    done = subprocess.run(argv, env=_env(home), capture_output=True, text=True)
+    done = subprocess.run(argv, env={**_env(home), "PYTHONPATH": str(tree)}, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"harvest add failed: {done.stderr.strip()[-800:]}")
@@ -70,14 +80,6 @@ def build_logs(home: Path) -> list[dict]:
         match = _SANDBOX_LINE.search(text)
         found.append({"log": log.name, "wall_s": float(match.group(4)) if match else float("nan")})
     return found
-
-
-def step_walls(home: Path) -> list[list[float]]:
-    """Per build: the seconds dbt itself reports for running `seed` and `build` ("Finished running …")."""
-    out = []
-    for log in sorted((home / "home" / "builds").rglob("build*.log")):
-        out.append([float(x) for x in _FINISHED.findall(log.read_text(errors="replace"))])
-    return out
 
 
 def plain_project(template: Path, dest: Path, profile: str, schema: str, project_dir: str) -> Path:
@@ -104,70 +106,124 @@ def run_plain(template: Path, profile: str, schema: str, project_dir: str) -> fl
         shutil.rmtree(root, ignore_errors=True)
 
 
+def gold_contents(pins: Path, pin_id: str = "") -> tuple:
+    """What the pin records of its gold: the file's sha256, and per table name, rows, fingerprint, columns,
+    stability."""
+    from core.pin import list_pins
+
+    pin = next(p for p in list_pins(pins) if pin_id in p.id)
+    return pin.gold_sha256, tuple(sorted((t.name, t.rows, t.fingerprint, t.columns, t.deterministic,
+                                          t.unstable_columns, t.database_columns) for t in pin.tables))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-sandbox-add", action="store_true", help="also time harvest add --no-sandbox")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="also time harvest add run from this source tree (before/after in one run)")
+    parser.add_argument("--pins", type=Path, help="a pins folder holding the pin of a real repository")
+    parser.add_argument("--repo", default="", help="with --pins: the pin whose id contains this text")
+    parser.add_argument("--bare", type=Path, help="with --pins: a local bare git copy of that repository")
+    parser.add_argument("--package-mirror", type=Path, help="with --pins: the package mirror (or HARVEST_PACKAGE_MIRROR)")
     args = parser.parse_args()
 
-    from harvester.discovery import discover
-    from harvester.example import materialize_example
-
-    scratch = Path(tempfile.mkdtemp(prefix="bench-add-example-"))
-    example = materialize_example(scratch / "example")
-    # the plain side needs the exported tree with packages vendored: the first add's template gives it
-    warm_s, warm_home, _ = run_add(example.spec, example.mirror, True)
-    os.environ.update({k: v for k, v in _env(warm_home).items() if k.startswith("HARVEST_")})
     from core.pin import list_pins
+    from harvester.discovery import discover
     from harvester.workspace import template
 
+    scratch = Path(tempfile.mkdtemp(prefix="bench-add-example-"))
+    if args.pins:
+        found = [p for p in list_pins(args.pins) if args.repo in p.id]
+        if len(found) != 1 or args.bare is None:
+            raise SystemExit(f"--repo {args.repo!r} matches {len(found)} pins in {args.pins} (name exactly one) "
+                             "and --bare must name the local copy")
+        real = found[0]
+        mirror = args.package_mirror or Path(os.environ.get("HARVEST_PACKAGE_MIRROR", ""))
+        spec = f"{args.bare}@{real.commit}"
+        extra: tuple[str, ...] = ("--origin", real.url, "--project-dir", real.project_dir, "--clock", real.clock)
+        if real.compat_patch_sha256:
+            extra += ("--compat-patch", str(args.pins / "patches" / f"{real.compat_patch_sha256}.diff"))
+        print(f"pin {real.id}", flush=True)
+    else:
+        from harvester.example import materialize_example
+
+        example = materialize_example(scratch / "example")
+        spec, mirror, extra = example.spec, example.mirror, ()
+    # the plain side needs the exported tree with packages vendored: the first add's template gives it
+    warm_s, warm_home, _ = run_add(spec, mirror, True, extra)
+    os.environ.update({k: v for k, v in _env(warm_home).items() if k.startswith("HARVEST_")})
     pin = list_pins(warm_home / "pins")[0]
     tree = template(pin)
     project = discover(tree, pin.project_dir)
-    print(f"warm-up add: {warm_s:.2f} s (not counted); plain project: {tree / pin.project_dir}", flush=True)
+    golds = {gold_contents(warm_home / "pins")}
+    print(f"warm-up add: {warm_s:.2f} s (not counted); "
+          f"plain project: {tree / pin.project_dir}", flush=True)
 
     adds: list[float] = []
+    baselines: list[float] = []
+    baseline_golds: set[tuple] = set()
     plains: list[float] = []
     nosandbox: list[float] = []
-    breakdown: list[tuple[float, list[dict], list[list[float]]]] = []
+    breakdown: list[tuple[float, list[dict]]] = []
     homes = [warm_home]
+    sides = ["add", "plain"] + (["baseline"] if args.baseline_tree else [])
     for index in range(args.rounds):
-        order = ("add", "plain") if index % 2 == 0 else ("plain", "add")
+        order = sides[index % len(sides):] + sides[:index % len(sides)]
         for side in order:
             if side == "add":
-                seconds, home, _ = run_add(example.spec, example.mirror, True)
+                seconds, home, _ = run_add(spec, mirror, True, extra)
                 homes.append(home)
                 adds.append(seconds)
-                breakdown.append((seconds, build_logs(home), step_walls(home)))
+                golds.add(gold_contents(home / "pins"))
+                breakdown.append((seconds, build_logs(home)))
+            elif side == "baseline":
+                seconds, home, _ = run_add(spec, mirror, True, extra, tree=args.baseline_tree)
+                homes.append(home)
+                baselines.append(seconds)
+                baseline_golds.add(gold_contents(home / "pins"))
             else:
                 plains.append(run_plain(tree, project.profile, pin.profile_schema, pin.project_dir))
         if args.no_sandbox_add:
-            seconds, home, _ = run_add(example.spec, example.mirror, False)
+            seconds, home, _ = run_add(spec, mirror, False, extra)
             homes.append(home)
             nosandbox.append(seconds)
         print(f"round {index + 1}: add {adds[-1]:.2f} s, plain {plains[-1]:.2f} s"
+              + (f", baseline add {baselines[-1]:.2f} s" if baselines else "")
               + (f", add --no-sandbox {nosandbox[-1]:.2f} s" if nosandbox else ""), flush=True)
 
     add_med, plain_med = statistics.median(adds), statistics.median(plains)
-    print(f"\nharvest add (2 sandboxed builds): median {add_med:.2f} s over {len(adds)} ({', '.join(f'{x:.2f}' for x in adds)})")
-    print(f"plain dbt seed && dbt build:     median {plain_med:.2f} s over {len(plains)} ({', '.join(f'{x:.2f}' for x in plains)})")
+    print(f"\nharvest add (sandboxed gold builds): median {add_med:.2f} s over {len(adds)} ({', '.join(f'{x:.2f}' for x in adds)})")
+    print(f"plain dbt seed && dbt build:        median {plain_med:.2f} s over {len(plains)} ({', '.join(f'{x:.2f}' for x in plains)})")
+    if baselines:
+        print(f"baseline add ({args.baseline_tree}): median {statistics.median(baselines):.2f} s over {len(baselines)} "
+              f"({', '.join(f'{x:.2f}' for x in baselines)})")
     if nosandbox:
-        print(f"harvest add --no-sandbox:         median {statistics.median(nosandbox):.2f} s")
-    print(f"ratio add/plain: {add_med / plain_med:.2f} (target <= 1.0)")
-    print("\nwhere the add's time went (per round: total, sandboxed children's wall, the rest):")
-    for total, builds, steps in breakdown:
+        print(f"harvest add --no-sandbox:            median {statistics.median(nosandbox):.2f} s")
+    print(f"ratio add/plain: {add_med / plain_med:.2f} (target <= 0.7)")
+    if baselines:
+        print(f"ratio baseline add/plain: {statistics.median(baselines) / plain_med:.2f}; "
+              f"add/baseline add: {add_med / statistics.median(baselines):.2f}")
+    same = len(golds) == 1 and (not baseline_golds or baseline_golds == golds)
+    as_pinned = {g[1] for g in golds} == {gold_contents(args.pins, real.id)[1]} if args.pins else False
+    print(f"gold (sha256; tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
+          + (f" and {len(baselines)} baseline adds" if baselines else "")
+          + f": {'identical' if same else 'DIFFERENT'} ({', '.join(sorted(g[0][:12] for g in golds | baseline_golds))})"
+          + (f"; tables as in the given pin's: {as_pinned}" if args.pins else ""))
+    print("\nwhere the add's time went (per round: total, each sandboxed child's wall, the rest):")
+    for total, builds in breakdown:
         walls = [b["wall_s"] for b in builds]
         longest = max(walls) if walls else float("nan")
-        steps_txt = "; ".join(
-            f"seed {s[0]:.2f} + build {s[1]:.2f} + rest of child {w - sum(s):.2f}" if len(s) == 2 else "?"
-            for s, w in zip(steps, walls)
-        )
-        print(f"  total {total:.2f} s; children {', '.join(f'{w:.2f}' for w in walls)} s (in parallel); "
-              f"outside the children {total - longest:.2f} s; inside: {steps_txt}")
-    print("  ('rest of child': interpreter + dbt import, bwrap start-up, parse, capture, faketime)")
+        print(f"  total {total:.2f} s; {len(walls)} children {', '.join(f'{w:.2f}' for w in walls)} s; "
+              f"outside the longest child {total - longest:.2f} s")
+    print("  (a child: bubblewrap, interpreter, dbt import, full parse, seed, build, capture; dbt's own step")
+    print("   timers read 0.00 s under the frozen clock, so the split inside a child is not shown)")
     for home in homes:
         shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
+    if not same:
+        print("DIFFERENT gold between adds")
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 Without ``--home`` the embedded example is harvested and minted in a temporary HARVEST_HOME. For each
 task, episodes write a completion (the true repair, each wrong repair, the broken file with a harmless
 whitespace change, a completion that does not compile), call ``validate`` and ``submit``: every
-completion with the fast checks (eval/env/fast_checks.py), and a seeded sample of ``--dbt`` completions
-again with a full sandboxed ``dbt seed`` + ``dbt build`` per call (``RunSettings(fast_checks=False)``).
+completion graded through harvester.grading.grade (eval/env/graded_edits.py), and a seeded sample of ``--dbt`` completions
+again with a full sandboxed ``dbt seed`` + ``dbt build`` per call (``RunSettings(graded_edits=False)``: the agent's workspace built).
 
 Prints median and p95 seconds per validate and per submit on each path, the ratio dbt/fast of the
 medians (target: submit median <= 1 s), how many calls left the fast path, and checks that both paths
@@ -42,7 +42,7 @@ def play(task, text: str, fast: bool, scratch: Path) -> tuple[float, float, str,
 
     ws = materialize(task, pins_dir(), scratch)
     try:
-        episode = Episode(task, ws, RunSettings(fast_checks=fast))
+        episode = Episode(task, ws, RunSettings(graded_edits=fast))
         episode.act("write_file", {"path": task.file, "content": text})
         started = time.perf_counter()
         validated = episode.act("validate", {})
@@ -82,10 +82,10 @@ def main() -> None:
         rng = random.Random(args.seed)
         if args.tasks:
             tasks = rng.sample(tasks, min(args.tasks, len(tasks)))
-        from eval.env.fast_checks import validate_fast
+        from eval.env.graded_edits import validate_edits
 
         items = [(task, label, text) for task in tasks for label, text, _ in completions(task)]
-        left = sum(validate_fast(task, {task.file: text}) is None for task, _, text in items)
+        left = sum(validate_edits(task, {task.file: text}, fallback=None) is None for task, _, text in items)
         print(f"{len(tasks)} tasks, {len(items)} completions; {left} need dbt (they leave the fast path)", flush=True)
         fast_v: list[float] = []
         fast_s: list[float] = []

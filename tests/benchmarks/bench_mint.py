@@ -1,9 +1,12 @@
-"""Benchmark (not a test): the two-stage mint against the naive one, on the embedded example, in one run.
+"""Benchmark (not a test): the two-stage mint against the naive one, in one run.
 
     python tests/benchmarks/bench_mint.py [--sample 30] [--seed 0] [--families filter,null]
+    python tests/benchmarks/bench_mint.py --home H --pins P --repo owner__name [--sample 10]   # a real repository
 
-Harvests the example in a temporary HARVEST_HOME (or reuses ``--home``/``--pins`` where a harvested pin
-already lives), lists EVERY candidate of every mutable model (no per-model cap), then:
+Without ``--home`` the embedded example is harvested in a temporary HARVEST_HOME. With ``--home``/``--pins``
+(a HARVEST_HOME holding a pinned repository's state and gold, e.g. a local copy of a real public dbt
+project; never committed, no test depends on one) the pin whose id contains ``--repo`` is used. Lists
+EVERY candidate of every mutable model (no per-model cap), then:
 
 - two-stage (harvester.mint.shard.run_shard, uncapped): screen every candidate in the locked-down
   DuckDB engine (the mutant, then its wrong repairs and the dbt tests they face, re-run there), confirm
@@ -66,8 +69,10 @@ def main() -> None:
     parser.add_argument("--families", default="", help="comma-separated mutator families (default: all)")
     parser.add_argument("--two-stage-scope", choices=("all", "sample"), default="all",
                         help="run the two-stage pipeline on every candidate (default) or only on the sample")
-    parser.add_argument("--home", type=Path, help="reuse a HARVEST_HOME holding the harvested example")
+    parser.add_argument("--home", type=Path, help="a HARVEST_HOME holding the pin (its state and gold)")
     parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
+    parser.add_argument("--repo", default="shop_analytics",
+                        help="with --home: the pin whose id contains this text (exactly one must)")
     args = parser.parse_args()
     families = tuple(f for f in args.families.split(",") if f) or None
 
@@ -77,7 +82,11 @@ def main() -> None:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
             from core.pin import list_pins
 
-            pin = next(p for p in list_pins(args.pins) if "shop_analytics" in p.id)
+            found = [p for p in list_pins(args.pins) if args.repo in p.id]
+            if len(found) != 1:
+                raise SystemExit(f"--repo {args.repo!r} matches {len(found)} pins in {args.pins}; name exactly one")
+            pin = found[0]
+            print(f"pin {pin.id}", flush=True)
         else:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(scratch / "home"), str(scratch / "pins")
             pin = harvest(scratch)

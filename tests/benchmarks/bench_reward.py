@@ -1,8 +1,11 @@
 """Benchmark (not a test): the single-turn GRPO reward on the embedded example's tasks.
 
     python tests/benchmarks/bench_reward.py [--repeats 3] [--naive 6] [--dbt 6] [--seed 0]
+    python tests/benchmarks/bench_reward.py --home H --pins P --repo owner__name [--tasks 8]   # a real repository
 
-Harvests and mints the example in a temporary HARVEST_HOME (train split), then scores completions for
+Harvests and mints the example in a temporary HARVEST_HOME (train split), or reads the train tasks of a
+HARVEST_HOME given with ``--home``/``--pins`` (e.g. minted from a local copy of a real public dbt project;
+never committed, no test depends on one; ``--repo`` keeps the tasks whose pin id contains it), then scores completions for
 every task, correct and wrong mixed: the true repair (1), each wrong repair (0), the broken file with a
 harmless whitespace change (0), and a completion that does not compile (0). Three ways:
 
@@ -85,8 +88,10 @@ def main() -> None:
     parser.add_argument("--naive", type=int, default=6, help="completions scored by a full build per rollout")
     parser.add_argument("--dbt", type=int, default=6, help="completions scored by the incremental dbt build")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", type=Path, help="reuse a HARVEST_HOME where the example is already minted")
+    parser.add_argument("--home", type=Path, help="a HARVEST_HOME with minted train tasks (e.g. of a real repository)")
     parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
+    parser.add_argument("--repo", default="", help="with --home: only tasks whose pin id contains this text")
+    parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks, a seeded sample (0: all)")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-reward-"))
@@ -95,10 +100,12 @@ def main() -> None:
             from corpora.store import load_tasks
 
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            tasks = load_tasks("train", args.home, args.pins, purpose="inspect")
+            tasks = [t for t in load_tasks("train", args.home, args.pins, purpose="inspect") if args.repo in t.pin]
         else:
             tasks = prepare(root)
-        from harvester.grading.edited import build_and_score_with
+        if args.tasks:
+            tasks = random.Random(args.seed).sample(tasks, min(args.tasks, len(tasks)))
+        from harvester.grading.edited import grade
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
         print(f"{len(tasks)} tasks, {len(items)} completions "
@@ -108,7 +115,8 @@ def main() -> None:
 
         def timed(mode: str, task, label: str, text: str) -> float:
             started = time.perf_counter()
-            verdict, path = build_and_score_with(mode, task, {task.file: text})
+            verdict = grade(task, {task.file: text}, mode)
+            path = verdict.path
             seconds = time.perf_counter() - started
             verdicts.setdefault((task.instance_id, label), {})[mode if mode != "fast" else "reward"] = verdict.official
             if mode == "fast":

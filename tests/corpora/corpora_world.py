@@ -105,7 +105,7 @@ def make_task(pin: Pin, split: str, group: str, n: int, *, statement: str | None
         problem_statement=statement or PROBLEMS[n % len(PROBLEMS)] + f" (case {pin.id} {n})",
         local_checks=LocalChecks(builds=True, tests_total=4, tests_failed=0),
         gold_sha256=gold_sha256 or pin.gold_sha256, license=license or pin.license,
-        versions={"dbt-core": "1.11.16", "duckdb": "1.5.6"}, timings={"confirm": 1.5},
+        versions={"dbt-core": "1.11.16", "duckdb": "1.5.6"},
     )
 
 

@@ -1,6 +1,6 @@
 """The episode state machine, the ladder, and the trl protocol, on the toy workspace (no dbt builds).
 
-The grader is replaced by a function returning a chosen Submission, so every rung can be reached
+The grader is replaced by a function returning a chosen Graded, so every rung can be reached
 without building; the same rungs are reached with real builds in test_audit.py.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from eval.drivers.scripted import ScriptedDriver
 from eval.env import TOOL_NAMES, RepairEnvironment, tool_schemas
 from eval.env.episode import ABANDONED, LOOPED, SUBMITTED, TURN_CAP, Episode, EpisodeLimits
-from eval.env.grading import Submission
+from harvester.grading.verdict import Graded
 from eval.env.tools import RunSettings
 from eval.ladder import BUILD_FAILS, CHECKS_FAIL, LOOPS, MISSING, NO_SUBMISSION, OFFICIAL_FAIL, OFFICIAL_PASS, classify
 from tests.eval.conftest import toy_task
@@ -23,12 +23,12 @@ from tests.eval.conftest import toy_task
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def submission(built: bool = True, failed: int = 0, official: int = 0, strict: int = 0) -> Submission:
-    return Submission(built=built, first_error="" if built else "boom", tests_total=3, tests_failed=failed,
-                      failed_tests=("t",) * failed, official=official, strict=strict, capture=None, wall_s=0.0)
+def submission(built: bool = True, failed: int = 0, official: int = 0, strict: int = 0) -> Graded:
+    return Graded(official=official, strict=strict, built=built, first_error="" if built else "boom", tests_total=3,
+                  failed_tests=tuple(f"t{i}" for i in range(failed)))
 
 
-def episode(ws, result: Submission | None = None, **limits: int) -> Episode:  # noqa: ANN001
+def episode(ws, result: Graded | None = None, **limits: int) -> Episode:  # noqa: ANN001
     return Episode(toy_task(), ws, RunSettings(sandboxed=True), EpisodeLimits(**limits),
                    grader=lambda task, w, s: result or submission())
 
@@ -83,7 +83,7 @@ def test_malformed_arguments_are_invalid_not_crashes(toy_ws) -> None:  # noqa: A
     (submission(official=1, strict=1), OFFICIAL_PASS),
     (submission(failed=1, official=1), OFFICIAL_PASS),  # official pass wins over dbt tests
 ])
-def test_submitted_rungs(toy_ws, result: Submission, rung: int) -> None:  # noqa: ANN001
+def test_submitted_rungs(toy_ws, result: Graded, rung: int) -> None:  # noqa: ANN001
     ep = episode(toy_ws, result)
     ScriptedDriver([("list_files", {}), ("submit", {})]).play(_env_around(ep), ep.task, "")
     assert ep.status == SUBMITTED

@@ -46,7 +46,7 @@ def _play(task, text: str, fast: bool, scratch: Path) -> tuple[str, dict]:  # no
 
     ws = materialize(task, pins_dir(), scratch)
     try:
-        episode = Episode(task, ws, RunSettings(fast_checks=fast))
+        episode = Episode(task, ws, RunSettings(graded_edits=fast))
         episode.act("write_file", {"path": task.file, "content": text})
         validated = episode.act("validate", {})
         episode.act("submit", {})
@@ -59,7 +59,7 @@ def _play(task, text: str, fast: bool, scratch: Path) -> tuple[str, dict]:  # no
 
 
 def test_fast_checks_agree_with_the_dbt_build(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from eval.env.fast_checks import validate_fast
+    from eval.env.graded_edits import validate_edits
 
     task = dev_world.tasks[0]
     with dev_world.env():
@@ -67,7 +67,7 @@ def test_fast_checks_agree_with_the_dbt_build(dev_world, tmp_path: Path) -> None
         variants = {"fixed": fixed, "wrong": wrong, "broken": broken, "reads_answer": _reads_the_answer(task),
                     "syntax": broken.replace("select", "selec", 1)}
         for name, text in variants.items():
-            assert validate_fast(task, {task.file: text}) is not None, f"{name} should take the fast path"
+            assert validate_edits(task, {task.file: text}, fallback=None) is not None, f"{name} should take the fast path"
             fast = _play(task, text, True, tmp_path)
             slow = _play(task, text, False, tmp_path)
             assert fast[1]["built"] == slow[1]["built"], (name, fast, slow)
@@ -82,40 +82,58 @@ def test_fast_checks_agree_with_the_dbt_build(dev_world, tmp_path: Path) -> None
 
 
 def test_every_dev_task_grades_its_fix_one_and_its_wrong_repair_zero_on_the_fast_path(dev_world) -> None:  # noqa: ANN001
-    from harvester.grading import fast_grade
+    from harvester.grading import grade
 
     with dev_world.env():
         for task in dev_world.tasks:
             broken, fixed, wrong = _texts(task)
             for text, expected in ((fixed, 1), (wrong, 0), (broken, 0)):
 
-                graded = fast_grade(task, {task.file: text}, tests=True)
+                graded = grade(task, {task.file: text}, "fast", fallback=None, tests=True)
                 assert graded.built and graded.official == expected, (task.instance_id, expected, graded)
                 assert graded.tests_total > 0
 
 
 def test_jinja_and_non_model_edits_leave_the_fast_path(dev_world) -> None:  # noqa: ANN001
-    from eval.env.fast_checks import validate_fast
+    from eval.env.graded_edits import validate_edits
 
     task = dev_world.tasks[0]
     with dev_world.env():
         broken, fixed, _ = _texts(task)
-        assert validate_fast(task, {task.file: fixed}) is not None
-        assert validate_fast(task, {task.file: fixed + "\n{{ config(materialized='table') }}\n"}) is None
-        assert validate_fast(task, {task.file: fixed, "macros/extra.sql": "{% macro x() %}1{% endmacro %}\n"}) is None
-        assert validate_fast(task, {"../outside.sql": "select 1"}) is None
+        assert validate_edits(task, {task.file: fixed}, fallback=None) is not None
+        assert validate_edits(task, {task.file: fixed + "\n{{ config(materialized='table') }}\n"}, fallback=None) is None
+        assert validate_edits(task, {task.file: fixed, "macros/extra.sql": "{% macro x() %}1{% endmacro %}\n"}, fallback=None) is None
+        assert validate_edits(task, {"../outside.sql": "select 1"}, fallback=None) is None
 
 
 def test_a_submission_graded_fast_carries_a_capture_the_explainer_reads(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
     from core.scorer import explain
-    from eval.env.fast_checks import submit_fast
+    from eval.env.graded_edits import submit_edits
     from harvester.gold import gold_path
 
     task = dev_world.tasks[0]
     with dev_world.env():
         _, _, wrong = _texts(task)
-        found = submit_fast(task, {task.file: wrong}, tmp_path / "capture.duckdb")
+        found = submit_edits(task, {task.file: wrong}, tmp_path / "capture.duckdb")
+        assert found is not None and found.path == "fast"
         assert found is not None and found.built and found.official == 0
         assert found.capture == tmp_path / "capture.duckdb" and found.capture.is_file()
         text = explain(gold_path(task.gold_sha256), found.capture, task.grading).to_text()
         assert task.grading.condition_tabs[0] in text
+
+
+def test_an_edit_the_fast_path_cannot_grade_is_built_fresh_and_agrees_with_the_workspace_build(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+    """The environment's fallback goes through the same grading function (a fresh sandboxed seed + build
+    of pin + broken patch + edits) and answers what building the agent's workspace answers."""
+    from eval.env.graded_edits import graded_edits
+
+    task = dev_world.tasks[0]
+    with dev_world.env():
+        _, fixed, _ = _texts(task)
+        jinja = fixed + "\n{{ config(materialized='table') }}\n"
+        found = graded_edits(task, {task.file: jinja})
+        assert found is not None and found.path == "naive", found
+        assert (found.built, found.official, found.strict) == (True, 1, 1), found
+        assert found.tests_total > 0 and not found.failed_tests
+        slow = _play(task, jinja, False, tmp_path)[1]
+        assert {k: v for k, v in found.to_dict().items() if k != "wall_s"} == slow, (found, slow)

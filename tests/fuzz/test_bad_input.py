@@ -227,3 +227,13 @@ def test_valid_documents_are_accepted(tmp_path: Path) -> None:
     assert load_config(SFT_CONFIG).run.kind == "sft"
     assert issubclass(TrainConfigError, HarvestError) and issubclass(TaskRecordError, HarvestError)
     assert replace(_task(), split="dev").split == "dev"
+
+
+def test_a_record_written_with_the_retired_timings_field_reads_and_writes_without_it() -> None:
+    """Records minted before ``timings`` moved to the mint's reports still load; the field is dropped,
+    so re-writing them gives the bytes a fresh mint writes. Any other unknown field is still refused."""
+    old = {**_TASK_DICT, "timings": {"confirm": 1.5}}
+    record = task_from_dict(old)
+    assert record == _task() and "timings" not in record.to_json()
+    with pytest.raises(TaskRecordError, match="unknown field"):
+        task_from_dict({**_TASK_DICT, "timing": {}})

@@ -127,6 +127,22 @@ def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
     assert days == (today - joined).days  # current_date inside the build was the pinned date
 
 
+def test_a_rebuild_reproduces_the_gold_file_byte_for_byte(tmp_path: Path) -> None:
+    """The gold file's sha256 names it in the pin and in every task: building the same commit again (here
+    `add --rebuild`; on another machine, a fresh add from a mirror) must give the same bytes, or every
+    committed pin and task lock would drift on each rebuild. DuckDB's compressed segments differed by a
+    few bytes between two writes of the same rows; the capture writes uncompressed segments."""
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    first = json.loads(out)["gold_sha256"]
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["gold_sha256"] == first, again.get("drift")
+    assert sorted(p.name for p in (tmp_path / "home" / "gold").glob("*.duckdb")) == [f"{first}.duckdb"]
+
+
 def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> None:
     repo = fixture_repo("fivetran_style", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -237,3 +253,27 @@ def test_a_local_copy_without_a_public_name_is_named_after_its_dbt_project(tmp_p
         identify(spec, AddOptions(name="a/b", origin="https://github.com/a/b"), store)
     code, _, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", str(repo.path))
     assert code == 1 and "public git URL" in err and not _pins(tmp_path)
+
+
+def test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets(tmp_path: Path) -> None:
+    import tomllib
+
+    repo = fixture_repo("clock", tmp_path / "mirror" / "acme" / "members")
+    spec = f"acme/members@{repo.head}"
+    # DIR/<owner>/<name>: the GitHub spec is fetched from the copy, never from the network
+    code, out, err = _run(tmp_path / "a", "add", spec, "--repo-mirror", str(tmp_path / "mirror"), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["id"] == f"acme__members@{repo.head[:12]}" and got["url"] == "https://github.com/acme/members.git"
+    (pin_a,) = _pins(tmp_path / "a")
+    assert str(tmp_path) not in pin_a.read_text()
+    # the same commit pinned from the local path with --origin: the same identity, tables and gold
+    code, out, err = _run(tmp_path / "b", "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members")
+    assert code == 0, err
+    (pin_b,) = _pins(tmp_path / "b")
+    a, b = (tomllib.loads(p.read_text()) for p in (pin_a, pin_b))
+    for key in ("id", "spec", "url", "commit", "tree", "gold_sha256", "tables", "clock", "license"):
+        assert a[key] == b[key], key
+    # a mirror without the repository is a one-line error, not a silent fetch from the network
+    code, _, err = _run(tmp_path / "c", "add", f"acme/other@{repo.head}", "--repo-mirror", str(tmp_path / "mirror"))
+    assert code == 1 and "has no copy of acme/other" in err and not _pins(tmp_path / "c")

@@ -37,22 +37,24 @@ def tasks(minted_example):
 
 
 def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, tasks) -> None:
-    from harvester.grading.edited import build_and_score_with
+    from harvester.grading.edited import grade
 
     assert tasks, "the example must mint tasks with wrong repairs"
     with minted_example.env():
         for task in tasks:
             broken, fixed = _texts(task)
-            verdict, path = build_and_score_with("fast", task, {task.file: fixed})
+            verdict = grade(task, {task.file: fixed}, "fast")
+            path = verdict.path
             assert (verdict.official, verdict.strict) == (1, 1), (task.instance_id, path, verdict.reason)
-            verdict, path = build_and_score_with("fast", task, {task.file: _wrong(task, broken)})
+            verdict = grade(task, {task.file: _wrong(task, broken)}, "fast")
+            path = verdict.path
             assert verdict.official == 0, (task.instance_id, path)
-            assert build_and_score_with("fast", task, {task.file: broken})[0].official == 0
+            assert grade(task, {task.file: broken}, "fast").official == 0
 
 
 def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, tasks) -> None:
     from harvester.mint.lineage import models
-    from harvester.grading.edited import build_and_score_with
+    from harvester.grading.edited import grade
     from harvester.state import load_state
 
     task = tasks[0]
@@ -60,32 +62,36 @@ def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, t
         nodes = models(load_state(task.pin).manifest)
         node = next(n for n in nodes.values() if task.file.endswith(n.path))
         cheat = f"select * from {node.relation}\n"
-        verdict, path = build_and_score_with("fast", task, {task.file: cheat})
+        verdict = grade(task, {task.file: cheat}, "fast")
+        path = verdict.path
     assert path == "fast"
     assert verdict.official == 0 and verdict.reason.startswith("build failed"), verdict
 
 
 def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tasks) -> None:
-    from harvester.grading.edited import build_and_score_with, release
+    from harvester.grading.edited import grade, release
 
     task = tasks[0]
     with minted_example.env():
         broken, fixed = _texts(task)
-        fix, path = build_and_score_with("dbt", task, {task.file: fixed})
+        fix = grade(task, {task.file: fixed}, "dbt")
+        path = fix.path
         assert path == "dbt" and (fix.official, fix.strict) == (1, 1), fix.reason
         # `{{ this }}` is the relation being rebuilt: in the pin's state it holds the right answer
-        cheat, path = build_and_score_with("fast", task, {task.file: "select * from {{ this }}\n"})
+        cheat = grade(task, {task.file: "select * from {{ this }}\n"}, "fast")
+        path = cheat.path
         assert path == "dbt", "Jinja in an edit must leave the fast path"
         assert cheat.official == 0 and cheat.reason.startswith("build failed"), cheat
         release(task)
 
 
 def test_edits_outside_the_project_are_refused_without_building(minted_example, tasks) -> None:
-    from harvester.grading.edited import build_and_score_with
+    from harvester.grading.edited import grade
 
     with minted_example.env():
         for bad in ("../escape.sql", "/etc/passwd", ".harvest_profile/profiles.yml", "build.duckdb"):
-            verdict, path = build_and_score_with("fast", tasks[0], {bad: "select 1"})
+            verdict = grade(tasks[0], {bad: "select 1"}, "fast")
+            path = verdict.path
             assert (verdict.official, path) == (0, "refused"), bad
 
 

@@ -148,7 +148,7 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
     from core.scorer import official
     from core.patching import apply_to_text, parse_patch
     from core.pin import read_pin
-    from harvester.grading.edited import build_and_score_with, release
+    from harvester.grading.edited import grade, release
     from harvester.workspace import template
     from tests.conftest import use_env
 
@@ -178,12 +178,14 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
             broken = apply_to_text(original, parse_patch(task.broken_patch)[0])
             fixed = apply_to_text(broken, parse_patch(task.fix_patch)[0])
             # the reward's fast path rebuilds the target-schema tables where the scorer looks
-            verdict, path = build_and_score_with("fast", task, {task.file: fixed})
+            verdict = grade(task, {task.file: fixed}, "fast")
+            path = verdict.path
             assert path == "fast" and (verdict.official, verdict.strict) == (1, 1), verdict
-            verdict, _ = build_and_score_with("fast", task, {task.file: broken})
+            verdict = grade(task, {task.file: broken}, "fast")
             assert verdict.official == 0, verdict
         # and a sandboxed dbt build of the repair, captured like a submission, scores 1
-        verdict, path = build_and_score_with("dbt", task, {task.file: fixed})  # the last task's repair
+        verdict = grade(task, {task.file: fixed}, "dbt")  # the last task's repair
+        path = verdict.path
         assert path == "dbt" and (verdict.official, verdict.strict) == (1, 1), verdict
         release()
 

@@ -55,7 +55,7 @@ def _victim_state(folder: Path) -> list[tuple[str, bytes, int]]:
 @pytest.mark.parametrize("attack", ["read_host", "write_host", "attach_host"])
 def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, victim: Path, mode: str,
                                                                attack: str) -> None:  # noqa: ANN001
-    from harvester.grading.edited import build_and_score_with
+    from harvester.grading.edited import grade
 
     sql = {
         "read_host": f"select * from read_csv('{victim / 'secret.csv'}')",
@@ -65,7 +65,8 @@ def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, v
     before = _victim_state(victim)
     with minted_example.env():
         task = minted_example.tasks[0]
-        verdict, path = build_and_score_with(mode, task, {task.file: sql})
+        verdict = grade(task, {task.file: sql}, mode)
+        path = verdict.path
     assert verdict.official == 0, (path, verdict)
     assert SECRET not in verdict.reason
     assert _victim_state(victim) == before
@@ -76,16 +77,17 @@ def test_a_reward_build_cannot_write_into_the_project_with_sql(minted_example) -
     """The true repair plus a pre_hook that COPYs a Python model into the project: DuckDB scope
     'database' refuses the write, so the rollout fails (before: the hook wrote models/pwned.py and the
     rollout scored 1)."""
-    from harvester.grading.edited import build_and_score_with
+    from harvester.grading.edited import grade
 
     with minted_example.env():
         task = minted_example.tasks[0]
         fixed = _fixed(task)
-        assert build_and_score_with("dbt", task, {task.file: fixed})[0].official == 1
+        assert grade(task, {task.file: fixed}, "dbt").official == 1
         folder = str(Path("/workspace") / Path(task.file).parent)
         hook = _copy_python_model(f"{folder}/pwned.py").replace('"', '\\"')
         hooked = f'{{{{ config(pre_hook="{hook}") }}}}\n{fixed}'
         for mode in ("fast", "dbt"):  # fast refuses the config change and falls back to the build
-            verdict, path = build_and_score_with(mode, task, {task.file: hooked})
+            verdict = grade(task, {task.file: hooked}, mode)
+            path = verdict.path
             assert path == "dbt" and verdict.official == 0, (mode, path, verdict)
             assert "disabled" in verdict.reason or "Permission" in verdict.reason, verdict.reason

@@ -91,9 +91,10 @@ def lockdown_statements(lock: Lockdown) -> list[str]:
     return locked_duckdb.lock_statements(lock_of(lock))
 
 
-def apply_lockdown(conn: Any, lock: Lockdown, extra_paths: tuple[str, ...] = ()) -> None:
-    """Lock a DuckDB connection (also used by the capture and query steps)."""
-    locked_duckdb.apply_lock(conn, lock_of(lock, extra_paths))
+def apply_lockdown(conn: Any, lock: Lockdown, extra_paths: tuple[str, ...] = (), setup: tuple[str, ...] = ()) -> None:
+    """Lock a DuckDB connection (also used by the capture and query steps); ``setup`` are our own
+    statements run before the lock (the capture's settings)."""
+    locked_duckdb.apply_lock(conn, lock_of(lock, extra_paths), setup)
 
 
 class Plugin(BasePlugin):

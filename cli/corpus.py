@@ -1,0 +1,114 @@
+"""`harvest corpus`: the committed corpus as a whole: offline checks of pins/, the task lock, the report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cli._common import echo_json, fails_cleanly, json_option, say
+
+
+@click.group("corpus", context_settings={"help_option_names": ["-h", "--help"]})
+def command() -> None:
+    """The committed corpus: check pins/ offline, write or verify the task lock, report the yield."""
+
+
+@command.command("check")
+@json_option
+@fails_cleanly
+def check(as_json: bool) -> None:
+    """Offline checks of pins/: digests, no machine paths, ledger, disjoint groups, licenses, lock (exit 1 on any)."""
+    from corpora.checks import check_pins_folder
+    from core.home import pins_dir
+
+    problems = check_pins_folder(pins_dir())
+    if as_json:
+        echo_json({"pins": str(pins_dir()), "problems": problems})
+    else:
+        for line in problems:
+            say(line)
+        click.echo(f"{len(problems)} problem(s) in {pins_dir()}", err=bool(problems))
+    if problems:
+        sys.exit(1)
+
+
+@command.command("lock")
+@click.option("--verify", is_flag=True, help="Compare the store with pins/_tasks.lock instead of writing it.")
+@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
+              help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).")
+@json_option
+@fails_cleanly
+def lock(verify: bool, max_per_model: int, as_json: bool) -> None:
+    """Write pins/_tasks.lock from the tasks minted under HARVEST_HOME (or --verify them against it), without minting."""
+    from core.home import pins_dir
+    from core.pin import list_pins
+
+    pins = list_pins(pins_dir())
+    result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, max_per_model))
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(result["summary"])
+        for key in ("missing", "extra", "changed"):
+            for item in result.get(key, [])[:20]:
+                click.echo(f"  {key}: {item}")
+    if not result.get("same", True):
+        sys.exit(1)
+
+
+@command.command("report")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Folder for corpus_report.md, .json and .png.")
+@click.option("--timings", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="JSON {pin id: {add_s, mint_s}} from the rebuild driver (build and mint wall time per pin).")
+@json_option
+@fails_cleanly
+def report(out: Path, timings: Path | None, as_json: bool) -> None:
+    """Per repository and family: candidates, kept, rejections, silent/loud, informative; table + PNG."""
+    from core.home import pins_dir
+    from corpora.report import markdown, report_from_disk, write_report
+
+    built = report_from_disk(pins_dir(), timings)
+    paths = write_report(built, out)
+    if as_json:
+        echo_json({**built.to_dict(), "written": {k: str(v) for k, v in paths.items()}})
+    else:
+        click.echo(markdown(built), nl=False)
+        click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
+def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
+    """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, plan, shard_finished
+
+    jobs = plan(pins, MintOptions(max_per_model=max_per_model), mint_target(harvest_home(), pins_dir()))
+    return sorted({job.pin_id for job in jobs if not shard_finished(job.pin_id, job.model)})
+
+
+def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict:
+    """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
+    shards still to do (a mint stopped by a time budget), recorded as such in the lock."""
+    from core.home import harvest_home, pins_dir
+    from corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, write_lock
+
+    if not (verify or write):
+        return {}
+    if write:
+        previous = read_lock(pins_dir())
+        kept_partial = [p for p in (previous.partial if previous else ()) if p not in pin_ids]
+        lock = lock_from_home(harvest_home(), pins_dir(), partial=[*partial, *kept_partial])
+        path = write_lock(lock, pins_dir())
+        counts = {s: lock.count(s) for s in ("train", "dev", "test")}
+        return {"written": str(path), "counts": counts, "partial": list(lock.partial),
+                "summary": f"wrote {path}: {counts['train']} train, {counts['dev']} dev, {counts['test']} test "
+                           f"(hashes only); {len(lock.partial)} pin(s) partial"}
+    locked = read_lock(pins_dir())
+    if locked is None:
+        raise TaskLockError(f"{pins_dir()} has no _tasks.lock; write one with `harvest corpus lock` first")
+    diff = compare(locked, lock_from_home(harvest_home(), pins_dir(), pin_ids, partial=partial), pin_ids)
+    return {"same": diff.same, "summary": diff.summary(), "missing": list(diff.missing), "extra": list(diff.extra),
+            "changed": list(diff.changed)}

@@ -1,0 +1,217 @@
+"""The corpus report: per repository and per operator family, what minting the pins produced.
+
+For each pin: its split and group (from the ledger), candidates, kept, screening and confirmation
+rejections by reason, silent vs loud kept tasks, kept tasks with an informative wrong repair, and
+(when a timings file from the rebuild driver is given) the wall time of its build and of its mint.
+Per family the same counts summed. Rendered as a markdown table (:func:`markdown`) and a PNG bar
+chart (:func:`chart`), both written by `harvest corpus report --out DIR`; the dataset card embeds the
+markdown when the folder holds one (``corpus_report.md``).
+
+Everything comes from the mint's own reports under HARVEST_HOME (``harvester.mint.pipeline.yield_report``)
+and the committed ledger; the report reads no task content, so the sealed split appears only as counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corpora.ledger import SplitLedger
+from core.pin import Pin, list_pins
+
+FAMILY_ORDER = ("filter", "null", "join", "grain", "time", "values")
+REPORT_MD = "corpus_report.md"
+REPORT_PNG = "corpus_report.png"
+REPORT_JSON = "corpus_report.json"
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    pin: str
+    repo: str
+    license: str
+    split: str
+    group: str
+    candidates: int
+    kept: int
+    kept_per_family: dict[str, int]
+    screened_out: dict[str, int]
+    confirm_rejected: dict[str, int]
+    left_at_cap: int
+    silent: int
+    loud: int
+    informative: int
+    add_s: float | None = None
+    mint_s: float | None = None
+    partial: bool = False
+
+    @property
+    def yield_rate(self) -> float | None:
+        return self.kept / self.candidates if self.candidates else None
+
+
+@dataclass(frozen=True)
+class CorpusReport:
+    rows: tuple[RepoRow, ...]
+    families: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def total(self, key: str) -> int:
+        return sum(int(getattr(r, key)) for r in self.rows)
+
+    def per_split(self) -> dict[str, int]:
+        out = {"train": 0, "dev": 0, "test": 0}
+        for r in self.rows:
+            out[r.split] = out.get(r.split, 0) + r.kept
+        return out
+
+    def per_split_family(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for r in self.rows:
+            row = out.setdefault(r.split, {})
+            for fam, n in r.kept_per_family.items():
+                row[fam] = row.get(fam, 0) + n
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [asdict(r) for r in self.rows], "families": self.families, "per_split": self.per_split(),
+                "per_split_family": self.per_split_family()}
+
+
+def _sum_into(target: dict[str, int], more: Mapping[str, int]) -> None:
+    for k, v in more.items():
+        target[k] = target.get(k, 0) + int(v)
+
+
+def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str, Mapping[str, float]] | None = None,
+                 partial: Sequence[str] = ()) -> CorpusReport:
+    """The report of ``pins`` from the mint reports under HARVEST_HOME (see the module docstring)."""
+    from harvester.mint.pipeline import yield_report
+
+    timings = timings or {}
+    rows = []
+    families: dict[str, dict[str, Any]] = {}
+    for pin in pins:
+        rep = yield_report([pin.id])
+        assignment = ledger.assignment(pin)
+        kept_fam: dict[str, int] = {}
+        screened: dict[str, int] = {}
+        rejected: dict[str, int] = {}
+        cap = candidates = 0
+        for fam, row in rep["families"].items():
+            candidates += row["candidates"]
+            cap += row["not_confirmed_cap"]
+            if row["kept"]:
+                kept_fam[fam] = row["kept"]
+            _sum_into(screened, row["screened_out"])
+            _sum_into(rejected, row["confirm_rejected"])
+            agg = families.setdefault(fam, {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {},
+                                            "left_at_cap": 0, "repos": 0})
+            agg["candidates"] += row["candidates"]
+            agg["kept"] += row["kept"]
+            agg["left_at_cap"] += row["not_confirmed_cap"]
+            agg["repos"] += bool(row["kept"])
+            _sum_into(agg["screened_out"], row["screened_out"])
+            _sum_into(agg["confirm_rejected"], row["confirm_rejected"])
+        t = timings.get(pin.id, {})
+        rows.append(RepoRow(
+            pin=pin.id, repo=pin.id.split("@", 1)[0].replace("__", "/", 1), license=pin.license,
+            split=assignment.split if assignment else "-", group=assignment.group if assignment else "-",
+            candidates=candidates, kept=sum(kept_fam.values()), kept_per_family=dict(sorted(kept_fam.items())),
+            screened_out=dict(sorted(screened.items())), confirm_rejected=dict(sorted(rejected.items())),
+            left_at_cap=cap, silent=rep["silent"], loud=rep["loud"],
+            informative=rep["quality"]["informative_wrong_repair"],
+            add_s=t.get("add_s"), mint_s=t.get("mint_s"), partial=pin.id in partial,
+        ))
+    return CorpusReport(tuple(rows), dict(sorted(families.items())))
+
+
+def report_from_disk(pins_dir: Path, timings_path: Path | None = None) -> CorpusReport:
+    """The report of every pin under ``pins_dir`` (partial pins from the committed task lock)."""
+    from corpora.tasklock import read_lock
+
+    timings = json.loads(timings_path.read_text(encoding="utf-8")) if timings_path else {}
+    lock = read_lock(pins_dir)
+    return build_report(list_pins(pins_dir), SplitLedger.load(pins_dir), timings, lock.partial if lock else ())
+
+
+def _top(reasons: Mapping[str, int], n: int = 2) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:n]) or "-"
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def markdown(report: CorpusReport) -> str:
+    """The report as markdown: the per-repository table, the per-family table, totals per split."""
+    fams = [f for f in FAMILY_ORDER if f in report.families] + [f for f in report.families if f not in FAMILY_ORDER]
+    lines = ["| repository | split | license | candidates | kept | " + " | ".join(fams)
+             + " | yield | silent/loud | informative | top screen rejections | build s | mint s |",
+             "|---|---|---|---|---|" + "---|" * len(fams) + "---|---|---|---|---|---|"]
+    for r in sorted(report.rows, key=lambda r: (r.split, r.repo.lower())):
+        rate = "-" if r.yield_rate is None else f"{100 * r.yield_rate:.0f}%"
+        mint = _secs(r.mint_s) + (" (budget)" if r.partial else "")
+        lines.append(f"| {r.repo} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
+                     + " | ".join(str(r.kept_per_family.get(f, 0)) for f in fams)
+                     + f" | {rate} | {r.silent}/{r.loud} | {r.informative} | {_top(r.screened_out)} | "
+                       f"{_secs(r.add_s)} | {mint} |")
+    lines += ["", "| family | candidates | kept | repositories with a kept task | left at the per-model cap | "
+                  "top screen rejections | confirm rejections |", "|---|---|---|---|---|---|---|"]
+    for fam in fams:
+        f = report.families[fam]
+        lines.append(f"| {fam} | {f['candidates']} | {f['kept']} | {f['repos']} | {f['left_at_cap']} | "
+                     f"{_top(f['screened_out'], 3)} | {_top(f['confirm_rejected'], 3)} |")
+    split = report.per_split()
+    contributing = sum(1 for r in report.rows if r.kept)
+    lines += ["", f"Kept tasks: {report.total('kept')} of {report.total('candidates')} candidates "
+                  f"(train {split.get('train', 0)}, dev {split.get('dev', 0)}, test {split.get('test', 0)}); "
+                  f"{contributing} of {len(report.rows)} repositories contribute; silent {report.total('silent')}, "
+                  f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}."]
+    return "\n".join(lines) + "\n"
+
+
+def chart(report: CorpusReport, path: Path) -> Path:
+    """A horizontal stacked bar chart of kept tasks per repository and family, written as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = [f for f in FAMILY_ORDER if f in report.families] + [f for f in report.families if f not in FAMILY_ORDER]
+    rows = sorted(report.rows, key=lambda r: (r.split, r.repo.lower()), reverse=True)
+    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.28 * len(rows) + 1.2)))
+    left = [0] * len(rows)
+    labels = [f"{r.repo} [{r.split}]" for r in rows]
+    for fam in fams:
+        values = [r.kept_per_family.get(fam, 0) for r in rows]
+        ax.barh(labels, values, left=left, label=fam)
+        left = [a + b for a, b in zip(left, values)]
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("kept tasks")
+    ax.set_title(f"dbt-harvest corpus: {report.total('kept')} kept tasks over {len(rows)} repositories")
+    if fams:
+        ax.legend(loc="lower right", fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def write_report(report: CorpusReport, out: Path) -> dict[str, Path]:
+    """Write ``corpus_report.md``, ``.json`` and ``.png`` into ``out``."""
+    from core import atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / REPORT_MD
+    atomic.write_text(md, markdown(report))
+    js = out / REPORT_JSON
+    atomic.write_text(js, json.dumps(report.to_dict(), indent=1, sort_keys=True) + "\n")
+    png = chart(report, out / REPORT_PNG)
+    return {"markdown": md, "json": js, "png": png}

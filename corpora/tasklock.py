@@ -1,0 +1,216 @@
+"""The task lock: ``pins/_tasks.lock``, a small committed record of what minting the pins produced.
+
+A rebuild of the corpus (`harvest mint --all --verify-lock` over the committed pins, online or offline
+through mirrors) is checked task for task against it. Per split it lists each kept task's instance id
+with its pin and the sha256 of its canonical record (its JSON with sorted keys; ``timings``, a retired
+field that measured the machine rather than the task, is dropped where an older record still has it). The test split is listed only as hashes: each
+entry is its pin and the sha256 of the canonical record (which covers the instance id), so the lock
+reveals how many sealed tasks each test pin has and nothing of their content.
+
+The lock also names the ledger head it was made under; :func:`check_against_ledger` (run by the offline
+CI checks) verifies that every locked task's pin is pinned and reserved for the split it is locked under.
+Writing is explicit (`harvest mint --write-lock`); nothing rewrites the lock as a side effect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corpora.errors import CorporaError
+from corpora.ledger import SplitLedger
+from core import atomic
+from core.pin import list_pins
+from core.task_record import TaskRecord, read_task
+
+LOCK_NAME = "_tasks.lock"
+LOCK_FORMAT = 1
+PUBLIC_SPLITS = ("train", "dev")
+
+
+class TaskLockError(CorporaError):
+    """The task lock is malformed, disagrees with the ledger, or a rebuild does not reproduce it."""
+
+
+@dataclass(frozen=True)
+class LockedTask:
+    """One locked task: ``instance_id`` is empty for the sealed test split (hash only)."""
+
+    split: str
+    pin: str
+    sha256: str
+    instance_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskLock:
+    ledger_head: str
+    tasks: tuple[LockedTask, ...]
+    partial: tuple[str, ...] = ()  # pins whose mint was stopped (time budget) with model shards left to do
+
+    def count(self, split: str) -> int:
+        return sum(1 for t in self.tasks if t.split == split)
+
+    def per_pin(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks:
+            out[t.pin] = out.get(t.pin, 0) + 1
+        return dict(sorted(out.items()))
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {
+            "format": LOCK_FORMAT,
+            "ledger_head": self.ledger_head,
+            "counts": {s: self.count(s) for s in (*PUBLIC_SPLITS, "test")},
+            "partial": sorted(self.partial),
+        }
+        for split in PUBLIC_SPLITS:
+            data[split] = {t.instance_id: {"pin": t.pin, "sha256": t.sha256}
+                           for t in sorted(self.tasks, key=lambda t: t.instance_id) if t.split == split}
+        data["test"] = [{"pin": t.pin, "sha256": t.sha256}
+                        for t in sorted(self.tasks, key=lambda t: (t.pin, t.sha256)) if t.split == "test"]
+        return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def record_sha256(record: TaskRecord) -> str:
+    """sha256 of the canonical record: its JSON (sorted keys), without the retired ``timings``."""
+    data = record.to_dict()
+    data.pop("timings", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[str] = ()) -> TaskLock:
+    """The lock of ``records`` (any splits; test ones are reduced to pin + hash)."""
+    tasks = []
+    for r in records:
+        if r.split == "test":
+            tasks.append(LockedTask("test", r.pin, record_sha256(r)))
+        else:
+            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id))
+    return TaskLock(ledger_head, tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
+                    tuple(sorted(set(partial))))
+
+
+def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
+                   partial: Iterable[str] = ()) -> TaskLock:
+    """The lock of the tasks minted under ``home`` (train/dev from the store, test from the verified
+    sealed store, as hashes only), restricted to ``pin_ids`` when given."""
+    from corpora import sealed
+    from corpora.store import split_dir
+
+    wanted = set(pin_ids) if pin_ids is not None else None
+    records: list[TaskRecord] = []
+    for split in PUBLIC_SPLITS:
+        folder = split_dir(home, split)
+        if folder.is_dir():
+            records.extend(read_task(p) for p in sorted(folder.glob("*.json")))
+    sealed.verify(home, pins)  # the seal must hold before its hashes are locked
+    folder = sealed.sealed_dir(home)
+    if folder.is_dir():
+        records.extend(read_task(p) for p in sorted(folder.glob("*.json")))
+    if wanted is not None:
+        records = [r for r in records if r.pin in wanted]
+    return lock_of(records, SplitLedger.load(pins).head, partial)
+
+
+def read_lock(pins: Path) -> TaskLock | None:
+    """The committed lock, or None when there is none; a malformed one raises TaskLockError."""
+    path = pins / LOCK_NAME
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != LOCK_FORMAT:
+            raise TaskLockError(f"{path}: lock format {data.get('format')!r}, this harvester reads {LOCK_FORMAT}")
+        tasks = []
+        for split in PUBLIC_SPLITS:
+            for iid, entry in data[split].items():
+                tasks.append(LockedTask(split, str(entry["pin"]), str(entry["sha256"]), str(iid)))
+        for entry in data["test"]:
+            tasks.append(LockedTask("test", str(entry["pin"]), str(entry["sha256"])))
+        lock = TaskLock(str(data["ledger_head"]), tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
+                        tuple(str(p) for p in data.get("partial", [])))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise TaskLockError(f"{path}: malformed task lock ({type(exc).__name__}: {exc}); restore it from git") from None
+    counts = data.get("counts", {})
+    for split in (*PUBLIC_SPLITS, "test"):
+        if counts.get(split) != lock.count(split):
+            raise TaskLockError(f"{path}: counts say {counts.get(split)} {split} task(s), the lock lists {lock.count(split)}")
+    if lock.to_json() != path.read_text(encoding="utf-8"):
+        raise TaskLockError(f"{path}: not in canonical form (edited by hand?); rewrite it with `harvest mint --write-lock`")
+    return lock
+
+
+def write_lock(lock: TaskLock, pins: Path) -> Path:
+    path = pins / LOCK_NAME
+    atomic.write_text(path, lock.to_json())
+    return path
+
+
+@dataclass(frozen=True)
+class LockDiff:
+    """What a rebuild produced that the lock does not say (per split: ids or, for test, hashes)."""
+
+    missing: tuple[str, ...]  # locked, not rebuilt
+    extra: tuple[str, ...]  # rebuilt, not locked
+    changed: tuple[str, ...]  # same id, other record hash
+
+    @property
+    def same(self) -> bool:
+        return not (self.missing or self.extra or self.changed)
+
+    def summary(self) -> str:
+        if self.same:
+            return "the rebuild reproduces the lock task for task"
+        return (f"the rebuild differs from the lock: {len(self.missing)} locked task(s) missing, {len(self.extra)} "
+                f"not in the lock, {len(self.changed)} changed")
+
+
+def _key(t: LockedTask) -> str:
+    return f"{t.split}:{t.instance_id}" if t.instance_id else f"test:{t.pin}:{t.sha256[:16]}"
+
+
+def compare(locked: TaskLock, rebuilt: TaskLock, pin_ids: Sequence[str] | None = None) -> LockDiff:
+    """Compare a rebuild with the lock (restricted to ``pin_ids`` when only some pins were minted).
+
+    A pin the lock marks partial (its locked mint was stopped by a time budget) may yield more tasks in a
+    complete rebuild: its extra tasks are not differences, but every task the lock lists must come back
+    identical. A rebuild that is itself partial must name those pins in ``rebuilt.partial``: their locked
+    tasks that were not reached are then not reported missing."""
+    wanted = set(pin_ids) if pin_ids is not None else None
+    a = {_key(t): t for t in locked.tasks if wanted is None or t.pin in wanted}
+    b = {_key(t): t for t in rebuilt.tasks if wanted is None or t.pin in wanted}
+    missing = tuple(sorted(k for k in a if k not in b and a[k].pin not in rebuilt.partial))
+    extra = tuple(sorted(k for k in b if k not in a and b[k].pin not in locked.partial))
+    changed = tuple(sorted(k for k in a.keys() & b.keys() if (a[k].sha256, a[k].pin) != (b[k].sha256, b[k].pin)))
+    return LockDiff(missing, extra, changed)
+
+
+def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:
+    """Problems (empty when none): a locked task whose pin is not pinned, not reserved, or reserved for
+    another split than the one it is locked under; an id that does not name its pin's repository and commit."""
+    ledger = SplitLedger.load(pins)
+    by_id = {p.id: p for p in list_pins(pins)}
+    problems: list[str] = []
+    if lock.ledger_head not in {e.commitment for e in ledger.events}:
+        problems.append(f"the lock was made under ledger state {lock.ledger_head[:12]!r}, which is not in {ledger.path}'s history")
+    for t in lock.tasks:
+        pin = by_id.get(t.pin)
+        name = t.instance_id or f"a sealed task of {t.pin}"
+        if pin is None:
+            problems.append(f"{name}: pin {t.pin} is not under {pins}")
+            continue
+        found = ledger.assignment(pin)
+        if found is None:
+            problems.append(f"{name}: pin {t.pin} has no reserved split")
+        elif found.split != t.split:
+            problems.append(f"{name}: locked as {t.split}, the ledger reserves {t.pin} for {found.split}")
+        if t.instance_id and not t.instance_id.startswith(f"{t.pin.split('@', 1)[0]}.{pin.commit[:8]}."):
+            problems.append(f"{t.instance_id}: the id does not name pin {t.pin}'s repository and commit")
+        if len(t.sha256) != 64 or any(c not in "0123456789abcdef" for c in t.sha256):
+            problems.append(f"{name}: {t.sha256!r} is not a sha256")
+    return problems

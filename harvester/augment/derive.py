@@ -1,0 +1,357 @@
+"""Distinguishing data, the pure part: which seed row would make an invisible mutant visible.
+
+For a candidate that screening rejected as ``equivalent`` or ``invisible`` (the pin's seeds never
+exercise the mutated node), derive the condition under which mutant and original differ at that node,
+and the fewest seed rows (one per candidate) that make it true:
+
+- ``null``: a NULL in a column the mutated node reads (``coalesce(bonus, 0)`` dropped: a row whose
+  ``bonus`` is NULL);
+- ``time``: a value of the compared column on which the original and the mutated comparison disagree,
+  relative to the pinned clock (found by ``probe``: the caller evaluates both comparisons over a range
+  of days, hours and minutes around the clock, in the locked-down DuckDB);
+- ``filter`` (value): the same, probing the comparison's own literals (a row with the filtered value);
+- ``join``: a left-input row whose key matches nothing (``left join`` -> ``join`` drops it);
+- ``grain``: a twin of a real row (only its key is fresh), the duplicate a DISTINCT or grain hides.
+
+A row is made by cloning an existing row of the seed that holds the column (types, accepted values and
+foreign keys then stay those of real rows), setting the column, and giving its key column (``id``, or
+the first unique ``…id`` column) a value no row has. Nothing here reads files or runs SQL: seeds arrive
+as parsed ``SeedTable``s and the probe as a function.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from core.patching import make_patch
+
+#: families whose distinguishing condition this module can derive
+FAMILIES = ("null", "time", "filter", "join", "grain")
+#: join operators whose mutant and original differ on a left row without a match
+UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
+#: screening reasons that mean "the data cannot tell the mutant from the original"
+INVISIBLE_REASONS = ("equivalent", "invisible")
+#: how far around the clock the time probe looks, in days (the past first)
+PROBE_DAYS = (-1200, 2)
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.Between, exp.In, exp.Like, exp.ILike)
+
+
+@dataclass(frozen=True)
+class SeedTable:
+    """One seed CSV: its repo-relative path, header and rows (strings as the file holds them)."""
+
+    name: str  # the seed's dbt name (lower-case)
+    path: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    text: str  # the file's text, for the patch
+
+    @classmethod
+    def parse(cls, name: str, path: str, text: str) -> SeedTable:
+        records = list(csv.reader(io.StringIO(text)))
+        if not records:
+            return cls(name.lower(), path, (), (), text)
+        header = tuple(records[0])
+        rows = tuple(tuple(r) for r in records[1:] if r and len(r) == len(header))
+        return cls(name.lower(), path, header, rows, text)
+
+    def column(self, name: str) -> int | None:
+        lowered = [h.strip().lower() for h in self.header]
+        return lowered.index(name.lower()) if name.lower() in lowered else None
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """One row to add: cloned from ``template`` (a row index of ``seed``), with ``values`` set."""
+
+    seed: str
+    template: int
+    values: tuple[tuple[str, str], ...]  # (column, value as the CSV writes it; '' is NULL)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """The distinguishing condition of one candidate and the seed row that makes it true."""
+
+    key: str
+    family: str
+    operator: str
+    condition: str
+    row: SeedRow
+
+
+class NoProposal(Exception):
+    """Why no distinguishing row could be derived for a candidate (one line, for the report)."""
+
+
+Probe = Callable[[str, str, str, tuple[str, ...]], str | None]
+"""``probe(original_comparison, mutated_comparison, placeholder, values)`` -> a value of ``placeholder``
+on which the two comparisons disagree, or None. ``values`` are SQL literals to try; empty: days around
+the pinned clock (the answer is then an ISO timestamp)."""
+
+
+def _parse(sql: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(sql, dialect="duckdb")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
+        return None
+
+
+def _fragment_columns(fragment: str) -> list[str]:
+    tree = _parse(f"select {fragment}")
+    return [] if tree is None else [c.name for c in tree.find_all(exp.Column) if c.name]
+
+
+def _comparisons(tree: exp.Expression) -> list[exp.Expression]:
+    return [n for n in tree.walk() if isinstance(n, _COMPARISONS)]
+
+
+def changed_comparison(original_sql: str, mutated_sql: str) -> tuple[exp.Expression, exp.Expression] | None:
+    """The first comparison whose text differs between the two compiled statements (same position)."""
+    a, b = _parse(original_sql), _parse(mutated_sql)
+    if a is None or b is None:
+        return None
+    left, right = _comparisons(a), _comparisons(b)
+    if len(left) != len(right):
+        return None
+    for x, y in zip(left, right):
+        if x.sql(dialect="duckdb") != y.sql(dialect="duckdb"):
+            return x, y
+    return None
+
+
+def seed_with_column(column: str, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int = 0) -> SeedTable | None:
+    """The ``choose``-th seed holding ``column``, those upstream of the model first (None past the last)."""
+    holders = [s for s in seeds if s.column(column) is not None and s.rows]
+    holders.sort(key=lambda s: (s.name not in upstream, s.name))
+    return holders[choose] if choose < len(holders) else None
+
+
+def _format_like(existing: Sequence[str], stamp: str) -> str:
+    sample = next((v for v in existing if v), "")
+    if _DATE.match(sample):
+        return stamp[:10]
+    if _STAMP.match(sample):
+        return stamp[:10] + sample[10] + stamp[11:19] + sample[19:]
+    return stamp[:10]
+
+
+def propose(key: str, family: str, operator: str, original_span: str, replacement: str,
+            original_sql: str, mutated_sql: str, seeds: Sequence[SeedTable], upstream: frozenset[str],
+            probe: Probe, choose: int = 0) -> Proposal:
+    """The row that distinguishes one candidate, or NoProposal saying why there is none.
+
+    ``original_span``/``replacement``: the mutated text before and after (in the compiled SQL);
+    ``original_sql``/``mutated_sql``: the model's whole compiled SQL before and after the edit.
+    ``choose``: which seed holding the column to use (0: the likeliest; the caller tries the next ones
+    when a screen says the row does not reach the mutated node).
+    """
+    if family == "null":
+        columns = _fragment_columns(original_span) + _fragment_columns(replacement)
+        if not columns:
+            raise NoProposal("the mutated node reads no column")
+        for column in columns:
+            seed = seed_with_column(column, seeds, upstream, choose)
+            if seed is not None:
+                return Proposal(key, family, operator, f"{column} is NULL",
+                                SeedRow(seed.name, _template_row(seed, column), ((column, ""),)))
+        raise NoProposal(f"no seed holds {', '.join(sorted(set(columns)))}")
+    if family in ("time", "filter"):
+        pair = changed_comparison(original_sql, mutated_sql)
+        if pair is None:
+            raise NoProposal("no comparison changed (the time node is not in a predicate)")
+        original, mutated = pair
+        columns = sorted({c.name for c in original.find_all(exp.Column) if c.name})
+        if len(columns) != 1:
+            raise NoProposal(f"the comparison reads {len(columns)} columns, not one")
+        column = columns[0]
+        seed = seed_with_column(column, seeds, upstream, choose)
+        if seed is None:
+            raise NoProposal(f"no seed holds {column}")
+        placeholder = "__harvest_probe"
+
+        def bind(node: exp.Expression) -> str:
+            bound = node.copy().transform(
+                lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n)
+            return bound.sql(dialect="duckdb")
+
+        index = seed.column(column)
+        assert index is not None
+        if family == "filter":
+            values = literal_probes(original, mutated)
+            if not values:
+                raise NoProposal("the comparison holds no literal to try")
+            found = probe(bind(original), bind(mutated), placeholder, values)
+            if found is None:
+                raise NoProposal("no literal of the comparison separates it from the mutant")
+            value = found
+        else:
+            found = probe(bind(original), bind(mutated), placeholder, ())
+            if found is None:
+                raise NoProposal(f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons")
+            value = _format_like([r[index] for r in seed.rows], found)
+        return Proposal(key, family, operator, f"{column} = {found[:19]}",
+                        SeedRow(seed.name, _template_row(seed, column), ((column, value),)))
+    if family == "join":
+        if operator not in UNMATCHED_JOIN_OPERATORS:
+            raise NoProposal(f"{operator} has no derivation yet")
+        found_join = unmatched_join_column(original_sql, mutated_sql)
+        if found_join is None:
+            raise NoProposal("no changed join with a column = column key on its left input")
+        column, outer, joined = found_join
+        # the left input's seed: named like the left relation, never the joined one
+        holders = [s for s in seeds if s.column(column) is not None and s.rows and s.name != joined]
+        holders.sort(key=lambda s: (outer not in s.name, s.name not in upstream, s.name))
+        seed = holders[choose] if choose < len(holders) else None
+        if seed is None:
+            raise NoProposal(f"no seed holds {column}")
+        index = seed.column(column)
+        assert index is not None
+        existing = [r[index] for r in seed.rows]
+        return Proposal(key, family, operator, f"{column} has no match",
+                        SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)))
+    if family == "grain":
+        columns = _fragment_columns(original_span) + _fragment_columns(replacement)
+        for column in columns or ():
+            seed = seed_with_column(column, seeds, upstream, choose)
+            if seed is not None:  # a twin of a real row (a fresh key only): the duplicate the grain hides
+                return Proposal(key, family, operator, f"two rows share {column}",
+                                SeedRow(seed.name, _template_row(seed, column), ()))
+        raise NoProposal("no seed holds a column of the mutated node" if columns else "the mutated node reads no column")
+    raise NoProposal(f"family {family} has no derivation yet")
+
+
+def unmatched_join_column(original_sql: str, mutated_sql: str) -> tuple[str, str, str] | None:
+    """The left-input key of the first join the edit changed, as (column, left relation, joined relation)
+    (lower-case names; ``a.x = b.y`` joining ``b``: x, a's table, b's table)."""
+    a, b = _parse(original_sql), _parse(mutated_sql)
+    if a is None or b is None:
+        return None
+    left, right = list(a.find_all(exp.Join)), list(b.find_all(exp.Join))
+    changed = next((x for x, y in zip(left, right) if x.sql(dialect="duckdb") != y.sql(dialect="duckdb")), None)
+    if changed is None and len(left) == len(right):
+        return None
+    changed = changed if changed is not None else left[-1]
+    tables = {t.alias_or_name: t.name for t in a.find_all(exp.Table)}
+    joined = changed.this.alias_or_name if isinstance(changed.this, exp.Expression) else ""
+    condition = changed.args.get("on")
+    for eq in (condition.find_all(exp.EQ) if condition is not None else ()):
+        sides = [eq.this, eq.expression]
+        if all(isinstance(s, exp.Column) for s in sides):
+            outer = [s for s in sides if s.table and s.table != joined]
+            if outer:
+                return (outer[0].name, tables.get(outer[0].table, outer[0].table).lower(),
+                        tables.get(joined, joined).lower())
+    return None
+
+
+def literal_probes(*comparisons: exp.Expression) -> tuple[str, ...]:
+    """SQL literals worth trying for a filter: every literal of the comparisons, numbers also one either side."""
+    out: list[str] = []
+    for node in comparisons:
+        for literal in node.find_all(exp.Literal):
+            if literal.is_string:
+                out.append(literal.sql(dialect="duckdb"))
+            elif re.fullmatch(r"-?\d+(\.\d+)?", literal.this or ""):
+                number = float(literal.this) if "." in literal.this else int(literal.this)
+                out.extend(str(v) for v in (number, number - 1, number + 1))
+    return tuple(dict.fromkeys(out))
+
+
+def _template_row(seed: SeedTable, column: str) -> int:
+    """The row to clone: the first one with every value present (else the first)."""
+    return next((i for i, r in enumerate(seed.rows) if all(v != "" for v in r)), 0)
+
+
+def key_columns(seed: SeedTable) -> tuple[int, ...]:
+    """Columns a new row must not repeat: ``id`` (any case) if unique, else the first unique ``…id`` column."""
+    def unique(i: int) -> bool:
+        values = [r[i] for r in seed.rows]
+        return all(values) and len(set(values)) == len(values)
+
+    names = [h.strip().lower() for h in seed.header]
+    exact = [i for i, n in enumerate(names) if n == "id" and unique(i)]
+    if exact:
+        return tuple(exact)
+    ids = [i for i, n in enumerate(names) if n.endswith("id") and unique(i)]
+    return tuple(ids[:1])
+
+
+def _fresh(values: Sequence[str], taken: set[str]) -> str:
+    if all(re.fullmatch(r"-?\d+", v) for v in values):
+        candidate = max(int(v) for v in values) + 1
+        while str(candidate) in taken:
+            candidate += 1
+        return str(candidate)
+    base = max(values, key=len) if values else "x"
+    n = 1
+    while f"{base}_h{n}" in taken:
+        n += 1
+    return f"{base}_h{n}"
+
+
+def render(seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The seed patch adding ``rows`` (unified diff over the seed CSVs, fresh keys assigned in order) and
+    the rows as written ((seed, values) each). Identical rows are added once."""
+    unique_rows = list(dict.fromkeys(rows))
+    added: dict[str, list[tuple[str, ...]]] = {}
+    written: list[tuple[str, tuple[str, ...]]] = []
+    for row in unique_rows:
+        seed = seeds[row.seed]
+        values = list(seed.rows[row.template])
+        for column, value in row.values:
+            index = seed.column(column)
+            assert index is not None
+            values[index] = value
+        for index in key_columns(seed):
+            existing = [r[index] for r in seed.rows] + [r[index] for r in added.get(seed.name, [])]
+            values[index] = _fresh(existing, set(existing))
+        added.setdefault(seed.name, []).append(tuple(values))
+        written.append((seed.name, tuple(values)))
+    patch = ""
+    for name in sorted(added):
+        seed = seeds[name]
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(added[name])
+        text = seed.text if seed.text.endswith("\n") or not seed.text else seed.text + "\n"
+        patch += make_patch(seed.path, seed.text, text + buffer.getvalue())
+    return patch, tuple(written)
+
+
+def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
+    """Seeds the model reads, through models and through sources whose table a seed of that name builds."""
+    nodes: dict[str, Any] = {**manifest.get("nodes", {}), **manifest.get("sources", {})}
+    seeds_by_name = {str(n.get("name", "")).lower(): uid for uid, n in manifest.get("nodes", {}).items()
+                     if n.get("resource_type") == "seed"}
+    found: set[str] = set()
+    stack, seen = [model], set()
+    while stack:
+        uid = stack.pop()
+        if uid in seen:
+            continue
+        seen.add(uid)
+        node = nodes.get(uid) or {}
+        kind = node.get("resource_type")
+        if kind == "seed":
+            found.add(str(node.get("name", "")).lower())
+        elif kind == "source":
+            name = str(node.get("identifier") or node.get("name", "")).lower()
+            if name in seeds_by_name:
+                found.add(name)
+        stack.extend((node.get("depends_on") or {}).get("nodes", []))
+    return frozenset(found)
+
+
+__all__ = ["FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+           "key_columns", "propose", "render", "upstream_seeds"]

@@ -1,0 +1,435 @@
+"""Distinguishing data, the driver: recover candidates the pin's seeds could not tell from the original.
+
+``recover(pins, options, target)`` runs after a pin's mint:
+
+1. every candidate its reports reject as ``equivalent``/``invisible`` (families ``derive.FAMILIES``)
+   gets a proposal: the one seed row that makes mutant and original differ (``derive.propose``; the
+   time probe evaluates both comparisons in the locked-down DuckDB at the pinned clock);
+2. the rows of all proposals become ONE seed patch (identical rows once), and an augmented pin is
+   made from it like ``harvest add`` makes any pin (``augmented_pin``): the base pin's tree + the
+   patch, built twice sandboxed at the base pin's clock, gold and state installed. The augmentation
+   is kept only if the ORIGINAL project stays healthy on it: it builds, no dbt test fails that passes
+   on the base data, every table that was gradable still is, and no table loses more base-gold rows
+   than rows were added (the outputs differ only where the added rows reach). Else it is discarded
+   (``AugmentRejected``) and each proposal is tried alone (at most ``SINGLE_TRIES``);
+3. the augmented pin is minted with the SAME pipeline, restricted to the recovered candidates
+   (``MintOptions.only_keys``), into the base pin's split.
+
+The augmented pin records ``augmentation_sha256`` (the patch, stored under ``pins/patches/`` like a
+compat patch) and ``augments`` (the base pin id); ``harvester.workspace.populate`` applies it before
+every build of every task of that pin, so gold, mutants, repairs, agent builds, rewards and
+``harvest tasks verify`` all see the augmented seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from core import atomic
+from core.clock import freeze_clock, parse_clock
+from core.errors import HarvestError
+from core.home import builds_dir, pins_dir
+from core.locked_duckdb import Lock, bounded, connect_locked
+from core.patching import apply_patch
+from core.pin import Pin, read_pin, pin_path, write_pin
+from harvester.augment.derive import (
+    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
+)
+from harvester.mint.pipeline import MintOptions, MintTarget, mint
+from harvester.mint.shard import CandidateReport, ShardJob
+from harvester.sandbox import Limits
+
+#: proposals tried alone when the augmentation holding all of them is discarded
+SINGLE_TRIES = 3
+#: wall-time bound of one probe statement (seconds)
+PROBE_SECONDS = 10.0
+#: seeds tried per candidate (``derive.propose``'s ``choose``) until the screen sees the mutant differ
+MAX_ALTERNATIVES = 4
+
+
+class AugmentRejected(HarvestError):
+    """An augmentation would make the original project unhealthy (a build or dbt test fails, outputs change
+    beyond the added rows); it is discarded."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"augmentation discarded ({reason}): {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class AugmentOptions:
+    sandboxed: bool = True
+    limits: Limits = Limits()
+    families: tuple[str, ...] = FAMILIES
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """One seed patch tried on a base pin: what it serves, and the augmented pin or why it was discarded."""
+
+    base: str
+    keys: tuple[str, ...]
+    rows: int
+    pin: str = ""  # the augmented pin's id ("" when discarded)
+    discarded: str = ""  # AugmentRejected reason
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecoverReport:
+    """Per family: candidates rejected as invisible, proposals derived, candidates on a kept augmentation,
+    and tasks kept on augmented pins (``recovered``); the augmentations; the seconds spent."""
+
+    families: dict[str, dict[str, int]]
+    no_proposal: dict[str, int]
+    augmentations: tuple[Augmentation, ...]
+    kept_tasks: tuple[str, ...]
+    seconds: float = 0.0
+    mint_reports: tuple[CandidateReport, ...] = field(default=(), repr=False)
+
+    def to_dict(self) -> dict:
+        return {"families": self.families, "no_proposal": self.no_proposal, "kept_tasks": list(self.kept_tasks),
+                "seconds": round(self.seconds, 2),
+                "augmentations": [a.__dict__ for a in self.augmentations]}
+
+
+def time_probe(clock: str) -> Callable[..., str | None]:
+    """The probe ``derive.propose`` needs: the day nearest the clock (midnight), or the first of the given
+    literals, on which the two comparisons disagree, evaluated in the locked-down DuckDB with the clock
+    frozen (no file access)."""
+    anchor = parse_clock(clock).strftime("%Y-%m-%d %H:%M:%S")
+
+    def probe(original: str, mutated: str, placeholder: str, values: tuple[str, ...] = ()) -> str | None:
+        low, high = PROBE_DAYS
+        if values:  # filter values: the first literal (in order) on which the comparisons disagree
+            rows = ", ".join(f"({v}, {i})" for i, v in enumerate(values))
+            sql = (f"SELECT CAST({placeholder} AS VARCHAR) FROM (VALUES {rows}) t({placeholder}, k) "
+                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
+        else:  # whole days around the clock, then hours and minutes near it (windows of hours)
+            steps = [f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, abs(k) * 1440 AS k "
+                     f"FROM range({low}, {high}) t(k)",
+                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 HOUR AS {placeholder}, abs(k) * 60 + 1 AS k "
+                     "FROM range(-96, 4) t(k)",
+                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 MINUTE AS {placeholder}, abs(k) + 2 AS k "
+                     "FROM range(-180, 5) t(k)"]
+            sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM ({' UNION ALL '.join(steps)}) "
+                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
+        con = connect_locked(":memory:")
+        try:
+            with bounded(con, PROBE_SECONDS):
+                row = con.execute(freeze_clock(sql, clock)).fetchone()
+        except Exception:  # noqa: BLE001 - any SQL the comparison cannot take means "no probe"
+            return None
+        finally:
+            con.close()
+        return None if row is None else str(row[0])
+
+    return probe
+
+
+def read_seeds(tree: Path, project_dir: str, manifest: dict) -> dict[str, SeedTable]:
+    """The root project's seed CSVs (as the pin's tree holds them), by dbt name."""
+    out: dict[str, SeedTable] = {}
+    for node in manifest.get("nodes", {}).values():
+        if node.get("resource_type") != "seed" or not str(node.get("original_file_path", "")).endswith(".csv"):
+            continue
+        rel = (Path(project_dir) / str(node["original_file_path"])).as_posix()
+        path = tree / rel
+        if path.is_file() and not path.is_symlink() and path.resolve().is_relative_to(tree.resolve()):
+            out[str(node.get("name", "")).lower()] = SeedTable.parse(str(node.get("name", "")), rel,
+                                                                     path.read_text(encoding="utf-8"))
+    return out
+
+
+def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
+                model: str, mutated_sql: str, scratch: Path) -> bool:
+    """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
+    re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
+    of an augmented pin's two dbt builds."""
+    from harvester.mint.engine import Engine
+    from harvester.mint.lineage import depth, descendants
+    from harvester.mint.screen import _mut_relation, rerun
+    from harvester.sandbox import fingerprint_sql
+    from harvester.state import load_state
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    db = scratch / "augmented.duckdb"
+    shutil.copyfile(load_state(pin.id).database, db)
+    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    relations = {str(n.get("name", "")).lower(): str(n.get("relation_name") or "")
+                 for n in manifest.get("nodes", {}).values() if n.get("resource_type") == "seed"}
+    con = connect_locked(":memory:", Lock(allowed_directories=(str(scratch.resolve()),)),
+                         setup=(f"ATTACH '{db.resolve()}' AS \"{catalog}\"", f'USE "{catalog}"'))
+    try:
+        with bounded(con, 120.0):
+            for seed_name, values in rows:
+                header = seeds[seed_name].header
+                cols = ", ".join('"' + h.replace('"', '""') + '"' for h in header)
+                literals = ", ".join("NULL" if v == "" else "'" + v.replace("'", "''") + "'" for v in values)
+                con.execute(f"INSERT INTO {relations[seed_name]} ({cols}) VALUES ({literals})")
+            for uid in sorted(nodes, key=lambda u: (depth(nodes, u), u)):
+                node = nodes[uid]
+                if node.materialized == "ephemeral" or node.language != "sql" or not node.compiled_code:
+                    continue
+                for kind in ("VIEW", "TABLE"):
+                    try:
+                        con.execute(f"DROP {kind} IF EXISTS {node.relation}")
+                    except Exception:  # noqa: BLE001 - the relation is of the other kind
+                        pass
+                con.execute(f"CREATE TABLE {node.relation} AS {freeze_clock(node.compiled_code, pin.clock)}")
+    except Exception:  # noqa: BLE001 - the rows or the project's SQL do not run here: the screen cannot tell
+        return False
+    finally:
+        con.close()
+    engine = Engine(db, catalog, scratch / "engine")
+    try:
+        rerun(engine, pin, nodes, model, mutated_sql)
+        for uid in [model, *descendants(nodes, model)]:
+            node = nodes[uid]
+            if node.materialized == "ephemeral":
+                continue
+            if engine.fingerprint(_mut_relation(node)) != engine.fingerprint(node.relation):
+                return True
+        return False
+    except Exception:  # noqa: BLE001 - a mutant that fails here is decided by the real mint, not by us
+        return False
+    finally:
+        engine.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, int], dict[str, int]]:
+    """Proposals for the pin's candidates rejected as invisible; per family the rejected count; and why
+    the others got none (reason -> count)."""
+    from harvester.mint.candidates import model_candidates
+    from harvester.mint.lineage import models
+    from harvester.mint.pipeline import load_reports
+    from harvester.state import load_state
+    from harvester.workspace import template
+    from mutators import transplant
+
+    rejected = [r for r in load_reports(pin.id)
+                if not r.get("kept") and r.get("reason") in INVISIBLE_REASONS and r.get("family") in families]
+    per_family: dict[str, int] = {}
+    for r in rejected:
+        per_family[r["family"]] = per_family.get(r["family"], 0) + 1
+    if not rejected:
+        return [], per_family, {}
+    state = load_state(pin.id)
+    nodes = models(state.manifest)
+    tree = template(pin)
+    seeds = read_seeds(tree, pin.project_dir, state.manifest)
+    probe = time_probe(pin.clock)
+    scratch = Path(tempfile.mkdtemp(prefix="augment-screen-", dir=builds_dir().parent / "tmp"
+                                    if (builds_dir().parent / "tmp").is_dir() else None))
+    wanted: dict[str, set[str]] = {}
+    for r in rejected:
+        wanted.setdefault(r["model"], set()).add(r["key"])
+    out: list[Proposal] = []
+    why: dict[str, int] = {}
+    for uid, keys in sorted(wanted.items()):
+        node = nodes.get(uid)
+        if node is None:
+            continue
+        upstream = upstream_seeds(state.manifest, uid)
+        for cand in model_candidates(pin, node, tree, families, 0):
+            if cand.key not in keys:
+                continue
+            placed = transplant(cand.mutation.edit, cand.original, node.compiled_code)
+            if placed is None:
+                why["untransplantable"] = why.get("untransplantable", 0) + 1
+                continue
+            compiled = node.compiled_code
+            mutated = placed.apply(compiled)
+            reason = ""
+            for choose in range(MAX_ALTERNATIVES):
+                try:
+                    proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
+                                       compiled[placed.start:placed.end], placed.replacement, compiled,
+                                       mutated, tuple(seeds.values()), upstream, probe, choose)
+                except NoProposal as exc:
+                    reason = reason or str(exc)
+                    break
+                _, written = render(seeds, [proposal.row])
+                if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
+                    out.append(proposal)
+                    reason = ""
+                    break
+                reason = "rows derived, but the mutant still equals the original on them (screened)"
+            if reason:
+                why[reason] = why.get(reason, 0) + 1
+    shutil.rmtree(scratch, ignore_errors=True)
+    return out, per_family, why
+
+
+def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentOptions = AugmentOptions()) -> Pin:
+    """Build ``base`` + ``patch_text`` like ``harvest add`` builds a pin (twice, sandboxed, at the base
+    clock), check the original project stays healthy, and write the augmented pin; AugmentRejected if not."""
+    from harvester.add import Source, _gold_builds, _tables, AddOptions
+    from harvester.discovery import discover
+    from harvester.gold import gold_path, install_gold
+    from harvester.state import install_state
+    from harvester.workspace import compat_patch_text, template
+
+    sha = hashlib.sha256(patch_text.encode()).hexdigest()
+    pin_id = f"{base.id}+aug-{sha[:12]}"
+    existing = pin_path(pin_id, pins_dir())
+    if existing.is_file():
+        return read_pin(existing)
+    run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    root = run_dir / "source"
+    shutil.copytree(template(base), root, symlinks=True, ignore=shutil.ignore_patterns(".harvest-template.json"))
+    apply_patch(root, patch_text)
+    project = discover(root, base.project_dir)
+    # only root and project are read by the builds; the rest restates the base pin
+    source = Source(spec=None, commit=base.commit, ref=base.ref, tree=base.tree,  # type: ignore[arg-type]
+                    root_commits=base.root_commits, root=root, project=project, packages=base.packages,
+                    skipped=base.skipped, compat_patch=compat_patch_text(base))
+    add_options = AddOptions(sandboxed=options.sandboxed, limits=options.limits)
+    try:
+        builds = _gold_builds(source, base.clock, add_options, run_dir)
+    except HarvestError as exc:
+        line = str(exc).splitlines()[0][:300]
+        # dbt skips what depends on a failed test, and a build with skipped models did not build
+        raise AugmentRejected("dbt_test_fails" if "dbt test failed" in line else "build_fails", line) from None
+    first = builds.first
+    if first.tests_failed:
+        allowed = _base_failing_tests(base, run_dir, options)
+        new = sorted(set(first.failed_tests) - allowed)
+        if new:
+            raise AugmentRejected("dbt_test_fails", f"{new[0]}" + (f" and {len(new) - 1} more" if len(new) > 1 else ""))
+    tables = _tables(builds)
+    assert first.gold_file is not None
+    _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
+    gold_sha = install_gold(first.gold_file)
+    install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes)
+    atomic.write_text(pins_dir() / "patches" / f"{sha}.diff", patch_text)
+    pin = replace(base, id=pin_id, gold_sha256=gold_sha, tables=tables, augmentation_sha256=sha, augments=base.id)
+    write_pin(pin, pins_dir())
+    shutil.rmtree(root, ignore_errors=True)
+    return pin
+
+
+def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> set[str]:
+    """dbt tests that fail on the base pin's own data (a fresh sandboxed build): those may keep failing."""
+    from harvester.build import build_workspace
+    from harvester.discovery import discover
+    from harvester.workspace import fresh_workspace
+
+    workspace = fresh_workspace(base, run_dir / "base")
+    project = discover(workspace, base.project_dir)
+    result = build_workspace(workspace, project.rel_dir, project.profile, project.schema, base.clock,
+                             sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / "base.log")
+    return set(result.failed_tests)
+
+
+def _check_outputs(base: Pin, base_gold: Path, new_gold: Path, tables: Sequence, added_rows: int) -> None:
+    """Every gradable base table stays gradable, and loses at most ``added_rows`` of its rows (compared on
+    its stable columns, as multisets): the outputs differ only where the added rows reach."""
+    after = {t.name: t for t in tables}
+    files = [str(base_gold.resolve()), str(Path(new_gold).resolve())]
+    con = connect_locked(":memory:", Lock(allowed_paths=tuple(files + [f + ".wal" for f in files])))
+    try:
+        con.execute(f"ATTACH '{base_gold}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{new_gold}' AS b (READ_ONLY)")
+        for table in base.gradable_tables:
+            twin = after.get(table.name)
+            if twin is None or not twin.gradable:
+                raise AugmentRejected("ungradable", f"{table.name} is no longer gradable on the augmented data")
+            cols = ", ".join('"' + table.columns[i].name.replace('"', '""') + '"' for i in table.stable_positions)
+            schema, _, name = table.name.partition(".")
+            rel = f'"{schema}"."{name}"'
+            lost = con.execute(f"SELECT count(*) FROM (SELECT {cols} FROM a.{rel} EXCEPT ALL "
+                               f"SELECT {cols} FROM b.{rel})").fetchone()[0]
+            if lost > added_rows:
+                raise AugmentRejected("outputs_changed", f"{table.name}: {lost} gold rows changed for {added_rows} "
+                                                         "added seed rows")
+    finally:
+        con.close()
+
+
+def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
+            options: AugmentOptions = AugmentOptions(),
+            on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> RecoverReport:
+    """Augment and re-mint each pin's invisible candidates (module docstring); the report per family."""
+
+    started = time.perf_counter()
+    families: dict[str, dict[str, int]] = {}
+    no_proposal: dict[str, int] = {}
+    augmentations: list[Augmentation] = []
+    kept: list[str] = []
+    all_reports: list = []
+    chosen = tuple(f for f in options.families if mint_options.families is None or f in mint_options.families)
+    for base in pins:
+        if base.augmentation_sha256:
+            continue  # never augment an augmented pin
+        proposals, rejected, why = proposals_for(base, chosen)
+        for family, n in rejected.items():
+            families.setdefault(family, _row())["invisible"] += n
+        for reason, n in why.items():
+            no_proposal[reason] = no_proposal.get(reason, 0) + n
+        for p in proposals:
+            families.setdefault(p.family, _row())["proposed"] += 1
+        if not proposals:
+            continue
+        seeds = _seeds_of(base)
+        tried = [proposals] + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
+        for group in tried:
+            t0 = time.perf_counter()
+            patch, written = render(seeds, [p.row for p in group])
+            keys = tuple(p.key for p in group)
+            try:
+                pin = augmented_pin(base, patch, len(written), options)
+            except AugmentRejected as exc:
+                augmentations.append(Augmentation(base.id, keys, len(written), discarded=exc.reason, detail=exc.detail,
+                                                  seconds=time.perf_counter() - t0))
+                continue
+            for p in group:
+                families[p.family]["augmented"] += 1
+            split_target = MintTarget(
+                split_of=lambda pid, _b=base.id, _a=pin.id: target.split_of(_b if pid == _a else pid),
+                store=target.store)
+            models = frozenset(_model_of(base.id, k) for k in keys)
+            reports = mint([pin], replace(mint_options, only_keys=frozenset(keys), only_models=models),
+                           split_target, on_result=on_result)
+            all_reports.extend(reports)
+            for r in reports:
+                if r.kept and r.task_id:
+                    kept.append(r.task_id)
+                    families.setdefault(r.family, _row())["recovered"] += 1
+            augmentations.append(Augmentation(base.id, keys, len(written), pin=pin.id,
+                                              seconds=time.perf_counter() - t0))
+            break  # the first healthy augmentation serves its proposals; singles only when the whole one failed
+    return RecoverReport(families, no_proposal, tuple(augmentations), tuple(kept), time.perf_counter() - started,
+                         tuple(all_reports))
+
+
+def _row() -> dict[str, int]:
+    return {"invisible": 0, "proposed": 0, "augmented": 0, "recovered": 0}
+
+
+def _seeds_of(pin: Pin) -> dict[str, SeedTable]:
+    from harvester.state import load_state
+    from harvester.workspace import template
+
+    return read_seeds(template(pin), pin.project_dir, load_state(pin.id).manifest)
+
+
+def _model_of(pin_id: str, key: str) -> str:
+    from harvester.mint.pipeline import load_reports
+
+    return next((r["model"] for r in load_reports(pin_id) if r.get("key") == key), "")
+
+
+__all__ = ["AugmentOptions", "AugmentRejected", "Augmentation", "RecoverReport", "augmented_pin", "proposals_for",
+           "read_seeds", "recover", "time_probe"]

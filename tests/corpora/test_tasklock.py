@@ -1,0 +1,107 @@
+"""The task lock: written from the store, verified task for task, consistent with the ledger; tampering is seen."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from corpora.checks import check_pins_folder
+from corpora.ledger import Params, assign, group_of
+from corpora.store import store_task
+from corpora.tasklock import (
+    LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
+    write_lock,
+)
+from corpora_world import make_task
+
+
+@pytest.fixture
+def minted(world, make):
+    """Three repos reserved test/dev/train, two tasks each, stored through the real store."""
+    pins = {name: make(name) for name in ("t/testrepo", "d/devrepo", "r/trainrepo")}
+    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
+    tasks = {}
+    for split, name in (("test", "t/testrepo"), ("dev", "d/devrepo"), ("train", "r/trainrepo")):
+        pin = pins[name]
+        tasks[split] = [make_task(pin, split, group_of(pin.id, world.pins), n) for n in (1, 2)]
+        for t in tasks[split]:
+            store_task(t, world.home, world.pins)
+    return pins, tasks
+
+
+def test_lock_lists_public_ids_and_only_hashes_for_test(world, minted):
+    pins, tasks = minted
+    write_lock(lock_from_home(world.home, world.pins), world.pins)
+    text = (world.pins / LOCK_NAME).read_text()
+    data = json.loads(text)
+    assert data["counts"] == {"train": 2, "dev": 2, "test": 2}
+    assert set(data["train"]) == {t.instance_id for t in tasks["train"]}
+    for t in tasks["test"]:  # nothing of a sealed task but its pin and a hash
+        assert t.instance_id not in text and t.problem_statement not in text
+        assert {"pin": t.pin, "sha256": record_sha256(t)} in data["test"]
+    lock = read_lock(world.pins)
+    assert lock is not None and check_against_ledger(lock, world.pins) == []
+    assert check_pins_folder(world.pins) == []
+
+
+def test_record_hash_covers_every_field(minted):
+    _, tasks = minted
+    t = tasks["train"][0]
+    assert record_sha256(replace(t)) == record_sha256(t)
+    assert record_sha256(replace(t, problem_statement=t.problem_statement + " ")) != record_sha256(t)
+    assert record_sha256(replace(t, wrong_repair_patches=())) != record_sha256(t)
+
+
+def test_compare_reports_missing_extra_and_changed(world, minted):
+    _, tasks = minted
+    records = [t for split in tasks.values() for t in split]
+    locked = lock_of(records, "head")
+    assert compare(locked, lock_of(records, "head")).same
+    changed = replace(tasks["train"][0], problem_statement="something else entirely")
+    rebuilt = lock_of([changed, *records[1:]] if records[0] is tasks["train"][0] else
+                      [r for r in records if r is not tasks["train"][0]] + [changed], "head")
+    diff = compare(locked, rebuilt)
+    assert diff.changed == (f"train:{changed.instance_id}",) and not diff.missing and not diff.extra
+    fewer = lock_of([r for r in records if r is not tasks["dev"][1]], "head")
+    assert compare(locked, fewer).missing == (f"dev:{tasks['dev'][1].instance_id}",)
+    assert compare(fewer, locked).extra == (f"dev:{tasks['dev'][1].instance_id}",)
+    sealed_changed = replace(tasks["test"][0], problem_statement="changed sealed task")
+    diff = compare(locked, lock_of([r for r in records if r is not tasks["test"][0]] + [sealed_changed], "head"))
+    assert len(diff.missing) == 1 and len(diff.extra) == 1 and not diff.same
+
+
+def test_partial_pins_allow_more_tasks_but_not_fewer_or_changed(world, minted):
+    pins, tasks = minted
+    records = [t for split in tasks.values() for t in split]
+    dev_pin = pins["d/devrepo"].id
+    partial_lock = lock_of([r for r in records if r is not tasks["dev"][1]], "head", partial=[dev_pin])
+    assert compare(partial_lock, lock_of(records, "head")).same  # a complete rebuild found one more task
+    assert not compare(partial_lock, lock_of([r for r in records if r is not tasks["dev"][0]], "head")).same
+    # a rebuild that is itself stopped early: its pin's unreached tasks are not missing
+    assert compare(lock_of(records, "head"), lock_of(records[:1], "head", partial=[p.id for p in pins.values()])).same
+
+
+def test_tampered_lock_is_refused_or_disagrees_with_the_ledger(world, minted):
+    pins, tasks = minted
+    write_lock(lock_from_home(world.home, world.pins), world.pins)
+    path = world.pins / LOCK_NAME
+    good = path.read_text()
+    path.write_text(good.replace('"train": 2', '"train": 3'))
+    with pytest.raises(TaskLockError, match="counts say 3 train"):
+        read_lock(world.pins)
+    path.write_text(good.replace("\n", " \n", 1))
+    with pytest.raises(TaskLockError, match="canonical"):
+        read_lock(world.pins)
+    path.write_text("{not json")
+    with pytest.raises(TaskLockError, match="malformed task lock"):
+        read_lock(world.pins)
+    # a train task relabelled dev, written canonically: the ledger check catches it
+    lock = lock_from_home(world.home, world.pins)
+    moved = replace(lock, tasks=tuple(replace(t, split="dev") if t.split == "train" else t for t in lock.tasks))
+    write_lock(moved, world.pins)
+    problems = check_pins_folder(world.pins)
+    assert any("locked as dev, the ledger reserves" in p for p in problems), problems
+    write_lock(replace(lock, ledger_head="0" * 64), world.pins)
+    assert any("not in" in p and "history" in p for p in check_against_ledger(read_lock(world.pins), world.pins))
