@@ -18,7 +18,7 @@ from core import atomic
 from core.errors import PinError
 from harvester.gitstore import GitStore
 from core import home
-from core.home import harvest_home, mirrors_dir, pins_dir
+from core.home import mirrors_dir, pins_dir
 from harvester.packages import vendor_packages
 from core.patching import apply_patch
 from core.pin import Pin
@@ -35,30 +35,27 @@ def _marker(pin: Pin) -> str:
     )
 
 
+def _stored_patch(pin: Pin, sha256: str, what: str, pins: Path | None) -> str:
+    """A patch the pin records by hash, from ``pins``/patches (default: the pins folder), verified."""
+    if not sha256:
+        return ""
+    path = (pins or pins_dir()) / "patches" / f"{sha256}.diff"
+    if not path.is_file():
+        raise PinError(f"{pin.id}: {what} {path} is missing")
+    text = path.read_text(encoding="utf-8")
+    if hashlib.sha256(text.encode()).hexdigest() != sha256:
+        raise PinError(f"{pin.id}: {what} {path.name} does not match its recorded hash")
+    return text
+
+
 def compat_patch_text(pin: Pin, pins: Path | None = None) -> str:
     """The pin's compat patch from ``pins``/patches (default: the pins folder), verified against the hash the pin records."""
-    if not pin.compat_patch_sha256:
-        return ""
-    path = (pins or pins_dir()) / "patches" / f"{pin.compat_patch_sha256}.diff"
-    if not path.is_file():
-        raise PinError(f"{pin.id}: compat patch {path} is missing")
-    text = path.read_text(encoding="utf-8")
-    if hashlib.sha256(text.encode()).hexdigest() != pin.compat_patch_sha256:
-        raise PinError(f"{pin.id}: compat patch {path.name} does not match its recorded hash")
-    return text
+    return _stored_patch(pin, pin.compat_patch_sha256, "compat patch", pins)
 
 
 def augmentation_text(pin: Pin, pins: Path | None = None) -> str:
     """The pin's seed augmentation patch (distinguishing data) from ``pins``/patches, verified against its hash."""
-    if not pin.augmentation_sha256:
-        return ""
-    path = (pins or pins_dir()) / "patches" / f"{pin.augmentation_sha256}.diff"
-    if not path.is_file():
-        raise PinError(f"{pin.id}: augmentation patch {path} is missing")
-    text = path.read_text(encoding="utf-8")
-    if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
-        raise PinError(f"{pin.id}: augmentation patch {path.name} does not match its recorded hash")
-    return text
+    return _stored_patch(pin, pin.augmentation_sha256, "augmentation patch", pins)
 
 
 def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None,

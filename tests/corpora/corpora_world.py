@@ -161,3 +161,18 @@ def make(world: World) -> Callable[..., Pin]:
     return world.add_repo
 
 
+@pytest.fixture
+def reserved(world, make):  # noqa: ANN001, ANN201
+    """Three repos reserved test/dev/train, two tasks each, stored through the real store (store_task)."""
+    from corpora.ledger import Params, assign, group_of
+    from corpora.store import store_task
+
+    pins = {name: make(name) for name in ("t/testrepo", "d/devrepo", "r/trainrepo")}
+    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
+    tasks = {}
+    for split, name in (("test", "t/testrepo"), ("dev", "d/devrepo"), ("train", "r/trainrepo")):
+        pin = pins[name]
+        tasks[split] = [make_task(pin, split, group_of(pin.id, world.pins), n) for n in (1, 2)]
+        for t in tasks[split]:
+            store_task(t, world.home, world.pins)
+    return pins, tasks

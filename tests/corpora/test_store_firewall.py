@@ -10,26 +10,11 @@ import pytest
 
 from corpora.errors import FirewallError, SealError, UnsealError
 from corpora.firewall import require_train
-from corpora.ledger import Params, assign, group_of
 from corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
 from corpora.store import load_tasks, store_task
 from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
 from corpora_world import make_task
 from tests.recipes import finished_run, frozen_run
-
-
-@pytest.fixture
-def reserved(world, make):
-    """Three repos reserved test/dev/train, two tasks each, stored through store_task."""
-    pins = {name: make(name) for name in ("t/testrepo", "d/devrepo", "r/trainrepo")}
-    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
-    tasks = {}
-    for split, name in (("test", "t/testrepo"), ("dev", "d/devrepo"), ("train", "r/trainrepo")):
-        pin = pins[name]
-        tasks[split] = [make_task(pin, split, group_of(pin.id, world.pins), n) for n in (1, 2)]
-        for t in tasks[split]:
-            store_task(t, world.home, world.pins)
-    return pins, tasks
 
 
 def _recipe(world, name="recipe-1", frozen=True):

@@ -8,31 +8,14 @@ from dataclasses import replace
 import pytest
 
 from corpora.checks import check_pins_folder
-from corpora.ledger import Params, assign, group_of
-from corpora.store import store_task
 from corpora.tasklock import (
     LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
     write_lock,
 )
-from corpora_world import make_task
 
 
-@pytest.fixture
-def minted(world, make):
-    """Three repos reserved test/dev/train, two tasks each, stored through the real store."""
-    pins = {name: make(name) for name in ("t/testrepo", "d/devrepo", "r/trainrepo")}
-    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
-    tasks = {}
-    for split, name in (("test", "t/testrepo"), ("dev", "d/devrepo"), ("train", "r/trainrepo")):
-        pin = pins[name]
-        tasks[split] = [make_task(pin, split, group_of(pin.id, world.pins), n) for n in (1, 2)]
-        for t in tasks[split]:
-            store_task(t, world.home, world.pins)
-    return pins, tasks
-
-
-def test_lock_lists_public_ids_and_only_hashes_for_test(world, minted):
-    pins, tasks = minted
+def test_lock_lists_public_ids_and_only_hashes_for_test(world, reserved):
+    pins, tasks = reserved
     write_lock(lock_from_home(world.home, world.pins), world.pins)
     text = (world.pins / LOCK_NAME).read_text()
     data = json.loads(text)
@@ -46,16 +29,16 @@ def test_lock_lists_public_ids_and_only_hashes_for_test(world, minted):
     assert check_pins_folder(world.pins) == []
 
 
-def test_record_hash_covers_every_field(minted):
-    _, tasks = minted
+def test_record_hash_covers_every_field(reserved):
+    _, tasks = reserved
     t = tasks["train"][0]
     assert record_sha256(replace(t)) == record_sha256(t)
     assert record_sha256(replace(t, problem_statement=t.problem_statement + " ")) != record_sha256(t)
     assert record_sha256(replace(t, wrong_repair_patches=())) != record_sha256(t)
 
 
-def test_compare_reports_missing_extra_and_changed(world, minted):
-    _, tasks = minted
+def test_compare_reports_missing_extra_and_changed(world, reserved):
+    _, tasks = reserved
     records = [t for split in tasks.values() for t in split]
     locked = lock_of(records, "head")
     assert compare(locked, lock_of(records, "head")).same
@@ -72,8 +55,8 @@ def test_compare_reports_missing_extra_and_changed(world, minted):
     assert len(diff.missing) == 1 and len(diff.extra) == 1 and not diff.same
 
 
-def test_partial_pins_allow_more_tasks_but_not_fewer_or_changed(world, minted):
-    pins, tasks = minted
+def test_partial_pins_allow_more_tasks_but_not_fewer_or_changed(world, reserved):
+    pins, tasks = reserved
     records = [t for split in tasks.values() for t in split]
     dev_pin = pins["d/devrepo"].id
     partial_lock = lock_of([r for r in records if r is not tasks["dev"][1]], "head", partial=[dev_pin])
@@ -83,8 +66,8 @@ def test_partial_pins_allow_more_tasks_but_not_fewer_or_changed(world, minted):
     assert compare(lock_of(records, "head"), lock_of(records[:1], "head", partial=[p.id for p in pins.values()])).same
 
 
-def test_tampered_lock_is_refused_or_disagrees_with_the_ledger(world, minted):
-    pins, tasks = minted
+def test_tampered_lock_is_refused_or_disagrees_with_the_ledger(world, reserved):
+    pins, tasks = reserved
     write_lock(lock_from_home(world.home, world.pins), world.pins)
     path = world.pins / LOCK_NAME
     good = path.read_text()
