@@ -245,16 +245,24 @@ def build_dataset(
     return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
 
 
-def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> str:
-    """The corpus report (markdown) of the repositories with rows in this build; its chart beside the card."""
+def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> dict[str, str]:
+    """Per split, the corpus report (markdown) of the repositories with rows in it; each split's chart
+    beside the card (a card published for one split shows that split's report alone)."""
+    from corpora.card import report_chart
     from corpora.ledger import SplitLedger
-    from corpora.report import REPORT_PNG, build_report, chart, markdown
+    from corpora.report import build_report, chart, markdown
     from core.pin import pin_path, read_pin
 
-    chosen = sorted({r.pin for rows in kept.values() for r in rows})
-    report = build_report([read_pin(pin_path(p, pins)) for p in chosen], SplitLedger.load(pins))
-    chart(report, folder / REPORT_PNG)
-    return markdown(report)
+    ledger = SplitLedger.load(pins)
+    out: dict[str, str] = {}
+    for split, rows in kept.items():
+        chosen = sorted({r.pin for r in rows})
+        if not chosen:
+            continue
+        report = build_report([read_pin(pin_path(p, pins)) for p in chosen], ledger)
+        chart(report, folder / report_chart(split))
+        out[split] = markdown(report)
+    return out
 
 
 def _common_versions(records: Sequence[TaskRecord]) -> dict[str, str]:

@@ -44,8 +44,9 @@ class CardFacts:
     fingerprints: dict[str, str] = field(default_factory=dict)  # split -> rows fingerprint in its file names
     # split -> tasks whose mutated lineage no dbt test covers (local_tests = 0)
     local_tests_zero: dict[str, int] | None = None
-    # the corpus report (corpora.report) of the built splits' repositories, markdown; its chart is corpus_report.png
-    corpus_report: str = ""
+    # split -> the corpus report (corpora.report) of that split's repositories, markdown; its chart is
+    # corpus_report-<split>.png. Per split, so that a card published for one split reports that split only.
+    corpus_report: dict[str, str] = field(default_factory=dict)
     # split -> tasks whose seeds carry distinguishing rows the harvester added (augmented pins)
     augmented: dict[str, int] | None = None
 
@@ -57,11 +58,19 @@ class CardFacts:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CardFacts":
+        report = data.get("corpus_report")
         return cls(**{
             **data,
+            # a build made before the report was kept per split has one text for all of them: not shown
+            "corpus_report": dict(report) if isinstance(report, dict) else {},
             "generator_versions": tuple(data["generator_versions"]),
             "provenance": tuple(RepoProvenance(**p) for p in data["provenance"]),
         })
+
+
+def report_chart(split: str) -> str:
+    """The file name of one split's corpus report chart, beside the card."""
+    return f"corpus_report-{split}.png"
 
 
 def hub_license(spdx_ids: Sequence[str]) -> dict[str, str]:
@@ -182,12 +191,15 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         )
     else:
         lines.append("- Licenses: private build; repositories without a redistributable license are included. Do not make public.")
-    if facts.corpus_report:
+    reported = [s for s in splits if facts.corpus_report.get(s)]
+    if reported:
         lines += ["", "## Corpus report", "",
                   "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
                   "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
-                  "mint wall time where measured):", "", facts.corpus_report.rstrip(), "",
-                  "![kept tasks per repository and family](corpus_report.png)"]
+                  "mint wall time where measured):"]
+        for split in reported:
+            lines += ["", f"### {split}", "", facts.corpus_report[split].rstrip(), "",
+                      f"![kept tasks per repository and family, {split}]({report_chart(split)})"]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
     return "\n".join(lines)

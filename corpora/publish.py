@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from corpora.build import read_manifest
-from corpora.card import CardFacts, data_files, render
+from corpora.card import CardFacts, data_files, render, report_chart
 from corpora.errors import PublishError
 from core import atomic
 
@@ -76,6 +76,7 @@ def stage(folder: Path, split: str, dest: Path, hub_card: str | None = None) -> 
     facts = CardFacts.from_dict(manifest["facts"])
     picked = sorted(p for p in manifest["files"] if p.startswith(f"data/{split}-") and p.endswith(".parquet"))
     picked += [f"gold/{sha}.duckdb" for sha in manifest["gold"][split]]
+    picked += [chart for chart in (report_chart(split),) if chart in manifest["files"]]
     if not any(p.startswith("data/") for p in picked):
         raise PublishError(f"{folder} holds no parquet shard for split {split!r}")
     for rel in picked:

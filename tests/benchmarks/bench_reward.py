@@ -77,6 +77,8 @@ def completions(task) -> list[tuple[str, str, int | None]]:
 
 
 def stats(values: list[float]) -> str:
+    if not values:
+        return "not run (n=0)"
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
     return f"median {statistics.median(ordered):.3f} s, p95 {p95:.3f} s, n={len(ordered)}"
@@ -149,9 +151,11 @@ def main() -> None:
         print(f"  of which first rollout of a task (prepares its workspace and engine): {stats(cold)}")
         print(f"incremental sandboxed dbt build:                {stats(dbt_times)}")
         print(f"naive full sandboxed build per rollout:         {stats(naive_times)}")
-        ratio = statistics.median(naive_times) / statistics.median(fast)
-        print(f"ratio naive/reward (medians): {ratio:.1f}x (target >= 10x); "
-              f"incremental dbt/reward: {statistics.median(dbt_times) / statistics.median(fast):.1f}x; "
+        def ratio(slow: list[float]) -> str:
+            return f"{statistics.median(slow) / statistics.median(fast):.1f}x" if slow else "not run"
+
+        print(f"ratio naive/reward (medians): {ratio(naive_times)} (target >= 10x); "
+              f"incremental dbt/reward: {ratio(dbt_times)}; "
               f"reward median target <= 0.5 s: {'met' if statistics.median(fast) <= 0.5 else 'MISSED'}")
         print(f"verdicts: {len(verdicts)} completions; paths disagreeing: {len(disagree)}; "
               f"unexpected scores: {len(wrong_expect)}")

@@ -89,8 +89,11 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     assert "1 repositories (2 tasks) whose license does not permit redistribution" in card
     assert "Non-contamination statement" in card and "e12c5f1e6550" in card and "2 test tasks are sealed" in card
     assert "`patch` is the gold repair" in card
-    # the corpus report of the built splits' repositories: table in the card, chart beside it; no sealed repository
-    assert "## Corpus report" in card and "(corpus_report.png)" in card and (out / "corpus_report.png").stat().st_size > 0
+    # the corpus report of each built split's repositories: table in the card, chart beside it; no sealed repository
+    assert "## Corpus report" in card
+    for split in ("train", "dev"):
+        assert f"(corpus_report-{split}.png)" in card and (out / f"corpus_report-{split}.png").stat().st_size > 0
+    assert not (out / "corpus_report-test.png").exists() and "### test" not in card
     assert "testrepo" not in card.split("## Corpus report")[1].split("## Versions")[0]
     # tasks whose mutated lineage no dbt test covers are counted so users can filter them
     assert "Tasks with `local_tests` = 0, per split: train 4 of 4, dev 2 of 2." in card

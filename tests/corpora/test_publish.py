@@ -45,6 +45,9 @@ def test_upload_arrives_byte_identical(built, monkeypatch):
     assert not any("dev-" in p for p in received)
     card = received["README.md"].decode()
     assert "path: data/train-" in card and "data/dev-" not in card and "| dev |" not in card
+    # the train split's corpus report and its chart travel with it; the dev split's stay behind
+    assert "(corpus_report-train.png)" in card and "corpus_report-train.png" in received
+    assert "corpus_report-dev.png" not in received and "### dev" not in card
     assert result.commit_url.endswith(f"/commit/{hub.commits['acme/dbt-repair'][-1]}")
     assert hub.validated == [card]  # the Hub's YAML check saw the card that arrived
 
