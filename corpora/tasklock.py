@@ -2,8 +2,8 @@
 
 A rebuild of the corpus (`harvest mint --all --verify-lock` over the committed pins, online or offline
 through mirrors) is checked task for task against it. Per split it lists each kept task's instance id
-with its pin and the sha256 of its canonical record (its JSON with sorted keys; ``timings``, a retired
-field that measured the machine rather than the task, is dropped where an older record still has it). The test split is listed only as hashes: each
+with its pin and the sha256 of its canonical record (its JSON with sorted keys, as the record reads
+today: the retired ``timings`` of older files is dropped when they are read). The test split is listed only as hashes: each
 entry is its pin and the sha256 of the canonical record (which covers the instance id), so the lock
 reveals how many sealed tasks each test pin has and nothing of their content.
 
@@ -77,9 +77,9 @@ class TaskLock:
 
 
 def record_sha256(record: TaskRecord) -> str:
-    """sha256 of the canonical record: its JSON (sorted keys), without the retired ``timings``."""
+    """sha256 of the canonical record: its JSON with sorted keys (a record read from an older file has
+    already dropped the retired ``timings``)."""
     data = record.to_dict()
-    data.pop("timings", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -1,6 +1,6 @@
 """Benchmark (not a test): `harvest add` against a plain dbt CLI build of the same project, in one run.
 
-    python tests/benchmarks/bench_add.py [--rounds 3] [--no-sandbox-add] [--baseline-tree /work/main]
+    python tests/benchmarks/bench_add.py [--rounds 3] [--no-sandbox-add] [--baseline-tree PATH/TO/OTHER/CHECKOUT]
     python tests/benchmarks/bench_add.py --pins P --repo owner__name --bare /path/owner/name.git \
         --package-mirror M [--rounds 2]                                    # a pinned real repository
 

@@ -69,7 +69,7 @@ def test_cli_check_exits_0_on_the_corpus_and_1_on_a_tampered_copy(copy: Path) ->
 def test_a_machine_path_in_a_pin_is_caught(copy: Path) -> None:
     pin = list_pins(copy)[0]
     leaked = PackageRecord(name="dbt_utils", source="hub:dbt-labs/dbt_utils", requested=">=1.0.0", version="1.4.1",
-                           commit="a" * 40, url="/work/scratch/pkgmirror/dbt-labs/dbt_utils")
+                           commit="a" * 40, url="/home/someone/pkgmirror/dbt-labs/dbt_utils")
     write_pin(replace(pin, packages=(*pin.packages, leaked)), copy)  # a valid digest: only the path is wrong
     problems = check_pins_folder(copy)
     assert any(p.startswith("machine-path:") and pin.id in p for p in problems), problems
