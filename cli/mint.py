@@ -28,6 +28,10 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
               help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
 @click.option("--write-lock", is_flag=True,
               help="After minting, write pins/_tasks.lock from every task in the store (all pins).")
+@click.option("--rebuild-sealed", is_flag=True,
+              help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
+                   "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "
+                   "disagrees with its seal). Check the result with --verify-lock.")
 @click.option("--augment", is_flag=True,
               help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
                    "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
@@ -36,7 +40,7 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @fails_cleanly
 def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, budget_s: float | None, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
+            no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from cli._progress import progress
     from core.home import harvest_home, pins_dir
@@ -56,7 +60,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
-    shards = plan(pins, options, mint_target(harvest_home(), pins_dir()))
+    shards = plan(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
     if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
         import dataclasses
         import time
@@ -77,14 +81,14 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                     counts["confirm_rejected"] += 1
             bar.advance(1, detail=_run_line(counts))
 
-        mint(pins, options, mint_target(harvest_home(), pins_dir()), on_result=on_result, jobs=shards)
+        mint(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed), on_result=on_result, jobs=shards)
     recovered = None
     if augment:
         from harvester.augment.run import AugmentOptions, recover
 
         with progress("augment", total=None, unit="model shards") as bar:
             recovered = recover([p for p in pins if not p.augmentation_sha256], options,
-                                mint_target(harvest_home(), pins_dir()),
+                                mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
                                 AugmentOptions(sandboxed=not no_sandbox),
                                 on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
