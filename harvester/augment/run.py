@@ -39,6 +39,7 @@ from core.home import builds_dir, pins_dir
 from core.locked_duckdb import Lock, bounded, connect_locked
 from core.patching import apply_patch
 from core.pin import Pin, read_pin, pin_path, write_pin
+from harvester.augment.trace import Lineage, relation_key
 from harvester.augment.derive import (
     FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
 )
@@ -51,7 +52,7 @@ SINGLE_TRIES = 3
 #: wall-time bound of one probe statement (seconds)
 PROBE_SECONDS = 10.0
 #: seeds tried per candidate (``derive.propose``'s ``choose``) until the screen sees the mutant differ
-MAX_ALTERNATIVES = 4
+MAX_ALTERNATIVES = 6
 
 
 class AugmentRejected(HarvestError):
@@ -150,6 +151,47 @@ def read_seeds(tree: Path, project_dir: str, manifest: dict) -> dict[str, SeedTa
     return out
 
 
+def lineage_of(manifest: dict, database: Path) -> Lineage:
+    """What ``trace`` needs, read from the pin's manifest and built database: every model's compiled SQL,
+    every relation's columns, and the seed behind each seed relation (and each source whose table a seed
+    of that name builds)."""
+    nodes = manifest.get("nodes", {})
+    seed_names = {str(n.get("name", "")).lower() for n in nodes.values() if n.get("resource_type") == "seed"}
+    seeds: dict[str, str] = {}
+    models: dict[str, str] = {}
+    for node in [*nodes.values(), *manifest.get("sources", {}).values()]:
+        relation = str(node.get("relation_name") or "")
+        if not relation:
+            continue
+        kind = node.get("resource_type")
+        if kind == "seed":
+            seeds[relation_key(relation)] = str(node.get("name", "")).lower()
+        elif kind == "source" and str(node.get("identifier") or node.get("name", "")).lower() in seed_names:
+            seeds.setdefault(relation_key(relation), str(node.get("identifier") or node.get("name", "")).lower())
+        elif kind == "model" and node.get("compiled_code"):
+            models[relation_key(relation)] = str(node["compiled_code"])
+    path = str(Path(database).resolve())
+    con = connect_locked(":memory:", Lock(allowed_paths=(path, path + ".wal")))
+    columns: dict[str, list[str]] = {}
+    try:
+        con.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
+        for cat, schema, table, column in con.execute(
+                "SELECT table_catalog, table_schema, table_name, column_name FROM information_schema.columns "
+                "WHERE table_catalog = 'db' ORDER BY table_catalog, table_schema, table_name, ordinal_position"
+        ).fetchall():
+            columns.setdefault(".".join(x.lower() for x in (cat, schema, table)), []).append(column.lower())
+    finally:
+        con.close()
+    # the database is attached as "db"; the project names it by its own catalog
+    own = {r.split(".")[0] for r in [*models, *seeds]}
+    renamed = {}
+    for key, cols in columns.items():
+        _, schema_table = key.split(".", 1)
+        for cat in own or {"db"}:
+            renamed[f"{cat}.{schema_table}"] = tuple(cols)
+    return Lineage(models, renamed, seeds)
+
+
 def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
                 model: str, mutated_sql: str, scratch: Path) -> bool:
     """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
@@ -229,6 +271,7 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     tree = template(pin)
     seeds = read_seeds(tree, pin.project_dir, state.manifest)
     probe = time_probe(pin.clock)
+    lineage = lineage_of(state.manifest, state.database)
     scratch = Path(tempfile.mkdtemp(prefix="augment-screen-", dir=builds_dir().parent / "tmp"
                                     if (builds_dir().parent / "tmp").is_dir() else None))
     wanted: dict[str, set[str]] = {}
@@ -255,11 +298,11 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                 try:
                     proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
                                        compiled[placed.start:placed.end], placed.replacement, compiled,
-                                       mutated, tuple(seeds.values()), upstream, probe, choose)
+                                       mutated, tuple(seeds.values()), upstream, probe, choose, lineage)
                 except NoProposal as exc:
                     reason = reason or str(exc)
                     break
-                _, written = render(seeds, [proposal.row])
+                _, written = render(seeds, list(proposal.rows))
                 if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
                     out.append(proposal)
                     reason = ""
@@ -386,7 +429,7 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         tried = [proposals] + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
         for group in tried:
             t0 = time.perf_counter()
-            patch, written = render(seeds, [p.row for p in group])
+            patch, written = render(seeds, [row for p in group for row in p.rows])
             keys = tuple(p.key for p in group)
             try:
                 pin = augmented_pin(base, patch, len(written), options)
