@@ -458,12 +458,15 @@ def render(seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]) -> tuple[str
     for row in unique_rows:
         seed = seeds[row.seed]
         values = list(seed.rows[row.template])
+        set_here = set()
         for column, value in row.values:
             index = seed.column(column)
             assert index is not None
             values[index] = fresh(seed, index) if value == FRESH else value
+            set_here.add(index)
         for index in key_columns(seed):
-            values[index] = fresh(seed, index)
+            if index not in set_here or values[index] == seed.rows[row.template][index]:
+                values[index] = fresh(seed, index)
         added.setdefault(seed.name, []).append(tuple(values))
         written.append((seed.name, tuple(values)))
     patch = ""
