@@ -40,6 +40,8 @@ FAMILIES = ("null", "time", "filter", "join", "grain")
 UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
+#: screening/confirm reasons that mean "visible, but no wrong repair is informative on this data"
+WEAK_REASONS = ("no_wrong_repair",)
 #: a SeedRow value meaning "a value no row of any seed in the patch has in this column" (assigned by render)
 FRESH = "\x00fresh"
 #: join operators whose wrong repairs (right / full outer join) differ from the mutant only when the joined
@@ -309,7 +311,9 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
       differ from the mutant);
     - ``join.drop_on_key``: a twin of a row of the joined side whose dropped key (traced) is fresh: the
       remaining keys match it too, so the mutant fans out;
-    - ``time``/``filter``: the probed value in the seed column the compared column is computed from.
+    - ``time``/``filter``: the probed value in the seed column the compared column is computed from, and
+      (``extra``) a value both comparisons reject, so that removing the bound (the operators' wrong repair)
+      differs from the mutant as well as from the original.
     """
     def make(condition: str, row: SeedRow, extra: tuple[SeedRow, ...] = ()) -> Proposal:
         return Proposal(key, family, operator, condition, row, extra)
@@ -361,14 +365,24 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
                 values = literal_probes(*pair) if family == "filter" else ()
                 found = probe(bind(pair[0]), bind(pair[1]), placeholder, values) \
                     if family == "time" or values else None
+                # a value both comparisons reject: removing the bound (a wrong repair) then keeps a row
+                # that neither the original nor the mutant keeps, so it differs from the mutant too
+                outside = probe(f"({bind(pair[0])}) or ({bind(pair[1])})", "true", placeholder, values) \
+                    if found is not None else None
                 if found is not None:
                     for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
                         seed = seeds[row.seed]
                         index = seed.column(row.values[0][0])
                         assert index is not None
-                        value = found if family == "filter" else _format_like([r[index] for r in seed.rows], found)
+
+                        def shaped(v: str) -> str:
+                            return v if family == "filter" else _format_like([r[index] for r in seed.rows], v)
+
+                        extra = (SeedRow(row.seed, row.template, ((row.values[0][0], shaped(outside)),)),) \
+                            if outside is not None and outside != found else ()
                         out.append(make(f"{column} = {found[:19]}", SeedRow(row.seed, row.template,
-                                                                              ((row.values[0][0], value),))))
+                                                                              ((row.values[0][0], shaped(found)),)),
+                                        extra))
     return list(dict.fromkeys(out))
 
 
@@ -503,5 +517,5 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+__all__ = ["WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
            "key_columns", "propose", "render", "upstream_seeds"]

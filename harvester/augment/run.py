@@ -3,8 +3,11 @@
 ``recover(pins, options, target)`` runs after a pin's mint:
 
 1. every candidate its reports reject as ``equivalent``/``invisible`` (families ``derive.FAMILIES``)
-   gets a proposal: the one seed row that makes mutant and original differ (``derive.propose``; the
-   time probe evaluates both comparisons in the locked-down DuckDB at the pinned clock);
+   gets a proposal: the one seed row that makes mutant and original differ (``derive.propose``, which
+   traces the columns the node reads back to seed columns through the models, ``augment/trace.py``; the
+   time probe evaluates both comparisons in the locked-down DuckDB at the pinned clock), screened in
+   DuckDB; a candidate rejected for want of an informative wrong repair (``no_wrong_repair``) gets one
+   only where the derivation has rows aimed at its wrong repairs (``Proposal.extra``);
 2. the rows of all proposals become ONE seed patch (identical rows once), and an augmented pin is
    made from it like ``harvest add`` makes any pin (``augmented_pin``): the base pin's tree + the
    patch, built twice sandboxed at the base pin's clock, gold and state installed. The augmentation
@@ -41,7 +44,7 @@ from core.patching import apply_patch
 from core.pin import Pin, read_pin, pin_path, write_pin
 from harvester.augment.trace import Lineage, relation_key
 from harvester.augment.derive import (
-    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
+    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
 )
 from harvester.mint.pipeline import MintOptions, MintTarget, mint
 from harvester.mint.shard import CandidateReport, ShardJob
@@ -87,7 +90,7 @@ class Augmentation:
 
 @dataclass(frozen=True)
 class RecoverReport:
-    """Per family: candidates rejected as invisible, proposals derived, candidates on a kept augmentation,
+    """Per family: candidates rejected as invisible, those rejected ``no_wrong_repair``, proposals derived, candidates on a kept augmentation,
     and tasks kept on augmented pins (``recovered``); the augmentations; the seconds spent."""
 
     families: dict[str, dict[str, int]]
@@ -249,8 +252,11 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, int], dict[str, int]]:
-    """Proposals for the pin's candidates rejected as invisible; per family the rejected count; and why
+def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, dict[str, int]],
+                                                               dict[str, int]]:
+    """Proposals for the pin's candidates rejected as invisible, and for those rejected for want of an
+    informative wrong repair (``WEAK_REASONS``: only proposals with rows aimed at the wrong repairs, which
+    the re-mint then judges); per family the rejected counts (``invisible``, ``no_wrong_repair``); and why
     the others got none (reason -> count)."""
     from harvester.mint.candidates import model_candidates
     from harvester.mint.lineage import models
@@ -260,10 +266,16 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     from mutators import transplant
 
     rejected = [r for r in load_reports(pin.id)
-                if not r.get("kept") and r.get("reason") in INVISIBLE_REASONS and r.get("family") in families]
-    per_family: dict[str, int] = {}
+                if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS)
+                and r.get("family") in families]
+    per_family: dict[str, dict[str, int]] = {}
+    weak: set[str] = set()
     for r in rejected:
-        per_family[r["family"]] = per_family.get(r["family"], 0) + 1
+        group = "no_wrong_repair" if r["reason"] in WEAK_REASONS else "invisible"
+        counts = per_family.setdefault(r["family"], {"invisible": 0, "no_wrong_repair": 0})
+        counts[group] += 1
+        if group == "no_wrong_repair":
+            weak.add(r["key"])
     if not rejected:
         return [], per_family, {}
     state = load_state(pin.id)
@@ -301,6 +313,13 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                                        mutated, tuple(seeds.values()), upstream, probe, choose, lineage)
                 except NoProposal as exc:
                     reason = reason or str(exc)
+                    break
+                if cand.key in weak:  # visible already: only rows that make a wrong repair differ help
+                    if proposal.extra:
+                        out.append(proposal)
+                        reason = ""
+                    else:
+                        reason = "no informative wrong repair, and no row derived for one"
                     break
                 _, written = render(seeds, list(proposal.rows))
                 if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
@@ -417,8 +436,9 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         if base.augmentation_sha256:
             continue  # never augment an augmented pin
         proposals, rejected, why = proposals_for(base, chosen)
-        for family, n in rejected.items():
-            families.setdefault(family, _row())["invisible"] += n
+        for family, counts in rejected.items():
+            for group, n in counts.items():
+                families.setdefault(family, _row())[group] += n
         for reason, n in why.items():
             no_proposal[reason] = no_proposal.get(reason, 0) + n
         for p in proposals:
@@ -458,7 +478,7 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
 
 
 def _row() -> dict[str, int]:
-    return {"invisible": 0, "proposed": 0, "augmented": 0, "recovered": 0}
+    return {"invisible": 0, "no_wrong_repair": 0, "proposed": 0, "augmented": 0, "recovered": 0}
 
 
 def _seeds_of(pin: Pin) -> dict[str, SeedTable]:

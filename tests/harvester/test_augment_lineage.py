@@ -183,3 +183,20 @@ def test_fresh_values_never_repeat_across_the_rows_of_one_patch() -> None:
                         [SeedRow("orders", 0, (("customer_id", FRESH),)), SeedRow("customers", 0, ())])
     # both sides would pick 9 for a fresh customer id: the orphans must not match each other
     assert written == (("orders", ("3", "9")), ("customers", ("10", "Ann")))
+
+
+def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> None:
+    from harvester.augment.derive import SeedTable, propose
+    from harvester.augment.run import time_probe
+    from harvester.augment.trace import Lineage
+
+    lin = Lineage(models={"db.main.stg_visits": "select cast(seen as date) as visited_on from \"db\".\"raw\".\"visits\""},
+                  columns={"db.raw.visits": ("visit_id", "seen"), "db.main.stg_visits": ("visited_on",)},
+                  seeds={"db.raw.visits": "visits"})
+    seeds = (SeedTable.parse("visits", "seeds/visits.csv", "visit_id,seen\n1,2024-05-30\n"),)
+    sql = 'select * from "db"."main"."stg_visits" v where v.visited_on >= current_date - interval 30 day'
+    got = propose("k", "time", "time.boundary", ">=", ">", sql, sql.replace(">=", ">"), seeds, frozenset(),
+                  time_probe("2024-05-31 00:00:00"), 0, lin)
+    # on the bound (kept by >= only), and the day before it (kept by neither: only removing the bound,
+    # the operator's wrong repair, keeps it)
+    assert [r.values for r in got.rows] == [(("seen", "2024-05-01"),), (("seen", "2024-04-30"),)]
