@@ -180,8 +180,8 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
             return alternatives[choose]
         choose -= len(alternatives)
         if family == "join" and operator == "join.drop_on_key":
-            raise NoProposal("the dropped key is computed from no seed column (a constant)" if not alternatives
-                             else "no traced seed column left to try")
+            raise NoProposal("the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
+                             if not alternatives else "no traced seed column left to try")
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
