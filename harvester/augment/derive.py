@@ -100,6 +100,7 @@ class Proposal:
     condition: str
     row: SeedRow
     extra: tuple[SeedRow, ...] = ()
+    for_wrong_repair: bool = False  # the mutant is visible already: only ``extra`` serves the candidate
 
     @property
     def rows(self) -> tuple[SeedRow, ...]:

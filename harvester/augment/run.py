@@ -316,7 +316,7 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                     break
                 if cand.key in weak:  # visible already: only rows that make a wrong repair differ help
                     if proposal.extra:
-                        out.append(proposal)
+                        out.append(replace(proposal, for_wrong_repair=True))
                         reason = ""
                     else:
                         reason = "no informative wrong repair, and no row derived for one"
@@ -446,7 +446,11 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         if not proposals:
             continue
         seeds = _seeds_of(base)
-        tried = [proposals] + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
+        # all rows; else without the rows aimed at wrong repairs (an orphan may break a relationships
+        # test); else a few proposals alone
+        plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
+        tried = [proposals] + ([plain] if plain and plain != proposals else []) \
+            + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
         for group in tried:
             t0 = time.perf_counter()
             patch, written = render(seeds, [row for p in group for row in p.rows])
