@@ -14,7 +14,8 @@
    is kept only if the ORIGINAL project stays healthy on it: it builds, no dbt test fails that passes
    on the base data, every table that was gradable still is, and no table loses more base-gold rows
    than rows were added (the outputs differ only where the added rows reach). Else it is discarded
-   (``AugmentRejected``) and each proposal is tried alone (at most ``SINGLE_TRIES``);
+   (``AugmentRejected``), and it is tried without the rows aimed at wrong repairs, then each proposal
+   alone (at most ``SINGLE_TRIES``);
 3. the augmented pin is minted with the SAME pipeline, restricted to the recovered candidates
    (``MintOptions.only_keys``), into the base pin's split.
 
