@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import datetime, timedelta
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ PROBE_DAYS = (-1200, 2)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_LOOSE_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{1,2}:\d{2}(:\d{2})?\S*)?$")
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.Between, exp.In, exp.Like, exp.ILike)
 
 
@@ -160,6 +162,8 @@ def _format_like(existing: Sequence[str], stamp: str) -> str:
         return stamp[:10]
     if _STAMP.match(sample):
         return stamp[:10] + sample[10] + stamp[11:19] + sample[19:]
+    if _LOOSE_STAMP.match(sample) and len(sample) > 10:  # 2021-12-23 6:20:04: a time of day, written whole
+        return stamp[:10] + sample[10] + stamp[11:19]
     return stamp[:10]
 
 
@@ -312,6 +316,9 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
       differ from the mutant);
     - ``join.drop_on_key``: a twin of a row of the joined side whose dropped key (traced) is fresh: the
       remaining keys match it too, so the mutant fans out;
+    - ``time.swap_timestamp_columns``: a twin of a row of the seed both columns come from, with the
+      column the mutant reads instead moved a day on, and (``extra``) a twin whose date and timestamp
+      columns are all set apart (``spread_timestamps``), for wrong repairs that read a third column;
     - ``time``/``filter``: the probed value in the seed column the compared column is computed from, and
       (``extra``) a value both comparisons reject, so that removing the bound (the operators' wrong repair)
       differs from the mutant as well as from the original.
@@ -350,6 +357,27 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
                     continue  # a key the mutant still has
                 out += [make(f"two {inner.table} rows agree on every key but {inner.name}", row)
                         for row in _traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)]
+    elif operator == "time.swap_timestamp_columns":
+        before, after = _qualified_columns(original_span), _qualified_columns(replacement)
+        if before and after:
+            (table, column), (other_table, other) = before[0], after[0]
+            for seed_name, seed_column in trace(original_sql, table, column, lineage):
+                traced_other = {c for s_, c in trace(original_sql, other_table or table, other, lineage)
+                                if s_ == seed_name}
+                seed = seeds.get(seed_name)
+                if seed is None or not seed.rows or not traced_other - {seed_column}:
+                    continue
+                spread = spread_timestamps(seed)
+                index = seed.column(seed_column)
+                if spread is None or index is None:
+                    continue
+                # the row: the column read for the other one moved a day on; extra: every timestamp of a
+                # row apart, so a wrong repair reading a third column differs from the mutant too
+                moved = dict(spread.values).get(seed.header[index].strip())
+                if moved is not None:
+                    out.append(make(f"{column} and {other} differ",
+                                    SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
+                                    (spread,)))
     elif family in ("time", "filter"):
         pair = changed_comparison(original_sql, mutated_sql)
         if pair is not None:
@@ -422,6 +450,26 @@ def literal_probes(*comparisons: exp.Expression) -> tuple[str, ...]:
                 number = float(literal.this) if "." in literal.this else int(literal.this)
                 out.extend(str(v) for v in (number, number - 1, number + 1))
     return tuple(dict.fromkeys(out))
+
+
+def spread_timestamps(seed: SeedTable) -> SeedRow | None:
+    """A twin of a real row whose date and timestamp columns all differ from each other (the template's
+    first date plus 1, 2, 3… days, each written like its column): any two timestamp columns swapped, or
+    one read for another, then give a different value. None when the seed has fewer than two."""
+    template = _template_row(seed, "")
+    values = seed.rows[template]
+    columns = [i for i, v in enumerate(values) if _LOOSE_STAMP.match(v)]
+    if len(columns) < 2:
+        return None
+    try:
+        base = datetime.strptime(values[columns[0]][:10], "%Y-%m-%d")
+    except ValueError:
+        return None
+    out = []
+    for step, index in enumerate(columns, start=1):
+        stamp = (base + timedelta(days=step)).strftime("%Y-%m-%d %H:%M:%S")
+        out.append((seed.header[index].strip(), _format_like([values[index]], stamp)))
+    return SeedRow(seed.name, template, tuple(out))
 
 
 def _template_row(seed: SeedTable, column: str) -> int:
@@ -518,5 +566,5 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+__all__ = ["spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
            "key_columns", "propose", "render", "upstream_seeds"]

@@ -200,3 +200,24 @@ def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> Non
     # on the bound (kept by >= only), and the day before it (kept by neither: only removing the bound,
     # the operator's wrong repair, keeps it)
     assert [r.values for r in got.rows] == [(("seen", "2024-05-01"),), (("seen", "2024-04-30"),)]
+
+
+def test_swapped_timestamp_columns_are_seen_on_a_twin_whose_timestamps_differ() -> None:
+    from harvester.augment.derive import SeedTable, propose, render
+    from harvester.augment.trace import Lineage
+
+    # every bill was created, due and paid at the same moment: reading one for another changes nothing
+    seed = SeedTable.parse("bills", "seeds/bills.csv",
+                           "id,created,due,paid,amount\n1,2021-03-08 6:58:07,2021-03-08 6:58:07,2021-03-08,5\n")
+    lin = Lineage(models={"db.main.stg_bills": "select id, cast(created as timestamp) as created_at, "
+                                                "cast(due as timestamp) as due_at from \"db\".\"raw\".\"bills\""},
+                  columns={"db.raw.bills": ("id", "created", "due", "paid", "amount"),
+                           "db.main.stg_bills": ("id", "created_at", "due_at")},
+                  seeds={"db.raw.bills": "bills"})
+    sql = 'select g.id, g.created_at, g.due_at from "db"."main"."stg_bills" g'
+    got = propose("k", "time", "time.swap_timestamp_columns", "g.due_at", "created_at as due_at", sql,
+                  sql.replace("g.due_at", "created_at as due_at"), (seed,), frozenset(), lambda *a: None, 0, lin)
+    assert got.row.values == (("due", "2021-03-10 00:00:00"),)  # due moved on, written like its column
+    _, written = render({"bills": seed}, list(got.rows))
+    # the extra twin has every timestamp apart (a wrong repair reading `paid` differs from the mutant too)
+    assert written[1][1] == ("3", "2021-03-09 00:00:00", "2021-03-10 00:00:00", "2021-03-11", "5")
