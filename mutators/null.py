@@ -92,24 +92,7 @@ class DropCoalesceBool(Operator):
         arg = text_of(parsed, node.this)
         flipped = "true" if default is False else "false"
         wrong = [Edit(span[0], span[0] + len(value), f"coalesce({arg}, {flipped})")]
-        # in a filter (through NOT too: `where not coalesce(deleted, false)`) a NULL that was a definite
-        # value can only make the condition NULL, so rows drop out; in a select list values change
-        return self.site(parsed, *span, value, wrong, effect="fewer_rows" if _filters_through_not(node) else "")
-
-
-def _filters_through_not(node: exp.Expression) -> bool:
-    """The node's truth value decides which rows a WHERE/HAVING/QUALIFY or an inner join keeps, through
-    AND, OR, NOT and parentheses (three-valued logic is monotone in each: NULL drops a row or keeps it out)."""
-    child, parent = node, node.parent
-    while parent is not None:
-        if isinstance(parent, (exp.Where, exp.Having, exp.Qualify)):
-            return True
-        if isinstance(parent, exp.Join):
-            return child.arg_key == "on" and not parent.side
-        if not isinstance(parent, (exp.And, exp.Or, exp.Paren, exp.Not)):
-            return False
-        child, parent = parent, parent.parent
-    return False
+        return self.site(parsed, *span, value, wrong)
 
 
 class FlipIsNull(Operator):

@@ -114,8 +114,7 @@ def test_invariants_of_every_site(model: str) -> None:
         # a site may refine its operator's effect (a moved time bound says which way rows change; a null
         # check flipped inside a filter changes which rows are kept)
         assert (m.effect == REGISTRY[m.operator].effect or m.operator.startswith("time.")
-                or (m.operator == "null.flip_is_null" and m.effect == "changed_rows")
-                or (m.operator == "null.drop_coalesce_bool" and m.effect == "fewer_rows"))
+                or (m.operator == "null.flip_is_null" and m.effect == "changed_rows"))
         assert m.effect in EFFECTS
 
 
@@ -171,15 +170,6 @@ def test_coalesce_false_in_positive_where_is_not_a_site() -> None:
     text = "select * from {{ ref('a') }} where coalesce(is_active, false) and coalesce(is_paid, true)\n"
     edits = [m.edit.apply(text) for m in candidates(text, ["null"]) if m.operator == "null.drop_coalesce_bool"]
     assert edits == ["select * from {{ ref('a') }} where coalesce(is_active, false) and is_paid\n"]
-
-
-def test_a_dropped_boolean_coalesce_in_a_filter_drops_rows_and_in_a_select_changes_values() -> None:
-    text = ("select coalesce(is_gift, false) as is_gift from {{ ref('a') }} "
-            "where not coalesce(is_deleted, false)\n")
-    got = {m.edit.apply(text): m.effect for m in candidates(text, ["null"]) if m.operator == "null.drop_coalesce_bool"}
-    # `not is_deleted` drops the rows whose flag is NULL (a soft-delete filter of a staging model)
-    assert got == {text.replace("coalesce(is_deleted, false)", "is_deleted"): "fewer_rows",
-                   text.replace("coalesce(is_gift, false)", "is_gift"): "changed_values"}
 
 
 def test_families_filter() -> None:
