@@ -39,6 +39,9 @@ from harvester.augment.trace import Lineage, trace
 FAMILIES = ("null", "time", "filter", "join", "grain")
 #: join operators whose mutant and original differ on a left row without a match
 UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
+#: null operators that swap ``count(*)`` and ``count(col)``: they differ only on a counted row whose ``col`` is
+#: NULL, and their wrong repair (``count(distinct col)``) only where a value repeats within a group
+COUNT_OPERATORS = ("null.count_star_to_column", "null.count_column_to_star")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
 #: screening/confirm reasons that mean "visible, but no wrong repair is informative on this data"
@@ -187,6 +190,10 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         if family == "join" and operator == "join.drop_on_key":
             raise NoProposal("the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
                              if not alternatives else "no traced seed column left to try")
+        if operator in COUNT_OPERATORS:  # a same-named column of another seed never reaches this count
+            raise NoProposal("the counted column traces to no seed column (a constant such as source_relation, "
+                             "or SQL lineage cannot follow): count(col) equals count(*) on any data"
+                             if not alternatives else "no traced seed column left to try")
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
@@ -311,6 +318,8 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
 
     - ``null``: where the column belongs to the joined side of a LEFT JOIN, an outer row whose join key
       matches nothing (the NULL an unmatched join makes); then a NULL in each seed column it is computed from;
+      for ``count(*)`` <-> ``count(col)`` (``COUNT_OPERATORS``) a NULL in the seed column the counted column
+      comes from, and (``extra``) a twin of that row, for the ``count(distinct col)`` wrong repair;
     - ``join`` (unmatched operators): an outer row whose traced key matches nothing, and, for the join-type
       operators, an orphan of the joined side too (``extra``: the right / full outer wrong repairs then
       differ from the mutant);
@@ -328,7 +337,16 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
 
     out: list[Proposal] = []
     tree = _parse(original_sql)
-    if family == "null":
+    if operator in COUNT_OPERATORS:
+        # count(*) and count(col) differ on a counted row whose col is NULL: a clone of a real row (it reaches
+        # the count the way that row does) with the seed column col comes from set NULL. extra: a twin of
+        # the same row (a fresh key only), so col repeats within its group and the wrong repair,
+        # count(distinct col), differs from the mutant as well as from the original
+        for table, column in dict.fromkeys(_qualified_columns(original_span) + _qualified_columns(replacement)):
+            out += [make(f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})", row,
+                         (SeedRow(row.seed, row.template, ()),))
+                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage)]
+    elif family == "null":
         columns = _qualified_columns(original_span) + _qualified_columns(replacement)
         for table, column in dict.fromkeys(columns):
             for join in (tree.find_all(exp.Join) if tree is not None and table else ()):
@@ -566,5 +584,5 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+__all__ = ["COUNT_OPERATORS", "spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
            "key_columns", "propose", "render", "upstream_seeds"]
