@@ -135,6 +135,27 @@ def test_a_swapped_count_is_seen_on_a_clone_whose_traced_counted_column_is_null(
     assert (before, after) == (False, True)
 
 
+def test_a_default_dropped_inside_a_grouped_sum_is_seen_on_a_null_row_in_a_group_of_its_own(club) -> None:  # type: ignore[no-untyped-def]
+    from harvester.augment.derive import FRESH
+
+    proposal, written, before, after = _derive(club, "null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)
+    # sum() skips a NULL amount in a region that has others: the row also gets a region no payment has
+    assert proposal.row.seed == "ledger_payments"
+    assert proposal.row.values == (("amount", ""), ("region", FRESH))
+    seed = club["seeds"]["ledger_payments"]
+    (_, values), = written
+    assert values[seed.column("amount")] == "" and values[seed.column("region")] not in {r[2] for r in seed.rows}
+    assert (before, after) == (False, True)
+
+
+def test_fresh_dates_are_written_like_the_column_and_precede_every_row() -> None:
+    from harvester.augment.derive import _fresh
+
+    assert _fresh(["2024-03-02", "2024-03-01", ""], set()) == "2024-02-29"
+    assert _fresh(["2024-03-02 10:00:00"], {"2024-03-01 00:00:00"}) == "2024-02-29 00:00:00"
+    assert _fresh(["7", "", "9"], set()) == "10" and _fresh(["north"], set()) == "north_h1"
+
+
 def test_a_count_of_a_constant_column_has_no_proposal() -> None:
     from harvester.augment.derive import NoProposal, propose
 
@@ -154,7 +175,8 @@ def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy
                                      ("join.drop_on_key", "members.region = paid.region", MART),
                                      ("join.left_to_inner", "left join", MART),
                                      ("null.count_column_to_star", "member_id", ACTIVITY),
-                                     ("null.count_star_to_column", "*", ACTIVITY)]:
+                                     ("null.count_star_to_column", "*", ACTIVITY),
+                                     ("null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)]:
         proposal, _, _, _ = _derive(club, operator, removed, model)
         rows += proposal.rows
     patch, written = render(club["seeds"], rows)
@@ -162,7 +184,7 @@ def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy
         pin = augmented_pin(club["pin"], patch, len(written))  # raises AugmentRejected if a dbt test fails
     # the unmatched member serves both the NULL of the joined side and the inner join, and both counts
     # share the twin of one payment: each added once
-    assert len(rows) == 9 and len(written) == 7
+    assert len(rows) == 10 and len(written) == 8
     assert pin.augments == club["pin"].id and pin.augmentation_sha256
 
 
