@@ -142,9 +142,7 @@ class Child:
         if isolate:
             if os.getpid() > 8:  # bubblewrap's PID namespace numbers its processes from 1
                 raise RuntimeError("isolated batches need the sandbox's own PID namespace (run inside bubblewrap)")
-            from dbt.cli.main import dbtRunner  # noqa: F401 - imported once, before the first fork
-            import dbt.adapters.duckdb  # noqa: F401
-
+            warm_up_dbt()
             keep = {path for root in SCRUBBED_DIRS for path in tree_paths(root)}
         for line in sys.stdin:
             if not line.strip():
@@ -436,6 +434,24 @@ class Child:
             "first_error": "",
             "detail": {"columns": columns, "rows": rows, "truncated": len(fetched) > max_rows},
         }
+
+
+#: modules a seed + build loads lazily; imported before the first fork so that no batch pays for them
+WARM_MODULES = ("dbt.task.seed", "dbt.task.build", "dbt.task.run", "dbt.task.test", "dbt.task.compile",
+                "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "agate", "duckdb")
+
+
+def warm_up_dbt() -> None:
+    """Import dbt and the modules a seed + build loads lazily, so a forked batch starts with them loaded.
+    Nothing is invoked: a dbt invocation leaves threads and held locks behind, and a fork made after it
+    can deadlock. No project code runs here."""
+    from dbt.cli.main import dbtRunner  # noqa: F401
+
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional module: the batch imports what it needs
+            pass
 
 
 #: the sandbox's private writable folders outside the workspace, scrubbed after each isolated batch
