@@ -317,7 +317,8 @@ def _warm(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to
     """The naive strategy's build (a full seed + build from nothing) in ``warm``'s child."""
     if not ctx.primed:  # once per task, as _prime (a failed parse leaves full parses to each build)
         ctx.primed = True
-        warm.prime(ctx.pin, ctx.pristine, limits)
+        if not warm.reuse_parse_state(ctx.pin, ctx.pristine, limits):
+            warm.prime(ctx.pin, ctx.pristine, limits)
     try:
         result = warm.build(ctx.pin, ctx.pristine, edits, limits)
     except safe_fs.UnsafePathError:

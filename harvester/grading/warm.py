@@ -20,6 +20,9 @@ for the next build. So every build starts from exactly what a fresh workspace wo
   kills every other process of the sandbox and scrubs its /tmp and /dev/shm (``isolate``): nothing a
   build did in memory or left running reaches the next one.
 
+dbt's partial-parse state is primed once per pin (a parse of the first task's pristine project in the
+child) and reused for the other tasks of that pin, whose broken file dbt then re-parses.
+
 The child is started on the first fallback build, follows the pin of the task being graded (a build
 for another pin, another HARVEST_HOME or other limits starts a new one), and ends at ``close()`` (the
 environment closes it when it closes) or when this process exits.
@@ -59,7 +62,9 @@ class WarmBuilds:
         self._session: SandboxSession | None = None
         self._root: Path | None = None
         self._lock = threading.Lock()
+        self._parse_state: Path | None = None  # the host's copy of the last primed partial-parse state
         self.builds = 0  # builds run in a warm child
+        self.primes = 0  # parses of a pristine project run to prime dbt's partial parsing
         self.opened = 0  # children sessions opened (one per pin, per home, per limits)
         _OPEN.add(self)
 
@@ -127,6 +132,23 @@ class WarmBuilds:
                 return False
             # read beneath the workspace the child wrote, never through a link it planted
             safe_fs.copy_out(workspace, state, pristine / state, max_bytes=limits.workspace_bytes)
+            assert self._root is not None
+            self._parse_state = self._root / "partial_parse.msgpack"
+            shutil.copyfile(pristine / state, self._parse_state)
+            self.primes += 1
+            return True
+
+    def reuse_parse_state(self, pin: Pin, pristine: Path, limits: Limits) -> bool:
+        """Give ``pristine`` (another task of the pin this child serves) the partial-parse state primed for
+        an earlier task of the same pin, instead of parsing again: dbt re-parses the files whose checksums
+        differ (the other task's broken file), as it does for an edit. False when there is none."""
+        with self._lock:
+            key = (str(harvest_home()), pin.id, limits)
+            if self._session is None or self._key != key or self._parse_state is None:
+                return False
+            state = f"{pin.project_dir}/{PARTIAL_PARSE}" if pin.project_dir not in ("", ".") else PARTIAL_PARSE
+            (pristine / state).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self._parse_state, pristine / state)
             return True
 
     def build(self, pin: Pin, pristine: Path, edits: Mapping[str, str], limits: Limits) -> BuildResult:
@@ -143,7 +165,7 @@ class WarmBuilds:
 
     def _close(self) -> None:
         session, root = self._session, self._root
-        self._session, self._root, self._key = None, None, None
+        self._session, self._root, self._key, self._parse_state = None, None, None, None
         if session is not None:
             session.close()
         if root is not None:

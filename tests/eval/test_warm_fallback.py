@@ -65,6 +65,14 @@ def test_fallback_builds_in_the_warm_child_give_the_cold_verdicts(dev_world) -> 
         assert warm.builds == len(variants) and warm.child_starts == 1, (warm.builds, warm.child_starts)
         fixed_hot = grade(task, variants["fixed+jinja"], "fast", fallback="naive", tests=True, warm=warm)
         assert (fixed_hot.built, fixed_hot.official, fixed_hot.strict) == (True, 1, 1), fixed_hot
+        # another task of the same pin: same child, the partial-parse state primed for the first task reused
+        other = next(t for t in dev_world.tasks[1:] if t.pin == task.pin)
+        _, other_fixed, other_wrong = _texts(other)
+        for text in (other_fixed + JINJA, other_wrong + JINJA):
+            hot = grade(other, {other.file: text}, "fast", fallback="naive", tests=True, warm=warm)
+            cold = grade(other, {other.file: text}, "fast", fallback="naive", tests=True)
+            assert hot.path == "warm" and _strip(hot) == _strip(cold), (other.instance_id, hot, cold)
+        assert hot.official == 0 and warm.primes == 1 and warm.child_starts == 1, (hot, warm.primes)
 
 
 def test_a_build_in_the_warm_child_finds_nothing_an_earlier_build_left(dev_world) -> None:  # noqa: ANN001
