@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ def interval_s() -> float:
 
 def stderr_is_terminal() -> bool:
     """True when stderr is an interactive terminal (rich draws there); False for pipes and files."""
-    stream = click.get_text_stream("stderr")
+    stream = sys.stderr  # what click's runner and a real terminal both put there (get_text_stream is deprecated)
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):

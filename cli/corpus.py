@@ -81,12 +81,9 @@ def report(out: Path, timings: Path | None, as_json: bool) -> None:
 
 def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
     """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, plan, shard_finished
+    from harvester.mint.pipeline import MintOptions, unfinished as shards_left
 
-    jobs = plan(pins, MintOptions(max_per_model=max_per_model), mint_target(harvest_home(), pins_dir()))
-    return sorted({job.pin_id for job in jobs if not shard_finished(job.pin_id, job.model)})
+    return sorted({pin_id for pin_id, _ in shards_left(pins, MintOptions(max_per_model=max_per_model))})
 
 
 def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict:

@@ -21,10 +21,17 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.")
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
+@click.option("--budget-s", type=click.FloatRange(min=1), default=None,
+              help="Wall-time budget in seconds, counted from the first shard: shards stop between candidates when it runs out, keeping "
+                   "everything decided; the next run resumes them and keeps the same tasks an unstopped run keeps.")
 @click.option("--verify-lock", is_flag=True,
               help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
 @click.option("--write-lock", is_flag=True,
               help="After minting, write pins/_tasks.lock from every task in the store (all pins).")
+@click.option("--rebuild-sealed", is_flag=True,
+              help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
+                   "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "
+                   "disagrees with its seal). Check the result with --verify-lock.")
 @click.option("--augment", is_flag=True,
               help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
                    "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
@@ -33,12 +40,12 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @fails_cleanly
 def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
+            no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from cli._progress import progress
     from core.home import harvest_home, pins_dir
     from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint, plan, yield_report
+    from harvester.mint.pipeline import MintOptions, mint, plan, unfinished, yield_report
     from core.pin import list_pins, pin_path, read_pin
     from mutators import FAMILIES
 
@@ -53,7 +60,13 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
-    shards = plan(pins, options, mint_target(harvest_home(), pins_dir()))
+    shards = plan(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
+    if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
+        import dataclasses
+        import time
+
+        options = dataclasses.replace(options, deadline=time.time() + budget_s)
+        shards = [dataclasses.replace(job, deadline=options.deadline) for job in shards]
     # progress goes to stderr in every mode (a bar on a terminal, one line per interval when piped)
     with progress("mint", total=len(shards), unit="model shards") as bar:
 
@@ -68,28 +81,30 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                     counts["confirm_rejected"] += 1
             bar.advance(1, detail=_run_line(counts))
 
-        mint(pins, options, mint_target(harvest_home(), pins_dir()), on_result=on_result)
+        mint(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed), on_result=on_result, jobs=shards)
     recovered = None
     if augment:
         from harvester.augment.run import AugmentOptions, recover
 
         with progress("augment", total=None, unit="model shards") as bar:
             recovered = recover([p for p in pins if not p.augmentation_sha256], options,
-                                mint_target(harvest_home(), pins_dir()),
+                                mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
                                 AugmentOptions(sandboxed=not no_sandbox),
                                 on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
     from cli.corpus import lock_step
 
-    from harvester.mint.pipeline import shard_finished
-
-    left = sorted({job.pin_id for job in plan(pins, options, mint_target(harvest_home(), pins_dir()))
-                   if not shard_finished(job.pin_id, job.model)}) if (verify_lock or write_lock) else []
+    left_jobs = unfinished(pins, options) if (verify_lock or write_lock or budget_s) else []
+    left = sorted({pin_id for pin_id, _ in left_jobs})
     lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
     if as_json:
         echo_json({"this_run": counts, **report, **({"augmentation": recovered} if recovered is not None else {}),
-                   **({"lock": lock} if lock else {})})
+                   **({"lock": lock} if lock else {}),
+                   **({"unfinished": {"model_shards": len(left_jobs), "pins": left}} if budget_s else {})})
     else:
+        if left_jobs and budget_s:
+            click.echo(f"the budget ran out with {len(left_jobs)} model shard(s) left on {len(left)} pin(s); "
+                       "run the same command again to resume them")
         _print_report(report, counts)
         if recovered is not None:
             _print_augmentation(recovered)

@@ -26,6 +26,7 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "project_dir": pin.project_dir,
         "gold_sha256": pin.gold_sha256,
         "clock": pin.clock,
+        "compat_patch_sha256": pin.compat_patch_sha256,
         "clock_frozen": pin.clock_frozen,
         "database": pin.database,
         "license": pin.license,

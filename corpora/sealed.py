@@ -89,6 +89,12 @@ def verify(home: Path, pins: Path) -> dict[str, str]:
             )
         return {}
     root = root_of(entries)
+    if not entries and seal.count:
+        raise SealError(
+            f"the sealed store {sealed_dir(home)} is empty but {pins / SEAL_NAME} seals {seal.count} task(s): this "
+            "home has not minted the test split; mint it with `harvest mint --all --rebuild-sealed` (then "
+            "`--verify-lock` checks each task against pins/_tasks.lock)"
+        )
     if len(entries) != seal.count or root != seal.root:
         raise SealError(
             f"sealed store {sealed_dir(home)} does not match its committed seal: {len(entries)} task(s), root "
@@ -101,13 +107,19 @@ def _same_task(a: TaskRecord, b: TaskRecord) -> bool:
     return a == b
 
 
-def seal_task(record: TaskRecord, home: Path, pins: Path) -> Path:
-    """Add one test task to the store and update the committed seal (under a lock; store verified first)."""
+def seal_task(record: TaskRecord, home: Path, pins: Path, *, rebuild: bool = False) -> Path:
+    """Add one test task to the store and update the committed seal (under a lock; store verified first).
+
+    ``rebuild``: a fresh home re-minting a sealed corpus. Only an EMPTY store may start over against a
+    seal that commits tasks (the seal is then rewritten from what is minted, task by task, so a resumed
+    rebuild verifies as usual); a non-empty store that disagrees with its seal is refused either way.
+    Whether the rebuild reproduced the sealed tasks is the task lock's check (its test hashes).
+    """
     if record.split != "test":
         raise SealError(f"{record.instance_id}: only test tasks go to the sealed store (split is {record.split!r})")
     folder = sealed_dir(home)
     with locked(folder):
-        entries = verify(home, pins)
+        entries = _scan(home) if rebuild and not _scan(home) else verify(home, pins)
         path = folder / f"{record.instance_id}.json"
         if path.name in entries:
             if _same_task(read_task(path), record):

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 PURPOSES = ("train", "dataset", "eval", "inspect")
 
 
-def mint_target(home: Path, pins: Path) -> "MintTarget":
-    """The corpus as the mint sees it: each pin's reserved split from the ledger, kept tasks into the store."""
+def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> "MintTarget":
+    """The corpus as the mint sees it: each pin's reserved split from the ledger, kept tasks into the store.
+    ``rebuild_sealed``: an empty sealed store may be re-minted against the committed seal (see
+    :func:`corpora.sealed.seal_task`)."""
     from corpora.ledger import assignment_of
     from harvester.mint.pipeline import MintTarget
 
@@ -33,7 +35,8 @@ def mint_target(home: Path, pins: Path) -> "MintTarget":
         found = assignment_of(pin_id, pins)
         return (found.split, found.group) if found else None
 
-    return MintTarget(split_of=split_of, store=lambda record: store_task(record, home, pins))
+    return MintTarget(split_of=split_of,
+                      store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed))
 
 
 def split_dir(home: Path, split: str) -> Path:
@@ -56,13 +59,13 @@ def _check_against_ledger(record: TaskRecord, ledger: SplitLedger, pins: Path) -
         )
 
 
-def store_task(record: TaskRecord, home: Path, pins: Path) -> Path:
+def store_task(record: TaskRecord, home: Path, pins: Path, *, rebuild_sealed: bool = False) -> Path:
     """Write one minted task where its (ledger-confirmed) split says; test goes only to the sealed store."""
     if record.split not in SPLITS:
         raise FirewallError(f"{record.instance_id}: unknown split {record.split!r}")
     _check_against_ledger(record, SplitLedger.load(pins), pins)
     if record.split == "test":
-        return sealed.seal_task(record, home, pins)
+        return sealed.seal_task(record, home, pins, rebuild=rebuild_sealed)
     return write_task(record, split_dir(home, record.split))
 
 

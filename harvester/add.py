@@ -318,6 +318,9 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             previous = None  # a malformed pin is rebuilt
         if previous is not None and not options.rebuild:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
+    if previous is not None and options.compat_patch is None and previous.compat_patch_sha256:
+        # a rebuild applies the patch the pin records (stored by hash), unless a new one is given
+        options = replace(options, compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff")
     run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=1) as early:

@@ -10,6 +10,11 @@ trusts only reports named in a marker, so a run killed half-way through writing 
 that shard from the same starting point as the interrupted run, and the re-run keeps exactly the tasks
 an uninterrupted run keeps.
 
+A time budget (``MintOptions.deadline``, `harvest mint --budget-s`) stops shards between candidates. A
+stopped shard's decided reports are written and vouched for by a ``<model>.part`` marker (no ``.done``);
+the next run resumes it: screened-out and confirmed candidates are not redone, and the confirmed ones
+are replayed in the confirmation order so the resumed shard keeps the tasks an unstopped one keeps.
+
 One task per distinct bug: shards run in parallel, so the driver keeps, per pin, an index of the kept
 tasks' broken-output signatures and statement digests (``shards/kept-bugs.index``); a task whose broken outputs or
 statement equal a kept one's is dropped here (its report says ``duplicate`` / ``duplicate_statement``),
@@ -54,6 +59,7 @@ class MintOptions:
     incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
     only_keys: frozenset[str] | None = None  # try only these candidate keys (augmented pins: the recovered ones)
     only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
+    deadline: float | None = None  # epoch second after which shards stop between candidates (`--budget-s`)
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -62,6 +68,10 @@ def reports_dir(pin_id: str) -> Path:
 
 def _marker_path(pin_id: str, model: str) -> Path:
     return reports_dir(pin_id) / "shards" / f"{model}.done"
+
+
+def _part_path(pin_id: str, model: str) -> Path:
+    return reports_dir(pin_id) / "shards" / f"{model}.part"
 
 
 def _pending_path(pin_id: str, model: str) -> Path:
@@ -107,11 +117,14 @@ def pending(pin_id: str) -> list[dict]:
 
 
 def completed_keys(pin_id: str, model: str) -> frozenset[str]:
-    """The report keys of ``model`` that a finished shard vouched for (empty when no shard finished)."""
-    try:
-        return frozenset(json.loads(_marker_path(pin_id, model).read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return frozenset()
+    """The report keys of ``model`` that a finished shard vouched for, else those a shard stopped by a
+    time budget vouched for (empty when no shard got that far)."""
+    for path in (_marker_path(pin_id, model), _part_path(pin_id, model)):
+        try:
+            return frozenset(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            continue
+    return frozenset()
 
 
 def shard_finished(pin_id: str, model: str) -> bool:
@@ -214,6 +227,8 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
             kept = sum(1 for r in finished if r["kept"])
             if kept >= options.max_per_model:
                 continue
+            resumed = not shard_finished(pin.id, uid) and bool(vouched)  # a shard a time budget stopped
+            before = tuple(sorted((r["key"], bool(r["kept"])) for r in finished if r.get("stage") == "confirm"))
             jobs.append(ShardJob(
                 pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
@@ -221,14 +236,41 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
                 only_keys=options.only_keys,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
+                deadline=options.deadline, confirmed_before=before if resumed else (),
             ))
     return jobs
 
 
+def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str]]:
+    """(pin id, model) of every model shard a run with ``options`` would still start: not finished and
+    under the cap. What :func:`plan` would plan, without materializing templates or running mutators."""
+    left: list[tuple[str, str]] = []
+    for pin in pins:
+        for uid, node in sorted(models(load_state(pin.id).manifest).items()):
+            if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
+                continue
+            if shard_finished(pin.id, uid):
+                continue
+            vouched = completed_keys(pin.id, uid)
+            kept = sum(1 for key in vouched if _kept(pin.id, key))
+            if kept < options.max_per_model:
+                left.append((pin.id, uid))
+    return left
+
+
+def _kept(pin_id: str, key: str) -> bool:
+    try:
+        return bool(json.loads((reports_dir(pin_id) / f"{key}.json").read_text(encoding="utf-8")).get("kept"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
-         on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> list[CandidateReport]:
-    """Mint every pin; returns the reports written by this run."""
-    jobs = plan(pins, options, target)
+         on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
+         jobs: Sequence[ShardJob] | None = None) -> list[CandidateReport]:
+    """Mint every pin; returns the reports written by this run. ``jobs``: the caller's :func:`plan` of
+    the same pins and options (planned here when not given)."""
+    jobs = plan(pins, options, target) if jobs is None else jobs
     runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
     written: list[CandidateReport] = []
     indexes: dict[str, dict[str, dict[str, str]]] = {}
@@ -241,6 +283,14 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
             atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
                               json.dumps(report.to_dict(), sort_keys=True))
             written.append(report)
+        keys = sorted(job.done_keys | {r.key for r in result.reports})
+        if result.stopped:  # the budget ran out: vouch for what it decided; the shard is not finished
+            atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
+            if result.reports:
+                atomic.write_text(_part_path(job.pin_id, job.model), json.dumps(keys))
+            if on_result:
+                on_result(job, list(reports))
+            continue
         pending_file = _pending_path(job.pin_id, job.model)
         if result.pending:
             atomic.write_text(pending_file, json.dumps(
@@ -250,8 +300,8 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
         atomic.write_text(_dead_path(job.pin_id, job.model), json.dumps(
             [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True))
         atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
-        keys = sorted(job.done_keys | {r.key for r in result.reports})  # the marker last (module docstring)
-        atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))
+        atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))  # the marker last (docstring)
+        _part_path(job.pin_id, job.model).unlink(missing_ok=True)
         if on_result:
             on_result(job, list(reports))
     return written

@@ -58,6 +58,13 @@ class ShardJob:
     known_statements: frozenset[str] = frozenset()
     home: str = field(default_factory=lambda: str(harvest_home()))
     pins: str = field(default_factory=lambda: str(pins_dir()))
+    # a time budget: past this epoch second the shard stops between candidates and returns what it
+    # decided (``ShardResult.stopped``); a later run resumes it where it stopped (None: no budget)
+    deadline: float | None = None
+    # the candidates of this model that survived screening and were decided by confirmation in an
+    # earlier, stopped run: (key, kept). The resumed run replays them in the confirmation order, so it
+    # keeps exactly the tasks an uninterrupted run keeps
+    confirmed_before: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,8 @@ class ShardResult:
     pending: tuple[tuple[str, str, str], ...] = ()
     # mutator sites that are dead code where DuckDB runs the model (not candidates; counted)
     dead: tuple[DeadSite, ...] = ()
+    # the job's deadline passed before the shard was done: its reports are final, the rest is left for later
+    stopped: bool = False
 
 
 def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, **kw: Any) -> CandidateReport:
@@ -160,10 +169,20 @@ def close_warm_builders() -> None:
 multiprocessing.util.Finalize(None, close_warm_builders, exitpriority=100)
 
 
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() >= deadline
+
+
 def run_shard(job: ShardJob) -> ShardResult:
-    """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept."""
+    """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept.
+
+    Under a deadline the shard stops between candidates: every report it returns is final, survivors it
+    did not confirm get no report (so a later run screens and confirms them), and ``stopped`` is set.
+    """
     import os
 
+    if _past(job.deadline):
+        return ShardResult((), (), stopped=True)
     os.environ["HARVEST_HOME"] = job.home
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
@@ -185,14 +204,23 @@ def run_shard(job: ShardJob) -> ShardResult:
     builder: VariantBuilder | None = None
     dead: list[DeadSite] = []
     seen = Seen(job.known_signatures, job.known_statements)
+    before = dict(job.confirmed_before)  # decided by confirmation in a stopped run: replayed, not rebuilt
+    kept -= sum(before.values())  # the count an uninterrupted run has before it confirms anything
+    stopped = False
     try:
         survivors: list[Survivor] = []
         kept_families: set[str] = set()
         for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold)):
             if kept >= job.max_per_model:
                 break
+            if cand.key in before:
+                survivors.append((cand, None, "", {}))
+                continue
             if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
                 continue
+            if _past(job.deadline):
+                stopped = True
+                break
             outcome = screen(engine, pin, nodes, cand, gold, tests)
             timings = {"screen": round(outcome.seconds, 4)}
             weak_ok = job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
@@ -204,10 +232,19 @@ def run_shard(job: ShardJob) -> ShardResult:
                 continue
             survivors.append((cand, outcome, "", timings))
         confirmed_keys: set[str] = set()
-        for cand, outcome, statement, timings in confirmation_order(survivors, job.family_order, kept_families):
+        for cand, outcome, statement, timings in (() if stopped else
+                                                   confirmation_order(survivors, job.family_order, kept_families)):
             if kept >= job.max_per_model:
                 break
             confirmed_keys.add(cand.key)
+            if cand.key in before:  # decided before the stop: it counts as it did then
+                if before[cand.key]:
+                    kept += 1
+                    kept_families.add(cand.mutation.family)
+                continue
+            if _past(job.deadline):
+                stopped = True
+                break
             if builder is None and job.incremental:
                 builder = warm_builder(pin, job, state.database, limits)
             ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
@@ -248,5 +285,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             builder.forget()
         engine.close()
         safe_fs.rmtree(scratch)
+    if stopped:
+        return ShardResult(tuple(reports), tuple(tasks), (), tuple(dead), stopped=True)
     pending = tuple((c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys)
     return ShardResult(tuple(reports), tuple(tasks), pending, tuple(dead))

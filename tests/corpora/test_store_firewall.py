@@ -148,3 +148,24 @@ def test_any_change_to_the_sealed_store_is_detected(world, reserved, how):
         load_tasks("test", world.home, world.pins, purpose="eval", token=token)
     with pytest.raises(SealError):
         store_task(make_task(reserved[0]["t/testrepo"], "test", "t/testrepo", 7), world.home, world.pins)
+
+
+def test_a_fresh_home_rebuilds_the_sealed_store_only_when_asked_and_only_from_empty(world, reserved, tmp_path):
+    """A fresh machine re-minting the corpus starts with an empty sealed store against a committed seal:
+    refused with the way out unless asked; when asked, the same tasks give back the same seal; and a
+    store that already holds tasks is still checked (a rebuild is not a way round tampering)."""
+    _, tasks = reserved
+    pins = tmp_path / "rebuild" / "pins"
+    shutil.copytree(world.pins, pins)
+    committed = (pins / SEAL_NAME).read_text()
+    fresh = tmp_path / "rebuild" / "home"
+    with pytest.raises(SealError, match="--rebuild-sealed"):
+        store_task(tasks["test"][0], fresh, pins)
+    for task in tasks["test"]:
+        store_task(task, fresh, pins, rebuild_sealed=True)
+    assert (pins / SEAL_NAME).read_text() == committed
+    assert len(verify(fresh, pins)) == len(tasks["test"])
+    victim = sealed_dir(fresh) / f"{tasks['test'][0].instance_id}.json"
+    victim.write_text(victim.read_text().replace(tasks["test"][0].effect, "tampered", 1))
+    with pytest.raises(SealError, match="does not match its committed seal"):
+        store_task(tasks["test"][1], fresh, pins, rebuild_sealed=True)

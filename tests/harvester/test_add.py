@@ -143,6 +143,33 @@ def test_a_rebuild_reproduces_the_gold_file_byte_for_byte(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "home" / "gold").glob("*.duckdb")) == [f"{first}.duckdb"]
 
 
+COMPAT_PATCH = """diff --git a/models/compat_marker.sql b/models/compat_marker.sql
+new file mode 100644
+--- /dev/null
++++ b/models/compat_marker.sql
+@@ -0,0 +1 @@
++select 7 as patched_in
+"""
+
+
+def test_a_rebuild_keeps_the_compat_patch_the_pin_records(tmp_path: Path) -> None:
+    """`add --rebuild` of a pin made with --compat-patch applies the stored patch again (a rebuild that
+    dropped it built a different project, or failed to build one that needs its shim)."""
+    repo = fixture_repo("clock", tmp_path / "repo")
+    patch = tmp_path / "compat.diff"
+    patch.write_text(COMPAT_PATCH)
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--compat-patch", str(patch), "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    assert first["compat_patch_sha256"] and any(t["name"] == "main.compat_marker" for t in first["tables"])
+    patch.unlink()  # the rebuild must read the pin's stored copy, not the file given the first time
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["compat_patch_sha256"] == first["compat_patch_sha256"]
+    assert again["gold_sha256"] == first["gold_sha256"], again.get("drift")
+
+
 def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> None:
     repo = fixture_repo("fivetran_style", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
