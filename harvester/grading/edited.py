@@ -339,8 +339,9 @@ def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fal
     ``Unsupported`` instead (for a caller with a build path of its own). ``tests``: the fast path also
     runs every dbt test of the project (the dbt paths always report theirs). ``capture_to``: the graded
     tables are written there for the scorer's explainer. ``warm``: the ``naive`` builds run in that warm
-    sandboxed child (``harvester.grading.warm``; same verdicts, without a cold start). A failed or refused build is a 0 with its
-    reason, never an exception; a task whose pin or built state is unusable raises RewardBuildError.
+    sandboxed child (``harvester.grading.warm``; same verdicts, without a cold start). A failed or refused
+    build is a 0 with its reason, never an exception; a task whose pin or built state is unusable raises
+    RewardBuildError.
     """
     if mode not in MODES or (fallback is not None and fallback not in MODES[1:]):
         raise ValueError(f"unknown grading mode {mode!r}/{fallback!r}; use one of {', '.join(MODES)}")

@@ -438,19 +438,31 @@ class Child:
 
 #: modules a seed + build loads lazily; imported before the first fork so that no batch pays for them
 WARM_MODULES = ("dbt.task.seed", "dbt.task.build", "dbt.task.run", "dbt.task.test", "dbt.task.compile",
-                "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "agate", "duckdb")
+                "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "dbt.adapters.duckdb.environments.local",
+                "dbt_common.clients.agate_helper", "agate", "babel.dates", "duckdb")
+#: the dbt classes a seed + build validates against their JSON schema (dbt 1.11; profiled)
+SCHEMA_CLASSES = ("dbt.contracts.project.Configuration", "dbt.contracts.project.PackageConfig",
+                  "dbt.contracts.project.ProfileConfig", "dbt.contracts.project.Project",
+                  "dbt.contracts.project.ProjectFlags", "dbt.contracts.selection.SelectorFile",
+                  "dbt.task.test.TestResultData", "dbt.adapters.duckdb.credentials.DuckDBCredentials")
 
 
 def warm_up_dbt() -> None:
-    """Import dbt and the modules a seed + build loads lazily, so a forked batch starts with them loaded.
-    Nothing is invoked: a dbt invocation leaves threads and held locks behind, and a fork made after it
-    can deadlock. No project code runs here."""
+    """Import dbt and the modules a seed + build loads lazily, and build the JSON schemas dbt validates its
+    configuration against, so a forked batch starts with them ready. Nothing is invoked: a dbt invocation
+    leaves threads and held locks behind, and a fork made after it can deadlock. No project code runs here."""
     from dbt.cli.main import dbtRunner  # noqa: F401
 
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional module: the batch imports what it needs
+            pass
+    for name in SCHEMA_CLASSES:  # each class builds its JSON schema on first validation (~1 s in all)
+        module, _, attr = name.rpartition(".")
+        try:
+            getattr(importlib.import_module(module), attr).json_schema()
+        except Exception:  # noqa: BLE001 - a class dbt no longer has: the batch builds what it needs
             pass
 
 
