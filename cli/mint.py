@@ -149,10 +149,11 @@ def _print_augmentation(recovered: dict) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("family", "equivalent/invisible", "rows derived", "on kept augmentation", "recovered tasks")
+    table = Table("family", "equivalent/invisible", "no informative wrong repair", "rows derived",
+                  "on kept augmentation", "recovered tasks")
     for family, row in sorted(recovered["families"].items()):
-        table.add_row(markup(family), str(row["invisible"]), str(row["proposed"]), str(row["augmented"]),
-                      str(row["recovered"]))
+        table.add_row(markup(family), str(row["invisible"]), str(row.get("no_wrong_repair", 0)), str(row["proposed"]),
+                      str(row["augmented"]), str(row["recovered"]))
     console.print(table)
     for aug in recovered["augmentations"]:
         what = f"pin {aug['pin']}" if aug["pin"] else f"discarded ({aug['discarded']}: {aug['detail']})"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import datetime, timedelta
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ import sqlglot
 from sqlglot import exp
 
 from core.patching import make_patch
+from harvester.augment.trace import Lineage, trace
 
 #: families whose distinguishing condition this module can derive
 FAMILIES = ("null", "time", "filter", "join", "grain")
@@ -39,11 +41,19 @@ FAMILIES = ("null", "time", "filter", "join", "grain")
 UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
+#: screening/confirm reasons that mean "visible, but no wrong repair is informative on this data"
+WEAK_REASONS = ("no_wrong_repair",)
+#: a SeedRow value meaning "a value no row of any seed in the patch has in this column" (assigned by render)
+FRESH = "\x00fresh"
+#: join operators whose wrong repairs (right / full outer join) differ from the mutant only when the joined
+#: side also has a row without a match
+ORPHAN_WRONG_REPAIR_OPERATORS = ("join.left_to_inner", "join.inner_to_left")
 #: how far around the clock the time probe looks, in days (the past first)
 PROBE_DAYS = (-1200, 2)
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+_LOOSE_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{1,2}:\d{2}(:\d{2})?\S*)?$")
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.Between, exp.In, exp.Like, exp.ILike)
 
 
@@ -82,13 +92,21 @@ class SeedRow:
 
 @dataclass(frozen=True)
 class Proposal:
-    """The distinguishing condition of one candidate and the seed row that makes it true."""
+    """The distinguishing condition of one candidate and the seed row that makes it true; ``extra``: rows
+    that make the operator's wrong repairs differ from the mutant too (an orphan on the joined side,
+    where a wrong repair swaps the join type), never needed for the mutant itself to be visible."""
 
     key: str
     family: str
     operator: str
     condition: str
     row: SeedRow
+    extra: tuple[SeedRow, ...] = ()
+    for_wrong_repair: bool = False  # the mutant is visible already: only ``extra`` serves the candidate
+
+    @property
+    def rows(self) -> tuple[SeedRow, ...]:
+        return (self.row, *self.extra)
 
 
 class NoProposal(Exception):
@@ -144,19 +162,31 @@ def _format_like(existing: Sequence[str], stamp: str) -> str:
         return stamp[:10]
     if _STAMP.match(sample):
         return stamp[:10] + sample[10] + stamp[11:19] + sample[19:]
+    if _LOOSE_STAMP.match(sample) and len(sample) > 10:  # 2021-12-23 6:20:04: a time of day, written whole
+        return stamp[:10] + sample[10] + stamp[11:19]
     return stamp[:10]
 
 
 def propose(key: str, family: str, operator: str, original_span: str, replacement: str,
             original_sql: str, mutated_sql: str, seeds: Sequence[SeedTable], upstream: frozenset[str],
-            probe: Probe, choose: int = 0) -> Proposal:
+            probe: Probe, choose: int = 0, lineage: Lineage | None = None) -> Proposal:
     """The row that distinguishes one candidate, or NoProposal saying why there is none.
 
     ``original_span``/``replacement``: the mutated text before and after (in the compiled SQL);
     ``original_sql``/``mutated_sql``: the model's whole compiled SQL before and after the edit.
-    ``choose``: which seed holding the column to use (0: the likeliest; the caller tries the next ones
-    when a screen says the row does not reach the mutated node).
+    ``choose``: which alternative to use (0: the likeliest; the caller tries the next ones when a screen
+    says the row does not reach the mutated node). With ``lineage``, the alternatives traced through the
+    models' SELECT expressions back to seed columns (``traced``) come first, then those found by name.
     """
+    if lineage is not None:
+        alternatives = traced(key, family, operator, original_span, replacement, original_sql, mutated_sql,
+                              {s.name: s for s in seeds}, lineage, probe)
+        if choose < len(alternatives):
+            return alternatives[choose]
+        choose -= len(alternatives)
+        if family == "join" and operator == "join.drop_on_key":
+            raise NoProposal("the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
+                             if not alternatives else "no traced seed column left to try")
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
@@ -232,6 +262,159 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
     raise NoProposal(f"family {family} has no derivation yet")
 
 
+def _qualified_columns(fragment: str) -> list[tuple[str, str]]:
+    tree = _parse(f"select {fragment}")
+    return [] if tree is None else [(c.table, c.name) for c in tree.find_all(exp.Column) if c.name]
+
+
+def changed_join(original_sql: str, mutated_sql: str) -> tuple[exp.Join, exp.Join | None] | None:
+    """The first join the edit changed (original, mutated; the mutated one None when it was removed)."""
+    a, b = _parse(original_sql), _parse(mutated_sql)
+    if a is None or b is None:
+        return None
+    left, right = list(a.find_all(exp.Join)), list(b.find_all(exp.Join))
+    for x, y in zip(left, right):
+        if x.sql(dialect="duckdb") != y.sql(dialect="duckdb"):
+            return x, y
+    return (left[-1], None) if len(left) > len(right) else None
+
+
+def _join_keys(join: exp.Join) -> list[tuple[exp.Column, exp.Column]]:
+    """(outer side, joined side) of every ``column = column`` key of the join's ON."""
+    joined = join.this.alias_or_name if isinstance(join.this, exp.Expression) else ""
+    condition = join.args.get("on")
+    out = []
+    for eq in (condition.find_all(exp.EQ) if isinstance(condition, exp.Expression) else ()):
+        sides = [eq.this, eq.expression]
+        if all(isinstance(c, exp.Column) for c in sides):
+            inner = [c for c in sides if c.table == joined]
+            outer = [c for c in sides if c.table and c.table != joined]
+            if inner and outer:
+                out.append((outer[0], inner[0]))
+    return out
+
+
+def _traced_rows(sql: str, table: str, column: str, value: str, seeds: Mapping[str, SeedTable],
+                 lineage: Lineage) -> list[SeedRow]:
+    """One row per seed column ``table.column`` is computed from, that column set to ``value``."""
+    out = []
+    for seed_name, seed_column in trace(sql, table, column, lineage):
+        seed = seeds.get(seed_name)
+        if seed is not None and seed.rows and seed.column(seed_column) is not None:
+            out.append(SeedRow(seed.name, _template_row(seed, seed_column), ((seed_column, value),)))
+    return out
+
+
+def traced(key: str, family: str, operator: str, original_span: str, replacement: str, original_sql: str,
+           mutated_sql: str, seeds: Mapping[str, SeedTable], lineage: Lineage, probe: Probe) -> list[Proposal]:
+    """The alternatives found by tracing the columns the node reads back to seed columns, likeliest first:
+
+    - ``null``: where the column belongs to the joined side of a LEFT JOIN, an outer row whose join key
+      matches nothing (the NULL an unmatched join makes); then a NULL in each seed column it is computed from;
+    - ``join`` (unmatched operators): an outer row whose traced key matches nothing, and, for the join-type
+      operators, an orphan of the joined side too (``extra``: the right / full outer wrong repairs then
+      differ from the mutant);
+    - ``join.drop_on_key``: a twin of a row of the joined side whose dropped key (traced) is fresh: the
+      remaining keys match it too, so the mutant fans out;
+    - ``time.swap_timestamp_columns``: a twin of a row of the seed both columns come from, with the
+      column the mutant reads instead moved a day on, and (``extra``) a twin whose date and timestamp
+      columns are all set apart (``spread_timestamps``), for wrong repairs that read a third column;
+    - ``time``/``filter``: the probed value in the seed column the compared column is computed from, and
+      (``extra``) a value both comparisons reject, so that removing the bound (the operators' wrong repair)
+      differs from the mutant as well as from the original.
+    """
+    def make(condition: str, row: SeedRow, extra: tuple[SeedRow, ...] = ()) -> Proposal:
+        return Proposal(key, family, operator, condition, row, extra)
+
+    out: list[Proposal] = []
+    tree = _parse(original_sql)
+    if family == "null":
+        columns = _qualified_columns(original_span) + _qualified_columns(replacement)
+        for table, column in dict.fromkeys(columns):
+            for join in (tree.find_all(exp.Join) if tree is not None and table else ()):
+                if join.side != "LEFT" or not isinstance(join.this, exp.Expression) \
+                        or join.this.alias_or_name != table:
+                    continue
+                for outer, _ in _join_keys(join):
+                    out += [make(f"{outer.sql()} has no match in {table}", row)
+                            for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)]
+            out += [make(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row)
+                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage)]
+    elif family == "join" and operator in UNMATCHED_JOIN_OPERATORS:
+        pair = changed_join(original_sql, mutated_sql)
+        for outer, inner in (_join_keys(pair[0]) if pair is not None else []):
+            orphans = tuple(_traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)[:1]) \
+                if operator in ORPHAN_WRONG_REPAIR_OPERATORS else ()
+            out += [make(f"{outer.sql()} has no match", row, tuple(o for o in orphans if o.seed != row.seed))
+                    for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)]
+    elif family == "join" and operator == "join.drop_on_key":
+        pair = changed_join(original_sql, mutated_sql)
+        if pair is not None:
+            kept = {c.sql(dialect="duckdb") for c in (pair[1].find_all(exp.EQ) if pair[1] is not None else ())}
+            for outer, inner in _join_keys(pair[0]):
+                if exp.EQ(this=outer.copy(), expression=inner.copy()).sql(dialect="duckdb") in kept or \
+                        exp.EQ(this=inner.copy(), expression=outer.copy()).sql(dialect="duckdb") in kept:
+                    continue  # a key the mutant still has
+                out += [make(f"two {inner.table} rows agree on every key but {inner.name}", row)
+                        for row in _traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)]
+    elif operator == "time.swap_timestamp_columns":
+        before, after = _qualified_columns(original_span), _qualified_columns(replacement)
+        if before and after:
+            (table, column), (other_table, other) = before[0], after[0]
+            for seed_name, seed_column in trace(original_sql, table, column, lineage):
+                traced_other = {c for s_, c in trace(original_sql, other_table or table, other, lineage)
+                                if s_ == seed_name}
+                seed = seeds.get(seed_name)
+                if seed is None or not seed.rows or not traced_other - {seed_column}:
+                    continue
+                spread = spread_timestamps(seed)
+                index = seed.column(seed_column)
+                if spread is None or index is None:
+                    continue
+                # the row: the column read for the other one moved a day on; extra: every timestamp of a
+                # row apart, so a wrong repair reading a third column differs from the mutant too
+                moved = dict(spread.values).get(seed.header[index].strip())
+                if moved is not None:
+                    out.append(make(f"{column} and {other} differ",
+                                    SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
+                                    (spread,)))
+    elif family in ("time", "filter"):
+        pair = changed_comparison(original_sql, mutated_sql)
+        if pair is not None:
+            cols = {(c.table, c.name) for c in pair[0].find_all(exp.Column) if c.name}
+            if len(cols) == 1:
+                (table, column), = cols
+                placeholder = "__harvest_probe"
+
+                def bind(node: exp.Expression) -> str:
+                    return node.copy().transform(
+                        lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
+                    ).sql(dialect="duckdb")
+
+                values = literal_probes(*pair) if family == "filter" else ()
+                found = probe(bind(pair[0]), bind(pair[1]), placeholder, values) \
+                    if family == "time" or values else None
+                # a value both comparisons reject: removing the bound (a wrong repair) then keeps a row
+                # that neither the original nor the mutant keeps, so it differs from the mutant too
+                outside = probe(f"({bind(pair[0])}) or ({bind(pair[1])})", "true", placeholder, values) \
+                    if found is not None else None
+                if found is not None:
+                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
+                        seed = seeds[row.seed]
+                        index = seed.column(row.values[0][0])
+                        assert index is not None
+
+                        def shaped(v: str) -> str:
+                            return v if family == "filter" else _format_like([r[index] for r in seed.rows], v)
+
+                        extra = (SeedRow(row.seed, row.template, ((row.values[0][0], shaped(outside)),)),) \
+                            if outside is not None and outside != found else ()
+                        out.append(make(f"{column} = {found[:19]}", SeedRow(row.seed, row.template,
+                                                                              ((row.values[0][0], shaped(found)),)),
+                                        extra))
+    return list(dict.fromkeys(out))
+
+
 def unmatched_join_column(original_sql: str, mutated_sql: str) -> tuple[str, str, str] | None:
     """The left-input key of the first join the edit changed, as (column, left relation, joined relation)
     (lower-case names; ``a.x = b.y`` joining ``b``: x, a's table, b's table)."""
@@ -269,6 +452,26 @@ def literal_probes(*comparisons: exp.Expression) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def spread_timestamps(seed: SeedTable) -> SeedRow | None:
+    """A twin of a real row whose date and timestamp columns all differ from each other (the template's
+    first date plus 1, 2, 3… days, each written like its column): any two timestamp columns swapped, or
+    one read for another, then give a different value. None when the seed has fewer than two."""
+    template = _template_row(seed, "")
+    values = seed.rows[template]
+    columns = [i for i, v in enumerate(values) if _LOOSE_STAMP.match(v)]
+    if len(columns) < 2:
+        return None
+    try:
+        base = datetime.strptime(values[columns[0]][:10], "%Y-%m-%d")
+    except ValueError:
+        return None
+    out = []
+    for step, index in enumerate(columns, start=1):
+        stamp = (base + timedelta(days=step)).strftime("%Y-%m-%d %H:%M:%S")
+        out.append((seed.header[index].strip(), _format_like([values[index]], stamp)))
+    return SeedRow(seed.name, template, tuple(out))
+
+
 def _template_row(seed: SeedTable, column: str) -> int:
     """The row to clone: the first one with every value present (else the first)."""
     return next((i for i, r in enumerate(seed.rows) if all(v != "" for v in r)), 0)
@@ -289,7 +492,7 @@ def key_columns(seed: SeedTable) -> tuple[int, ...]:
 
 
 def _fresh(values: Sequence[str], taken: set[str]) -> str:
-    if all(re.fullmatch(r"-?\d+", v) for v in values):
+    if values and all(re.fullmatch(r"-?\d+", v) for v in values):
         candidate = max(int(v) for v in values) + 1
         while str(candidate) in taken:
             candidate += 1
@@ -307,16 +510,26 @@ def render(seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]) -> tuple[str
     unique_rows = list(dict.fromkeys(rows))
     added: dict[str, list[tuple[str, ...]]] = {}
     written: list[tuple[str, tuple[str, ...]]] = []
+    used: set[str] = set()  # every fresh value of this patch: two orphans never match each other
+
+    def fresh(seed: SeedTable, index: int) -> str:
+        existing = [r[index] for r in seed.rows] + [r[index] for r in added.get(seed.name, [])]
+        value = _fresh(existing, set(existing) | used)
+        used.add(value)
+        return value
+
     for row in unique_rows:
         seed = seeds[row.seed]
         values = list(seed.rows[row.template])
+        set_here = set()
         for column, value in row.values:
             index = seed.column(column)
             assert index is not None
-            values[index] = value
+            values[index] = fresh(seed, index) if value == FRESH else value
+            set_here.add(index)
         for index in key_columns(seed):
-            existing = [r[index] for r in seed.rows] + [r[index] for r in added.get(seed.name, [])]
-            values[index] = _fresh(existing, set(existing))
+            if index not in set_here or values[index] == seed.rows[row.template][index]:
+                values[index] = fresh(seed, index)
         added.setdefault(seed.name, []).append(tuple(values))
         written.append((seed.name, tuple(values)))
     patch = ""
@@ -353,5 +566,5 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+__all__ = ["spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
            "key_columns", "propose", "render", "upstream_seeds"]

@@ -3,15 +3,19 @@
 ``recover(pins, options, target)`` runs after a pin's mint:
 
 1. every candidate its reports reject as ``equivalent``/``invisible`` (families ``derive.FAMILIES``)
-   gets a proposal: the one seed row that makes mutant and original differ (``derive.propose``; the
-   time probe evaluates both comparisons in the locked-down DuckDB at the pinned clock);
+   gets a proposal: the one seed row that makes mutant and original differ (``derive.propose``, which
+   traces the columns the node reads back to seed columns through the models, ``augment/trace.py``; the
+   time probe evaluates both comparisons in the locked-down DuckDB at the pinned clock), screened in
+   DuckDB; a candidate rejected for want of an informative wrong repair (``no_wrong_repair``) gets one
+   only where the derivation has rows aimed at its wrong repairs (``Proposal.extra``);
 2. the rows of all proposals become ONE seed patch (identical rows once), and an augmented pin is
    made from it like ``harvest add`` makes any pin (``augmented_pin``): the base pin's tree + the
    patch, built twice sandboxed at the base pin's clock, gold and state installed. The augmentation
    is kept only if the ORIGINAL project stays healthy on it: it builds, no dbt test fails that passes
    on the base data, every table that was gradable still is, and no table loses more base-gold rows
    than rows were added (the outputs differ only where the added rows reach). Else it is discarded
-   (``AugmentRejected``) and each proposal is tried alone (at most ``SINGLE_TRIES``);
+   (``AugmentRejected``), and it is tried without the rows aimed at wrong repairs, then each proposal
+   alone (at most ``SINGLE_TRIES``);
 3. the augmented pin is minted with the SAME pipeline, restricted to the recovered candidates
    (``MintOptions.only_keys``), into the base pin's split.
 
@@ -39,8 +43,9 @@ from core.home import builds_dir, pins_dir
 from core.locked_duckdb import Lock, bounded, connect_locked
 from core.patching import apply_patch
 from core.pin import Pin, read_pin, pin_path, write_pin
+from harvester.augment.trace import Lineage, relation_key
 from harvester.augment.derive import (
-    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
+    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
 )
 from harvester.mint.pipeline import MintOptions, MintTarget, mint
 from harvester.mint.shard import CandidateReport, ShardJob
@@ -51,7 +56,7 @@ SINGLE_TRIES = 3
 #: wall-time bound of one probe statement (seconds)
 PROBE_SECONDS = 10.0
 #: seeds tried per candidate (``derive.propose``'s ``choose``) until the screen sees the mutant differ
-MAX_ALTERNATIVES = 4
+MAX_ALTERNATIVES = 6
 
 
 class AugmentRejected(HarvestError):
@@ -86,7 +91,7 @@ class Augmentation:
 
 @dataclass(frozen=True)
 class RecoverReport:
-    """Per family: candidates rejected as invisible, proposals derived, candidates on a kept augmentation,
+    """Per family: candidates rejected as invisible, those rejected ``no_wrong_repair``, proposals derived, candidates on a kept augmentation,
     and tasks kept on augmented pins (``recovered``); the augmentations; the seconds spent."""
 
     families: dict[str, dict[str, int]]
@@ -150,6 +155,47 @@ def read_seeds(tree: Path, project_dir: str, manifest: dict) -> dict[str, SeedTa
     return out
 
 
+def lineage_of(manifest: dict, database: Path) -> Lineage:
+    """What ``trace`` needs, read from the pin's manifest and built database: every model's compiled SQL,
+    every relation's columns, and the seed behind each seed relation (and each source whose table a seed
+    of that name builds)."""
+    nodes = manifest.get("nodes", {})
+    seed_names = {str(n.get("name", "")).lower() for n in nodes.values() if n.get("resource_type") == "seed"}
+    seeds: dict[str, str] = {}
+    models: dict[str, str] = {}
+    for node in [*nodes.values(), *manifest.get("sources", {}).values()]:
+        relation = str(node.get("relation_name") or "")
+        if not relation:
+            continue
+        kind = node.get("resource_type")
+        if kind == "seed":
+            seeds[relation_key(relation)] = str(node.get("name", "")).lower()
+        elif kind == "source" and str(node.get("identifier") or node.get("name", "")).lower() in seed_names:
+            seeds.setdefault(relation_key(relation), str(node.get("identifier") or node.get("name", "")).lower())
+        elif kind == "model" and node.get("compiled_code"):
+            models[relation_key(relation)] = str(node["compiled_code"])
+    path = str(Path(database).resolve())
+    con = connect_locked(":memory:", Lock(allowed_paths=(path, path + ".wal")))
+    columns: dict[str, list[str]] = {}
+    try:
+        con.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
+        for cat, schema, table, column in con.execute(
+                "SELECT table_catalog, table_schema, table_name, column_name FROM information_schema.columns "
+                "WHERE table_catalog = 'db' ORDER BY table_catalog, table_schema, table_name, ordinal_position"
+        ).fetchall():
+            columns.setdefault(".".join(x.lower() for x in (cat, schema, table)), []).append(column.lower())
+    finally:
+        con.close()
+    # the database is attached as "db"; the project names it by its own catalog
+    own = {r.split(".")[0] for r in [*models, *seeds]}
+    renamed = {}
+    for key, cols in columns.items():
+        _, schema_table = key.split(".", 1)
+        for cat in own or {"db"}:
+            renamed[f"{cat}.{schema_table}"] = tuple(cols)
+    return Lineage(models, renamed, seeds)
+
+
 def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
                 model: str, mutated_sql: str, scratch: Path) -> bool:
     """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
@@ -207,8 +253,11 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, int], dict[str, int]]:
-    """Proposals for the pin's candidates rejected as invisible; per family the rejected count; and why
+def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, dict[str, int]],
+                                                               dict[str, int]]:
+    """Proposals for the pin's candidates rejected as invisible, and for those rejected for want of an
+    informative wrong repair (``WEAK_REASONS``: only proposals with rows aimed at the wrong repairs, which
+    the re-mint then judges); per family the rejected counts (``invisible``, ``no_wrong_repair``); and why
     the others got none (reason -> count)."""
     from harvester.mint.candidates import model_candidates
     from harvester.mint.lineage import models
@@ -218,10 +267,16 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     from mutators import transplant
 
     rejected = [r for r in load_reports(pin.id)
-                if not r.get("kept") and r.get("reason") in INVISIBLE_REASONS and r.get("family") in families]
-    per_family: dict[str, int] = {}
+                if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS)
+                and r.get("family") in families]
+    per_family: dict[str, dict[str, int]] = {}
+    weak: set[str] = set()
     for r in rejected:
-        per_family[r["family"]] = per_family.get(r["family"], 0) + 1
+        group = "no_wrong_repair" if r["reason"] in WEAK_REASONS else "invisible"
+        counts = per_family.setdefault(r["family"], {"invisible": 0, "no_wrong_repair": 0})
+        counts[group] += 1
+        if group == "no_wrong_repair":
+            weak.add(r["key"])
     if not rejected:
         return [], per_family, {}
     state = load_state(pin.id)
@@ -229,6 +284,7 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     tree = template(pin)
     seeds = read_seeds(tree, pin.project_dir, state.manifest)
     probe = time_probe(pin.clock)
+    lineage = lineage_of(state.manifest, state.database)
     scratch = Path(tempfile.mkdtemp(prefix="augment-screen-", dir=builds_dir().parent / "tmp"
                                     if (builds_dir().parent / "tmp").is_dir() else None))
     wanted: dict[str, set[str]] = {}
@@ -255,11 +311,18 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                 try:
                     proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
                                        compiled[placed.start:placed.end], placed.replacement, compiled,
-                                       mutated, tuple(seeds.values()), upstream, probe, choose)
+                                       mutated, tuple(seeds.values()), upstream, probe, choose, lineage)
                 except NoProposal as exc:
                     reason = reason or str(exc)
                     break
-                _, written = render(seeds, [proposal.row])
+                if cand.key in weak:  # visible already: only rows that make a wrong repair differ help
+                    if proposal.extra:
+                        out.append(replace(proposal, for_wrong_repair=True))
+                        reason = ""
+                    else:
+                        reason = "no informative wrong repair, and no row derived for one"
+                    break
+                _, written = render(seeds, list(proposal.rows))
                 if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
                     out.append(proposal)
                     reason = ""
@@ -374,8 +437,9 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         if base.augmentation_sha256:
             continue  # never augment an augmented pin
         proposals, rejected, why = proposals_for(base, chosen)
-        for family, n in rejected.items():
-            families.setdefault(family, _row())["invisible"] += n
+        for family, counts in rejected.items():
+            for group, n in counts.items():
+                families.setdefault(family, _row())[group] += n
         for reason, n in why.items():
             no_proposal[reason] = no_proposal.get(reason, 0) + n
         for p in proposals:
@@ -383,10 +447,14 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         if not proposals:
             continue
         seeds = _seeds_of(base)
-        tried = [proposals] + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
+        # all rows; else without the rows aimed at wrong repairs (an orphan may break a relationships
+        # test); else a few proposals alone
+        plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
+        tried = [proposals] + ([plain] if plain and plain != proposals else []) \
+            + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
         for group in tried:
             t0 = time.perf_counter()
-            patch, written = render(seeds, [p.row for p in group])
+            patch, written = render(seeds, [row for p in group for row in p.rows])
             keys = tuple(p.key for p in group)
             try:
                 pin = augmented_pin(base, patch, len(written), options)
@@ -415,7 +483,7 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
 
 
 def _row() -> dict[str, int]:
-    return {"invisible": 0, "proposed": 0, "augmented": 0, "recovered": 0}
+    return {"invisible": 0, "no_wrong_repair": 0, "proposed": 0, "augmented": 0, "recovered": 0}
 
 
 def _seeds_of(pin: Pin) -> dict[str, SeedTable]:
