@@ -18,6 +18,10 @@ observation opens with the row's problem statement. Every environment makes its 
 build runs in its own sandbox, so several environments (threads or processes) can run at once; the shared
 caches appear atomically (temp folder + rename), so two environments materializing the same task at once
 both get a whole tree.
+
+``validate`` and ``submit`` grade the agent's edits on the fast path where it applies; the builds it cannot
+answer run in one warm sandboxed child per environment (``harvester.grading.warm``), started on the first
+such build and ended when the environment closes (``with``/``__exit__``, garbage collection, or exit).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
 from eval.env.errors import EnvError
 from eval.env.workspace import TaskWorkspace, discard, materialize
 from core.task_record import TaskRecord
+from harvester.grading.warm import WarmBuilds
 
 TaskSource = Callable[[str], TaskRecord]
 
@@ -117,6 +122,7 @@ class RepairEnvironment:
         self._settings = settings or EnvSettings()
         self._episode: Episode | None = None
         self._workspace: TaskWorkspace | None = None
+        self._warm: WarmBuilds | None = None  # the warm sandboxed child of fallback builds, made on first need
 
     @classmethod
     def from_dataset(cls, dataset: str, split: str = "train", *, repo_mirror: Path | None = None,
@@ -142,7 +148,9 @@ class RepairEnvironment:
         source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
         workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)
         self._workspace = workspace
-        self._episode = Episode(task, workspace, self._settings.run, self._settings.limits)
+        if self._warm is None:
+            self._warm = WarmBuilds(self._settings.scratch)  # its child starts on the first fallback build
+        self._episode = Episode(task, workspace, self._settings.run, self._settings.limits, warm=self._warm)
         observation = tools.project_brief(workspace)
         if self._settings.statement_in_observation:
             observation = f"{task.problem_statement}\n\n{observation}"
@@ -223,15 +231,22 @@ class RepairEnvironment:
             discard(self._workspace)
         self._workspace = None
 
+    def _shutdown(self) -> None:
+        """The environment closes: its workspace goes, and its warm sandboxed child ends."""
+        self._close()
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
+
     def __enter__(self) -> "RepairEnvironment":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._close()
+        self._shutdown()
 
-    def __del__(self) -> None:  # best effort: trl never closes its pooled environments
+    def __del__(self) -> None:  # best effort: trl never closes its pooled environments (atexit closes the child)
         try:
-            self._close()
+            self._shutdown()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 

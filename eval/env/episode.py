@@ -26,6 +26,7 @@ from eval.env import tools
 from eval.env.errors import InvalidAction
 from eval.env.grading import grade
 from harvester.grading.verdict import Graded
+from harvester.grading.warm import WarmBuilds
 from eval.env.guard import WorkspaceGuard
 from eval.env.workspace import TaskWorkspace
 from core.errors import HarvestError
@@ -103,12 +104,14 @@ class Episode:
         settings: tools.RunSettings = tools.RunSettings(),
         limits: EpisodeLimits = EpisodeLimits(),
         grader: Callable[[TaskRecord, TaskWorkspace, tools.RunSettings], Graded] = grade,
+        warm: WarmBuilds | None = None,
     ) -> None:
         self.task = task
         self.workspace = workspace
         self.settings = settings
         self.limits = limits
         self._grader = grader
+        self._warm = warm  # the environment's warm sandboxed child for fallback builds (None: a cold one each)
         self.status = RUNNING
         self.turns = 0
         self.invalid_actions = 0
@@ -217,7 +220,7 @@ class Episode:
             return None
         from eval.env.graded_edits import validate_edits
 
-        return validate_edits(self.task, self.edits, limits=self.settings.limits)
+        return validate_edits(self.task, self.edits, limits=self.settings.limits, warm=self._warm)
 
     def _graded_submission(self) -> Graded | None:
         """The submission graded through the one grading path (only with the default grader, when settings
@@ -230,7 +233,8 @@ class Episode:
         holder = self.workspace.root / ".harvest_fast"
         safe_fs.rmtree(holder)
         holder.mkdir()
-        return submit_edits(self.task, self.edits, holder / "capture.duckdb", limits=self.settings.limits)
+        return submit_edits(self.task, self.edits, holder / "capture.duckdb", limits=self.settings.limits,
+                            warm=self._warm)
 
     def _guarded(self, tool: str, clean: dict[str, Any]) -> str:
         """Run a dbt/SQL tool, then hold the write policy: any other change to the project is undone and

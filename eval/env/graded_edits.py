@@ -9,7 +9,8 @@ pin's built state with the rebuilt relations dropped first, the project's dbt te
 as dbt runs them, the scorer grades it against gold); anything else (a macro, YAML, seed or new file
 written; Jinja written; unit tests, hooks or snapshots in the project; a failing test after which dbt
 would skip models) is a fresh sandboxed seed + build of the pin with the edits — the full build, so that
-every dbt test of the project is reported, as the workspace build reported them. Only a pin without
+every dbt test of the project is reported, as the workspace build reported them; the environment runs
+those builds in its warm sandboxed child (``harvester.grading.warm``) instead of a cold one each. Only a pin without
 built state on this machine returns None: the caller then builds the agent's workspace itself.
 
 The edits are what the agent wrote through ``write_file`` (the workspace guard undoes every other change
@@ -25,6 +26,7 @@ from core.errors import HarvestError
 from core.task_record import TaskRecord
 from eval.env.tools import validate_answer
 from harvester.grading import Graded, Unsupported, grade
+from harvester.grading.warm import WarmBuilds
 from harvester.sandbox import Limits
 
 #: the strategy that answers when the fast path cannot (None: report that only dbt can answer)
@@ -32,29 +34,32 @@ FALLBACK = "naive"
 
 
 def graded_edits(task: TaskRecord, edits: Mapping[str, str], *, capture_to: Path | None = None,
-                 limits: Limits | None = None, fallback: str | None = FALLBACK) -> Graded | None:
+                 limits: Limits | None = None, fallback: str | None = FALLBACK,
+                 warm: WarmBuilds | None = None) -> Graded | None:
     """The edits graded with the project's dbt tests, or None when this machine cannot grade them here (no
-    built state of the pin) or, with ``fallback=None``, when only a dbt build can answer."""
+    built state of the pin) or, with ``fallback=None``, when only a dbt build can answer. ``warm``: the
+    environment's warm sandboxed child, where the fallback builds run (None: a cold child per build)."""
     try:
-        return grade(task, edits, "fast", fallback=fallback, tests=True, capture_to=capture_to, limits=limits)
+        return grade(task, edits, "fast", fallback=fallback, tests=True, capture_to=capture_to, limits=limits,
+                     warm=warm)
     except (Unsupported, HarvestError, OSError):
         return None
 
 
 def validate_edits(task: TaskRecord, edits: Mapping[str, str], *, limits: Limits | None = None,
-                   fallback: str | None = FALLBACK) -> str | None:
+                   fallback: str | None = FALLBACK, warm: WarmBuilds | None = None) -> str | None:
     """The ``validate`` observation, or None (see ``graded_edits``)."""
-    graded = graded_edits(task, edits, limits=limits, fallback=fallback)
+    graded = graded_edits(task, edits, limits=limits, fallback=fallback, warm=warm)
     if graded is None:
         return None
     return validate_answer(graded.built, graded.first_error, graded.tests_total, graded.failed_tests)
 
 
 def submit_edits(task: TaskRecord, edits: Mapping[str, str], capture_to: Path, *,
-                 limits: Limits | None = None) -> Graded | None:
+                 limits: Limits | None = None, warm: WarmBuilds | None = None) -> Graded | None:
     """The graded submission (graded tables written to ``capture_to`` for the audit's explainer), or None
     (see ``graded_edits``)."""
-    return graded_edits(task, edits, capture_to=capture_to, limits=limits)
+    return graded_edits(task, edits, capture_to=capture_to, limits=limits, warm=warm)
 
 
 __all__ = ["FALLBACK", "graded_edits", "submit_edits", "validate_edits"]

@@ -19,7 +19,8 @@ Three strategies, fastest first (each per task, per process, prepared once and r
   of the mint's confirmation; seconds per rollout;
 - ``naive``: a fresh workspace and a full ``dbt seed`` + ``dbt build`` per rollout (what the environment
   falls back to, since it reports every dbt test of the project; edits to macros, YAML or new files also
-  take this path).
+  take this path). Given a ``warm.WarmBuilds`` (the environment holds one), the same build runs in a warm
+  sandboxed child on a workspace reset to the pristine tree, instead of a cold child per build.
 
 In the first two the relations that the rollout rebuilds are dropped from the copy of the built state
 first: they hold the right answer, and an edit such as ``select * from {{ this }}`` must not read it.
@@ -38,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from harvester.build import build_workspace
+from harvester.build import BuildResult, build_workspace
 from core.errors import HarvestError
 from harvester.gold import gold_path
 from core.home import harvest_home, pins_dir, tmp_dir
@@ -47,6 +48,7 @@ from harvester.mint.lineage import ModelNode, models
 from core.patching import PatchError, apply_patch
 from core.pin import Pin, pin_path, read_pin
 from harvester.grading.verdict import Graded, grade_build
+from harvester.grading.warm import WarmBuilds
 from harvester.grading.fast import (
     DataTest,
     FastScorer,
@@ -273,6 +275,10 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
     )
+    return _graded(ctx, result, path, capture_to)
+
+
+def _graded(ctx: TaskContext, result: BuildResult, path: str, capture_to: Path | None) -> Graded:
     if result.run.timed_out:
         return Graded.not_built(f"timeout: {result.first_error}", result.first_error, tests_total=result.tests_total,
                                 failed_tests=tuple(sorted(result.failed_tests)), path=path)
@@ -306,8 +312,23 @@ def _naive(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_t
     return _build_and_grade(ctx, work, (), seed=True, path="naive", limits=limits, capture_to=capture_to)
 
 
+def _warm(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None,
+          warm: WarmBuilds) -> Graded:
+    """The naive strategy's build (a full seed + build from nothing) in ``warm``'s child."""
+    if not ctx.primed:  # once per task, as _prime (a failed parse leaves full parses to each build)
+        ctx.primed = True
+        if not warm.reuse_parse_state(ctx.pin, ctx.pristine, limits):
+            warm.prime(ctx.pin, ctx.pristine, limits)
+    try:
+        result = warm.build(ctx.pin, ctx.pristine, edits, limits)
+    except safe_fs.UnsafePathError:
+        raise Unsupported("an edit path goes through a link") from None
+    return _graded(ctx, result, "warm", capture_to)
+
+
 def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fallback: str | None = "dbt",
-          tests: bool = False, capture_to: Path | None = None, limits: Limits | None = None) -> Graded:
+          tests: bool = False, capture_to: Path | None = None, limits: Limits | None = None,
+          warm: WarmBuilds | None = None) -> Graded:
     """THE way to grade an edited task: ``task``'s broken project with ``edits`` (repo-relative path -> full
     new text) applied, built by the strategy ``mode`` names and scored against the pin's gold.
 
@@ -317,8 +338,10 @@ def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fal
     failing test dbt would skip models after) the ``fallback`` strategy answers; ``fallback=None`` raises
     ``Unsupported`` instead (for a caller with a build path of its own). ``tests``: the fast path also
     runs every dbt test of the project (the dbt paths always report theirs). ``capture_to``: the graded
-    tables are written there for the scorer's explainer. A failed or refused build is a 0 with its
-    reason, never an exception; a task whose pin or built state is unusable raises RewardBuildError.
+    tables are written there for the scorer's explainer. ``warm``: the ``naive`` builds run in that warm
+    sandboxed child (``harvester.grading.warm``; same verdicts, without a cold start). A failed or refused
+    build is a 0 with its reason, never an exception; a task whose pin or built state is unusable raises
+    RewardBuildError.
     """
     if mode not in MODES or (fallback is not None and fallback not in MODES[1:]):
         raise ValueError(f"unknown grading mode {mode!r}/{fallback!r}; use one of {', '.join(MODES)}")
@@ -342,6 +365,8 @@ def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fal
                     mode = fallback
             if mode == "dbt":
                 graded = _dbt(ctx, clean, limits, capture_to)
+            elif mode == "naive" and warm is not None:
+                graded = _warm(ctx, clean, limits, capture_to, warm)
             elif mode == "naive":
                 graded = _naive(ctx, clean, limits, capture_to)
         except Unsupported as exc:

@@ -177,7 +177,9 @@ def run_shard(job: ShardJob) -> ShardResult:
     """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept.
 
     Under a deadline the shard stops between candidates: every report it returns is final, survivors it
-    did not confirm get no report (so a later run screens and confirms them), and ``stopped`` is set.
+    did not confirm get no report (so a later run screens and confirms them), and ``stopped`` is set. It
+    stops only after deciding at least one candidate, so a budget shorter than a shard's screening still
+    makes progress on every run (else a resumed shard could re-screen and stop forever).
     """
     import os
 
@@ -218,7 +220,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                 continue
             if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
                 continue
-            if _past(job.deadline):
+            if reports and _past(job.deadline):  # a run that starts a shard decides at least one candidate
                 stopped = True
                 break
             outcome = screen(engine, pin, nodes, cand, gold, tests)
@@ -242,7 +244,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                     kept += 1
                     kept_families.add(cand.mutation.family)
                 continue
-            if _past(job.deadline):
+            if reports and _past(job.deadline):  # a run that starts a shard decides at least one candidate
                 stopped = True
                 break
             if builder is None and job.incremental:

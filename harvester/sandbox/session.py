@@ -8,6 +8,11 @@ would, dbt's partial parsing sees only the file a variant changed, and the paren
 bounds per batch (wall time, memory, workspace disk). A batch that crosses a bound kills the child;
 the next batch starts a new one. The child never outlives the session (``close``, or the parent's
 death through bubblewrap's --die-with-parent).
+
+``isolate=True`` (sandboxed only) runs each batch in a fork of the warm child, made after dbt is imported,
+and removes what the batch left in memory, in processes and in the sandbox's /tmp and /dev/shm before
+the next batch (see ``inside/child.py``): for builds of untrusted edits (the eval environment's
+fallback, ``harvester.grading.warm``), where one build must not be able to leave anything for the next.
 """
 
 from __future__ import annotations
@@ -43,10 +48,13 @@ class SandboxSession:
         limits: Limits = Limits(),
         log_path: Path | None = None,
         duckdb_scope: str = "workspace",
+        isolate: bool = False,
     ) -> None:
+        if isolate and not sandboxed:
+            raise SandboxError("isolated batches need the sandbox (bubblewrap's PID namespace); pass sandboxed=True")
         self._launch: Launch = prepare(
-            workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits, body={"serve": True},
-            duckdb_scope=duckdb_scope,
+            workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
+            body={"serve": True, "isolate": isolate}, duckdb_scope=duckdb_scope,
         )
         self.limits = limits
         self.log_path = log_path_for(self._launch, workspace, log_path, "session.log")

@@ -63,3 +63,26 @@ def test_a_spent_budget_decides_nothing_and_writes_no_marker(minted_example, tmp
     assert jobs and written == []
     assert not list((home / "mint").rglob("*.done")) and not list((home / "mint").rglob("*.part"))
     assert not (home / "tasks").exists() or not list((home / "tasks").rglob("*.json"))
+
+
+def test_a_budget_that_runs_out_inside_a_shard_still_decides_a_candidate(minted_example, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A budget shorter than a shard's screening must not stop it before its first decision: a resumed
+    shard would re-screen and stop again, forever (seen on a real package with a 60 s budget)."""
+    import time
+    from dataclasses import replace
+
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, plan
+    from harvester.mint.shard import run_shard
+
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(minted_example.home, home, symlinks=True)
+    shutil.copytree(minted_example.pins, pins)
+    shutil.rmtree(home / "mint")
+    shutil.rmtree(home / "tasks")
+    monkeypatch.setenv("HARVEST_HOME", str(home))
+    monkeypatch.setenv("HARVEST_PINS", str(pins))
+    jobs = plan([minted_example.pin], MintOptions(max_per_model=1), mint_target(home, pins))
+    job = replace(jobs[0], deadline=time.time() + 0.5)  # passes the shard's first look, spent by its first candidate
+    result = run_shard(job)
+    assert len(result.reports) >= 1

@@ -129,18 +129,55 @@ class Child:
         Each line is ``{"steps": [...], "result_file": ..., "stop_on_failure": bool}``; the results go to
         that file as in a one-shot run, then an empty ``<result_file>.done`` tells the parent the batch is
         over. dbt stays imported and its partial-parse state warm between batches.
+
+        With ``isolate`` (asked for only inside bubblewrap) no batch runs in this process: each runs in a
+        forked copy of it, made after dbt is imported and before any project code ran, and after the copy
+        exits every other process of the sandbox's PID namespace is killed and every file a batch left in
+        the sandbox's private /tmp and /dev/shm is removed, before the ``.done`` marker is written. So
+        nothing a batch did in memory, in a leftover process or in those folders reaches the next batch
+        (the parent resets the workspace itself: ``harvester.grading.warm``).
         """
+        isolate = bool(self.request.get("isolate"))
+        keep: set[str] = set()
+        if isolate:
+            if os.getpid() > 8:  # bubblewrap's PID namespace numbers its processes from 1
+                raise RuntimeError("isolated batches need the sandbox's own PID namespace (run inside bubblewrap)")
+            warm_up_dbt()
+            keep = {path for root in SCRUBBED_DIRS for path in tree_paths(root)}
         for line in sys.stdin:
             if not line.strip():
                 continue
             batch = json.loads(line)
             self.results = []
             self.result_path = self.workspace / batch["result_file"]
-            self.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
+            if isolate:
+                self.run_forked(batch, keep)
+            else:
+                self.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
             marker = self.result_path.with_name(self.result_path.name + ".done")
             with open(marker, "w", encoding="utf-8"):
                 pass
         return 0
+
+    def run_forked(self, batch: dict[str, Any], keep: set[str]) -> None:
+        """Run one batch in a forked copy of this process, then remove every trace it left outside the
+        workspace (see ``serve``)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                self.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
+                code = 0
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.waitpid(pid, 0)
+        kill_namespace_others()
+        for root in SCRUBBED_DIRS:
+            scrub(root, keep)
 
     def run_batch(self, steps: list[dict[str, Any]], stop_on_failure: bool) -> int:
         self.write_results(done=False)
@@ -397,6 +434,96 @@ class Child:
             "first_error": "",
             "detail": {"columns": columns, "rows": rows, "truncated": len(fetched) > max_rows},
         }
+
+
+#: modules a seed + build loads lazily; imported before the first fork so that no batch pays for them
+WARM_MODULES = ("dbt.task.seed", "dbt.task.build", "dbt.task.run", "dbt.task.test", "dbt.task.compile",
+                "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "dbt.adapters.duckdb.environments.local",
+                "dbt_common.clients.agate_helper", "agate", "babel.dates", "duckdb")
+#: the dbt classes a seed + build validates against their JSON schema (dbt 1.11; profiled)
+SCHEMA_CLASSES = ("dbt.contracts.project.Configuration", "dbt.contracts.project.PackageConfig",
+                  "dbt.contracts.project.ProfileConfig", "dbt.contracts.project.Project",
+                  "dbt.contracts.project.ProjectFlags", "dbt.contracts.selection.SelectorFile",
+                  "dbt.task.test.TestResultData", "dbt.adapters.duckdb.credentials.DuckDBCredentials")
+
+
+def warm_up_dbt() -> None:
+    """Import dbt and the modules a seed + build loads lazily, and build the JSON schemas dbt validates its
+    configuration against, so a forked batch starts with them ready. Nothing is invoked: a dbt invocation
+    leaves threads and held locks behind, and a fork made after it can deadlock. No project code runs here."""
+    from dbt.cli.main import dbtRunner  # noqa: F401
+
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional module: the batch imports what it needs
+            pass
+    for name in SCHEMA_CLASSES:  # each class builds its JSON schema on first validation (~1 s in all)
+        module, _, attr = name.rpartition(".")
+        try:
+            getattr(importlib.import_module(module), attr).json_schema()
+        except Exception:  # noqa: BLE001 - a class dbt no longer has: the batch builds what it needs
+            pass
+
+
+#: the sandbox's private writable folders outside the workspace, scrubbed after each isolated batch
+SCRUBBED_DIRS = ("/tmp", "/dev/shm")
+
+
+def tree_paths(root: str) -> set[str]:
+    """Every path under ``root`` (not descending into mount points or links), ``root`` included."""
+    found = {root}
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        found.add(entry.path)
+        if entry.is_dir(follow_symlinks=False) and not os.path.ismount(entry.path):
+            found |= tree_paths(entry.path)
+    return found
+
+
+def scrub(root: str, keep: set[str]) -> None:
+    """Remove everything under ``root`` that was not there when the warm child started (links are
+    removed, never followed; mount points are left alone)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        if os.path.ismount(entry.path):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            scrub(entry.path, keep)
+            if entry.path not in keep:
+                try:
+                    os.rmdir(entry.path)
+                except OSError:
+                    pass
+        elif entry.path not in keep:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def kill_namespace_others() -> None:
+    """SIGKILL every process of this PID namespace but this one and its ancestors (bubblewrap's init):
+    what a batch started and left running must not outlive it. Only ever called inside bubblewrap."""
+    import signal
+
+    spare = {os.getpid(), os.getppid(), 1}
+    for _ in range(3):  # a process may fork while we walk
+        others = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in spare]
+        if not others:
+            return
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 def release_dbt_duckdb() -> None:

@@ -92,3 +92,11 @@ def test_a_write_cannot_leave_the_workspace(bwrap: None, tmp_path: Path) -> None
     assert not run.ok
     assert "outside the workspace" in run.first_error
     assert list(outside.iterdir()) == []
+
+
+def test_isolated_batches_are_refused_outside_the_sandbox(tmp_path: Path) -> None:
+    """``isolate`` kills every other process of the PID namespace after a batch: only bubblewrap's own
+    namespace may be asked for it, never the host's."""
+    ws = make_workspace(tmp_path, PROJECTS / "shop", "sandbox_shop")
+    with pytest.raises(SandboxError, match="isolated batches need the sandbox"):
+        SandboxSession(ws, ".", clock=CLOCK, sandboxed=False, isolate=True)
