@@ -39,6 +39,9 @@ from harvester.augment.trace import Lineage, trace
 FAMILIES = ("null", "time", "filter", "join", "grain")
 #: join operators whose mutant and original differ on a left row without a match
 UNMATCHED_JOIN_OPERATORS = ("join.left_to_inner", "join.inner_to_left", "join.on_to_where")
+#: null operators that swap ``count(*)`` and ``count(col)``: they differ only on a counted row whose ``col`` is
+#: NULL, and their wrong repair (``count(distinct col)``) only where a value repeats within a group
+COUNT_OPERATORS = ("null.count_star_to_column", "null.count_column_to_star")
 #: screening reasons that mean "the data cannot tell the mutant from the original"
 INVISIBLE_REASONS = ("equivalent", "invisible")
 #: screening/confirm reasons that mean "visible, but no wrong repair is informative on this data"
@@ -187,6 +190,10 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         if family == "join" and operator == "join.drop_on_key":
             raise NoProposal("the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
                              if not alternatives else "no traced seed column left to try")
+        if operator in COUNT_OPERATORS:  # a same-named column of another seed never reaches this count
+            raise NoProposal("the counted column traces to no seed column (a constant such as source_relation, "
+                             "or SQL lineage cannot follow): count(col) equals count(*) on any data"
+                             if not alternatives else "no traced seed column left to try")
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
@@ -267,6 +274,37 @@ def _qualified_columns(fragment: str) -> list[tuple[str, str]]:
     return [] if tree is None else [(c.table, c.name) for c in tree.find_all(exp.Column) if c.name]
 
 
+def _aggregate_group_columns(tree: exp.Expression | None, fragment: str) -> list[tuple[str, str]] | None:
+    """Where ``fragment`` (the mutated coalesce) is the argument of a SUM, MIN or MAX of a grouped SELECT of
+    ``tree``: the columns that SELECT's GROUP BY keys read (``group by 1`` resolved to its projection);
+    None elsewhere (arithmetic, an ungrouped aggregate)."""
+    target = _parse(f"select {fragment}")
+    if tree is None or not isinstance(target, exp.Select) or not target.expressions:
+        return None
+    wanted = target.expressions[0].sql(dialect="duckdb")
+    for node in tree.find_all(exp.Coalesce):
+        if node.sql(dialect="duckdb") != wanted:
+            continue
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            parent = parent.parent
+        select = node.find_ancestor(exp.Select)
+        group = select.args.get("group") if isinstance(select, exp.Select) else None
+        if not isinstance(parent, (exp.Sum, exp.Min, exp.Max)) or not isinstance(group, exp.Group):
+            continue
+        out: list[tuple[str, str]] = []
+        for key in group.expressions:
+            if isinstance(key, exp.Literal) and key.is_int:
+                index = int(key.this) - 1
+                if not 0 <= index < len(select.expressions):
+                    continue
+                key = select.expressions[index]
+                key = key.this if isinstance(key, exp.Alias) else key
+            out += [(c.table, c.name) for c in key.find_all(exp.Column) if c.name]
+        return out
+    return None
+
+
 def changed_join(original_sql: str, mutated_sql: str) -> tuple[exp.Join, exp.Join | None] | None:
     """The first join the edit changed (original, mutated; the mutated one None when it was removed)."""
     a, b = _parse(original_sql), _parse(mutated_sql)
@@ -311,6 +349,10 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
 
     - ``null``: where the column belongs to the joined side of a LEFT JOIN, an outer row whose join key
       matches nothing (the NULL an unmatched join makes); then a NULL in each seed column it is computed from;
+      for ``count(*)`` <-> ``count(col)`` (``COUNT_OPERATORS``) a NULL in the seed column the counted column
+      comes from, and (``extra``) a twin of that row, for the ``count(distinct col)`` wrong repair; for a
+      default dropped inside SUM/MIN/MAX of a grouped SELECT (which skip a NULL) the NULL row first with
+      fresh values in the seed columns its GROUP BY keys come from: a group whose only row is NULL;
     - ``join`` (unmatched operators): an outer row whose traced key matches nothing, and, for the join-type
       operators, an orphan of the joined side too (``extra``: the right / full outer wrong repairs then
       differ from the mutant);
@@ -328,7 +370,16 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
 
     out: list[Proposal] = []
     tree = _parse(original_sql)
-    if family == "null":
+    if operator in COUNT_OPERATORS:
+        # count(*) and count(col) differ on a counted row whose col is NULL: a clone of a real row (it reaches
+        # the count the way that row does) with the seed column col comes from set NULL. extra: a twin of
+        # the same row (a fresh key only), so col repeats within its group and the wrong repair,
+        # count(distinct col), differs from the mutant as well as from the original
+        for table, column in dict.fromkeys(_qualified_columns(original_span) + _qualified_columns(replacement)):
+            out += [make(f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})", row,
+                         (SeedRow(row.seed, row.template, ()),))
+                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage)]
+    elif family == "null":
         columns = _qualified_columns(original_span) + _qualified_columns(replacement)
         for table, column in dict.fromkeys(columns):
             for join in (tree.find_all(exp.Join) if tree is not None and table else ()):
@@ -338,8 +389,17 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
                 for outer, _ in _join_keys(join):
                     out += [make(f"{outer.sql()} has no match in {table}", row)
                             for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)]
-            out += [make(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row)
-                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage)]
+            groups = _aggregate_group_columns(tree, original_span) if operator == "null.drop_coalesce_default" else None
+            for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
+                # sum/min/max skip a NULL: it shows only in a group whose every row is NULL, so the row
+                # first gets fresh values in the seed columns the GROUP BY keys come from (a group of its own)
+                alone = tuple(dict.fromkeys(
+                    (seed_column, FRESH) for t, c in (groups or ()) for s_, seed_column in trace(original_sql, t, c, lineage)
+                    if s_ == row.seed and seed_column != row.values[0][0]))
+                if alone:
+                    out.append(make(f"{column} is NULL in a group of its own (seed {row.seed}.{row.values[0][0]})",
+                                    SeedRow(row.seed, row.template, row.values + alone)))
+                out.append(make(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row))
     elif family == "join" and operator in UNMATCHED_JOIN_OPERATORS:
         pair = changed_join(original_sql, mutated_sql)
         for outer, inner in (_join_keys(pair[0]) if pair is not None else []):
@@ -492,12 +552,27 @@ def key_columns(seed: SeedTable) -> tuple[int, ...]:
 
 
 def _fresh(values: Sequence[str], taken: set[str]) -> str:
-    if values and all(re.fullmatch(r"-?\d+", v) for v in values):
-        candidate = max(int(v) for v in values) + 1
+    """A value no row has, shaped like the column's values: integers max + 1; dates and timestamps a day
+    before the oldest (before the pinned clock, which is at or after the newest seed date), written like
+    them; anything else the longest value suffixed ``_h1``, ``_h2``…. NULLs (empty) are ignored."""
+    present = [v for v in values if v != ""]
+    if present and all(re.fullmatch(r"-?\d+", v) for v in present):
+        candidate = max(int(v) for v in present) + 1
         while str(candidate) in taken:
             candidate += 1
         return str(candidate)
-    base = max(values, key=len) if values else "x"
+    if present and all(_LOOSE_STAMP.match(v) for v in present):
+        try:
+            oldest = datetime.strptime(min(present)[:10], "%Y-%m-%d")
+        except ValueError:
+            oldest = None
+        n = 1
+        while oldest is not None and n < 10_000:
+            value = _format_like(present, (oldest - timedelta(days=n)).strftime("%Y-%m-%d %H:%M:%S"))
+            if value not in taken:
+                return value
+            n += 1
+    base = max(present, key=len) if present else "x"
     n = 1
     while f"{base}_h{n}" in taken:
         n += 1
@@ -566,5 +641,5 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
+__all__ = ["COUNT_OPERATORS", "spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
            "key_columns", "propose", "render", "upstream_seeds"]

@@ -17,6 +17,7 @@ import pytest
 from tests.fixtures import fixture_repo
 
 MART = "model.club_ledger.member_balances"
+ACTIVITY = "model.club_ledger.region_activity"
 
 
 @pytest.fixture(scope="module")
@@ -38,22 +39,24 @@ def club(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         state = load_state(pin.id)
         nodes = models(state.manifest)
         tree = template(pin)
-        candidates = tuple(model_candidates(pin, nodes[MART], tree, ("null", "join"), 0))
+        candidates = {uid: tuple(model_candidates(pin, nodes[uid], tree, ("null", "join"), 0))
+                      for uid in (MART, ACTIVITY)}
         seeds = read_seeds(tree, pin.project_dir, state.manifest)
         lineage = lineage_of(state.manifest, state.database)
     return {"pin": pin, "state": state, "nodes": nodes, "candidates": candidates, "seeds": seeds,
             "lineage": lineage, "root": root, "env": lambda: use_env(home, pins)}
 
 
-def _derive(club: dict[str, Any], operator: str, removed: str):  # type: ignore[no-untyped-def]
-    """The candidate of ``operator`` whose edit removes ``removed``, its proposal and both screens."""
+def _derive(club: dict[str, Any], operator: str, removed: str, model: str = MART):  # type: ignore[no-untyped-def]
+    """The candidate of ``operator`` in ``model`` whose edit removes ``removed``, its proposal and both
+    screens (the mutant re-run on the seeds, and on the seeds with the derived rows)."""
     from harvester.augment.derive import propose, render
     from harvester.augment.run import screen_rows
     from mutators import transplant
 
-    node = club["nodes"][MART]
+    node = club["nodes"][model]
     compiled = node.compiled_code
-    for cand in club["candidates"]:
+    for cand in club["candidates"][model]:
         placed = transplant(cand.mutation.edit, cand.original, compiled)
         if cand.mutation.operator != operator or placed is None or removed not in compiled[placed.start:placed.end]:
             continue
@@ -65,8 +68,8 @@ def _derive(club: dict[str, Any], operator: str, removed: str):  # type: ignore[
         with club["env"]():
             args = (club["pin"], club["state"].manifest, club["nodes"], club["seeds"])
             scratch = club["root"] / "screen" / cand.key
-            before = screen_rows(*args, (), MART, mutated, scratch / "off")
-            after = screen_rows(*args, written, MART, mutated, scratch / "on")
+            before = screen_rows(*args, (), model, mutated, scratch / "off")
+            after = screen_rows(*args, written, model, mutated, scratch / "on")
         return proposal, written, before, after
     raise AssertionError(f"no {operator} candidate removing {removed!r}")
 
@@ -114,22 +117,74 @@ def test_left_to_inner_adds_an_unmatched_member_and_an_orphan_payment_that_never
     assert (before, after) == (False, True)
 
 
+@pytest.mark.parametrize("operator, removed, seed_column", [("null.count_column_to_star", "member_id", "member_ref"),
+                                                            ("null.count_star_to_column", "*", "region")])
+def test_a_swapped_count_is_seen_on_a_clone_whose_traced_counted_column_is_null(club, operator: str, removed: str,
+                                                                               seed_column: str) -> None:  # type: ignore[no-untyped-def]
+    proposal, written, before, after = _derive(club, operator, removed, ACTIVITY)
+    # the counted column is computed in staging (cast(member_ref as integer), lower(region)): the NULL is
+    # set in the seed column; the twin of the same payment makes the count(distinct ...) wrong repair
+    # differ from the mutant
+    assert proposal.row.seed == "ledger_payments" and proposal.row.values == ((seed_column, ""),)
+    assert proposal.extra == (type(proposal.row)("ledger_payments", proposal.row.template, ()),)
+    seed = club["seeds"]["ledger_payments"]
+    null, twin = (values for _, values in written)
+    template = seed.rows[proposal.row.template]
+    assert null[seed.column(seed_column)] == "" and twin[1:] == template[1:]
+    assert len({null[0], twin[0], *(r[0] for r in seed.rows)}) == len(seed.rows) + 2  # fresh payment ids
+    assert (before, after) == (False, True)
+
+
+def test_a_default_dropped_inside_a_grouped_sum_is_seen_on_a_null_row_in_a_group_of_its_own(club) -> None:  # type: ignore[no-untyped-def]
+    from harvester.augment.derive import FRESH
+
+    proposal, written, before, after = _derive(club, "null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)
+    # sum() skips a NULL amount in a region that has others: the row also gets a region no payment has
+    assert proposal.row.seed == "ledger_payments"
+    assert proposal.row.values == (("amount", ""), ("region", FRESH))
+    seed = club["seeds"]["ledger_payments"]
+    (_, values), = written
+    assert values[seed.column("amount")] == "" and values[seed.column("region")] not in {r[2] for r in seed.rows}
+    assert (before, after) == (False, True)
+
+
+def test_fresh_dates_are_written_like_the_column_and_precede_every_row() -> None:
+    from harvester.augment.derive import _fresh
+
+    assert _fresh(["2024-03-02", "2024-03-01", ""], set()) == "2024-02-29"
+    assert _fresh(["2024-03-02 10:00:00"], {"2024-03-01 00:00:00"}) == "2024-02-29 00:00:00"
+    assert _fresh(["7", "", "9"], set()) == "10" and _fresh(["north"], set()) == "north_h1"
+
+
+def test_a_count_of_a_constant_column_has_no_proposal() -> None:
+    from harvester.augment.derive import NoProposal, propose
+
+    sql = "select source_relation, count(*) as n from \"db\".\"main\".\"stg_members\" group by 1"
+    with pytest.raises(NoProposal, match="traces to no seed column"):
+        propose("k", "null", "null.count_star_to_column", "*", "source_relation", sql,
+                sql.replace("count(*)", "count(source_relation)"), (), frozenset(), lambda *a: None, 0, _lineage())
+
+
 def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy(club) -> None:  # type: ignore[no-untyped-def]
     from harvester.augment.derive import render
     from harvester.augment.run import augmented_pin
 
     rows = []
-    for operator, removed in [("null.drop_coalesce_default", "members.bonus_points"),
-                              ("null.drop_coalesce_default", "paid.total_paid"),
-                              ("join.drop_on_key", "members.region = paid.region"),
-                              ("join.left_to_inner", "left join")]:
-        proposal, _, _, _ = _derive(club, operator, removed)
+    for operator, removed, model in [("null.drop_coalesce_default", "members.bonus_points", MART),
+                                     ("null.drop_coalesce_default", "paid.total_paid", MART),
+                                     ("join.drop_on_key", "members.region = paid.region", MART),
+                                     ("join.left_to_inner", "left join", MART),
+                                     ("null.count_column_to_star", "member_id", ACTIVITY),
+                                     ("null.count_star_to_column", "*", ACTIVITY),
+                                     ("null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)]:
+        proposal, _, _, _ = _derive(club, operator, removed, model)
         rows += proposal.rows
     patch, written = render(club["seeds"], rows)
     with club["env"]():
         pin = augmented_pin(club["pin"], patch, len(written))  # raises AugmentRejected if a dbt test fails
-    # the unmatched member serves both the NULL of the joined side and the inner join: added once
-    assert len(rows) == 5 and len(written) == 4
+    # the unmatched member serves both the NULL of the joined side and the inner join, and both counts
+    # share the twin of one payment: each added once
+    assert len(rows) == 10 and len(written) == 8
     assert pin.augments == club["pin"].id and pin.augmentation_sha256
 
 
