@@ -17,7 +17,6 @@ give the same validate verdict and the same submission (built, tests, official, 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import statistics
@@ -29,6 +28,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
+
+from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
 
 from bench_reward import completions, prepare, stats  # noqa: E402
 
@@ -62,26 +63,13 @@ def play(task, text: str, fast: bool, scratch: Path) -> tuple[float, float, str,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dbt", type=int, default=4, help="completions also played with the dbt build per call")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", type=Path, help="a HARVEST_HOME with minted tasks (e.g. of a real repository)")
-    parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
-    parser.add_argument("--split", default="train", help="which split's tasks to play (with --home)")
-    parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks (0: all)")
-    parser.add_argument("--repo", default="", help="only tasks whose pin id contains this text (with --home)")
+    add_task_options(parser, default_tasks=0)
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-env-"))
     try:
-        if args.home and args.pins:
-            from corpora.store import load_tasks
-
-            os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            tasks = [t for t in load_tasks(args.split, args.home, args.pins, purpose="inspect") if args.repo in t.pin]
-        else:
-            tasks = prepare(root)
+        tasks = chosen_tasks(args, prepare, root)
         rng = random.Random(args.seed)
-        if args.tasks:
-            tasks = rng.sample(tasks, min(args.tasks, len(tasks)))
         from eval.env.graded_edits import validate_edits
 
         items = [(task, label, text) for task in tasks for label, text, _ in completions(task)]

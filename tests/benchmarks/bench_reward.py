@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
 
 
 def prepare(root: Path) -> list:
@@ -89,24 +92,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of the fast reward over every completion")
     parser.add_argument("--naive", type=int, default=6, help="completions scored by a full build per rollout")
     parser.add_argument("--dbt", type=int, default=6, help="completions scored by the incremental dbt build")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", type=Path, help="a HARVEST_HOME with minted train tasks (e.g. of a real repository)")
-    parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
-    parser.add_argument("--repo", default="", help="with --home: only tasks whose pin id contains this text")
-    parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks, a seeded sample (0: all)")
+    add_task_options(parser, default_tasks=0, split=False)
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-reward-"))
     try:
-        if args.home and args.pins:
-            from corpora.store import load_tasks
-
-            os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            tasks = [t for t in load_tasks("train", args.home, args.pins, purpose="inspect") if args.repo in t.pin]
-        else:
-            tasks = prepare(root)
-        if args.tasks:
-            tasks = random.Random(args.seed).sample(tasks, min(args.tasks, len(tasks)))
+        tasks = chosen_tasks(args, prepare, root)
         from harvester.grading.edited import grade
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]

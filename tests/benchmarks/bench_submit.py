@@ -24,8 +24,6 @@ the mix played), and checks that warm and cold give the same submission on every
 from __future__ import annotations
 
 import argparse
-import os
-import random
 import shutil
 import statistics
 import sys
@@ -36,6 +34,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
+
+from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
 
 from bench_reward import completions, prepare, stats  # noqa: E402
 
@@ -88,26 +88,12 @@ def edits_of(task) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--home", type=Path, help="a HARVEST_HOME with minted tasks (e.g. of a real repository)")
-    parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
-    parser.add_argument("--split", default="train", help="which split's tasks to play (with --home)")
-    parser.add_argument("--tasks", type=int, default=3, help="at most this many tasks (0: all)")
-    parser.add_argument("--repo", default="", help="only tasks whose pin id contains this text (with --home)")
+    add_task_options(parser, default_tasks=3)
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-submit-"))
     try:
-        if args.home and args.pins:
-            from corpora.store import load_tasks
-
-            os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            tasks = [t for t in load_tasks(args.split, args.home, args.pins, purpose="inspect") if args.repo in t.pin]
-        else:
-            tasks = prepare(root)
-        rng = random.Random(args.seed)
-        if args.tasks:
-            tasks = rng.sample(tasks, min(args.tasks, len(tasks)))
+        tasks = chosen_tasks(args, prepare, root)
         from harvester.grading.warm import WarmBuilds
 
         fast_s: list[float] = []

@@ -11,17 +11,23 @@ from click.testing import CliRunner
 from cli import main
 
 
+def _unminted_copy(minted, tmp_path):  # type: ignore[no-untyped-def]
+    """The minted example's home and pins, copied, with nothing minted yet (reports and tasks removed)."""
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(minted.home, home, symlinks=True)
+    shutil.copytree(minted.pins, pins)
+    shutil.rmtree(home / "mint")
+    shutil.rmtree(home / "tasks")
+    return home, pins
+
+
 def _task_files(home):  # type: ignore[no-untyped-def]
     folder = home / "tasks" / "train"
     return {p.name: p.read_text() for p in sorted(folder.glob("*.json"))}
 
 
 def test_a_budgeted_mint_resumed_until_done_keeps_the_unstopped_tasks(minted_example, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    home, pins = tmp_path / "home", tmp_path / "pins"
-    shutil.copytree(minted_example.home, home, symlinks=True)
-    shutil.copytree(minted_example.pins, pins)
-    shutil.rmtree(home / "mint")
-    shutil.rmtree(home / "tasks")
+    home, pins = _unminted_copy(minted_example, tmp_path)
     env = {"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)}
     pin = minted_example.pin.id
     budget, runs, left_after = 3.0, 0, []
@@ -50,11 +56,7 @@ def test_a_spent_budget_decides_nothing_and_writes_no_marker(minted_example, tmp
     from corpora.store import mint_target
     from harvester.mint.pipeline import MintOptions, mint, plan
 
-    home, pins = tmp_path / "home", tmp_path / "pins"
-    shutil.copytree(minted_example.home, home, symlinks=True)
-    shutil.copytree(minted_example.pins, pins)
-    shutil.rmtree(home / "mint")
-    shutil.rmtree(home / "tasks")
+    home, pins = _unminted_copy(minted_example, tmp_path)
     monkeypatch.setenv("HARVEST_HOME", str(home))
     monkeypatch.setenv("HARVEST_PINS", str(pins))
     spent = MintOptions(max_per_model=1, deadline=0.0)
@@ -75,11 +77,7 @@ def test_a_budget_that_runs_out_inside_a_shard_still_decides_a_candidate(minted_
     from harvester.mint.pipeline import MintOptions, plan
     from harvester.mint.shard import run_shard
 
-    home, pins = tmp_path / "home", tmp_path / "pins"
-    shutil.copytree(minted_example.home, home, symlinks=True)
-    shutil.copytree(minted_example.pins, pins)
-    shutil.rmtree(home / "mint")
-    shutil.rmtree(home / "tasks")
+    home, pins = _unminted_copy(minted_example, tmp_path)
     monkeypatch.setenv("HARVEST_HOME", str(home))
     monkeypatch.setenv("HARVEST_PINS", str(pins))
     jobs = plan([minted_example.pin], MintOptions(max_per_model=1), mint_target(home, pins))
