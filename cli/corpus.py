@@ -36,16 +36,19 @@ def check(as_json: bool) -> None:
 
 @command.command("lock")
 @click.option("--verify", is_flag=True, help="Compare the store with pins/_tasks.lock instead of writing it.")
+@click.option("--pin", "only", multiple=True, metavar="PIN_ID",
+              help="Only these pins (repeatable): their entries are rewritten from this home (or verified), every "
+                   "other pin's locked entries are kept as they are. Default: every pin.")
 @click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
               help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).")
 @json_option
 @fails_cleanly
-def lock(verify: bool, max_per_model: int, as_json: bool) -> None:
+def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool) -> None:
     """Write pins/_tasks.lock from the tasks minted under HARVEST_HOME (or --verify them against it), without minting."""
     from core.home import pins_dir
-    from core.pin import list_pins
+    from core.pin import list_pins, pin_path, read_pin
 
-    pins = list_pins(pins_dir())
+    pins = [read_pin(pin_path(p, pins_dir())) for p in only] if only else list_pins(pins_dir())
     result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, max_per_model))
     if as_json:
         echo_json(result)
@@ -90,14 +93,12 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
     shards still to do (a mint stopped by a time budget), recorded as such in the lock."""
     from core.home import harvest_home, pins_dir
-    from corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, write_lock
+    from corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, updated_lock, write_lock
 
     if not (verify or write):
         return {}
     if write:
-        previous = read_lock(pins_dir())
-        kept_partial = [p for p in (previous.partial if previous else ()) if p not in pin_ids]
-        lock = lock_from_home(harvest_home(), pins_dir(), partial=[*partial, *kept_partial])
+        lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial)
         path = write_lock(lock, pins_dir())
         counts = {s: lock.count(s) for s in ("train", "dev", "test")}
         return {"written": str(path), "counts": counts, "partial": list(lock.partial),

@@ -27,7 +27,8 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--verify-lock", is_flag=True,
               help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
 @click.option("--write-lock", is_flag=True,
-              help="After minting, write pins/_tasks.lock from every task in the store (all pins).")
+              help="After minting, rewrite the lock entries of these pins (all with --all) from the store; "
+                   "other pins' locked entries are kept.")
 @click.option("--rebuild-sealed", is_flag=True,
               help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
                    "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "

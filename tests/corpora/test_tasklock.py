@@ -10,7 +10,7 @@ import pytest
 from corpora.checks import check_pins_folder
 from corpora.tasklock import (
     LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
-    write_lock,
+    updated_lock, write_lock,
 )
 
 
@@ -88,3 +88,35 @@ def test_tampered_lock_is_refused_or_disagrees_with_the_ledger(world, reserved):
     assert any("locked as dev, the ledger reserves" in p for p in problems), problems
     write_lock(replace(lock, ledger_head="0" * 64), world.pins)
     assert any("not in" in p and "history" in p for p in check_against_ledger(read_lock(world.pins), world.pins))
+
+
+
+def test_growing_the_corpus_in_a_fresh_home_keeps_every_other_pins_locked_tasks(world, reserved, make, tmp_path):
+    """A repository pinned later (the ledger extends it to train) and minted in a home that never built the
+    old pins: its entries join the lock, the old pins' entries (test hashes included) stay exactly, and the
+    fresh home's sealed store (empty, under the committed seal) is never read."""
+    from corpora.ledger import assign, group_of
+    from corpora.store import store_task
+    from corpora_world import make_task
+
+    write_lock(lock_from_home(world.home, world.pins), world.pins)
+    before = read_lock(world.pins)
+    newer = make("n/newrepo")
+    assert assign(world.pins, None).action == "extend"
+    fresh = tmp_path / "fresh-home"
+    fresh.mkdir()
+    added = [make_task(newer, "train", group_of(newer.id, world.pins), n) for n in (1, 2, 3)]
+    for t in added:
+        store_task(t, fresh, world.pins)
+    with pytest.raises(Exception, match="sealed store .* is empty"):
+        lock_from_home(fresh, world.pins)  # the whole corpus cannot be locked from this home
+    lock = updated_lock(before, fresh, world.pins, [newer.id])
+    assert lock.count("train") == before.count("train") + 3
+    assert set(before.tasks) <= set(lock.tasks)  # every old entry, sealed hashes included, unchanged
+    assert {t.instance_id for t in lock.tasks if t.pin == newer.id} == {t.instance_id for t in added}
+    write_lock(lock, world.pins)
+    assert check_pins_folder(world.pins) == []  # the extended ledger's head, the new pin's split
+    # naming an old pin whose tasks this home lacks drops them: the caller chooses which pins it rebuilt
+    dropped = updated_lock(before, fresh, world.pins, [pins_id for pins_id in {t.pin for t in before.tasks}
+                                                        if group_of(pins_id, world.pins) and "trainrepo" in pins_id])
+    assert dropped.count("train") == 0 and dropped.count("dev") == before.count("dev")
