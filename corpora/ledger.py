@@ -2,7 +2,7 @@
 
 The ledger is an append-only JSON-lines file in the committed ``pins/`` folder (``pins/_splits.jsonl``;
 not ``.toml``, so it is never read as a pin). Each line is one event: the first reservation, an extension
-(repositories pinned later: they join their group's split, or train), or a forced redraw. Every event
+(repositories pinned later: they join their group's split, or train; unlicensed ones test), or a forced redraw. Every event
 carries a hash commitment (sha256 over its canonical JSON: the groups, their splits, the parameters,
 the time and the previous event's commitment), so the history is a hash chain: editing, dropping or
 reordering a line is detected on every read. Changing a reserved assignment without ``force`` is
@@ -251,8 +251,8 @@ def plan(
         if held:
             first = sorted(held.values(), key=lambda a: (a.seq, a.group))[0]
             gid, split = first.group, first.split
-        else:
-            gid, split = group.id, "train"
+        else:  # a new group: train, unless a license keeps it out of every published split
+            gid, split = group.id, "test" if unpublishable(group, pins) else "train"
         new_groups[gid] = tuple(sorted(set(new_groups.get(gid, ())) | set(fresh)))
         new_splits[gid] = split
     if not new_groups:
@@ -261,6 +261,15 @@ def plan(
         seq=len(ledger.events), time=time, action="extend", params=None,
         groups=new_groups, splits=new_splits, prev=ledger.head,
     )
+
+
+def unpublishable(group: Group, pins: Sequence[Pin]) -> bool:
+    """A group holding a repository whose license does not allow redistribution: only the sealed test split
+    (never published) may hold it, so an extension reserves it there rather than in train."""
+    from core.licenses import REDISTRIBUTABLE
+
+    members = set(group.pins)
+    return any(p.license not in REDISTRIBUTABLE for p in pins if p.id in members)
 
 
 def _describe(params: Params | None) -> str:

@@ -71,6 +71,20 @@ def test_repository_pinned_later_joins_its_group_or_train(world, make):
     assert split_of(fresh.id, world.pins) == "train"
 
 
+def test_unlicensed_repository_pinned_later_is_reserved_for_test_and_passes_the_license_check(world, make):
+    from corpora.checks import check_pins_folder
+
+    _repos(make, 4)
+    assign(world.pins, Params(test=1, dev=1, seed=3))
+    unlicensed = make("someone/no-license-file", license="unknown")
+    licensed = make("someone/mit-project", license="MIT")
+    event = assign(world.pins, None)
+    assert event.action == "extend"
+    assert split_of(unlicensed.id, world.pins) == "test"  # the only split never published
+    assert split_of(licensed.id, world.pins) == "train"
+    assert not [p for p in check_pins_folder(world.pins) if p.startswith("license")]
+
+
 def test_pin_linking_two_reserved_splits_is_refused(world, make):
     a = make("a/left", files={"models/l.sql": "select 'left side' as x\n"})
     b = make("b/right", files={"models/r.sql": "select 'right side' as x\n"})
