@@ -103,7 +103,7 @@ def mask_file(text: str) -> MaskedFile:
     first_masked = ""
     first_reason = ""
     for name, branch, macros in POLICIES:
-        masked = _mask(text, tags, blocks, branch, macros)
+        masked = _without_bom(_mask(text, tags, blocks, branch, macros))
         if not masked.strip():
             return MaskedFile(text, masked, False, "no SQL outside Jinja", regions, tuple(tags))
         first_masked = first_masked or masked
@@ -122,7 +122,7 @@ def mask_file(text: str) -> MaskedFile:
     calls = [t for t in tags if _is_macro_call(t) and t.word != "config" and _alone_on_its_line(text, t)
              and t.end - t.start >= 8][:MAX_WHERE_TRIES]
     for call in calls:
-        masked = _mask(text, tags, blocks, "first", "ident", where_at=call.start)
+        masked = _without_bom(_mask(text, tags, blocks, "first", "ident", where_at=call.start))
         dialect, tree_or_error, tokens = first_parse(masked)
         if dialect is None:
             continue
@@ -132,6 +132,13 @@ def mask_file(text: str) -> MaskedFile:
             tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
         )
     return MaskedFile(text, first_masked, False, first_reason, regions, tuple(tags))
+
+
+def _without_bom(masked: str) -> str:
+    """A model file saved with a UTF-8 byte order mark (editors on Windows write one; dbt and DuckDB read the
+    file anyway) would not parse: the mark is blanked like Jinja, one character for one, so every span still
+    points into the original text and a mutant keeps the mark where it was."""
+    return " " + masked[1:] if masked.startswith("\ufeff") else masked
 
 
 def _alone_on_its_line(text: str, tag: Tag) -> bool:

@@ -98,3 +98,17 @@ def test_blocks_pair_up() -> None:
     assert [b.word for b in blocks] == ["for"]
     assert scan_tags("select '}}' as x")  == []
     assert [t.body for t in scan_tags("{{ ref('a}}b') }}")] == ["ref('a}}b')"]
+
+
+def test_a_file_saved_with_a_byte_order_mark_parses_and_its_mutants_keep_the_mark() -> None:
+    from mutators import candidates
+
+    for text in ALL_MODELS.values():
+        marked = "\ufeff" + text
+        m = mask_file(marked)
+        assert m.parsed, m.reason
+        assert len(m.masked) == len(marked) and m.masked[0] == " "
+        plain, with_mark = candidates(text), candidates(marked)
+        assert [c.operator for c in with_mark] == [c.operator for c in plain]
+        for c in with_mark:
+            assert c.edit.start >= 1 and c.edit.apply(marked).startswith("\ufeff")  # after the mark: nothing shifts
