@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corpora.errors import CorporaError
 from corpora.ledger import SplitLedger
 from core.pin import Pin, list_pins
 
@@ -128,13 +129,65 @@ def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str,
     return CorpusReport(tuple(rows), dict(sorted(families.items())))
 
 
-def report_from_disk(pins_dir: Path, timings_path: Path | None = None) -> CorpusReport:
-    """The report of every pin under ``pins_dir`` (partial pins from the committed task lock)."""
+class ReportCarryError(CorporaError):
+    """A previous report cannot be carried over into this one (see :func:`carry_over`)."""
+
+
+def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[Pin], ledger: SplitLedger,
+               minted_here: set[str]) -> CorpusReport:
+    """``fresh`` (the pins minted in this home) plus every other pin's row from ``previous`` (a report's
+    JSON): a corpus grows by minting new repositories in a home that never minted the old ones.
+
+    A carried row keeps its counts and timings; its split is checked against the ledger (a row reserved
+    elsewhere since is refused). Family totals add the previous report's, which are sums over its pins, so
+    they carry only when every pin of the previous report is carried (none minted again here)."""
+    by_id = {p.id: p for p in pins}
+    old_rows = {str(r["pin"]): r for r in previous.get("rows", [])}
+    again = sorted(set(old_rows) & minted_here)
+    if again:
+        raise ReportCarryError(
+            f"{len(again)} pin(s) of the previous report were minted again in this home ({again[0]}, ...): report "
+            "from one home that minted them all, or without --carry")
+    rows = list(fresh.rows)
+    for pin_id, data in sorted(old_rows.items()):
+        if pin_id not in by_id:
+            continue  # no longer pinned
+        assignment = ledger.assignment(by_id[pin_id])
+        split = assignment.split if assignment else "-"
+        if split != data["split"]:
+            raise ReportCarryError(f"{pin_id}: the previous report has it in {data['split']}, the ledger in {split}")
+        rows.append(RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data}))
+    families = {fam: dict(agg) for fam, agg in fresh.families.items()}
+    for fam, agg in previous.get("families", {}).items():
+        into = families.setdefault(fam, {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {},
+                                         "left_at_cap": 0, "repos": 0})
+        for key in ("candidates", "kept", "left_at_cap", "repos"):
+            into[key] = int(into.get(key, 0)) + int(agg.get(key, 0))
+        for key in ("screened_out", "confirm_rejected"):
+            merged = dict(into.get(key, {}))
+            _sum_into(merged, agg.get(key, {}))
+            into[key] = merged
+    order = {p.id: i for i, p in enumerate(pins)}
+    return CorpusReport(tuple(sorted(rows, key=lambda r: order.get(r.pin, len(order)))), dict(sorted(families.items())))
+
+
+def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None) -> CorpusReport:
+    """The report of every pin under ``pins_dir`` (partial pins from the committed task lock). With
+    ``carry`` (a previous ``corpus_report.json``), pins this home never minted keep that report's rows."""
+    from core.home import mint_dir
     from corpora.tasklock import read_lock
 
     timings = json.loads(timings_path.read_text(encoding="utf-8")) if timings_path else {}
     lock = read_lock(pins_dir)
-    return build_report(list_pins(pins_dir), SplitLedger.load(pins_dir), timings, lock.partial if lock else ())
+    pins = list_pins(pins_dir)
+    ledger = SplitLedger.load(pins_dir)
+    partial = lock.partial if lock else ()
+    if carry is None:
+        return build_report(pins, ledger, timings, partial)
+    previous = json.loads(carry.read_text(encoding="utf-8"))
+    minted_here = {p.id for p in pins if mint_dir(p.id).is_dir()}
+    fresh = build_report([p for p in pins if p.id in minted_here], ledger, timings, partial)
+    return carry_over(fresh, previous, pins, ledger, minted_here)
 
 
 def _top(reasons: Mapping[str, int], n: int = 2) -> str:

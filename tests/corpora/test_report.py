@@ -47,3 +47,40 @@ def test_report_counts_kept_rejections_and_quality_per_repository_and_family(wor
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["per_split"] == {"train": 1, "dev": 0, "test": 1}
     assert (out / "corpus_report.png").read_bytes()[:4] == b"\x89PNG" and "acme/shop" in (out / "corpus_report.md").read_text()
+
+
+def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make, tmp_path, monkeypatch):
+    """The previous report's pins keep their rows and family totals; the new pin, minted in a fresh home,
+    adds its own; a pin minted again here, or reserved elsewhere since, cannot be carried."""
+    old = make("acme/shop")
+    assign(world.pins, Params(0, 0, 0))
+    _report(old.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
+    _report(old.id, 2, "grain", "screen", False, "equivalent")
+    first = tmp_path / "first"
+    assert CliRunner().invoke(main, ["corpus", "report", "--out", str(first)]).exit_code == 0
+
+    fresh = tmp_path / "fresh-home"
+    fresh.mkdir()
+    monkeypatch.setenv("HARVEST_HOME", str(fresh))
+    new = make("newco/ledger")
+    assert assign(world.pins, None).action == "extend"
+    _report(new.id, 1, "grain", "confirm", True, task_id="t2", silent=True, informative=True, local_tests=0)
+    _report(new.id, 2, "join", "screen", False, "no_wrong_repair")
+    out = tmp_path / "grown"
+    result = CliRunner().invoke(main, ["corpus", "report", "--out", str(out), "--carry",
+                                       str(first / "corpus_report.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    rows = {r["repo"]: r for r in data["rows"]}
+    assert rows["acme/shop"]["kept_per_family"] == {"join": 1} and rows["newco/ledger"]["kept_per_family"] == {"grain": 1}
+    assert data["per_split"]["train"] == 2
+    assert data["families"]["join"]["candidates"] == 2 and data["families"]["join"]["kept"] == 1
+    assert data["families"]["grain"]["screened_out"] == {"equivalent": 1} and data["families"]["grain"]["kept"] == 1
+    # without --carry, this home alone knows nothing of acme/shop
+    alone = json.loads(CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "a"), "--json"]).stdout)
+    assert {r["repo"]: r["kept"] for r in alone["rows"]}["acme/shop"] == 0
+    # the old pin minted again in this home: its previous row would count twice
+    _report(old.id, 1, "join", "screen", False, "equivalent")
+    again = CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "b"), "--carry",
+                                      str(first / "corpus_report.json")])
+    assert again.exit_code == 1 and "minted again in this home" in again.output
