@@ -440,11 +440,21 @@ class Child:
 WARM_MODULES = ("dbt.task.seed", "dbt.task.build", "dbt.task.run", "dbt.task.test", "dbt.task.compile",
                 "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "dbt.adapters.duckdb.environments.local",
                 "dbt_common.clients.agate_helper", "agate", "babel.dates", "duckdb")
-#: the dbt classes a seed + build validates against their JSON schema (dbt 1.11; profiled)
+#: the dbt classes a parse, seed and build validate against their JSON schema (dbt 1.11; profiled: the
+#: node and config classes cost ~1.8 s of a first full parse, paid once here instead of in every batch)
 SCHEMA_CLASSES = ("dbt.contracts.project.Configuration", "dbt.contracts.project.PackageConfig",
                   "dbt.contracts.project.ProfileConfig", "dbt.contracts.project.Project",
                   "dbt.contracts.project.ProjectFlags", "dbt.contracts.selection.SelectorFile",
-                  "dbt.task.test.TestResultData", "dbt.adapters.duckdb.credentials.DuckDBCredentials")
+                  "dbt.task.test.TestResultData", "dbt.adapters.duckdb.credentials.DuckDBCredentials",
+                  "dbt.contracts.graph.nodes.ModelNode", "dbt.contracts.graph.nodes.SeedNode",
+                  "dbt.contracts.graph.nodes.SingularTestNode", "dbt.contracts.graph.nodes.GenericTestNode",
+                  "dbt.contracts.graph.nodes.SourceDefinition", "dbt.contracts.graph.unparsed.UnparsedModelUpdate",
+                  "dbt.contracts.graph.unparsed.UnparsedNodeUpdate",
+                  "dbt.contracts.graph.unparsed.UnparsedSourceDefinition",
+                  "dbt.artifacts.resources.v1.model.ModelConfig", "dbt.artifacts.resources.v1.seed.SeedConfig",
+                  "dbt.artifacts.resources.v1.config.TestConfig",
+                  "dbt.artifacts.resources.v1.source_definition.SourceConfig",
+                  "dbt.artifacts.resources.v1.components.Contract")
 
 
 def warm_up_dbt() -> None:
