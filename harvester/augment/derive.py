@@ -532,6 +532,19 @@ def spread_timestamps(seed: SeedTable) -> SeedRow | None:
     return SeedRow(seed.name, template, tuple(out))
 
 
+def retemplate(proposal: Proposal, template: int) -> Proposal:
+    """The same proposal cloned from another real row of its seed: every row of the proposal cloned from
+    the same template as ``proposal.row`` (its twins among ``extra`` too) now clones ``template``, with the
+    same values set."""
+    old = proposal.row
+
+    def moved(row: SeedRow) -> SeedRow:
+        return SeedRow(row.seed, template, row.values) if (row.seed, row.template) == (old.seed, old.template) else row
+
+    return Proposal(proposal.key, proposal.family, proposal.operator, proposal.condition, moved(old),
+                    tuple(moved(r) for r in proposal.extra), proposal.for_wrong_repair)
+
+
 def _template_row(seed: SeedTable, column: str) -> int:
     """The row to clone: the first one with every value present (else the first)."""
     return next((i for i, r in enumerate(seed.rows) if all(v != "" for v in r)), 0)
@@ -642,4 +655,4 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
 
 
 __all__ = ["COUNT_OPERATORS", "spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
-           "key_columns", "propose", "render", "upstream_seeds"]
+           "key_columns", "propose", "render", "retemplate", "upstream_seeds"]
