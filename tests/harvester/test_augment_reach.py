@@ -15,6 +15,7 @@ import pytest
 from tests.fixtures import fixture_repo
 
 MART = "model.sensor_feed.sensor_summary"
+STATUS = "model.sensor_feed.sensor_status"
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +52,26 @@ def feed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
                            compiled[placed.start:placed.end], placed.replacement, compiled, mutated,
                            tuple(seeds.values()), frozenset(), lambda *a: None, 0, lineage)
+        status = nodes[STATUS].compiled_code
+        flips = []
+        for cand in model_candidates(pin, nodes[STATUS], tree, ("null",), 0):
+            placed = transplant(cand.mutation.edit, cand.original, status)
+            if cand.mutation.operator == "null.flip_is_null" and placed is not None:
+                flips.append((cand, status[placed.start:placed.end], placed.replacement, placed.apply(status)))
     return {"pin": pin, "state": state, "nodes": nodes, "seeds": seeds, "proposal": proposal,
-            "mutated": mutated, "root": root, "env": lambda: use_env(home, pins)}
+            "mutated": mutated, "flips": flips, "lineage": lineage, "root": root,
+            "env": lambda: use_env(home, pins)}
 
 
-def _screen(feed: dict[str, Any], proposal: Any, name: str) -> bool:  # type: ignore[no-untyped-def]
+def _screen(feed: dict[str, Any], proposal: Any, name: str, model: str = MART,
+            mutated: str = "") -> bool:  # type: ignore[no-untyped-def]
     from harvester.augment.derive import render
     from harvester.augment.run import screen_rows
 
     _, written = render(feed["seeds"], list(proposal.rows))
     with feed["env"]():
-        return screen_rows(feed["pin"], feed["state"].manifest, feed["nodes"], feed["seeds"], written, MART,
-                           feed["mutated"], feed["root"] / "screen" / name)
+        return screen_rows(feed["pin"], feed["state"].manifest, feed["nodes"], feed["seeds"], written, model,
+                           mutated or feed["mutated"], feed["root"] / "screen" / name)
 
 
 def test_rows_enter_a_seed_whose_header_repeats_a_name_by_position(feed) -> None:  # type: ignore[no-untyped-def]
@@ -96,3 +105,29 @@ def test_a_null_cloned_from_a_dropped_row_moves_to_a_row_that_reaches_the_mart(f
     _, written = render(feed["seeds"], list(moved.rows))
     assert [values[3] for _, values in written] == ["false", "false"] and written[0][1][2] == ""
     assert _screen(feed, moved, "moved") is True
+
+
+def test_a_change_masked_by_a_later_coalesce_is_seen_when_the_masking_columns_are_null(feed) -> None:  # type: ignore[no-untyped-def]
+    from harvester.augment.derive import propose, retemplate
+
+    # flipping `reading_value is null` changes derived_status on every reading, but the mart reads it only
+    # as coalesce(reviewed_status, derived_status) and every reading is reviewed: equivalent on the seeds
+    assert feed["flips"], "no null.flip_is_null candidate in sensor_status"
+    for cand, span, replacement, mutated in feed["flips"]:
+        compiled = feed["nodes"][STATUS].compiled_code
+        proposal = propose(cand.key, "null", cand.mutation.operator, span, replacement, compiled, mutated,
+                           tuple(feed["seeds"].values()), frozenset(), lambda *a: None, 0, feed["lineage"])
+        # the masking column traced through staging (reviewed_status <- status), set NULL
+        assert proposal.row.seed == "sensor_readings" and proposal.row.values == (("status", ""),)
+        assert "derived_status" in proposal.condition
+        assert _screen(feed, proposal, "", STATUS, compiled) is False  # no edit: nothing differs
+        assert _screen(feed, retemplate(proposal, 2), f"flip-{cand.key}", STATUS, mutated) is True
+
+
+def test_changed_projection_names_the_output_the_edit_changed() -> None:
+    from harvester.augment.derive import changed_projection
+
+    original = ("with c as (select id, case when v is null then 'a' else 'b' end as kind from t) "
+                "select id, coalesce(label, kind) as shown from c")
+    assert changed_projection(original, original.replace("v is null", "v is not null")) == "kind"
+    assert changed_projection(original, original) is None
