@@ -472,7 +472,59 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
                         out.append(make(f"{column} = {found[:19]}", SeedRow(row.seed, row.template,
                                                                               ((row.values[0][0], shaped(found)),)),
                                         extra))
+    if family == "null":
+        out += _unmasking(key, family, operator, original_sql, mutated_sql, seeds, lineage)
     return list(dict.fromkeys(out))
+
+
+def changed_projection(original_sql: str, mutated_sql: str) -> str | None:
+    """The output name of the first SELECT expression the edit changed (same SELECT, same position), or
+    None (lower-case)."""
+    a, b = _parse(original_sql), _parse(mutated_sql)
+    if a is None or b is None:
+        return None
+    left, right = list(a.find_all(exp.Select)), list(b.find_all(exp.Select))
+    if len(left) != len(right):
+        return None
+    for x, y in zip(left, right):
+        if len(x.expressions) != len(y.expressions):
+            continue
+        for p, q in zip(x.expressions, y.expressions):
+            if p.sql(dialect="duckdb") != q.sql(dialect="duckdb") and p.alias_or_name:
+                return p.alias_or_name.lower()
+    return None
+
+
+def _unmasking(key: str, family: str, operator: str, original_sql: str, mutated_sql: str,
+               seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """Where the value the edit changes (a SELECT expression's output) is read only as a fallback of a later
+    ``coalesce(a, changed)`` and ``a`` is never NULL on the seeds, the change never shows: a clone whose seed
+    columns ``a`` is computed from are all NULL, so the coalesce falls back to the changed value
+    (``coalesce(param_session_number, derived_session_index)``)."""
+    changed = changed_projection(original_sql, mutated_sql)
+    tree = _parse(original_sql)
+    if changed is None or tree is None:
+        return []
+    out: list[Proposal] = []
+    for node in tree.find_all(exp.Coalesce):
+        args = [node.this, *node.expressions]
+        for i, arg in enumerate(args):
+            if i == 0 or not any(c.name.lower() == changed for c in arg.find_all(exp.Column)):
+                continue
+            masks = [(c.table, c.name) for a in args[:i] for c in a.find_all(exp.Column) if c.name]
+            by_seed: dict[str, list[str]] = {}
+            for table, column in dict.fromkeys(masks):
+                for seed_name, seed_column in trace(original_sql, table, column, lineage):
+                    by_seed.setdefault(seed_name, []).append(seed_column)
+            for seed_name, columns in by_seed.items():
+                seed = seeds.get(seed_name)
+                if seed is None or not seed.rows or any(seed.column(c) is None for c in columns):
+                    continue
+                values = tuple((c, "") for c in dict.fromkeys(columns))
+                out.append(Proposal(key, family, operator,
+                                    f"{', '.join(c for c, _ in values)} NULL, so coalesce falls back to {changed}",
+                                    SeedRow(seed.name, _template_row(seed, columns[0]), values)))
+    return out
 
 
 def unmatched_join_column(original_sql: str, mutated_sql: str) -> tuple[str, str, str] | None:
@@ -530,6 +582,19 @@ def spread_timestamps(seed: SeedTable) -> SeedRow | None:
         stamp = (base + timedelta(days=step)).strftime("%Y-%m-%d %H:%M:%S")
         out.append((seed.header[index].strip(), _format_like([values[index]], stamp)))
     return SeedRow(seed.name, template, tuple(out))
+
+
+def retemplate(proposal: Proposal, template: int) -> Proposal:
+    """The same proposal cloned from another real row of its seed: every row of the proposal cloned from
+    the same template as ``proposal.row`` (its twins among ``extra`` too) now clones ``template``, with the
+    same values set."""
+    old = proposal.row
+
+    def moved(row: SeedRow) -> SeedRow:
+        return SeedRow(row.seed, template, row.values) if (row.seed, row.template) == (old.seed, old.template) else row
+
+    return Proposal(proposal.key, proposal.family, proposal.operator, proposal.condition, moved(old),
+                    tuple(moved(r) for r in proposal.extra), proposal.for_wrong_repair)
 
 
 def _template_row(seed: SeedTable, column: str) -> int:
@@ -642,4 +707,4 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
 
 
 __all__ = ["COUNT_OPERATORS", "spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
-           "key_columns", "propose", "render", "upstream_seeds"]
+           "changed_projection", "key_columns", "propose", "render", "retemplate", "upstream_seeds"]

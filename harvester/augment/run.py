@@ -45,7 +45,8 @@ from core.patching import apply_patch
 from core.pin import Pin, read_pin, pin_path, write_pin
 from harvester.augment.trace import Lineage, relation_key
 from harvester.augment.derive import (
-    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedTable, propose, render, upstream_seeds,
+    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedRow, SeedTable, propose, render,
+    retemplate, upstream_seeds,
 )
 from harvester.mint.pipeline import MintOptions, MintTarget, mint
 from harvester.mint.shard import CandidateReport, ShardJob
@@ -57,6 +58,10 @@ SINGLE_TRIES = 3
 PROBE_SECONDS = 10.0
 #: seeds tried per candidate (``derive.propose``'s ``choose``) until the screen sees the mutant differ
 MAX_ALTERNATIVES = 6
+#: rows of a seed tried as templates when a derived row does not reach the mutated model (``reaching_templates``)
+MAX_TEMPLATES = 12
+#: reaching rows a proposal is re-cloned from after its own template failed the screen
+RETEMPLATE_TRIES = 2
 
 
 class AugmentRejected(HarvestError):
@@ -196,15 +201,13 @@ def lineage_of(manifest: dict, database: Path) -> Lineage:
     return Lineage(models, renamed, seeds)
 
 
-def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
-                model: str, mutated_sql: str, scratch: Path) -> bool:
-    """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
-    re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
-    of an augmented pin's two dbt builds."""
+def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
+                scratch: Path):  # -> Engine | None
+    """An Engine over a copy of the pin's built data with ``rows`` inserted into their seeds and every
+    model re-run from its compiled SQL in the locked-down DuckDB (as screening re-runs a mutant); None
+    where the rows or the project's SQL do not run there."""
     from harvester.mint.engine import Engine
-    from harvester.mint.lineage import depth, descendants
-    from harvester.mint.screen import _mut_relation, rerun
-    from harvester.sandbox import fingerprint_sql
+    from harvester.mint.lineage import depth
     from harvester.state import load_state
 
     scratch.mkdir(parents=True, exist_ok=True)
@@ -218,10 +221,10 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     try:
         with bounded(con, 120.0):
             for seed_name, values in rows:
-                header = seeds[seed_name].header
-                cols = ", ".join('"' + h.replace('"', '""') + '"' for h in header)
+                # by position, as dbt loads a seed: the table's column names may differ from the header
+                # (a repeated header name is loaded as ``name_2``)
                 literals = ", ".join("NULL" if v == "" else "'" + v.replace("'", "''") + "'" for v in values)
-                con.execute(f"INSERT INTO {relations[seed_name]} ({cols}) VALUES ({literals})")
+                con.execute(f"INSERT INTO {relations[seed_name]} VALUES ({literals})")
             for uid in sorted(nodes, key=lambda u: (depth(nodes, u), u)):
                 node = nodes[uid]
                 if node.materialized == "ephemeral" or node.language != "sql" or not node.compiled_code:
@@ -233,10 +236,24 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
                         pass
                 con.execute(f"CREATE TABLE {node.relation} AS {freeze_clock(node.compiled_code, pin.clock)}")
     except Exception:  # noqa: BLE001 - the rows or the project's SQL do not run here: the screen cannot tell
-        return False
+        shutil.rmtree(scratch, ignore_errors=True)
+        return None
     finally:
         con.close()
-    engine = Engine(db, catalog, scratch / "engine")
+    return Engine(db, catalog, scratch / "engine")
+
+
+def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
+                model: str, mutated_sql: str, scratch: Path) -> bool:
+    """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
+    re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
+    of an augmented pin's two dbt builds."""
+    from harvester.mint.lineage import descendants
+    from harvester.mint.screen import _mut_relation, rerun
+
+    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch)
+    if engine is None:
+        return False
     try:
         rerun(engine, pin, nodes, model, mutated_sql)
         for uid in [model, *descendants(nodes, model)]:
@@ -251,6 +268,45 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     finally:
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _outputs(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence, model: str,
+             scratch: Path) -> tuple | None:
+    """The fingerprints of ``model`` and its descendants (those not ephemeral) on the pin's data plus
+    ``rows``, re-run as ``screen_rows`` re-runs them; None where they do not run."""
+    from harvester.mint.lineage import descendants
+
+    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch)
+    if engine is None:
+        return None
+    try:
+        return tuple(engine.fingerprint(nodes[uid].relation) for uid in [model, *descendants(nodes, model)]
+                     if nodes[uid].materialized != "ephemeral")
+    except Exception:  # noqa: BLE001 - an output that does not run tells nothing
+        return None
+    finally:
+        engine.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def reaching_templates(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], seed: str, model: str,
+                       scratch: Path, limit: int = MAX_TEMPLATES) -> tuple[int, ...]:
+    """Rows of ``seed`` (indices, at most ``limit`` tried, in file order) whose twin (a fresh key only)
+    changes the outputs of ``model`` or a descendant: real rows that reach the mutated model. A clone of a
+    row that a staging filter drops (``where not coalesce(is_intraday, true)``, a soft-deleted row) never
+    reaches it, whatever its values."""
+    table = seeds.get(seed)
+    if table is None or not table.rows:
+        return ()
+    base = _outputs(pin, manifest, nodes, seeds, [], model, scratch / "reach-base")
+    if base is None:
+        return ()
+    out = []
+    for index in range(min(limit, len(table.rows))):
+        _, written = render(seeds, [SeedRow(seed, index, ())])
+        if _outputs(pin, manifest, nodes, seeds, written, model, scratch / f"reach-{index}") not in (None, base):
+            out.append(index)
+    return tuple(out)
 
 
 def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, dict[str, int]],
@@ -292,6 +348,7 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
         wanted.setdefault(r["model"], set()).add(r["key"])
     out: list[Proposal] = []
     why: dict[str, int] = {}
+    reaching: dict[tuple[str, str], tuple[int, ...]] = {}
     for uid, keys in sorted(wanted.items()):
         node = nodes.get(uid)
         if node is None:
@@ -325,6 +382,24 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                 _, written = render(seeds, list(proposal.rows))
                 if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
                     out.append(proposal)
+                    reason = ""
+                    break
+                # the clone's template may be a row that never reaches the model (a staging filter drops
+                # it): the same values on a real row that does reach it
+                reach_key = (proposal.row.seed, uid)
+                if reach_key not in reaching:
+                    reaching[reach_key] = reaching_templates(pin, state.manifest, nodes, seeds, proposal.row.seed,
+                                                             uid, scratch / "reach")
+                found = None
+                for index in [i for i in reaching[reach_key] if i != proposal.row.template][:RETEMPLATE_TRIES]:
+                    moved = retemplate(proposal, index)
+                    _, written = render(seeds, list(moved.rows))
+                    if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated,
+                                   scratch / f"{cand.key}-{index}"):
+                        found = moved
+                        break
+                if found is not None:
+                    out.append(found)
                     reason = ""
                     break
                 reason = "rows derived, but the mutant still equals the original on them (screened)"
