@@ -199,27 +199,40 @@ print(json.dumps({"ok": run.ok, "error": run.first_error, "exe": sys.executable}
 """
 
 
-def test_a_virtualenv_under_tmp_runs_sandboxed_builds(bwrap: None, tmp_path: Path) -> None:
+def _python_under_tmp() -> tuple[Path, Path | None]:
+    """A virtualenv's python under /tmp that has dbt-duckdb, and the folder to remove afterwards (None: the
+    test run's own). CI's and most containers' virtualenvs already live under /tmp: then the test run's own
+    interpreter is that case. Elsewhere a fresh ``--system-site-packages`` venv is made under /tmp; it sees
+    the BASE interpreter's packages, so the test skips when the base has no dbt-duckdb."""
+    own = Path(sys.prefix)
+    if sys.prefix != sys.base_prefix and Path("/tmp") in own.parents:
+        return Path(sys.executable), None
     venv = Path("/tmp") / f"harvest-venv-{uuid.uuid4().hex[:8]}"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import dbt.adapters.duckdb"],
+                           capture_output=True, timeout=120)
+    if probe.returncode != 0:
+        shutil.rmtree(venv, ignore_errors=True)
+        pytest.skip("the base interpreter has no dbt-duckdb: a --system-site-packages venv of it cannot build")
+    return venv / "bin" / "python", venv
+
+
+def test_a_virtualenv_under_tmp_runs_sandboxed_builds(bwrap: None, tmp_path: Path) -> None:
+    python, made = _python_under_tmp()
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                       check=True, timeout=120)
-        # --system-site-packages sees the BASE interpreter's packages, not those of a virtualenv the tests
-        # run from (CI's own, under /tmp): without dbt there, this venv has nothing to build with
-        probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import dbt.adapters.duckdb"],
-                               capture_output=True, timeout=120)
-        if probe.returncode != 0:
-            pytest.skip("the base interpreter has no dbt-duckdb: a --system-site-packages venv of it cannot build")
         workspace = tamper_workspace(tmp_path, [])
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HARVEST_HOME": str(tmp_path / "home")}
-        done = subprocess.run([str(venv / "bin" / "python"), "-c", VENV_RUN, str(workspace)], env=env,
+        done = subprocess.run([str(python), "-c", VENV_RUN, str(workspace)], env=env,
                               capture_output=True, text=True, timeout=400, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         summary = json.loads(done.stdout.strip().splitlines()[-1])
-        assert summary["exe"].startswith(str(venv))
+        assert summary["exe"].startswith("/tmp/")
+        assert Path(summary["exe"]).parent.parent == (made or Path(sys.prefix))
         assert summary["ok"], summary["error"]
     finally:
-        shutil.rmtree(venv, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 # -- the rule itself ----------------------------------------------------------------------------------------
