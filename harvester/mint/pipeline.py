@@ -33,6 +33,7 @@ from core.errors import HarvestError, PinError
 from core import home
 from harvester.mint.candidates import why_not_mutable
 from harvester.mint.executors import run_local, run_ray
+from harvester.mint.family_order import planned_orders, shard_key
 from harvester.mint.lineage import ModelNode, models
 from harvester.mint.shard import CandidateReport, ShardJob, ShardResult
 from core.pin import Pin
@@ -80,6 +81,10 @@ def _pending_path(pin_id: str, model: str) -> Path:
 
 def _dead_path(pin_id: str, model: str) -> Path:
     return reports_dir(pin_id) / "shards" / f"{model}.dead"
+
+
+def _key_path(pin_id: str, model: str) -> Path:
+    return reports_dir(pin_id) / "shards" / f"{model}.key"
 
 
 def _index_path(pin_id: str) -> Path:
@@ -168,33 +173,6 @@ def _split_of(pin: Pin, target: MintTarget) -> tuple[str, str]:
     return found
 
 
-def family_plan(pin: Pin, nodes: dict, tree: Path, families: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
-    """Per model, the order in which its families are confirmed, so a capped pin covers many families.
-
-    Candidate counts come from the pure mutators (no build, no DuckDB). Families are taken rarest
-    first over the pin; each is given to the model that has it and the fewest other options, and that
-    model tries it first. Every model then falls back to the pin's rarest-first order.
-    """
-    from collections import Counter
-
-    from harvester.mint.candidates import model_candidates
-
-    per_model: dict[str, Counter[str]] = {}
-    for uid, node in sorted(nodes.items()):
-        if not why_not_mutable(node, pin):
-            per_model[uid] = Counter(c.mutation.family for c in model_candidates(pin, node, tree, families, 0))
-    total: Counter[str] = sum(per_model.values(), Counter())
-    rarest = tuple(sorted(total, key=lambda f: (total[f], f)))
-    assigned: dict[str, str] = {}
-    for family in rarest:
-        options = [uid for uid, counts in per_model.items() if counts[family] and uid not in assigned]
-        if options:
-            uid = min(options, key=lambda u: (len(per_model[u]), u))
-            assigned[uid] = family
-    return {uid: ((assigned[uid],) if uid in assigned else ()) + tuple(f for f in rarest if f != assigned.get(uid))
-            for uid in per_model}
-
-
 def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
     """Refuse a pin whose table records name its models otherwise than this version's capture does
     (a pin captured before models outside ``main`` were gathered there): nothing of it could be graded."""
@@ -208,25 +186,33 @@ def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
 
 
 def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
+    """One shard job per mutable model still under the cap. A pin with none left costs no template and no
+    family plan; otherwise the family plan comes from the pin's cache (:mod:`harvester.mint.family_order`)."""
     jobs: list[ShardJob] = []
     for pin in pins:
         split, group = _split_of(pin, target)
         state = load_state(pin.id)
-        tree = template(pin)  # materialize once, before workers share it
         nodes = models(state.manifest)
         _require_current_names(pin, nodes)
-        orders = family_plan(pin, nodes, tree, options.families)
+        tree = template(pin)  # materialize once, before workers share it
         reports = load_reports(pin.id)
         index = load_index(pin.id)
+        todo: list[tuple[str, str, frozenset[str], list[dict], int]] = []
         for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
-            done = frozenset(r["key"] for r in finished)
             kept = sum(1 for r in finished if r["kept"])
-            if kept >= options.max_per_model:
+            key = shard_key(pin, uid, node, tree, options.families, options.seed, options.only_keys)
+            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key):
                 continue
+            todo.append((uid, key, vouched, finished, kept))
+        if not todo:
+            continue  # every shard is done: no family plan, no shard (a no-op re-run costs seconds)
+        orders = planned_orders(pin, nodes, tree, options.families)
+        for uid, key, vouched, finished, kept in todo:
+            done = frozenset(r["key"] for r in finished)
             resumed = not shard_finished(pin.id, uid) and bool(vouched)  # a shard a time budget stopped
             before = tuple(sorted((r["key"], bool(r["kept"])) for r in finished if r.get("stage") == "confirm"))
             jobs.append(ShardJob(
@@ -236,9 +222,20 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
                 only_keys=options.only_keys,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
-                deadline=options.deadline, confirmed_before=before if resumed else (),
+                deadline=options.deadline, confirmed_before=before if resumed else (), candidates_key=key,
             ))
     return jobs
+
+
+def _nothing_left(pin_id: str, model: str, key: str) -> bool:
+    """Whether ``model``'s shard finished on the same candidates (``key``) with no survivor left at the
+    cap: every candidate it has is decided, so a run would only enumerate them again."""
+    if not shard_finished(pin_id, model) or _pending_path(pin_id, model).is_file():
+        return False
+    try:
+        return _key_path(pin_id, model).read_text(encoding="utf-8") == key
+    except OSError:
+        return False
 
 
 def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str]]:
@@ -300,6 +297,10 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
         atomic.write_text(_dead_path(job.pin_id, job.model), json.dumps(
             [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True))
         atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
+        if job.candidates_key:
+            atomic.write_text(_key_path(job.pin_id, job.model), job.candidates_key)
+        else:
+            _key_path(job.pin_id, job.model).unlink(missing_ok=True)
         atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))  # the marker last (docstring)
         _part_path(job.pin_id, job.model).unlink(missing_ok=True)
         if on_result:

@@ -65,6 +65,9 @@ class ShardJob:
     # earlier, stopped run: (key, kept). The resumed run replays them in the confirmation order, so it
     # keeps exactly the tasks an uninterrupted run keeps
     confirmed_before: tuple[tuple[str, bool], ...] = ()
+    # the digest of this model's candidates (``family_order.shard_key``), stored beside the shard's
+    # completion marker so a later run with the same candidates and nothing pending skips the shard
+    candidates_key: str = ""
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,28 @@ def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untype
     assert before and written == [] and after == before
 
 
+def test_a_finished_pin_plans_no_shard_until_its_candidates_or_cap_change(minted_example) -> None:  # type: ignore[no-untyped-def]
+    """A no-op re-run must not enumerate candidates again (a real package's no-op resume spent minutes
+    there): finished shards with the same candidates and nothing pending are not planned; other
+    families (other candidates) or a higher cap over pending survivors bring exactly those back."""
+    from core.home import harvest_home, mint_dir, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, pending, plan
+
+    pin = minted_example.pin
+    with minted_example.env():
+        target = mint_target(harvest_home(), pins_dir())
+        assert plan([pin], MintOptions(max_per_model=1, seed=0), target) == []
+        waiting = {p.name.removesuffix(".pending") for p in (mint_dir(pin.id) / "shards").glob("*.pending")}
+        assert waiting and pending(pin.id)
+        raised = plan([pin], MintOptions(max_per_model=2, seed=0), target)
+        other_seed = plan([pin], MintOptions(max_per_model=1, seed=1), target)
+        fewer = plan([pin], MintOptions(max_per_model=1, seed=0, families=("filter",)), target)
+    assert {job.model for job in raised} == waiting
+    assert all(job.candidates_key and job.done_keys for job in raised)
+    assert other_seed and fewer  # other candidate orders or sets are not vouched for by the markers
+
+
 def test_a_pin_without_a_split_is_refused(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
@@ -321,7 +343,7 @@ def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None: 
 
 
 def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.pipeline import family_plan
+    from harvester.mint.family_order import family_plan
     from harvester.workspace import template
 
     with world["harvest"].env():
@@ -329,3 +351,27 @@ def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -
     firsts = {order[0] for order in plan.values() if order}
     assert {"filter", "null", "join", "grain", "time", "values"} <= firsts
     assert all(sorted(order) == sorted(set(order)) for order in plan.values())
+
+
+def test_the_family_plan_is_cached_under_a_key_of_what_it_reads(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from core.home import mint_dir
+    from harvester.mint.family_order import family_plan, plan_key, planned_orders
+    from harvester.workspace import template
+
+    pin, nodes = world["pin"], world["nodes"]
+    with world["harvest"].env():
+        tree = template(pin)
+        fresh = family_plan(pin, nodes, tree, None)
+        assert planned_orders(pin, nodes, tree, None) == fresh
+        cache = mint_dir(pin.id) / "shards" / "family.plan"
+        assert cache.is_file()
+        assert planned_orders(pin, nodes, tree, None) == fresh  # read back from the cache
+        assert planned_orders(pin, nodes, tree, ("filter", "null")) == family_plan(pin, nodes, tree, ("filter", "null"))
+        edited = tmp_path / "tree"
+        shutil.copytree(tree, edited)
+        model = edited / "models/marts/product_performance.sql"
+        model.write_text(model.read_text() + "\n-- an edit\n")
+        assert plan_key(pin, nodes, edited, None) != plan_key(pin, nodes, tree, None)
+        assert plan_key(pin, nodes, tree, ("filter",)) != plan_key(pin, nodes, tree, None)
