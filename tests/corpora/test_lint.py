@@ -89,6 +89,32 @@ def test_lint_project_sees_sealed_test_statements_without_reading_them_in_clear(
     assert "unassigned" in _kinds(lint_project(world.pins, world.home))
 
 
+def test_a_home_without_the_sealed_store_lints_the_rest_only_when_asked(world, make):
+    """A home that grew train/dev pins never minted the test split: plain lint refuses (the check against
+    the sealed tasks cannot run there); --without-sealed lints the rest, finds its leaks, and says what
+    it did not check."""
+    t = make("t/testrepo")
+    r = make("r/trainrepo")
+    d = make("d/devrepo")
+    assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))
+    statement = "every invoice paid in two instalments is counted twice in the monthly revenue of its customer"
+    store_task(make_task(t, "test", group_of(t.id, world.pins), 1, statement="x " + statement), world.home, world.pins)
+    for sealed in (world.home / "sealed" / "test").glob("*.json"):
+        sealed.unlink()  # the seal in pins/ still counts the test task: this home never minted it
+    store_task(make_task(r, "train", group_of(r.id, world.pins), 2, statement="Again: " + statement), world.home, world.pins)
+    store_task(make_task(d, "dev", group_of(d.id, world.pins), 3, statement=statement + " again"), world.home, world.pins)
+    runner = CliRunner()
+    refused = runner.invoke(main, ["lint"])
+    assert refused.exit_code == 1 and "sealed store" in refused.output
+    found = runner.invoke(main, ["lint", "--without-sealed", "--json"])
+    assert found.exit_code == 1, found.output
+    data = json.loads(found.output)
+    assert data["sealed_checked"] is False
+    assert [v["kind"] for v in data["violations"]] == ["ngram-overlap"] and "dev task" in data["violations"][0]["evidence"]
+    said = runner.invoke(main, ["lint", "--without-sealed"])
+    assert "NOT checked against the sealed test split" in said.output
+
+
 def test_cli_lint_exit_codes_and_evidence(world, make):
     make("a/one")
     make("b/two")
@@ -98,7 +124,7 @@ def test_cli_lint_exit_codes_and_evidence(world, make):
     assert result.exit_code == 1 and "unassigned" in result.output
     assert runner.invoke(main, ["split", "assign", "--test", "1", "--dev", "1", "--seed", "7"]).exit_code == 0
     result = runner.invoke(main, ["lint", "--json"])
-    assert result.exit_code == 0 and json.loads(result.output) == {"violations": []}
+    assert result.exit_code == 0 and json.loads(result.output) == {"violations": [], "sealed_checked": True}
     make("someone/tpch-copy", project_name="tpch")
     runner.invoke(main, ["split", "assign"])
     result = runner.invoke(main, ["lint"])
