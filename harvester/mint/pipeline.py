@@ -8,7 +8,9 @@ Crash safety: a shard's results land as several files (its task records, then it
 pin's index of kept bugs, then a completion marker listing every report key of that model). Planning
 trusts only reports named in a marker, so a run killed half-way through writing a shard's files redoes
 that shard from the same starting point as the interrupted run, and the re-run keeps exactly the tasks
-an uninterrupted run keeps.
+an uninterrupted run keeps. Just before the marker goes the digest of the shard's candidates
+(``<model>.key``): a later run skips a finished shard whose candidates are the same and that left nothing
+pending at the cap (:mod:`harvester.mint.family_order`).
 
 A time budget (``MintOptions.deadline``, `harvest mint --budget-s`) stops shards between candidates. A
 stopped shard's decided reports are written and vouched for by a ``<model>.part`` marker (no ``.done``);
