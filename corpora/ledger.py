@@ -27,6 +27,7 @@ from corpora.groups import Group, explain_groups
 from corpora.locks import locked
 from corpora.repos import repo_key
 from core import atomic
+from core.licenses import REDISTRIBUTABLE
 from core.pin import Pin, list_pins, pin_path, read_pin
 
 LEDGER_NAME = "_splits.jsonl"
@@ -266,8 +267,6 @@ def plan(
 def unpublishable(group: Group, pins: Sequence[Pin]) -> bool:
     """A group holding a repository whose license does not allow redistribution: only the sealed test split
     (never published) may hold it, so an extension reserves it there rather than in train."""
-    from core.licenses import REDISTRIBUTABLE
-
     members = set(group.pins)
     return any(p.license not in REDISTRIBUTABLE for p in pins if p.id in members)
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from corpora.errors import CorporaError
-from corpora.ledger import SplitLedger
+from corpora.ledger import SplitLedger, split_of
 from core import atomic
+from core.errors import HarvestError
 from core.pin import list_pins
 from core.task_record import TaskRecord, read_task
 
@@ -119,12 +120,10 @@ def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
 
 
 def _reserved_split(pin_id: str, pins: Path) -> str | None:
-    from corpora.ledger import split_of
-
     try:
         return split_of(pin_id, pins)
-    except Exception:  # a pin that does not parse is the caller's error to report; assume it may be sealed
-        return "test"
+    except (HarvestError, OSError, ValueError):  # a pin or ledger that does not read is the caller's error
+        return "test"  # to report; until then assume it may be sealed, so the seal is checked
 
 
 def updated_lock(previous: TaskLock | None, home: Path, pins: Path, pin_ids: Sequence[str],
