@@ -202,13 +202,18 @@ def lineage_of(manifest: dict, database: Path) -> Lineage:
 
 
 def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
-                scratch: Path):  # -> Engine | None
-    """An Engine over a copy of the pin's built data with ``rows`` inserted into their seeds and every
-    model re-run from its compiled SQL in the locked-down DuckDB (as screening re-runs a mutant); None
-    where the rows or the project's SQL do not run there."""
+                scratch: Path, model: str, touched: Sequence[str] = ()):  # -> Engine | None
+    """An Engine over a copy of the pin's built data with ``rows`` inserted into their seeds and the models
+    that matter to ``model``'s outputs re-run from their compiled SQL in the locked-down DuckDB (as
+    screening re-runs a mutant): ``model``, its descendants, and their ancestors that rows in the seeds
+    ``touched`` (default: those of ``rows``) reach (``augment/reach.py``); None where the rows or the
+    project's SQL do not run there."""
+    from harvester.augment.reach import models_to_rerun, seed_feeds
     from harvester.mint.engine import Engine
     from harvester.mint.lineage import depth
     from harvester.state import load_state
+
+    rerun_ids = models_to_rerun(nodes, seed_feeds(manifest), touched or [seed for seed, _ in rows], model)
 
     scratch.mkdir(parents=True, exist_ok=True)
     db = scratch / "augmented.duckdb"
@@ -225,7 +230,7 @@ def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
                 # (a repeated header name is loaded as ``name_2``)
                 literals = ", ".join("NULL" if v == "" else "'" + v.replace("'", "''") + "'" for v in values)
                 con.execute(f"INSERT INTO {relations[seed_name]} VALUES ({literals})")
-            for uid in sorted(nodes, key=lambda u: (depth(nodes, u), u)):
+            for uid in sorted(rerun_ids, key=lambda u: (depth(nodes, u), u)):
                 node = nodes[uid]
                 if node.materialized == "ephemeral" or node.language != "sql" or not node.compiled_code:
                     continue
@@ -251,7 +256,7 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     from harvester.mint.lineage import descendants
     from harvester.mint.screen import _mut_relation, rerun
 
-    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch)
+    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch, model)
     if engine is None:
         return False
     try:
@@ -271,12 +276,13 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
 
 
 def _outputs(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence, model: str,
-             scratch: Path) -> tuple | None:
+             scratch: Path, touched: Sequence[str]) -> tuple | None:
     """The fingerprints of ``model`` and its descendants (those not ephemeral) on the pin's data plus
-    ``rows``, re-run as ``screen_rows`` re-runs them; None where they do not run."""
+    ``rows``, re-run as ``screen_rows`` re-runs them (the same models for every ``rows`` in the seeds
+    ``touched``, so fingerprints compare like with like); None where they do not run."""
     from harvester.mint.lineage import descendants
 
-    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch)
+    engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch, model, touched)
     if engine is None:
         return None
     try:
@@ -298,13 +304,13 @@ def reaching_templates(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, S
     table = seeds.get(seed)
     if table is None or not table.rows:
         return ()
-    base = _outputs(pin, manifest, nodes, seeds, [], model, scratch / "reach-base")
+    base = _outputs(pin, manifest, nodes, seeds, [], model, scratch / "reach-base", [seed])
     if base is None:
         return ()
     out = []
     for index in range(min(limit, len(table.rows))):
         _, written = render(seeds, [SeedRow(seed, index, ())])
-        if _outputs(pin, manifest, nodes, seeds, written, model, scratch / f"reach-{index}") not in (None, base):
+        if _outputs(pin, manifest, nodes, seeds, written, model, scratch / f"reach-{index}", [seed]) not in (None, base):
             out.append(index)
     return tuple(out)
 

@@ -131,3 +131,40 @@ def test_changed_projection_names_the_output_the_edit_changed() -> None:
                 "select id, coalesce(label, kind) as shown from c")
     assert changed_projection(original, original.replace("v is null", "v is not null")) == "kind"
     assert changed_projection(original, original) is None
+
+
+def test_a_probe_reruns_the_compared_models_and_only_the_ancestors_its_rows_reach() -> None:
+    """The cost bound of a probe (``augment/reach.py``): rows in one seed re-run the mutated model, its
+    descendants, and those of their ancestors the seed feeds, directly or through a source naming its
+    table; a parentless model (reads a table by name) counts as reached."""
+    from harvester.augment.reach import models_to_rerun, seed_feeds
+    from harvester.mint.lineage import ModelNode
+
+    def node(uid: str, *parents: str) -> ModelNode:
+        return ModelNode(uid, uid.split(".")[-1], "", "", "main", uid, "table", "sql", "", "select 1", "", {}, parents)
+
+    manifest = {
+        "nodes": {"seed.p.orders_data": {"resource_type": "seed", "name": "orders_data",
+                                         "relation_name": '"db"."main"."orders_data"'},
+                  "seed.p.users_data": {"resource_type": "seed", "name": "users_data",
+                                        "relation_name": '"db"."main"."users_data"'}},
+        "sources": {"source.p.raw.users": {"relation_name": '"DB"."main"."USERS_DATA"'}},
+    }
+    feeds = seed_feeds(manifest)
+    assert feeds == {"seed.p.orders_data": "orders_data", "seed.p.users_data": "users_data",
+                     "source.p.raw.users": "users_data"}
+    nodes = {n.unique_id: n for n in (
+        node("model.p.stg_orders", "seed.p.orders_data"),
+        node("model.p.stg_users", "source.p.raw.users"),
+        node("model.p.by_name"),  # no parent: reads a table by name
+        node("model.p.orders_enriched", "model.p.stg_orders", "model.p.stg_users"),
+        node("model.p.mart", "model.p.orders_enriched", "model.p.by_name"),
+        node("model.p.report", "model.p.mart", "model.p.stg_users"),
+        node("model.p.unrelated", "model.p.stg_orders"),
+    )}
+    assert models_to_rerun(nodes, feeds, ["users_data"], "model.p.mart") == {
+        "model.p.mart", "model.p.report", "model.p.stg_users", "model.p.orders_enriched", "model.p.by_name"}
+    assert models_to_rerun(nodes, feeds, ["orders_data"], "model.p.mart") == {
+        "model.p.mart", "model.p.report", "model.p.stg_orders", "model.p.orders_enriched", "model.p.by_name"}
+    assert models_to_rerun(nodes, feeds, [], "model.p.orders_enriched") == {
+        "model.p.orders_enriched", "model.p.mart", "model.p.report", "model.p.by_name"}
