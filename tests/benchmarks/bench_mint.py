@@ -80,12 +80,9 @@ def main() -> None:
     try:
         if args.home and args.pins:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
-            from core.pin import list_pins
+            from bench_tasks import one_pin
 
-            found = [p for p in list_pins(args.pins) if args.repo in p.id]
-            if len(found) != 1:
-                raise SystemExit(f"--repo {args.repo!r} matches {len(found)} pins in {args.pins}; name exactly one")
-            pin = found[0]
+            pin = one_pin(args.pins, args.repo)
             print(f"pin {pin.id}", flush=True)
         else:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(scratch / "home"), str(scratch / "pins")

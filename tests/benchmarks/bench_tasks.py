@@ -1,7 +1,7 @@
 """Which tasks a benchmark plays: a minted HARVEST_HOME given with --home/--pins (e.g. a real repository's),
 filtered by --split and --repo and sampled with --tasks/--seed, or else the example harvested and minted
 by the benchmark's own ``prepare``. One place, so the benchmarks that time the environment and the
-reward pick their tasks the same way."""
+reward pick their tasks the same way; and ``one_pin``, the pin a benchmark of one repository names."""
 
 from __future__ import annotations
 
@@ -35,3 +35,13 @@ def chosen_tasks(args: argparse.Namespace, prepare: Callable[[Path], list], root
     if args.tasks:
         tasks = random.Random(args.seed).sample(tasks, min(args.tasks, len(tasks)))
     return tasks
+
+
+def one_pin(pins: Path, repo: str):  # type: ignore[no-untyped-def]
+    """The one pin under ``pins`` whose id contains ``repo``; exits with a one-line error otherwise."""
+    from core.pin import list_pins
+
+    found = [p for p in list_pins(pins) if repo in p.id]
+    if len(found) != 1:
+        raise SystemExit(f"--repo {repo!r} matches {len(found)} pins in {pins}; name exactly one")
+    return found[0]
