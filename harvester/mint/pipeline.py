@@ -207,7 +207,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
             kept = sum(1 for r in finished if r["kept"])
             key = shard_key(pin, uid, node, tree, options.families, options.seed, options.only_keys)
-            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key):
+            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, frozenset(r["key"] for r in finished)):
                 continue
             todo.append((uid, key, vouched, finished, kept))
         if not todo:
@@ -229,10 +229,16 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
     return jobs
 
 
-def _nothing_left(pin_id: str, model: str, key: str) -> bool:
+def _nothing_left(pin_id: str, model: str, key: str, readable: frozenset[str]) -> bool:
     """Whether ``model``'s shard finished on the same candidates (``key``) with no survivor left at the
-    cap: every candidate it has is decided, so a run would only enumerate them again."""
-    if not shard_finished(pin_id, model) or _pending_path(pin_id, model).is_file():
+    cap: every candidate it has is decided, so a run would only enumerate them again. A marker that does
+    not read, or names a report that does not (``readable``: the keys of the reports that loaded), is a
+    shard cut half-way: it is redone."""
+    try:
+        marked = frozenset(json.loads(_marker_path(pin_id, model).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return False
+    if marked != readable or _pending_path(pin_id, model).is_file():
         return False
     try:
         return _key_path(pin_id, model).read_text(encoding="utf-8") == key
