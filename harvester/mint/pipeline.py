@@ -188,8 +188,9 @@ def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
 
 
 def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
-    """One shard job per mutable model still under the cap. A pin with none left costs no template and no
-    family plan; otherwise the family plan comes from the pin's cache (:mod:`harvester.mint.family_order`)."""
+    """One shard job per mutable model still under the cap whose shard is not done on the same candidates.
+    A pin with none left costs no family plan; otherwise it comes from the pin's cache
+    (:mod:`harvester.mint.family_order`)."""
     jobs: list[ShardJob] = []
     for pin in pins:
         split, group = _split_of(pin, target)
@@ -199,22 +200,22 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         tree = template(pin)  # materialize once, before workers share it
         reports = load_reports(pin.id)
         index = load_index(pin.id)
-        todo: list[tuple[str, str, frozenset[str], list[dict], int]] = []
+        todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
         for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
+            done = frozenset(r["key"] for r in finished)
             kept = sum(1 for r in finished if r["kept"])
             key = shard_key(pin, uid, node, tree, options.families, options.seed, options.only_keys)
-            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, frozenset(r["key"] for r in finished)):
+            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, done):
                 continue
-            todo.append((uid, key, vouched, finished, kept))
+            todo.append((uid, key, vouched, finished, kept, done))
         if not todo:
             continue  # every shard is done: no family plan, no shard (a no-op re-run costs seconds)
         orders = planned_orders(pin, nodes, tree, options.families)
-        for uid, key, vouched, finished, kept in todo:
-            done = frozenset(r["key"] for r in finished)
+        for uid, key, vouched, finished, kept, done in todo:
             resumed = not shard_finished(pin.id, uid) and bool(vouched)  # a shard a time budget stopped
             before = tuple(sorted((r["key"], bool(r["kept"])) for r in finished if r.get("stage") == "confirm"))
             jobs.append(ShardJob(
