@@ -3,6 +3,10 @@ sandboxed (the second time in another workspace under another database file name
 when the two disagree, to tell a value that depends on the database's name from one that changes on
 every build), keep the outputs that every build agreed on as gold, and write the pin.
 
+The first two builds share one sandboxed child (``harvester.sandbox.parallel``), started as soon as the
+commit is exported: it imports dbt while the packages are vendored, the patch applied and the tree
+copied into its two workspaces, then builds both at once, a fork each.
+
 Order matters for crash safety: everything lands in a fresh run folder under HARVEST_HOME first; the
 gold file is installed content-addressed (atomic, verified by hash on read); the pin is written last,
 atomically. A killed run therefore leaves no pin and no gold that looks whole, and re-running completes.
@@ -24,7 +28,10 @@ from typing import Any
 import yaml
 
 from core import atomic
-from harvester.build import BuildResult, build_workspace, require_ok
+from harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
+from harvester.sandbox.parallel import ParallelChild
+from harvester.sandbox.profile import PROFILE_DIR
+from harvester.sandbox.runner import SCRATCH_DIR
 from core.clock import default_clock, normalise_clock
 from harvester.discovery import Project, discover
 from core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
@@ -175,12 +182,31 @@ def resolve(spec: RepoSpec, options: AddOptions) -> tuple[GitStore, Resolved]:
     return store, Resolved(spec, found.commit, found.ref, repo, identity)
 
 
-def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Source:
-    """Export the commit (no .git), discover the project, vendor packages, apply a compat patch."""
-    repo = resolved.repo
+@dataclass(frozen=True)
+class Exported:
+    """The commit exported (no .git) and its project discovered; packages not vendored yet."""
+
+    resolved: Resolved
+    root: Path
+    project: Project
+    tree: str
+    skipped: tuple
+
+    def seed_files(self) -> list[Path]:
+        base = self.root / self.project.rel_dir
+        return [base / p for p in self.project.seed_paths]
+
+
+def export_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Exported:
+    """Export the commit (no .git) into ``run_dir/source`` and discover the project."""
     root = run_dir / "source"
-    report = store.export(repo, resolved.commit, root)
-    project = discover(root, options.project_dir)
+    report = store.export(resolved.repo, resolved.commit, root)
+    return Exported(resolved, root, discover(root, options.project_dir), report.tree, tuple(report.skipped))
+
+
+def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> Source:
+    """Vendor the exported project's packages and apply a compat patch: the template of every workspace."""
+    root, project = exported.root, exported.project
     mirror = load_mirror(options.package_mirror)
     project_path = root / project.rel_dir
     packages = resolve_packages(project_path, store, mirror, tree=root)
@@ -192,11 +218,17 @@ def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run
         except OSError as exc:
             raise HarvestError(f"cannot read compat patch {options.compat_patch}: {exc.strerror}") from None
         apply_patch(root, patch_text)
+    resolved = exported.resolved
     return Source(
-        spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=report.tree,
-        root_commits=store.root_commits(repo, resolved.commit), root=root, project=project,
-        packages=packages, skipped=report.skipped, compat_patch=patch_text,
+        spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=exported.tree,
+        root_commits=store.root_commits(resolved.repo, resolved.commit), root=root, project=project,
+        packages=packages, skipped=exported.skipped, compat_patch=patch_text,
     )
+
+
+def prepare_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Source:
+    """Export the commit (no .git), discover the project, vendor packages, apply a compat patch."""
+    return finish_source(store, export_source(store, resolved, options, run_dir), options)
 
 
 def _model_files(source: Source) -> dict[str, str]:
@@ -213,6 +245,15 @@ def _model_files(source: Source) -> dict[str, str]:
 
 def _fresh_workspace(source: Source, dest: Path) -> Path:
     shutil.copytree(source.root, dest, symlinks=True)
+    return dest
+
+
+def _fill_workspace(source: Source, dest: Path) -> Path:
+    """Copy the source tree into ``dest``, a fresh workspace a parallel child already binds (holding
+    only the runner's folders: the profile folder and scratch, which the tree's own copies never replace)."""
+    top = str(source.root)
+    shutil.copytree(source.root, dest, symlinks=True, dirs_exist_ok=True,
+                    ignore=lambda folder, names: {PROFILE_DIR, SCRATCH_DIR} & set(names) if folder == top else set())
     return dest
 
 
@@ -240,10 +281,25 @@ def _build(source: Source, clock: str, options: AddOptions, run_dir: Path, index
     )
 
 
-def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path) -> GoldBuilds:
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        first, renamed = pool.map(lambda args: _build(source, clock, options, run_dir, *args),
-                                  ((1, DB_FILE), (2, RENAMED_DB_FILE)))
+def _gold_child(project: Project, clock: str, options: AddOptions, run_dir: Path) -> ParallelChild:
+    """The child of the first two gold builds, over two fresh, empty workspaces (not started yet)."""
+    workspaces = [run_dir / "build1", run_dir / "build2"]
+    for workspace in workspaces:
+        workspace.mkdir(parents=True)
+    return ParallelChild(workspaces, project.rel_dir, clock=clock, log_path=run_dir / "builds.log",
+                         sandboxed=options.sandboxed, limits=options.limits)
+
+
+def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
+                 child: ParallelChild | None = None) -> GoldBuilds:
+    """The first two builds at once in one child (dbt imported once, a fork per build, each in its own
+    fresh workspace and database file: ``harvester.sandbox.parallel``); a third alone when they differ.
+    ``child`` is one ``_gold_child`` made (and perhaps started) for this source and clock."""
+    with child or _gold_child(source.project, clock, options, run_dir) as pair:
+        for workspace in pair.workspaces:
+            _fill_workspace(source, workspace)
+        first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
+                                           (DB_FILE, RENAMED_DB_FILE))
     require_ok(first, "build")
     require_ok(renamed, "second build (under another database name)")
     other = {t.name: t for t in renamed.tables}
@@ -326,16 +382,26 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     with ThreadPoolExecutor(max_workers=1) as early:
         # what every sandboxed child binds of this interpreter (a walk of the installed distributions
         # and ldd on their native files, once per process) is worked out while the source is exported
-        # and its packages vendored, instead of in front of the gold builds
         binds = early.submit(python_binds) if options.sandboxed else None
-        source = prepare_source(store, resolved, options, run_dir)
+        exported = export_source(store, resolved, options, run_dir)
         if binds is not None:
             binds.result()
-    if clock is None:
-        base = source.root / source.project.rel_dir
-        clock = previous.clock if previous else default_clock([base / p for p in source.project.seed_paths])
-
-    builds = _gold_builds(source, clock, options, run_dir)
+    fixed = clock or (previous.clock if previous else None)
+    guess = fixed or default_clock(exported.seed_files())
+    # the gold builds' child starts now and imports dbt while the packages are vendored, the patch
+    # applied and the tree copied into its workspaces
+    child = _gold_child(exported.project, guess, options, run_dir)
+    with child:
+        child.start()
+        source = finish_source(store, exported, options)
+        # the default clock reads the seeds as patched; a patch that moved it needs a child at that clock
+        clock = fixed or default_clock([source.root / source.project.rel_dir / p for p in source.project.seed_paths])
+        if clock != guess:
+            child.close()
+            safe_fs.rmtree(run_dir / "build1")
+            safe_fs.rmtree(run_dir / "build2")
+            child = _gold_child(source.project, clock, options, run_dir)
+        builds = _gold_builds(source, clock, options, run_dir, child)
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
@@ -380,4 +446,5 @@ def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
     return tuple(notes)
 
 
-__all__ = ["AddOptions", "AddResult", "add", "prepare_source", "HarvestError", "BuildError"]
+__all__ = ["AddOptions", "AddResult", "Exported", "add", "export_source", "finish_source", "prepare_source",
+           "HarvestError", "BuildError"]

@@ -7,12 +7,14 @@ and what the capture found. `harvest add`, minting and the eval environment all 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.errors import BuildError
 from harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
+from harvester.sandbox.parallel import ParallelChild
 
 _BUILD_RESOURCES = {"model", "seed", "snapshot"}
 _FAILED = {"error", "fail", "runtime error"}
@@ -91,6 +93,23 @@ def build_workspace(
     return interpret(workspace, steps, run)
 
 
+#: what a gold build runs: seed, build, capture (``build_workspace``'s steps without a ``select``)
+GOLD_STEPS: tuple[Any, ...] = (DbtStep(("seed",)), DbtStep(("build",)), CaptureStep())
+
+
+def build_in_parallel(
+    child: ParallelChild, profile: str, schema: str, db_files: Sequence[str],
+) -> tuple[BuildResult, ...]:
+    """What ``build_workspace`` does (seed, build, capture; never raises on dbt failures) in each of the
+    child's workspaces, under the database file ``db_files[i]``, all at once in that one child (dbt
+    imported once; ``harvester.sandbox.parallel``). The workspaces hold the project by now."""
+    for workspace, db_file in zip(child.workspaces, db_files, strict=True):
+        write_profile(workspace, child.project_dir, profile, schema, db_file=db_file)
+    steps = list(GOLD_STEPS)
+    runs = child.run([steps] * len(child.workspaces), stop_on_failure=False)
+    return tuple(interpret(workspace, steps, run) for workspace, run in zip(child.workspaces, runs))
+
+
 def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult:
     """What a run of ``steps`` (dbt commands, at most one capture, file writes) means as a build."""
     nodes = _nodes(run)
@@ -160,4 +179,4 @@ def require_ok(result: BuildResult, what: str) -> BuildResult:
     return result
 
 
-__all__ = ["BuildResult", "CapturedTable", "build_workspace", "interpret", "require_ok"]
+__all__ = ["BuildResult", "CapturedTable", "build_in_parallel", "build_workspace", "interpret", "require_ok"]

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from core.home import harvest_home
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 LOCKED_DUCKDB = Path(core.locked_duckdb.__file__).resolve()
 SANDBOX_WORKSPACE = "/workspace"
+#: where the sibling workspaces of a parallel child are bound: /workspace-2, /workspace-3, ...
+SANDBOX_SIBLING_PREFIX = "/workspace-"
 SANDBOX_CODE = "/opt/harvest"
 SANDBOX_LIB = "/opt/harvest-lib"
 SANDBOX_LOCKED_DUCKDB = f"{SANDBOX_LIB}/locked_duckdb.py"
@@ -345,8 +348,13 @@ def bwrap_argv(
     env: dict[str, str],
     bwrap: str = "bwrap",
     shm_bytes: int = 4 << 20,
+    siblings: Sequence[tuple[Path, str]] = (),
 ) -> list[str]:
-    """The full bwrap command line for one child."""
+    """The full bwrap command line for one child.
+
+    ``siblings`` are further workspaces of a parallel child (``harvester.sandbox.parallel``), each
+    ``(host folder, path inside)`` and bound the same way as the first: writable, with its own profile
+    folder laid over it read-only."""
     argv = [
         bwrap,
         "--unshare-all",
@@ -365,6 +373,8 @@ def bwrap_argv(
     for path in ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     refuse_sensitive_workspace(workspace)
+    for sibling, _ in siblings:
+        refuse_sensitive_workspace(sibling)
     binds = python_binds()
     refuse_sensitive_binds(list(binds.sources))
     for root in binds.dirs:
@@ -382,6 +392,9 @@ def bwrap_argv(
     argv += ["--dir", SANDBOX_HOME]
     argv += ["--bind", str(workspace), SANDBOX_WORKSPACE]
     argv += ["--ro-bind", str(profile_dir), f"{SANDBOX_WORKSPACE}/{profile_dir.name}"]
+    for sibling, inside in siblings:
+        argv += ["--bind", str(sibling), inside]
+        argv += ["--ro-bind", str(sibling / profile_dir.name), f"{inside}/{profile_dir.name}"]
     # nothing else may be written: the root (and every folder bwrap made in it) becomes read-only
     argv += ["--remount-ro", "/"]
     argv += ["--chdir", SANDBOX_WORKSPACE, "--clearenv"]

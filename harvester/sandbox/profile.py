@@ -44,6 +44,13 @@ def _real_dir(workspace: Path, rel: str) -> None:
     safe_fs.make_dirs(workspace, rel)
 
 
+def ensure_profile_dir(workspace: Path) -> Path:
+    """``<workspace>/.harvest_profile`` as a real folder (a sandbox binds it read-only before
+    write_profile fills it: ``harvester.sandbox.parallel``); whatever else the tree put there is removed."""
+    _real_dir(Path(workspace), PROFILE_DIR)
+    return Path(workspace) / PROFILE_DIR
+
+
 def plain_profile_text(profile_name: str, schema: str, db_file: str) -> str:
     """profiles.yml for running dbt by hand (outside our sandbox) in the project folder: DuckDB at ./<db_file>.
 

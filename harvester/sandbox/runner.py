@@ -127,10 +127,12 @@ def _open_log(workspace: Path, log_path: Path) -> int:
 
 def _watch(
     proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, started: float,
-    until: Callable[[], bool] | None = None,
+    until: Callable[[], bool] | None = None, siblings: tuple[Path, ...] = (),
 ) -> Outcome:
     """Wait for the child (or, for a warm child, until ``until()`` holds), killing its process group
-    when a bound is crossed."""
+    when a bound is crossed. A parallel child's ``siblings`` are bounded like ``workspace`` (each its own
+    disk bound), and its tree's memory bound is one child's per workspace."""
+    memory_bytes = limits.memory_bytes * (1 + len(siblings))
     killed_reason, timed_out = "", False
     peak, kill_at = 0, 0.0
     next_disk, disk_cost = started, 0.0
@@ -149,13 +151,13 @@ def _watch(
             if now - started > limits.wall_s:
                 killed_reason = f"wall time limit of {limits.wall_s:g} s exceeded; the build was killed"
                 timed_out = True
-            elif rss > limits.memory_bytes:
+            elif rss > memory_bytes:
                 killed_reason = (
-                    f"memory use {_mib(rss)} exceeded the limit of {_mib(limits.memory_bytes)}; the build was killed"
+                    f"memory use {_mib(rss)} exceeded the limit of {_mib(memory_bytes)}; the build was killed"
                 )
             elif now >= next_disk:
                 t0 = time.monotonic()
-                used = safe_fs.disk_usage(workspace)
+                used = max(safe_fs.disk_usage(folder) for folder in (workspace, *siblings))
                 disk_cost = time.monotonic() - t0
                 next_disk = time.monotonic() + max(0.25, 10 * disk_cost)
                 if used > limits.workspace_bytes:
@@ -217,29 +219,41 @@ class Launch:
     scratch: Path
     sandboxed: bool
     limits: Limits
+    siblings: tuple[Path, ...] = ()  # a parallel child's further workspaces (harvester.sandbox.parallel)
 
     @property
     def scratch_rel(self) -> str:
         return self.scratch.relative_to(self.workspace).as_posix()
 
 
+def _checked_workspace(workspace: Path) -> Path:
+    workspace = Path(workspace).resolve()
+    if not workspace.is_dir() or workspace.is_symlink():
+        raise SandboxError(f"workspace {workspace} is not a directory")
+    command.refuse_sensitive_workspace(workspace)
+    return workspace
+
+
 def prepare(
     workspace: Path, project_dir: str, *, clock: str, sandboxed: bool, limits: Limits, body: dict[str, Any],
-    duckdb_scope: str = "workspace",
+    duckdb_scope: str = "workspace", siblings: Sequence[Path] = (),
 ) -> Launch:
     """Check the workspace, profile, sandbox and clock; build the child's request around ``body``.
 
     ``body`` holds either the steps of a one-shot run (``steps``, ``result_file``, ``stop_on_failure``)
     or ``{"serve": True}`` for a warm child that reads batches from stdin. Nothing is written yet.
     ``duckdb_scope`` is what DuckDB may touch: "workspace", or "database" (agent and reward builds).
+    ``siblings`` (a parallel child, ``harvester.sandbox.parallel``) are further workspaces, checked like
+    the first; the request then lists where each is bound under ``parallel``, and no profile is read
+    yet: a parallel child starts before its workspaces are filled, and each batch names its profile.
     """
     if duckdb_scope not in DUCKDB_SCOPES:
         raise SandboxError(f"unknown duckdb_scope {duckdb_scope!r}; use one of {', '.join(DUCKDB_SCOPES)}")
-    workspace = Path(workspace).resolve()
-    if not workspace.is_dir() or workspace.is_symlink():
-        raise SandboxError(f"workspace {workspace} is not a directory")
-    command.refuse_sensitive_workspace(workspace)
-    meta = read_profile_meta(workspace, project_dir)
+    workspace = _checked_workspace(workspace)
+    others = [_checked_workspace(sibling) for sibling in siblings]
+    if len({workspace, *others}) != 1 + len(others):
+        raise SandboxError("a parallel child needs distinct workspaces")
+    meta = None if others else read_profile_meta(workspace, project_dir)
     if sandboxed:
         available, why = command.sandbox_available()
         if not available:
@@ -259,9 +273,9 @@ def prepare(
         )
     request: dict[str, Any] = {
         "workspace": paths.workspace,
-        "project_dir": meta.project_dir,
+        "project_dir": meta.project_dir if meta else project_dir,
         "profiles_dir": f"{paths.workspace}/{PROFILE_DIR}",
-        "db_file": meta.db_file,
+        "db_file": meta.db_file if meta else "",
         "result_file": "",
         "relation_rows": limits.relation_rows,
         "stop_on_failure": True,
@@ -276,6 +290,11 @@ def prepare(
         "steps": [],
         **body,
     }
+    if others:
+        request["parallel"] = [paths.workspace] + [
+            f"{command.SANDBOX_SIBLING_PREFIX}{index}" if sandboxed else str(sibling)
+            for index, sibling in enumerate(others, start=2)
+        ]
     env = command.child_env(paths, clock_vars)
     request_json = json.dumps(request)
     if len(request_json) > MAX_REQUEST_CHARS:
@@ -285,21 +304,24 @@ def prepare(
         )
     py = command.python_args(paths.code, request_json)
     if sandboxed:
-        argv = command.bwrap_argv(workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env,
-                                  shm_bytes=limits.shm_bytes)
+        argv = command.bwrap_argv(
+            workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env, shm_bytes=limits.shm_bytes,
+            siblings=[(sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)],
+        )
         popen_env = {"PATH": "/usr/bin:/bin"}
         cwd = "/"
     else:
         argv, popen_env, cwd = py, env, str(workspace)
-    return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits)
+    return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits, tuple(others))
 
 
 def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen[bytes], int]:
     """A fresh scratch folder, then the child in its own session; returns it and the open log fd."""
     # nothing is written into the workspace before every check in prepare() has passed
-    _fresh_dir(launch.workspace, launch.scratch_rel)
-    for sub in ("duckdb", "home", "tmp"):
-        safe_fs.make_dirs(launch.workspace, f"{launch.scratch_rel}/{sub}")
+    for workspace in (launch.workspace, *launch.siblings):
+        _fresh_dir(workspace, launch.scratch_rel)
+        for sub in ("duckdb", "home", "tmp"):
+            safe_fs.make_dirs(workspace, f"{launch.scratch_rel}/{sub}")
     log_fd = _open_log(launch.workspace, log_path)
     try:
         proc = subprocess.Popen(
@@ -412,6 +434,8 @@ def collect(
 def finish(launch: Launch, pid: int) -> None:
     """After the child is gone: remove the scratch folder (and, unsandboxed, libfaketime's shm files)."""
     _cleanup_scratch(launch)
+    for sibling in launch.siblings:
+        _remove(sibling, launch.scratch_rel)
     if not launch.sandboxed:
         _remove_faketime_shm(pid)
 

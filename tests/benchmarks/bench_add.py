@@ -17,7 +17,8 @@ compat patch. Each round, alternating so that machine noise hits every side alik
 - plain: ``dbt seed && dbt build`` from the dbt CLI on the same project (the exported tree with its
   packages vendored, a plain profiles.yml, no sandbox, no clock), in a fresh copy.
 
-Prints the medians and the ratios add/plain (target <= 0.7), checks that every add wrote the same gold
+Prints the medians and the ratios add/plain (target <= 0.7), the machine's CPU seconds per run (all
+processes, from /proc/stat: the sandboxed ones are not this process's children to account), checks that every add wrote the same gold
 (its sha256 and the tables the pin records: rows, fingerprints, columns; with ``--pins`` the tables are
 also compared with that pin's, made by whatever code made it), then where the add's time went: per sandboxed build
 the child's wall time and its steps (from the build logs), and the rest of the add.
@@ -64,12 +65,30 @@ def run_add(spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (
             "add", spec, "--package-mirror", str(mirror), "--json", *extra]
     if not sandboxed:
         argv.append("--no-sandbox")
-    started = time.perf_counter()
+    started, busy = time.perf_counter(), machine_busy_s()
     done = subprocess.run(argv, env={**_env(home), "PYTHONPATH": str(tree)}, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
+    CPU.append(machine_busy_s() - busy)
     if done.returncode != 0:
         raise SystemExit(f"harvest add failed: {done.stderr.strip()[-800:]}")
     return elapsed, home, json.loads(done.stdout)
+
+
+
+#: CPU seconds the whole machine spent during each run_add / run_plain call, in call order
+CPU: list[float] = []
+
+
+def machine_busy_s() -> float:
+    """CPU seconds spent so far by the whole machine (user, nice, system, irq, softirq: /proc/stat).
+
+    The sandboxed processes live in bubblewrap's PID namespace and are never reaped by this process, so
+    its RUSAGE_CHILDREN misses them; the machine's own count sees everything (and any other load, alike
+    for every side of the comparison: the sides alternate)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = handle.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def build_logs(home: Path) -> list[dict]:
@@ -77,8 +96,9 @@ def build_logs(home: Path) -> list[dict]:
     found = []
     for log in sorted((home / "home" / "builds").rglob("build*.log")):
         text = log.read_text(errors="replace")
-        match = _SANDBOX_LINE.search(text)
-        found.append({"log": log.name, "wall_s": float(match.group(4)) if match else float("nan")})
+        # a parallel child's log (builds.log) holds one summary line per build, each with the child's wall
+        for match in _SANDBOX_LINE.finditer(text):
+            found.append({"log": log.name, "wall_s": float(match.group(4))})
     return found
 
 
@@ -96,11 +116,12 @@ def run_plain(template: Path, profile: str, schema: str, project_dir: str) -> fl
         dbt = shutil.which("dbt") or "dbt"
         common = ["--project-dir", str(project), "--profiles-dir", str(project)]
         env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "DO_NOT_TRACK": "1"}
-        started = time.perf_counter()
+        started, busy = time.perf_counter(), machine_busy_s()
         for command in ("seed", "build"):
             done = subprocess.run([dbt, command, *common], cwd=project, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"plain dbt {command} failed: {done.stdout[-800:]}")
+        CPU.append(machine_busy_s() - busy)
         return time.perf_counter() - started
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -167,6 +188,7 @@ def main() -> None:
     nosandbox: list[float] = []
     breakdown: list[tuple[float, list[dict]]] = []
     homes = [warm_home]
+    cpu: dict[str, list[float]] = {"add": [], "plain": [], "baseline": []}
     sides = ["add", "plain"] + (["baseline"] if args.baseline_tree else [])
     for index in range(args.rounds):
         order = sides[index % len(sides):] + sides[:index % len(sides)]
@@ -184,6 +206,7 @@ def main() -> None:
                 baseline_golds.add(gold_contents(home / "pins"))
             else:
                 plains.append(run_plain(tree, project.profile, pin.profile_schema, pin.project_dir))
+            cpu[side].append(CPU[-1])
         if args.no_sandbox_add:
             seconds, home, _ = run_add(spec, mirror, False, extra)
             homes.append(home)
@@ -204,6 +227,11 @@ def main() -> None:
     if baselines:
         print(f"ratio baseline add/plain: {statistics.median(baselines) / plain_med:.2f}; "
               f"add/baseline add: {add_med / statistics.median(baselines):.2f}")
+    cpu_med = {side: statistics.median(values) for side, values in cpu.items() if values}
+    print("machine CPU seconds per run (every process, /proc/stat), median: "
+          + ", ".join(f"{side} {value:.2f}" for side, value in cpu_med.items())
+          + f"; add/plain {cpu_med['add'] / cpu_med['plain']:.2f}"
+          + (f", add/baseline add {cpu_med['add'] / cpu_med['baseline']:.2f}" if "baseline" in cpu_med else ""))
     same = len(golds) == 1 and (not baseline_golds or baseline_golds == golds)
     as_pinned = {g[1] for g in golds} == {gold_contents(args.pins, real.id)[1]} if args.pins else False
     print(f"gold (sha256; tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
@@ -214,10 +242,10 @@ def main() -> None:
     for total, builds in breakdown:
         walls = [b["wall_s"] for b in builds]
         longest = max(walls) if walls else float("nan")
-        print(f"  total {total:.2f} s; {len(walls)} children {', '.join(f'{w:.2f}' for w in walls)} s; "
+        print(f"  total {total:.2f} s; {len(walls)} builds, their child's wall {', '.join(f'{w:.2f}' for w in walls)} s; "
               f"outside the longest child {total - longest:.2f} s")
-    print("  (a child: bubblewrap, interpreter, dbt import, full parse, seed, build, capture; dbt's own step")
-    print("   timers read 0.00 s under the frozen clock, so the split inside a child is not shown)")
+    print("  (the first two builds share one child: bubblewrap, interpreter and dbt import once, then a fork per")
+    print("   build: full parse, seed, build, capture; a third build, when they differ, has a child of its own)")
     for home in homes:
         shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)

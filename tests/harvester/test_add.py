@@ -170,6 +170,39 @@ def test_a_rebuild_keeps_the_compat_patch_the_pin_records(tmp_path: Path) -> Non
     assert again["gold_sha256"] == first["gold_sha256"], again.get("drift")
 
 
+LATE_SEED_PATCH = """diff --git a/seeds/late_visits.csv b/seeds/late_visits.csv
+new file mode 100644
+--- /dev/null
++++ b/seeds/late_visits.csv
+@@ -0,0 +1,2 @@
++member_id,visited_on
++1,2025-01-15
+"""
+
+
+def test_a_compat_patch_that_moves_the_seed_dates_moves_the_clock_the_builds_run_at(tmp_path: Path) -> None:
+    """The gold builds' child starts (at the clock of the seeds as committed) while packages are vendored
+    and the patch applied; a patch that adds a later seed date must still give the day after it as the
+    clock, and the builds must run at that clock, not at the one the child was started with."""
+    repo = fixture_repo("clock", tmp_path / "repo")
+    patch = tmp_path / "late.diff"
+    patch.write_text(LATE_SEED_PATCH)
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--compat-patch", str(patch), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["clock"] == "2025-01-16 00:00:00"
+    gold = tmp_path / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
+    con = duckdb.connect(str(gold), read_only=True)
+    joined, days = con.execute(
+        "select joined_on, days_as_member from main.membership_age order by member_id limit 1").fetchone()
+    con.close()
+    from datetime import date
+
+    assert days == (date(2025, 1, 16) - joined).days
+    log = next((tmp_path / "home" / "builds").rglob("builds.log")).read_text()
+    assert log.count("[harvest sandbox] sandboxed=True ok=True") == 2  # both gold builds, one child
+
+
 def test_a_package_repository_builds_its_integration_tests(tmp_path: Path) -> None:
     repo = fixture_repo("fivetran_style", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -219,7 +252,7 @@ def test_bad_input_is_one_line_and_writes_no_pin(tmp_path: Path, mirror: Path, f
     assert not _pins(tmp_path)
     assert not (tmp_path / "home" / "gold").exists() or not any((tmp_path / "home" / "gold").iterdir())
     if fixture == "build_fails":  # the logs stay for inspection
-        assert list((tmp_path / "home" / "builds").rglob("build1.log"))
+        assert list((tmp_path / "home" / "builds").rglob("builds.log"))
 
 
 @pytest.mark.parametrize("spec", ["not-a-spec", "acme/analytics@", "acme/analytics@a..b"])

@@ -10,6 +10,7 @@ import threading
 import time
 
 TAMPER = __TAMPER__
+SWAPPED = threading.Event()
 
 
 def _swap(workspace):
@@ -33,12 +34,23 @@ def _when_done(workspace):
                 continue
             if done:
                 _swap(workspace)
+                SWAPPED.set()
                 return
         time.sleep(0.005)
 
 
+def _hold_exit(real_exit):
+    def exit_after_the_swap(code):
+        SWAPPED.wait(120)
+        real_exit(code)
+
+    return exit_after_the_swap
+
+
 def model(dbt, session):
     # not a daemon (dbt runs models in daemon threads, whose children inherit that): the child's
-    # interpreter waits for this thread before it exits
+    # interpreter waits for this thread before it exits; and the child, which ends with os._exit once
+    # its results are written, is made to wait for it too (project code runs in the child's process)
     threading.Thread(target=_when_done, args=(os.environ["HARVEST_WORKSPACE"],), daemon=False).start()
+    os._exit = _hold_exit(os._exit)
     return session.sql("select 1 as id")
