@@ -124,14 +124,17 @@ def pending(pin_id: str) -> list[dict]:
 
 
 def completed_keys(pin_id: str, model: str) -> frozenset[str]:
-    """The report keys of ``model`` that a finished shard vouched for, else those a shard stopped by a
-    time budget vouched for (empty when no shard got that far)."""
+    """The report keys of ``model`` that a finished shard (``.done``) or one stopped by a time budget
+    (``.part``) vouched for, together: a finished shard run again (other families, a higher cap) and
+    stopped by a budget vouches in ``.part`` for what it decided beyond the old ``.done``. A marker that
+    does not read vouches for nothing (empty when no shard got that far)."""
+    keys: set[str] = set()
     for path in (_marker_path(pin_id, model), _part_path(pin_id, model)):
         try:
-            return frozenset(json.loads(path.read_text(encoding="utf-8")))
+            keys.update(str(key) for key in json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
             continue
-    return frozenset()
+    return frozenset(keys)
 
 
 def shard_finished(pin_id: str, model: str) -> bool:

@@ -267,6 +267,27 @@ def test_a_finished_pin_plans_no_shard_until_its_candidates_or_cap_change(minted
     assert other_seed and fewer  # other candidate orders or sets are not vouched for by the markers
 
 
+def test_a_finished_shard_stopped_by_a_budget_on_a_rerun_vouches_for_both_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A finished shard run again (other families, a higher cap) and stopped by a time budget writes
+    ``.part`` (what it decided, the old keys included) beside the old ``.done``; the keys vouched for are
+    both, so a third run redoes neither run's work. A marker that does not read vouches for nothing."""
+    from harvester.mint.pipeline import _marker_path, _part_path, completed_keys
+
+    monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
+    pin, model = "owner__repo@000000000000", "model.shop.orders"
+    done, part = _marker_path(pin, model), _part_path(pin, model)
+    done.parent.mkdir(parents=True)
+    assert completed_keys(pin, model) == frozenset()
+    done.write_text(json.dumps(["k1", "k2"]))
+    assert completed_keys(pin, model) == {"k1", "k2"}
+    part.write_text(json.dumps(["k1", "k2", "k3"]))
+    assert completed_keys(pin, model) == {"k1", "k2", "k3"}
+    done.write_text('["k1", "k')  # torn
+    assert completed_keys(pin, model) == {"k1", "k2", "k3"}
+    part.unlink()
+    assert completed_keys(pin, model) == frozenset()
+
+
 def test_a_pin_without_a_split_is_refused(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
