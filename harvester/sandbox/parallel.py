@@ -39,7 +39,7 @@ from pathlib import Path
 from core.errors import SandboxError
 from harvester.sandbox.limits import Limits
 from harvester.sandbox.profile import ensure_profile_dir, read_profile_meta
-from harvester.sandbox.runner import _watch, collect, finish, new_result_name, prepare, start
+from harvester.sandbox.runner import _watch, collect, finish, new_result_name, prepare, send_line, start
 from harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
@@ -118,12 +118,7 @@ class ParallelChild:
              "project_dir": meta.project_dir, "db_file": meta.db_file}
             for steps, name, meta in zip(requests, names, metas)
         ]})
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(line.encode("utf-8") + b"\n")
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the child died; _watch sees it exit and collect reports why
+        send_line(proc, line, close=True)
         try:
             outcome = _watch(proc, self._launch.workspace, self.limits, time.monotonic(), siblings=self._launch.siblings)
         finally:

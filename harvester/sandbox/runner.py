@@ -340,6 +340,20 @@ def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVN
     return proc, log_fd
 
 
+def send_line(proc: subprocess.Popen[bytes], line: str, *, close: bool = False) -> None:
+    """Write one request line to a warm or parallel child's stdin (closing it after when ``close``); a
+    child that died meanwhile is not an error here: the watch sees it exit and collect reports why."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode("utf-8") + b"\n")
+        if close:
+            proc.stdin.close()
+        else:
+            proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass
+
+
 def log_path_for(launch: Launch, given: Path, log_path: Path | None, default: str) -> Path:
     """The log's path, expressed under the resolved workspace when the caller named it under the
     workspace as given (so it is always opened through safe_fs, never by following a link)."""

@@ -28,8 +28,8 @@ from pathlib import Path
 from core.errors import SandboxError
 from harvester.sandbox import safe_fs
 from harvester.sandbox.limits import Limits
-from harvester.sandbox.runner import (LOG_DIR, Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
-                                      start)
+from harvester.sandbox.runner import (Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
+                                      send_line, start)
 from harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
@@ -87,12 +87,7 @@ class SandboxSession:
         marker = result_name + ".done"
         proc = self._ensure_child()
         line = json.dumps({"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure})
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(line.encode("utf-8") + b"\n")
-            proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the child died; _watch sees it exit and collect reports why
+        send_line(proc, line)
         outcome = _watch(
             proc, self.workspace, self.limits, time.monotonic(),
             until=lambda: safe_fs.lstat(self.workspace, marker) is not None,

@@ -151,32 +151,23 @@ class Child:
         spaces = self.request["parallel"]
         if len(batches) != len(spaces):
             raise RuntimeError(f"{len(batches)} batches for {len(spaces)} workspaces")
-        pids = []
-        for space, batch in zip(spaces, batches):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    os.environ[WORKSPACE_ENV] = space
-                    os.chdir(space)
-                    child = Child({**self.request, "workspace": space, "profiles_dir": f"{space}/.harvest_profile",
-                                   "project_dir": batch["project_dir"], "db_file": batch["db_file"],
-                                   "result_file": batch["result_file"]})
-                    child.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
-                    code = 0
-                finally:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os._exit(code)
-            pids.append(pid)
+        pids = [fork_running(lambda space=space, batch=batch: self.run_in(space, batch))
+                for space, batch in zip(spaces, batches)]
         worst = 0
         for pid in pids:
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
             worst = worst or (128 - code if code < 0 else code)
         return worst
+
+    def run_in(self, space: str, batch: dict[str, Any]) -> None:
+        """(In a fork of a parallel child) run ``batch`` as a one-shot child of workspace ``space`` would."""
+        os.environ[WORKSPACE_ENV] = space
+        os.chdir(space)
+        child = Child({**self.request, "workspace": space, "profiles_dir": f"{space}/.harvest_profile",
+                       "project_dir": batch["project_dir"], "db_file": batch["db_file"],
+                       "result_file": batch["result_file"]})
+        child.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
 
     def serve(self) -> int:
         """Warm mode: run one batch of steps per line read from stdin until it closes.
@@ -217,18 +208,7 @@ class Child:
     def run_forked(self, batch: dict[str, Any], keep: set[str]) -> None:
         """Run one batch in a forked copy of this process, then remove every trace it left outside the
         workspace (see ``serve``)."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                self.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
-                code = 0
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+        pid = fork_running(lambda: self.run_batch(batch["steps"], bool(batch["stop_on_failure"])))
         os.waitpid(pid, 0)
         kill_namespace_others()
         for root in SCRUBBED_DIRS:
@@ -514,6 +494,24 @@ SCHEMA_CLASSES = ("dbt.contracts.project.Configuration", "dbt.contracts.project.
                   "dbt.artifacts.resources.v1.config.TestConfig",
                   "dbt.artifacts.resources.v1.source_definition.SourceConfig",
                   "dbt.artifacts.resources.v1.components.Contract")
+
+
+def fork_running(task: Any) -> int:
+    """Fork; the copy runs ``task()`` and ends with os._exit (0, or 1 when it raised), never returning
+    into the caller's code. Returns the copy's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            task()
+            code = 0
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
 
 
 def warm_up_dbt() -> None:
