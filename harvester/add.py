@@ -192,9 +192,10 @@ class Exported:
     tree: str
     skipped: tuple
 
-    def seed_files(self) -> list[Path]:
-        base = self.root / self.project.rel_dir
-        return [base / p for p in self.project.seed_paths]
+
+def _seed_dirs(root: Path, project: Project) -> list[Path]:
+    """The project's seed folders under the tree at ``root`` (what ``default_clock`` reads)."""
+    return [root / project.rel_dir / p for p in project.seed_paths]
 
 
 def export_source(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Exported:
@@ -387,7 +388,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         if binds is not None:
             binds.result()
     fixed = clock or (previous.clock if previous else None)
-    guess = fixed or default_clock(exported.seed_files())
+    guess = fixed or default_clock(_seed_dirs(exported.root, exported.project))
     # the gold builds' child starts now and imports dbt while the packages are vendored, the patch
     # applied and the tree copied into its workspaces
     child = _gold_child(exported.project, guess, options, run_dir)
@@ -395,7 +396,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         child.start()
         source = finish_source(store, exported, options)
         # the default clock reads the seeds as patched; a patch that moved it needs a child at that clock
-        clock = fixed or default_clock([source.root / source.project.rel_dir / p for p in source.project.seed_paths])
+        clock = fixed or default_clock(_seed_dirs(source.root, source.project))
         if clock != guess:
             child.close()
             safe_fs.rmtree(run_dir / "build1")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import gc
 import importlib.util
 import json
 import math
@@ -95,7 +96,6 @@ class Child:
         self.relation_rows = int(request["relation_rows"])
         self.results: list[dict[str, Any]] = []
         self.runner: Any = None
-        self.check_sizes = True  # whether the dbt step being run checks the relation bound (run_batch)
         lock = request["lockdown"]
         harvest_lockdown.LOCKDOWN = harvest_lockdown.Lockdown(
             workspace=str(self.workspace),
@@ -140,8 +140,6 @@ class Child:
         128 + its number).
         """
         warm_up_dbt()
-        import gc
-
         gc.collect()
         gc.freeze()  # the forks' collections skip what the import made: fewer of its pages copied on write
         line = sys.stdin.readline()
@@ -220,10 +218,10 @@ class Child:
             started = time.monotonic()
             # a seed followed by another dbt step leaves the relation bound to that step, whose database
             # holds the seeds' tables too (the check opens the database: ~0.3 s of a small build)
-            self.check_sizes = not (step.get("kind") == "dbt" and list(step.get("args", []))[:1] == ["seed"]
-                                    and index + 1 < len(steps) and steps[index + 1].get("kind") == "dbt")
+            check_sizes = not (step.get("kind") == "dbt" and list(step.get("args", []))[:1] == ["seed"]
+                               and index + 1 < len(steps) and steps[index + 1].get("kind") == "dbt")
             try:
-                result = self.run_step(step)
+                result = self.run_step(step, check_sizes)
             except Exception as exc:  # noqa: BLE001 - any failure of a step is that step's result
                 result = {
                     "kind": step.get("kind", "?"),
@@ -239,10 +237,10 @@ class Child:
         self.write_results(done=True)
         return 0
 
-    def run_step(self, step: dict[str, Any]) -> dict[str, Any]:
+    def run_step(self, step: dict[str, Any], check_sizes: bool = True) -> dict[str, Any]:
         kind = step["kind"]
         if kind == "dbt":
-            return self.dbt_step(list(step["args"]))
+            return self.dbt_step(list(step["args"]), check_sizes)
         if kind == "capture":
             return self.capture_step(step["out"], step["manifest"])
         if kind == "query":
@@ -288,7 +286,8 @@ class Child:
         return {"kind": "restore", "ok": True, "first_error": "", "detail": {}}
 
     # dbt -----------------------------------------------------------------------------------------
-    def dbt_step(self, args: list[str]) -> dict[str, Any]:
+    def dbt_step(self, args: list[str], check_sizes: bool = True) -> dict[str, Any]:
+        """One dbt command in-process; ``check_sizes``: fail it when a relation is over the row bound."""
         from dbt.cli.main import dbtRunner
 
         if self.runner is None:
@@ -319,7 +318,7 @@ class Child:
                     first_error = one_line(f"{node['unique_id']}: {node['message'] or node['status']}")
                     break
         ok = bool(res.success)
-        if ok and self.check_sizes:
+        if ok and check_sizes:
             oversized = self.oversized_relation()
             if oversized:
                 ok, first_error = False, oversized
