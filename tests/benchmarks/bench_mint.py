@@ -16,7 +16,8 @@ EVERY candidate of every mutable model (no per-model cap), then:
   workspace, a full sandboxed ``dbt seed`` + ``dbt build`` + capture of every variant, decided by
   confirmation's own rules (``harvester.mint.confirm.CONFIRM_RULES``: the observation checks on what the
   build produced, the grading spec chosen from it, mutant 0 official and strict, true repair 1 on both in
-  one hunk, an informative wrong repair among every one screening may consider, the statement's claims).
+  one hunk, an informative wrong repair among every one screening may consider, the statement's claims,
+  and no duplicate of another task the two-stage run kept from the same model).
 
 Prints candidates per second for both, the ratio (target >= 50x) and the decisions side by side; the
 decisions (kept vs rejected) must be the same on every sampled candidate (exit 1 otherwise).
@@ -48,18 +49,33 @@ def harvest(root: Path) -> object:
     return result.pin
 
 
-def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path) -> tuple[bool, str]:
+def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path, seen) -> tuple[bool, str]:
     """The admission rules on full sandboxed builds only (see the module docstring): confirmation's own
     rules (``CONFIRM_RULES``: the observation checks, grading and statement from the build, informative
-    wrong repair, claims) with no screening, every variant a fresh seed + build, every wrong repair that
-    screening may consider tried."""
+    wrong repair, claims, no duplicate of a kept task) with no screening, every variant a fresh seed +
+    build, every wrong repair that screening may consider tried. ``seen``: the broken-output signatures
+    and statements of the other tasks kept from the same model (see ``duplicates_of``)."""
     from harvester.mint.confirm import BuildContext, confirm
     from harvester.mint.screen import MAX_WRONG_SCREENED
     from harvester.sandbox import Limits
 
     ctx = BuildContext(pin, gold, scratch, True, Limits(wall_s=600.0))  # no base_db: full seed + build
-    outcome = confirm(ctx, cand, nodes=nodes, wrong_tries=MAX_WRONG_SCREENED)
+    outcome = confirm(ctx, cand, nodes=nodes, wrong_tries=MAX_WRONG_SCREENED, seen=seen)
     return outcome.ok, outcome.reason
+
+
+def duplicates_of(key: str, model: str, kept: dict[str, tuple[str, str, str]]):  # type: ignore[no-untyped-def]
+    """What candidate ``key`` must not duplicate: every OTHER task the two-stage run kept from its model.
+
+    A shard rejects a candidate whose broken outputs or statement repeat a task kept before it, so that
+    rule depends on what was kept, not on the candidate alone. Duplication is symmetric, so testing
+    against all the model's other kept tasks gives the naive path the same verdict without replaying the
+    order: a kept task duplicates none of them, and a rejected duplicate repeats one of them.
+    """
+    from harvester.mint.confirm import Seen
+
+    others = [(sig, stmt) for k, (m, sig, stmt) in kept.items() if m == model and k != key]
+    return Seen(frozenset(sig for sig, _ in others), frozenset(stmt for _, stmt in others))
 
 
 def main() -> None:
@@ -112,6 +128,7 @@ def main() -> None:
         # two-stage, uncapped, on every candidate (or only on the sample, when time is short)
         started = time.perf_counter()
         two_stage: dict[str, tuple[bool, str, str]] = {}
+        kept_by: dict[str, tuple[str, str, str]] = {}  # key -> (model, broken signature, statement digest)
         screen_s = confirm_s = 0.0
         builds = reused = 0
         for uid in shards:
@@ -120,6 +137,8 @@ def main() -> None:
                            seed=args.seed)
             for report in run_shard(job).reports:
                 two_stage[report.key] = (report.kept, report.stage, report.reason)
+                if report.kept:
+                    kept_by[report.key] = (report.model, report.signature, report.statement_digest)
                 screen_s += report.timings.get("screen", 0.0)
                 confirm_s += report.timings.get("confirm", 0.0)
                 variant_builds = [v for k, v in report.timings.items() if k.endswith("_build")]
@@ -136,7 +155,8 @@ def main() -> None:
         started = time.perf_counter()
         for index, key in enumerate(sample, 1):
             one = time.perf_counter()
-            naive[key] = naive_decide(pin, nodes, state.database, gold, candidates[key], scratch / "naive" / key)
+            naive[key] = naive_decide(pin, nodes, state.database, gold, candidates[key], scratch / "naive" / key,
+                                      duplicates_of(key, candidates[key].model, kept_by))
             shutil.rmtree(scratch / "naive" / key, ignore_errors=True)
             ts = two_stage[key]
             print(f"  [{index}/{len(sample)}] {candidates[key].mutation.operator:<24} two-stage "
