@@ -15,6 +15,7 @@ import pytest
 
 from harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps
 from harvester.sandbox.command import ALLOWED_ENV
+from harvester.sandbox import write_profile
 from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 PARENT_SECRETS = {"HF_TOKEN": "hf_parent_token_should_not_leak", "HARVEST_CANARY_SECRET": "canary-parent-only"}
@@ -153,3 +154,33 @@ def test_logs_stay_in_the_workspace_and_results_file_is_removed(
     assert (workspace / "logs" / "dbt.log").is_file()
     assert not (workspace / ".harvest_tmp").exists()
     assert not list(workspace.rglob("result-*.json"))
+
+
+def test_a_view_that_fails_when_read_names_itself_and_the_rest_is_captured(bwrap: None, tmp_path: Path) -> None:
+    """dbt creates a view without reading it, so a view whose rows cannot all be computed (a cast of an
+    text that is not a date to a date; a real project failed so) builds and passes the tests that read part of it; the
+    capture reads it in full. The failure must name that model, and the other models are still captured."""
+    workspace = tmp_path / "ws"
+    (workspace / "seeds").mkdir(parents=True)
+    (workspace / "models").mkdir()
+    (workspace / "dbt_project.yml").write_text(
+        "name: lazy_view\nversion: '1.0'\nconfig-version: 2\nprofile: lazy_view\n", encoding="utf-8")
+    (workspace / "seeds" / "raw_visits.csv").write_text(
+        "visit_id,visited_on\n1,2024-03-01\n2,soon\n3,2024-03-09\n", encoding="utf-8")
+    (workspace / "models" / "visit_days.sql").write_text(
+        "{{ config(materialized='view') }}\n"
+        "select visit_id, try_cast(visited_on as date) as visited_on from {{ ref('raw_visits') }}\n",
+        encoding="utf-8")
+    (workspace / "models" / "visit_dates.sql").write_text(
+        "{{ config(materialized='view') }}\n"
+        "select visit_id, cast(visited_on as date) as visited_on from {{ ref('raw_visits') }}\n", encoding="utf-8")
+    write_profile(workspace, ".", "lazy_view")
+    run = run_steps(workspace, ".", [DbtStep(("seed",)), DbtStep(("build",)), CaptureStep()], clock=CLOCK,
+                    stop_on_failure=False)
+    seed, build, capture = run.steps
+    assert seed.ok and build.ok, build.first_error
+    assert not capture.ok and not run.ok
+    assert capture.first_error.startswith(
+        "model.lazy_view.visit_dates: relation main.visit_dates cannot be read after the build: Conversion Error")
+    assert "\n" not in capture.first_error
+    assert [table["name"] for table in capture.detail["tables"]] == ["main.visit_days"]
