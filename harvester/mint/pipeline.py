@@ -252,13 +252,18 @@ def _nothing_left(pin_id: str, model: str, key: str, readable: frozenset[str]) -
 
 def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str]]:
     """(pin id, model) of every model shard a run with ``options`` would still start: not finished and
-    under the cap. What :func:`plan` would plan, without materializing templates or running mutators."""
+    under the cap. What :func:`plan` would plan, without materializing templates or running mutators.
+
+    A finished shard counts as left when it is under the cap with survivors pending: it stopped at the cap,
+    then the driver dropped one of its kept tasks as a duplicate of another shard's (``distinct_bugs``), and
+    the next run confirms the pending survivors (``_nothing_left``). Such a pin is not complete yet.
+    """
     left: list[tuple[str, str]] = []
     for pin in pins:
         for uid, node in sorted(models(load_state(pin.id).manifest).items()):
             if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
                 continue
-            if shard_finished(pin.id, uid):
+            if shard_finished(pin.id, uid) and not _pending_path(pin.id, uid).is_file():
                 continue
             vouched = completed_keys(pin.id, uid)
             kept = sum(1 for key in vouched if _kept(pin.id, key))

@@ -267,6 +267,36 @@ def test_a_finished_pin_plans_no_shard_until_its_candidates_or_cap_change(minted
     assert other_seed and fewer  # other candidate orders or sets are not vouched for by the markers
 
 
+def test_a_shard_left_under_the_cap_by_the_driver_is_unfinished_as_plan_says(minted_example) -> None:  # type: ignore[no-untyped-def]
+    """A shard that stopped at the cap with survivors pending, whose kept task the driver then dropped as a
+    duplicate of another shard's (``distinct_bugs``), is under the cap: the next run confirms its pending
+    survivors. ``unfinished`` (what ``harvest corpus lock`` marks partial and ``mint --verify-lock``
+    reports as left) must say so, as ``plan`` does; it used to skip every shard with a completion marker,
+    so such a pin was locked as complete and a second mint kept one more task."""
+    from core.home import harvest_home, mint_dir, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import MintOptions, load_reports, plan, reports_dir, unfinished
+
+    pin = minted_example.pin
+    options = MintOptions(max_per_model=1, seed=0)
+    with minted_example.env():
+        waiting = sorted(p.name.removesuffix(".pending") for p in (mint_dir(pin.id) / "shards").glob("*.pending"))
+        assert waiting and unfinished([pin], options) == []
+        model = waiting[0]
+        kept = next(r for r in load_reports(pin.id) if r["model"] == model and r["kept"])
+        path = reports_dir(pin.id) / f"{kept['key']}.json"
+        saved = path.read_text(encoding="utf-8")
+        path.write_text(json.dumps({**kept, "kept": False, "reason": "duplicate", "task_id": ""}), encoding="utf-8")
+        try:
+            planned = {(job.pin_id, job.model) for job in plan([pin], options, mint_target(harvest_home(), pins_dir()))}
+            left = set(unfinished([pin], options))
+        finally:
+            path.write_text(saved, encoding="utf-8")
+        assert (pin.id, model) in planned
+        assert left == planned
+        assert unfinished([pin], options) == []  # restored: at the cap again, pending survivors wait for a higher cap
+
+
 def test_a_finished_shard_stopped_by_a_budget_on_a_rerun_vouches_for_both_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A finished shard run again (other families, a higher cap) and stopped by a time budget writes
     ``.part`` (what it decided, the old keys included) beside the old ``.done``; the keys vouched for are
