@@ -13,9 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps
+from harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps, write_profile
 from harvester.sandbox.command import ALLOWED_ENV
-from harvester.sandbox import write_profile
 from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 PARENT_SECRETS = {"HF_TOKEN": "hf_parent_token_should_not_leak", "HARVEST_CANARY_SECRET": "canary-parent-only"}
@@ -157,9 +156,9 @@ def test_logs_stay_in_the_workspace_and_results_file_is_removed(
 
 
 def test_a_view_that_fails_when_read_names_itself_and_the_rest_is_captured(bwrap: None, tmp_path: Path) -> None:
-    """dbt creates a view without reading it, so a view whose rows cannot all be computed (a cast of an
-    text that is not a date to a date; a real project failed so) builds and passes the tests that read part of it; the
-    capture reads it in full. The failure must name that model, and the other models are still captured."""
+    """dbt creates a view without reading it, so a view whose rows cannot all be computed (a cast of text
+    that is not a date to a date; a real project failed so) builds and passes the tests that read part of
+    it; the capture reads it in full. The failure must name that model, and the other models are still captured."""
     workspace = tmp_path / "ws"
     (workspace / "seeds").mkdir(parents=True)
     (workspace / "models").mkdir()
