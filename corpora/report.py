@@ -53,6 +53,12 @@ class RepoRow:
     def yield_rate(self) -> float | None:
         return self.kept / self.candidates if self.candidates else None
 
+    @property
+    def label(self) -> str:
+        """The repository as a table row shows it: an augmented pin's row (its recovered candidates on
+        added seed rows) is marked, since its repository has a row of its own."""
+        return f"{self.repo} (augmented)" if "+aug-" in self.pin else self.repo
+
 
 @dataclass(frozen=True)
 class CorpusReport:
@@ -133,14 +139,21 @@ class ReportCarryError(CorporaError):
     """A previous report cannot be carried over into this one (see :func:`carry_over`)."""
 
 
+#: the counts of a row (what a faithful re-mint reproduces; timings and the partial flag may differ)
+COUNTS = ("candidates", "kept", "kept_per_family", "screened_out", "confirm_rejected", "left_at_cap", "silent",
+          "loud", "informative")
+
+
 def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[Pin], ledger: SplitLedger,
-               minted_here: set[str]) -> CorpusReport:
+               minted_here: set[str], reminted: Sequence[RepoRow] = ()) -> CorpusReport:
     """``fresh`` (the pins minted in this home) plus every other pin's row from ``previous`` (a report's
     JSON): a corpus grows by minting new repositories in a home that never minted the old ones.
 
     A carried row keeps its counts and timings; its split is checked against the ledger (a row reserved
-    elsewhere since is refused). Family totals add the previous report's, which are sums over its pins, so
-    they carry only when every pin of the previous report is carried (none minted again here)."""
+    elsewhere since is refused). Family totals add the previous report's, which are sums over its pins.
+    A pin of the previous report minted again here (``reminted``, e.g. re-minted to augment it) must give
+    the counts its previous row has: then that row is carried and its family counts, already in the
+    previous totals, are not added twice; other counts are refused, since the totals cannot be split."""
     by_id = {p.id: p for p in pins}
     old_rows = {str(r["pin"]): r for r in previous.get("rows", [])}
     again = sorted(set(old_rows) & minted_here)
@@ -148,6 +161,16 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
         raise ReportCarryError(
             f"{len(again)} pin(s) of the previous report were minted again in this home ({again[0]}, ...): report "
             "from one home that minted them all, or without --carry")
+    for row in reminted:
+        old = old_rows.get(row.pin)
+        if old is None:
+            raise ReportCarryError(f"{row.pin}: not in the previous report, so it is not minted again")
+        differ = [k for k in COUNTS if old.get(k) != getattr(row, k)]
+        if differ:
+            raise ReportCarryError(
+                f"{row.pin} was minted again in this home with other counts than the previous report ({differ[0]}: "
+                f"{old.get(differ[0])} before, {getattr(row, differ[0])} here): report from one home that minted "
+                "them all, or without --carry")
     rows = list(fresh.rows)
     for pin_id, data in sorted(old_rows.items()):
         if pin_id not in by_id:
@@ -186,8 +209,10 @@ def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Pa
         return build_report(pins, ledger, timings, partial)
     previous = json.loads(carry.read_text(encoding="utf-8"))
     minted_here = {p.id for p in pins if mint_dir(p.id).is_dir()}
-    fresh = build_report([p for p in pins if p.id in minted_here], ledger, timings, partial)
-    return carry_over(fresh, previous, pins, ledger, minted_here)
+    before = {str(r["pin"]) for r in previous.get("rows", [])}
+    fresh = build_report([p for p in pins if p.id in minted_here - before], ledger, timings, partial)
+    again = build_report([p for p in pins if p.id in minted_here & before], ledger, timings, partial)
+    return carry_over(fresh, previous, pins, ledger, minted_here - before, reminted=again.rows)
 
 
 def _top(reasons: Mapping[str, int], n: int = 2) -> str:
@@ -207,7 +232,7 @@ def markdown(report: CorpusReport) -> str:
     for r in sorted(report.rows, key=lambda r: (r.split, r.repo.lower())):
         rate = "-" if r.yield_rate is None else f"{100 * r.yield_rate:.0f}%"
         mint = _secs(r.mint_s) + (" (budget)" if r.partial else "")
-        lines.append(f"| {r.repo} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
+        lines.append(f"| {r.label} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
                      + " | ".join(str(r.kept_per_family.get(f, 0)) for f in fams)
                      + f" | {rate} | {r.silent}/{r.loud} | {r.informative} | {_top(r.screened_out)} | "
                        f"{_secs(r.add_s)} | {mint} |")
@@ -218,10 +243,11 @@ def markdown(report: CorpusReport) -> str:
         lines.append(f"| {fam} | {f['candidates']} | {f['kept']} | {f['repos']} | {f['left_at_cap']} | "
                      f"{_top(f['screened_out'], 3)} | {_top(f['confirm_rejected'], 3)} |")
     split = report.per_split()
-    contributing = sum(1 for r in report.rows if r.kept)
+    repositories = {r.repo for r in report.rows}  # an augmented pin's row is its repository's too
+    contributing = len({r.repo for r in report.rows if r.kept})
     lines += ["", f"Kept tasks: {report.total('kept')} of {report.total('candidates')} candidates "
                   f"(train {split.get('train', 0)}, dev {split.get('dev', 0)}, test {split.get('test', 0)}); "
-                  f"{contributing} of {len(report.rows)} repositories contribute; silent {report.total('silent')}, "
+                  f"{contributing} of {len(repositories)} repositories contribute; silent {report.total('silent')}, "
                   f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}."]
     return "\n".join(lines) + "\n"
 
@@ -237,7 +263,7 @@ def chart(report: CorpusReport, path: Path) -> Path:
     rows = sorted(report.rows, key=lambda r: (r.split, r.repo.lower()), reverse=True)
     fig, ax = plt.subplots(figsize=(9, max(3.0, 0.28 * len(rows) + 1.2)))
     left = [0] * len(rows)
-    labels = [f"{r.repo} [{r.split}]" for r in rows]
+    labels = [f"{r.label} [{r.split}]" for r in rows]
     for fam in fams:
         values = [r.kept_per_family.get(fam, 0) for r in rows]
         ax.barh(labels, values, left=left, label=fam)

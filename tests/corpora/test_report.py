@@ -79,8 +79,35 @@ def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make
     # without --carry, this home alone knows nothing of acme/shop
     alone = json.loads(CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "a"), "--json"]).stdout)
     assert {r["repo"]: r["kept"] for r in alone["rows"]}["acme/shop"] == 0
-    # the old pin minted again in this home: its previous row would count twice
+    # the old pin minted again in this home with the same decisions (a faithful re-mint): its previous
+    # row is carried, and its counts are not added to the family totals twice
+    _report(old.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
+    _report(old.id, 2, "grain", "screen", False, "equivalent")
+    same = CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "c"), "--carry",
+                                     str(first / "corpus_report.json"), "--json"])
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.stdout)["families"] == data["families"]
+    # minted again with other decisions: the totals cannot be split, so it is refused
     _report(old.id, 1, "join", "screen", False, "equivalent")
     again = CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "b"), "--carry",
                                       str(first / "corpus_report.json")])
     assert again.exit_code == 1 and "minted again in this home" in again.output
+
+
+def test_an_augmented_pin_has_a_row_of_its_own_under_its_repository(world, make):
+    """An augmented pin's recovered tasks are counted in a row marked as such; the repository is still
+    one repository when the report counts the ones that contribute."""
+    from dataclasses import replace
+
+    base = make("acme/shop")
+    assign(world.pins, Params(0, 0, 0))
+    augmented = replace(base, id=f"{base.id}+aug-{'1' * 12}", augmentation_sha256="1" * 64, augments=base.id,
+                        recovers=(("model.x.m9", "k9"),))
+    _report(base.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
+    _report(augmented.id, 9, "null", "confirm", True, task_id="t9", silent=True, informative=True, local_tests=1)
+    report = build_report([base, augmented], SplitLedger.load(world.pins))
+    assert [(r.label, r.kept_per_family) for r in report.rows] == [("acme/shop", {"join": 1}),
+                                                                  ("acme/shop (augmented)", {"null": 1})]
+    text = markdown(report)
+    assert "| acme/shop (augmented) | train |" in text
+    assert "Kept tasks: 2 of 2 candidates (train 2, dev 0, test 0); 1 of 1 repositories contribute" in text
