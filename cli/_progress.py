@@ -77,6 +77,15 @@ class Progress:
         if now - self._last_line >= self._interval:
             self._line(now)
 
+    def grow(self, units: int) -> None:
+        """``units`` more to do than the total said (a counted run that plans a further round)."""
+        if self.total is None:
+            return
+        self.total += units
+        if self._bar is not None:
+            bar, task = self._bar
+            bar.update(task, total=self.total)
+
     def note(self, text: str) -> None:
         """One line of its own (e.g. a verdict) above the bar, or plainly when piped."""
         if self._bar is not None:

@@ -110,5 +110,9 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     if locked is None:
         raise TaskLockError(f"{pins_dir()} has no _tasks.lock; write one with `harvest corpus lock` first")
     diff = compare(locked, lock_from_home(harvest_home(), pins_dir(), pin_ids, partial=partial), pin_ids)
-    return {"same": diff.same, "summary": diff.summary(), "missing": list(diff.missing), "extra": list(diff.extra),
-            "changed": list(diff.changed)}
+    summary = diff.summary()
+    if partial:  # a partial rebuild: say which pins' locked tasks were not reached
+        summary += (f"; {len(partial)} pin(s) not finished here, their locked tasks not yet reached: "
+                    f"{', '.join(sorted(partial)[:3])}{', ...' if len(partial) > 3 else ''}")
+    return {"same": diff.same, "summary": summary, "missing": list(diff.missing), "extra": list(diff.extra),
+            "changed": list(diff.changed), "unfinished": sorted(partial)}

@@ -61,7 +61,8 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
-    shards = plan(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
+    plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment)
+    shards = plan(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
     if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
         import dataclasses
         import time
@@ -82,7 +83,8 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                     counts["confirm_rejected"] += 1
             bar.advance(1, detail=_run_line(counts))
 
-        mint(pins, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed), on_result=on_result, jobs=shards)
+        mint(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed), on_result=on_result, jobs=shards,
+             on_round=bar.grow)
     recovered = None
     if augment:
         from harvester.augment.run import AugmentOptions, recover
@@ -142,6 +144,29 @@ def _print_report(report: dict, counts: dict) -> None:
                   f"dropped: {q['duplicates_dropped']} bugs, {q['duplicate_statements_dropped']} statements; "
                   f"local_tests: 0 on {q['local_tests_zero']} tasks; per repository: {report['tasks_per_repository']}",
                   markup=False)
+
+
+def _build_augmented(pins: list, sandboxed: bool, augment: bool) -> list:
+    """The pins the plain mint takes. A committed augmented pin this home has not built (a corpus rebuilt
+    in a fresh home) is built first from its base and its seed patch when the patch is here; its patch is
+    derived data that is not committed, so without it the pin waits for ``--augment`` (which derives the
+    patch again and mints it) and is left out of the plain mint."""
+    from cli._progress import progress
+    from harvester.augment.run import AugmentOptions, built_here, rebuild_augmented
+    from harvester.workspace import augmentation_path
+
+    unbuilt = [p for p in pins if p.augmentation_sha256 and not built_here(p)]
+    todo = [p for p in unbuilt if augmentation_path(p.augmentation_sha256).is_file()]
+    waiting = {p.id for p in unbuilt} - {p.id for p in todo}
+    if todo:
+        with progress("augmented pins", total=len(todo), unit="built") as bar:
+            for pin in todo:
+                rebuild_augmented(pin, AugmentOptions(sandboxed=sandboxed))
+                bar.advance(1, detail=pin.id)
+    if waiting and not augment:
+        click.echo(f"{len(waiting)} augmented pin(s) not built here wait for `--augment`, which derives their seed "
+                   f"patches again: {', '.join(sorted(waiting))}", err=True)
+    return [p for p in pins if p.id not in waiting]
 
 
 def _print_augmentation(recovered: dict) -> None:

@@ -120,6 +120,9 @@ class Pin:
     # the compat patch before every build of this pin, and the id of the pin it augments ("" for neither)
     augmentation_sha256: str = ""
     augments: str = ""
+    # an augmented pin's candidates: (model uid, candidate key) of each base candidate the added rows were
+    # derived for; every mint of the pin tries exactly these (`harvest mint --all` as `--augment` does)
+    recovers: tuple[tuple[str, str], ...] = ()
     format: int = PIN_FORMAT
 
     @property
@@ -158,7 +161,7 @@ class Pin:
 
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
 _OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
-                                       "augments": ""}
+                                       "augments": "", "recovers": ()}
 
 
 def display_name(url: str) -> str:
@@ -239,6 +242,13 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         raise PinError(f"{where}: augmentation_sha256 must be a sha256")
     if not isinstance(augments, str) or bool(augments) != bool(augmentation):
         raise PinError(f"{where}: augments (the base pin's id) and augmentation_sha256 go together")
+    recovers = data.get("recovers", [])
+    if not isinstance(recovers, list) or not all(
+        isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) and x for x in r) for r in recovers
+    ):
+        raise PinError(f"{where}: recovers must list [model, candidate key] pairs")
+    if recovers and not augmentation:
+        raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
     return Pin(
         **values,
         root_commits=tuple(roots),
@@ -251,6 +261,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         database=database,
         augmentation_sha256=augmentation,
         augments=augments,
+        recovers=tuple((m, k) for m, k in recovers),
         format=fmt,
     )
 

@@ -57,6 +57,14 @@ def _pin_problems(path: Path, pins: Path) -> tuple[Pin | None, list[str]]:
                 problems.append(f"pin: {stored.name} does not hash to its name (edited after pinning)")
             if any(MACHINE_PATH.search(line) for line in body.decode("utf-8", "replace").splitlines()):
                 problems.append(f"machine-path: {stored.name} records a local path")
+    if pin.augmentation_sha256:
+        if not (pins / f"{pin.augments}.toml").is_file():
+            problems.append(f"pin: {pin.id} augments {pin.augments}, which is not pinned")
+        if not pin.recovers:
+            problems.append(f"pin: {pin.id} records no candidates (`recovers`), so a rebuild cannot mint it as it was")
+        if (pins / "patches" / f"{pin.augmentation_sha256}.diff").is_file():
+            problems.append(f"pin: {pin.id}'s augmentation patch sits beside the compat patches; it carries rows "
+                            "cloned from the repository's seeds and belongs under patches/augmentations/ (not committed)")
     return pin, problems
 
 

@@ -35,13 +35,23 @@ def _marker(pin: Pin) -> str:
     )
 
 
-def _stored_patch(pin: Pin, sha256: str, what: str, pins: Path | None) -> str:
-    """A patch the pin records by hash, from ``pins``/patches (default: the pins folder), verified."""
+#: where augmentation patches live under the pins folder: derived data (rows cloned from a repository's
+#: seeds), re-derived by `harvest mint --augment` and never committed (.gitignore), unlike compat patches
+AUGMENTATIONS = "patches/augmentations"
+
+
+def augmentation_path(sha256: str, pins: Path | None = None) -> Path:
+    return (pins or pins_dir()) / AUGMENTATIONS / f"{sha256}.diff"
+
+
+def _stored_patch(pin: Pin, sha256: str, what: str, pins: Path | None, folder: str = "patches",
+                  missing: str = "") -> str:
+    """A patch the pin records by hash, from ``pins``/``folder`` (default: the pins folder), verified."""
     if not sha256:
         return ""
-    path = (pins or pins_dir()) / "patches" / f"{sha256}.diff"
+    path = (pins or pins_dir()) / folder / f"{sha256}.diff"
     if not path.is_file():
-        raise PinError(f"{pin.id}: {what} {path} is missing")
+        raise PinError(f"{pin.id}: {what} {path} is missing{missing}")
     text = path.read_text(encoding="utf-8")
     if hashlib.sha256(text.encode()).hexdigest() != sha256:
         raise PinError(f"{pin.id}: {what} {path.name} does not match its recorded hash")
@@ -54,8 +64,10 @@ def compat_patch_text(pin: Pin, pins: Path | None = None) -> str:
 
 
 def augmentation_text(pin: Pin, pins: Path | None = None) -> str:
-    """The pin's seed augmentation patch (distinguishing data) from ``pins``/patches, verified against its hash."""
-    return _stored_patch(pin, pin.augmentation_sha256, "augmentation patch", pins)
+    """The pin's seed augmentation patch (distinguishing data) from ``pins``/patches/augmentations,
+    verified against its hash."""
+    return _stored_patch(pin, pin.augmentation_sha256, "augmentation patch", pins, AUGMENTATIONS,
+                         missing=f" (derive it again: `harvest mint {pin.augments} --augment`)")
 
 
 def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None,

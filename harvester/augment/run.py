@@ -19,7 +19,7 @@
 3. the augmented pin is minted with the SAME pipeline, restricted to the recovered candidates
    (``MintOptions.only_keys``), into the base pin's split.
 
-The augmented pin records ``augmentation_sha256`` (the patch, stored under ``pins/patches/`` like a
+The augmented pin records ``augmentation_sha256`` (the patch, stored under ``pins/patches/augmentations/``: derived, never committed; like a
 compat patch) and ``augments`` (the base pin id); ``harvester.workspace.populate`` applies it before
 every build of every task of that pin, so gold, mutants, repairs, agent builds, rewards and
 ``harvest tasks verify`` all see the augmented seeds.
@@ -415,9 +415,86 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     return out, per_family, why
 
 
-def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentOptions = AugmentOptions()) -> Pin:
+class AugmentRebuildError(HarvestError):
+    """A committed augmented pin does not rebuild here to the gold it records (or its base is not built)."""
+
+
+def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentOptions = AugmentOptions(),
+                  recovers: Sequence[tuple[str, str]] = ()) -> Pin:
     """Build ``base`` + ``patch_text`` like ``harvest add`` builds a pin (twice, sandboxed, at the base
-    clock), check the original project stays healthy, and write the augmented pin; AugmentRejected if not."""
+    clock), check the original project stays healthy, and write the augmented pin, recording the
+    candidates it was made for (``recovers``: (model, key) pairs); AugmentRejected if not healthy.
+
+    The pin's id is the patch's hash, so the same rows give the same pin: when that pin is already
+    written (committed with the corpus, whose patches are derived again rather than committed: they
+    carry rows cloned from the repository's seeds) its patch is stored and it is returned, built first if
+    this home lacks its gold or state (:func:`rebuild_augmented`)."""
+    from harvester.workspace import augmentation_path
+
+    sha = hashlib.sha256(patch_text.encode()).hexdigest()
+    pin_id = f"{base.id}+aug-{sha[:12]}"
+    existing = pin_path(pin_id, pins_dir())
+    if existing.is_file():
+        pin = read_pin(existing)
+        if not augmentation_path(sha).is_file():  # a committed pin: its patch is derived again, not committed
+            atomic.write_text(augmentation_path(sha), patch_text)
+        if not built_here(pin):
+            rebuild_augmented(pin, options)
+        return pin
+    gold_sha, tables = _build_augmentation(base, pin_id, patch_text, added_rows, options)
+    atomic.write_text(augmentation_path(sha), patch_text)
+    pin = replace(base, id=pin_id, gold_sha256=gold_sha, tables=tables, augmentation_sha256=sha, augments=base.id,
+                  recovers=tuple(sorted(set(recovers))))
+    write_pin(pin, pins_dir())
+    return pin
+
+
+def built_here(pin: Pin) -> bool:
+    """Whether this ``HARVEST_HOME`` holds the pin's gold and built state (a fresh home holds neither)."""
+    from core.errors import GoldError
+    from harvester.gold import gold_path
+    from harvester.state import load_state
+
+    try:
+        gold_path(pin.gold_sha256)
+        load_state(pin.id)
+    except GoldError:
+        return False
+    return True
+
+
+def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> None:
+    """Build a committed augmented pin in this home: its base pin's tree + its stored seed patch, with the
+    same health checks as when it was made, installed only if the gold comes out byte for byte as the pin
+    records (a rebuild of the corpus from its pins then mints the augmented pin's tasks again).
+    AugmentRebuildError when the base is not built here or the gold differs."""
+    from harvester.workspace import augmentation_text
+
+    base_path = pin_path(pin.augments, pins_dir())
+    if not base_path.is_file():
+        raise AugmentRebuildError(f"{pin.id}: its base pin {pin.augments} is not in {pins_dir()}")
+    base = read_pin(base_path)
+    if not built_here(base):
+        raise AugmentRebuildError(f"{pin.id}: its base pin {base.id} is not built in this home; "
+                                  f"run `harvest add {base.spec} --rebuild` first")
+    patch_text = augmentation_text(pin)
+    _build_augmentation(base, pin.id, patch_text, patch_rows(patch_text), options, expect=pin.gold_sha256)
+
+
+def patch_rows(patch_text: str) -> int:
+    """Rows a seed patch of :func:`render` adds: its added lines less the lines it rewrites (a last line
+    that gains its newline shows as one removed and one added line)."""
+    lines = patch_text.splitlines()
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    return added - removed
+
+
+def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int, options: AugmentOptions,
+                        expect: str = "") -> tuple[str, tuple]:
+    """Build base + patch twice (sandboxed), check the project stays healthy, install gold and state under
+    ``pin_id``; the gold's sha256 and the tables. ``expect``: the gold sha256 the build must give (a
+    committed pin rebuilt), else nothing is installed."""
     from harvester.add import Source, _gold_builds, _tables, AddOptions
     from harvester.discovery import discover
     from harvester.gold import gold_path, install_gold
@@ -425,10 +502,6 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
     from harvester.workspace import compat_patch_text, template
 
     sha = hashlib.sha256(patch_text.encode()).hexdigest()
-    pin_id = f"{base.id}+aug-{sha[:12]}"
-    existing = pin_path(pin_id, pins_dir())
-    if existing.is_file():
-        return read_pin(existing)
     run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     root = run_dir / "source"
@@ -455,13 +528,15 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
     tables = _tables(builds)
     assert first.gold_file is not None
     _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
+    if expect:
+        got = atomic.sha256_file(first.gold_file)
+        if got != expect:
+            raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
+                                      f"not the {expect[:12]} the pin records; its tasks cannot be re-minted here")
     gold_sha = install_gold(first.gold_file)
     install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes)
-    atomic.write_text(pins_dir() / "patches" / f"{sha}.diff", patch_text)
-    pin = replace(base, id=pin_id, gold_sha256=gold_sha, tables=tables, augmentation_sha256=sha, augments=base.id)
-    write_pin(pin, pins_dir())
     shutil.rmtree(root, ignore_errors=True)
-    return pin
+    return gold_sha, tables
 
 
 def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> set[str]:
@@ -538,7 +613,8 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
             patch, written = render(seeds, [row for p in group for row in p.rows])
             keys = tuple(p.key for p in group)
             try:
-                pin = augmented_pin(base, patch, len(written), options)
+                pin = augmented_pin(base, patch, len(written), options,
+                                    recovers=[(_model_of(base.id, k), k) for k in keys])
             except AugmentRejected as exc:
                 augmentations.append(Augmentation(base.id, keys, len(written), discarded=exc.reason, detail=exc.detail,
                                                   seconds=time.perf_counter() - t0))
@@ -580,5 +656,5 @@ def _model_of(pin_id: str, key: str) -> str:
     return next((r["model"] for r in load_reports(pin_id) if r.get("key") == key), "")
 
 
-__all__ = ["AugmentOptions", "AugmentRejected", "Augmentation", "RecoverReport", "augmented_pin", "proposals_for",
-           "read_seeds", "recover", "time_probe"]
+__all__ = ["AugmentOptions", "AugmentRebuildError", "AugmentRejected", "Augmentation", "RecoverReport", "augmented_pin",
+           "built_here", "patch_rows", "proposals_for", "read_seeds", "rebuild_augmented", "recover", "time_probe"]

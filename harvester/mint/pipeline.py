@@ -21,17 +21,23 @@ One task per distinct bug: shards run in parallel, so the driver keeps, per pin,
 tasks' broken-output signatures and statement digests (``shards/kept-bugs.index``); a task whose broken outputs or
 statement equal a kept one's is dropped here (its report says ``duplicate`` / ``duplicate_statement``),
 and new shards start from the index so they skip such candidates before building their repairs.
+Which of two duplicates survives must not depend on which shard finishes first, so results are applied
+per pin in plan order (:func:`in_plan_order`): ``--jobs N`` and Ray keep exactly the tasks ``--jobs 1``
+keeps. A shard that stopped at the cap with survivors pending and lost a kept task to that check is under
+the cap again; the same invocation runs it again (the next round of :func:`mint`) until no shard is left,
+so one ``harvest mint`` converges where it used to take a second run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core import atomic
-from core.errors import HarvestError, PinError
+from core.errors import GoldError, HarvestError, PinError
 from core import home
 from harvester.mint.candidates import why_not_mutable
 from harvester.mint.executors import run_local, run_ray
@@ -203,15 +209,16 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         tree = template(pin)  # materialize once, before workers share it
         reports = load_reports(pin.id)
         index = load_index(pin.id)
+        only_keys, only_models = restriction(pin, options)
         todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
         for uid, node in sorted(nodes.items()):
-            if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
+            if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
                 continue
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
             done = frozenset(r["key"] for r in finished)
             kept = sum(1 for r in finished if r["kept"])
-            key = shard_key(pin, uid, node, tree, options.families, options.seed, options.only_keys)
+            key = shard_key(pin, uid, node, tree, options.families, options.seed, only_keys)
             if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, done):
                 continue
             todo.append((uid, key, vouched, finished, kept, done))
@@ -226,11 +233,20 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
-                only_keys=options.only_keys,
+                only_keys=only_keys,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
                 deadline=options.deadline, confirmed_before=before if resumed else (), candidates_key=key,
             ))
     return jobs
+
+
+def restriction(pin: Pin, options: MintOptions) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """The candidate keys and models a mint of ``pin`` tries (None: all): an augmented pin's own
+    (``Pin.recovers``, the candidates its rows were derived for), whatever the run's options, so a plain
+    ``harvest mint --all`` mints it exactly as ``--augment`` did; any other pin's come from the options."""
+    if pin.recovers:
+        return frozenset(k for _, k in pin.recovers), frozenset(m for m, _ in pin.recovers)
+    return options.only_keys, options.only_models
 
 
 def _nothing_left(pin_id: str, model: str, key: str, readable: frozenset[str]) -> bool:
@@ -260,8 +276,16 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
     """
     left: list[tuple[str, str]] = []
     for pin in pins:
-        for uid, node in sorted(models(load_state(pin.id).manifest).items()):
-            if why_not_mutable(node, pin) or (options.only_models is not None and uid not in options.only_models):
+        only_models = restriction(pin, options)[1]
+        try:
+            state = load_state(pin.id)
+        except GoldError:
+            if not pin.recovers:
+                raise
+            left.extend((pin.id, model) for model in sorted(only_models or ()))  # an augmented pin not built here yet
+            continue
+        for uid, node in sorted(models(state.manifest).items()):
+            if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
                 continue
             if shard_finished(pin.id, uid) and not _pending_path(pin.id, uid).is_file():
                 continue
@@ -279,18 +303,68 @@ def _kept(pin_id: str, key: str) -> bool:
         return False
 
 
+def in_plan_order(jobs: Sequence[ShardJob], results: Iterable[tuple[ShardJob, ShardResult]]
+                  ) -> Iterator[tuple[ShardJob, ShardResult]]:
+    """``results`` (in any order: a pool or Ray yields them as shards finish) re-ordered so that each pin's
+    results come in the order of ``jobs``; a result waits until every earlier job of its pin has come.
+    Duplicates are decided per pin against an index that grows as results are applied, so this order is
+    what makes the kept tasks independent of ``--jobs`` and of timing. Pins do not wait for each other."""
+    position = {id(job): i for i, job in enumerate(jobs)}
+    queues: dict[str, deque[int]] = {}
+    for i, job in enumerate(jobs):
+        queues.setdefault(job.pin_id, deque()).append(i)
+    held: dict[int, tuple[ShardJob, ShardResult]] = {}
+    for job, result in results:
+        held[position[id(job)]] = (job, result)
+        queue = queues[job.pin_id]
+        while queue and queue[0] in held:
+            yield held.pop(queue.popleft())
+
+
 def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
          on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
-         jobs: Sequence[ShardJob] | None = None) -> list[CandidateReport]:
+         jobs: Sequence[ShardJob] | None = None,
+         on_round: Callable[[int], None] | None = None) -> list[CandidateReport]:
     """Mint every pin; returns the reports written by this run. ``jobs``: the caller's :func:`plan` of
-    the same pins and options (planned here when not given)."""
+    the same pins and options (planned here when not given).
+
+    After the planned shards, the pins are planned again: what is left then is a shard the duplicate
+    check put back under the cap (module docstring), and it runs in a further round (``on_round`` gets the
+    number of its shards). Rounds end when nothing is left or when the time budget stopped a shard; a
+    shard planned again from a state it already ran from (it decided nothing new) is not run again, so
+    the rounds end."""
     jobs = plan(pins, options, target) if jobs is None else jobs
+    written: list[CandidateReport] = []
+    ran: set[tuple[str, str, frozenset[str]]] = set()
+    while jobs:
+        ran.update((job.pin_id, job.model, job.done_keys) for job in jobs)
+        decided, stopped, dropped = _run_round(jobs, options, target, on_result)
+        written.extend(decided)
+        if stopped:
+            break
+        again = [pin for pin in pins if pin.id in dropped]  # only there can a finished shard be under the cap
+        jobs = [job for job in (plan(again, options, target) if again else [])
+                if (job.pin_id, job.model, job.done_keys) not in ran]
+        if jobs and on_round:
+            on_round(len(jobs))
+    return written
+
+
+def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarget,
+               on_result: Callable[[ShardJob, list[CandidateReport]], None] | None
+               ) -> tuple[list[CandidateReport], bool, set[str]]:
+    """Run ``jobs`` and apply their results in plan order: the reports written, whether any shard was
+    stopped by the time budget, and the pins where the duplicate check dropped a kept task."""
     runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
     written: list[CandidateReport] = []
+    stopped = False
+    dropped: set[str] = set()
     indexes: dict[str, dict[str, dict[str, str]]] = {}
-    for job, result in runner:
+    for job, result in in_plan_order(jobs, runner):
         index = indexes.setdefault(job.pin_id, load_index(job.pin_id))
         reports, tasks = distinct_bugs(result, index)
+        if len(tasks) < len(result.tasks):
+            dropped.add(job.pin_id)
         for record in tasks:
             target.store(record)
         for report in reports:  # the report after its task: a report means its task is already stored
@@ -299,6 +373,7 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
             written.append(report)
         keys = sorted(job.done_keys | {r.key for r in result.reports})
         if result.stopped:  # the budget ran out: vouch for what it decided; the shard is not finished
+            stopped = True
             atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
             if result.reports:
                 atomic.write_text(_part_path(job.pin_id, job.model), json.dumps(keys))
@@ -322,7 +397,7 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
         _part_path(job.pin_id, job.model).unlink(missing_ok=True)
         if on_result:
             on_result(job, list(reports))
-    return written
+    return written, stopped, dropped
 
 
 def distinct_bugs(result: ShardResult, index: dict[str, dict[str, str]]) -> tuple[list[CandidateReport], list[TaskRecord]]:

@@ -39,7 +39,7 @@ def test_a_fresh_mint_reproduces_the_lock_and_a_changed_lock_fails(minted_exampl
     code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0, err
     assert json.loads(out)["lock"] == {"same": True, "summary": "the rebuild reproduces the lock task for task",
-                                       "missing": [], "extra": [], "changed": []}
+                                       "missing": [], "extra": [], "changed": [], "unfinished": []}
 
     # a lock that lists one task fewer: the rebuild has one the lock does not, exit 1 with the id
     lock = read_lock(fresh_pins)

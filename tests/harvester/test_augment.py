@@ -79,7 +79,7 @@ def test_the_augmentation_is_a_hashed_seed_patch_of_the_pin(gym) -> None:  # typ
 
     pin, base = _augmented(gym), gym["base"]
     assert pin.augments == base.id and pin.commit == base.commit and pin.clock == base.clock
-    patch = (gym["pins"] / "patches" / f"{pin.augmentation_sha256}.diff").read_text()
+    patch = (gym["pins"] / "patches" / "augmentations" / f"{pin.augmentation_sha256}.diff").read_text()
     assert hashlib.sha256(patch.encode()).hexdigest() == pin.augmentation_sha256
     files = parse_patch(patch)
     assert {f.path for f in files} <= {"seeds/raw_members.csv", "seeds/raw_visits.csv"}
@@ -123,7 +123,7 @@ def test_a_tampered_augmentation_is_refused(gym) -> None:  # type: ignore[no-unt
     from harvester.workspace import populate
 
     pin = _augmented(gym)
-    patch = (gym["pins"] / "patches" / f"{pin.augmentation_sha256}.diff").read_text()
+    patch = (gym["pins"] / "patches" / "augmentations" / f"{pin.augmentation_sha256}.diff").read_text()
     with gym["env"](), pytest.raises(PinError, match="augmentation patch does not match"):
         populate(pin, gym["root"] / "tampered", "", augment_text=patch.replace(",,", ",0,"))
 
@@ -293,3 +293,58 @@ def test_a_dataset_row_flags_and_carries_the_augmentation(gym) -> None:  # type:
     rebuilt = row_pin(row)  # what `harvest tasks materialize` and the environment rebuild from
     assert (rebuilt.augmentation_sha256, rebuilt.augments) == (pin.augmentation_sha256, gym["base"].id)
     assert row_source(row, None).augment_text == patch
+
+
+def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduces_the_lock(gym, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The corpus chain: an augmentation made in one home is committed with the pins (the pin records the
+    candidates it serves; its seed patch, rows cloned from the repository's seeds, is not committed) and
+    locked. A fresh home re-adds only the base pin: a plain mint leaves the augmented pin waiting (named,
+    and reported unfinished by the lock check); ``--augment`` derives the same patch again, builds the pin to the
+    gold it records, mints exactly its recorded candidates and reproduces the lock task for task. A pin
+    whose rebuilt gold differs is refused."""
+    import json
+    from dataclasses import replace
+
+    from click.testing import CliRunner
+
+    from cli import main
+    from core.pin import write_pin
+    from harvester.add import AddOptions, add
+    from harvester.augment.run import AugmentRebuildError, built_here, rebuild_augmented
+    from harvester.mint.pipeline import load_reports
+    from harvester.workspace import augmentation_path
+    from tests.conftest import use_env
+
+    pin, base = _augmented(gym), gym["base"]
+    made = next(a for a in gym["report"].augmentations if a.pin == pin.id)
+    assert pin.recovers and {key for _, key in pin.recovers} == set(made.keys)
+    pins = tmp_path / "pins"
+    shutil.copytree(gym["pins"], pins)
+    with use_env(gym["home"], pins):
+        locked = CliRunner().invoke(main, ["corpus", "lock", "--json"])
+    assert locked.exit_code == 0, locked.output
+    recovered = set(gym["report"].kept_tasks)
+    assert recovered and all(task_id in (pins / "_tasks.lock").read_text() for task_id in recovered)
+    shutil.rmtree(pins / "patches" / "augmentations")  # what a clone of the corpus holds
+
+    families = ["--families", ",".join(FAMILIES)]
+    with use_env(tmp_path / "fresh-home", pins):
+        assert add(f"{gym['root'] / 'repo'}@{base.commit}", AddOptions(rebuild=True)).pin == base
+        assert not built_here(pin)
+        plain = CliRunner().invoke(main, ["mint", "--all", *families, "--verify-lock", "--json"])
+        assert plain.exit_code == 0 and "wait for `--augment`" in plain.stderr, plain.output
+        lock = json.loads(plain.stdout)["lock"]  # a partial rebuild: the waiting pin's tasks are not reached yet
+        assert lock["unfinished"] == [pin.id] and "not yet reached" in lock["summary"]
+        assert not built_here(pin)
+        result = CliRunner().invoke(main, ["mint", "--all", *families, "--augment", "--verify-lock", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["lock"]["same"]
+        assert built_here(pin) and augmentation_path(pin.augmentation_sha256).is_file()
+        tried = {r["key"] for r in load_reports(pin.id)}
+        assert tried and tried <= {key for _, key in pin.recovers}
+
+        other = replace(pin, id=pin.id.replace("+aug-", "+aug-0"), gold_sha256="0" * 64)
+        write_pin(other, pins)
+        with pytest.raises(AugmentRebuildError, match="not the 000000000000"):
+            rebuild_augmented(other)
+        assert not built_here(other)

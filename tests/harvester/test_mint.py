@@ -297,6 +297,70 @@ def test_a_shard_left_under_the_cap_by_the_driver_is_unfinished_as_plan_says(min
         assert unfinished([pin], options) == []  # restored: at the cap again, pending survivors wait for a higher cap
 
 
+def test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in() -> None:
+    """Which of two duplicate tasks survives is decided against the pin's index as results are applied,
+    so a pool's finishing order must not reach it: each pin's results come in plan order, and a pin's
+    results do not wait for another pin's."""
+    from harvester.mint.pipeline import in_plan_order
+    from harvester.mint.shard import ShardJob
+
+    def job(pin: str, model: str) -> ShardJob:
+        return ShardJob(pin_id=pin, model=model, split="train", split_group="g", families=None,
+                        max_per_model=3, already_kept=0, done_keys=frozenset(), home="/h", pins="/p")
+
+    jobs = [job("a", "m1"), job("b", "m1"), job("a", "m2"), job("a", "m3"), job("b", "m2")]
+    finished = [jobs[3], jobs[4], jobs[1], jobs[2], jobs[0]]  # the order a pool might return them in
+    applied = [(j.pin_id, j.model, result) for j, result in in_plan_order(jobs, ((j, j.model) for j in finished))]
+    assert applied == [("b", "m1", "m1"), ("b", "m2", "m2"), ("a", "m1", "m1"), ("a", "m2", "m2"), ("a", "m3", "m3")]
+    assert [a[:2] for a in applied if a[0] == "a"] == [("a", "m1"), ("a", "m2"), ("a", "m3")]
+
+
+def test_a_shard_the_duplicate_check_puts_under_the_cap_runs_again_in_the_same_mint(minted_example, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A shard stops at the cap with survivors pending; the driver then drops its kept task as a
+    duplicate of a task another shard of the same run kept (here: that task's signature lands in the
+    index between planning and applying, which is what applying an earlier shard does). The shard is
+    under the cap again, and the same ``mint`` call runs it in a second round: it leaves nothing for a
+    second invocation, where it used to take one (and a pin locked after one run was wrongly complete)."""
+    import shutil
+
+    from tests.conftest import use_env
+    from core.home import harvest_home, pins_dir
+    from corpora.store import mint_target
+    from harvester.mint.pipeline import (
+        MintOptions, _index_path, _key_path, _marker_path, _part_path, _pending_path, load_reports, mint, plan,
+        reports_dir, unfinished,
+    )
+
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(minted_example.home, home, symlinks=True)
+    shutil.copytree(minted_example.pins, pins)
+    pin = minted_example.pin
+    options = MintOptions(max_per_model=1, seed=0)
+    with use_env(home, pins):
+        target = mint_target(harvest_home(), pins_dir())
+        shards = reports_dir(pin.id) / "shards"
+        model = sorted(p.name.removesuffix(".pending") for p in shards.glob("*.pending"))[0]
+        kept = next(r for r in load_reports(pin.id) if r["model"] == model and r["kept"])
+        for path in (_marker_path(pin.id, model), _key_path(pin.id, model), _pending_path(pin.id, model),
+                     _part_path(pin.id, model)):
+            path.unlink(missing_ok=True)
+        index = json.loads(_index_path(pin.id).read_text(encoding="utf-8"))
+        index["signatures"] = {s: t for s, t in index["signatures"].items() if t != kept["task_id"]}
+        index["statements"] = {s: t for s, t in index["statements"].items() if t != kept["task_id"]}
+        _index_path(pin.id).write_text(json.dumps(index), encoding="utf-8")
+        jobs = plan([pin], options, target)
+        assert [job.model for job in jobs] == [model]
+        index["signatures"][kept["signature"]] = "another-shard-kept-this-first"
+        _index_path(pin.id).write_text(json.dumps(index), encoding="utf-8")
+        rounds: list[int] = []
+        mint([pin], options, target, jobs=jobs, on_round=rounds.append)
+        assert rounds == [1]
+        reports = {r["key"]: r for r in load_reports(pin.id) if r["model"] == model}
+        assert reports[kept["key"]]["reason"] == "duplicate" and not reports[kept["key"]]["kept"]
+        assert unfinished([pin], options) == []
+        assert plan([pin], options, target) == []
+
+
 def test_a_finished_shard_stopped_by_a_budget_on_a_rerun_vouches_for_both_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A finished shard run again (other families, a higher cap) and stopped by a time budget writes
     ``.part`` (what it decided, the old keys included) beside the old ``.done``; the keys vouched for are
