@@ -90,9 +90,12 @@ def _hop(relation: str, column: str, lin: Lineage, depth: int) -> list[tuple[str
 
 
 def trace(sql: str, table: str, column: str, lin: Lineage) -> tuple[tuple[str, str], ...]:
-    """The (seed, seed column) pairs that ``table.column`` in the query ``sql`` is computed from, in
-    order, once each. ``table`` is how the query names the relation: an alias, a CTE, a relation, or ""
-    (then every relation and CTE of the query that has the column is tried)."""
+    """The (seed, seed column) pairs that ``table.column`` in the query ``sql`` is computed from, once
+    each, sorted: sqlglot's lineage walk meets a column's sources in an order that changes with Python's
+    string hashing (``PYTHONHASHSEED``), and the first pair is the one a proposal uses, so the order found
+    is not kept (a corpus rebuild must derive the same rows). ``table`` is how the query names the
+    relation: an alias, a CTE, a relation, or "" (then every relation and CTE of the query that has the
+    column is tried)."""
     tree = _parse(sql)
     if tree is None:
         return ()
@@ -116,7 +119,7 @@ def trace(sql: str, table: str, column: str, lin: Lineage) -> tuple[tuple[str, s
             key = relation_key(name)
             if column.lower() in {c.lower() for c in lin.columns.get(key, ())} or key in lin.seeds:
                 out += _hop(key, column.lower(), lin, 0)
-    return tuple(dict.fromkeys(out))
+    return tuple(sorted(set(out)))
 
 
 __all__ = ["Lineage", "MAX_DEPTH", "relation_key", "trace"]

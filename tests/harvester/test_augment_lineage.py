@@ -9,6 +9,8 @@ Real dbt, DuckDB, git and sandbox; the pure tracing is tested on its own at the 
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +240,31 @@ def test_fresh_values_never_repeat_across_the_rows_of_one_patch() -> None:
                         [SeedRow("orders", 0, (("customer_id", FRESH),)), SeedRow("customers", 0, ())])
     # both sides would pick 9 for a fresh customer id: the orphans must not match each other
     assert written == (("orders", ("3", "9")), ("customers", ("10", "Ann")))
+
+
+def test_a_column_computed_from_several_seed_columns_traces_in_the_same_order_under_any_string_hashing() -> None:
+    """sqlglot's lineage meets a column's sources in an order that follows Python's string hashing; the
+    first traced pair is the one a proposal clones, so a rebuild of the corpus (another process, another
+    ``PYTHONHASHSEED``) must get the same order: the pairs come sorted. Eight interpreters, eight seeds."""
+    import subprocess
+    import sys
+
+    code = (
+        "from harvester.augment.trace import Lineage, trace\n"
+        "staging = 'select coalesce(zone, nm, alias, bonus, id) as who from \"db\".\"raw\".\"members\"'\n"
+        "lin = Lineage(models={'db.main.stg': staging},"
+        " columns={'db.raw.members': ('id', 'nm', 'bonus', 'alias', 'zone'), 'db.main.stg': ('who',)},"
+        " seeds={'db.raw.members': 'members'})\n"
+        "print(trace('select s.who from \"db\".\"main\".\"stg\" s', 's', 'who', lin))\n"
+    )
+    seen = set()
+    for seed in range(8):
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert run.returncode == 0, run.stderr[-2000:]
+        seen.add(run.stdout.strip())
+    expected = tuple(sorted(("members", c) for c in ("zone", "nm", "alias", "bonus", "id")))
+    assert seen == {repr(expected)}
 
 
 def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> None:
