@@ -420,7 +420,15 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     drift = _drift(previous, pin) if previous else ()
     if source.compat_patch:
         atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
-    path = write_pin(pin, pins_dir())
+    if previous is not None and replace(pin, versions=previous.versions) == previous:
+        # the rebuild reproduced the pin in all but the tool versions of this machine: the committed pin (and
+        # so every task record, which carries its versions, and the task lock) stays as it is
+        path = existing_path
+        pin = previous
+        drift = tuple(f"{note} (the pin keeps the versions it was made with: everything else is reproduced)"
+                      if note.startswith("versions changed") else note for note in drift)
+    else:
+        path = write_pin(pin, pins_dir())
     for index in (1, 2, 3):  # keep logs and the first workspace's target/ for inspection, drop the bulk
         with contextlib.suppress(HarvestError, OSError):
             safe_fs.remove(run_dir / f"build{index}", "dbt_packages")

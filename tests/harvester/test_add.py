@@ -143,6 +143,28 @@ def test_a_rebuild_reproduces_the_gold_file_byte_for_byte(tmp_path: Path) -> Non
     assert sorted(p.name for p in (tmp_path / "home" / "gold").glob("*.duckdb")) == [f"{first}.duckdb"]
 
 
+def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tmp_path: Path) -> None:
+    """A pin made under other tool versions (a corpus pinned before a dependency was re-pinned), rebuilt
+    to the same gold and tables: the pin file is kept byte for byte, since every task record carries the
+    pin's versions and the task lock hashes the records; the drift still names the versions."""
+    from dataclasses import replace
+
+    from core.pin import read_pin, write_pin
+
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    (path,) = _pins(tmp_path)
+    made = read_pin(path)
+    write_pin(replace(made, versions={**made.versions, "sqlglot": "0.0.1"}), tmp_path / "pins")
+    committed = path.read_bytes()
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert path.read_bytes() == committed and again["versions"]["sqlglot"] == "0.0.1"
+    assert any("versions changed: sqlglot" in note and "keeps the versions" in note for note in again["drift"])
+
+
 COMPAT_PATCH = """diff --git a/models/compat_marker.sql b/models/compat_marker.sql
 new file mode 100644
 --- /dev/null
