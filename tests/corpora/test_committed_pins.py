@@ -41,7 +41,8 @@ def test_the_committed_corpus_passes_every_offline_check() -> None:
 def test_the_corpus_is_the_size_the_project_promises() -> None:
     pins = list_pins(PINS)
     owners = {p.url.removeprefix("https://github.com/").split("/")[0].lower() for p in pins}
-    assert len(pins) >= 30 and len(owners) >= 8, (len(pins), sorted(owners))
+    repositories = {p.url for p in pins if not p.augmentation_sha256}
+    assert len(repositories) >= 30 and len(owners) >= 8, (len(repositories), sorted(owners))
     ledger = SplitLedger.load(PINS)
     groups: dict[str, set[str]] = {}
     for pin in pins:
@@ -53,6 +54,24 @@ def test_the_corpus_is_the_size_the_project_promises() -> None:
     assert len(groups["test"]) >= 5 and len(groups["dev"]) >= 5, {k: len(v) for k, v in groups.items()}
     lock = read_lock(PINS)
     assert lock is not None and {t.pin for t in lock.tasks} <= {p.id for p in pins}
+    assert len(lock.tasks) >= 300 and len({t.pin.split("+aug-")[0] for t in lock.tasks}) >= 20
+
+
+def test_an_augmented_pin_needs_its_candidates_and_keeps_its_rows_out_of_the_commit(copy: Path) -> None:
+    """An augmented pin's seed patch clones repository rows: it must not sit beside the compat patches
+    (and git ignores its own folder); a pin that does not record the candidates it serves could not be
+    minted again as it was."""
+    import subprocess
+
+    augmented = next(p for p in list_pins(copy) if p.augmentation_sha256)
+    (copy / "patches" / f"{augmented.augmentation_sha256}.diff").write_text("+cloned row\n")
+    write_pin(replace(augmented, recovers=()), copy)
+    problems = check_pins_folder(copy)
+    assert any("beside the compat patches" in p and augmented.id in p for p in problems), problems
+    assert any("records no candidates" in p and augmented.id in p for p in problems), problems
+    ignored = subprocess.run(["git", "check-ignore", "-q", "pins/patches/augmentations/x.diff"],
+                             cwd=PINS.parent, capture_output=True)
+    assert ignored.returncode == 0
 
 
 def test_cli_check_exits_0_on_the_corpus_and_1_on_a_tampered_copy(copy: Path) -> None:
