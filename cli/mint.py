@@ -151,6 +151,8 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool) -> list:
     in a fresh home) is built first from its base and its seed patch when the patch is here; its patch is
     derived data that is not committed, so without it the pin waits for ``--augment`` (which derives the
     patch again and mints it) and is left out of the plain mint."""
+    if not any(p.augmentation_sha256 for p in pins):
+        return list(pins)  # nothing to build: the augment driver is not even imported
     from cli._progress import progress
     from harvester.augment.run import AugmentOptions, built_here, rebuild_augmented
     from harvester.workspace import augmentation_path

@@ -603,6 +603,7 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         if not proposals:
             continue
         seeds = _seeds_of(base)
+        model_of = _models_of(base.id)
         # all rows; else without the rows aimed at wrong repairs (an orphan may break a relationships
         # test); else a few proposals alone
         plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
@@ -612,9 +613,9 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
             t0 = time.perf_counter()
             patch, written = render(seeds, [row for p in group for row in p.rows])
             keys = tuple(p.key for p in group)
+            recovers = [(model_of.get(k, ""), k) for k in keys]
             try:
-                pin = augmented_pin(base, patch, len(written), options,
-                                    recovers=[(_model_of(base.id, k), k) for k in keys])
+                pin = augmented_pin(base, patch, len(written), options, recovers=recovers)
             except AugmentRejected as exc:
                 augmentations.append(Augmentation(base.id, keys, len(written), discarded=exc.reason, detail=exc.detail,
                                                   seconds=time.perf_counter() - t0))
@@ -624,7 +625,7 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
             split_target = MintTarget(
                 split_of=lambda pid, _b=base.id, _a=pin.id: target.split_of(_b if pid == _a else pid),
                 store=target.store)
-            models = frozenset(_model_of(base.id, k) for k in keys)
+            models = frozenset(m for m, _ in recovers)
             reports = mint([pin], replace(mint_options, only_keys=frozenset(keys), only_models=models),
                            split_target, on_result=on_result)
             all_reports.extend(reports)
@@ -650,10 +651,11 @@ def _seeds_of(pin: Pin) -> dict[str, SeedTable]:
     return read_seeds(template(pin), pin.project_dir, load_state(pin.id).manifest)
 
 
-def _model_of(pin_id: str, key: str) -> str:
+def _models_of(pin_id: str) -> dict[str, str]:
+    """Candidate key -> model of the pin's mint reports (read once per base pin)."""
     from harvester.mint.pipeline import load_reports
 
-    return next((r["model"] for r in load_reports(pin_id) if r.get("key") == key), "")
+    return {r["key"]: r["model"] for r in load_reports(pin_id) if r.get("key")}
 
 
 __all__ = ["AugmentOptions", "AugmentRebuildError", "AugmentRejected", "Augmentation", "RecoverReport", "augmented_pin",
