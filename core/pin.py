@@ -103,7 +103,7 @@ class Pin:
     clock: str
     license: str
     created_at: str
-    gold_sha256: str
+    gold_sha256: str  # the gold's name: its content digest (harvester.gold_digest), or for pins before 2026-12-02 its file's sha256
     compat_patch_sha256: str
     versions: dict[str, str]
     packages: tuple[PackageRecord, ...]

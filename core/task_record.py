@@ -84,7 +84,7 @@ class TaskRecord:
     grading: GradingSpec
     problem_statement: str
     local_checks: LocalChecks
-    gold_sha256: str
+    gold_sha256: str  # the pin's gold name (harvester.gold)
     license: str
     versions: dict[str, str]
     generator_version: str = GENERATOR_VERSION

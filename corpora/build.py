@@ -42,6 +42,7 @@ from corpora.store import load_tasks
 from core import atomic
 from core.licenses import REDISTRIBUTABLE
 from core.task_record import TaskRecord
+from harvester.gold import matches
 
 MANIFEST = "build.json"
 BUILDABLE = ("train", "dev")
@@ -97,9 +98,9 @@ def _copy_gold(shas: Sequence[str], home: Path, dest: Path) -> None:
             raise DatasetBuildError(f"gold {sha[:12]} is missing from {src.parent}; re-run `harvest add` for its pin")
         target = dest / "gold" / f"{sha}.duckdb"
         atomic.install_file(src, target)
-        actual = atomic.sha256_file(target)
-        if actual != sha:
-            raise DatasetBuildError(f"gold {sha[:12]} in {src.parent} is corrupted (its content hashes to {actual[:12]})")
+        if not matches(target, sha):
+            raise DatasetBuildError(f"gold {sha[:12]} in {src.parent} is corrupted (neither its bytes nor its tables "
+                                    f"hash to its name; its bytes hash to {atomic.sha256_file(target)[:12]})")
 
 
 def rows_fingerprint(rows: Sequence[dict]) -> str:

@@ -8,14 +8,14 @@ re-hashed first) or a Hub repository id (rows through ``load_dataset``, the gold
 ``DIR/<owner>__<name>``, either with ``.git``), its export is checked against the row's git ``tree`` id,
 the packages are vendored at their recorded commits (from their origins, or the package mirror,
 ``$HARVEST_PACKAGE_MIRROR``), the compat patch is checked against its sha256 and applied, then the broken
-patch. The gold file is checked against ``gold_sha256``.
+patch. The gold file is checked against ``gold_sha256`` (its bytes' or its tables' digest).
 
 ``OUT/`` after materialize::
 
     project/            the broken workspace an agent gets (no .git, no gold), with
                         <project_dir>/profiles.yml for running dbt by hand there (DuckDB ``./<database_file>``);
                         untrusted code: build it sandboxed (`harvest score --task ... --workspace`)
-    grader/gold.duckdb  the gold tables (sha256 = the row's gold_sha256)
+    grader/gold.duckdb  the gold tables (the row's gold_sha256 names them: harvester.gold.matches)
     grader/spec.json    the grading spec, Spider 2.0-DBT's duckdb_match parameters
     task.json           the row, plus where each part came from and the hashes checked
 
@@ -164,10 +164,11 @@ def mirror_location(origin_url: str, repo_mirror: Path | None) -> str | None:
 def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
     """The row's gold file, installed (verified) into HARVEST_HOME/gold, where the grader reads it."""
     from core.home import gold_dir
+    from harvester.gold import matches
 
     sha = row["gold_sha256"]
     target = gold_dir() / f"{sha}.duckdb"
-    if target.is_file() and atomic.sha256_file(target) == sha:
+    if target.is_file() and matches(target, sha):
         return target
     if ref.folder is not None:
         source = ref.folder / row["gold_file"]
@@ -180,9 +181,9 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
             source = Path(hf_hub_download(ref.name, row["gold_file"], repo_type="dataset"))
         except Exception as exc:  # noqa: BLE001
             raise MaterializeError(f"cannot download {row['gold_file']} from {ref.name}: {' '.join(str(exc).split())[:200]}") from None
-    actual = atomic.sha256_file(source)
-    if actual != sha:
-        raise MaterializeError(f"{row['instance_id']}: gold file hashes to {actual[:12]}, the row says {sha[:12]}")
+    if not matches(source, sha):
+        raise MaterializeError(f"{row['instance_id']}: gold file {row['gold_file']} is not gold {sha[:12]} "
+                               f"(its bytes hash to {atomic.sha256_file(source)[:12]}, and its tables do not match)")
     atomic.install_file(source, target)
     return target
 

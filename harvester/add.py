@@ -406,7 +406,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
-    gold_sha = install_gold(first.gold_file)
+    gold_sha = install_gold(first.gold_file, previous=previous.gold_sha256 if previous else "")
     install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
     pin = Pin(
         id=pin_id, spec=f"{identity.display}@{spec.rev}", url=identity.url, commit=source.commit,

@@ -1,8 +1,14 @@
-"""Gold storage: content-addressed DuckDB files, verified by hash on every read.
+"""Gold storage: DuckDB files named by their content, verified on every read.
 
 Gold is the hidden answer, so a corrupted or swapped file must never be mistaken for it: files live at
-``HARVEST_HOME/gold/<sha256>.duckdb``, are installed atomically, and ``gold_path`` re-hashes the file
-before handing it out (a mismatch is a GoldError, never a silent 0).
+``HARVEST_HOME/gold/<name>.duckdb``, are installed atomically, and ``gold_path`` checks the file against
+its name before handing it out (a mismatch is a GoldError, never a silent 0).
+
+A gold's name (the ``gold_sha256`` of pins, task records and published rows) is its content digest
+(``harvester.gold_digest``): a rebuild whose DuckDB file has other bytes but the same tables has the same
+name. Pins made before 2026-12-02 name their gold by the sha256 of the file's bytes; such a name is kept
+as long as a rebuild reproduces those bytes (or, where the old file is still in the store, its content),
+so no committed pin or task changes. A file matches a name when either digest equals it.
 """
 
 from __future__ import annotations
@@ -14,33 +20,54 @@ import duckdb
 from core import atomic
 from core.errors import GoldError
 from core.home import gold_dir
-from core.locked_duckdb import connect_locked
+from core.locked_duckdb import LockedDuckDBError, connect_locked
+from harvester.gold_digest import content_digest
 
 _verified: dict[tuple[str, int, int], bool] = {}
 
 
-def install_gold(src: Path) -> str:
-    """Copy a captured gold file into the store; return its sha256."""
+def matches(path: Path, name: str) -> bool:
+    """Whether the gold file at ``path`` is the gold called ``name``: its bytes hash to it (a pin from
+    before content naming) or its content digest does."""
+    if atomic.sha256_file(path) == name:
+        return True
+    try:
+        return content_digest(path) == name
+    except (LockedDuckDBError, duckdb.Error):  # a file DuckDB cannot read is no gold at all
+        return False
+
+
+def install_gold(src: Path, *, previous: str = "") -> str:
+    """Copy a captured gold file into the store; return its name: ``previous`` (the name a rebuilt pin
+    had) when the capture is that gold (same bytes, same content digest, or the same content as the file
+    stored under that name), else the capture's content digest."""
     _check_tables_only(src)
-    digest = atomic.sha256_file(src)
-    dest = gold_dir() / f"{digest}.duckdb"
-    if not dest.exists() or atomic.sha256_file(dest) != digest:
+    name = content_digest(src)
+    if previous and previous != name:
+        stored = gold_dir() / f"{previous}.duckdb"
+        if atomic.sha256_file(src) == previous:
+            name = previous
+        elif stored.is_file() and matches(stored, previous) and content_digest(stored) == name:
+            return previous  # the store already holds that gold under its old name
+    dest = gold_dir() / f"{name}.duckdb"
+    if not dest.exists() or not matches(dest, name):
         atomic.install_file(src, dest)
-    return digest
+    return name
 
 
-def gold_path(sha256: str, *, verify: bool = True) -> Path:
-    """The stored gold file for ``sha256``, re-hashed unless its size and mtime were verified before."""
-    path = gold_dir() / f"{sha256}.duckdb"
+def gold_path(name: str, *, verify: bool = True) -> Path:
+    """The stored gold file called ``name``, checked (:func:`matches`) unless its size and mtime were
+    checked before in this process."""
+    path = gold_dir() / f"{name}.duckdb"
     if not path.is_file():
-        raise GoldError(f"gold {sha256[:12]} is missing from {gold_dir()} (re-run `harvest add --rebuild`)")
+        raise GoldError(f"gold {name[:12]} is missing from {gold_dir()} (re-run `harvest add --rebuild`)")
     if verify:
         stat = path.stat()
-        key = (sha256, stat.st_size, stat.st_mtime_ns)
+        key = (name, stat.st_size, stat.st_mtime_ns)
         if not _verified.get(key):
-            actual = atomic.sha256_file(path)
-            if actual != sha256:
-                raise GoldError(f"gold {sha256[:12]} is corrupted: its content hashes to {actual[:12]}")
+            if not matches(path, name):
+                raise GoldError(f"gold {name[:12]} is corrupted: neither its bytes nor its tables hash to its name "
+                                f"(bytes {atomic.sha256_file(path)[:12]}); re-run `harvest add --rebuild` for its pin")
             _verified[key] = True
     return path
 

@@ -497,7 +497,8 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     committed pin rebuilt), else nothing is installed."""
     from harvester.add import Source, _gold_builds, _tables, AddOptions
     from harvester.discovery import discover
-    from harvester.gold import gold_path, install_gold
+    from harvester.gold import gold_path, install_gold, matches
+    from harvester.gold_digest import content_digest
     from harvester.state import install_state
     from harvester.workspace import compat_patch_text, template
 
@@ -528,12 +529,11 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     tables = _tables(builds)
     assert first.gold_file is not None
     _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
-    if expect:
-        got = atomic.sha256_file(first.gold_file)
-        if got != expect:
-            raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
-                                      f"not the {expect[:12]} the pin records; its tasks cannot be re-minted here")
-    gold_sha = install_gold(first.gold_file)
+    if expect and not matches(first.gold_file, expect):
+        got = content_digest(first.gold_file)
+        raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
+                                  f"not the {expect[:12]} the pin records; its tasks cannot be re-minted here")
+    gold_sha = install_gold(first.gold_file, previous=expect)
     install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes)
     shutil.rmtree(root, ignore_errors=True)
     return gold_sha, tables

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from core import atomic
+from harvester.gold_digest import content_digest
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +80,7 @@ def test_rows_are_self_contained(hub_world, dev_world) -> None:  # noqa: ANN001
         assert row["condition_tabs"] == list(task.grading.condition_tabs)
         assert row["condition_cols"] == [list(c) for c in task.grading.condition_cols]
         assert row["gold_file"] == f"gold/{row['gold_sha256']}.duckdb"
-        assert atomic.sha256_file(root / "ds" / row["gold_file"]) == row["gold_sha256"]
+        assert content_digest(root / "ds" / row["gold_file"]) == row["gold_sha256"]
         assert row["FAIL_TO_PASS"] == [f"duckdb_match({', '.join(task.grading.condition_tabs)})"] and row["PASS_TO_PASS"]
         assert row["version"].startswith("dbt-core==") and row["environment_setup"] == "pip install " + row["version"]
         assert "graded_tables" not in row and "wrong_repair_patches" not in row
@@ -103,7 +104,7 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
     done = json.loads(_harvest(env, "tasks", "materialize", str(root / "ds"), task.instance_id, str(out),
                                "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
     row = rows[task.instance_id]
-    assert done["gold_sha256"] == row["gold_sha256"] == atomic.sha256_file(out / "grader" / "gold.duckdb")
+    assert done["gold_sha256"] == row["gold_sha256"] == content_digest(out / "grader" / "gold.duckdb")
     assert json.loads((out / "grader" / "spec.json").read_text())["condition_tabs"] == row["condition_tabs"]
     assert not (out / "project" / ".git").exists() and not list((out / "project").rglob("*.duckdb"))
     broken_text = (out / "project" / task.file).read_text()
@@ -178,7 +179,7 @@ def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path,
         out = tmp_path / "task"
         done = json.loads(_harvest(env, "tasks", "materialize", "acme/dbt-repair", task.instance_id, str(out),
                                    "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
-        assert done["gold_sha256"] == rows[task.instance_id]["gold_sha256"] == atomic.sha256_file(out / "grader" / "gold.duckdb")
+        assert done["gold_sha256"] == rows[task.instance_id]["gold_sha256"] == content_digest(out / "grader" / "gold.duckdb")
         assert (out / "project" / task.file).is_file()
         # the gold scored against itself through the row's spec: 1 (the spec and gold come from the Hub row)
         same = json.loads(_harvest(env, "score", "--task", f"acme/dbt-repair:{task.instance_id}", "--pred",
@@ -304,8 +305,13 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
     shutil.copytree(root / "ds", copy)
     gold = copy / row["gold_file"]
     gold.chmod(0o644)
-    gold.write_bytes(gold.read_bytes() + b"\0")
-    with pytest.raises(MaterializeError, match="gold file hashes to"):
+    gold.unlink()  # another gold in its place: other tables under the row's gold name
+    import duckdb
+
+    con = duckdb.connect(str(gold))
+    con.execute("CREATE TABLE swapped AS SELECT 1 AS x")
+    con.close()
+    with pytest.raises(MaterializeError, match="is not gold"):
         gold_for(DatasetRef("copy", copy), row)
     assert not (fresh_home / "gold" / f"{row['gold_sha256']}.duckdb").exists()  # nothing unverified installed
     with pytest.raises(MaterializeError, match="holds no copy"):

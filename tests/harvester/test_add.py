@@ -127,20 +127,78 @@ def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
     assert days == (today - joined).days  # current_date inside the build was the pinned date
 
 
-def test_a_rebuild_reproduces_the_gold_file_byte_for_byte(tmp_path: Path) -> None:
-    """The gold file's sha256 names it in the pin and in every task: building the same commit again (here
-    `add --rebuild`; on another machine, a fresh add from a mirror) must give the same bytes, or every
-    committed pin and task lock would drift on each rebuild. DuckDB's compressed segments differed by a
-    few bytes between two writes of the same rows; the capture writes uncompressed segments."""
+def test_a_rebuild_reproduces_the_gold_name(tmp_path: Path) -> None:
+    """The gold's name (its content digest) names it in the pin and in every task: building the same commit
+    again (here `add --rebuild`; on another machine, a fresh add from a mirror) must give the same name, or
+    every committed pin and task lock would drift on each rebuild."""
+    from harvester.gold_digest import content_digest
+
     repo = fixture_repo("clock", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
     assert code == 0, err
     first = json.loads(out)["gold_sha256"]
+    assert content_digest(tmp_path / "home" / "gold" / f"{first}.duckdb") == first
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
     assert code == 0, err
     again = json.loads(out)
     assert again["gold_sha256"] == first, again.get("drift")
     assert sorted(p.name for p in (tmp_path / "home" / "gold").glob("*.duckdb")) == [f"{first}.duckdb"]
+
+
+def test_gold_of_long_text_rebuilds_to_the_same_pin_in_a_fresh_home(tmp_path: Path) -> None:
+    """fivetran/dbt_facebook_ads' long creative JSON gave a gold file with other bytes on every rebuild
+    (same rows, order and types). The gold is named by its content, so a fresh home rebuilding the
+    committed pin gets the pin back byte for byte, with no drift. (This fixture's capture happens to be
+    byte-stable too; multi-threaded writes of large tables are not, see gold_digest's tests.)"""
+    from core import atomic
+
+    repo = fixture_repo("ticket_notes", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    name = json.loads(out)["gold_sha256"]
+    (path,) = _pins(tmp_path)
+    committed = path.read_bytes()
+    files = [atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb")]
+    for attempt in range(2):
+        (tmp_path / "home").rename(tmp_path / f"home-{attempt}")  # a fresh home, the committed pins kept
+        code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+        assert code == 0, err
+        again = json.loads(out)
+        assert again["gold_sha256"] == name and again["drift"] == []
+        assert path.read_bytes() == committed
+        files.append(atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb"))
+    assert name not in files  # named by content, not by any one write's bytes
+
+
+def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them(tmp_path: Path) -> None:
+    """Pins made before content naming name their gold by the file's sha256: a rebuild that gives the same
+    bytes keeps the pin (and so every task of it) byte for byte, its gold stored under the old name."""
+    from dataclasses import replace
+
+    from core import atomic
+    from core.pin import read_pin, write_pin
+
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    (path,) = _pins(tmp_path)
+    made = read_pin(path)
+    stored = tmp_path / "home" / "gold" / f"{made.gold_sha256}.duckdb"
+    by_bytes = atomic.sha256_file(stored)
+    assert by_bytes != made.gold_sha256
+    write_pin(replace(made, gold_sha256=by_bytes), tmp_path / "pins")
+    committed = path.read_bytes()
+    (tmp_path / "home").rename(tmp_path / "old-home")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    assert json.loads(out)["drift"] == [] and path.read_bytes() == committed
+    assert (tmp_path / "home" / "gold" / f"{by_bytes}.duckdb").is_file()
+    from tests.conftest import use_env
+
+    with use_env(tmp_path / "home", tmp_path / "pins"):
+        from harvester.gold import gold_path
+
+        assert gold_path(by_bytes).name == f"{by_bytes}.duckdb"
 
 
 def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tmp_path: Path) -> None:
