@@ -47,8 +47,8 @@ def install_gold(src: Path, *, previous: str = "") -> str:
         stored = gold_dir() / f"{previous}.duckdb"
         if atomic.sha256_file(src) == previous:
             name = previous
-        elif stored.is_file() and matches(stored, previous) and content_digest(stored) == name:
-            return previous  # the store already holds that gold under its old name
+        elif stored.is_file() and atomic.sha256_file(stored) == previous and content_digest(stored) == name:
+            return previous  # the store already holds that gold under its old (byte) name
     dest = gold_dir() / f"{name}.duckdb"
     if not dest.exists() or not matches(dest, name):
         atomic.install_file(src, dest)

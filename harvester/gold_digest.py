@@ -1,8 +1,9 @@
 """The content digest of a gold file: what its tables hold, independent of how DuckDB laid out the bytes.
 
-Two builds of one pin give the same tables, but not always the same file: DuckDB 1.5 lays out a VARCHAR
-column of long text differently on each write (fivetran/dbt_facebook_ads' creative JSON gave a new file
-sha256 on every rebuild, with identical rows, row order and types). A gold named by its bytes could then
+Two builds of one pin give the same tables, but not always the same file: DuckDB 1.5 lays some tables out
+differently on each write (fivetran/dbt_facebook_ads' creative JSON and dbt-labs/dbt-project-evaluator gave
+a new file sha256 on a rebuild, with identical rows, row order and types; multi-threaded writes of large
+tables do the same). A gold named by its bytes could then
 never be rebuilt. Gold is named by this digest instead: sha256 over a canonical serialization of every
 table (sorted by ``schema.name``), its columns (name and type, in order), its row count and its rows in
 stored order, each value encoded with its Python type so ``1``, ``1.0``, ``'1'`` and NULL all differ.
