@@ -53,6 +53,7 @@ class Baselines:
     dataset: Stage
     gold_of_each_build: tuple[str, ...]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
     finished: World  # the world after all three commands (read-only: copy it before changing anything)
+    gold_names: tuple[str, ...]  # the content digest of each capture (harvester.gold_digest): the gold's name
 
 
 def _stage(name: str, args: tuple[str, ...], start: World, work: Path) -> tuple[Stage, World]:
@@ -77,8 +78,12 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> Baselines:
     add, added = _stage("add", ("add", spec, "--json"), empty, root / "after-add")
     split = run_cli(added, ["split", "assign", "--test", "0", "--dev", "0", "--json"])
     assert split.returncode == 0, split.output
-    golds = tuple(sorted(hash_file(p) for p in (added.home / "builds").glob("*/*/build*.captured/gold.duckdb")))
+    from harvester.gold_digest import content_digest
+
+    captures = sorted((added.home / "builds").glob("*/*/build*.captured/gold.duckdb"))
+    golds = tuple(sorted(hash_file(p) for p in captures))
+    names = tuple(sorted(content_digest(p) for p in captures))
     shutil.rmtree(added.home / "builds")  # logs of the baseline build; trials start without them
     mint, minted = _stage("mint", MINT_ARGS, added, root / "after-mint")
     dataset, finished = _stage("dataset", DATASET_ARGS, minted, root / "after-dataset")
-    return Baselines(spec, add, mint, dataset, golds, finished)
+    return Baselines(spec, add, mint, dataset, golds, finished, names)

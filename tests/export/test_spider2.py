@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
 from core.scorer.spider2 import GRADED, score_folder
-from core.atomic import sha256_file
+from harvester.gold_digest import content_digest
 from cli import main
 from harvester.workspace import template
 from tests.conftest import Minted
@@ -80,7 +80,7 @@ def test_the_export_has_spider2s_layout(exported: Exported) -> None:
         assert params["condition_tabs"] == list(task.grading.condition_tabs)
         assert params["condition_cols"] == [list(c) for c in task.grading.condition_cols]
         assert params["ignore_orders"] == list(task.grading.ignore_orders)
-        assert sha256_file(gold_dir / iid / DB_FILE) == task.gold_sha256
+        assert content_digest(gold_dir / iid / DB_FILE) == task.gold_sha256
         example = out / "examples" / iid
         assert not list(example.rglob(".git")) and not list(example.rglob("target"))
         assert (example / "dbt_packages").is_dir() and (example / "dbt_project.yml").is_file()
@@ -93,7 +93,7 @@ def test_the_export_has_spider2s_layout(exported: Exported) -> None:
         finally:
             con.close()
         assert tables == _seed_names(example)  # the source data, nothing built, no gold
-        assert sha256_file(example / DB_FILE) != task.gold_sha256
+        assert content_digest(example / DB_FILE) != task.gold_sha256
         with exported.minted.env():
             original = (template(exported.minted.pin) / task.file).read_text()
         assert (example / task.file).read_text() != original  # the broken patch is applied
