@@ -26,12 +26,16 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @click.option("--compat-patch", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="A unified diff applied before every build (stored with the pin and hashed).")
 @click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
+@click.option("--rename-gold", is_flag=True,
+              help="With --rebuild: name the gold by its content digest even where the pin's older name (the sha256 "
+              "of the file's bytes, pins made before 2026-12-02) is reproduced. The pin's gold name changes, so "
+              "its tasks must be minted again.")
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="Wall-time bound per build, seconds.")
 @json_option
 @fails_cleanly
 def command(spec: str, project_dir: str | None, origin: str | None, repo_name: str | None, package_mirror: Path | None, repo_mirror: Path | None, resolve_ref: bool, clock: str | None,
-            compat_patch: Path | None, rebuild: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
+            compat_patch: Path | None, rebuild: bool, rename_gold: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
 
@@ -42,13 +46,15 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
     from cli.pin_view import pin_json, print_pin
     from harvester.sandbox import Limits
 
+    if rename_gold and not rebuild:
+        raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")
     try:  # a malformed SPEC is a usage error (exit 2, click's usage message); an unreachable one is exit 1
         parse_spec(spec)
     except SpecError as exc:
         raise click.BadParameter(str(exc), param_hint="SPEC") from None
     options = AddOptions(
         project_dir=project_dir, origin=origin, name=repo_name, package_mirror=package_mirror, repo_mirror=repo_mirror, resolve_ref=resolve_ref, clock=clock,
-        sandboxed=not no_sandbox, rebuild=rebuild, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
+        sandboxed=not no_sandbox, rebuild=rebuild, rename_gold=rename_gold, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
         result = add(spec, options)

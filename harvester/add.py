@@ -68,6 +68,7 @@ class AddOptions:
     clock: str | None = None
     sandboxed: bool = True
     rebuild: bool = False
+    rename_gold: bool = False  # a rebuild names its gold by content even where a byte-sha name reproduces
     compat_patch: Path | None = None
     limits: Limits = Limits()
 
@@ -406,7 +407,8 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
-    gold_sha = install_gold(first.gold_file, previous=previous.gold_sha256 if previous else "")
+    gold_sha = install_gold(first.gold_file,
+                            previous=previous.gold_sha256 if previous and not options.rename_gold else "")
     install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
     pin = Pin(
         id=pin_id, spec=f"{identity.display}@{spec.rev}", url=identity.url, commit=source.commit,

@@ -199,6 +199,18 @@ def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_repr
         from harvester.gold import gold_path
 
         assert gold_path(by_bytes).name == f"{by_bytes}.duckdb"
+    # --rename-gold moves such a pin to its content name (the migration of a pin whose bytes drift elsewhere)
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--rename-gold", "--json")
+    assert code == 0, err
+    assert json.loads(out)["drift"] == [f"gold {by_bytes[:12]} -> {made.gold_sha256[:12]}"]
+    assert read_pin(path).gold_sha256 == made.gold_sha256
+    assert (tmp_path / "home" / "gold" / f"{made.gold_sha256}.duckdb").is_file()
+
+
+def test_rename_gold_without_rebuild_is_a_usage_error(tmp_path: Path) -> None:
+    repo = fixture_repo("clock", tmp_path / "repo")
+    code, _, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rename-gold")
+    assert code == 2 and "--rebuild" in err and not _pins(tmp_path)
 
 
 def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tmp_path: Path) -> None:
