@@ -109,10 +109,12 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     locked = read_lock(pins_dir())
     if locked is None:
         raise TaskLockError(f"{pins_dir()} has no _tasks.lock; write one with `harvest corpus lock` first")
-    diff = compare(locked, lock_from_home(harvest_home(), pins_dir(), pin_ids, partial=partial), pin_ids)
+    rebuilt = lock_from_home(harvest_home(), pins_dir(), pin_ids, partial=partial, locked_golds=dict(locked.golds))
+    diff = compare(locked, rebuilt, pin_ids)
     summary = diff.summary()
     if partial:  # a partial rebuild: say which pins' locked tasks were not reached
         summary += (f"; {len(partial)} pin(s) not finished here, their locked tasks not yet reached: "
                     f"{', '.join(sorted(partial)[:3])}{', ...' if len(partial) > 3 else ''}")
     return {"same": diff.same, "summary": summary, "missing": list(diff.missing), "extra": list(diff.extra),
-            "changed": list(diff.changed), "unfinished": sorted(partial)}
+            "changed": list(diff.changed), "renamed": list(diff.renamed),
+            "golds_renamed": [{"pin": p, "locked": a, "rebuilt": b} for p, a, b in diff.golds], "unfinished": sorted(partial)}

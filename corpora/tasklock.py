@@ -7,6 +7,13 @@ today: the retired ``timings`` of older files is dropped when they are read). Th
 entry is its pin and the sha256 of the canonical record (which covers the instance id), so the lock
 reveals how many sealed tasks each test pin has and nothing of their content.
 
+It also names, per pin, the gold its locked tasks were minted against (``golds``): a rebuild whose pin
+got a new gold name with the same tables (a pin named by its file bytes moved to its content digest by
+`harvest add --rebuild --rename-gold`) mints tasks that differ from the locked ones only in that name, and
+the comparison says so (``renamed``) instead of calling every task of the pin changed. Such a task counts as
+reproduced when its record, with the locked gold name put back, hashes to the locked sha256; the lock is
+then re-keyed with `harvest corpus lock --pin PIN` (or `harvest mint PIN --write-lock`).
+
 The lock also names the ledger head it was made under; :func:`check_against_ledger` (run by the offline
 CI checks) verifies that every locked task's pin is pinned and reserved for the split it is locked under.
 Writing is explicit (`harvest mint --write-lock`); nothing rewrites the lock as a side effect.
@@ -16,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +52,9 @@ class LockedTask:
     pin: str
     sha256: str
     instance_id: str = ""
+    # a rebuilt task whose pin's gold is not the one the lock names: the sha256 of its record with the
+    # locked gold name put back (empty otherwise)
+    as_locked: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,10 @@ class TaskLock:
     ledger_head: str
     tasks: tuple[LockedTask, ...]
     partial: tuple[str, ...] = ()  # pins whose mint was stopped (time budget) with model shards left to do
+    golds: tuple[tuple[str, str], ...] = ()  # (pin, gold name) its locked tasks carry, sorted by pin
+
+    def gold_of(self, pin: str) -> str:
+        return dict(self.golds).get(pin, "")
 
     def count(self, split: str) -> int:
         return sum(1 for t in self.tasks if t.split == split)
@@ -69,6 +83,8 @@ class TaskLock:
             "counts": {s: self.count(s) for s in (*PUBLIC_SPLITS, "test")},
             "partial": sorted(self.partial),
         }
+        if self.golds:  # absent from locks written before golds were recorded
+            data["golds"] = dict(sorted(self.golds))
         for split in PUBLIC_SPLITS:
             data[split] = {t.instance_id: {"pin": t.pin, "sha256": t.sha256}
                            for t in sorted(self.tasks, key=lambda t: t.instance_id) if t.split == split}
@@ -84,22 +100,37 @@ def record_sha256(record: TaskRecord) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[str] = ()) -> TaskLock:
-    """The lock of ``records`` (any splits; test ones are reduced to pin + hash)."""
+def under_gold(record: TaskRecord, name: str) -> TaskRecord:
+    """The record as it reads with its gold called ``name``: the gold name it carries (``gold_sha256``)
+    and the gold file its grading spec names (``<name>.duckdb``), nothing else."""
+    gold_file = record.grading.gold.replace(record.gold_sha256, name) if record.gold_sha256 else record.grading.gold
+    return replace(record, gold_sha256=name, grading=replace(record.grading, gold=gold_file))
+
+
+def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[str] = (),
+            locked_golds: Mapping[str, str] | None = None) -> TaskLock:
+    """The lock of ``records`` (any splits; test ones are reduced to pin + hash). ``locked_golds``: the
+    gold names a lock being compared with records per pin; a record whose gold differs also gets the hash it
+    would have under the locked name (``LockedTask.as_locked``)."""
     tasks = []
+    golds: dict[str, str] = {}
     for r in records:
+        golds.setdefault(r.pin, r.gold_sha256)
+        then = (locked_golds or {}).get(r.pin, "")
+        as_locked = record_sha256(under_gold(r, then)) if then and then != r.gold_sha256 else ""
         if r.split == "test":
-            tasks.append(LockedTask("test", r.pin, record_sha256(r)))
+            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked))
         else:
-            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id))
+            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked))
     return TaskLock(ledger_head, tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
-                    tuple(sorted(set(partial))))
+                    tuple(sorted(set(partial))), tuple(sorted(golds.items())))
 
 
 def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
-                   partial: Iterable[str] = ()) -> TaskLock:
+                   partial: Iterable[str] = (), locked_golds: Mapping[str, str] | None = None) -> TaskLock:
     """The lock of the tasks minted under ``home`` (train/dev from the store, test from the verified
-    sealed store, as hashes only), restricted to ``pin_ids`` when given."""
+    sealed store, as hashes only), restricted to ``pin_ids`` when given (``locked_golds``: see
+    :func:`lock_of`)."""
     from corpora import sealed
     from corpora.store import split_dir
 
@@ -116,7 +147,7 @@ def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
             records.extend(read_task(p) for p in sorted(folder.glob("*.json")))
     if wanted is not None:
         records = [r for r in records if r.pin in wanted]
-    return lock_of(records, SplitLedger.load(pins).head, partial)
+    return lock_of(records, SplitLedger.load(pins).head, partial, locked_golds)
 
 
 def _reserved_split(pin_id: str, pins: Path) -> str | None:
@@ -139,8 +170,10 @@ def updated_lock(previous: TaskLock | None, home: Path, pins: Path, pin_ids: Seq
     fresh = lock_from_home(home, pins, sorted(chosen), partial)
     kept = [t for t in (previous.tasks if previous else ()) if t.pin not in chosen and t.pin in pinned]
     kept_partial = [p for p in (previous.partial if previous else ()) if p not in chosen and p in pinned]
+    kept_golds = [(p, g) for p, g in (previous.golds if previous else ()) if p not in chosen and p in pinned]
     tasks = tuple(sorted([*kept, *fresh.tasks], key=lambda t: (t.split, t.pin, t.instance_id, t.sha256)))
-    return TaskLock(fresh.ledger_head, tasks, tuple(sorted({*fresh.partial, *kept_partial})))
+    return TaskLock(fresh.ledger_head, tasks, tuple(sorted({*fresh.partial, *kept_partial})),
+                    tuple(sorted([*kept_golds, *fresh.golds])))
 
 
 def read_lock(pins: Path) -> TaskLock | None:
@@ -159,7 +192,8 @@ def read_lock(pins: Path) -> TaskLock | None:
         for entry in data["test"]:
             tasks.append(LockedTask("test", str(entry["pin"]), str(entry["sha256"])))
         lock = TaskLock(str(data["ledger_head"]), tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
-                        tuple(str(p) for p in data.get("partial", [])))
+                        tuple(str(p) for p in data.get("partial", [])),
+                        tuple(sorted((str(p), str(g)) for p, g in data.get("golds", {}).items())))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise TaskLockError(f"{path}: malformed task lock ({type(exc).__name__}: {exc}); restore it from git") from None
     counts = data.get("counts", {})
@@ -184,6 +218,9 @@ class LockDiff:
     missing: tuple[str, ...]  # locked, not rebuilt
     extra: tuple[str, ...]  # rebuilt, not locked
     changed: tuple[str, ...]  # same id, other record hash
+    # reproduced but for the gold name: the record with the locked gold name put back hashes as locked
+    renamed: tuple[str, ...] = ()
+    golds: tuple[tuple[str, str, str], ...] = ()  # (pin, locked gold, rebuilt gold) of the renamed tasks' pins
 
     @property
     def same(self) -> bool:
@@ -191,7 +228,12 @@ class LockDiff:
 
     def summary(self) -> str:
         if self.same:
-            return "the rebuild reproduces the lock task for task"
+            if not self.renamed:
+                return "the rebuild reproduces the lock task for task"
+            moves = ", ".join(f"{p} {a[:12]} -> {b[:12]}" for p, a, b in self.golds[:3]) + (", ..." if len(self.golds) > 3 else "")
+            return (f"the rebuild reproduces the lock task for task, {len(self.renamed)} of them under a renamed gold "
+                    f"({moves}): each equals its locked record once the locked gold name is put back; re-key them "
+                    f"with `harvest corpus lock --pin PIN`")
         return (f"the rebuild differs from the lock: {len(self.missing)} locked task(s) missing, {len(self.extra)} "
                 f"not in the lock, {len(self.changed)} changed")
 
@@ -209,11 +251,24 @@ def compare(locked: TaskLock, rebuilt: TaskLock, pin_ids: Sequence[str] | None =
     tasks that were not reached are then not reported missing."""
     wanted = set(pin_ids) if pin_ids is not None else None
     a = {_key(t): t for t in locked.tasks if wanted is None or t.pin in wanted}
-    b = {_key(t): t for t in rebuilt.tasks if wanted is None or t.pin in wanted}
+    b: dict[str, LockedTask] = {}
+    renamed: list[str] = []
+    for t in rebuilt.tasks:
+        if wanted is not None and t.pin not in wanted:
+            continue
+        if t.as_locked:  # its pin's gold was renamed: it is the locked task when it hashes so under the old name
+            under_old = replace(t, sha256=t.as_locked, as_locked="")
+            old = a.get(_key(under_old))
+            if old is not None and (old.sha256, old.pin) == (under_old.sha256, under_old.pin):
+                renamed.append(_key(under_old))
+                b[_key(under_old)] = under_old
+                continue
+        b[_key(t)] = t
     missing = tuple(sorted(k for k in a if k not in b and a[k].pin not in rebuilt.partial))
     extra = tuple(sorted(k for k in b if k not in a and b[k].pin not in locked.partial))
     changed = tuple(sorted(k for k in a.keys() & b.keys() if (a[k].sha256, a[k].pin) != (b[k].sha256, b[k].pin)))
-    return LockDiff(missing, extra, changed)
+    moved = sorted({(b[k].pin, locked.gold_of(b[k].pin), rebuilt.gold_of(b[k].pin)) for k in renamed})
+    return LockDiff(missing, extra, changed, tuple(sorted(renamed)), tuple(moved))
 
 
 def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:
@@ -239,4 +294,10 @@ def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:
             problems.append(f"{t.instance_id}: the id does not name pin {t.pin}'s repository and commit")
         if len(t.sha256) != 64 or any(c not in "0123456789abcdef" for c in t.sha256):
             problems.append(f"{name}: {t.sha256!r} is not a sha256")
+    for pin_id, gold in lock.golds:
+        pin = by_id.get(pin_id)
+        if pin is not None and pin.gold_sha256 != gold:
+            problems.append(f"pin {pin_id} names gold {pin.gold_sha256[:12]}, its locked tasks were minted against "
+                            f"{gold[:12]}: mint it again and re-key it (`harvest mint {pin_id} --only-locked --verify-lock`, "
+                            f"then `harvest corpus lock --pin {pin_id}`)")
     return problems

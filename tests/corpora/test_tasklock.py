@@ -10,7 +10,7 @@ import pytest
 from corpora.checks import check_pins_folder
 from corpora.tasklock import (
     LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
-    updated_lock, write_lock,
+    under_gold, updated_lock, write_lock,
 )
 
 
@@ -120,3 +120,39 @@ def test_growing_the_corpus_in_a_fresh_home_keeps_every_other_pins_locked_tasks(
     dropped = updated_lock(before, fresh, world.pins, [pins_id for pins_id in {t.pin for t in before.tasks}
                                                         if group_of(pins_id, world.pins) and "trainrepo" in pins_id])
     assert dropped.count("train") == 0 and dropped.count("dev") == before.count("dev")
+
+
+def test_a_renamed_gold_is_reproduced_only_when_nothing_else_changed(world, reserved):
+    """Records minted again under a pin's renamed gold equal the locked ones once the locked gold name is
+    put back (``renamed``, still the same); any other change, or a lock naming another gold, is a difference;
+    the lock keeps the gold names through a write and a read."""
+    _, tasks = reserved
+    # as a mint writes them: the grading spec names the gold file
+    tasks = {split: [replace(t, grading=replace(t.grading, gold=f"{t.gold_sha256}.duckdb")) for t in split_tasks]
+             for split, split_tasks in tasks.items()}
+    records = [t for split in tasks.values() for t in split]
+    locked = lock_of(records, "head")
+    assert dict(locked.golds) == {r.pin: r.gold_sha256 for r in records}
+    write_lock(locked, world.pins)
+    assert read_lock(world.pins) == locked
+    moved = {r.pin for r in tasks["train"]} | {r.pin for r in tasks["test"]}
+    new_name = "f" * 64
+    renamed = [under_gold(r, new_name) if r.pin in moved else r for r in records]
+    assert all(r.grading.gold == f"{new_name}.duckdb" for r in renamed if r.pin in moved)
+    plain = lock_of(renamed, "head")
+    assert not compare(locked, plain).same  # without the locked names every moved task looks changed
+    diff = compare(locked, lock_of(renamed, "head", locked_golds=dict(locked.golds)))
+    moved_tasks = [r for r in records if r.pin in moved]
+    assert diff.same and len(diff.renamed) == len(moved_tasks) > 0
+    assert {p for p, _, b in diff.golds} == moved and {b for _, _, b in diff.golds} == {new_name}
+    assert "under a renamed gold" in diff.summary()
+    train = tasks["train"][0]
+    edited = [replace(r, problem_statement="another statement") if r is renamed[records.index(train)] else r
+              for r in renamed]
+    diff = compare(locked, lock_of(edited, "head", locked_golds=dict(locked.golds)))
+    assert diff.changed == (f"train:{train.instance_id}",) and not diff.same
+    other = replace(locked, golds=tuple((p, "0" * 64) for p, _ in locked.golds))
+    assert not compare(other, lock_of(renamed, "head", locked_golds=dict(other.golds))).same
+    assert not [p for p in check_against_ledger(locked, world.pins) if "minted against" in p]
+    problems = [p for p in check_against_ledger(other, world.pins) if "minted against" in p]
+    assert len(problems) == len(locked.golds) and all("minted against 000000000000" in p for p in problems)
