@@ -33,6 +33,13 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
               help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
                    "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "
                    "disagrees with its seal). Check the result with --verify-lock.")
+@click.option("--only-locked", is_flag=True,
+              help="Try only the candidates whose tasks pins/_tasks.lock lists for these pins (train and dev; the "
+                   "test split is locked as hashes only): re-mints a pin's locked tasks at a fraction of a full mint, "
+                   "e.g. after `harvest add --rebuild --rename-gold`. Check with --verify-lock; not a full rebuild.")
+@click.option("--rename-gold", is_flag=True,
+              help="Augmented pins this run builds from their base name their gold by content even where an older "
+                   "byte name would reproduce (the move `harvest add --rebuild --rename-gold` makes for a base pin).")
 @click.option("--augment", is_flag=True,
               help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
                    "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
@@ -41,7 +48,8 @@ from cli._common import echo_json, fails_cleanly, json_option, markup
 @fails_cleanly
 def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, verify_lock: bool, write_lock: bool, as_json: bool) -> None:
+            no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, rename_gold: bool, only_locked: bool, verify_lock: bool,
+            write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from cli._progress import progress
     from core.home import harvest_home, pins_dir
@@ -57,11 +65,14 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     chosen = tuple(f.strip() for f in families.split(",")) if families else None
     if chosen and set(chosen) - set(FAMILIES):
         raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
+    if only_locked and augment:
+        raise click.UsageError("--only-locked re-mints locked tasks; it does not combine with --augment")
     pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
-                          address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed)
+                          address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed,
+                          only_ids=_locked_ids(pins) if only_locked else None)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
-    plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment)
+    plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment, rename_gold=rename_gold)
     shards = plan(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
     if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
         import dataclasses
@@ -92,7 +103,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
         with progress("augment", total=None, unit="model shards") as bar:
             recovered = recover([p for p in pins if not p.augmentation_sha256], options,
                                 mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
-                                AugmentOptions(sandboxed=not no_sandbox),
+                                AugmentOptions(sandboxed=not no_sandbox, rename_gold=rename_gold),
                                 on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
     from cli.corpus import lock_step
@@ -118,6 +129,24 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                     click.echo(f"  {key}: {item}")
     if lock and not lock.get("same", True):
         raise SystemExit(1)
+
+
+def _locked_ids(pins: list) -> frozenset[str]:  # type: ignore[type-arg]
+    """The instance ids pins/_tasks.lock lists for ``pins``; refused for a test pin (its tasks are locked as
+    hashes only, so it is minted in full) and where there is no lock."""
+    from core.home import pins_dir
+    from corpora.ledger import split_of
+    from corpora.tasklock import read_lock
+
+    lock = read_lock(pins_dir())
+    if lock is None:
+        raise click.UsageError(f"--only-locked needs {pins_dir()}/_tasks.lock; there is none")
+    sealed = sorted(p.id for p in pins if split_of(p.id, pins_dir()) == "test")
+    if sealed:
+        raise click.UsageError(f"--only-locked: {sealed[0]} is a test pin, whose tasks the lock lists as hashes only; "
+                               "mint the test pins in full (with --rebuild-sealed in a fresh home)")
+    chosen = {p.id for p in pins}
+    return frozenset(t.instance_id for t in lock.tasks if t.pin in chosen and t.instance_id)
 
 
 def _print_report(report: dict, counts: dict) -> None:
@@ -146,11 +175,12 @@ def _print_report(report: dict, counts: dict) -> None:
                   markup=False)
 
 
-def _build_augmented(pins: list, sandboxed: bool, augment: bool) -> list:
+def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bool = False) -> list:
     """The pins the plain mint takes. A committed augmented pin this home has not built (a corpus rebuilt
     in a fresh home) is built first from its base and its seed patch when the patch is here; its patch is
     derived data that is not committed, so without it the pin waits for ``--augment`` (which derives the
-    patch again and mints it) and is left out of the plain mint."""
+    patch again and mints it) and is left out of the plain mint. A pin whose gold is renamed by its build
+    (:func:`harvester.augment.run.rebuild_augmented`) is taken as rewritten."""
     if not any(p.augmentation_sha256 for p in pins):
         return list(pins)  # nothing to build: the augment driver is not even imported
     from cli._progress import progress
@@ -160,15 +190,16 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool) -> list:
     unbuilt = [p for p in pins if p.augmentation_sha256 and not built_here(p)]
     todo = [p for p in unbuilt if augmentation_path(p.augmentation_sha256).is_file()]
     waiting = {p.id for p in unbuilt} - {p.id for p in todo}
+    built: dict[str, object] = {}
     if todo:
         with progress("augmented pins", total=len(todo), unit="built") as bar:
             for pin in todo:
-                rebuild_augmented(pin, AugmentOptions(sandboxed=sandboxed))
+                built[pin.id] = rebuild_augmented(pin, AugmentOptions(sandboxed=sandboxed, rename_gold=rename_gold))
                 bar.advance(1, detail=pin.id)
     if waiting and not augment:
         click.echo(f"{len(waiting)} augmented pin(s) not built here wait for `--augment`, which derives their seed "
                    f"patches again: {', '.join(sorted(waiting))}", err=True)
-    return [p for p in pins if p.id not in waiting]
+    return [built.get(p.id, p) for p in pins if p.id not in waiting]
 
 
 def _print_augmentation(recovered: dict) -> None:

@@ -422,6 +422,14 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     drift = _drift(previous, pin) if previous else ()
     if source.compat_patch:
         atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
+    if (previous is not None and pin.gold_sha256 != previous.gold_sha256
+            and replace(pin, versions=previous.versions, gold_sha256=previous.gold_sha256) == previous):
+        # a rename (--rename-gold, or bytes that did not reproduce): the same tables under the gold's content
+        # name, everything else reproduced; the pin keeps the versions it was made with, so its tasks minted
+        # again differ from the locked ones only in the gold name (`harvest mint --verify-lock` says so)
+        pin = replace(pin, versions=previous.versions)
+        drift = tuple(f"{note} (the pin keeps the versions it was made with: only the gold's name moved)"
+                      if note.startswith("versions changed") else note for note in drift)
     if previous is not None and replace(pin, versions=previous.versions) == previous:
         # the rebuild reproduced the pin in all but the tool versions of this machine: the committed pin (and
         # so every task record, which carries its versions, and the task lock) stays as it is

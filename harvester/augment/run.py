@@ -79,6 +79,9 @@ class AugmentOptions:
     sandboxed: bool = True
     limits: Limits = Limits()
     families: tuple[str, ...] = FAMILIES
+    # a committed augmented pin rebuilt here names its gold by content even where its old (byte) name
+    # reproduces (`harvest mint --rename-gold`, the move `harvest add --rebuild --rename-gold` makes for a base)
+    rename_gold: bool = False
 
 
 @dataclass(frozen=True)
@@ -439,7 +442,7 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
         if not augmentation_path(sha).is_file():  # a committed pin: its patch is derived again, not committed
             atomic.write_text(augmentation_path(sha), patch_text)
         if not built_here(pin):
-            rebuild_augmented(pin, options)
+            pin = rebuild_augmented(pin, options)
         return pin
     gold_sha, tables = _build_augmentation(base, pin_id, patch_text, added_rows, options)
     atomic.write_text(augmentation_path(sha), patch_text)
@@ -463,11 +466,16 @@ def built_here(pin: Pin) -> bool:
     return True
 
 
-def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> None:
+def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> Pin:
     """Build a committed augmented pin in this home: its base pin's tree + its stored seed patch, with the
-    same health checks as when it was made, installed only if the gold comes out byte for byte as the pin
-    records (a rebuild of the corpus from its pins then mints the augmented pin's tasks again).
-    AugmentRebuildError when the base is not built here or the gold differs."""
+    same health checks as when it was made, installed only if the gold comes out as the pin records (a
+    rebuild of the corpus from its pins then mints the augmented pin's tasks again); the pin as it stands.
+
+    A gold with the tables the pin records but not the name (a pin named by its file's bytes, which did
+    not reproduce; or ``options.rename_gold``) is installed under its content name and the pin rewritten
+    with that name only, as `harvest add --rebuild` renames a base pin's gold: its tasks minted again differ
+    from the locked ones only in the gold name. AugmentRebuildError when the base is not built here or the
+    tables differ."""
     from harvester.workspace import augmentation_text
 
     base_path = pin_path(pin.augments, pins_dir())
@@ -478,7 +486,13 @@ def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> N
         raise AugmentRebuildError(f"{pin.id}: its base pin {base.id} is not built in this home; "
                                   f"run `harvest add {base.spec} --rebuild` first")
     patch_text = augmentation_text(pin)
-    _build_augmentation(base, pin.id, patch_text, patch_rows(patch_text), options, expect=pin.gold_sha256)
+    gold_sha, _ = _build_augmentation(base, pin.id, patch_text, patch_rows(patch_text), options,
+                                      expect=pin.gold_sha256, recorded=pin.tables)
+    if gold_sha == pin.gold_sha256:
+        return pin
+    renamed = replace(pin, gold_sha256=gold_sha)
+    write_pin(renamed, pins_dir())
+    return renamed
 
 
 def patch_rows(patch_text: str) -> int:
@@ -491,10 +505,11 @@ def patch_rows(patch_text: str) -> int:
 
 
 def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int, options: AugmentOptions,
-                        expect: str = "") -> tuple[str, tuple]:
+                        expect: str = "", recorded: tuple = ()) -> tuple[str, tuple]:
     """Build base + patch twice (sandboxed), check the project stays healthy, install gold and state under
-    ``pin_id``; the gold's sha256 and the tables. ``expect``: the gold sha256 the build must give (a
-    committed pin rebuilt), else nothing is installed."""
+    ``pin_id``; the gold's name and the tables. ``expect``: the gold name the build must give (a committed
+    pin rebuilt), unless its tables are the ``recorded`` ones (then the gold is installed under its content
+    name, see :func:`rebuild_augmented`), else nothing is installed."""
     from harvester.add import Source, _gold_builds, _tables, AddOptions
     from harvester.discovery import discover
     from harvester.gold import gold_path, install_gold, matches
@@ -529,11 +544,15 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     tables = _tables(builds)
     assert first.gold_file is not None
     _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
+    rename = options.rename_gold
     if expect and not matches(first.gold_file, expect):
-        got = content_digest(first.gold_file)
-        raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
-                                  f"not the {expect[:12]} the pin records; its tasks cannot be re-minted here")
-    gold_sha = install_gold(first.gold_file, previous=expect)
+        if not recorded or tuple(tables) != tuple(recorded):
+            got = content_digest(first.gold_file)
+            raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
+                                      f"not the {expect[:12]} the pin records, and its tables differ from the pin's; "
+                                      "its tasks cannot be re-minted here")
+        rename = True  # the recorded tables in other bytes: the same gold, named by its content
+    gold_sha = install_gold(first.gold_file, previous="" if rename else expect)
     install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes)
     shutil.rmtree(root, ignore_errors=True)
     return gold_sha, tables

@@ -64,12 +64,16 @@ def plan_key(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Col
 
 
 def shard_key(pin: Pin, uid: str, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int,
-              only_keys: Collection[str] | None) -> str:
+              only_keys: Collection[str] | None, only_ids: Collection[str] | None = None) -> str:
     """A digest of everything that decides one model's candidates and their order: its file and compiled
-    SQL, the families, the seed, the candidate keys a run is restricted to, the mutator code and sqlglot.
-    A shard that finished under the same key with no survivor left at the cap has nothing left to do."""
+    SQL, the families, the seed, the candidate keys or task ids a run is restricted to, the mutator code and
+    sqlglot. A shard that finished under the same key with no survivor left at the cap has nothing left to
+    do (so a shard restricted to some task ids never passes for one that tried every candidate)."""
     digest = hashlib.sha256(_header(pin, families))
-    digest.update(json.dumps({"seed": seed, "only": sorted(only_keys) if only_keys is not None else None}).encode())
+    restricted: dict[str, object] = {"seed": seed, "only": sorted(only_keys) if only_keys is not None else None}
+    if only_ids is not None:  # absent otherwise: unrestricted shards keep the keys they always had
+        restricted["ids"] = sorted(i for i in only_ids if i.startswith(pin.id.split("@", 1)[0] + "."))
+    digest.update(json.dumps(restricted).encode())
     digest.update(_model_part(pin, uid, node, tree))
     return digest.hexdigest()
 

@@ -68,6 +68,7 @@ class MintOptions:
     incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
     only_keys: frozenset[str] | None = None  # try only these candidate keys (augmented pins: the recovered ones)
     only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
+    only_ids: frozenset[str] | None = None  # try only candidates whose task would get one of these ids (`--only-locked`)
     deadline: float | None = None  # epoch second after which shards stop between candidates (`--budget-s`)
 
 
@@ -218,7 +219,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
             done = frozenset(r["key"] for r in finished)
             kept = sum(1 for r in finished if r["kept"])
-            key = shard_key(pin, uid, node, tree, options.families, options.seed, only_keys)
+            key = shard_key(pin, uid, node, tree, options.families, options.seed, only_keys, options.only_ids)
             if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, done):
                 continue
             todo.append((uid, key, vouched, finished, kept, done))
@@ -233,7 +234,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
                 sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
                 screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
-                only_keys=only_keys,
+                only_keys=only_keys, only_ids=options.only_ids,
                 known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
                 deadline=options.deadline, confirmed_before=before if resumed else (), candidates_key=key,
             ))

@@ -30,6 +30,7 @@ from harvester.mint.variants import VariantBuilder
 from core.pin import Pin, pin_path, read_pin
 from harvester.sandbox import Limits, safe_fs
 from harvester.state import load_state
+from core.patching import make_patch
 from core.task_record import TaskRecord, task_id
 from harvester.workspace import template
 
@@ -53,6 +54,9 @@ class ShardJob:
     incremental: bool = True
     family_order: tuple[str, ...] = ()  # the pin's families, rarest first
     only_keys: frozenset[str] | None = None  # candidates to try (None: all); an augmented pin's recovered ones
+    # task ids to try (None: all): only candidates whose task would get one of these ids are screened and
+    # confirmed (`harvest mint --only-locked`: re-mint a pin's locked tasks, e.g. after its gold was renamed)
+    only_ids: frozenset[str] | None = None
     # broken-output signatures and statements of the pin's tasks kept before this shard (driver's index)
     known_signatures: frozenset[str] = frozenset()
     known_statements: frozenset[str] = frozenset()
@@ -172,6 +176,16 @@ def close_warm_builders() -> None:
 multiprocessing.util.Finalize(None, close_warm_builders, exitpriority=100)
 
 
+def _slug(pin: Pin) -> str:
+    return pin.id.split("@", 1)[0]
+
+
+def prospective_id(pin: Pin, cand: Candidate) -> str:
+    """The instance id the candidate's task gets if it is kept (``task_id`` over the broken patch that
+    confirmation records), known before anything is built."""
+    return task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, make_patch(cand.file, cand.original, cand.broken))
+
+
 def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
@@ -223,6 +237,8 @@ def run_shard(job: ShardJob) -> ShardResult:
                 continue
             if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
                 continue
+            if job.only_ids is not None and prospective_id(pin, cand) not in job.only_ids:
+                continue
             if reports and _past(job.deadline):  # a run that starts a shard decides at least one candidate
                 stopped = True
                 break
@@ -263,9 +279,8 @@ def run_shard(job: ShardJob) -> ShardResult:
             if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
                 reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
                 continue
-            slug = pin.id.split("@", 1)[0]
             record = TaskRecord(
-                instance_id=task_id(slug, pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
+                instance_id=task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
                 pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir,
                 split=job.split, split_group=job.split_group, family=cand.mutation.family,
                 operator=cand.mutation.operator, effect=confirmed.effect, file=cand.file,

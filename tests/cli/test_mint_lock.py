@@ -39,7 +39,8 @@ def test_a_fresh_mint_reproduces_the_lock_and_a_changed_lock_fails(minted_exampl
     code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0, err
     assert json.loads(out)["lock"] == {"same": True, "summary": "the rebuild reproduces the lock task for task",
-                                       "missing": [], "extra": [], "changed": [], "unfinished": []}
+                                       "missing": [], "extra": [], "changed": [], "renamed": [], "golds_renamed": [],
+                                       "unfinished": []}
 
     # a lock that lists one task fewer: the rebuild has one the lock does not, exit 1 with the id
     lock = read_lock(fresh_pins)
@@ -51,3 +52,69 @@ def test_a_fresh_mint_reproduces_the_lock_and_a_changed_lock_fails(minted_exampl
     (fresh_pins / LOCK_NAME).unlink()
     code, _, err = _run(fresh_home, fresh_pins, "corpus", "lock", "--verify")
     assert code == 1 and "no _tasks.lock" in err
+
+
+def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(example_harvest, tmp_path: Path) -> None:
+    """A pin that names its gold by the file's bytes (pins made before content naming), minted and locked,
+    then rebuilt in a fresh home with --rename-gold: `--only-locked` re-mints just the locked tasks,
+    `--verify-lock` finds each equal to its locked record once the old gold name is put back, `corpus lock
+    --pin` re-keys them, and a lock that names another gold is a difference (exit 1)."""
+    from corpora.ledger import Params, assign
+    from core import atomic
+    from core.pin import pin_path, read_pin, write_pin
+    from tests.conftest import use_env
+
+    home, pins = tmp_path / "old" / "home", tmp_path / "old" / "pins"
+    shutil.copytree(example_harvest.home, home, symlinks=True)
+    shutil.copytree(example_harvest.pins, pins)
+    pin = example_harvest.pin
+    stored = home / "gold" / f"{pin.gold_sha256}.duckdb"
+    by_bytes = atomic.sha256_file(stored)
+    shutil.copyfile(stored, home / "gold" / f"{by_bytes}.duckdb")
+    write_pin(replace(pin, gold_sha256=by_bytes), pins)
+    with use_env(home, pins):
+        assign(pins, Params(test=0, dev=0, seed=0))
+    code, out, err = _run(home, pins, "mint", pin.id, "--max-per-model", "1", "--write-lock", "--json")
+    assert code == 0, err
+    full = json.loads(out)["this_run"]
+    locked = read_lock(pins)
+    assert locked is not None and locked.gold_of(pin.id) == by_bytes
+    ids = sorted(t.instance_id for t in locked.tasks)
+    assert len(ids) == full["kept"] > 0 and full["candidates"] > len(ids)
+
+    fresh_home, fresh_pins = tmp_path / "fresh" / "home", tmp_path / "fresh" / "pins"
+    shutil.copytree(pins, fresh_pins)
+    code, out, err = _run(fresh_home, fresh_pins, "add", example_harvest.example.spec, "--rebuild", "--rename-gold",
+                          "--package-mirror", str(example_harvest.example.mirror), "--json")
+    assert code == 0, err
+    assert json.loads(out)["drift"] == [f"gold {by_bytes[:12]} -> {pin.gold_sha256[:12]}"]
+    assert read_pin(pin_path(pin.id, fresh_pins)).versions == pin.versions
+
+    code, out, err = _run(fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked",
+                          "--verify-lock", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["this_run"] == {"candidates": len(ids), "screened_out": 0, "confirm_rejected": 0, "kept": len(ids)}
+    assert result["lock"]["same"] and result["lock"]["renamed"] == [f"train:{i}" for i in ids]
+    assert result["lock"]["golds_renamed"] == [{"pin": pin.id, "locked": by_bytes, "rebuilt": pin.gold_sha256}]
+    assert "under a renamed gold" in result["lock"]["summary"]
+
+    # a lock that names some other gold for the pin: no task is the locked one under that name
+    write_lock(replace(locked, golds=((pin.id, "0" * 64),)), fresh_pins)
+    code, out, _ = _run(fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked", "--verify-lock")
+    assert code == 1 and f"changed: train:{ids[0]}" in out
+    write_lock(locked, fresh_pins)
+
+    code, out, err = _run(fresh_home, fresh_pins, "corpus", "lock", "--pin", pin.id, "--max-per-model", "1", "--json")
+    assert code == 0, err
+    rekeyed = read_lock(fresh_pins)
+    assert rekeyed is not None and rekeyed.gold_of(pin.id) == pin.gold_sha256
+    assert sorted(t.instance_id for t in rekeyed.tasks) == ids
+    assert {t.sha256 for t in rekeyed.tasks}.isdisjoint({t.sha256 for t in locked.tasks})
+    code, out, err = _run(fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--verify-lock", "--json")
+    assert code == 0, err
+    assert json.loads(out)["lock"]["summary"] == "the rebuild reproduces the lock task for task"
+
+    (fresh_pins / LOCK_NAME).unlink()
+    code, _, err = _run(fresh_home, fresh_pins, "mint", pin.id, "--only-locked")
+    assert code == 2 and "_tasks.lock" in err

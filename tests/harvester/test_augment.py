@@ -308,9 +308,10 @@ def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduc
     from click.testing import CliRunner
 
     from cli import main
-    from core.pin import write_pin
+    from core.pin import pin_path, read_pin, write_pin
     from harvester.add import AddOptions, add
-    from harvester.augment.run import AugmentRebuildError, built_here, rebuild_augmented
+    from core import atomic
+    from harvester.augment.run import AugmentOptions, AugmentRebuildError, built_here, rebuild_augmented
     from harvester.mint.pipeline import load_reports
     from harvester.workspace import augmentation_path
     from tests.conftest import use_env
@@ -343,8 +344,22 @@ def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduc
         tried = {r["key"] for r in load_reports(pin.id)}
         assert tried and tried <= {key for _, key in pin.recovers}
 
-        other = replace(pin, id=pin.id.replace("+aug-", "+aug-0"), gold_sha256="0" * 64)
+        # a pin that records another gold and other tables is refused, nothing installed
+        table = replace(pin.tables[0], fingerprint="0" * 32)
+        other = replace(pin, id=pin.id.replace("+aug-", "+aug-0"), gold_sha256="0" * 64, tables=(table, *pin.tables[1:]))
         write_pin(other, pins)
-        with pytest.raises(AugmentRebuildError, match="not the 000000000000"):
+        with pytest.raises(AugmentRebuildError, match="not the 000000000000.*tables differ"):
             rebuild_augmented(other)
         assert not built_here(other)
+        # the same tables under another name (a pin named by its gold file's bytes, which did not reproduce):
+        # the gold goes in under its content name and the pin is rewritten with that name, nothing else
+        legacy = replace(pin, id=pin.id.replace("+aug-", "+aug-1"), gold_sha256="1" * 64)
+        write_pin(legacy, pins)
+        renamed = rebuild_augmented(legacy)
+        assert renamed == replace(legacy, gold_sha256=pin.gold_sha256) and built_here(renamed)
+        assert read_pin(pin_path(legacy.id, pins)).gold_sha256 == pin.gold_sha256
+        # named by its file's bytes, moved on purpose (`harvest mint --rename-gold`) whether or not they reproduce
+        by_bytes = atomic.sha256_file(tmp_path / "fresh-home" / "gold" / f"{pin.gold_sha256}.duckdb")
+        named = replace(pin, id=pin.id.replace("+aug-", "+aug-2"), gold_sha256=by_bytes)
+        write_pin(named, pins)
+        assert rebuild_augmented(named, AugmentOptions(rename_gold=True)).gold_sha256 == pin.gold_sha256
