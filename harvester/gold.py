@@ -6,9 +6,12 @@ its name before handing it out (a mismatch is a GoldError, never a silent 0).
 
 A gold's name (the ``gold_sha256`` of pins, task records and published rows) is its content digest
 (``harvester.gold_digest``): a rebuild whose DuckDB file has other bytes but the same tables has the same
-name. Pins made before 2026-12-02 name their gold by the sha256 of the file's bytes; such a name is kept
+name. Pins made before 2026-12-02 named their gold by the sha256 of the file's bytes; such a name is kept
 as long as a rebuild reproduces those bytes (or, where the old file is still in the store, its content),
-so no committed pin or task changes. A file matches a name when either digest equals it.
+so no pin or task changes behind a user's back. The committed corpus was moved to content names on
+2026-12-03 (`harvest add --rebuild --rename-gold`, tasks re-keyed with `harvest mint --only-locked`); byte
+names stay readable for homes, pins and published datasets made before. A file matches a name when either
+digest equals it.
 """
 
 from __future__ import annotations
