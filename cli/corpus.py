@@ -118,3 +118,66 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     return {"same": diff.same, "summary": summary, "missing": list(diff.missing), "extra": list(diff.extra),
             "changed": list(diff.changed), "renamed": list(diff.renamed),
             "golds_renamed": [{"pin": p, "locked": a, "rebuilt": b} for p, a, b in diff.golds], "unfinished": sorted(partial)}
+
+
+@command.command("feed")
+@click.option("--pin", "only", multiple=True, metavar="PIN_ID", help="Only the train tasks of these pins (repeatable).")
+@click.option("--max-length", type=click.IntRange(64), default=4096, show_default=True,
+              help="The token budget rows are measured against ([train] max_length).")
+@click.option("--max-file-chars", type=click.IntRange(256), default=16000, show_default=True,
+              help="The prompt's file budget ([data] max_file_chars).")
+@click.option("--tokenizer", "tokenizer_path", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="A local tokenizer folder (default: the tokenizer the tiny CPU model trains locally).")
+@click.option("--no-rewards", is_flag=True, help="Render and measure rows only; skip the reward builds.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write corpus_feed.json and corpus_feed.md here (e.g. docs/corpus).")
+@json_option
+@fails_cleanly
+def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_path: Path | None, no_rewards: bool,
+         out: Path | None, as_json: bool) -> None:
+    """Every train task through the stages after the dataset: SFT rows render (single-turn and agentic) and
+    fit the token budget, the GRPO reward of the true repair is 1 and of the unrepaired project 0. Exit 1 when
+    any task fails a stage (each is listed with why)."""
+    import json
+
+    from cli._progress import progress
+    from core import atomic
+    from core.home import pins_dir
+    from train.corpus_feed import feed as run_feed
+    from train.corpus_feed import markdown
+    from train.errors import TrainDataError
+    from train.project import PinnedProjectSource
+    from train.sft_data import load_train_tasks
+
+    tasks = load_train_tasks("")
+    if only:
+        tasks = [t for t in tasks if t.pin in set(only)]
+        if not tasks:
+            raise TrainDataError(f"no train task of {', '.join(only)} in HARVEST_HOME")
+    if tokenizer_path is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer, name = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True), str(tokenizer_path)
+    else:
+        from train.tiny import TinySpec, train_tokenizer
+
+        tokenizer = train_tokenizer(TinySpec().vocab_size)
+        name = f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
+    with progress("corpus feed", len(tasks), "tasks") as bar:
+        def done(task) -> None:  # noqa: ANN001
+            if task.failure:
+                bar.note(f"{task.instance_id}: {task.failure}")
+            bar.advance(detail=task.instance_id)
+
+        report = run_feed(tasks, PinnedProjectSource(pins_dir()), tokenizer, name, max_length=max_length,
+                          max_file_chars=max_file_chars, rewards=not no_rewards, on_task=done).to_dict()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(out / "corpus_feed.json", json.dumps(report, indent=1, sort_keys=True) + "\n")
+        atomic.write_text(out / "corpus_feed.md", markdown(report))
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(markdown(report), nl=False)
+    if report["failed"]:
+        sys.exit(1)

@@ -39,6 +39,7 @@ from core.errors import HarvestError
 from core.pin import PackageRecord, Pin, display_name
 from core.scorer.spec import GradingSpec
 from core.task_record import LocalChecks, TaskRecord
+from harvester.task_tree import TreeSource
 
 ROW_FORMAT_FIELDS = ("origin_url", "tree", "clock", "packages", "gold_sha256", "database_file")
 
@@ -188,19 +189,12 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class RowSource:
-    """How to rebuild a row's pin tree: the pin as the row states it, the compat patch text, the mirror."""
-
-    pin: Pin
-    compat_text: str
-    fetch_from: str | None
-    augment_text: str = ""
-
-
-def row_source(row: dict[str, Any], repo_mirror: Path | None) -> RowSource:
-    return RowSource(row_pin(row), row["compat_patch"], mirror_location(row["origin_url"], repo_mirror),
-                     row.get("augmentation_patch", ""))
+def row_source(row: dict[str, Any], repo_mirror: Path | None) -> TreeSource:
+    """How to rebuild a row's pin tree: the pin as the row states it, its compat and augmentation patch
+    texts, the mirror its bytes come from (``harvester.task_tree``: the one way every consumer materializes
+    a task)."""
+    return TreeSource(row_pin(row), row["compat_patch"], mirror_location(row["origin_url"], repo_mirror),
+                      row.get("augmentation_patch", ""))
 
 
 # --------------------------------------------------------------------------------------- materialize
@@ -225,26 +219,12 @@ class Materialized:
                 "tree": self.tree, "checks": list(self.checks)}
 
 
-def build_workspace_tree(source: RowSource, dest: Path, broken_patch: str) -> None:
-    """The broken workspace at ``dest``: the pin's template copied (no .git), the broken patch applied."""
-    from core.patching import apply_patch
-    from harvester.workspace import fresh_workspace
-
-    fresh_workspace(source.pin, dest, compat_text=source.compat_text, fetch_from=source.fetch_from,
-                    augment_text=source.augment_text)
-    for found in list(dest.rglob(".git")):
-        if found.is_dir() and not found.is_symlink():
-            shutil.rmtree(found)
-        else:
-            found.unlink()
-    apply_patch(dest, broken_patch)
-
-
 def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: Path | None = None,
                      split: str | None = None) -> Materialized:
     """Write ``out`` (see the module docstring) for ``instance_id`` of ``dataset``; all or nothing."""
     from harvester.discovery import discover
     from harvester.sandbox.profile import plain_profile_text
+    from harvester.task_tree import broken_tree
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -259,7 +239,7 @@ def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: 
     try:
         project = staging / "project"
         try:
-            build_workspace_tree(source, project, row["broken_patch"])
+            broken_tree(source, row["broken_patch"], project)
             found = discover(project, row["project_dir"])
             profiles = project / row["project_dir"] / "profiles.yml"
             if profiles.is_dir() and not profiles.is_symlink():

@@ -23,7 +23,7 @@ from harvester.packages import vendor_packages
 from core.patching import apply_patch
 from core.pin import Pin
 
-_MARKER = ".harvest-template.json"
+TEMPLATE_MARKER = ".harvest-template.json"
 
 
 def _marker(pin: Pin) -> str:
@@ -100,7 +100,7 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
 
     ``compat_text`` defaults to the pin's compat patch under the pins folder (a dataset row carries its own)."""
     dest = home.template_dir(pin.id)
-    marker = dest / _MARKER
+    marker = dest / TEMPLATE_MARKER
     if marker.is_file() and marker.read_text() == _marker(pin):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +109,7 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
         tree = staging / "tree"
         populate(pin, tree, compat_patch_text(pin) if compat_text is None else compat_text, fetch_from=fetch_from,
                  augment_text=augment_text)
-        atomic.write_text(tree / _MARKER, _marker(pin))
+        atomic.write_text(tree / TEMPLATE_MARKER, _marker(pin))
         old = None
         if dest.exists():
             old = dest.with_name(dest.name + ".old")
@@ -128,5 +128,5 @@ def fresh_workspace(pin: Pin, dest: Path, *, compat_text: str | None = None, fet
     """A new copy of the pin's template at ``dest`` (which must not exist)."""
     shutil.copytree(template(pin, compat_text=compat_text, fetch_from=fetch_from, augment_text=augment_text), dest,
                     symlinks=True,
-                    ignore=shutil.ignore_patterns(_MARKER))
+                    ignore=shutil.ignore_patterns(TEMPLATE_MARKER))
     return dest

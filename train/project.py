@@ -1,33 +1,41 @@
 """The broken project of a task, as text files: what a prompt shows and what a reward edits.
 
-A task record names its pin, a commit and the unified diff that breaks one model. Training reads the
-project's text files at that commit, applies the ``broken_patch``, and keeps the result in memory.
+Training reads a task's project exactly as the environment materializes it (``harvester.task_tree``): the
+pin's tree with the task's ``broken_patch`` applied, made on disk by ``broken_tree`` and listed by
+``project_files`` (repository-relative paths, the package root included for a package built from its
+``integration_tests/``, vendored packages and build output left out, as ``list_files`` leaves them out).
 ``ProjectSource`` is the small protocol the rest of train/ depends on; two sources meet it:
 
 - ``PinnedProjectSource`` (the default): the task's pin, materialized by the harvester exactly as the
   mint saw it (``harvester.workspace.template``: the pin's commit from its mirror under HARVEST_HOME, which
   for a local copy fetches from the copy and otherwise from the pin's URL; packages vendored, compat patch
-  applied). It works for every spec kind (GitHub, git URL, local path or file:// URL, with or without
-  ``--origin``), because it never guesses a repository from its name.
+  and seed augmentation applied). It works for every spec kind and every layout, because it never guesses a
+  repository from its name.
 - ``GitProjectSource``: a folder of git repositories named after the task's ``repo`` (``owner__repo``,
   ``owner__repo.git`` or a harvester mirror folder), for training on task records without their pins
-  (``[data] repos``), read with pygit2 without a checkout.
+  (``[data] repos``): the commit exported (no packages: there is no pin to name them), then the same
+  ``copy_broken`` and ``project_files``.
+
+Each source keeps the last tasks' files in memory (a reward asks for them on every rollout).
 """
 
 from __future__ import annotations
 
 import posixpath
+import tempfile
+from collections import OrderedDict
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
+from core.errors import HarvestError
+from core.patching import PatchError, apply_to_text, parse_patch
 from core.task_record import TaskRecord
 from train.errors import TrainDataError
-from core.patching import PatchError, apply_to_text, parse_patch
 
-#: File kinds a dbt project keeps its logic in; seeds and binaries stay out of prompts.
-TEXT_SUFFIXES = (".sql", ".yml", ".yaml", ".md")
+#: How many tasks' files a source keeps in memory.
+CACHED_TASKS = 64
 
 
 class ProjectSource(Protocol):
@@ -36,7 +44,50 @@ class ProjectSource(Protocol):
         ...
 
 
-class PinnedProjectSource:
+class _TreeSource:
+    """What both sources share: the broken tree made from a base tree (``_base``), listed, kept in memory
+    for the last ``CACHED_TASKS`` tasks (a reward asks on every rollout). The cache is per process: a copy
+    sent to a reward worker starts empty."""
+
+    def _base(self, task: TaskRecord) -> Path:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
+    def _cache(self) -> OrderedDict[tuple[str, str], Mapping[str, str]]:
+        if "_files" not in self.__dict__:
+            self._files: OrderedDict[tuple[str, str], Mapping[str, str]] = OrderedDict()
+        return self._files
+
+    def _tree_files(self, task: TaskRecord) -> Mapping[str, str]:
+        """``project_files`` of the task's broken tree, made from its base in a temporary folder."""
+        from harvester.task_tree import copy_broken, project_files
+
+        cache = self._cache()
+        key = (task.instance_id, task.broken_patch)
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        base = self._base(task)
+        with tempfile.TemporaryDirectory(prefix="train-task-") as tmp:
+            try:
+                tree = copy_broken(base, task.broken_patch, Path(tmp) / "ws")
+            except PatchError as exc:
+                raise TrainDataError(f"{task.instance_id}: broken_patch does not apply ({exc})") from None
+            except HarvestError as exc:
+                raise TrainDataError(f"{task.instance_id}: its broken tree cannot be made ({exc})") from None
+            files = MappingProxyType(project_files(tree))
+        cache[key] = files
+        while len(cache) > CACHED_TASKS:
+            cache.popitem(last=False)
+        return files
+
+
+class PinnedProjectSource(_TreeSource):
     """Reads each task's project from its pin under ``pins`` (the harvester's template of the pin).
 
     A task whose pin file is not in ``pins`` goes to ``fallback`` when one is given (e.g. a
@@ -47,21 +98,26 @@ class PinnedProjectSource:
         self.pins = Path(pins)
         self.fallback = fallback
 
-    def original_files(self, task: TaskRecord) -> dict[str, str]:
-        """The project's text files at the pin's commit, before the task's bug."""
-        from core.errors import HarvestError
+    def _base(self, task: TaskRecord) -> Path:
         from core.pin import pin_path, read_pin
-        from harvester.workspace import template
+        from harvester.task_tree import TreeSource
 
-        path = pin_path(task.pin, self.pins)
-        pin = read_pin(path)
+        try:
+            pin = read_pin(pin_path(task.pin, self.pins))
+        except HarvestError as exc:
+            raise TrainDataError(f"{task.instance_id}: its pin {task.pin} cannot be read ({exc})") from None
         if pin.commit != task.base_commit:
             raise TrainDataError(f"{task.instance_id}: its pin {task.pin} is at {pin.commit[:12]}, the task at {task.base_commit[:12]}")
         try:
-            tree = template(pin)
+            return TreeSource(pin).template()
         except HarvestError as exc:
             raise TrainDataError(f"{task.instance_id}: cannot materialize its pin {pin.id} ({exc})") from None
-        return dict(_files_in(str(tree), pin.id, task.project_dir))
+
+    def original_files(self, task: TaskRecord) -> dict[str, str]:
+        """The project's text files at the pin's commit, before the task's bug."""
+        from harvester.task_tree import project_files
+
+        return project_files(self._base(task))
 
     def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
         from core.pin import pin_path
@@ -73,10 +129,10 @@ class PinnedProjectSource:
                 f"{task.instance_id}: its pin {task.pin} is not in {self.pins}; set HARVEST_PINS to the pins folder "
                 "it was minted from, or [data] repos to a folder of its git repositories"
             )
-        return _with_bug(task, self.original_files(task))
+        return self._tree_files(task)
 
 
-class GitProjectSource:
+class GitProjectSource(_TreeSource):
     """Reads projects from local git repositories named ``owner__repo`` (or ``owner__repo.git``)."""
 
     def __init__(self, repos_root: Path) -> None:
@@ -98,71 +154,28 @@ class GitProjectSource:
             f"(looked for the harvester mirror {mirror_key(url)}, {stem}, {stem}.git)"
         )
 
-    def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
-        return _with_bug(task, _files_at(str(self._repo_path(task)), task.base_commit, task.project_dir))
+    def _base(self, task: TaskRecord) -> Path:
+        """The commit's tree, exported once per process (harvester.gitstore: no .git, links kept)."""
+        import pygit2
 
+        from harvester.gitstore import GitStore
 
-def _with_bug(task: TaskRecord, original: Mapping[str, str]) -> dict[str, str]:
-    try:
-        changed = apply_diff(original, task.broken_patch)
-    except PatchError as exc:
-        raise TrainDataError(f"{task.instance_id}: broken_patch does not apply ({exc})") from None
-    return {**original, **changed}
-
-
-_SKIPPED_DIRS = frozenset({"dbt_packages", "target", "logs", ".git"})
-
-
-def _wanted(path: str, prefix: str) -> bool:
-    return path.endswith(TEXT_SUFFIXES) and (not prefix or prefix == "." or path.startswith(prefix + "/"))
-
-
-@lru_cache(maxsize=64)
-def _files_in(root: str, pin_id: str, project_dir: str) -> dict[str, str]:
-    """Text files of a materialized tree (``pin_id`` keys the cache), repo-relative, as _files_at reads them."""
-    base = Path(root)
-    prefix = project_dir.strip("/")
-    files: dict[str, str] = {}
-    for path in sorted(base.rglob("*")):
-        rel = path.relative_to(base)
-        if any(part in _SKIPPED_DIRS for part in rel.parts[:-1]) or path.is_symlink() or not path.is_file():
-            continue
-        name = rel.as_posix()
-        if _wanted(name, prefix):
+        repo_path = self._repo_path(task)
+        exports: dict[tuple[str, str], Path] = self.__dict__.setdefault("_exports", {})
+        key = (str(repo_path), task.base_commit)
+        if key not in exports:
+            if "_scratch" not in self.__dict__:
+                self._scratch = tempfile.TemporaryDirectory(prefix="train-repos-")
+            dest = Path(self._scratch.name) / str(len(exports))
             try:
-                files[name] = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-    return files
+                GitStore(Path(self._scratch.name)).export(pygit2.Repository(str(repo_path)), task.base_commit, dest)
+            except (HarvestError, KeyError, ValueError, pygit2.GitError) as exc:
+                raise TrainDataError(f"{repo_path}: cannot read commit {task.base_commit} ({exc})") from None
+            exports[key] = dest
+        return exports[key]
 
-
-@lru_cache(maxsize=64)
-def _files_at(repo_path: str, commit: str, project_dir: str) -> dict[str, str]:
-    import pygit2
-
-    try:
-        repo = pygit2.Repository(repo_path)
-        tree = repo.revparse_single(commit).peel(pygit2.Tree)
-    except (KeyError, ValueError, pygit2.GitError) as exc:
-        raise TrainDataError(f"{repo_path}: cannot read commit {commit} ({exc})") from None
-    prefix = project_dir.strip("/")
-    files: dict[str, str] = {}
-
-    def walk(node: "pygit2.Tree", base: str) -> None:
-        for entry in node:
-            path = posixpath.join(base, entry.name) if base else entry.name
-            if entry.type_str == "tree":
-                if path.split("/")[-1] in _SKIPPED_DIRS:
-                    continue
-                walk(repo[entry.id], path)
-            elif _wanted(path, prefix):
-                try:
-                    files[path] = repo[entry.id].data.decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
-
-    walk(tree, "")
-    return files
+    def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
+        return self._tree_files(task)
 
 
 def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:

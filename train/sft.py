@@ -9,10 +9,12 @@ rerun with the same config resumes from the newest one; the adapter is saved to 
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from train.budget import fit
 from train.configs import RunConfig
 from train.gate import GateReport, planned_steps, run_gate
 from train.project import GitProjectSource, PinnedProjectSource, ProjectSource
@@ -42,10 +44,18 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
     tasks = load_train_tasks(config.data.tasks, config.data.max_rows)
     builder = agentic_rows if config.data.format == "agentic" else single_turn_rows
     rows = builder(tasks, project, config.data.max_file_chars)
+    base = load_base(config)
+    rows, cuts = fit(rows, base.tokenizer, config.train.max_length)  # before anything is written
+    for item in cuts:
+        print(f"left out (over the token budget) {item.line()}", file=sys.stderr)
+    if cuts:
+        print(f"{len(cuts)} of {len(rows) + len(cuts)} rows left out by [train] max_length = "
+              f"{config.train.max_length}; {len(rows)} train", file=sys.stderr)
+    kept_ids = {row["instance_id"] for row in rows}
+    tasks = [task for task in tasks if task.instance_id in kept_ids]
     dataset = to_dataset(rows)
     run_dir = prepare_run_dir(config, gate)
     data_seconds = time.perf_counter() - started
-    base = load_base(config)
     scratch = tempfile.TemporaryDirectory(prefix="gate-") if gate else None
     output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
     agentic = config.data.format == "agentic"
@@ -74,7 +84,9 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
             "total_seconds": round(time.perf_counter() - started, 3),
         }
         return finish_run(
-            trainer, config, base, tasks, dataset_sha256(tasks), timings, {"resumed_from": resume, "rows": len(rows)}
+            trainer, config, base, tasks, dataset_sha256(tasks), timings,
+            {"resumed_from": resume, "rows": len(rows),
+             "rows_left_out": [{"instance_id": c.instance_id, "tokens": c.total_tokens, "reason": c.reason} for c in cuts]},
         )
     finally:
         if scratch:

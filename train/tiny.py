@@ -43,7 +43,7 @@ class TinySpec:
     num_hidden_layers: int = 2
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
-    max_position_embeddings: int = 2048
+    max_position_embeddings: int = 8192
     seed: int = 0
 
 

@@ -63,7 +63,7 @@ class DatasetTasks:
         gold_for(self._ref, row)
         return row_task(row, self.split)
 
-    def source(self, instance_id: str):  # -> corpora.materialize.RowSource
+    def source(self, instance_id: str):  # -> harvester.task_tree.TreeSource
         from corpora.materialize import row_source
 
         return row_source(self.rows[instance_id], self.repo_mirror)

@@ -18,12 +18,10 @@ from pathlib import Path, PurePosixPath
 
 from eval.env.errors import InvalidAction
 from harvester.sandbox import safe_fs
+from harvester.task_tree import NOT_PROJECT, is_hidden
 
-#: Top-level workspace entries that belong to the sandbox, never to the project.
-HIDDEN_PREFIXES = (".harvest",)
-HIDDEN_SUFFIXES = (".duckdb", ".duckdb.wal")
-#: Folder names never written (vendored packages, build output, VCS).
-NEVER_WRITE = frozenset({"dbt_packages", "target", "logs", ".git", "dbt_modules"})
+#: Folder names never written (vendored packages, build output, VCS): what is not the project.
+NEVER_WRITE = NOT_PROJECT
 WRITABLE_SUFFIXES = (".sql", ".yml", ".yaml", ".csv", ".md")
 MAX_READ_BYTES = 100_000
 MAX_WRITE_CHARS = 200_000
@@ -87,13 +85,6 @@ def _parts(path: str) -> tuple[str, ...]:
     if ".." in parts:
         raise InvalidAction(f"path {path!r} climbs out with '..'; paths stay inside the workspace")
     return parts
-
-
-def is_hidden(parts: tuple[str, ...]) -> bool:
-    """The sandbox's own files: never listed, never read."""
-    if not parts:
-        return False
-    return parts[0].startswith(HIDDEN_PREFIXES) or (len(parts) == 1 and parts[0].endswith(HIDDEN_SUFFIXES))
 
 
 def _walk_no_symlinks(policy: PathPolicy, parts: tuple[str, ...], *, must_exist: bool) -> Path:

@@ -17,7 +17,7 @@ from eval.env.errors import EnvError
 from eval.env.policy import PathPolicy, policy_for
 from core.errors import HarvestError
 from core.task_record import TaskRecord
-from corpora.materialize import RowSource
+from harvester.task_tree import TreeSource
 
 
 @dataclass(frozen=True)
@@ -33,23 +33,15 @@ class TaskWorkspace:
     db_file: str = "build.duckdb"
 
 
-def _strip_vcs(root: Path) -> None:
-    for found in list(root.rglob(".git")):
-        if found.is_dir() and not found.is_symlink():
-            shutil.rmtree(found)
-        else:
-            found.unlink()
-
-
-def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: RowSource | None = None) -> TaskWorkspace:
+def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: TreeSource | None = None) -> TaskWorkspace:
     """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made.
 
-    ``source``, for a task read from a dataset row, says how to rebuild its tree (the row's pin facts, compat
-    patch and repository mirror); otherwise the pin is read from ``pins``."""
+    The tree is ``harvester.task_tree.broken_tree``'s, the one every consumer of a task gets. ``source``, for
+    a task read from a dataset row, says how to rebuild its tree (the row's pin facts, compat patch and
+    repository mirror); otherwise the pin is read from ``pins``."""
     from harvester.discovery import discover
-    from core.patching import apply_patch
     from core.pin import pin_path, read_pin
-    from harvester.workspace import fresh_workspace
+    from harvester.task_tree import broken_tree
 
     try:
         pin = source.pin if source is not None else read_pin(pin_path(task.pin, pins))
@@ -62,13 +54,7 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
     holder = Path(tempfile.mkdtemp(prefix="episode-", dir=scratch))
     root = holder / "ws"
     try:
-        if source is not None:
-            fresh_workspace(pin, root, compat_text=source.compat_text, fetch_from=source.fetch_from,
-                            augment_text=source.augment_text)
-        else:
-            fresh_workspace(pin, root)
-        _strip_vcs(root)
-        apply_patch(root, task.broken_patch)
+        broken_tree(source or TreeSource(pin), task.broken_patch, root)
         project = discover(root, pin.project_dir)
         policy = policy_for(root, pin.project_dir)
     except HarvestError as exc:

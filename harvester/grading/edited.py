@@ -45,7 +45,7 @@ from harvester.gold import gold_path
 from core.home import harvest_home, pins_dir, tmp_dir
 from harvester.mint.candidates import model_file
 from harvester.mint.lineage import ModelNode, models
-from core.patching import PatchError, apply_patch
+from core.patching import PatchError
 from core.pin import Pin, pin_path, read_pin
 from harvester.grading.verdict import Graded, grade_build
 from harvester.grading.warm import WarmBuilds
@@ -62,7 +62,7 @@ from harvester.grading.fast import (
 from harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
 from harvester.state import DB_FILE, load_state
 from core.task_record import TaskRecord
-from harvester.workspace import fresh_workspace
+from harvester.task_tree import TreeSource, broken_tree
 
 
 
@@ -150,11 +150,13 @@ def _prepare(task: TaskRecord) -> TaskContext:
     by_file = {file: uid for uid, node in nodes.items() if (file := model_file(node, pin)) is not None}
     if task.file not in by_file:
         raise RewardBuildError(f"{task.instance_id}: {task.file} is not a model of {pin.id}")
+    source = TreeSource(pin)
+    original = source.template()
+    originals = {path: (original / path).read_text(encoding="utf-8") for path in by_file if (original / path).is_file()}
     root = Path(tempfile.mkdtemp(prefix="reward-", dir=tmp_dir()))
-    pristine = fresh_workspace(pin, root / "pristine")
-    originals = {path: (pristine / path).read_text(encoding="utf-8") for path in by_file if (pristine / path).is_file()}
+    pristine = root / "pristine"
     try:
-        apply_patch(pristine, task.broken_patch)
+        broken_tree(source, task.broken_patch, pristine)
     except PatchError as exc:
         safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
@@ -306,8 +308,7 @@ def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to:
 def _naive(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:
     work = ctx.root / "rollout"
     safe_fs.rmtree(work)
-    fresh_workspace(ctx.pin, work)
-    apply_patch(work, ctx.task.broken_patch)
+    broken_tree(TreeSource(ctx.pin), ctx.task.broken_patch, work)
     _write_edits(work, edits)
     return _build_and_grade(ctx, work, (), seed=True, path="naive", limits=limits, capture_to=capture_to)
 

@@ -1,7 +1,9 @@
 """The used-by chain, end to end, as a user runs it: only the `harvest` command line (subprocesses), the
-README walkthrough step by step, on the embedded example plus three original projects (tests/e2e/projects).
+README walkthrough step by step, on the embedded example plus four original projects (tests/e2e/projects),
+one of them a package built from its ``integration_tests/`` through ``local: ../`` (the layout of most of the
+committed corpus: its models live outside ``project_dir``), with a hub package served by the example's mirror.
 
-pin four repositories under public-looking origins -> reserve train, dev and test groups -> mint with
+pin five repositories under public-looking origins -> reserve train, dev and test groups -> mint with
 template statements -> lint -> build the dataset -> load it -> publish dev (private) and train to a
 loopback Hub -> load both splits from the Hub -> train a tiny SFT adapter -> freeze it -> audit the sealed
 test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N ->
@@ -34,12 +36,14 @@ from fake_hub import FakeHub  # noqa: E402
 
 #: The `harvest` console script of this checkout (the same entry point pyproject installs).
 HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
-#: Our three projects and the public-looking origins they are pinned under; the example joins them.
+#: Our projects and the public-looking origins they are pinned under; the example joins them.
 ORIGINS = {
     "lending_library": "https://github.com/dbt-harvest-fixtures/lending_library",
     "clinic_scheduling": "https://github.com/dbt-harvest-fixtures/clinic_scheduling",
     "freight_ops": "https://github.com/dbt-harvest-fixtures/freight_ops",
 }
+#: The package-layout project (train split): its integration_tests/ builds it; it needs the example's mirror.
+PACKAGE, PACKAGE_ORIGIN = "harvest_meters", "https://github.com/dbt-harvest-fixtures/harvest_meters"
 EXAMPLE_ORIGIN = "https://github.com/harvestlabs/shop_analytics"
 TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-fixtures/freight_ops"
 #: The mint is bounded so the whole chain fits a few minutes; these families mint in every project.
@@ -140,7 +144,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     work.mkdir()
     # --- the user's repositories: the example (with its package mirror) and our three projects ---------
     example = materialize_example(tmp_path / "src" / "example")
-    commits = {name: _git_repo(PROJECTS / name, tmp_path / "src" / name) for name in ORIGINS}
+    commits = {name: _git_repo(PROJECTS / name, tmp_path / "src" / name) for name in (*ORIGINS, PACKAGE)}
     with FakeHub() as hub:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))},
@@ -155,6 +159,9 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
                                               str(example.mirror), "--origin", EXAMPLE_ORIGIN)}
         for name, origin in ORIGINS.items():
             added[name] = chain.json("add", f"{tmp_path / 'src' / name}@{commits[name]}", "--origin", origin)
+        added[PACKAGE] = chain.json("add", f"{tmp_path / 'src' / PACKAGE}@{commits[PACKAGE]}", "--package-mirror",
+                                    str(example.mirror), "--origin", PACKAGE_ORIGIN)
+        assert added[PACKAGE]["project_dir"] == "integration_tests"
         assert added["lending_library"]["id"] == f"dbt-harvest-fixtures__lending_library@{commits['lending_library'][:12]}"
         assert added["shop_analytics"]["id"].startswith("harvestlabs__shop_analytics@")
         assert all(a["license"] == "Apache-2.0" for a in added.values())
@@ -162,14 +169,15 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
 
         # --- reserve splits before minting: a test group, a dev group, the rest train -----------------
         event = chain.json("split", "assign", "--test-group", TEST_GROUP, "--dev-group", DEV_GROUP)["event"]
-        assert sorted(event["splits"].values()) == ["dev", "test", "train", "train"]
+        assert sorted(event["splits"].values()) == ["dev", "test", "train", "train", "train"]
         assert event["splits"][TEST_GROUP] == "test" and event["splits"][DEV_GROUP] == "dev"
 
         # --- mint with template statements (no --writer), bounded --------------------------------------
         minted = chain.json("mint", "--all", "--families", FAMILIES, "--max-per-model", "1", "--jobs", "2")
         per_pin = minted["tasks_per_pin"]
+        assert per_pin.get(pin_ids[PACKAGE], 0) > 0, f"the package layout must mint train tasks: {per_pin}"
         counts = {
-            "train": per_pin.get(pin_ids["shop_analytics"], 0) + per_pin.get(pin_ids["lending_library"], 0),
+            "train": sum(per_pin.get(pin_ids[name], 0) for name in ("shop_analytics", "lending_library", PACKAGE)),
             "dev": per_pin.get(pin_ids["freight_ops"], 0),
             "test": per_pin.get(pin_ids["clinic_scheduling"], 0),
         }
@@ -206,8 +214,16 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         # --- train a tiny adapter (no --json: the human output must exit 0 too), freeze it ------------
         trained = chain.run("train", "sft", "--config", str(SFT_CONFIG))
         assert "run:" in trained.stdout and "Traceback" not in trained.stderr
+        manifest = json.loads((work / "runs" / "sft-e2e" / "manifest.json").read_text())
+        # every train task trained, the package layout's (models outside project_dir) included
+        assert manifest["dataset"]["tasks"] == counts["train"] and manifest["rows_left_out"] == []
         assert hub.unexpected == [], "training called the Hub (trl's telemetry must stay off)"
         chain.run("train", "freeze", "runs/sft-e2e")
+        # every train task renders its rows and rewards 1 when fixed, 0 when not (the corpus run, on this corpus)
+        fed = chain.json("corpus", "feed", "--out", "runs/feed")
+        assert (fed["train_tasks"], fed["rendered"], fed["failed"]) == (counts["train"], counts["train"], {})
+        assert fed["layouts"].get("built from integration_tests/", 0) == per_pin[pin_ids[PACKAGE]]
+        assert (fed["reward"]["fixed_scores_1"], fed["reward"]["unrepaired_scores_0"]) == (counts["train"],) * 2
 
         # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
         sealed = chain.json("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test",

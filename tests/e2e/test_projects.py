@@ -1,5 +1,7 @@
 """The e2e projects are what the acceptance test needs them to be: original dbt projects with seeds,
-staging and mart models, schema tests and a license of our own, each offering every mutation family."""
+staging and mart models, schema tests and a license of our own, each offering every mutation family; and
+one package laid out as most of the committed corpus (models at the root, ``integration_tests/`` builds it
+as ``local: ../`` with its own seeds, a hub package dependency at the root)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,22 @@ from mutators import FAMILIES
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 NAMES = ("lending_library", "clinic_scheduling", "freight_ops")
+PACKAGE = "harvest_meters"
 
 
-def test_the_three_projects_are_all_there() -> None:
-    assert sorted(p.name for p in PROJECTS.iterdir() if p.is_dir()) == sorted(NAMES)
+def test_the_projects_are_all_there() -> None:
+    assert sorted(p.name for p in PROJECTS.iterdir() if p.is_dir()) == sorted((*NAMES, PACKAGE))
+
+
+def test_the_package_is_laid_out_as_the_corpus_packages_are() -> None:
+    root = PROJECTS / PACKAGE
+    assert yaml.safe_load((root / "dbt_project.yml").read_text())["name"] == PACKAGE
+    assert detect_license(root) == "Apache-2.0"
+    assert yaml.safe_load((root / "integration_tests" / "packages.yml").read_text()) == {"packages": [{"local": "../"}]}
+    assert [p["package"] for p in yaml.safe_load((root / "packages.yml").read_text())["packages"]] == [
+        "harvestlabs/shop_calendar"]  # served offline by the embedded example's package mirror
+    assert len(list((root / "integration_tests" / "seeds").glob("*.csv"))) == 3
+    assert len(list((root / "models").glob("*.sql"))) == 3 and not (root / "integration_tests" / "models").exists()
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -291,16 +291,17 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
     import shutil
 
     from core.errors import HarvestError
-    from corpora.materialize import DatasetRef, MaterializeError, build_workspace_tree, gold_for, row_source
+    from corpora.materialize import DatasetRef, MaterializeError, gold_for, row_source
+    from harvester.task_tree import broken_tree
 
     root, mirror, _, rows = hub_world
     row = rows[dev_world.tasks[0].instance_id]
-    build_workspace_tree(row_source(row, mirror), tmp_path / "good", row["broken_patch"])  # the row as published
+    broken_tree(row_source(row, mirror), row["broken_patch"], tmp_path / "good")  # the row as published
     with pytest.raises(HarvestError, match="tree is"):
-        build_workspace_tree(row_source({**row, "tree": "0" * 40}, mirror), tmp_path / "bad-tree", row["broken_patch"])
+        broken_tree(row_source({**row, "tree": "0" * 40}, mirror), row["broken_patch"], tmp_path / "bad-tree")
     with pytest.raises(HarvestError, match="compat patch does not match"):
-        build_workspace_tree(row_source({**row, "compat_patch_sha256": "a" * 64}, mirror), tmp_path / "bad-compat",
-                             row["broken_patch"])
+        broken_tree(row_source({**row, "compat_patch_sha256": "a" * 64}, mirror), row["broken_patch"],
+                    tmp_path / "bad-compat")
     copy = tmp_path / "ds"
     shutil.copytree(root / "ds", copy)
     gold = copy / row["gold_file"]

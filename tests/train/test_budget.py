@@ -1,0 +1,93 @@
+"""The token budget of SFT rows: measured with the run's tokenizer before training, cut rows named, and a run
+with no row left is one line (it used to end in trl's bare ``num_samples=0`` traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from train.budget import cut, fit, measure, percentiles
+from train.errors import TrainDataError
+from train.project import GitProjectSource
+from train.sft_data import agentic_rows, single_turn_rows
+from train_world import World, other_split, tiny_raw, write_config
+
+
+@pytest.fixture(scope="module")
+def tokenizer():  # noqa: ANN201
+    from train.tiny import train_tokenizer
+
+    return train_tokenizer()
+
+
+def test_lengths_follow_the_chat_template(world: World, tokenizer) -> None:  # noqa: ANN001
+    single = single_turn_rows([world.task], GitProjectSource(world.repos), 4000)
+    agentic = agentic_rows([world.task], GitProjectSource(world.repos), 4000)
+    (one, episode) = measure(single + agentic, tokenizer)
+    prompt_ids = tokenizer.apply_chat_template(single[0]["prompt"], tokenize=True, add_generation_prompt=True)
+    assert one.prompt_tokens == len(prompt_ids["input_ids"] if hasattr(prompt_ids, "keys") else prompt_ids)
+    assert one.prompt_tokens < one.total_tokens  # the completion is counted too
+    assert episode.prompt_tokens == episode.total_tokens > one.total_tokens
+    assert one.chars > len(world.task.problem_statement)
+
+
+def test_cut_names_each_row_and_why(world: World, tokenizer) -> None:  # noqa: ANN001
+    second = other_split(world.task, "train")
+    rows = single_turn_rows([world.task, second], GitProjectSource(world.repos), 4000)
+    (length, _) = measure(rows, tokenizer)
+    kept, cuts = cut(rows, measure(rows, tokenizer), length.total_tokens)
+    assert kept == rows and cuts == []
+    kept, cuts = cut(rows, measure(rows, tokenizer), length.total_tokens - 1)
+    assert kept == [] and [c.instance_id for c in cuts] == [world.task.instance_id, second.instance_id]
+    assert "the corrected file would be cut" in cuts[0].reason
+    _, cuts = cut(rows, measure(rows, tokenizer), length.prompt_tokens)
+    assert "no completion token would be trained" in cuts[0].reason
+    with pytest.raises(TrainDataError, match=r"no trainable row: all 2 rows are longer than \[train\] max_length = 64"):
+        fit(rows, tokenizer, 64)
+
+
+def test_percentiles_nearest_rank() -> None:
+    assert percentiles(list(range(1, 101))) == {"p50": 50, "p90": 90, "p99": 99, "p100": 100}
+    assert percentiles([7]) == {"p50": 7, "p90": 7, "p99": 7, "p100": 7} and percentiles([]) == {}
+
+
+def test_train_sft_with_no_row_in_budget_is_one_line_and_writes_nothing(world: World, tmp_path: Path) -> None:
+    harvest = shutil.which("harvest")
+    assert harvest, "harvest must be on PATH (pip install -e .)"
+    raw = tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-budget"}, train={"max_length": 128})
+    config = write_config(raw, tmp_path / "c.toml")
+    proc = subprocess.run([harvest, "train", "sft", "--config", str(config)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no trainable row" in errors[0] and "max_length = 128" in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "sft-budget" / "manifest.json").exists() and not (tmp_path / "sft-budget" / "adapter").exists()
+
+
+def test_a_run_leaves_out_rows_over_budget_and_records_them(world: World, tmp_path: Path, tokenizer) -> None:  # noqa: ANN001
+    from train.configs import config_from_dict
+    from train.sft import run_sft
+
+    long_task = other_split(world.task, "train")
+    long_task = type(long_task)(**{**long_task.__dict__, "problem_statement": long_task.problem_statement + " word" * 3000})
+    tasks_dir = tmp_path / "tasks"
+    tasks_dir.mkdir()
+    from core.task_record import write_task
+
+    write_task(world.task, tasks_dir)
+    write_task(long_task, tasks_dir)
+    (short,) = measure(single_turn_rows([world.task], GitProjectSource(world.repos), 4000), tokenizer)
+    raw = tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-cut"}, train={"max_steps": 1,
+                   "max_length": short.total_tokens + 8})
+    raw["data"]["tasks"] = str(tasks_dir)
+    result = run_sft(config_from_dict(raw, where="sft-cut"))
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["dataset"]["tasks"] == 1 and manifest["rows"] == 1
+    assert [r["instance_id"] for r in manifest["rows_left_out"]] == [long_task.instance_id]
+    assert "no completion token would be trained" in manifest["rows_left_out"][0]["reason"]

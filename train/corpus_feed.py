@@ -1,0 +1,236 @@
+"""Does the corpus feed training? Every train task through the stages after the dataset, measured.
+
+The corpus is only worth its tasks if each one trains and rewards: its SFT rows render from the same
+tree the agent works in (``harvester.task_tree``), they fit a token budget or say why not, and the GRPO
+reward of the task's true repair is 1 while the unrepaired project's is 0. ``feed`` runs exactly those
+paths on every train task of the store (``harvest corpus feed``), one task at a time, and returns a
+report: counts, prompt sizes in characters and in tokens of a tokenizer trained locally (``train.tiny``,
+the one the CPU runs use; ``--tokenizer`` names a real one), the rows a ``max_length`` cuts and why, the
+reward verdicts with the path that reached them (compiled SQL in the locked engine, or the sandboxed dbt
+fallback), and every task that failed a stage with its one-line reason. The dev split's oracle/noop audits
+and a tiny SFT over all train tasks are the CLI's own commands (docs/corpus/feed.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.task_record import TaskRecord
+from train.budget import RowLength, cut, measure, percentiles
+from train.project import ProjectSource, corrected_files
+
+
+@dataclass(frozen=True)
+class TaskFeed:
+    """What one train task gave at each stage."""
+
+    instance_id: str
+    pin: str
+    project_dir: str
+    files_in_tree: int = 0
+    files_shown: int = 0
+    files_left_out: tuple[str, ...] = ()  # schema files beside the model that the char budget left out
+    single_turn: RowLength | None = None
+    agentic: RowLength | None = None
+    fixed: int = -1  # official verdict of the true repair (through the completion parser), -1: not run
+    fixed_path: str = ""
+    unrepaired: int = -1  # official verdict of the broken project as it is
+    unrepaired_path: str = ""
+    reward_seconds: float = 0.0
+    failure: str = ""  # the first stage that failed, and why
+
+    @property
+    def layout(self) -> str:
+        return "project at the root" if self.project_dir in ("", ".") else f"built from {self.project_dir}/"
+
+
+@dataclass(frozen=True)
+class FeedReport:
+    """Every task's feed and the totals the docs quote."""
+
+    tasks: tuple[TaskFeed, ...]
+    max_length: int
+    max_file_chars: int
+    tokenizer: str
+    seconds: float
+    cuts: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        done = [t for t in self.tasks if not t.failure]
+        rewarded = [t for t in self.tasks if t.fixed >= 0]
+
+        def sizes(kind: str) -> dict[str, Any]:
+            rows = [getattr(t, kind) for t in self.tasks if getattr(t, kind) is not None]
+            return {"rows": len(rows), "chars": percentiles([r.chars for r in rows]),
+                    "tokens": percentiles([r.total_tokens for r in rows]),
+                    "over_max_length": len(self.cuts.get(kind, []))}
+
+        return {
+            "train_tasks": len(self.tasks),
+            "pins": len({t.pin for t in self.tasks}),
+            "layouts": dict(Counter(t.layout for t in self.tasks)),
+            "rendered": sum(t.single_turn is not None and t.agentic is not None for t in self.tasks),
+            "max_length": self.max_length,
+            "max_file_chars": self.max_file_chars,
+            "tokenizer": self.tokenizer,
+            "single_turn": sizes("single_turn"),
+            "agentic": sizes("agentic"),
+            "rows_cut": self.cuts,
+            "schema_files_left_out_by_chars": sum(len(t.files_left_out) for t in self.tasks),
+            "tasks_with_schema_files_left_out": sum(bool(t.files_left_out) for t in self.tasks),
+            "reward": {
+                "tasks": len(rewarded),
+                "fixed_scores_1": sum(t.fixed == 1 for t in rewarded),
+                "unrepaired_scores_0": sum(t.unrepaired == 0 for t in rewarded),
+                "fixed_paths": dict(Counter(t.fixed_path for t in rewarded)),
+                "unrepaired_paths": dict(Counter(t.unrepaired_path for t in rewarded)),
+                "fell_back_to_dbt": sum(t.fixed_path != "fast" or t.unrepaired_path != "fast" for t in rewarded),
+                "seconds": round(sum(t.reward_seconds for t in rewarded), 1),
+            },
+            "failed": {t.instance_id: t.failure for t in self.tasks if t.failure},
+            "ok": len(done),
+            "seconds": round(self.seconds, 1),
+            "per_task": [_task_dict(t) for t in self.tasks],
+        }
+
+
+def _task_dict(task: TaskFeed) -> dict[str, Any]:
+    return {
+        "instance_id": task.instance_id, "pin": task.pin, "project_dir": task.project_dir,
+        "files_in_tree": task.files_in_tree, "files_shown": task.files_shown,
+        "files_left_out": list(task.files_left_out),
+        "single_turn_chars": task.single_turn.chars if task.single_turn else None,
+        "single_turn_tokens": task.single_turn.total_tokens if task.single_turn else None,
+        "agentic_chars": task.agentic.chars if task.agentic else None,
+        "agentic_tokens": task.agentic.total_tokens if task.agentic else None,
+        "fixed": task.fixed, "fixed_path": task.fixed_path, "unrepaired": task.unrepaired,
+        "unrepaired_path": task.unrepaired_path, "reward_seconds": round(task.reward_seconds, 2),
+        "failure": task.failure,
+    }
+
+
+def _left_out(task: TaskRecord, files: Mapping[str, str], shown: Mapping[str, str]) -> tuple[str, ...]:
+    """Schema files beside the mutated model that the prompt would show but for ``max_file_chars``."""
+    import posixpath
+
+    folder = posixpath.dirname(task.file)
+    return tuple(sorted(p for p in files if posixpath.dirname(p) == folder and p.endswith((".yml", ".yaml"))
+                        and p not in shown))
+
+
+def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int,
+              rewards: bool) -> TaskFeed:
+    """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
+    from harvester.grading.edited import build_and_score, release
+    from train.completion import parse_completion, render_files
+    from train.project import relevant_files
+    from train.sft_data import agentic_rows, single_turn_rows
+
+    base = TaskFeed(task.instance_id, task.pin, task.project_dir)
+    try:
+        broken = project.broken_files(task)
+        shown = relevant_files(task, broken, max_file_chars)
+        single = single_turn_rows([task], project, max_file_chars)
+        agentic = agentic_rows([task], project, max_file_chars)
+        lengths = measure(single + agentic, tokenizer)
+    except Exception as exc:  # noqa: BLE001 - a task that fails a stage is reported, the run goes on
+        return replace(base, failure=f"render: {_one_line(exc)}")
+    rendered = replace(base, files_in_tree=len(broken), files_shown=len(shown),
+                       files_left_out=_left_out(task, broken, shown), single_turn=lengths[0], agentic=lengths[1])
+    if not rewards:
+        return rendered
+    started = time.perf_counter()
+    try:
+        edits = parse_completion(render_files(corrected_files(task, broken)), broken)
+        fixed = build_and_score(task, edits)
+        unrepaired = build_and_score(task, {})
+    except Exception as exc:  # noqa: BLE001
+        return replace(rendered, reward_seconds=time.perf_counter() - started, failure=f"reward: {_one_line(exc)}")
+    finally:
+        release(task)
+    failure = ""
+    if fixed.official != 1:
+        failure = f"reward: the true repair scores {fixed.official} ({fixed.reason or fixed.first_error})"
+    elif unrepaired.official != 0:
+        failure = "reward: the unrepaired project scores 1"
+    return replace(rendered, fixed=fixed.official, fixed_path=fixed.path, unrepaired=unrepaired.official,
+                   unrepaired_path=unrepaired.path, reward_seconds=time.perf_counter() - started, failure=failure)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def feed(tasks: Sequence[TaskRecord], project: ProjectSource, tokenizer: Any, tokenizer_name: str, *,
+         max_length: int, max_file_chars: int, rewards: bool = True,
+         on_task: Callable[[TaskFeed], None] | None = None) -> FeedReport:
+    """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``."""
+    from corpora.firewall import require_train
+
+    require_train(list(tasks))
+    started = time.perf_counter()
+    results = []
+    for task in tasks:
+        result = feed_task(task, project, tokenizer, max_file_chars, rewards)
+        results.append(result)
+        if on_task is not None:
+            on_task(result)
+    cuts: dict[str, list[str]] = {}
+    for kind in ("single_turn", "agentic"):
+        measured = [(t, getattr(t, kind)) for t in results if getattr(t, kind) is not None]
+        rows = [{"instance_id": t.instance_id, **({"messages": []} if kind == "agentic" else {})} for t, _ in measured]
+        _, dropped = cut(rows, [length for _, length in measured], max_length)
+        cuts[kind] = [c.line() for c in dropped]
+    return FeedReport(tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report's totals as the Markdown docs/corpus/ keeps."""
+    reward = report["reward"]
+    lines = [
+        "# Does the corpus feed training?",
+        "",
+        "Written by `harvest corpus feed --out docs/corpus` over the train split of the corpus's HARVEST_HOME "
+        "(train/corpus_feed.py).",
+        "",
+        f"- train tasks: {report['train_tasks']} from {report['pins']} pins "
+        f"({', '.join(f'{v} {k}' for k, v in sorted(report['layouts'].items()))})",
+        f"- SFT rows rendered (single-turn and agentic): {report['rendered']}/{report['train_tasks']}",
+        f"- tokenizer: {report['tokenizer']}; budget: max_length {report['max_length']} tokens, "
+        f"max_file_chars {report['max_file_chars']}",
+    ]
+    for kind in ("single_turn", "agentic"):
+        sizes = report[kind]
+        lines.append(f"- {kind.replace('_', '-')} rows: chars {_pcts(sizes['chars'])}; tokens {_pcts(sizes['tokens'])}; "
+                     f"{sizes['over_max_length']} over max_length")
+    lines.append(f"- schema files beside the model left out by max_file_chars: {report['schema_files_left_out_by_chars']} "
+                 f"(in {report['tasks_with_schema_files_left_out']} tasks)")
+    if reward["tasks"]:
+        lines += [
+            f"- GRPO reward, true repair through the completion parser: {reward['fixed_scores_1']}/{reward['tasks']} score 1 "
+            f"(paths {_counts(reward['fixed_paths'])})",
+            f"- GRPO reward, the unrepaired project built as it is: {reward['unrepaired_scores_0']}/{reward['tasks']} "
+            f"score 0 (paths {_counts(reward['unrepaired_paths'])})",
+            f"- tasks where a reward fell back from compiled SQL to a sandboxed dbt build: {reward['fell_back_to_dbt']}; "
+            f"reward seconds in all: {reward['seconds']}",
+        ]
+    lines.append(f"- failed a stage: {len(report['failed'])}; wall time {report['seconds']} s")
+    for instance_id, why in sorted(report["failed"].items()):
+        lines.append(f"  - `{instance_id}`: {why}")
+    for kind, items in report["rows_cut"].items():
+        for item in items[:50]:
+            lines.append(f"  - {kind} row cut: {item}")
+    return "\n".join(lines) + "\n"
+
+
+def _pcts(values: dict[str, int]) -> str:
+    return " / ".join(f"{k} {v:,}" for k, v in values.items()) or "-"
+
+
+def _counts(values: dict[str, int]) -> str:
+    return ", ".join(f"{k or 'none'} {v}" for k, v in sorted(values.items())) or "-"
