@@ -157,7 +157,8 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
     if tokenizer_path is not None:
         from transformers import AutoTokenizer
 
-        tokenizer, name = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True), str(tokenizer_path)
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True)
+        name = f"the tokenizer in a local folder {tokenizer_path.name!r}"  # no machine path in a committed report
     else:
         from train.tiny import TinySpec, train_tokenizer
 

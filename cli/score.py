@@ -129,11 +129,22 @@ def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     from harvester.build import build_workspace
     from harvester.discovery import discover
 
+    from core.errors import HarvestError
+    from harvester.sandbox import safe_fs
+
     root = workspace.resolve()
     if (root / "project").is_dir() and (root / "task.json").is_file():
         root = root / "project"  # the materialize folder itself
+    # the row was checked (plain file name, relative project folder); these act beneath the workspace only
     for name in (row["database_file"], row["database_file"] + ".wal"):
-        (root / name).unlink(missing_ok=True)
+        safe_fs.remove(root, name)
+    project_file = f"{row['project_dir'].strip('/') or '.'}/dbt_project.yml".removeprefix("./")
+    parts = project_file.split("/")
+    for depth in range(1, len(parts) + 1):  # a sandboxed build wrote this tree: follow no link in it
+        entry = safe_fs.lstat(root, "/".join(parts[:depth]))
+        if entry is not None and entry.kind == "link":
+            raise HarvestError(f"{'/'.join(parts[:depth])} in the workspace is a link; a workspace's project "
+                               "files are read without following links")
     found = discover(root, row["project_dir"])
     result = build_workspace(root, row["project_dir"], found.profile, row["profile_schema"], row["clock"],
                              sandboxed=True, log_path=root / "harvest-score.log", capture=True)

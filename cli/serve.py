@@ -2,7 +2,9 @@
 
 One WebSocket session = one RepairEnvironment over the dataset's rows (materialized on demand into
 HARVEST_HOME's caches, every build sandboxed); see `eval/adapters/openenv_server.py`. The server has no
-authentication: keep it on loopback (the default) or a private network.
+authentication: keep it on loopback (the default) or a private network. Limits: --max-sessions environments at
+once (WebSocket sessions and HTTP resets together; 429 past it), requests and WebSocket messages of at most
+1 MiB (413), bad requests answered 400 with one line; the rows are untrusted input (corpora/untrusted.py).
 """
 
 from __future__ import annotations
@@ -42,11 +44,11 @@ def openenv(dataset: str, split: str, host: str, port: int, max_sessions: int, r
     try:
         import uvicorn
 
-        from eval.adapters.openenv_server import make_app
+        from eval.adapters.openenv_server import MAX_REQUEST_BYTES, make_app
     except ImportError as exc:
         raise HarvestError(f"the OpenEnv server needs the optional extra: pip install 'dbt-harvest[openenv]' ({exc})") from None
     if package_mirror is not None:
         os.environ[MIRROR_ENV] = str(package_mirror.resolve())
     app = make_app(dataset, split, repo_mirror=repo_mirror, max_concurrent_envs=max_sessions)
     click.echo(f"serving {dataset} ({split}) as OpenEnv on http://{host}:{port} (max {max_sessions} sessions)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=MAX_REQUEST_BYTES)

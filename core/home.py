@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.errors import PinError
+
 
 def harvest_home() -> Path:
     """The artefact root: $HARVEST_HOME, else ./.harvest (git-ignored)."""
@@ -46,8 +48,14 @@ def tasks_dir() -> Path:
 
 def pin_folder_name(pin_id: str) -> str:
     """A pin's folder name under HARVEST_HOME (``owner__name@sha12`` -> ``owner__name_sha12``): one rule for
-    every per-pin folder, so none is spelled by hand."""
-    return pin_id.replace("@", "_")
+    every per-pin folder, so none is spelled by hand. A pin id that is not one plain path component (a
+    dataset row may carry any string) is refused here, so no per-pin folder can be anywhere but beneath its
+    parent, whatever validation a caller did or did not do."""
+    name = pin_id.replace("@", "_")
+    if (not name or name in (".", "..") or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name
+            or ".." in name):
+        raise PinError(f"{pin_id[:80]!r} is not a pin id (one path component: owner__name@<sha>)")
+    return name
 
 
 def state_dir(pin_id: str) -> Path:

@@ -105,6 +105,8 @@ def parse_patch(patch: str) -> tuple[FilePatch, ...]:
 
 def _check_path(path: str) -> None:
     parts = Path(path).parts
+    if "\x00" in path or "\\" in path:
+        raise PatchError(f"patch path {path!r} holds a NUL byte or a backslash")
     if path.startswith("/") or ".." in parts or not parts:
         raise PatchError(f"patch path {path!r} leaves the project")
 
@@ -142,7 +144,12 @@ def apply_patch(root: Path, patch: str) -> tuple[str, ...]:
         target = (root / file_patch.path).resolve()
         if not target.is_relative_to(root.resolve()):
             raise PatchError(f"patch path {file_patch.path!r} leaves the project")
-        old = target.read_text(encoding="utf-8") if target.is_file() else ""
+        if target.exists() and not target.is_file():
+            raise PatchError(f"patch path {file_patch.path!r} is a folder, not a file")
+        try:
+            old = target.read_text(encoding="utf-8") if target.is_file() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PatchError(f"patch path {file_patch.path!r} cannot be read as text ({exc})") from None
         results[target] = apply_to_text(old, file_patch)
     for target, text in results.items():
         atomic.write_text(target, text)

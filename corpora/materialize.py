@@ -31,7 +31,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from core import atomic
@@ -77,11 +77,9 @@ def load_rows(ref: DatasetRef, split: str | None = None) -> dict[str, list[dict[
     if split == "test":
         raise MaterializeError("the test split is sealed and never part of a dataset")
     if ref.folder is not None:
-        from corpora.build import read_manifest
-
-        read_manifest(ref.folder)
+        return _verified_rows(ref.folder, split)
     try:
-        loaded = load_dataset(str(ref.folder) if ref.folder is not None else ref.name)
+        loaded = load_dataset(ref.name)
     except Exception as exc:  # noqa: BLE001 - datasets raises many kinds; one line for the user
         raise MaterializeError(f"cannot load dataset {ref.name}: {' '.join(str(exc).split())[:300]}") from None
     splits = [split] if split else list(loaded)
@@ -91,8 +89,51 @@ def load_rows(ref: DatasetRef, split: str | None = None) -> dict[str, list[dict[
     return {s: [dict(r) for r in loaded[s]] for s in splits}
 
 
+def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, Any]]]:
+    """A built folder's rows, parsed from the very bytes whose sha256 the manifest was just checked against
+    (``load_dataset(folder)`` could answer from the ``datasets`` cache for a parquet file rewritten in place
+    with the same size and mtime)."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from corpora.build import read_manifest
+    from harvester.sandbox import safe_fs
+
+    manifest = read_manifest(folder)
+    shards: dict[str, list[str]] = {}
+    for rel in sorted(manifest["files"]):
+        name = PurePosixPath(rel)
+        if len(name.parts) == 2 and name.parts[0] == "data" and name.suffix == ".parquet":
+            shards.setdefault(name.name.split("-", 1)[0], []).append(rel)
+    splits = [split] if split else sorted(shards, key=lambda s: ("train", "dev").index(s) if s in ("train", "dev") else 9)
+    missing = [s for s in splits if s not in shards]
+    if missing:
+        raise MaterializeError(f"dataset {folder} has no split {missing[0]!r} (it has {', '.join(shards) or 'none'})")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in splits:
+        rows: list[dict[str, Any]] = []
+        for rel in shards[name]:
+            try:
+                data = safe_fs.read_bytes(folder, rel, max_bytes=1 << 31)
+            except safe_fs.UnsafePathError as exc:
+                raise MaterializeError(f"{folder}: {rel} cannot be read ({exc})") from None
+            if hashlib.sha256(data).hexdigest() != manifest["files"][rel]:
+                raise MaterializeError(f"{folder}: {rel} changed since the build (sha256 differs); rebuild the dataset")
+            try:
+                rows += pq.read_table(pa.BufferReader(data), use_threads=False).to_pylist()
+            except (pa.ArrowException, OSError) as exc:
+                raise MaterializeError(f"{folder}: {rel} is not a readable parquet file ({exc})") from None
+        out[name] = rows
+    return out
+
+
 def find_row(rows: dict[str, list[dict[str, Any]]], instance_id: str, dataset: str) -> tuple[str, dict[str, Any]]:
-    """(split, row) of ``instance_id``; MaterializeError when no split holds it."""
+    """(split, row) of ``instance_id``, the row checked as untrusted input (``corpora.untrusted.check_row``:
+    ids, paths, URLs, bounds) before any field of it is used; MaterializeError when no split holds it."""
+    from corpora.untrusted import check_row
+
     for split, items in rows.items():
         for row in items:
             if row.get("instance_id") == instance_id:
@@ -101,6 +142,7 @@ def find_row(rows: dict[str, list[dict[str, Any]]], instance_id: str, dataset: s
                     raise MaterializeError(
                         f"{instance_id}: this row was built before rows were self-contained (no {', '.join(missing)}); "
                         "rebuild the dataset with `harvest dataset build`")
+                check_row(row)
                 return split, row
     raise MaterializeError(f"no task {instance_id!r} in dataset {dataset}")
 
@@ -172,9 +214,13 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
     if target.is_file() and matches(target, sha):
         return target
     if ref.folder is not None:
-        source = ref.folder / row["gold_file"]
-        if not source.is_file():
-            raise MaterializeError(f"{ref.name}: the gold file {row['gold_file']} is missing")
+        from harvester.sandbox import safe_fs
+
+        source = ref.folder / row["gold_file"]  # the row was checked: a relative path with no '..'
+        entry = safe_fs.lstat(ref.folder, row["gold_file"])  # beneath the dataset folder, no link followed
+        if entry is None or entry.kind != "file":
+            raise MaterializeError(f"{ref.name}: the gold file {row['gold_file']} is missing (or is not a plain file "
+                                   "inside the dataset folder)")
     else:
         from huggingface_hub import hf_hub_download
 
@@ -184,7 +230,7 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
             raise MaterializeError(f"cannot download {row['gold_file']} from {ref.name}: {' '.join(str(exc).split())[:200]}") from None
     if not matches(source, sha):
         raise MaterializeError(f"{row['instance_id']}: gold file {row['gold_file']} is not gold {sha[:12]} "
-                               f"(its bytes hash to {atomic.sha256_file(source)[:12]}, and its tables do not match)")
+                               "(neither its bytes nor its tables hash to that name)")
     atomic.install_file(source, target)
     return target
 

@@ -64,9 +64,12 @@ class DatasetTasks:
         return row_task(row, self.split)
 
     def source(self, instance_id: str):  # -> harvester.task_tree.TreeSource
-        from corpora.materialize import row_source
+        from corpora.materialize import find_row, row_source
 
-        return row_source(self.rows[instance_id], self.repo_mirror)
+        if instance_id not in self.rows:
+            raise EnvError(f"no task {instance_id!r} in the {self.split} split of {self.dataset}")
+        _, row = find_row({self.split: [self.rows[instance_id]]}, instance_id, self.dataset)  # checked, untrusted
+        return row_source(row, self.repo_mirror)
 
 
 @dataclass(frozen=True)

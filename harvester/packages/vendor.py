@@ -12,7 +12,6 @@ folder into itself, and the link survives copying the workspace with ``symlinks=
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,13 +59,20 @@ def vendor_packages(
     """
     if not packages:
         return
+    from harvester.sandbox import safe_fs
+
     project_dir = Path(project_dir)
+    inside = Path(workspace if workspace is not None else project_dir)
+    if not project_dir.resolve().is_relative_to(inside.resolve()):  # a project folder a row named out of the tree
+        raise PackageError(f"the project folder {project_dir} is not inside the workspace {inside}; refusing to vendor")
     target = install_path(project_dir)
-    if target.is_symlink() or target.is_file():
-        target.unlink()
-    elif target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    rel = os.path.relpath(target, inside)
+    entry = safe_fs.lstat(inside, rel)  # beneath the workspace, no link followed: never empties a host folder
+    if entry is not None and entry.kind == "dir":
+        safe_fs.rmtree(inside / rel)
+    elif entry is not None:
+        safe_fs.remove(inside, rel)
+    safe_fs.make_dirs(inside, rel)
     for record in sorted(packages, key=lambda r: r.name):
         dest = target / record.name
         if record.name in ("", ".", "..") or "/" in record.name or os.sep in record.name:
