@@ -71,13 +71,14 @@ def dataset_ref(dataset: str) -> DatasetRef:
 
 
 def load_rows(ref: DatasetRef, split: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """split -> rows, read with ``datasets.load_dataset`` (a local folder's manifest is re-hashed first)."""
-    from datasets import load_dataset
-
+    """split -> rows: a local folder's from the bytes its manifest vouches for (``_verified_rows``), a Hub
+    repository's through ``datasets.load_dataset``."""
     if split == "test":
         raise MaterializeError("the test split is sealed and never part of a dataset")
     if ref.folder is not None:
         return _verified_rows(ref.folder, split)
+    from datasets import load_dataset
+
     try:
         loaded = load_dataset(ref.name)
     except Exception as exc:  # noqa: BLE001 - datasets raises many kinds; one line for the user
@@ -122,7 +123,7 @@ def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, 
             if hashlib.sha256(data).hexdigest() != manifest["files"][rel]:
                 raise MaterializeError(f"{folder}: {rel} changed since the build (sha256 differs); rebuild the dataset")
             try:
-                rows += pq.read_table(pa.BufferReader(data), use_threads=False).to_pylist()
+                rows += pq.read_table(pa.BufferReader(data), use_threads=False, pre_buffer=False).to_pylist()
             except (pa.ArrowException, OSError) as exc:
                 raise MaterializeError(f"{folder}: {rel} is not a readable parquet file ({exc})") from None
         out[name] = rows
