@@ -255,7 +255,7 @@ class FastScorer:
                 for relation, target in replaced.items():
                     sql = sql.replace(relation, target)
                 try:
-                    self._materialize(node, freeze_clock(sql, self.clock))
+                    self._materialize(node, freeze_clock(sql, self.clock, zoned=True))
                 except ScreenSQLError as exc:
                     return Graded.not_built(f"build failed: {exc}", f"{uid}: {exc}", path="fast")
                 if node.relation:
@@ -283,7 +283,7 @@ class FastScorer:
             for relation, target in replaced.items():
                 sql = sql.replace(relation, target)
             try:
-                row = self.engine.query_one(dbt_test_sql(test, freeze_clock(sql, self.clock)))
+                row = self.engine.query_one(dbt_test_sql(test, freeze_clock(sql, self.clock, zoned=True)))
                 should_error = bool(row and row[2])
             except ScreenSQLError:  # dbt reports a test that cannot run as an error, whatever its severity
                 failed.append(test.unique_id)

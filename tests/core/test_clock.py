@@ -43,3 +43,25 @@ def test_under_the_frozen_clock_now_never_moves_and_timeouts_still_work() -> Non
     first, second, waited = out.stdout.split()
     assert first == second == dt.datetime(2024, 6, 30, 8, 15).isoformat()
     assert float(waited) >= 0.5  # the waits waited: the monotonic clock is real
+
+
+def test_zoned_freeze_gives_the_types_a_dbt_build_gives() -> None:
+    """Grading compares with gold built by dbt: ``now()`` there is a TIMESTAMP WITH TIME ZONE, and so must the
+    frozen literal be (a plain TIMESTAMP made a true repair of dbt-project-evaluator's fct_test_coverage score 0);
+    the screening's plain literal is kept as its locked decisions were made with it."""
+    import datetime as dt
+
+    import duckdb
+
+    from core.clock import freeze_clock
+
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'America/New_York'")  # the instant must not depend on the session's zone
+    for call in ("now()", "current_timestamp", "get_current_timestamp()", "localtimestamp", "current_date"):
+        sql = f"select {call} as t"
+        live = con.execute(f"select typeof(t) from ({sql})").fetchone()[0]
+        kind, value = con.execute(f"select typeof(t), t from ({freeze_clock(sql, '2024-05-01 00:00:00', zoned=True)})").fetchone()
+        assert kind == live, (call, kind, live)
+        if kind == "TIMESTAMP WITH TIME ZONE":
+            assert value.astimezone(dt.timezone.utc) == dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+    assert freeze_clock("select now()", "2024-05-01 00:00:00") == "select TIMESTAMP '2024-05-01 00:00:00'"
