@@ -8,7 +8,7 @@ report: counts, prompt sizes in characters and in tokens of a tokenizer trained 
 the one the CPU runs use; ``--tokenizer`` names a real one), the rows a ``max_length`` cuts and why, the
 reward verdicts with the path that reached them (compiled SQL in the locked engine, or the sandboxed dbt
 fallback), and every task that failed a stage with its one-line reason. The dev split's oracle/noop audits
-and a tiny SFT over all train tasks are the CLI's own commands (docs/corpus/corpus_feed.md).
+and a tiny SFT over all train tasks are the CLI's own commands (docs/corpus/README.md).
 """
 
 from __future__ import annotations
