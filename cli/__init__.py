@@ -13,24 +13,24 @@ import click
 
 #: subcommand name -> (module, one-line help). The module must define ``command``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "add": ("cli.add", "Pin a dbt repository at an exact commit, build it sandboxed, keep gold."),
-    "list": ("cli.pins", "List pinned repositories."),
-    "show": ("cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
-    "demo": ("cli.demo", "Harvest the embedded example project offline, end to end."),
-    "score": ("cli.score", "Score a submission against gold (official mirror + strict)."),
-    "export": ("cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
-    "mutants": ("cli.mutants", "Show the candidate mutations of dbt model files."),
-    "mint": ("cli.mint", "Turn pinned projects into verified repair tasks."),
-    "tasks": ("cli.tasks", "List or show minted tasks; rebuild a dataset's task (materialize)."),
-    "serve": ("cli.serve", "Serve a dataset's tasks as an environment (OpenEnv)."),
-    "split": ("cli.split", "Reserve and show repository-disjoint splits."),
-    "corpus": ("cli.corpus", "The committed corpus: offline checks of pins/, the task lock, the report."),
-    "lint": ("cli.lint", "Contamination and disjointness lint."),
-    "dataset": ("cli.dataset", "Build Hugging Face datasets from tasks."),
-    "publish": ("cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
-    "audit": ("cli.audit", "Run a model over a split in the tool environment and report."),
-    "train": ("cli.train", "LoRA SFT and GRPO on the train split."),
-    "gc": ("cli.gc", "List (or with --yes remove) what killed runs left under HARVEST_HOME."),
+    "add": ("dbt_harvest.cli.add", "Pin a dbt repository at an exact commit, build it sandboxed, keep gold."),
+    "list": ("dbt_harvest.cli.pins", "List pinned repositories."),
+    "show": ("dbt_harvest.cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
+    "demo": ("dbt_harvest.cli.demo", "Harvest the embedded example project offline, end to end."),
+    "score": ("dbt_harvest.cli.score", "Score a submission against gold (official mirror + strict)."),
+    "export": ("dbt_harvest.cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
+    "mutants": ("dbt_harvest.cli.mutants", "Show the candidate mutations of dbt model files."),
+    "mint": ("dbt_harvest.cli.mint", "Turn pinned projects into verified repair tasks."),
+    "tasks": ("dbt_harvest.cli.tasks", "List or show minted tasks; rebuild a dataset's task (materialize)."),
+    "serve": ("dbt_harvest.cli.serve", "Serve a dataset's tasks as an environment (OpenEnv)."),
+    "split": ("dbt_harvest.cli.split", "Reserve and show repository-disjoint splits."),
+    "corpus": ("dbt_harvest.cli.corpus", "The committed corpus: offline checks of pins/, the task lock, the report."),
+    "lint": ("dbt_harvest.cli.lint", "Contamination and disjointness lint."),
+    "dataset": ("dbt_harvest.cli.dataset", "Build Hugging Face datasets from tasks."),
+    "publish": ("dbt_harvest.cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
+    "audit": ("dbt_harvest.cli.audit", "Run a model over a split in the tool environment and report."),
+    "train": ("dbt_harvest.cli.train", "LoRA SFT and GRPO on the train split."),
+    "gc": ("dbt_harvest.cli.gc", "List (or with --yes remove) what killed runs left under HARVEST_HOME."),
 }
 
 
@@ -58,7 +58,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="dbt-harvest")
 def main() -> None:
     """dbt-harvest: real dbt repositories in, verified repair tasks out."""
-    from cli._common import guard_terminal
+    from dbt_harvest.cli._common import guard_terminal
 
     guard_terminal()  # no control sequence from a repository or an agent reaches the terminal
 

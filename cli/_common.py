@@ -24,7 +24,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
-from core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

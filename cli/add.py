@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("add")
@@ -39,12 +39,12 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
 
-    from cli._progress import working
-    from core.errors import SpecError
-    from harvester.specs import parse_spec
-    from harvester.add import AddOptions, add
-    from cli.pin_view import pin_json, print_pin
-    from harvester.sandbox import Limits
+    from dbt_harvest.cli._progress import working
+    from dbt_harvest.core.errors import SpecError
+    from dbt_harvest.harvester.specs import parse_spec
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.cli.pin_view import pin_json, print_pin
+    from dbt_harvest.harvester.sandbox import Limits
 
     if rename_gold and not rebuild:
         raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, shown
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -84,18 +84,18 @@ def command(
     driver = driver or "hf"
     from rich.console import Console
 
-    from cli._progress import progress as progress_of
-    from eval.audit.report import write_report
-    from eval.audit.rundir import RunDir
-    from eval.audit.runner import AuditOptions, run_audit
-    from eval.drivers import make_driver
-    from eval.env.episode import EpisodeLimits
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.cli._progress import progress as progress_of
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.drivers import make_driver
+    from dbt_harvest.eval.env.episode import EpisodeLimits
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     home, pins = harvest_home(), pins_dir()
     frozen = None
     if split == "test":
-        from eval.audit.sealed import check_recipe
+        from dbt_harvest.eval.audit.sealed import check_recipe
 
         assert recipe is not None
         frozen = check_recipe(recipe, pins)  # verified and not yet audited; nothing sealed is read here
@@ -105,7 +105,7 @@ def command(
     elif driver == "hf":
         options = {"model": model, "adapter": adapter, "max_new_tokens": max_new_tokens}
         if frozen is not None:
-            from eval.audit.sealed import recipe_driver_options
+            from dbt_harvest.eval.audit.sealed import recipe_driver_options
 
             options.update(recipe_driver_options(frozen, model, adapter))
     agent = make_driver(driver, **options)
@@ -114,7 +114,7 @@ def command(
     run = RunDir(run_dir)
     sealed = None
     if split == "test":
-        from eval.audit.sealed import resume_tasks, unseal_tasks
+        from dbt_harvest.eval.audit.sealed import resume_tasks, unseal_tasks
 
         if run.run_file.exists() and run.read_run().get("sealed"):
             sealed = run.read_run()["sealed"]
@@ -123,7 +123,7 @@ def command(
             assert recipe is not None
             sealed, tasks = unseal_tasks(recipe, home, pins)
     else:
-        from corpora.store import load_tasks
+        from dbt_harvest.corpora.store import load_tasks
 
         tasks = load_tasks(split, home, pins, purpose="eval")
     if not tasks:
@@ -144,7 +144,7 @@ def command(
         run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
     report = write_report(run)
     if sealed is not None:
-        from eval.audit.sealed import record_result
+        from dbt_harvest.eval.audit.sealed import record_result
 
         record_result(pins, sealed, report)
     if as_json:
@@ -159,8 +159,8 @@ def command(
 @fails_cleanly
 def report_command(run_dir: Path, as_json: bool) -> None:
     """(Re)write report.md, report.json and ladder.png of a run folder and print the summary."""
-    from eval.audit.report import write_report
-    from eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.rundir import RunDir
 
     report = write_report(RunDir(run_dir))
     if as_json:
@@ -188,7 +188,7 @@ def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, re
     Paired outcomes, the difference in k/N with a paired bootstrap interval, and exact McNemar: with the
     16-48 tasks of a split a difference of two tasks is noise, and the report says whether this one is.
     """
-    from eval.audit.compare import compare_runs, write_comparison
+    from dbt_harvest.eval.audit.compare import compare_runs, write_comparison
 
     comparison = compare_runs(run_a, run_b, alpha=alpha, resamples=resamples, seed=seed)
     paths = write_comparison(comparison, out or run_b / f"compare-{run_a.resolve().name}")

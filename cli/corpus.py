@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.group("corpus", context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,8 +20,8 @@ def command() -> None:
 @fails_cleanly
 def check(as_json: bool) -> None:
     """Offline checks of pins/: digests, no machine paths, ledger, disjoint groups, licenses, lock (exit 1 on any)."""
-    from corpora.checks import check_pins_folder
-    from core.home import pins_dir
+    from dbt_harvest.corpora.checks import check_pins_folder
+    from dbt_harvest.core.home import pins_dir
 
     problems = check_pins_folder(pins_dir())
     if as_json:
@@ -45,8 +45,8 @@ def check(as_json: bool) -> None:
 @fails_cleanly
 def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool) -> None:
     """Write pins/_tasks.lock from the tasks minted under HARVEST_HOME (or --verify them against it), without minting."""
-    from core.home import pins_dir
-    from core.pin import list_pins, pin_path, read_pin
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
 
     pins = [read_pin(pin_path(p, pins_dir())) for p in only] if only else list_pins(pins_dir())
     result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, max_per_model))
@@ -72,8 +72,8 @@ def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool)
 @fails_cleanly
 def report(out: Path, timings: Path | None, carry: Path | None, as_json: bool) -> None:
     """Per repository and family: candidates, kept, rejections, silent/loud, informative; table + PNG."""
-    from core.home import pins_dir
-    from corpora.report import markdown, report_from_disk, write_report
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.report import markdown, report_from_disk, write_report
 
     built = report_from_disk(pins_dir(), timings, carry)
     paths = write_report(built, out)
@@ -86,7 +86,7 @@ def report(out: Path, timings: Path | None, carry: Path | None, as_json: bool) -
 
 def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
     """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
-    from harvester.mint.pipeline import MintOptions, unfinished as shards_left
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, unfinished as shards_left
 
     return sorted({pin_id for pin_id, _ in shards_left(pins, MintOptions(max_per_model=max_per_model))})
 
@@ -94,8 +94,8 @@ def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore
 def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict:
     """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
     shards still to do (a mint stopped by a time budget), recorded as such in the lock."""
-    from core.home import harvest_home, pins_dir
-    from corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, updated_lock, write_lock
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, updated_lock, write_lock
 
     if not (verify or write):
         return {}
@@ -140,14 +140,14 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
     any task fails a stage (each is listed with why)."""
     import json
 
-    from cli._progress import progress
-    from core import atomic
-    from core.home import pins_dir
-    from train.corpus_feed import feed as run_feed
-    from train.corpus_feed import markdown
-    from train.errors import TrainDataError
-    from train.project import PinnedProjectSource
-    from train.sft_data import load_train_tasks
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.core import atomic
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.train.corpus_feed import feed as run_feed
+    from dbt_harvest.train.corpus_feed import markdown
+    from dbt_harvest.train.errors import TrainDataError
+    from dbt_harvest.train.project import PinnedProjectSource
+    from dbt_harvest.train.sft_data import load_train_tasks
 
     tasks = load_train_tasks("")
     if only:
@@ -160,7 +160,7 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
         tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True)
         name = f"the tokenizer in a local folder {tokenizer_path.name!r}"  # no machine path in a committed report
     else:
-        from train.tiny import TinySpec, train_tokenizer
+        from dbt_harvest.train.tiny import TinySpec, train_tokenizer
 
         tokenizer = train_tokenizer(TinySpec().vocab_size)
         name = f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"

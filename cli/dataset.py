@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.group("dataset")
@@ -26,8 +26,8 @@ def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool
     """Lint, then write parquet shards, gold files, the DatasetDict and the card to --out."""
     from rich.console import Console
 
-    from corpora.build import BUILDABLE, build_dataset
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.build import BUILDABLE, build_dataset
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     with Console(stderr=True).status("building dataset…"):
         result = build_dataset(out.resolve(), home=harvest_home(), pins=pins_dir(), splits=splits or BUILDABLE,

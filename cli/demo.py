@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, say
 
 
 def demo_home(home: Path) -> Path:
@@ -51,11 +51,11 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     """Harvest the embedded example project (offline, through a local package mirror) in HARVEST_HOME/demo."""
     from rich.console import Console
 
-    from cli._progress import working
-    from harvester.add import AddOptions, add
-    from cli.pin_view import pin_json, print_pin
-    from harvester.example import materialize_example
-    from core.home import harvest_home
+    from dbt_harvest.cli._progress import working
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.cli.pin_view import pin_json, print_pin
+    from dbt_harvest.harvester.example import materialize_example
+    from dbt_harvest.core.home import harvest_home
 
     console = Console(stderr=True)
     example = materialize_example(harvest_home() / "example", reuse=True)
@@ -86,11 +86,11 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
 
 def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def]
     """Reserve the demo's splits when none are (the example alone goes to train), then mint one task per model."""
-    from corpora.ledger import Params, SplitLedger, assign, split_of
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint, yield_report
-    from cli._progress import working
+    from dbt_harvest.corpora.ledger import Params, SplitLedger, assign, split_of
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, yield_report
+    from dbt_harvest.cli._progress import working
 
     if split_of(pin.id, pins_dir()) is None:
         first = SplitLedger.load(pins_dir()).reservation is None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.group(name="export")
@@ -38,8 +38,8 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
     """
     from rich.progress import Progress
 
-    from eval.export.spider2 import export_spider2, preflight
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.eval.export.spider2 import export_spider2, preflight
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     preflight(split, out)  # refusals come before any progress bar
     with Progress(transient=True, disable=as_json) as progress:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option
 
 
 def _mb(n: int) -> str:
@@ -25,9 +25,9 @@ def _mb(n: int) -> str:
 @fails_cleanly
 def command(confirmed: bool, older_than: float, as_json: bool) -> None:
     """List what killed runs left under HARVEST_HOME; --yes removes it (dry run by default)."""
-    from cli._tables import id_table, print_table
-    from core.home import harvest_home
-    from harvester.gc import find_leftovers, remove
+    from dbt_harvest.cli._tables import id_table, print_table
+    from dbt_harvest.core.home import harvest_home
+    from dbt_harvest.harvester.gc import find_leftovers, remove
 
     home = harvest_home()
     leftovers = find_leftovers(home, min_age_s=older_than * 3600) if home.is_dir() else []

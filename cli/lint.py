@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
 
 
 @click.command("lint")
@@ -20,9 +20,9 @@ from cli._common import echo_json, fails_cleanly, json_option, say
 @fails_cleanly
 def command(exclusions_path: Path | None, without_sealed: bool, as_json: bool) -> None:
     """Check pins, the reservation and tasks for benchmark overlap and leaks across splits."""
-    from corpora.exclusions import load_exclusions
-    from corpora.lint import lint_project
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.exclusions import load_exclusions
+    from dbt_harvest.corpora.lint import lint_project
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     violations = lint_project(pins_dir(), harvest_home(), load_exclusions(exclusions_path), sealed=not without_sealed)
     unchecked = "train tasks NOT checked against the sealed test split (--without-sealed)" if without_sealed else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.command("mint")
@@ -51,12 +51,12 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
             no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, rename_gold: bool, only_locked: bool, verify_lock: bool,
             write_lock: bool, as_json: bool) -> None:
     """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
-    from cli._progress import progress
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint, plan, unfinished, yield_report
-    from core.pin import list_pins, pin_path, read_pin
-    from mutators import FAMILIES
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, plan, unfinished, yield_report
+    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
+    from dbt_harvest.mutators import FAMILIES
 
     if not pin_ids and not all_pins:
         raise click.UsageError("name at least one PIN_ID or pass --all")
@@ -98,7 +98,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
              on_round=bar.grow)
     recovered = None
     if augment:
-        from harvester.augment.run import AugmentOptions, recover
+        from dbt_harvest.harvester.augment.run import AugmentOptions, recover
 
         with progress("augment", total=None, unit="model shards") as bar:
             recovered = recover([p for p in pins if not p.augmentation_sha256], options,
@@ -106,7 +106,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
                                 AugmentOptions(sandboxed=not no_sandbox, rename_gold=rename_gold),
                                 on_result=lambda job, reports: bar.advance(1)).to_dict()
     report = yield_report([p.id for p in pins])
-    from cli.corpus import lock_step
+    from dbt_harvest.cli.corpus import lock_step
 
     left_jobs = unfinished(pins, options) if (verify_lock or write_lock or budget_s) else []
     left = sorted({pin_id for pin_id, _ in left_jobs})
@@ -134,9 +134,9 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
 def _locked_ids(pins: list) -> frozenset[str]:  # type: ignore[type-arg]
     """The instance ids pins/_tasks.lock lists for ``pins``; refused for a test pin (its tasks are locked as
     hashes only, so it is minted in full) and where there is no lock."""
-    from core.home import pins_dir
-    from corpora.ledger import split_of
-    from corpora.tasklock import read_lock
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.ledger import split_of
+    from dbt_harvest.corpora.tasklock import read_lock
 
     lock = read_lock(pins_dir())
     if lock is None:
@@ -183,9 +183,9 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bo
     (:func:`harvester.augment.run.rebuild_augmented`) is taken as rewritten."""
     if not any(p.augmentation_sha256 for p in pins):
         return list(pins)  # nothing to build: the augment driver is not even imported
-    from cli._progress import progress
-    from harvester.augment.run import AugmentOptions, built_here, rebuild_augmented
-    from harvester.workspace import augmentation_path
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.harvester.augment.run import AugmentOptions, built_here, rebuild_augmented
+    from dbt_harvest.harvester.workspace import augmentation_path
 
     unbuilt = [p for p in pins if p.augmentation_sha256 and not built_here(p)]
     todo = [p for p in unbuilt if augmentation_path(p.augmentation_sha256).is_file()]

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say, shown
-from core.errors import HarvestError
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
+from dbt_harvest.core.errors import HarvestError
 
 
 def _model_files(paths: tuple[str, ...]) -> list[Path]:
@@ -31,7 +31,7 @@ def _model_files(paths: tuple[str, ...]) -> list[Path]:
 
 
 def _families(values: tuple[str, ...]) -> list[str] | None:
-    from mutators import FAMILIES
+    from dbt_harvest.mutators import FAMILIES
 
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     if not names:
@@ -44,7 +44,7 @@ def _families(values: tuple[str, ...]) -> list[str] | None:
 
 def report_file(path: Path, families: list[str] | None) -> dict[str, Any]:
     """The JSON-ready report of one model file."""
-    from mutators import candidates, mask_file
+    from dbt_harvest.mutators import candidates, mask_file
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -85,7 +85,7 @@ def _diff(before: str, after: str, name: str, label: str) -> str:
 
 
 def _print_human(report: dict[str, Any]) -> None:
-    from mutators import Edit
+    from dbt_harvest.mutators import Edit
 
     text = report["_text"]
     status = "parsed" if report["parsed"] else f"NOT parsed: {report['reason']}"

@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from cli._tables import id_table, print_table
+from dbt_harvest.cli._tables import id_table, print_table
 
-from cli._common import markup
-from core.pin import Pin
+from dbt_harvest.cli._common import markup
+from dbt_harvest.core.pin import Pin
 
 
 def pin_json(pin: Pin, path: Path) -> dict[str, Any]:

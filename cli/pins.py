@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, say
 
 
 @click.command("list")
@@ -12,10 +12,10 @@ from cli._common import echo_json, fails_cleanly, json_option, markup, say
 @fails_cleanly
 def command(as_json: bool) -> None:
     """List pinned repositories (pins/*.toml)."""
-    from cli._tables import id_table, print_table
-    from cli.pin_view import pin_json
-    from core.home import pins_dir
-    from core.pin import list_pins, pin_path
+    from dbt_harvest.cli._tables import id_table, print_table
+    from dbt_harvest.cli.pin_view import pin_json
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import list_pins, pin_path
 
     pins = list_pins(pins_dir())
     if as_json:

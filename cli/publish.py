@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
 
 
 @click.command("publish")
@@ -21,7 +21,7 @@ from cli._common import echo_json, fails_cleanly, json_option, say, shown
 @fails_cleanly
 def command(folder: Path, repo_id: str, split: str, private: bool, dry_run: bool, timeout: float, as_json: bool) -> None:
     """Create the dataset repo (HfApi.create_repo) and upload the split (upload_folder). Token: HF_TOKEN."""
-    from corpora.publish import publish
+    from dbt_harvest.corpora.publish import publish
 
     result = publish(folder, repo_id, split, private=private, dry_run=dry_run, timeout=timeout)
     if as_json:

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say, shown
-from core.errors import HarvestError
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
+from dbt_harvest.core.errors import HarvestError
 
 if TYPE_CHECKING:
-    from core.scorer.spider2 import Spider2Report
+    from dbt_harvest.core.scorer.spider2 import Spider2Report
 
 
 class ScoreUsageError(HarvestError):
@@ -105,8 +105,8 @@ def command(spider2: bool, results: Path | None, gold: Path | None, task_ref: st
 
 def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_explain: bool,
                 as_json: bool) -> float | None:
-    from corpora.materialize import load_task
-    from harvester.gold import gold_path
+    from dbt_harvest.corpora.materialize import load_task
+    from dbt_harvest.harvester.gold import gold_path
 
     dataset, sep, instance_id = task_ref.rpartition(":")
     if not sep or not dataset or not instance_id:
@@ -126,11 +126,11 @@ def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_e
 
 def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     """Build a materialized workspace in the sandbox at the row's clock (fresh database) -> its captured tables."""
-    from harvester.build import build_workspace
-    from harvester.discovery import discover
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.discovery import discover
 
-    from core.errors import HarvestError
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.core.errors import HarvestError
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     root = workspace.resolve()
     if (root / "project").is_dir() and (root / "task.json").is_file():
@@ -162,8 +162,8 @@ def _check_fail_under(official: float | None, fail_under: float | None) -> None:
 
 
 def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_json: bool) -> float | None:
-    from core.scorer import GradingSpec
-    from core.scorer.spec import SpecFormatError
+    from dbt_harvest.core.scorer import GradingSpec
+    from dbt_harvest.core.scorer.spec import SpecFormatError
 
     try:
         spec = GradingSpec.from_dict(json.loads(spec_path.read_text(encoding="utf-8")))
@@ -176,7 +176,7 @@ def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_j
 
 
 def _report(gold: Path, pred: Path, spec, show_explain: bool, as_json: bool) -> float | None:  # type: ignore[no-untyped-def]
-    from core.scorer import explain, score
+    from dbt_harvest.core.scorer import explain, score
 
     if show_explain:
         explanation = explain(gold, pred, spec)
@@ -197,7 +197,7 @@ def _report(gold: Path, pred: Path, spec, show_explain: bool, as_json: bool) -> 
 def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: bool) -> float:
     from rich.progress import Progress
 
-    from core.scorer import spider2
+    from dbt_harvest.core.scorer import spider2
 
     folder = spider2.read_folders(results, gold)  # layout errors surface before any progress bar
     spider2.validate_aliases(aliases, (str(k) for k in folder.gold))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from cli._common import fails_cleanly
-from core.errors import HarvestError
+from dbt_harvest.cli._common import fails_cleanly
+from dbt_harvest.core.errors import HarvestError
 
 
 @click.group("serve")
@@ -39,12 +39,12 @@ def openenv(dataset: str, split: str, host: str, port: int, max_sessions: int, r
     """Serve DATASET's SPLIT (a built folder or a Hub repo id) as an OpenEnv environment over HTTP/WebSocket."""
     import os
 
-    from harvester.packages import MIRROR_ENV
+    from dbt_harvest.harvester.packages import MIRROR_ENV
 
     try:
         import uvicorn
 
-        from eval.adapters.openenv_server import MAX_REQUEST_BYTES, make_app
+        from dbt_harvest.eval.adapters.openenv_server import MAX_REQUEST_BYTES, make_app
     except ImportError as exc:
         raise HarvestError(f"the OpenEnv server needs the optional extra: pip install 'dbt-harvest[openenv]' ({exc})") from None
     if package_mirror is not None:

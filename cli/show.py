@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option
 
 
 @click.command("show")
@@ -15,9 +15,9 @@ def command(pin_id: str, as_json: bool) -> None:
     """Show PIN_ID (e.g. acme__analytics@1a2b3c4d5e6f): tables, rows, determinism, packages, clock."""
     from pathlib import Path
 
-    from cli.pin_view import pin_json, print_pin
-    from core.home import pins_dir
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.cli.pin_view import pin_json, print_pin
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     path = Path(pin_id) if pin_id.endswith(".toml") else pin_path(pin_id, pins_dir())
     pin = read_pin(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup
 
 
 @click.group("split")
@@ -27,8 +27,8 @@ def assign_cmd(test: int | None, dev: int | None, seed: int, test_groups: tuple[
 
     With no --test/--dev after a reservation, only repositories pinned since are assigned.
     """
-    from corpora.ledger import Params, assign
-    from core.home import pins_dir
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.core.home import pins_dir
 
     given = test is not None or dev is not None or test_groups or dev_groups
     params = Params(test or 0, dev or 0, seed, tuple(test_groups), tuple(dev_groups)) if given else None
@@ -51,11 +51,11 @@ def show_cmd(as_json: bool) -> None:
     """Show split groups, their members, why they are grouped, and the reserved split of each."""
     from rich.console import Console
 
-    from cli._tables import id_table, print_table
-    from corpora.groups import explain_groups
-    from corpora.ledger import SplitLedger
-    from core.home import pins_dir
-    from core.pin import list_pins
+    from dbt_harvest.cli._tables import id_table, print_table
+    from dbt_harvest.corpora.groups import explain_groups
+    from dbt_harvest.corpora.ledger import SplitLedger
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import list_pins
 
     pins = list_pins(pins_dir())
     ledger = SplitLedger.load(pins_dir())

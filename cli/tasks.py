@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, markup, say, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, say, shown
 
 
 @click.group("tasks")
@@ -17,8 +17,8 @@ def command() -> None:
 
 
 def _records(split: str | None):  # type: ignore[no-untyped-def]
-    from corpora.store import load_tasks
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     splits = [split] if split else ["train", "dev"]
     found = []
@@ -33,7 +33,7 @@ def _records(split: str | None):  # type: ignore[no-untyped-def]
 @fails_cleanly
 def list_tasks(split: str | None, as_json: bool) -> None:
     """List tasks: id, split, family, operator, silent or loud."""
-    from cli._tables import id_table, print_table
+    from dbt_harvest.cli._tables import id_table, print_table
 
     records = _records(split)
     if as_json:
@@ -60,7 +60,7 @@ def show_task(task_id: str, as_json: bool) -> None:
     """Show one task: statement, grading spec, broken and fix patches."""
     import json
 
-    from core.errors import HarvestError
+    from dbt_harvest.core.errors import HarvestError
 
     match = [r for r in _records(None) if r.instance_id == task_id]
     if not match:
@@ -96,8 +96,8 @@ def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, 
     """
     import sys
 
-    from core.errors import HarvestError
-    from harvester.verify import summary, verify
+    from dbt_harvest.core.errors import HarvestError
+    from dbt_harvest.harvester.verify import summary, verify
 
     if not task_ids and not all_tasks:
         raise click.UsageError("name at least one TASK_ID or pass --all")
@@ -158,8 +158,8 @@ def materialize(dataset: str, instance_id: str, out: Path, split: str | None, re
     """
     import os
 
-    from corpora.materialize import materialize_task
-    from harvester.packages import MIRROR_ENV
+    from dbt_harvest.corpora.materialize import materialize_task
+    from dbt_harvest.harvester.packages import MIRROR_ENV
 
     if package_mirror is not None:
         os.environ[MIRROR_ENV] = str(package_mirror.resolve())

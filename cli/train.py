@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import echo_json, fails_cleanly, json_option, say, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
 
 config_option = click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run config (TOML)."
@@ -24,7 +24,7 @@ gate_option = click.option(
 
 
 def _epilog(kind: str) -> str:
-    from train.configs import config_keys_help
+    from dbt_harvest.train.configs import config_keys_help
 
     keys = "\n".join(f"  {line}" for line in config_keys_help(kind).splitlines())
     return (f"\b\nConfig keys (TOML sections):\n{keys}\n\n"
@@ -39,8 +39,8 @@ def command() -> None:
 
 
 def _report(result: object, as_json: bool) -> None:
-    from train.gate import GateReport
-    from train.runner import is_main_process
+    from dbt_harvest.train.gate import GateReport
+    from dbt_harvest.train.runner import is_main_process
 
     if not is_main_process():
         return
@@ -67,9 +67,9 @@ def _report(result: object, as_json: bool) -> None:
 @fails_cleanly
 def sft(config_path: Path, gate: bool, as_json: bool) -> None:
     """Supervised LoRA fine-tuning (single-turn or agentic rows) from a TOML config."""
-    from train.configs import load_config
-    from train.errors import TrainConfigError
-    from train.sft import run_sft
+    from dbt_harvest.train.configs import load_config
+    from dbt_harvest.train.errors import TrainConfigError
+    from dbt_harvest.train.sft import run_sft
 
     config = load_config(config_path)
     if config.run.kind != "sft":
@@ -84,9 +84,9 @@ def sft(config_path: Path, gate: bool, as_json: bool) -> None:
 @fails_cleanly
 def grpo(config_path: Path, gate: bool, as_json: bool) -> None:
     """GRPO with the official score of a real build as reward, from a TOML config."""
-    from train.configs import load_config
-    from train.errors import TrainConfigError
-    from train.grpo import run_grpo
+    from dbt_harvest.train.configs import load_config
+    from dbt_harvest.train.errors import TrainConfigError
+    from dbt_harvest.train.grpo import run_grpo
 
     config = load_config(config_path)
     if config.run.kind != "grpo":
@@ -103,8 +103,8 @@ def freeze(run_dir: Path, require_hmac: bool, as_json: bool) -> None:
     """Freeze a finished run (RUN_DIR: runs/<name>, or its manifest.json): verify its signed manifest,
     adapter and config, and write RUN_DIR/FROZEN.json, what `harvest audit --split test --recipe RUN_DIR`
     requires. Once per run."""
-    from corpora.recipe import freeze as freeze_run
-    from corpora.recipe import resolve_run_dir
+    from dbt_harvest.corpora.recipe import freeze as freeze_run
+    from dbt_harvest.corpora.recipe import resolve_run_dir
 
     recipe = freeze_run(resolve_run_dir(run_dir), require_hmac=require_hmac)
     if as_json:

@@ -25,7 +25,7 @@ import sysconfig
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from core.errors import HarvestError, SandboxError
+from dbt_harvest.core.errors import HarvestError, SandboxError
 
 DEFAULT_CLOCK = "2024-01-01 00:00:00"
 _DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.errors import PinError
+from dbt_harvest.core.errors import PinError
 
 
 def harvest_home() -> Path:

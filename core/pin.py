@@ -16,8 +16,8 @@ from typing import Any
 
 import tomli_w
 
-from core import atomic
-from core.errors import PinError
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import PinError
 
 PIN_FORMAT = 1
 #: a GitHub repository URL in any of its forms (https, ssh, scp-like), with owner and repo groups

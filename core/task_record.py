@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from core.scorer.spec import GradingSpec, SpecFormatError
-from core import atomic
-from core.errors import HarvestError
+from dbt_harvest.core.scorer.spec import GradingSpec, SpecFormatError
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import HarvestError
 
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")

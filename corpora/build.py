@@ -31,18 +31,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from corpora.card import CardFacts, RepoProvenance, render
-from corpora.errors import DatasetBuildError, LintError
-from corpora.exclusions import Exclusions, load_exclusions
-from corpora.features import task_features, to_row
-from corpora.lint import lint_project
-from corpora.sealed import sealed_count
-from corpora.dedupe import distinct
-from corpora.store import load_tasks
-from core import atomic
-from core.licenses import REDISTRIBUTABLE
-from core.task_record import TaskRecord
-from harvester.gold import matches
+from dbt_harvest.corpora.card import CardFacts, RepoProvenance, render
+from dbt_harvest.corpora.errors import DatasetBuildError, LintError
+from dbt_harvest.corpora.exclusions import Exclusions, load_exclusions
+from dbt_harvest.corpora.features import task_features, to_row
+from dbt_harvest.corpora.lint import lint_project
+from dbt_harvest.corpora.sealed import sealed_count
+from dbt_harvest.corpora.dedupe import distinct
+from dbt_harvest.corpora.store import load_tasks
+from dbt_harvest.core import atomic
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.gold import matches
 
 MANIFEST = "build.json"
 BUILDABLE = ("train", "dev")
@@ -75,7 +75,7 @@ def _select(records: dict[str, list[TaskRecord]], public: bool) -> tuple[dict[st
 
 
 def _provenance(records: dict[str, list[TaskRecord]], home: Path, pins: Path) -> tuple[RepoProvenance, ...]:
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     counts: Counter[tuple[str, str]] = Counter()
     first: dict[tuple[str, str], TaskRecord] = {}
@@ -114,8 +114,8 @@ def rows_fingerprint(rows: Sequence[dict]) -> str:
 
 def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
     """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
-    from core.pin import pin_path, read_pin
-    from harvester.workspace import augmentation_text, compat_patch_text
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.workspace import augmentation_text, compat_patch_text
 
     cache: dict[str, tuple] = {}
     rows = []
@@ -249,10 +249,10 @@ def build_dataset(
 def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> dict[str, str]:
     """Per split, the corpus report (markdown) of the repositories with rows in it; each split's chart
     beside the card (a card published for one split shows that split's report alone)."""
-    from corpora.card import report_chart
-    from corpora.ledger import SplitLedger
-    from corpora.report import build_report, chart, markdown
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.corpora.card import report_chart
+    from dbt_harvest.corpora.ledger import SplitLedger
+    from dbt_harvest.corpora.report import build_report, chart, markdown
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     ledger = SplitLedger.load(pins)
     out: dict[str, str] = {}

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from corpora.features import COLUMNS, SWE_BENCH_MAPPING
+from dbt_harvest.corpora.features import COLUMNS, SWE_BENCH_MAPPING
 
 TAGS = ("dbt", "sql", "duckdb", "data-engineering", "code-repair", "agents", "swe-bench")
 

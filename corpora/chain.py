@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core import atomic
+from dbt_harvest.core import atomic
 
 
 def commitment(body: dict[str, Any]) -> str:

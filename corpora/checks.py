@@ -19,14 +19,14 @@ import hashlib
 import re
 from pathlib import Path
 
-from corpora.errors import CorporaError
-from corpora.exclusions import load_exclusions
-from corpora.ledger import SplitLedger
-from corpora.lint import lint
-from corpora.tasklock import check_against_ledger, read_lock
-from core.errors import PinError
-from core.licenses import REDISTRIBUTABLE
-from core.pin import Pin, read_pin
+from dbt_harvest.corpora.errors import CorporaError
+from dbt_harvest.corpora.exclusions import load_exclusions
+from dbt_harvest.corpora.ledger import SplitLedger
+from dbt_harvest.corpora.lint import lint
+from dbt_harvest.corpora.tasklock import check_against_ledger, read_lock
+from dbt_harvest.core.errors import PinError
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import Pin, read_pin
 
 #: what a path of the machine that made a pin looks like (absolute POSIX or Windows paths, file:// URLs)
 MACHINE_PATH = re.compile(r"""(?:^|["'\s=])(?:/(?:work|home|root|tmp|Users|var|opt|mnt|srv|private)/|[A-Za-z]:\\|file://)""")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.task_record import TaskRecord
+from dbt_harvest.core.task_record import TaskRecord
 
 
 def distinct(records: Sequence[TaskRecord]) -> tuple[list[TaskRecord], int]:

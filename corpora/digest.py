@@ -17,7 +17,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from core.task_record import TaskRecord
+from dbt_harvest.core.task_record import TaskRecord
 
 NGRAM = 13
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -51,7 +51,7 @@ def ngrams(text: str, n: int = NGRAM) -> dict[str, str]:
 
 def specific_runs(text: str) -> list[list[str]]:
     """The word runs of ``text`` left after cutting out every occurrence of a template phrase."""
-    from harvester.mint.statement import fixed_phrases
+    from dbt_harvest.harvester.mint.statement import fixed_phrases
 
     tokens = words(text)
     by_first: dict[str, list[tuple[str, ...]]] = {}

@@ -5,7 +5,7 @@ All derive from HarvestError, so the CLI prints one line and exits 1.
 
 from __future__ import annotations
 
-from core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError
 
 
 class CorporaError(HarvestError):

@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from corpora.errors import ExclusionsError
-from corpora.repos import identity
+from dbt_harvest.corpora.errors import ExclusionsError
+from dbt_harvest.corpora.repos import identity
 
 #: sha256 of the shipped file; a change to the facts must update this on purpose.
 SHIPPED_SHA256 = "ac0b4b3b3937adcda0a1ed38363798c1f7cc80b5e0025da5313eefab97afdfef"
@@ -61,7 +61,7 @@ def exclusions_from_dict(data: dict[str, Any]) -> Exclusions:
 def load_exclusions(path: Path | None = None) -> Exclusions:
     """The shipped list (hash-checked) or, for tests and experiments, another file of the same shape."""
     if path is None:
-        raw = resources.files("corpora").joinpath("data", _FILE).read_bytes()
+        raw = resources.files("dbt_harvest.corpora").joinpath("data", _FILE).read_bytes()
         digest = hashlib.sha256(raw).hexdigest()
         if digest != SHIPPED_SHA256:
             raise ExclusionsError(

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.pin import Pin
-from core.task_record import TaskRecord
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.task_record import TaskRecord
 
 #: the file name of the DuckDB database every build of a task uses (the profile's ``path``)
 DATABASE_FILE = "build.duckdb"

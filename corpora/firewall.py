@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from corpora.errors import FirewallError
-from core.task_record import TaskRecord
+from dbt_harvest.corpora.errors import FirewallError
+from dbt_harvest.core.task_record import TaskRecord
 
 
 def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) -> list[TaskRecord]:
@@ -24,8 +24,8 @@ def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) ->
             f"{len(bad)} non-train task(s) handed to a training path: {names}; train only on the train split"
         )
     if pins is not None and items:
-        from corpora.ledger import SplitLedger
-        from core.pin import pin_path, read_pin
+        from dbt_harvest.corpora.ledger import SplitLedger
+        from dbt_harvest.core.pin import pin_path, read_pin
 
         ledger = SplitLedger.load(pins)
         for record in items:

@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from corpora.repos import is_empty_file_hash, owner_of, package_refs, pin_identities, repo_key
-from core.pin import Pin
+from dbt_harvest.corpora.repos import is_empty_file_hash, owner_of, package_refs, pin_identities, repo_key
+from dbt_harvest.core.pin import Pin
 
 #: share of the smaller project's model files that must be identical for a same-name copy
 COPY_SHARE = 0.5

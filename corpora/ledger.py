@@ -22,13 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from corpora.errors import LedgerError, ReservationError
-from corpora.groups import Group, explain_groups
-from corpora.locks import locked
-from corpora.repos import repo_key
-from core import atomic
-from core.licenses import REDISTRIBUTABLE
-from core.pin import Pin, list_pins, pin_path, read_pin
+from dbt_harvest.corpora.errors import LedgerError, ReservationError
+from dbt_harvest.corpora.groups import Group, explain_groups
+from dbt_harvest.corpora.locks import locked
+from dbt_harvest.corpora.repos import repo_key
+from dbt_harvest.core import atomic
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import Pin, list_pins, pin_path, read_pin
 
 LEDGER_NAME = "_splits.jsonl"
 EVAL_SPLITS = ("dev", "test")

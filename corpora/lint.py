@@ -23,12 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpora.digest import NGRAM, TaskDigest, digest, specific_ngrams, statement_sha
-from corpora.exclusions import Exclusions, load_exclusions
-from corpora.groups import split_groups
-from corpora.repos import is_empty_file_hash, package_refs, pin_identities
-from core.pin import Pin, list_pins
-from core.task_record import TaskRecord, task_from_dict
+from dbt_harvest.corpora.digest import NGRAM, TaskDigest, digest, specific_ngrams, statement_sha
+from dbt_harvest.corpora.exclusions import Exclusions, load_exclusions
+from dbt_harvest.corpora.groups import split_groups
+from dbt_harvest.corpora.repos import is_empty_file_hash, package_refs, pin_identities
+from dbt_harvest.core.pin import Pin, list_pins
+from dbt_harvest.core.task_record import TaskRecord, task_from_dict
 
 EVAL = frozenset({"dev", "test"})
 
@@ -168,8 +168,8 @@ def lint_project(pins_dir: Path, home: Path, exclusions: Exclusions | None = Non
 
     ``sealed=False`` (a home that grew train/dev pins and never minted the test split) leaves the sealed
     digests out, so train is checked against dev only; the caller must say so."""
-    from corpora.ledger import SplitLedger
-    from corpora.sealed import sealed_digests
+    from dbt_harvest.corpora.ledger import SplitLedger
+    from dbt_harvest.corpora.sealed import sealed_digests
 
     pins = list_pins(pins_dir)
     ledger = SplitLedger.load(pins_dir)

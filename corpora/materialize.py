@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from core import atomic
-from core.errors import HarvestError
-from core.pin import PackageRecord, Pin, display_name
-from core.scorer.spec import GradingSpec
-from core.task_record import LocalChecks, TaskRecord
-from harvester.task_tree import TreeSource
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.pin import PackageRecord, Pin, display_name
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord
+from dbt_harvest.harvester.task_tree import TreeSource
 
 ROW_FORMAT_FIELDS = ("origin_url", "tree", "clock", "packages", "gold_sha256", "database_file")
 
@@ -99,8 +99,8 @@ def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corpora.build import read_manifest
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.corpora.build import read_manifest
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     manifest = read_manifest(folder)
     shards: dict[str, list[str]] = {}
@@ -133,7 +133,7 @@ def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, 
 def find_row(rows: dict[str, list[dict[str, Any]]], instance_id: str, dataset: str) -> tuple[str, dict[str, Any]]:
     """(split, row) of ``instance_id``, the row checked as untrusted input (``corpora.untrusted.check_row``:
     ids, paths, URLs, bounds) before any field of it is used; MaterializeError when no split holds it."""
-    from corpora.untrusted import check_row
+    from dbt_harvest.corpora.untrusted import check_row
 
     for split, items in rows.items():
         for row in items:
@@ -207,15 +207,15 @@ def mirror_location(origin_url: str, repo_mirror: Path | None) -> str | None:
 
 def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
     """The row's gold file, installed (verified) into HARVEST_HOME/gold, where the grader reads it."""
-    from core.home import gold_dir
-    from harvester.gold import matches
+    from dbt_harvest.core.home import gold_dir
+    from dbt_harvest.harvester.gold import matches
 
     sha = row["gold_sha256"]
     target = gold_dir() / f"{sha}.duckdb"
     if target.is_file() and matches(target, sha):
         return target
     if ref.folder is not None:
-        from harvester.sandbox import safe_fs
+        from dbt_harvest.harvester.sandbox import safe_fs
 
         source = ref.folder / row["gold_file"]  # the row was checked: a relative path with no '..'
         entry = safe_fs.lstat(ref.folder, row["gold_file"])  # beneath the dataset folder, no link followed
@@ -269,9 +269,9 @@ class Materialized:
 def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: Path | None = None,
                      split: str | None = None) -> Materialized:
     """Write ``out`` (see the module docstring) for ``instance_id`` of ``dataset``; all or nothing."""
-    from harvester.discovery import discover
-    from harvester.sandbox.profile import plain_profile_text
-    from harvester.task_tree import broken_tree
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.sandbox.profile import plain_profile_text
+    from dbt_harvest.harvester.task_tree import broken_tree
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
-from corpora.build import read_manifest
-from corpora.card import CardFacts, data_files, render, report_chart
-from corpora.errors import PublishError
-from core import atomic
+from dbt_harvest.corpora.build import read_manifest
+from dbt_harvest.corpora.card import CardFacts, data_files, render, report_chart
+from dbt_harvest.corpora.errors import PublishError
+from dbt_harvest.core import atomic
 
 DEFAULT_TIMEOUT = 60.0
 

@@ -35,8 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from corpora.errors import FreezeError, ManifestError
-from core import atomic
+from dbt_harvest.corpora.errors import FreezeError, ManifestError
+from dbt_harvest.core import atomic
 
 MANIFEST_KEY_ENV = "HARVEST_MANIFEST_KEY"
 MANIFEST_NAME = "manifest.json"

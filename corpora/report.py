@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpora.errors import CorporaError
-from corpora.ledger import SplitLedger
-from core.pin import Pin, list_pins
+from dbt_harvest.corpora.errors import CorporaError
+from dbt_harvest.corpora.ledger import SplitLedger
+from dbt_harvest.core.pin import Pin, list_pins
 
 FAMILY_ORDER = ("filter", "null", "join", "grain", "time", "values")
 REPORT_MD = "corpus_report.md"
@@ -95,7 +95,7 @@ def _sum_into(target: dict[str, int], more: Mapping[str, int]) -> None:
 def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str, Mapping[str, float]] | None = None,
                  partial: Sequence[str] = ()) -> CorpusReport:
     """The report of ``pins`` from the mint reports under HARVEST_HOME (see the module docstring)."""
-    from harvester.mint.pipeline import yield_report
+    from dbt_harvest.harvester.mint.pipeline import yield_report
 
     timings = timings or {}
     rows = []
@@ -197,8 +197,8 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
 def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None) -> CorpusReport:
     """The report of every pin under ``pins_dir`` (partial pins from the committed task lock). With
     ``carry`` (a previous ``corpus_report.json``), pins this home never minted keep that report's rows."""
-    from core.home import mint_dir
-    from corpora.tasklock import read_lock
+    from dbt_harvest.core.home import mint_dir
+    from dbt_harvest.corpora.tasklock import read_lock
 
     timings = json.loads(timings_path.read_text(encoding="utf-8")) if timings_path else {}
     lock = read_lock(pins_dir)
@@ -285,7 +285,7 @@ def chart(report: CorpusReport, path: Path) -> Path:
 
 def write_report(report: CorpusReport, out: Path) -> dict[str, Path]:
     """Write ``corpus_report.md``, ``.json`` and ``.png`` into ``out``."""
-    from core import atomic
+    from dbt_harvest.core import atomic
 
     out.mkdir(parents=True, exist_ok=True)
     md = out / REPORT_MD

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from core.pin import PackageRecord, Pin
+from dbt_harvest.core.pin import PackageRecord, Pin
 
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)?(?:www\.)?github\.com[:/]+(.+)$", re.IGNORECASE)
 _EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

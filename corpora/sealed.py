@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from corpora.chain import append_entry, read_chain
-from corpora.digest import TaskDigest, digest
-from corpora.errors import FreezeError, ManifestError, SealError, UnsealError
-from corpora.locks import locked
-from corpora.recipe import FrozenRecipe, verify_frozen
-from core import atomic
-from core.task_record import TaskRecord, read_task, task_from_dict, write_task
+from dbt_harvest.corpora.chain import append_entry, read_chain
+from dbt_harvest.corpora.digest import TaskDigest, digest
+from dbt_harvest.corpora.errors import FreezeError, ManifestError, SealError, UnsealError
+from dbt_harvest.corpora.locks import locked
+from dbt_harvest.corpora.recipe import FrozenRecipe, verify_frozen
+from dbt_harvest.core import atomic
+from dbt_harvest.core.task_record import TaskRecord, read_task, task_from_dict, write_task
 
 SEAL_NAME = "_sealed.json"
 UNSEALS_NAME = "_unseals.jsonl"

@@ -11,15 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corpora import sealed
-from corpora.errors import FirewallError
-from corpora.firewall import require_train
-from corpora.ledger import SplitLedger
-from core.pin import pin_path, read_pin
-from core.task_record import SPLITS, TaskRecord, read_task, write_task
+from dbt_harvest.corpora import sealed
+from dbt_harvest.corpora.errors import FirewallError
+from dbt_harvest.corpora.firewall import require_train
+from dbt_harvest.corpora.ledger import SplitLedger
+from dbt_harvest.core.pin import pin_path, read_pin
+from dbt_harvest.core.task_record import SPLITS, TaskRecord, read_task, write_task
 
 if TYPE_CHECKING:
-    from harvester.mint.pipeline import MintTarget
+    from dbt_harvest.harvester.mint.pipeline import MintTarget
 
 PURPOSES = ("train", "dataset", "eval", "inspect")
 
@@ -28,8 +28,8 @@ def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> "Min
     """The corpus as the mint sees it: each pin's reserved split from the ledger, kept tasks into the store.
     ``rebuild_sealed``: an empty sealed store may be re-minted against the committed seal (see
     :func:`corpora.sealed.seal_task`)."""
-    from corpora.ledger import assignment_of
-    from harvester.mint.pipeline import MintTarget
+    from dbt_harvest.corpora.ledger import assignment_of
+    from dbt_harvest.harvester.mint.pipeline import MintTarget
 
     def split_of(pin_id: str) -> tuple[str, str] | None:
         found = assignment_of(pin_id, pins)

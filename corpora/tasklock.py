@@ -28,12 +28,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from corpora.errors import CorporaError
-from corpora.ledger import SplitLedger, split_of
-from core import atomic
-from core.errors import HarvestError
-from core.pin import list_pins
-from core.task_record import TaskRecord, read_task
+from dbt_harvest.corpora.errors import CorporaError
+from dbt_harvest.corpora.ledger import SplitLedger, split_of
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.pin import list_pins
+from dbt_harvest.core.task_record import TaskRecord, read_task
 
 LOCK_NAME = "_tasks.lock"
 LOCK_FORMAT = 1
@@ -131,8 +131,8 @@ def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
     """The lock of the tasks minted under ``home`` (train/dev from the store, test from the verified
     sealed store, as hashes only), restricted to ``pin_ids`` when given (``locked_golds``: see
     :func:`lock_of`)."""
-    from corpora import sealed
-    from corpora.store import split_dir
+    from dbt_harvest.corpora import sealed
+    from dbt_harvest.corpora.store import split_dir
 
     wanted = set(pin_ids) if pin_ids is not None else None
     records: list[TaskRecord] = []

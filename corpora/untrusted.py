@@ -32,8 +32,8 @@ from dataclasses import dataclass, fields
 from pathlib import PurePosixPath
 from typing import Any
 
-from core.errors import HarvestError
-from core.patching import PatchError, parse_patch
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.patching import PatchError, parse_patch
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}@[0-9a-f]{7,40}(\+aug-[0-9a-f]{12})?")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eval.env.episode import LOOPED, SUBMITTED, EpisodeOutcome
+from dbt_harvest.eval.env.episode import LOOPED, SUBMITTED, EpisodeOutcome
 
 MISSING = 0
 LOOPS, NO_SUBMISSION, BUILD_FAILS, CHECKS_FAIL, OFFICIAL_FAIL, OFFICIAL_PASS = 1, 2, 3, 4, 5, 6

@@ -27,24 +27,24 @@ from typing import Any
 
 import yaml
 
-from core import atomic
-from harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
-from harvester.sandbox.parallel import ParallelChild
-from harvester.sandbox.profile import PROFILE_DIR
-from harvester.sandbox.runner import SCRATCH_DIR
-from core.clock import default_clock, normalise_clock
-from harvester.discovery import Project, discover
-from core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
-from harvester.gitstore import GitStore
-from harvester.gold import differing_columns, install_gold
-from core.home import builds_dir, mirrors_dir, pins_dir
-from core.licenses import detect_license
-from harvester.packages import load_mirror, resolve_packages, vendor_packages
-from core.patching import apply_patch
-from core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
-from harvester.sandbox import Limits, safe_fs, sandbox_available
-from harvester.sandbox.command import python_binds
-from harvester.specs import (
+from dbt_harvest.core import atomic
+from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
+from dbt_harvest.harvester.sandbox.parallel import ParallelChild
+from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
+from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
+from dbt_harvest.core.clock import default_clock, normalise_clock
+from dbt_harvest.harvester.discovery import Project, discover
+from dbt_harvest.core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.gold import differing_columns, install_gold
+from dbt_harvest.core.home import builds_dir, mirrors_dir, pins_dir
+from dbt_harvest.core.licenses import detect_license
+from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
+from dbt_harvest.core.patching import apply_patch
+from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
+from dbt_harvest.harvester.sandbox import Limits, safe_fs, sandbox_available
+from dbt_harvest.harvester.sandbox.command import python_binds
+from dbt_harvest.harvester.specs import (
     Identity,
     RepoSpec,
     local_identity,
@@ -53,8 +53,8 @@ from harvester.specs import (
     parse_spec,
     spec_identity,
 )
-from harvester.state import DB_FILE, install_state
-from core.versions import versions
+from dbt_harvest.harvester.state import DB_FILE, install_state
+from dbt_harvest.core.versions import versions
 
 
 @dataclass(frozen=True)

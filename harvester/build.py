@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import BuildError
-from harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
-from harvester.sandbox.parallel import ParallelChild
+from dbt_harvest.core.errors import BuildError
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
+from dbt_harvest.harvester.sandbox.parallel import ParallelChild
 
 _BUILD_RESOURCES = {"model", "seed", "snapshot"}
 _FAILED = {"error", "fail", "runtime error"}

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import ProjectError
+from dbt_harvest.core.errors import ProjectError
 
 
 @dataclass(frozen=True)

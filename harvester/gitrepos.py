@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError
 
 #: The identity every generated commit carries.
 AUTHOR_NAME = "dbt-harvest fixtures"

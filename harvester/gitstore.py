@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pygit2
 
-from core.errors import FetchError
-from core.pin import SkippedPath
+from dbt_harvest.core.errors import FetchError
+from dbt_harvest.core.pin import SkippedPath
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _SHORT_HEX = re.compile(r"^[0-9a-fA-F]{7,39}$")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import duckdb
 
-from core import atomic
-from core.errors import GoldError
-from core.home import gold_dir
-from core.locked_duckdb import LockedDuckDBError, connect_locked
-from harvester.gold_digest import content_digest
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import GoldError
+from dbt_harvest.core.home import gold_dir
+from dbt_harvest.core.locked_duckdb import LockedDuckDBError, connect_locked
+from dbt_harvest.harvester.gold_digest import content_digest
 
 _verified: dict[tuple[str, int, int], bool] = {}
 

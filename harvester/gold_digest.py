@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from core.locked_duckdb import connect_locked
+from dbt_harvest.core.locked_duckdb import connect_locked
 
 #: changes whenever the serialization below does, so two digests of different layouts never agree
 DIGEST_FORMAT = b"harvest-gold-content/1\n"

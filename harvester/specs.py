@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import SpecError
-from core.pin import GITHUB_URL, display_name
+from dbt_harvest.core.errors import SpecError
+from dbt_harvest.core.pin import GITHUB_URL, display_name
 
 _GITHUB_SHORT = re.compile(r"^(?P<owner>[A-Za-z0-9][A-Za-z0-9_.-]*)/(?P<repo>[A-Za-z0-9_.-]+)$")
 _URL = re.compile(r"^(?:https?|ssh|git)://[^\s]+$|^[\w.-]+@[\w.-]+:[^\s]+$")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import atomic
-from core.errors import GoldError
-from core.home import state_dir
-from harvester.sandbox import safe_fs
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import GoldError
+from dbt_harvest.core.home import state_dir
+from dbt_harvest.harvester.sandbox import safe_fs
 
 DB_FILE = "build.duckdb"
 #: Bound of the copied manifest (the database is bounded by the build's own disk bound).

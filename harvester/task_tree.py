@@ -21,8 +21,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from core.patching import apply_patch
-from core.pin import Pin
+from dbt_harvest.core.patching import apply_patch
+from dbt_harvest.core.pin import Pin
 
 #: Folders that are never part of the project an agent edits: vendored packages, build output, VCS.
 NOT_PROJECT = frozenset({"dbt_packages", "dbt_modules", "target", "logs", ".git"})
@@ -46,7 +46,7 @@ class TreeSource:
 
     def template(self) -> Path:
         """The pin's materialized tree (cached under HARVEST_HOME/templates, made on first use)."""
-        from harvester.workspace import template
+        from dbt_harvest.harvester.workspace import template
 
         return template(self.pin, compat_text=self.compat_text, fetch_from=self.fetch_from,
                         augment_text=self.augment_text)
@@ -54,7 +54,7 @@ class TreeSource:
 
 def strip_vcs(root: Path) -> None:
     """Remove every ``.git`` under ``root`` (history would leak the original), by fd, links not followed."""
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     found = [rel for rel, _ in safe_fs.walk(root, descend=lambda rel, _: PurePosixPath(rel).name != ".git")
              if PurePosixPath(rel).name == ".git"]
@@ -68,7 +68,7 @@ def strip_vcs(root: Path) -> None:
 
 def copy_broken(base: Path, broken_patch: str, dest: Path) -> Path:
     """``dest`` (must not exist): ``base`` copied (links kept as links), no VCS, ``broken_patch`` applied."""
-    from harvester.workspace import TEMPLATE_MARKER
+    from dbt_harvest.harvester.workspace import TEMPLATE_MARKER
 
     shutil.copytree(base, dest, symlinks=True, ignore=shutil.ignore_patterns(TEMPLATE_MARKER))
     strip_vcs(dest)
@@ -93,7 +93,7 @@ def project_files(root: Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES,
     """Repository-relative path -> UTF-8 text of every project file of the tree at ``root`` with one of
     ``suffixes``: what an agent can list and read there. Nothing under ``NOT_PROJECT`` folders, no sandbox
     file, no link (read beneath the root by fd, never followed), no file over ``max_bytes`` or not UTF-8."""
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     def descend(rel: str, _: object) -> bool:
         parts = PurePosixPath(rel).parts

@@ -26,17 +26,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import HarvestError
-from core.home import harvest_home, pins_dir
-from core.patching import PatchError, apply_to_text, parse_patch
-from core.pin import Pin, pin_path, read_pin
-from core.scorer import official, score
-from core.task_record import TaskRecord
-from harvester.build import BuildResult, build_workspace
-from harvester.discovery import discover
-from harvester.gold import gold_path
-from harvester.sandbox import Limits
-from harvester.workspace import fresh_workspace, template
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.home import harvest_home, pins_dir
+from dbt_harvest.core.patching import PatchError, apply_to_text, parse_patch
+from dbt_harvest.core.pin import Pin, pin_path, read_pin
+from dbt_harvest.core.scorer import official, score
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.build import BuildResult, build_workspace
+from dbt_harvest.harvester.discovery import discover
+from dbt_harvest.harvester.gold import gold_path
+from dbt_harvest.harvester.sandbox import Limits
+from dbt_harvest.harvester.workspace import fresh_workspace, template
 
 #: The database file every verification build uses: not gold's (``build.duckdb``).
 VERIFY_DB_FILE = "verified.duckdb"
@@ -114,7 +114,7 @@ def _signature(result: BuildResult, pin: Pin) -> str:
 
 def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[TaskVerdict, str]:
     """Every check of one task (module docstring); also the broken build's output signature."""
-    from harvester.mint.claims import check_claims
+    from dbt_harvest.harvester.mint.claims import check_claims
 
     pin = builds.pin
     original_text = (template(pin) / record.file).read_text(encoding="utf-8")

@@ -14,14 +14,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from core import atomic
-from core.errors import PinError
-from harvester.gitstore import GitStore
-from core import home
-from core.home import mirrors_dir, pins_dir
-from harvester.packages import vendor_packages
-from core.patching import apply_patch
-from core.pin import Pin
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import PinError
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.core import home
+from dbt_harvest.core.home import mirrors_dir, pins_dir
+from dbt_harvest.harvester.packages import vendor_packages
+from dbt_harvest.core.patching import apply_patch
+from dbt_harvest.core.pin import Pin
 
 TEMPLATE_MARKER = ".harvest-template.json"
 

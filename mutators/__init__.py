@@ -5,12 +5,12 @@ sites in the parse tree and return splices of the original text; a static equiva
 mutants that say the same thing. Depends on sqlglot only.
 """
 
-from mutators.edits import Edit, WrongRepair, difference
-from mutators.equivalence import is_equivalent
-from mutators.masking import MaskedFile, Region, mask_file
-from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
-from mutators.registry import REGISTRY, candidates
-from mutators.transplanting import transplant
+from dbt_harvest.mutators.edits import Edit, WrongRepair, difference
+from dbt_harvest.mutators.equivalence import is_equivalent
+from dbt_harvest.mutators.masking import MaskedFile, Region, mask_file
+from dbt_harvest.mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
+from dbt_harvest.mutators.registry import REGISTRY, candidates
+from dbt_harvest.mutators.transplanting import transplant
 
 __all__ = [
     "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site", "WrongRepair",

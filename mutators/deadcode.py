@@ -17,8 +17,8 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
-from mutators.masking import MaskedFile, Region
-from mutators.sqlfacts import predicate_clauses
+from dbt_harvest.mutators.masking import MaskedFile, Region
+from dbt_harvest.mutators.sqlfacts import predicate_clauses
 
 #: Nodes that make a predicate depend on the rows (or on something outside the text): never constant.
 _ROW_DEPENDENT: tuple[type[exp.Expression], ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot.optimizer.normalize import normalize
 from sqlglot.optimizer.simplify import simplify
 
-from mutators.masking import MaskedFile, mask_file
+from dbt_harvest.mutators.masking import MaskedFile, mask_file
 
 
 def canonical(parsed: MaskedFile) -> str | None:

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.masking import MaskedFile
-from mutators.operator import Operator, Site
-from mutators.sqlfacts import (
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.operator import Operator, Site
+from dbt_harvest.mutators.sqlfacts import (
     conjuncts, drop_conjunct_edit, looks_temporal, predicate_clauses, same_case, text_of,
     token_between,
 )

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.masking import MaskedFile
-from mutators.operator import Operator, Site
-from mutators.sqlfacts import (
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.operator import Operator, Site
+from dbt_harvest.mutators.sqlfacts import (
     add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
     sibling_column, value_kind,
 )

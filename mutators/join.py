@@ -7,11 +7,11 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.filters import is_join_key
-from mutators.masking import MaskedFile
-from mutators.operator import Operator, Site
-from mutators.sqlfacts import (
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.filters import is_join_key
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.operator import Operator, Site
+from dbt_harvest.mutators.sqlfacts import (
     add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, sibling_column, text_of, tokens_in,
 )
 

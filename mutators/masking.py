@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mutators.jinja import Block, JinjaScanError, Tag, match_blocks, scan_tags
-from mutators.parsing import compute_spans, first_parse
+from dbt_harvest.mutators.jinja import Block, JinjaScanError, Tag, match_blocks, scan_tags
+from dbt_harvest.mutators.parsing import compute_spans, first_parse
 
 #: expression tags whose rendering is a relation name.
 RELATION_CALLS = frozenset({"ref", "source", "this"})

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.filters import drop_mutated_conjunct
-from mutators.masking import MaskedFile
-from mutators.operator import Operator, Site
-from mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_of, token_between, wrapped
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.filters import drop_mutated_conjunct
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.operator import Operator, Site
+from dbt_harvest.mutators.sqlfacts import clause_of, is_positive_predicate, same_case, text_of, token_between, wrapped
 
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 

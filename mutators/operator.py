@@ -14,9 +14,9 @@ from typing import ClassVar
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.masking import MaskedFile
-from mutators.sqlfacts import clause_of
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.sqlfacts import clause_of
 
 FAMILIES: tuple[str, ...] = ("filter", "null", "join", "grain", "time", "values")
 #: what a mutation is expected to do to its model's rows; ``changed_rows``: rows come and go either way (a

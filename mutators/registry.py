@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from mutators import filters, grain, join, null, time_windows, values
-from mutators.deadcode import dead_regions, touches_dead_code
-from mutators.edits import Edit
-from mutators.equivalence import canonical
-from mutators.masking import MaskedFile, mask_file
-from mutators.operator import EFFECTS, FAMILIES, Mutation, Operator
+from dbt_harvest.mutators import filters, grain, join, null, time_windows, values
+from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
+from dbt_harvest.mutators.edits import Edit
+from dbt_harvest.mutators.equivalence import canonical
+from dbt_harvest.mutators.masking import MaskedFile, mask_file
+from dbt_harvest.mutators.operator import EFFECTS, FAMILIES, Mutation, Operator
 
 #: family order is the order candidates come out in.
 _FAMILY_MODULES = (filters, null, join, grain, time_windows, values)

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from mutators.edits import Edit
+from dbt_harvest.mutators.edits import Edit
 
 #: predicate clauses: the node types that hold a boolean condition, by clause name.
 PREDICATE_CLAUSES = frozenset({"where", "having", "qualify", "on"})

@@ -8,11 +8,11 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from mutators.edits import Edit, WrongRepair
-from mutators.filters import comparison_token, drop_mutated_conjunct
-from mutators.masking import MaskedFile
-from mutators.operator import Operator, Site
-from mutators.sqlfacts import keeps_output_name, looks_like_a_point_in_time, looks_temporal, same_case
+from dbt_harvest.mutators.edits import Edit, WrongRepair
+from dbt_harvest.mutators.filters import comparison_token, drop_mutated_conjunct
+from dbt_harvest.mutators.masking import MaskedFile
+from dbt_harvest.mutators.operator import Operator, Site
+from dbt_harvest.mutators.sqlfacts import keeps_output_name, looks_like_a_point_in_time, looks_temporal, same_case
 
 #: unit → the unit a mutation turns it into, and the unit a wrong repair picks.
 _UNITS: dict[str, tuple[str, str]] = {

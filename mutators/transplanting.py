@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from mutators.edits import Edit
-from mutators.jinja import JinjaScanError, Tag, scan_tags
+from dbt_harvest.mutators.edits import Edit
+from dbt_harvest.mutators.jinja import JinjaScanError, Tag, scan_tags
 
 _MAX_WIDEN = 4
 _ANY = "(?:.*?)"

@@ -79,8 +79,8 @@ class Minted:
 @pytest.fixture(scope="session")
 def example_harvest(tmp_path_factory: pytest.TempPathFactory) -> Harvested:
     """`harvest add` of the embedded example, sandboxed, through its package mirror (offline)."""
-    from harvester.add import AddOptions, add
-    from harvester.example import materialize_example
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.example import materialize_example
 
     root = tmp_path_factory.mktemp("example-harvest")
     home, pins = root / "home", root / "pins"
@@ -94,10 +94,10 @@ def example_harvest(tmp_path_factory: pytest.TempPathFactory) -> Harvested:
 def mint_world(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What the mint's unit-level tests read of the harvested example: pin, built state, lineage, gold,
     one model file's text, and a scratch folder of the module's own."""
-    from harvester.gold import gold_path
-    from harvester.mint.lineage import models
-    from harvester.state import load_state
-    from harvester.workspace import template
+    from dbt_harvest.harvester.gold import gold_path
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
 
     with example_harvest.env():
         pin = example_harvest.pin
@@ -110,11 +110,11 @@ def mint_world(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFact
 
 def _mint_into(harvested: Harvested, dest: Path) -> Minted:
     """Copy a harvest, reserve its only repository to train, and mint one task per model."""
-    from corpora.ledger import Params, assign
-    from corpora.store import load_tasks
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint
 
     home, pins = dest / "home", dest / "pins"
     shutil.copytree(harvested.home, home, symlinks=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tomli_w
 
-from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256, freeze, sign
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256, freeze, sign
 
 
 def finished_run(folder: Path, name: str, *, weights: bytes | None = None, dataset: str = "d" * 64) -> Path:

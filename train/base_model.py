@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from train.configs import TINY_SCHEME, RunConfig
-from train.errors import TrainError
+from dbt_harvest.train.configs import TINY_SCHEME, RunConfig
+from dbt_harvest.train.errors import TrainError
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def resolve_base(config: RunConfig) -> tuple[str, str]:
     """(path or id to load, revision) for the config's base model; builds tiny:// on first use."""
     base = config.model.base
     if base.startswith(TINY_SCHEME):
-        from train.tiny import TinySpec, build_tiny
+        from dbt_harvest.train.tiny import TinySpec, build_tiny
 
         import os
         import shutil

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from train.errors import TrainDataError
+from dbt_harvest.train.errors import TrainDataError
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from core.patching import PatchError
-from train.project import apply_diff
+from dbt_harvest.core.patching import PatchError
+from dbt_harvest.train.project import apply_diff
 
 _FILE_BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
 _DIFF_FENCE = re.compile(r"```(?:diff|patch)\n(.*?)```", re.DOTALL)

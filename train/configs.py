@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from train.errors import TrainConfigError
+from dbt_harvest.train.errors import TrainConfigError
 
 KINDS = ("sft", "grpo")
 SFT_FORMATS = ("single_turn", "agentic")
@@ -100,7 +100,7 @@ class GrpoSection:
     temperature: float = 1.0
     beta: float = 0.0
     max_tool_calling_iterations: int = 20
-    environment: str = "eval.env:RepairEnvironment"  # module:Class, used when mode = "multi_turn"
+    environment: str = "dbt_harvest.eval.env:RepairEnvironment"  # module:Class, used when mode = "multi_turn"
 
 
 @dataclass(frozen=True)

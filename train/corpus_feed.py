@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.task_record import TaskRecord
-from train.budget import RowLength, cut, measure, percentiles
-from train.project import ProjectSource, corrected_files
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
+from dbt_harvest.train.project import ProjectSource, corrected_files
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,10 @@ def _left_out(task: TaskRecord, files: Mapping[str, str], shown: Mapping[str, st
 def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int,
               rewards: bool) -> TaskFeed:
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
-    from harvester.grading.edited import build_and_score, release
-    from train.completion import parse_completion, render_files
-    from train.project import relevant_files
-    from train.sft_data import agentic_rows, single_turn_rows
+    from dbt_harvest.harvester.grading.edited import build_and_score, release
+    from dbt_harvest.train.completion import parse_completion, render_files
+    from dbt_harvest.train.project import relevant_files
+    from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
     base = TaskFeed(task.instance_id, task.pin, task.project_dir)
     try:
@@ -170,7 +170,7 @@ def feed(tasks: Sequence[TaskRecord], project: ProjectSource, tokenizer: Any, to
          max_length: int, max_file_chars: int, rewards: bool = True,
          on_task: Callable[[TaskFeed], None] | None = None) -> FeedReport:
     """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``."""
-    from corpora.firewall import require_train
+    from dbt_harvest.corpora.firewall import require_train
 
     require_train(list(tasks))
     started = time.perf_counter()

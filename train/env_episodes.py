@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.task_record import TaskRecord
-from train.errors import TrainDataError
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.errors import TrainDataError
 
 #: Checks the oracle may run between writing the fix and submitting (environment tool names).
 CHECKS = ("validate", "dbt_build")
@@ -26,7 +26,7 @@ CHECKS = ("validate", "dbt_build")
 
 def _play_oracle(env: Any, task: TaskRecord, checks: Sequence[str]) -> None:
     """List, read each file of the fix, write it fixed, run the checks, submit: all through the tools."""
-    from core.patching import PatchError, apply_to_text, parse_patch
+    from dbt_harvest.core.patching import PatchError, apply_to_text, parse_patch
 
     env.list_files(".")
     for file_patch in parse_patch(task.fix_patch):
@@ -52,7 +52,7 @@ def _play_oracle(env: Any, task: TaskRecord, checks: Sequence[str]) -> None:
 
 def render_transcript(task: TaskRecord, transcript: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The episode as chat messages: eval's system prompt, the first user message, then call/result pairs."""
-    from eval.drivers.chat import SYSTEM_PROMPT, first_message
+    from dbt_harvest.eval.drivers.chat import SYSTEM_PROMPT, first_message
 
     reset = next((e for e in transcript if e.get("kind") == "reset"), None)
     if reset is None:
@@ -89,12 +89,12 @@ class EnvironmentOracle:
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        from eval.env import tool_schemas
+        from dbt_harvest.eval.env import tool_schemas
 
         return tool_schemas()
 
     def __call__(self, task: TaskRecord, broken: Mapping[str, str], max_file_chars: int) -> list[dict[str, Any]]:
-        from eval.env import EnvSettings, RepairEnvironment
+        from dbt_harvest.eval.env import EnvSettings, RepairEnvironment
 
         settings = EnvSettings(pins=self.pins, scratch=self.scratch)
         with RepairEnvironment({task.instance_id: task}, settings) as env:

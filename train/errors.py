@@ -7,8 +7,8 @@ both training and the sealed audit use; they are re-exported here for training's
 
 from __future__ import annotations
 
-from corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
-from core.errors import HarvestError
+from dbt_harvest.corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
+from dbt_harvest.core.errors import HarvestError
 
 __all__ = ["FreezeError", "ManifestError", "TrainConfigError", "TrainDataError", "TrainError"]
 

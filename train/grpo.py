@@ -26,26 +26,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from train.configs import RunConfig
-from train.errors import TrainError
-from train.gate import GateReport, planned_steps, run_gate
-from train.pool import BackendFactory, RewardPool
-from train.project import ProjectSource
-from train.reward import EditingBackend, RewardTally, gather_tally, make_reward_func, tallied_environment
-from train.runner import (
+from dbt_harvest.train.configs import RunConfig
+from dbt_harvest.train.errors import TrainError
+from dbt_harvest.train.gate import GateReport, planned_steps, run_gate
+from dbt_harvest.train.pool import BackendFactory, RewardPool
+from dbt_harvest.train.project import ProjectSource
+from dbt_harvest.train.reward import EditingBackend, RewardTally, gather_tally, make_reward_func, tallied_environment
+from dbt_harvest.train.runner import (
     CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
 )
-from train.sft import default_project
-from train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
+from dbt_harvest.train.sft import default_project
+from dbt_harvest.train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
 
 def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory:
     """A picklable factory of the configured RewardBackend (workers call it once each)."""
     assert config.reward is not None
     if config.reward.backend == "duckdb_sql":
-        from train.sql_backend import DuckDBSqlBackend
+        from dbt_harvest.train.sql_backend import DuckDBSqlBackend
 
         return functools.partial(DuckDBSqlBackend, project, Path(config.reward.inputs))
-    from harvester.grading.edited import build_and_score
+    from dbt_harvest.harvester.grading.edited import build_and_score
 
     return functools.partial(EditingBackend, project, build_and_score)
 
@@ -67,7 +67,7 @@ def run_grpo(
     """Train (or, with ``gate``, measure one step of) the GRPO run the config describes."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from train.base_model import load_base, lora_config
+    from dbt_harvest.train.base_model import load_base, lora_config
 
     assert config.grpo is not None and config.reward is not None
     started = time.perf_counter()
@@ -76,7 +76,7 @@ def run_grpo(
     by_id = {t.instance_id: t for t in tasks}
     multi_turn = config.grpo.mode == "multi_turn"
     if multi_turn:
-        from corpora.firewall import require_train
+        from dbt_harvest.corpora.firewall import require_train
 
         rows = [{"prompt": [{"role": "user", "content": t.problem_statement}], "instance_id": t.instance_id} for t in require_train(tasks)]
     else:

@@ -17,9 +17,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from corpora.recipe import MANIFEST_NAME, REQUIRED_FIELDS, sign
-from core import atomic
-from train.errors import ManifestError
+from dbt_harvest.corpora.recipe import MANIFEST_NAME, REQUIRED_FIELDS, sign
+from dbt_harvest.core import atomic
+from dbt_harvest.train.errors import ManifestError
 
 MANIFEST_FORMAT = 1
 _PACKAGES = (
@@ -50,14 +50,25 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def project_git(start: Path = Path(__file__).resolve().parent) -> dict[str, Any]:
-    """The commit of the dbt-harvest checkout running the training, and whether it had local changes."""
+#: the checkout the running code comes from, when it is one: <checkout>/train/manifest.py
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def project_git(checkout: Path = _CHECKOUT) -> dict[str, Any]:
+    """The commit of the dbt-harvest checkout running the training, and whether it had local changes.
+
+    Only a git repository whose work tree IS ``checkout`` counts: code installed from a wheel lives in
+    site-packages, and a virtualenv inside somebody else's repository must not record that repository's
+    commit as ours. Then both fields are None and the manifest's ``versions`` name the installed release.
+    """
     import pygit2
 
-    found = pygit2.discover_repository(str(Path(start).resolve()))
+    found = pygit2.discover_repository(str(checkout))
     if found is None:
         return {"commit": None, "dirty": None}
     repo = pygit2.Repository(found)
+    if repo.workdir is None or Path(repo.workdir).resolve() != checkout.resolve():
+        return {"commit": None, "dirty": None}
     try:
         commit = str(repo.head.target)
     except pygit2.GitError:

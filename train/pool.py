@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from core.task_record import TaskRecord
-from train.reward import RewardBackend, RewardResult
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.reward import RewardBackend, RewardResult
 
 BackendFactory = Callable[[], RewardBackend]
 

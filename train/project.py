@@ -29,10 +29,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
 
-from core.errors import HarvestError
-from core.patching import PatchError, apply_to_text, parse_patch
-from core.task_record import TaskRecord
-from train.errors import TrainDataError
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.patching import PatchError, apply_to_text, parse_patch
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.errors import TrainDataError
 
 #: How many tasks' files a source keeps in memory.
 CACHED_TASKS = 64
@@ -65,7 +65,7 @@ class _TreeSource:
 
     def _tree_files(self, task: TaskRecord) -> Mapping[str, str]:
         """``project_files`` of the task's broken tree, made from its base in a temporary folder."""
-        from harvester.task_tree import copy_broken, project_files
+        from dbt_harvest.harvester.task_tree import copy_broken, project_files
 
         cache = self._cache()
         key = (task.instance_id, task.broken_patch)
@@ -99,8 +99,8 @@ class PinnedProjectSource(_TreeSource):
         self.fallback = fallback
 
     def _base(self, task: TaskRecord) -> Path:
-        from core.pin import pin_path, read_pin
-        from harvester.task_tree import TreeSource
+        from dbt_harvest.core.pin import pin_path, read_pin
+        from dbt_harvest.harvester.task_tree import TreeSource
 
         try:
             pin = read_pin(pin_path(task.pin, self.pins))
@@ -115,12 +115,12 @@ class PinnedProjectSource(_TreeSource):
 
     def original_files(self, task: TaskRecord) -> dict[str, str]:
         """The project's text files at the pin's commit, before the task's bug."""
-        from harvester.task_tree import project_files
+        from dbt_harvest.harvester.task_tree import project_files
 
         return project_files(self._base(task))
 
     def broken_files(self, task: TaskRecord) -> Mapping[str, str]:
-        from core.pin import pin_path
+        from dbt_harvest.core.pin import pin_path
 
         if not pin_path(task.pin, self.pins).is_file():
             if self.fallback is not None:
@@ -139,7 +139,7 @@ class GitProjectSource(_TreeSource):
         self.repos_root = Path(repos_root)
 
     def _repo_path(self, task: TaskRecord) -> Path:
-        from harvester.gitstore import mirror_key
+        from dbt_harvest.harvester.gitstore import mirror_key
 
         url = task.repo if "://" in task.repo or task.repo.startswith("git@") else f"https://github.com/{task.repo}"
         slug = task.repo.rstrip("/").removesuffix(".git").split("/")[-2:]
@@ -158,7 +158,7 @@ class GitProjectSource(_TreeSource):
         """The commit's tree, exported once per process (harvester.gitstore: no .git, links kept)."""
         import pygit2
 
-        from harvester.gitstore import GitStore
+        from dbt_harvest.harvester.gitstore import GitStore
 
         repo_path = self._repo_path(task)
         exports: dict[tuple[str, str], Path] = self.__dict__.setdefault("_exports", {})

@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.task_record import TaskRecord
-from harvester.grading.verdict import Graded
-from train.completion import MalformedCompletion, completion_text, parse_completion
-from train.project import ProjectSource
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.train.completion import MalformedCompletion, completion_text, parse_completion
+from dbt_harvest.train.project import ProjectSource
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from typing import Any
 
 import tomli_w
 
-from core import atomic
-from core.task_record import TaskRecord
-from train.base_model import BaseModel
-from train.configs import RunConfig
-from train.errors import TrainError
-from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256
-from train.manifest import build_manifest, write_manifest
+from dbt_harvest.core import atomic
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.base_model import BaseModel
+from dbt_harvest.train.configs import RunConfig
+from dbt_harvest.train.errors import TrainError
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256
+from dbt_harvest.train.manifest import build_manifest, write_manifest
 
 CHECKPOINTS_DIR = "checkpoints"
 
@@ -108,7 +108,7 @@ def trl_arguments(cls: type, config: RunConfig, output_dir: Path, gate: bool = F
     GPU, a bad scheduler name) become one-line TrainConfigErrors."""
     from transformers import HfArgumentParser
 
-    from train.errors import TrainConfigError
+    from dbt_harvest.train.errors import TrainConfigError
 
     arguments = {**trainer_arguments(config, output_dir, gate), **kind_specific, **dict(config.train.trl)}
     if gate:

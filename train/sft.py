@@ -14,19 +14,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from train.budget import fit
-from train.configs import RunConfig
-from train.gate import GateReport, planned_steps, run_gate
-from train.project import GitProjectSource, PinnedProjectSource, ProjectSource
-from train.runner import (
+from dbt_harvest.train.budget import fit
+from dbt_harvest.train.configs import RunConfig
+from dbt_harvest.train.gate import GateReport, planned_steps, run_gate
+from dbt_harvest.train.project import GitProjectSource, PinnedProjectSource, ProjectSource
+from dbt_harvest.train.runner import (
     CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
 )
-from train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
+from dbt_harvest.train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
 
 
 def default_project(config: RunConfig) -> ProjectSource:
     """``[data] repos`` when set (a folder of git repositories by name), else each task's own pin."""
-    from core.home import mirrors_dir, pins_dir
+    from dbt_harvest.core.home import mirrors_dir, pins_dir
 
     if config.data.repos:
         return GitProjectSource(Path(config.data.repos))
@@ -37,7 +37,7 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
     """Train (or, with ``gate``, measure one step of) the SFT run the config describes."""
     from trl import SFTConfig, SFTTrainer
 
-    from train.base_model import load_base, lora_config
+    from dbt_harvest.train.base_model import load_base, lora_config
 
     started = time.perf_counter()
     project = project or default_project(config)

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.task_record import TaskRecord, read_task
-from train.completion import render_files
-from train.errors import TrainDataError
-from corpora.firewall import require_train
-from train.project import ProjectSource, corrected_files, relevant_files
+from dbt_harvest.core.task_record import TaskRecord, read_task
+from dbt_harvest.train.completion import render_files
+from dbt_harvest.train.errors import TrainDataError
+from dbt_harvest.corpora.firewall import require_train
+from dbt_harvest.train.project import ProjectSource, corrected_files, relevant_files
 
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project. A hidden check compares the project's output tables "
@@ -74,8 +74,8 @@ def load_train_tasks(tasks_dir: str, max_rows: int = 0) -> list[TaskRecord]:
     a train record: a dev or test record there is refused (FirewallError), not skipped.
     """
     if not tasks_dir:
-        from corpora.store import load_tasks
-        from core.home import harvest_home, pins_dir
+        from dbt_harvest.corpora.store import load_tasks
+        from dbt_harvest.core.home import harvest_home, pins_dir
 
         records = load_tasks("train", harvest_home(), pins_dir(), purpose="train")
         where = "the train split of HARVEST_HOME"

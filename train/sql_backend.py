@@ -23,11 +23,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
-from core.task_record import TaskRecord
-from train.project import ProjectSource
-from harvester.grading.verdict import Graded
-from train.reward import EditingBackend, RewardResult
+from dbt_harvest.core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.project import ProjectSource
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.train.reward import EditingBackend, RewardResult
 
 _REF = re.compile(r"\{\{\s*ref\(\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
 _SOURCE = re.compile(r"\{\{\s*source\(\s*['\"][A-Za-z0-9_]+['\"]\s*,\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
@@ -89,7 +89,7 @@ class DuckDBSqlBackend:
         return self._editing.score_completion(task, completion)
 
     def _gold(self, task: TaskRecord) -> Path:
-        from harvester.gold import gold_path
+        from dbt_harvest.harvester.gold import gold_path
 
         path = gold_path(task.gold_sha256, verify=task.gold_sha256 not in self._verified)
         self._verified.add(task.gold_sha256)
@@ -98,7 +98,7 @@ class DuckDBSqlBackend:
     def build_and_score(self, task: TaskRecord, edits: Mapping[str, str]) -> Graded:
         import duckdb
 
-        from core.scorer import score
+        from dbt_harvest.core.scorer import score
 
         files = {**self.project.broken_files(task), **edits}
         try:

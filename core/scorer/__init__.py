@@ -15,13 +15,13 @@ Gold-side failures raise GoldTableError (a HarvestError); submission-side failur
 
 from __future__ import annotations
 
-from core.scorer.errors import GoldFileError, GoldTableError
-from core.scorer.explain import Explanation, explain
-from core.scorer.grading import grade
-from core.scorer.source import Source
-from core.scorer.spec import GradingSpec
-from core.scorer.verdict import Score, TableVerdict, Verdict
-from core.scorer.versions import VERIFIED_DUCKDB, VERIFIED_PANDAS, versions_verified
+from dbt_harvest.core.scorer.errors import GoldFileError, GoldTableError
+from dbt_harvest.core.scorer.explain import Explanation, explain
+from dbt_harvest.core.scorer.grading import grade
+from dbt_harvest.core.scorer.source import Source
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.scorer.verdict import Score, TableVerdict, Verdict
+from dbt_harvest.core.scorer.versions import VERIFIED_DUCKDB, VERIFIED_PANDAS, versions_verified
 
 
 def official(gold: Source, pred: Source, spec: GradingSpec) -> Verdict:

@@ -7,7 +7,7 @@ one line and exits 1.
 
 from __future__ import annotations
 
-from core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError
 
 
 class GoldTableError(HarvestError):

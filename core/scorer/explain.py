@@ -14,12 +14,12 @@ from typing import Any
 
 import duckdb
 
-from core.scorer import literal
-from core.scorer.grading import TableWork, grade
-from core.scorer.source import Source
-from core.scorer.spec import GradingSpec
-from core.scorer.vectors import mismatches, render
-from core.scorer.verdict import Verdict
+from dbt_harvest.core.scorer import literal
+from dbt_harvest.core.scorer.grading import TableWork, grade
+from dbt_harvest.core.scorer.source import Source
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.scorer.vectors import mismatches, render
+from dbt_harvest.core.scorer.verdict import Verdict
 
 MAX_EXAMPLES = 3
 

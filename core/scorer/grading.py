@@ -15,12 +15,12 @@ from typing import Any
 
 import duckdb
 
-from core.scorer import literal
-from core.scorer.errors import GoldTableError
-from core.scorer.source import LoadedTable, fetch_frame, Source, SubmissionFailure, load_table, open_source
-from core.scorer.spec import GradingSpec
-from core.scorer.vectors import Scratch, Side, TablePair, strict_rows_match
-from core.scorer.verdict import TableVerdict, Verdict
+from dbt_harvest.core.scorer import literal
+from dbt_harvest.core.scorer.errors import GoldTableError
+from dbt_harvest.core.scorer.source import LoadedTable, fetch_frame, Source, SubmissionFailure, load_table, open_source
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.scorer.vectors import Scratch, Side, TablePair, strict_rows_match
+from dbt_harvest.core.scorer.verdict import TableVerdict, Verdict
 
 MAX_STRICT_MAPPINGS = 64
 

@@ -12,7 +12,7 @@ import itertools
 import math
 from typing import Any
 
-from core.scorer.source import sort_key
+from dbt_harvest.core.scorer.source import sort_key
 
 ABS_TOL = 0.01
 

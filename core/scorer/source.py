@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.locked_duckdb import Lock, LockedDuckDBError, bounded, connect_locked
-from core.scorer.errors import GoldFileError, GoldTableError
+from dbt_harvest.core.locked_duckdb import Lock, LockedDuckDBError, bounded, connect_locked
+from dbt_harvest.core.scorer.errors import GoldFileError, GoldTableError
 
 #: The lock of every connection the scorer opens itself: no file access, no extensions, locked; DuckDB's
 #: own memory and thread defaults (scoring is not the place to slow down).

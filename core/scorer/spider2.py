@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.scorer.errors import GoldFileError, GoldTableError
-from core.scorer.source import is_plain_identifier, open_source
-from core.scorer.spec import GradingSpec
-from core.atomic import sha256_file
-from core.errors import HarvestError
+from dbt_harvest.core.scorer.errors import GoldFileError, GoldTableError
+from dbt_harvest.core.scorer.source import is_plain_identifier, open_source
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.atomic import sha256_file
+from dbt_harvest.core.errors import HarvestError
 
 METADATA_NAME = "spider2_eval.jsonl"
 RESULTS_METADATA_NAME = "results_metadata.jsonl"
@@ -448,7 +448,7 @@ def _show_tables(gold: Path) -> list[str]:
 def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], results: Path, gold_dir: Path,
                    alias: str | None = None, results_stopped: str = "") -> InstanceResult:
     """Score one instance; ``record`` is the merged line (None when the instance was not submitted)."""
-    from core.scorer import score
+    from dbt_harvest.core.scorer import score
 
     iid = str(gold_record["instance_id"])
     overridden = sorted(k for k in (record or {}) if k != "instance_id" and k in gold_record

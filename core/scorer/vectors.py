@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.scorer.multiset import (
+from dbt_harvest.core.scorer.multiset import (
     Form,
     Identity,
     TextForm,
@@ -58,7 +58,7 @@ from core.scorer.multiset import (
     same_multiset_under,
     text_form,
 )
-from core.scorer.source import ColumnInfo, LoadedTable, one_array
+from dbt_harvest.core.scorer.source import ColumnInfo, LoadedTable, one_array
 
 ABS_TOL = 0.01
 REL_TOL = 1e-9
@@ -125,8 +125,8 @@ class Scratch:
 
     def get(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            from core.locked_duckdb import connect_locked
-            from core.scorer.source import SCORER_LOCK
+            from dbt_harvest.core.locked_duckdb import connect_locked
+            from dbt_harvest.core.scorer.source import SCORER_LOCK
 
             self._con = connect_locked(":memory:", SCORER_LOCK)
         return self._con

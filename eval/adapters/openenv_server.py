@@ -38,10 +38,10 @@ from pydantic import Field
 
 import threading
 
-from core.errors import HarvestError
-from eval.env.environment import DatasetTasks, EnvSettings, RepairEnvironment
-from eval.env.errors import InvalidAction
-from eval.env.tools import check_args
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.eval.env.environment import DatasetTasks, EnvSettings, RepairEnvironment
+from dbt_harvest.eval.env.errors import InvalidAction
+from dbt_harvest.eval.env.tools import check_args
 
 TOOLS = ("list_files", "read_file", "write_file", "query", "dbt", "validate", "submit")
 #: the largest request body (HTTP) or message (WebSocket) the server reads; a write_file of the largest file

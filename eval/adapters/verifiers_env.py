@@ -23,7 +23,7 @@ from typing import Any
 
 def task_ids(dataset: str, split: str = "train") -> list[str]:
     """The instance ids of the split's rows, in the dataset's order."""
-    from corpora.materialize import dataset_ref, load_rows
+    from dbt_harvest.corpora.materialize import dataset_ref, load_rows
 
     return [row["instance_id"] for row in load_rows(dataset_ref(dataset), split)[split]]
 

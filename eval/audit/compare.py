@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from core import atomic
-from eval.audit.report import build_report
-from eval.audit.rundir import RunDir
-from eval.env.errors import EnvError
+from dbt_harvest.core import atomic
+from dbt_harvest.eval.audit.report import build_report
+from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.env.errors import EnvError
 
 
 class CompareError(EnvError):

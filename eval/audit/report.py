@@ -12,9 +12,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from eval.audit.rundir import RunDir
-from eval.ladder import MISSING, RUNGS
-from core import atomic
+from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.ladder import MISSING, RUNGS
+from dbt_harvest.core import atomic
 
 CRASHED = "crashed"
 

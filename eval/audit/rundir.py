@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.env.errors import EnvError
-from core import atomic
-from core.task_record import TaskRecord
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.core import atomic
+from dbt_harvest.core.task_record import TaskRecord
 
 RUN_FORMAT = 1
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.audit.rundir import RunDir, task_entry, task_set_sha256
-from eval.drivers.base import Driver
-from eval.env.environment import EnvSettings, RepairEnvironment
-from eval.env.episode import EpisodeLimits, EpisodeOutcome
-from eval.env.tools import RunSettings
-from eval.ladder import classify
-from core.task_record import TaskRecord
+from dbt_harvest.eval.audit.rundir import RunDir, task_entry, task_set_sha256
+from dbt_harvest.eval.drivers.base import Driver
+from dbt_harvest.eval.env.environment import EnvSettings, RepairEnvironment
+from dbt_harvest.eval.env.episode import EpisodeLimits, EpisodeOutcome
+from dbt_harvest.eval.env.tools import RunSettings
+from dbt_harvest.eval.ladder import classify
+from dbt_harvest.core.task_record import TaskRecord
 
 CRASHED = "crashed"
 
@@ -42,8 +42,8 @@ def _explain(task: TaskRecord, outcome: EpisodeOutcome) -> str:
         return f"no submission ({outcome.status})"
     if not submission.built:
         return f"the final build fails: {submission.first_error}"
-    from core.scorer import explain
-    from harvester.gold import gold_path
+    from dbt_harvest.core.scorer import explain
+    from dbt_harvest.harvester.gold import gold_path
 
     try:
         assert submission.capture is not None

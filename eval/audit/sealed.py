@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from corpora.chain import append_entry, read_chain
-from corpora.recipe import FrozenRecipe
-from eval.env.errors import EnvError
-from core.task_record import TaskRecord
+from dbt_harvest.corpora.chain import append_entry, read_chain
+from dbt_harvest.corpora.recipe import FrozenRecipe
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.core.task_record import TaskRecord
 
 RESULTS_NAME = "_test_audits.jsonl"
 RESULT_FIELDS = ("recipe", "time", "official", "n", "prev")
@@ -49,7 +49,7 @@ def check_recipe(recipe: Path, pins: Path) -> FrozenRecipe:
 
     Reads nothing sealed: the audit calls it before it prepares the driver and before the unseal.
     """
-    from corpora.sealed import check_recipe as verified
+    from dbt_harvest.corpora.sealed import check_recipe as verified
 
     frozen = verified(recipe)
     refuse_if_audited(pins, frozen.recipe)
@@ -62,7 +62,7 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None)
     ``--model`` may name another copy of the base model (a local folder of the same weights); ``--adapter``,
     when given, must be the recipe's adapter byte for byte, since the audit's result is the recipe's.
     """
-    from corpora.recipe import ADAPTER_DIR, folder_sha256
+    from dbt_harvest.corpora.recipe import ADAPTER_DIR, folder_sha256
 
     recipe_adapter = frozen.run_dir / ADAPTER_DIR
     if adapter and Path(adapter).resolve() != recipe_adapter.resolve():
@@ -91,8 +91,8 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None)
 
 def unseal_tasks(recipe: Path, home: Path, pins: Path) -> tuple[dict[str, Any], list[TaskRecord]]:
     """Unseal the test split for a frozen recipe; -> (token fields for run.json, the test tasks)."""
-    from corpora.sealed import unseal
-    from corpora.store import load_tasks
+    from dbt_harvest.corpora.sealed import unseal
+    from dbt_harvest.corpora.store import load_tasks
 
     check_recipe(recipe, pins)
     token = unseal(recipe, home=home, pins=pins)
@@ -102,8 +102,8 @@ def unseal_tasks(recipe: Path, home: Path, pins: Path) -> tuple[dict[str, Any], 
 
 def resume_tasks(sealed: dict[str, Any], home: Path, pins: Path) -> list[TaskRecord]:
     """The test tasks again, for an interrupted run folder, with the token it recorded (checked by corpora)."""
-    from corpora.sealed import UnsealToken
-    from corpora.store import load_tasks
+    from dbt_harvest.corpora.sealed import UnsealToken
+    from dbt_harvest.corpora.store import load_tasks
 
     refuse_if_audited(pins, str(sealed.get("recipe")))
     try:
@@ -115,7 +115,7 @@ def resume_tasks(sealed: dict[str, Any], home: Path, pins: Path) -> list[TaskRec
 
 def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], now: str | None = None) -> dict[str, Any]:
     """Append the finished test audit to the committed results ledger; refuse a second one for the recipe."""
-    from corpora.locks import locked
+    from dbt_harvest.corpora.locks import locked
 
     with locked(pins):
         lines = results(pins)

@@ -4,6 +4,6 @@
 model drivers share.
 """
 
-from eval.drivers.base import DRIVERS, Driver, DriverError, make_driver
+from dbt_harvest.eval.drivers.base import DRIVERS, Driver, DriverError, make_driver
 
 __all__ = ["DRIVERS", "Driver", "DriverError", "make_driver"]

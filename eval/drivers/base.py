@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from eval.env.environment import RepairEnvironment
-from eval.env.errors import EnvError
-from core.task_record import TaskRecord
+from dbt_harvest.eval.env.environment import RepairEnvironment
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.core.task_record import TaskRecord
 
 DRIVERS = ("oracle", "noop", "wrong", "openai", "hf")
 
@@ -51,23 +51,23 @@ class Driver(Protocol):
 def make_driver(name: str, **options: Any) -> Driver:
     """A driver by name; options are the driver's own (model, base_url, adapter, ...)."""
     if name == "oracle":
-        from eval.drivers.scripted import OracleDriver
+        from dbt_harvest.eval.drivers.scripted import OracleDriver
 
         return OracleDriver()
     if name == "noop":
-        from eval.drivers.scripted import NoopDriver
+        from dbt_harvest.eval.drivers.scripted import NoopDriver
 
         return NoopDriver()
     if name == "wrong":
-        from eval.drivers.scripted import WrongDriver
+        from dbt_harvest.eval.drivers.scripted import WrongDriver
 
         return WrongDriver()
     if name == "openai":
-        from eval.drivers.openai import OpenAIDriver
+        from dbt_harvest.eval.drivers.openai import OpenAIDriver
 
         return OpenAIDriver(**options)
     if name == "hf":
-        from eval.drivers.hf import HFDriver
+        from dbt_harvest.eval.drivers.hf import HFDriver
 
         return HFDriver(**options)
     raise EnvError(f"unknown driver {name!r}; one of {', '.join(DRIVERS)}")

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from eval.env.environment import RepairEnvironment, tool_schemas
-from core.task_record import TaskRecord
+from dbt_harvest.eval.env.environment import RepairEnvironment, tool_schemas
+from dbt_harvest.core.task_record import TaskRecord
 
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project whose output is wrong. Use the tools to inspect the "

@@ -20,10 +20,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from eval.drivers.base import DriverError
-from eval.drivers.chat import AssistantTurn, ContextFull, ToolCall, play_chat
-from eval.env.environment import RepairEnvironment
-from core.task_record import TaskRecord
+from dbt_harvest.eval.drivers.base import DriverError
+from dbt_harvest.eval.drivers.chat import AssistantTurn, ContextFull, ToolCall, play_chat
+from dbt_harvest.eval.env.environment import RepairEnvironment
+from dbt_harvest.core.task_record import TaskRecord
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")

@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval.drivers.base import DriverError
-from eval.drivers.chat import AssistantTurn, ToolCall, play_chat
-from eval.env.environment import RepairEnvironment
-from core.task_record import TaskRecord
+from dbt_harvest.eval.drivers.base import DriverError
+from dbt_harvest.eval.drivers.chat import AssistantTurn, ToolCall, play_chat
+from dbt_harvest.eval.env.environment import RepairEnvironment
+from dbt_harvest.core.task_record import TaskRecord
 
 #: sent as the key to a server that needs none (the SDK requires one); never a real credential
 NO_KEY = "no-key"

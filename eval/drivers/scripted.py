@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval.env.environment import RepairEnvironment
-from core.patching import apply_to_text, parse_patch
-from core.task_record import TaskRecord
+from dbt_harvest.eval.env.environment import RepairEnvironment
+from dbt_harvest.core.patching import apply_to_text, parse_patch
+from dbt_harvest.core.task_record import TaskRecord
 
 
 def _apply_patch_through_tools(env: RepairEnvironment, patch: str) -> bool:
     """Read each file the patch touches, apply it, write the result; False if it did not apply."""
-    from core.patching import PatchError
+    from dbt_harvest.core.patching import PatchError
 
     for file_patch in parse_patch(patch):
         current = env.read_file(file_patch.path)

@@ -6,8 +6,8 @@ tools.py implements the tools; grading.py builds and scores a submission. Nothin
 scorer's explainer: why a submission failed is for people (the audit), never for the agent.
 """
 
-from eval.env.environment import EnvSettings, RepairEnvironment, tool_schemas
-from eval.env.episode import (
+from dbt_harvest.eval.env.environment import EnvSettings, RepairEnvironment, tool_schemas
+from dbt_harvest.eval.env.episode import (
     ABANDONED,
     LOOPED,
     RUNNING,
@@ -17,9 +17,9 @@ from eval.env.episode import (
     EpisodeLimits,
     EpisodeOutcome,
 )
-from eval.env.errors import EnvError, InvalidAction
-from harvester.grading.verdict import Graded
-from eval.env.tools import TOOL_NAMES, RunSettings
+from dbt_harvest.eval.env.errors import EnvError, InvalidAction
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.eval.env.tools import TOOL_NAMES, RunSettings
 
 __all__ = [
     "ABANDONED", "LOOPED", "RUNNING", "SUBMITTED", "TURN_CAP", "EnvError", "EnvSettings", "Episode",

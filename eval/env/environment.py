@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.env import tools
-from eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
-from eval.env.errors import EnvError
-from eval.env.workspace import TaskWorkspace, discard, materialize
-from core.task_record import TaskRecord
-from harvester.grading.warm import WarmBuilds
+from dbt_harvest.eval.env import tools
+from dbt_harvest.eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.eval.env.workspace import TaskWorkspace, discard, materialize
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.grading.warm import WarmBuilds
 
 TaskSource = Callable[[str], TaskRecord]
 
@@ -48,14 +48,14 @@ class DatasetTasks:
     """
 
     def __init__(self, dataset: str, split: str = "train", *, repo_mirror: Path | None = None) -> None:
-        from corpora.materialize import dataset_ref, load_rows
+        from dbt_harvest.corpora.materialize import dataset_ref, load_rows
 
         self.dataset, self.split, self.repo_mirror = dataset, split, repo_mirror
         self._ref = dataset_ref(dataset)
         self.rows = {r["instance_id"]: r for r in load_rows(self._ref, split)[split]}
 
     def __call__(self, instance_id: str) -> TaskRecord:
-        from corpora.materialize import find_row, gold_for, row_task
+        from dbt_harvest.corpora.materialize import find_row, gold_for, row_task
 
         if instance_id not in self.rows:
             raise EnvError(f"no task {instance_id!r} in the {self.split} split of {self.dataset}")
@@ -64,7 +64,7 @@ class DatasetTasks:
         return row_task(row, self.split)
 
     def source(self, instance_id: str):  # -> harvester.task_tree.TreeSource
-        from corpora.materialize import find_row, row_source
+        from dbt_harvest.corpora.materialize import find_row, row_source
 
         if instance_id not in self.rows:
             raise EnvError(f"no task {instance_id!r} in the {self.split} split of {self.dataset}")
@@ -85,8 +85,8 @@ class EnvSettings:
 
 
 def _train_tasks() -> TaskSource:
-    from corpora.store import load_tasks
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     by_id = {t.instance_id: t for t in load_tasks("train", harvest_home(), pins_dir(), purpose="train")}
 
@@ -146,7 +146,7 @@ class RepairEnvironment:
             self._source = _train_tasks()
         task = self._source(instance_id)
         self._close()
-        from core.home import pins_dir
+        from dbt_harvest.core.home import pins_dir
 
         source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
         workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)

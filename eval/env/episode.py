@@ -22,15 +22,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from eval.env import tools
-from eval.env.errors import InvalidAction
-from eval.env.grading import grade
-from harvester.grading.verdict import Graded
-from harvester.grading.warm import WarmBuilds
-from eval.env.guard import WorkspaceGuard
-from eval.env.workspace import TaskWorkspace
-from core.errors import HarvestError
-from core.task_record import TaskRecord
+from dbt_harvest.eval.env import tools
+from dbt_harvest.eval.env.errors import InvalidAction
+from dbt_harvest.eval.env.grading import grade
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.harvester.grading.warm import WarmBuilds
+from dbt_harvest.eval.env.guard import WorkspaceGuard
+from dbt_harvest.eval.env.workspace import TaskWorkspace
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.task_record import TaskRecord
 
 RUNNING, SUBMITTED, LOOPED, TURN_CAP, ABANDONED = "running", "submitted", "looped", "turn_cap", "abandoned"
 NO_TOOL_CALL = "<no tool call>"
@@ -218,7 +218,7 @@ class Episode:
         """The validate answer through the one grading path (None: build the workspace instead)."""
         if not self.settings.graded_edits:
             return None
-        from eval.env.graded_edits import validate_edits
+        from dbt_harvest.eval.env.graded_edits import validate_edits
 
         return validate_edits(self.task, self.edits, limits=self.settings.limits, warm=self._warm)
 
@@ -227,8 +227,8 @@ class Episode:
         allow; None: build the workspace instead)."""
         if not self.settings.graded_edits or self._grader is not grade:
             return None
-        from eval.env.graded_edits import submit_edits
-        from harvester.sandbox import safe_fs
+        from dbt_harvest.eval.env.graded_edits import submit_edits
+        from dbt_harvest.harvester.sandbox import safe_fs
 
         holder = self.workspace.root / ".harvest_fast"
         safe_fs.rmtree(holder)

@@ -7,7 +7,7 @@ made) and, deriving from HarvestError, prints as one line in the CLI.
 
 from __future__ import annotations
 
-from core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError
 
 
 class EnvError(HarvestError):

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.errors import HarvestError
-from core.task_record import TaskRecord
-from eval.env.tools import validate_answer
-from harvester.grading import Graded, Unsupported, grade
-from harvester.grading.warm import WarmBuilds
-from harvester.sandbox import Limits
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.eval.env.tools import validate_answer
+from dbt_harvest.harvester.grading import Graded, Unsupported, grade
+from dbt_harvest.harvester.grading.warm import WarmBuilds
+from dbt_harvest.harvester.sandbox import Limits
 
 #: the strategy that answers when the fast path cannot (None: report that only dbt can answer)
 FALLBACK = "naive"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 
-from eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
-from eval.env.workspace import TaskWorkspace
-from core.task_record import TaskRecord
-from harvester.grading.verdict import Graded, grade_build
-from harvester.sandbox import safe_fs
+from dbt_harvest.eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
+from dbt_harvest.eval.env.workspace import TaskWorkspace
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.grading.verdict import Graded, grade_build
+from dbt_harvest.harvester.sandbox import safe_fs
 
 
 def _clean_build_state(ws: TaskWorkspace) -> None:
@@ -30,8 +30,8 @@ def _clean_build_state(ws: TaskWorkspace) -> None:
 
 def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
     """Build the workspace once more (seed, build, capture) and score it; a failed build scores 0 and 0."""
-    from harvester.build import build_workspace
-    from harvester.gold import gold_path
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.gold import gold_path
 
     started = time.perf_counter()
     _clean_build_state(ws)

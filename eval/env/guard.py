@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from eval.env.errors import EnvError
-from harvester.sandbox import safe_fs
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.harvester.sandbox import safe_fs
 
 #: Files of a workspace the sandbox and the grader own (hidden from the agent, rewritten by every run).
 SANDBOX_PREFIX = ".harvest"

@@ -16,9 +16,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from eval.env.errors import InvalidAction
-from harvester.sandbox import safe_fs
-from harvester.task_tree import NOT_PROJECT, is_hidden
+from dbt_harvest.eval.env.errors import InvalidAction
+from dbt_harvest.harvester.sandbox import safe_fs
+from dbt_harvest.harvester.task_tree import NOT_PROJECT, is_hidden
 
 #: Folder names never written (vendored packages, build output, VCS): what is not the project.
 NEVER_WRITE = NOT_PROJECT
@@ -57,7 +57,7 @@ def _clean_folder(project_dir: str, folder: str) -> str | None:
 
 def policy_for(root: Path, project_dir: str) -> PathPolicy:
     """The policy of a workspace: its project's (and a parent package's) model/macro/seed/test folders."""
-    from harvester.discovery import discover
+    from dbt_harvest.harvester.discovery import discover
 
     root = Path(root).resolve()
     projects = [project_dir or "."]

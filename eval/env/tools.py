@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.env import policy as files
-from eval.env.errors import InvalidAction
-from eval.env.workspace import TaskWorkspace
-from harvester.sandbox import Limits, safe_fs
+from dbt_harvest.eval.env import policy as files
+from dbt_harvest.eval.env.errors import InvalidAction
+from dbt_harvest.eval.env.workspace import TaskWorkspace
+from dbt_harvest.harvester.sandbox import Limits, safe_fs
 
 DBT_COMMANDS = ("build", "run", "test", "compile", "seed")
 #: One node-selection token: names, paths, tags, graph operators; never a flag.
@@ -101,7 +101,7 @@ def write_file(ws: TaskWorkspace, path: str, content: str) -> str:
 
 
 def _profile(ws: TaskWorkspace) -> None:
-    from harvester.sandbox import write_profile
+    from dbt_harvest.harvester.sandbox import write_profile
 
     write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, db_file=ws.db_file)
 
@@ -119,7 +119,7 @@ def _selection(select: str) -> tuple[str, ...]:
 
 
 def dbt(ws: TaskWorkspace, settings: RunSettings, command: str, select: str = "") -> str:
-    from harvester.sandbox import DbtStep, run_steps
+    from dbt_harvest.harvester.sandbox import DbtStep, run_steps
 
     if command not in DBT_COMMANDS:
         raise InvalidAction(f"dbt command {command!r} is not allowed; use one of {', '.join(DBT_COMMANDS)}")
@@ -146,7 +146,7 @@ def dbt(ws: TaskWorkspace, settings: RunSettings, command: str, select: str = ""
 
 
 def query(ws: TaskWorkspace, settings: RunSettings, sql: str) -> str:
-    from harvester.sandbox import QueryStep, run_steps
+    from dbt_harvest.harvester.sandbox import QueryStep, run_steps
 
     if not sql.strip():
         raise InvalidAction("query: sql is empty")
@@ -174,7 +174,7 @@ def render_rows(columns: list[Any], rows: list[list[Any]], truncated: bool) -> s
 
 def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
     """The task's local checks: a full seed + build with dbt tests; says pass or fail and why."""
-    from harvester.build import build_workspace
+    from dbt_harvest.harvester.build import build_workspace
 
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,

@@ -13,11 +13,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.env.errors import EnvError
-from eval.env.policy import PathPolicy, policy_for
-from core.errors import HarvestError
-from core.task_record import TaskRecord
-from harvester.task_tree import TreeSource
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.eval.env.policy import PathPolicy, policy_for
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.task_tree import TreeSource
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,9 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
     The tree is ``harvester.task_tree.broken_tree``'s, the one every consumer of a task gets. ``source``, for
     a task read from a dataset row, says how to rebuild its tree (the row's pin facts, compat patch and
     repository mirror); otherwise the pin is read from ``pins``."""
-    from harvester.discovery import discover
-    from core.pin import pin_path, read_pin
-    from harvester.task_tree import broken_tree
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.task_tree import broken_tree
 
     try:
         pin = source.pin if source is not None else read_pin(pin_path(task.pin, pins))
@@ -71,6 +71,6 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
 
 def discard(workspace: TaskWorkspace) -> None:
     """Remove the workspace and the temporary folder holding it (by fd: a link inside is never followed)."""
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     safe_fs.rmtree(workspace.root.parent)

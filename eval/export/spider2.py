@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import HarvestError
-from core.home import pin_folder_name
-from core.task_record import TaskRecord
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.home import pin_folder_name
+from dbt_harvest.core.task_record import TaskRecord
 
 DB_FILE = "build.duckdb"
 TASK_TYPE = "DBT"
@@ -110,7 +110,7 @@ def eval_line(task: TaskRecord) -> dict[str, Any]:
 
 def profile_text(profile: str, schema: str) -> str:
     """profiles.yml for the exported project: DuckDB at ./build.duckdb, the schema the pin builds in."""
-    from harvester.sandbox.profile import plain_profile_text
+    from dbt_harvest.harvester.sandbox.profile import plain_profile_text
 
     return plain_profile_text(profile, schema, DB_FILE)
 
@@ -166,9 +166,9 @@ def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str
     """Seed the task's project in the sandbox (keep that file), then apply the true repair (it restores
     the original file) and build at ``check_clock``. Mutations only touch models and every true repair
     restores the pin's tree, so one pass serves every task of the pin."""
-    from core.patching import apply_patch
-    from eval.env.workspace import discard, materialize
-    from harvester.sandbox import DbtStep, Limits, run_steps, write_profile
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.eval.env.workspace import discard, materialize
+    from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, write_profile
 
     ws = materialize(task, pins, scratch)
     name = pin_folder_name(task.pin)
@@ -204,11 +204,11 @@ def export_spider2(
     progress: Callable[[str], None] | None = None,
 ) -> ExportReport:
     """Write ``split``'s tasks to ``out`` in Spider 2.0-DBT's layout; see the module docstring."""
-    from core import atomic
-    from core.scorer import official
-    from corpora.store import load_tasks
-    from eval.env.workspace import discard, materialize
-    from harvester.gold import gold_path
+    from dbt_harvest.core import atomic
+    from dbt_harvest.core.scorer import official
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.eval.env.workspace import discard, materialize
+    from dbt_harvest.harvester.gold import gold_path
 
     out = Path(out)
     preflight(split, out)

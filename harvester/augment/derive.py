@@ -32,8 +32,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from core.patching import make_patch
-from harvester.augment.trace import Lineage, trace
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.harvester.augment.trace import Lineage, trace
 
 #: families whose distinguishing condition this module can derive
 FAMILIES = ("null", "time", "filter", "join", "grain")

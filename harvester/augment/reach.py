@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from harvester.mint.lineage import ModelNode, descendants
+from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
 
 
 def _unquoted(relation: str) -> str:

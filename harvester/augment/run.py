@@ -36,21 +36,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from core import atomic
-from core.clock import freeze_clock, parse_clock
-from core.errors import HarvestError
-from core.home import builds_dir, pins_dir
-from core.locked_duckdb import Lock, bounded, connect_locked
-from core.patching import apply_patch
-from core.pin import Pin, read_pin, pin_path, write_pin
-from harvester.augment.trace import Lineage, relation_key
-from harvester.augment.derive import (
+from dbt_harvest.core import atomic
+from dbt_harvest.core.clock import freeze_clock, parse_clock
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.home import builds_dir, pins_dir
+from dbt_harvest.core.locked_duckdb import Lock, bounded, connect_locked
+from dbt_harvest.core.patching import apply_patch
+from dbt_harvest.core.pin import Pin, read_pin, pin_path, write_pin
+from dbt_harvest.harvester.augment.trace import Lineage, relation_key
+from dbt_harvest.harvester.augment.derive import (
     FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedRow, SeedTable, propose, render,
     retemplate, upstream_seeds,
 )
-from harvester.mint.pipeline import MintOptions, MintTarget, mint
-from harvester.mint.shard import CandidateReport, ShardJob
-from harvester.sandbox import Limits
+from dbt_harvest.harvester.mint.pipeline import MintOptions, MintTarget, mint
+from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob
+from dbt_harvest.harvester.sandbox import Limits
 
 #: proposals tried alone when the augmentation holding all of them is discarded
 SINGLE_TRIES = 3
@@ -211,10 +211,10 @@ def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     screening re-runs a mutant): ``model``, its descendants, and their ancestors that rows in the seeds
     ``touched`` (default: those of ``rows``) reach (``augment/reach.py``); None where the rows or the
     project's SQL do not run there."""
-    from harvester.augment.reach import models_to_rerun, seed_feeds
-    from harvester.mint.engine import Engine
-    from harvester.mint.lineage import depth
-    from harvester.state import load_state
+    from dbt_harvest.harvester.augment.reach import models_to_rerun, seed_feeds
+    from dbt_harvest.harvester.mint.engine import Engine
+    from dbt_harvest.harvester.mint.lineage import depth
+    from dbt_harvest.harvester.state import load_state
 
     rerun_ids = models_to_rerun(nodes, seed_feeds(manifest), touched or [seed for seed, _ in rows], model)
 
@@ -256,8 +256,8 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
     re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
     of an augmented pin's two dbt builds."""
-    from harvester.mint.lineage import descendants
-    from harvester.mint.screen import _mut_relation, rerun
+    from dbt_harvest.harvester.mint.lineage import descendants
+    from dbt_harvest.harvester.mint.screen import _mut_relation, rerun
 
     engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch, model)
     if engine is None:
@@ -283,7 +283,7 @@ def _outputs(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable],
     """The fingerprints of ``model`` and its descendants (those not ephemeral) on the pin's data plus
     ``rows``, re-run as ``screen_rows`` re-runs them (the same models for every ``rows`` in the seeds
     ``touched``, so fingerprints compare like with like); None where they do not run."""
-    from harvester.mint.lineage import descendants
+    from dbt_harvest.harvester.mint.lineage import descendants
 
     engine = _rerun_with(pin, manifest, nodes, seeds, rows, scratch, model, touched)
     if engine is None:
@@ -324,12 +324,12 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     informative wrong repair (``WEAK_REASONS``: only proposals with rows aimed at the wrong repairs, which
     the re-mint then judges); per family the rejected counts (``invisible``, ``no_wrong_repair``); and why
     the others got none (reason -> count)."""
-    from harvester.mint.candidates import model_candidates
-    from harvester.mint.lineage import models
-    from harvester.mint.pipeline import load_reports
-    from harvester.state import load_state
-    from harvester.workspace import template
-    from mutators import transplant
+    from dbt_harvest.harvester.mint.candidates import model_candidates
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.mint.pipeline import load_reports
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
+    from dbt_harvest.mutators import transplant
 
     rejected = [r for r in load_reports(pin.id)
                 if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS)
@@ -432,7 +432,7 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
     written (committed with the corpus, whose patches are derived again rather than committed: they
     carry rows cloned from the repository's seeds) its patch is stored and it is returned, built first if
     this home lacks its gold or state (:func:`rebuild_augmented`)."""
-    from harvester.workspace import augmentation_path
+    from dbt_harvest.harvester.workspace import augmentation_path
 
     sha = hashlib.sha256(patch_text.encode()).hexdigest()
     pin_id = f"{base.id}+aug-{sha[:12]}"
@@ -454,9 +454,9 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
 
 def built_here(pin: Pin) -> bool:
     """Whether this ``HARVEST_HOME`` holds the pin's gold and built state (a fresh home holds neither)."""
-    from core.errors import GoldError
-    from harvester.gold import gold_path
-    from harvester.state import load_state
+    from dbt_harvest.core.errors import GoldError
+    from dbt_harvest.harvester.gold import gold_path
+    from dbt_harvest.harvester.state import load_state
 
     try:
         gold_path(pin.gold_sha256)
@@ -476,7 +476,7 @@ def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> P
     with that name only, as `harvest add --rebuild` renames a base pin's gold: its tasks minted again differ
     from the locked ones only in the gold name. AugmentRebuildError when the base is not built here or the
     tables differ."""
-    from harvester.workspace import augmentation_text
+    from dbt_harvest.harvester.workspace import augmentation_text
 
     base_path = pin_path(pin.augments, pins_dir())
     if not base_path.is_file():
@@ -510,12 +510,12 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     ``pin_id``; the gold's name and the tables. ``expect``: the gold name the build must give (a committed
     pin rebuilt), unless its tables are the ``recorded`` ones (then the gold is installed under its content
     name, see :func:`rebuild_augmented`), else nothing is installed."""
-    from harvester.add import Source, _gold_builds, _tables, AddOptions
-    from harvester.discovery import discover
-    from harvester.gold import gold_path, install_gold, matches
-    from harvester.gold_digest import content_digest
-    from harvester.state import install_state
-    from harvester.workspace import compat_patch_text, template
+    from dbt_harvest.harvester.add import Source, _gold_builds, _tables, AddOptions
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.gold import gold_path, install_gold, matches
+    from dbt_harvest.harvester.gold_digest import content_digest
+    from dbt_harvest.harvester.state import install_state
+    from dbt_harvest.harvester.workspace import compat_patch_text, template
 
     sha = hashlib.sha256(patch_text.encode()).hexdigest()
     run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
@@ -560,9 +560,9 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
 
 def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> set[str]:
     """dbt tests that fail on the base pin's own data (a fresh sandboxed build): those may keep failing."""
-    from harvester.build import build_workspace
-    from harvester.discovery import discover
-    from harvester.workspace import fresh_workspace
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.workspace import fresh_workspace
 
     workspace = fresh_workspace(base, run_dir / "base")
     project = discover(workspace, base.project_dir)
@@ -664,15 +664,15 @@ def _row() -> dict[str, int]:
 
 
 def _seeds_of(pin: Pin) -> dict[str, SeedTable]:
-    from harvester.state import load_state
-    from harvester.workspace import template
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
 
     return read_seeds(template(pin), pin.project_dir, load_state(pin.id).manifest)
 
 
 def _models_of(pin_id: str) -> dict[str, str]:
     """Candidate key -> model of the pin's mint reports (read once per base pin)."""
-    from harvester.mint.pipeline import load_reports
+    from dbt_harvest.harvester.mint.pipeline import load_reports
 
     return {r["key"]: r["model"] for r in load_reports(pin_id) if r.get("key")}
 

@@ -27,7 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.gitrepos import GitRepoError, make_git_repo, make_package_mirror
+from dbt_harvest.harvester.gitrepos import GitRepoError, make_git_repo, make_package_mirror
 
 PROJECTS_DIR = Path(__file__).resolve().parent / "projects"
 PROJECT_DIR = PROJECTS_DIR / "shop_analytics"

@@ -8,7 +8,7 @@ builds its candidates' variants in a warm sandbox of its own (``harvester.mint.c
 them with the same scorer; see docs/DESIGN.md "Grading an edited task".
 """
 
-from harvester.grading.edited import (
+from dbt_harvest.harvester.grading.edited import (
     MODES,
     RewardBuildError,
     build_and_score,
@@ -16,8 +16,8 @@ from harvester.grading.edited import (
     grade,
     release,
 )
-from harvester.grading.fast import Unsupported
-from harvester.grading.verdict import Graded
+from dbt_harvest.harvester.grading.fast import Unsupported
+from dbt_harvest.harvester.grading.verdict import Graded
 
 __all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt", "grade",
            "release"]

@@ -39,17 +39,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from harvester.build import BuildResult, build_workspace
-from core.errors import HarvestError
-from harvester.gold import gold_path
-from core.home import harvest_home, pins_dir, tmp_dir
-from harvester.mint.candidates import model_file
-from harvester.mint.lineage import ModelNode, models
-from core.patching import PatchError
-from core.pin import Pin, pin_path, read_pin
-from harvester.grading.verdict import Graded, grade_build
-from harvester.grading.warm import WarmBuilds
-from harvester.grading.fast import (
+from dbt_harvest.harvester.build import BuildResult, build_workspace
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.harvester.gold import gold_path
+from dbt_harvest.core.home import harvest_home, pins_dir, tmp_dir
+from dbt_harvest.harvester.mint.candidates import model_file
+from dbt_harvest.harvester.mint.lineage import ModelNode, models
+from dbt_harvest.core.patching import PatchError
+from dbt_harvest.core.pin import Pin, pin_path, read_pin
+from dbt_harvest.harvester.grading.verdict import Graded, grade_build
+from dbt_harvest.harvester.grading.warm import WarmBuilds
+from dbt_harvest.harvester.grading.fast import (
     DataTest,
     FastScorer,
     Unsupported,
@@ -59,10 +59,10 @@ from harvester.grading.fast import (
     data_tests,
     drop_relations,
 )
-from harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
-from harvester.state import DB_FILE, load_state
-from core.task_record import TaskRecord
-from harvester.task_tree import TreeSource, broken_tree
+from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
+from dbt_harvest.harvester.state import DB_FILE, load_state
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.task_tree import TreeSource, broken_tree
 
 
 
@@ -138,7 +138,7 @@ def _context(task: TaskRecord) -> TaskContext:
 
 
 def _prepare(task: TaskRecord) -> TaskContext:
-    from harvester.discovery import discover
+    from dbt_harvest.harvester.discovery import discover
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     if pin.gold_sha256 != task.gold_sha256:

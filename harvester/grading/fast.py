@@ -25,16 +25,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.locked_duckdb import connect_locked
-from core.scorer import score
-from core.scorer.spec import GradingSpec
-from harvester.mint.engine import MUT, Engine, ScreenSQLError
-from core.clock import freeze_clock
-from harvester.mint.lineage import ModelNode
-from harvester.grading.verdict import Graded
-from harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
-from mutators import transplant
-from mutators.edits import Edit
+from dbt_harvest.core.locked_duckdb import connect_locked
+from dbt_harvest.core.scorer import score
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.mint.engine import MUT, Engine, ScreenSQLError
+from dbt_harvest.core.clock import freeze_clock
+from dbt_harvest.harvester.mint.lineage import ModelNode
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
+from dbt_harvest.mutators import transplant
+from dbt_harvest.mutators.edits import Edit
 
 _JINJA_OPENERS = ("{{", "{%", "{#")
 _REBUILDABLE = {"table", "view", "incremental"}

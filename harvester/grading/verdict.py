@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.scorer.spec import GradingSpec
-from core.scorer.verdict import Score
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.scorer.verdict import Score
 
 #: how the verdict was reached: compiled SQL in the locked engine, an incremental sandboxed dbt build,
 #: a full sandboxed dbt build, the agent's own workspace built by the environment, the SQL-only backend,
@@ -82,7 +82,7 @@ def grade_build(gold: Path, built: Path | None, grading: GradingSpec, *, built_o
     captured nothing, else the scorer's verdicts on ``built`` (a capture of its tables) against ``gold``.
     The dbt strategies of ``grade``, the environment's workspace build and the mint's confirmation all
     turn a build into a verdict here."""
-    from core.scorer import score
+    from dbt_harvest.core.scorer import score
 
     facts: dict[str, Any] = {"tests_total": tests_total, "failed_tests": tuple(sorted(failed_tests)), "path": path,
                              "seconds": seconds}

@@ -39,13 +39,13 @@ import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.home import harvest_home, tmp_dir
-from core.pin import Pin
-from harvester.build import BuildResult, interpret
-from harvester.sandbox import CaptureStep, DbtStep, Limits, safe_fs
-from harvester.sandbox.profile import PROFILE_DIR
-from harvester.sandbox.runner import SCRATCH_DIR
-from harvester.sandbox.session import SandboxSession
+from dbt_harvest.core.home import harvest_home, tmp_dir
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.build import BuildResult, interpret
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, safe_fs
+from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
+from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
+from dbt_harvest.harvester.sandbox.session import SandboxSession
 
 PARTIAL_PARSE = "target/partial_parse.msgpack"  # under the dbt project folder
 

@@ -20,11 +20,11 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harvester.mint.domain import with_data_values
-from harvester.mint.lineage import ModelNode
-from core.pin import Pin
-from mutators import Mutation, candidates as mutations_of, mask_file, transplant
-from mutators.deadcode import dead_regions, touches_dead_code
+from dbt_harvest.harvester.mint.domain import with_data_values
+from dbt_harvest.harvester.mint.lineage import ModelNode
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.mutators import Mutation, candidates as mutations_of, mask_file, transplant
+from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
 
 
 @dataclass(frozen=True)

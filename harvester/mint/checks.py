@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.pin import Pin
-from core.scorer.spec import GradingSpec
-from harvester.mint.lineage import ModelNode, depth
-from harvester.mint.observe import Observation
-from harvester.sandbox.inside.harvest_names import graded_name
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.mint.lineage import ModelNode, depth
+from dbt_harvest.harvester.mint.observe import Observation
+from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
 
 MAX_GRADED = 4
 CATASTROPHIC_TABLE_FRACTION = 0.75

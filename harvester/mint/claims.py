@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.pin import Pin
-from core.scorer import official
-from core.scorer.spec import GradingSpec
-from core.task_record import Claim
-from harvester.mint.lineage import ModelNode
-from harvester.mint.observe import Observation, captures, relation
-from harvester.mint.statement import Symptom
-from harvester.sandbox.inside.harvest_names import full_graded_name
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.scorer import official
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import Claim
+from dbt_harvest.harvester.mint.lineage import ModelNode
+from dbt_harvest.harvester.mint.observe import Observation, captures, relation
+from dbt_harvest.harvester.mint.statement import Symptom
+from dbt_harvest.harvester.sandbox.inside.harvest_names import full_graded_name
 
 #: Claims about a table's rows; every other kind names a column.
 ROW_CLAIMS = ("more_rows", "fewer_rows")

@@ -30,23 +30,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from core.patching import apply_to_text, make_patch, parse_patch
-from core.pin import Pin
-from core.scorer import official
-from core.scorer.spec import GradingSpec
-from core.task_record import Claim, LocalChecks, WrongRepairNote
-from harvester.build import BuildResult, build_workspace
-from harvester.grading.verdict import grade_build
-from harvester.mint.candidates import Candidate
-from harvester.mint.checks import Rejected, check_observation, choose_grading, require
-from harvester.mint.lineage import ModelNode, descendants
-from harvester.mint.local_checks import Suite
-from harvester.mint.observe import Observation, broken_signature, observe_build, repair_effect
-from harvester.mint.statement import Symptom
-from harvester.mint.variants import VariantBuilder
-from harvester.sandbox import Limits, safe_fs
-from harvester.state import DB_FILE
-from harvester.workspace import fresh_workspace
+from dbt_harvest.core.patching import apply_to_text, make_patch, parse_patch
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.scorer import official
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import Claim, LocalChecks, WrongRepairNote
+from dbt_harvest.harvester.build import BuildResult, build_workspace
+from dbt_harvest.harvester.grading.verdict import grade_build
+from dbt_harvest.harvester.mint.candidates import Candidate
+from dbt_harvest.harvester.mint.checks import Rejected, check_observation, choose_grading, require
+from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
+from dbt_harvest.harvester.mint.local_checks import Suite
+from dbt_harvest.harvester.mint.observe import Observation, broken_signature, observe_build, repair_effect
+from dbt_harvest.harvester.mint.statement import Symptom
+from dbt_harvest.harvester.mint.variants import VariantBuilder
+from dbt_harvest.harvester.sandbox import Limits, safe_fs
+from dbt_harvest.harvester.state import DB_FILE
+from dbt_harvest.harvester.workspace import fresh_workspace
 
 MAX_WRONG_TRIES = 3
 
@@ -110,7 +110,7 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
 
 
 def _profile(workspace: Path, pin: Pin) -> str:
-    from harvester.discovery import discover
+    from dbt_harvest.harvester.discovery import discover
 
     return discover(workspace, pin.project_dir).profile
 
@@ -257,8 +257,8 @@ def informative_wrong_repair(t: Trial) -> Trial:
 
 def described(t: Trial) -> Trial:
     """7a. The problem statement, written from the confirmed build's symptoms; it must not leak the edit."""
-    from harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
-    from harvester.mint.statement import statement_for
+    from dbt_harvest.harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
+    from dbt_harvest.harvester.mint.statement import statement_for
 
     assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None
     symptoms = tuple(visible_symptoms(t.ctx.pin, t.spec, symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes),
@@ -274,7 +274,7 @@ def described(t: Trial) -> Trial:
 
 def claims_hold(t: Trial) -> Trial:
     """7b. Every claim of the statement holds on the built tables (gold vs the broken build)."""
-    from harvester.mint.claims import check_claims
+    from dbt_harvest.harvester.mint.claims import check_claims
 
     assert t.mutant is not None and t.mutant.gold_file is not None
     if not t.claims:
@@ -322,13 +322,13 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None,
     the first ``MAX_WRONG_TRIES`` in their own order.
     """
     if nodes is None:
-        from harvester.mint.lineage import models
-        from harvester.state import load_state
+        from dbt_harvest.harvester.mint.lineage import models
+        from dbt_harvest.harvester.state import load_state
 
         nodes = models(load_state(ctx.pin.id).manifest)
     if tests is None:
-        from harvester.mint.local_checks import suite
-        from harvester.state import load_state
+        from dbt_harvest.harvester.mint.local_checks import suite
+        from dbt_harvest.harvester.state import load_state
 
         tests = suite(load_state(ctx.pin.id).manifest)
     trial = Trial(ctx, cand, nodes, tests, wrong_order, allow_weak, writer, seen, wrong_tries)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from mutators import Mutation, WrongRepair
+from dbt_harvest.mutators import Mutation, WrongRepair
 
 MAX_VALUES = 2
 _COMPARISON = re.compile(r"(?P<col>\b[A-Za-z_][\w.]*)\s*(?P<op>=|!=|<>)\s*'(?P<lit>[^'{}]*)'")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import duckdb
 
-from core.errors import HarvestError
-from core.locked_duckdb import Lock, bounded, connect_locked, is_interrupt, sql_string
-from harvester.sandbox import fingerprint_sql, safe_fs
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.locked_duckdb import Lock, bounded, connect_locked, is_interrupt, sql_string
+from dbt_harvest.harvester.sandbox import fingerprint_sql, safe_fs
 
 MUT = "mut"
 

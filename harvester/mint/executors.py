@@ -10,8 +10,8 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from core.errors import HarvestError
-from harvester.mint.shard import ShardJob, ShardResult, run_shard
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.harvester.mint.shard import ShardJob, ShardResult, run_shard
 
 
 class ExecutorError(HarvestError):

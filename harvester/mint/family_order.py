@@ -21,10 +21,10 @@ from pathlib import Path
 
 import sqlglot
 
-from core import atomic, home
-from core.pin import Pin
-from harvester.mint.candidates import model_candidates, model_file, why_not_mutable
-from harvester.mint.lineage import ModelNode
+from dbt_harvest.core import atomic, home
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.mint.candidates import model_candidates, model_file, why_not_mutable
+from dbt_harvest.harvester.mint.lineage import ModelNode
 
 #: Source folders whose code decides which candidates a model has (and so the counts the order uses).
 _CODE = (Path(__file__).resolve().parents[2] / "mutators", Path(__file__).resolve().parent / "candidates.py")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harvester.sandbox.inside.harvest_names import captured_names
+from dbt_harvest.harvester.sandbox.inside.harvest_names import captured_names
 
 
 @dataclass(frozen=True)

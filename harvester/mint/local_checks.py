@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harvester.mint.engine import Engine, ScreenSQLError
+from dbt_harvest.harvester.mint.engine import Engine, ScreenSQLError
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import duckdb
 
-from core.pin import Pin, TableRecord
-from core.scorer.spec import GradingSpec
-from harvester.sandbox.inside.harvest_names import full_graded_name
+from dbt_harvest.core.pin import Pin, TableRecord
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.sandbox.inside.harvest_names import full_graded_name
 
 _NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|REAL|DECIMAL.*)$", re.I)
 

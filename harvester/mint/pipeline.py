@@ -36,18 +36,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import atomic
-from core.errors import GoldError, HarvestError, PinError
-from core import home
-from harvester.mint.candidates import why_not_mutable
-from harvester.mint.executors import run_local, run_ray
-from harvester.mint.family_order import planned_orders, shard_key
-from harvester.mint.lineage import ModelNode, models
-from harvester.mint.shard import CandidateReport, ShardJob, ShardResult
-from core.pin import Pin
-from core.task_record import TaskRecord
-from harvester.state import load_state
-from harvester.workspace import template
+from dbt_harvest.core import atomic
+from dbt_harvest.core.errors import GoldError, HarvestError, PinError
+from dbt_harvest.core import home
+from dbt_harvest.harvester.mint.candidates import why_not_mutable
+from dbt_harvest.harvester.mint.executors import run_local, run_ray
+from dbt_harvest.harvester.mint.family_order import planned_orders, shard_key
+from dbt_harvest.harvester.mint.lineage import ModelNode, models
+from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob, ShardResult
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.state import load_state
+from dbt_harvest.harvester.workspace import template
 
 class MintError(HarvestError):
     """A pin cannot be minted (no split reserved, no built state, …)."""

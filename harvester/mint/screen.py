@@ -15,25 +15,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from core.clock import freeze_clock
-from core.pin import Pin
-from core.scorer import official
-from core.scorer.spec import GradingSpec
-from harvester.mint.candidates import Candidate
-from harvester.mint.checks import (  # noqa: F401  (re-exported: older imports read them from here)
+from dbt_harvest.core.clock import freeze_clock
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.scorer import official
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.mint.candidates import Candidate
+from dbt_harvest.harvester.mint.checks import (  # noqa: F401  (re-exported: older imports read them from here)
     CATASTROPHIC_MIN_TABLES, CATASTROPHIC_ROW_FACTOR, CATASTROPHIC_TABLE_FRACTION, MAX_GRADED, Check, Rejected,
     check_catastrophic, check_changed, check_effect, check_gradable, check_observation, choose_grading, require,
 )
-from harvester.mint.confirm import MAX_WRONG_TRIES
+from dbt_harvest.harvester.mint.confirm import MAX_WRONG_TRIES
 
 #: Wrong repairs re-run per candidate in screening (cheap); confirmation builds at most MAX_WRONG_TRIES.
 MAX_WRONG_SCREENED = 8
-from harvester.mint.engine import MUT, Engine, ScreenSQLError
-from harvester.mint.lineage import ModelNode, descendants
-from harvester.mint.local_checks import Suite, failing
-from harvester.mint.observe import Observation
-from harvester.sandbox.inside.harvest_names import graded_name
-from mutators import difference, transplant
+from dbt_harvest.harvester.mint.engine import MUT, Engine, ScreenSQLError
+from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
+from dbt_harvest.harvester.mint.local_checks import Suite, failing
+from dbt_harvest.harvester.mint.observe import Observation
+from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
+from dbt_harvest.mutators import difference, transplant
 
 
 @dataclass(frozen=True)

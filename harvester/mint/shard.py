@@ -17,22 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harvester.gold import gold_path
-from core.home import harvest_home, pins_dir
-from harvester.mint.candidates import Candidate, DeadSite, model_candidates, why_not_mutable
-from harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
-from harvester.mint.domain import gold_values
-from harvester.mint.engine import Engine
-from harvester.mint.lineage import models
-from harvester.mint.local_checks import suite
-from harvester.mint.screen import screen
-from harvester.mint.variants import VariantBuilder
-from core.pin import Pin, pin_path, read_pin
-from harvester.sandbox import Limits, safe_fs
-from harvester.state import load_state
-from core.patching import make_patch
-from core.task_record import TaskRecord, task_id
-from harvester.workspace import template
+from dbt_harvest.harvester.gold import gold_path
+from dbt_harvest.core.home import harvest_home, pins_dir
+from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_candidates, why_not_mutable
+from dbt_harvest.harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
+from dbt_harvest.harvester.mint.domain import gold_values
+from dbt_harvest.harvester.mint.engine import Engine
+from dbt_harvest.harvester.mint.lineage import models
+from dbt_harvest.harvester.mint.local_checks import suite
+from dbt_harvest.harvester.mint.screen import screen
+from dbt_harvest.harvester.mint.variants import VariantBuilder
+from dbt_harvest.core.pin import Pin, pin_path, read_pin
+from dbt_harvest.harvester.sandbox import Limits, safe_fs
+from dbt_harvest.harvester.state import load_state
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.task_record import TaskRecord, task_id
+from dbt_harvest.harvester.workspace import template
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from harvester.build import BuildResult, interpret
-from harvester.discovery import discover
-from core.errors import BuildError
-from core.pin import Pin
-from harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, safe_fs, write_profile
-from harvester.sandbox.session import SandboxSession
-from harvester.workspace import fresh_workspace, template
+from dbt_harvest.harvester.build import BuildResult, interpret
+from dbt_harvest.harvester.discovery import discover
+from dbt_harvest.core.errors import BuildError
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, safe_fs, write_profile
+from dbt_harvest.harvester.sandbox.session import SandboxSession
+from dbt_harvest.harvester.workspace import fresh_workspace, template
 
 BASE_DB = ".harvest_base.duckdb"
 OUT_DIR = ".harvest_out"

@@ -9,9 +9,9 @@ network), ``resolver`` walks the dependency graph, ``vendor`` installs the resul
 
 from __future__ import annotations
 
-from harvester.packages.resolver import git_source, resolve_packages, split_git_source
-from harvester.packages.sources import MIRROR_ENV, PackageMirror, load_mirror
-from harvester.packages.vendor import install_path, vendor_packages
+from dbt_harvest.harvester.packages.resolver import git_source, resolve_packages, split_git_source
+from dbt_harvest.harvester.packages.sources import MIRROR_ENV, PackageMirror, load_mirror
+from dbt_harvest.harvester.packages.vendor import install_path, vendor_packages
 
 __all__ = [
     "MIRROR_ENV",

@@ -19,10 +19,10 @@ from typing import Any
 
 import pygit2
 
-from core.errors import FetchError, PackageError
-from harvester.gitstore import GitStore, normalize_url
-from harvester.packages.sources import Locator, PackageMirror, is_local_location, mirror_name
-from harvester.packages.specs import (
+from dbt_harvest.core.errors import FetchError, PackageError
+from dbt_harvest.harvester.gitstore import GitStore, normalize_url
+from dbt_harvest.harvester.packages.sources import Locator, PackageMirror, is_local_location, mirror_name
+from dbt_harvest.harvester.packages.specs import (
     DEPENDENCIES_FILE,
     PACKAGES_FILE,
     Declared,
@@ -34,8 +34,8 @@ from harvester.packages.specs import (
     read_declared,
     read_lock,
 )
-from harvester.packages.versions import VersionRequest, choose_version, tag_versions
-from core.pin import PackageRecord
+from dbt_harvest.harvester.packages.versions import VersionRequest, choose_version, tag_versions
+from dbt_harvest.core.pin import PackageRecord
 
 ROOT_REQUESTER = "the root project"
 LOCK_REQUESTER = "package-lock.yml"

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import PackageError
+from dbt_harvest.core.errors import PackageError
 
 HUB_HOST = "hub.getdbt.com"
 HUB_API = f"https://{HUB_HOST}/api/v1"

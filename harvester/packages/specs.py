@@ -17,7 +17,7 @@ from typing import Any, Union
 
 import yaml
 
-from core.errors import PackageError
+from dbt_harvest.core.errors import PackageError
 
 PACKAGES_FILE = "packages.yml"
 DEPENDENCIES_FILE = "dependencies.yml"

@@ -15,12 +15,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.errors import FetchError, PackageError
-from harvester.gitstore import GitStore
-from harvester.packages.resolver import split_git_source
-from harvester.packages.sources import MIRROR_ENV, load_mirror, mirror_name
-from harvester.packages.specs import parse_yaml
-from core.pin import PackageRecord
+from dbt_harvest.core.errors import FetchError, PackageError
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.packages.resolver import split_git_source
+from dbt_harvest.harvester.packages.sources import MIRROR_ENV, load_mirror, mirror_name
+from dbt_harvest.harvester.packages.specs import parse_yaml
+from dbt_harvest.core.pin import PackageRecord
 
 DEFAULT_INSTALL_PATH = "dbt_packages"
 
@@ -59,7 +59,7 @@ def vendor_packages(
     """
     if not packages:
         return
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     project_dir = Path(project_dir)
     inside = Path(workspace if workspace is not None else project_dir)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from core.errors import PackageError
+from dbt_harvest.core.errors import PackageError
 
 
 @dataclass(frozen=True)

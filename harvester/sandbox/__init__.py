@@ -6,12 +6,12 @@ environment), running dbt in-process with DuckDB confined to the workspace by a 
 under libfaketime, bounded in wall time, memory, file size, workspace disk and relation size.
 """
 
-from harvester.sandbox.command import sandbox_available
-from harvester.sandbox.inside.harvest_fingerprint import fingerprint_sql
-from harvester.sandbox.limits import Limits
-from harvester.sandbox.profile import write_profile
-from harvester.sandbox.runner import run_steps
-from harvester.sandbox.steps import (CaptureStep, DbtStep, QueryStep, RestoreDbStep, SandboxRun, Step, StepResult,
+from dbt_harvest.harvester.sandbox.command import sandbox_available
+from dbt_harvest.harvester.sandbox.inside.harvest_fingerprint import fingerprint_sql
+from dbt_harvest.harvester.sandbox.limits import Limits
+from dbt_harvest.harvester.sandbox.profile import write_profile
+from dbt_harvest.harvester.sandbox.runner import run_steps
+from dbt_harvest.harvester.sandbox.steps import (CaptureStep, DbtStep, QueryStep, RestoreDbStep, SandboxRun, Step, StepResult,
                                      WriteStep)
 
 __all__ = [

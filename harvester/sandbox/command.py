@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import core.locked_duckdb
-from core.errors import SandboxError
-from core.home import harvest_home
+from dbt_harvest.core import locked_duckdb
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.core.home import harvest_home
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
-LOCKED_DUCKDB = Path(core.locked_duckdb.__file__).resolve()
+LOCKED_DUCKDB = Path(locked_duckdb.__file__).resolve()
 SANDBOX_WORKSPACE = "/workspace"
 #: where the sibling workspaces of a parallel child are bound: /workspace-2, /workspace-3, ...
 SANDBOX_SIBLING_PREFIX = "/workspace-"
@@ -290,9 +290,18 @@ def minimal_roots(paths: list[Path]) -> list[Path]:
     return kept
 
 
+def source_checkout() -> Path | None:
+    """The dbt-harvest checkout this code runs from (it holds pins, test fixtures and, often, a home with
+    gold), or None for an installed package: a wheel's ``site-packages/dbt_harvest`` is public code inside a
+    folder the sandbox must bind (its site-packages also holds dbt), so it is not forbidden."""
+    root = Path(__file__).resolve().parents[2]  # <checkout>/harvester/sandbox/command.py
+    return root if (root / "pyproject.toml").is_file() and (root / "src" / "dbt_harvest" / "__init__.py").is_file() else None
+
+
 def forbidden_paths() -> set[Path]:
-    """Folders no sandbox may see: the user's home, HARVEST_HOME and this repository (it holds gold)."""
-    return {Path.home().resolve(), Path(__file__).resolve().parents[2], harvest_home()}
+    """Folders no sandbox may see: the user's home, HARVEST_HOME and the dbt-harvest checkout, if any."""
+    checkout = source_checkout()
+    return {Path.home().resolve(), harvest_home(), *([checkout] if checkout else [])}
 
 
 def refuse_sensitive_binds(roots: list[Path]) -> None:

@@ -16,7 +16,7 @@ def gold_problem(path: Path, expected_tables: list[str]) -> str:
     """'' when ``path`` holds exactly ``expected_tables`` ("schema.name") as base tables, else why not."""
     import duckdb
 
-    from core.locked_duckdb import LockedDuckDBError, connect_locked
+    from dbt_harvest.core.locked_duckdb import LockedDuckDBError, connect_locked
 
     if path.is_symlink() or not path.is_file():
         return f"gold file {path.name} is missing or not a regular file"

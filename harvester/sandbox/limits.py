@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.errors import SandboxError
+from dbt_harvest.core.errors import SandboxError
 
 
 @dataclass(frozen=True)

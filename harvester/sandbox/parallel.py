@@ -36,11 +36,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from core.errors import SandboxError
-from harvester.sandbox.limits import Limits
-from harvester.sandbox.profile import ensure_profile_dir, read_profile_meta
-from harvester.sandbox.runner import _watch, collect, finish, new_result_name, prepare, send_line, start
-from harvester.sandbox.steps import SandboxRun, Step, step_request
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox.limits import Limits
+from dbt_harvest.harvester.sandbox.profile import ensure_profile_dir, read_profile_meta
+from dbt_harvest.harvester.sandbox.runner import _watch, collect, finish, new_result_name, prepare, send_line, start
+from dbt_harvest.harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
 

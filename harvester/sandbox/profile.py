@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import SandboxError
-from harvester.sandbox import safe_fs
-from harvester.sandbox.steps import workspace_relative
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import safe_fs
+from dbt_harvest.harvester.sandbox.steps import workspace_relative
 
 PROFILE_DIR = ".harvest_profile"
 META_FILE = "harvest_profile.json"

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harvester.sandbox import safe_fs
-from harvester.sandbox.steps import StepResult
+from dbt_harvest.harvester.sandbox import safe_fs
+from dbt_harvest.harvester.sandbox.steps import StepResult
 
 MAX_RESULT_BYTES = 64 << 20
 MAX_LINE = 600

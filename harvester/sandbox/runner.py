@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.clock import clock_env
-from core.errors import SandboxError
-from harvester.sandbox import command, safe_fs, watchdog
-from harvester.sandbox.limits import Limits
-from harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
-from harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
-from harvester.sandbox.gold_check import gold_problem
-from harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
+from dbt_harvest.core.clock import clock_env
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import command, safe_fs, watchdog
+from dbt_harvest.harvester.sandbox.limits import Limits
+from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
+from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
+from dbt_harvest.harvester.sandbox.gold_check import gold_problem
+from dbt_harvest.harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
 
 SCRATCH_DIR = ".harvest_tmp"
 LOG_DIR = ".harvest_logs"

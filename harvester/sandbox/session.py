@@ -25,12 +25,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.errors import SandboxError
-from harvester.sandbox import safe_fs
-from harvester.sandbox.limits import Limits
-from harvester.sandbox.runner import (Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import safe_fs
+from dbt_harvest.harvester.sandbox.limits import Limits
+from dbt_harvest.harvester.sandbox.runner import (Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
                                       send_line, start)
-from harvester.sandbox.steps import SandboxRun, Step, step_request
+from dbt_harvest.harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Union
 
-from core.errors import SandboxError
+from dbt_harvest.core.errors import SandboxError
 
 # dbt flags the runner sets itself; a step may not override them.
 RESERVED_DBT_FLAGS = ("--project-dir", "--profiles-dir", "--profile", "--target-path", "--log-path")

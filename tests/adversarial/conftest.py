@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
+HARVEST = [sys.executable, "-m", "dbt_harvest"]
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME, this checkout on the path."""
+    """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))}
     env.update({"HARVEST_HOME": str(tmp / "home"), "HARVEST_PINS": str(tmp / "pins"), "HF_HOME": str(tmp / "hf"),
-                "HF_HUB_OFFLINE": "1",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
+                "HF_HUB_OFFLINE": "1"})
     env.update(extra)
     return env
 

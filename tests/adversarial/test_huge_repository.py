@@ -8,8 +8,8 @@ from pathlib import Path
 import pygit2
 from click.testing import CliRunner
 
-from cli import main
-from harvester.gitstore import MAX_FILES
+from dbt_harvest.cli import main
+from dbt_harvest.harvester.gitstore import MAX_FILES
 
 
 def _huge_repo(path: Path, files: int = 100_000, per_dir: int = 1000) -> str:

@@ -21,7 +21,7 @@ def server(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     """(base URL, dev task ids) of the app on a free loopback port, one session slot, a fresh HARVEST_HOME."""
     import uvicorn
 
-    from eval.adapters.openenv_server import make_app
+    from dbt_harvest.eval.adapters.openenv_server import make_app
 
     folder, mirror, packages, ids = dataset
     monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
@@ -72,7 +72,7 @@ def test_bad_http_requests_are_4xx_with_one_line(server) -> None:  # noqa: ANN00
 
 
 def test_unknown_tool_arguments_over_the_websocket_are_one_line(server) -> None:  # noqa: ANN001
-    from eval.adapters.openenv_server import RepairAction, RepairEnvClient
+    from dbt_harvest.eval.adapters.openenv_server import RepairAction, RepairEnvClient
 
     base, ids = server
     with RepairEnvClient(base_url=base, message_timeout_s=300).sync() as client:
@@ -89,7 +89,7 @@ def test_unknown_tool_arguments_over_the_websocket_are_one_line(server) -> None:
 
 
 def test_http_resets_count_toward_the_session_cap(server) -> None:  # noqa: ANN001
-    from eval.adapters.openenv_server import RepairEnvClient
+    from dbt_harvest.eval.adapters.openenv_server import RepairEnvClient
 
     base, ids = server
     with RepairEnvClient(base_url=base, message_timeout_s=300).sync() as client:

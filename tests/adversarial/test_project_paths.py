@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from core.errors import PackageError, ProjectError
-from harvester.gitrepos import Symlink, make_git_repo
-from harvester.gitstore import GitStore
+from dbt_harvest.cli import main
+from dbt_harvest.core.errors import PackageError, ProjectError
+from dbt_harvest.harvester.gitrepos import Symlink, make_git_repo
+from dbt_harvest.harvester.gitstore import GitStore
 
 SECRET = "TOPSECRET-9a1c"
 UP = "../" * 40  # more than enough to reach / from wherever the tree is exported
@@ -58,7 +58,7 @@ def test_project_folders_that_climb_out_of_the_repository_are_refused(tmp_path: 
 def test_a_project_folder_that_is_a_link_out_of_the_repository_is_refused(tmp_path: Path) -> None:
     """A symlink inside the tree that points out of it is dropped at export; one chained through a
     folder that lands outside is refused at discovery."""
-    from harvester.discovery import discover
+    from dbt_harvest.harvester.discovery import discover
 
     victim = _victim(tmp_path)
     tree = tmp_path / "tree"
@@ -70,7 +70,7 @@ def test_a_project_folder_that_is_a_link_out_of_the_repository_is_refused(tmp_pa
 
 
 def test_a_local_package_outside_the_repository_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    from harvester.packages import resolve_packages
+    from dbt_harvest.harvester.packages import resolve_packages
 
     victim = _victim(tmp_path)
     project = tmp_path / "tree"
@@ -101,7 +101,7 @@ def test_harvest_add_refuses_a_local_package_outside_the_repository(tmp_path: Pa
 
 def test_packages_yml_is_rendered_without_the_harvesters_environment(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """{{ env_var('HF_TOKEN') }} in a git URL must not carry the harvester's secret to a host."""
-    from harvester.packages.specs import read_declared
+    from dbt_harvest.harvester.packages.specs import read_declared
 
     monkeypatch.setenv("HF_TOKEN", SECRET)
     project = tmp_path / "tree"
@@ -140,7 +140,7 @@ def test_a_dangling_symlink_chain_is_dropped_at_export_with_its_reason(tmp_path:
 def test_a_packages_install_path_outside_the_project_is_refused_before_anything_is_removed(tmp_path: Path) -> None:
     """Vendoring empties the install folder first; pointed outside (by '..' or by a link) it would
     delete a host folder."""
-    from harvester.packages import install_path
+    from dbt_harvest.harvester.packages import install_path
 
     victim = _victim(tmp_path)
     project = tmp_path / "tree"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli import main
-from harvester.gitrepos import make_git_repo
-from core.pin import Column, SkippedPath, TableRecord, write_pin
+from dbt_harvest.cli import main
+from dbt_harvest.harvester.gitrepos import make_git_repo
+from dbt_harvest.core.pin import Column, SkippedPath, TableRecord, write_pin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from test_pin_file import _pin  # noqa: E402

@@ -85,8 +85,8 @@ def _refused_here(monkeypatch: pytest.MonkeyPatch, tmp: Path, copy: Path, instan
                   packages: Path, *words: str) -> str:
     """The function `harvest tasks materialize` runs, in this process (cheaper than a CLI start per case):
     it raises a HarvestError of one line; the CLI turns that into `error: ...`, exit 1 (tested apart)."""
-    from core.errors import HarvestError
-    from corpora.materialize import materialize_task
+    from dbt_harvest.core.errors import HarvestError
+    from dbt_harvest.corpora.materialize import materialize_task
 
     for name, value in _env(tmp).items():
         if name.startswith("HARVEST_"):
@@ -158,7 +158,7 @@ def test_score_never_deletes_a_host_file_a_row_names(dataset, tmp_path: Path) ->
 def test_a_row_never_names_a_local_repository(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str,
                                              scheme: str) -> None:
     """A local path or file:// in a row would clone a private repository of this machine into the output."""
-    from harvester.gitrepos import make_git_repo
+    from dbt_harvest.harvester.gitrepos import make_git_repo
 
     folder, mirror, packages, ids = dataset
     secret = tmp_path / "private"
@@ -185,7 +185,7 @@ def test_a_row_never_names_a_local_repository(dataset, tmp_path: Path, monkeypat
 
 
 def test_ssh_urls_only_when_the_user_opts_in(dataset, tmp_path: Path) -> None:
-    from corpora.untrusted import UntrustedRowError, check_url
+    from dbt_harvest.corpora.untrusted import UntrustedRowError, check_url
 
     with pytest.raises(UntrustedRowError, match="HARVEST_ALLOW_SSH_URLS"):
         check_url("git@example.com:acme/x.git", "origin_url", "t", allow_ssh=False)
@@ -213,11 +213,11 @@ def test_bounds_refuse_a_row_and_say_how_to_raise_them(dataset, tmp_path: Path, 
 
 
 def test_a_raised_bound_lets_the_row_through(dataset, tmp_path: Path) -> None:
-    from corpora.untrusted import RowLimits, UntrustedRowError, check_row
+    from dbt_harvest.corpora.untrusted import RowLimits, UntrustedRowError, check_row
 
     folder, _, _, ids = dataset
     copy = _rewrite(folder, tmp_path / "ds", lambda row: row.__setitem__("problem_statement", "x" * 70_000), ids[0])
-    from corpora.materialize import dataset_ref, load_rows
+    from dbt_harvest.corpora.materialize import dataset_ref, load_rows
 
     row = next(r for r in load_rows(dataset_ref(str(copy)), "dev")["dev"] if r["instance_id"] == ids[0])
     with pytest.raises(UntrustedRowError, match="problem statement"):
@@ -257,8 +257,8 @@ def test_rows_used_are_the_bytes_just_verified(dataset, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from corpora.materialize import MaterializeError, dataset_ref, load_rows
-    from corpora.errors import DatasetBuildError
+    from dbt_harvest.corpora.materialize import MaterializeError, dataset_ref, load_rows
+    from dbt_harvest.corpora.errors import DatasetBuildError
 
     folder, _, _, ids = dataset
     copy = tmp_path / "ds"

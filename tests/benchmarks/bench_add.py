@@ -57,16 +57,34 @@ def _env(home: Path) -> dict[str, str]:
     return {**os.environ, "HARVEST_HOME": str(home / "home"), "HARVEST_PINS": str(home / "pins")}
 
 
+def importable(tree: Path, scratch: Path) -> tuple[Path, str]:
+    """The PYTHONPATH entry and CLI module that run ``tree``'s code, not the installed one. A tree from
+    before the one import root has its layers at the top (``cli``); a later one maps them beneath
+    ``dbt_harvest`` at install time (setup.py), so a folder of links stands in for that mapping."""
+    root = tree / "src" / "dbt_harvest"
+    if not (root / "__init__.py").is_file():
+        return tree, "cli"
+    shim = scratch / "shim" / "dbt_harvest"
+    shim.mkdir(parents=True)
+    for entry in root.iterdir():
+        if entry.suffix == ".py":
+            (shim / entry.name).symlink_to(entry)
+    for layer in ("core", "mutators", "harvester", "corpora", "eval", "train", "cli"):
+        (shim / layer).symlink_to(tree / layer, target_is_directory=True)
+    return shim.parent, "dbt_harvest.cli"
+
+
 def run_add(spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (),
             tree: Path = ROOT) -> tuple[float, Path, dict]:
     """``harvest add`` as a user runs it (from the source ``tree``), in a fresh HARVEST_HOME."""
     home = Path(tempfile.mkdtemp(prefix="bench-add-"))
-    argv = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()",
+    path, module = importable(tree, home)
+    argv = [sys.executable, "-c", f"import sys; from {module} import main; sys.argv[0] = 'harvest'; main()",
             "add", spec, "--package-mirror", str(mirror), "--json", *extra]
     if not sandboxed:
         argv.append("--no-sandbox")
     started, busy = time.perf_counter(), machine_busy_s()
-    done = subprocess.run(argv, env={**_env(home), "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    done = subprocess.run(argv, env={**_env(home), "PYTHONPATH": str(path)}, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
     CPU.append(machine_busy_s() - busy)
     if done.returncode != 0:
@@ -130,7 +148,7 @@ def run_plain(template: Path, profile: str, schema: str, project_dir: str) -> fl
 def gold_contents(pins: Path, pin_id: str = "") -> tuple:
     """What the pin records of its gold: the file's sha256, and per table name, rows, fingerprint, columns,
     stability."""
-    from core.pin import list_pins
+    from dbt_harvest.core.pin import list_pins
 
     pin = next(p for p in list_pins(pins) if pin_id in p.id)
     return pin.gold_sha256, tuple(sorted((t.name, t.rows, t.fingerprint, t.columns, t.deterministic,
@@ -149,9 +167,9 @@ def main() -> None:
     parser.add_argument("--package-mirror", type=Path, help="with --pins: the package mirror (or HARVEST_PACKAGE_MIRROR)")
     args = parser.parse_args()
 
-    from core.pin import list_pins
-    from harvester.discovery import discover
-    from harvester.workspace import template
+    from dbt_harvest.core.pin import list_pins
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.workspace import template
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-add-example-"))
     if args.pins:
@@ -167,7 +185,7 @@ def main() -> None:
             extra += ("--compat-patch", str(args.pins / "patches" / f"{real.compat_patch_sha256}.diff"))
         print(f"pin {real.id}", flush=True)
     else:
-        from harvester.example import materialize_example
+        from dbt_harvest.harvester.example import materialize_example
 
         example = materialize_example(scratch / "example")
         spec, mirror, extra = example.spec, example.mirror, ()

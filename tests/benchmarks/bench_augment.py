@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def _fixture_pin(root: Path) -> str:
     import os
 
-    from corpora.ledger import Params, assign
-    from harvester.add import AddOptions, add
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.harvester.add import AddOptions, add
     from tests.fixtures import fixture_repo
 
     os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(root / "home"), str(root / "pins")
@@ -50,12 +50,12 @@ def main() -> None:
     args = parser.parse_args()
 
     pin_ids = args.pins or [_fixture_pin(Path(tempfile.mkdtemp(prefix="bench-augment-")))]
-    from core.home import harvest_home, pins_dir
-    from core.pin import pin_path, read_pin
-    from corpora.store import load_tasks, mint_target
-    from harvester.augment.run import recover
-    from harvester.mint.pipeline import MintOptions, load_reports, mint
-    from harvester.verify import verify
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.corpora.store import load_tasks, mint_target
+    from dbt_harvest.harvester.augment.run import recover
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, load_reports, mint
+    from dbt_harvest.harvester.verify import verify
 
     families = tuple(f for f in args.families.split(",") if f) or None
     options = MintOptions(families=families, max_per_model=args.max_per_model)
@@ -104,7 +104,7 @@ def main() -> None:
 
 
 def _tasks(load_tasks, split: str) -> list:  # type: ignore[no-untyped-def]
-    from core.home import harvest_home, pins_dir
+    from dbt_harvest.core.home import harvest_home, pins_dir
 
     try:
         return load_tasks(split, harvest_home(), pins_dir(), purpose="inspect")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _fixture_pin(root: Path):  # type: ignore[no-untyped-def]
-    from harvester.add import AddOptions, add
+    from dbt_harvest.harvester.add import AddOptions, add
     from tests.fixtures import fixture_repo
 
     repo = fixture_repo("sensor_feed", root / "repo")
@@ -54,11 +54,11 @@ def main() -> None:
         else:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(scratch / "home"), str(scratch / "pins")
             pin = _fixture_pin(scratch)
-        from harvester.augment import reach, run
-        from harvester.augment.derive import SeedRow, render, upstream_seeds
-        from harvester.mint.candidates import why_not_mutable
-        from harvester.mint.lineage import depth, models
-        from harvester.state import load_state
+        from dbt_harvest.harvester.augment import reach, run
+        from dbt_harvest.harvester.augment.derive import SeedRow, render, upstream_seeds
+        from dbt_harvest.harvester.mint.candidates import why_not_mutable
+        from dbt_harvest.harvester.mint.lineage import depth, models
+        from dbt_harvest.harvester.state import load_state
 
         manifest = load_state(pin.id).manifest
         nodes = models(manifest)

@@ -36,10 +36,10 @@ from bench_reward import completions, prepare, stats  # noqa: E402
 
 def play(task, text: str, fast: bool, scratch: Path) -> tuple[float, float, str, dict]:  # noqa: ANN001
     """(validate seconds, submit seconds, validate verdict line, submission fields) of one episode."""
-    from core.home import pins_dir
-    from eval.env.episode import Episode
-    from eval.env.tools import RunSettings
-    from eval.env.workspace import discard, materialize
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.eval.env.episode import Episode
+    from dbt_harvest.eval.env.tools import RunSettings
+    from dbt_harvest.eval.env.workspace import discard, materialize
 
     ws = materialize(task, pins_dir(), scratch)
     try:
@@ -70,7 +70,7 @@ def main() -> None:
     try:
         tasks = chosen_tasks(args, prepare, root)
         rng = random.Random(args.seed)
-        from eval.env.graded_edits import validate_edits
+        from dbt_harvest.eval.env.graded_edits import validate_edits
 
         items = [(task, label, text) for task in tasks for label, text, _ in completions(task)]
         left = sum(validate_edits(task, {task.file: text}, fallback=None) is None for task, _, text in items)

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def harvest(root: Path) -> object:
-    from harvester.add import AddOptions, add
-    from harvester.example import materialize_example
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.example import materialize_example
 
     example = materialize_example(root / "example")
     started = time.perf_counter()
@@ -55,9 +55,9 @@ def naive_decide(pin, nodes, state_db: Path, gold: Path, cand, scratch: Path, se
     wrong repair, claims, no duplicate of a kept task) with no screening, every variant a fresh seed +
     build, every wrong repair that screening may consider tried. ``seen``: the broken-output signatures
     and statements of the other tasks kept from the same model (see ``duplicates_of``)."""
-    from harvester.mint.confirm import BuildContext, confirm
-    from harvester.mint.screen import MAX_WRONG_SCREENED
-    from harvester.sandbox import Limits
+    from dbt_harvest.harvester.mint.confirm import BuildContext, confirm
+    from dbt_harvest.harvester.mint.screen import MAX_WRONG_SCREENED
+    from dbt_harvest.harvester.sandbox import Limits
 
     ctx = BuildContext(pin, gold, scratch, True, Limits(wall_s=600.0))  # no base_db: full seed + build
     outcome = confirm(ctx, cand, nodes=nodes, wrong_tries=MAX_WRONG_SCREENED, seen=seen)
@@ -72,7 +72,7 @@ def duplicates_of(key: str, model: str, kept: dict[str, tuple[str, str, str]]): 
     against all the model's other kept tasks gives the naive path the same verdict without replaying the
     order: a kept task duplicates none of them, and a rejected duplicate repeats one of them.
     """
-    from harvester.mint.confirm import Seen
+    from dbt_harvest.harvester.mint.confirm import Seen
 
     others = [(sig, stmt) for k, (m, sig, stmt) in kept.items() if m == model and k != key]
     return Seen(frozenset(sig for sig, _ in others), frozenset(stmt for _, stmt in others))
@@ -103,12 +103,12 @@ def main() -> None:
         else:
             os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(scratch / "home"), str(scratch / "pins")
             pin = harvest(scratch)
-        from harvester.gold import gold_path
-        from harvester.mint.candidates import model_candidates, why_not_mutable
-        from harvester.mint.lineage import models
-        from harvester.mint.shard import ShardJob, run_shard
-        from harvester.state import load_state
-        from harvester.workspace import template
+        from dbt_harvest.harvester.gold import gold_path
+        from dbt_harvest.harvester.mint.candidates import model_candidates, why_not_mutable
+        from dbt_harvest.harvester.mint.lineage import models
+        from dbt_harvest.harvester.mint.shard import ShardJob, run_shard
+        from dbt_harvest.harvester.state import load_state
+        from dbt_harvest.harvester.workspace import template
 
         state = load_state(pin.id)
         nodes = models(state.manifest)

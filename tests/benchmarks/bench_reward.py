@@ -42,13 +42,13 @@ def prepare(root: Path) -> list:
     """Harvest + mint the example into ``root`` (train split); return the task records."""
     os.environ["HARVEST_HOME"] = str(root / "home")
     os.environ["HARVEST_PINS"] = str(root / "pins")
-    from corpora.ledger import Params, assign
-    from corpora.store import load_tasks
-    from harvester.add import AddOptions, add
-    from harvester.example import materialize_example
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.example import materialize_example
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint
 
     example = materialize_example(root / "example")
     started = time.perf_counter()
@@ -61,10 +61,10 @@ def prepare(root: Path) -> list:
 
 def completions(task) -> list[tuple[str, str, int | None]]:
     """(label, file text, expected official score) for one task."""
-    from core.home import pins_dir
-    from core.patching import apply_to_text, parse_patch
-    from core.pin import pin_path, read_pin
-    from harvester.workspace import template
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.workspace import template
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     original = (template(pin) / task.file).read_text(encoding="utf-8")
@@ -98,7 +98,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-reward-"))
     try:
         tasks = chosen_tasks(args, prepare, root)
-        from harvester.grading.edited import grade
+        from dbt_harvest.harvester.grading.edited import grade
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
         print(f"{len(tasks)} tasks, {len(items)} completions "

@@ -24,7 +24,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from core.scorer import GradingSpec, official, strict  # noqa: E402
+from dbt_harvest.core.scorer import GradingSpec, official, strict  # noqa: E402
 from tests.core.scorer.reference import table_verdict  # noqa: E402
 
 COLUMNS = """

@@ -45,9 +45,9 @@ MACRO = "{% macro harvest_bench_one() %}1{% endmacro %}\n"
 def submit(task, edits: dict[str, str], warm, scratch: Path) -> tuple[float, dict, str] | None:  # noqa: ANN001
     """(submit seconds, submission fields, grading path) of one episode that writes ``edits`` (None when the
     environment refuses one of the writes, e.g. a macro folder the project does not have)."""
-    from core.home import pins_dir
-    from eval.env.episode import Episode
-    from eval.env.workspace import discard, materialize
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.eval.env.episode import Episode
+    from dbt_harvest.eval.env.workspace import discard, materialize
 
     ws = materialize(task, pins_dir(), scratch)
     try:
@@ -69,8 +69,8 @@ def submit(task, edits: dict[str, str], warm, scratch: Path) -> tuple[float, dic
 
 def edits_of(task) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]]]:  # noqa: ANN001
     """(fast-path edits, fallback edits) of one task, labelled."""
-    from core.home import pins_dir
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     texts = {label: text for label, text, _ in completions(task)}
     project_dir = read_pin(pin_path(task.pin, pins_dir())).project_dir
@@ -94,7 +94,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-submit-"))
     try:
         tasks = chosen_tasks(args, prepare, root)
-        from harvester.grading.warm import WarmBuilds
+        from dbt_harvest.harvester.grading.warm import WarmBuilds
 
         fast_s: list[float] = []
         warm_s: list[float] = []

@@ -25,7 +25,7 @@ def add_task_options(parser: argparse.ArgumentParser, *, default_tasks: int, spl
 def chosen_tasks(args: argparse.Namespace, prepare: Callable[[Path], list], root: Path) -> list:
     """The tasks to play (see the module docstring); sets HARVEST_HOME/HARVEST_PINS for --home."""
     if args.home and args.pins:
-        from corpora.store import load_tasks
+        from dbt_harvest.corpora.store import load_tasks
 
         os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(args.home), str(args.pins)
         split = getattr(args, "split", "train")
@@ -39,7 +39,7 @@ def chosen_tasks(args: argparse.Namespace, prepare: Callable[[Path], list], root
 
 def one_pin(pins: Path, repo: str):  # type: ignore[no-untyped-def]
     """The one pin under ``pins`` whose id contains ``repo``; exits with a one-line error otherwise."""
-    from core.pin import list_pins
+    from dbt_harvest.core.pin import list_pins
 
     found = [p for p in list_pins(pins) if repo in p.id]
     if len(found) != 1:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
-from cli._tables import id_table, print_table
-from cli.mint import _run_line
-from cli.tasks import _grading_lines
-from core.scorer.spec import GradingSpec
+from dbt_harvest.cli._tables import id_table, print_table
+from dbt_harvest.cli.mint import _run_line
+from dbt_harvest.cli.tasks import _grading_lines
+from dbt_harvest.core.scorer.spec import GradingSpec
 
 LONG_ID = "acme__a-very-long-repository-name@0123456789ab__models-marts-fct_orders__filter.drop_filter__3f2a9c"
 
@@ -39,7 +39,7 @@ def test_grading_spec_and_mint_counts_read_as_lines() -> None:
 
 
 def test_help_texts_say_what_options_mean() -> None:
-    from cli import main
+    from dbt_harvest.cli import main
 
     runner = CliRunner()
 

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cli._progress import elapsed, progress, working
+from dbt_harvest.cli._progress import elapsed, progress, working
 
 
 def _command(units: int, pause: float) -> click.Command:

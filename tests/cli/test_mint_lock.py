@@ -10,8 +10,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli import main
-from corpora.tasklock import LOCK_NAME, read_lock, write_lock
+from dbt_harvest.cli import main
+from dbt_harvest.corpora.tasklock import LOCK_NAME, read_lock, write_lock
 
 
 def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
@@ -59,9 +59,9 @@ def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(exa
     then rebuilt in a fresh home with --rename-gold: `--only-locked` re-mints just the locked tasks,
     `--verify-lock` finds each equal to its locked record once the old gold name is put back, `corpus lock
     --pin` re-keys them, and a lock that names another gold is a difference (exit 1)."""
-    from corpora.ledger import Params, assign
-    from core import atomic
-    from core.pin import pin_path, read_pin, write_pin
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.core import atomic
+    from dbt_harvest.core.pin import pin_path, read_pin, write_pin
     from tests.conftest import use_env
 
     home, pins = tmp_path / "old" / "home", tmp_path / "old" / "pins"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from core.clock import clock_env, freeze_clock
+from dbt_harvest.core.clock import clock_env, freeze_clock
 
 
 def test_current_time_calls_become_literals_parentheses_and_all() -> None:
@@ -31,7 +31,7 @@ def test_the_build_clock_is_frozen_not_ticking() -> None:
 
 @pytest.mark.skipif(shutil.which("faketime") is None, reason="libfaketime is not installed")
 def test_under_the_frozen_clock_now_never_moves_and_timeouts_still_work() -> None:
-    from core.clock import faketime_library
+    from dbt_harvest.core.clock import faketime_library
 
     code = ("import time, threading, datetime, queue\n"
             "a = datetime.datetime.now(); t0 = time.monotonic()\n"
@@ -53,7 +53,7 @@ def test_zoned_freeze_gives_the_types_a_dbt_build_gives() -> None:
 
     import duckdb
 
-    from core.clock import freeze_clock
+    from dbt_harvest.core.clock import freeze_clock
 
     con = duckdb.connect()
     con.execute("set TimeZone = 'America/New_York'")  # the instant must not depend on the session's zone

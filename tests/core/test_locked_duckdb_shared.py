@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from core.locked_duckdb import Lock, LockedDuckDBError, connect_locked
+from dbt_harvest.core.locked_duckdb import Lock, LockedDuckDBError, connect_locked
 
 SECRET = "TOPSECRET-shared-41e0"
 
@@ -32,7 +32,7 @@ def gold(tmp_path: Path) -> Path:
 
 
 def test_two_scorer_readers_of_one_gold_file_both_read_it(gold: Path) -> None:
-    from core.scorer.source import open_source
+    from dbt_harvest.core.scorer.source import open_source
 
     with open_source(gold, gold=True) as first:
         with open_source(gold, gold=True) as second:
@@ -41,7 +41,7 @@ def test_two_scorer_readers_of_one_gold_file_both_read_it(gold: Path) -> None:
 
 
 def test_concurrent_readers_in_threads(gold: Path) -> None:
-    from core.scorer.source import open_source
+    from dbt_harvest.core.scorer.source import open_source
 
     errors: list[str] = []
     barrier = threading.Barrier(4)

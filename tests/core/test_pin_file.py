@@ -10,8 +10,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import PinError
-from core.pin import Column, PackageRecord, Pin, TableRecord, pin_from_dict, read_pin, write_pin
+from dbt_harvest.core.errors import PinError
+from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, pin_from_dict, read_pin, write_pin
 
 
 def _pin() -> Pin:

@@ -15,10 +15,10 @@ import duckdb
 import pygit2
 import pytest
 
-from core.scorer.spec import GradingSpec
-from core import atomic
-from core.pin import Column, PackageRecord, Pin, TableRecord, write_pin
-from core.task_record import LocalChecks, TaskRecord, task_id
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core import atomic
+from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, write_pin
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
 
 SIG = pygit2.Signature("Fixture", "fixture@example.invalid", 1_700_000_000, 0)
 PROBLEMS = [
@@ -164,8 +164,8 @@ def make(world: World) -> Callable[..., Pin]:
 @pytest.fixture
 def reserved(world, make):  # noqa: ANN001, ANN201
     """Three repos reserved test/dev/train, two tasks each, stored through the real store (store_task)."""
-    from corpora.ledger import Params, assign, group_of
-    from corpora.store import store_task
+    from dbt_harvest.corpora.ledger import Params, assign, group_of
+    from dbt_harvest.corpora.store import store_task
 
     pins = {name: make(name) for name in ("t/testrepo", "d/devrepo", "r/trainrepo")}
     assign(world.pins, Params(0, 0, 0, test_groups=("t/testrepo",), dev_groups=("d/devrepo",)))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.chain import append_entry, read_chain
+from dbt_harvest.corpora.chain import append_entry, read_chain
 
 FIELDS = ("recipe", "time", "prev")
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from corpora.checks import check_pins_folder
-from corpora.ledger import SplitLedger
-from corpora.tasklock import LOCK_NAME, read_lock, write_lock
-from core.licenses import REDISTRIBUTABLE
-from core.pin import PackageRecord, list_pins, pin_path, write_pin
+from dbt_harvest.cli import main
+from dbt_harvest.corpora.checks import check_pins_folder
+from dbt_harvest.corpora.ledger import SplitLedger
+from dbt_harvest.corpora.tasklock import LOCK_NAME, read_lock, write_lock
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import PackageRecord, list_pins, pin_path, write_pin
 
 PINS = Path(__file__).resolve().parents[2] / "pins"
 

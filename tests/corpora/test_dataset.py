@@ -10,16 +10,16 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from corpora.build import build_dataset, read_manifest
-from corpora.errors import DatasetBuildError, LintError, SealError
-from corpora.features import task_features, to_row
-from corpora.ledger import Params, assign, group_of
-from corpora.sealed import sealed_dir
-from corpora.store import store_task
+from dbt_harvest.corpora.build import build_dataset, read_manifest
+from dbt_harvest.corpora.errors import DatasetBuildError, LintError, SealError
+from dbt_harvest.corpora.features import task_features, to_row
+from dbt_harvest.corpora.ledger import Params, assign, group_of
+from dbt_harvest.corpora.sealed import sealed_dir
+from dbt_harvest.corpora.store import store_task
 from corpora_world import make_task
-from core import atomic
-from cli import main
-from core.task_record import write_task
+from dbt_harvest.core import atomic
+from dbt_harvest.cli import main
+from dbt_harvest.core.task_record import write_task
 
 
 def _populate(world, make, *, dev=True, unlicensed=True):
@@ -194,7 +194,7 @@ def test_cli_dataset_build(world, make):
 
 def test_rows_never_carry_secret_fields(world, make):
     pin = make("a/one")
-    from core.task_record import Claim, LocalChecks, WrongRepairNote
+    from dbt_harvest.core.task_record import Claim, LocalChecks, WrongRepairNote
 
     task = replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",),
                    wrong_repair_notes=(WrongRepairNote("SECRET-INTENT", ("SECRET-FIX",)),),

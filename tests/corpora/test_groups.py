@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corpora.groups import explain_groups, split_groups
+from dbt_harvest.corpora.groups import explain_groups, split_groups
 from corpora_world import hub
 
 

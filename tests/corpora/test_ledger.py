@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from corpora.errors import LedgerError, ReservationError
-from corpora.ledger import LEDGER_NAME, Params, SplitLedger, assign, group_of, split_of
-from core.errors import PinError
+from dbt_harvest.corpora.errors import LedgerError, ReservationError
+from dbt_harvest.corpora.ledger import LEDGER_NAME, Params, SplitLedger, assign, group_of, split_of
+from dbt_harvest.core.errors import PinError
 
 
 def _repos(make, n: int) -> list:
@@ -72,7 +72,7 @@ def test_repository_pinned_later_joins_its_group_or_train(world, make):
 
 
 def test_unlicensed_repository_pinned_later_is_reserved_for_test_and_passes_the_license_check(world, make):
-    from corpora.checks import check_pins_folder
+    from dbt_harvest.corpora.checks import check_pins_folder
 
     _repos(make, 4)
     assign(world.pins, Params(test=1, dev=1, seed=3))

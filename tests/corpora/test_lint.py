@@ -10,12 +10,12 @@ from importlib import resources
 import pytest
 from click.testing import CliRunner
 
-from corpora.exclusions import SHIPPED_SHA256, load_exclusions
-from corpora.ledger import Params, assign, group_of
-from corpora.lint import lint, lint_project
-from corpora.store import store_task
+from dbt_harvest.corpora.exclusions import SHIPPED_SHA256, load_exclusions
+from dbt_harvest.corpora.ledger import Params, assign, group_of
+from dbt_harvest.corpora.lint import lint, lint_project
+from dbt_harvest.corpora.store import store_task
 from corpora_world import hub, make_task
-from cli import main
+from dbt_harvest.cli import main
 
 
 def _kinds(violations):
@@ -154,13 +154,13 @@ def test_cli_split_show(world, make, args):
 
 
 def _template(table: str, description: str, gold_rows: int, mutant_rows: int, columns=()):  # noqa: ANN001, ANN202
-    from harvester.mint.statement import Symptom, template_statement
+    from dbt_harvest.harvester.mint.statement import Symptom, template_statement
 
     return template_statement([Symptom(table, description, gold_rows, mutant_rows, tuple(columns))])
 
 
 def test_template_statements_of_different_repositories_do_not_collide_on_the_template(world, make):
-    from corpora.digest import ngrams
+    from dbt_harvest.corpora.digest import ngrams
 
     ex = load_exclusions()
     a, b, c = make("a/library"), make("b/clinic"), make("c/freight")

@@ -10,12 +10,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from corpora.build import build_dataset
-from corpora.errors import DatasetBuildError, PublishError
-from corpora.publish import publish
+from dbt_harvest.corpora.build import build_dataset
+from dbt_harvest.corpora.errors import DatasetBuildError, PublishError
+from dbt_harvest.corpora.publish import publish
 from fake_hub import FakeHub
-from core import atomic
-from cli import main
+from dbt_harvest.core import atomic
+from dbt_harvest.cli import main
 from test_dataset import _populate
 
 
@@ -139,8 +139,8 @@ def test_a_private_upload_refuses_a_repo_that_exists_and_is_public(built, monkey
 
 
 def test_publishing_one_split_keeps_the_other_listed_and_loadable(built, world, make, monkeypatch, tmp_path):
-    from corpora.ledger import group_of
-    from corpora.store import store_task
+    from dbt_harvest.corpora.ledger import group_of
+    from dbt_harvest.corpora.store import store_task
     from corpora_world import make_task
 
     with FakeHub() as hub:

@@ -6,10 +6,10 @@ import json
 
 from click.testing import CliRunner
 
-from cli import main
-from corpora.ledger import Params, SplitLedger, assign
-from corpora.report import build_report, markdown
-from harvester.mint.pipeline import reports_dir
+from dbt_harvest.cli import main
+from dbt_harvest.corpora.ledger import Params, SplitLedger, assign
+from dbt_harvest.corpora.report import build_report, markdown
+from dbt_harvest.harvester.mint.pipeline import reports_dir
 
 
 def _report(pin_id: str, n: int, family: str, stage: str, kept: bool, reason: str = "", **more) -> None:

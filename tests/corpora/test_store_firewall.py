@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from corpora.errors import FirewallError, SealError, UnsealError
-from corpora.firewall import require_train
-from corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
-from corpora.store import load_tasks, store_task
-from corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
+from dbt_harvest.corpora.errors import FirewallError, SealError, UnsealError
+from dbt_harvest.corpora.firewall import require_train
+from dbt_harvest.corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
+from dbt_harvest.corpora.store import load_tasks, store_task
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
 from corpora_world import make_task
 from tests.recipes import finished_run, frozen_run
 

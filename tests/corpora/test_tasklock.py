@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from corpora.checks import check_pins_folder
-from corpora.tasklock import (
+from dbt_harvest.corpora.checks import check_pins_folder
+from dbt_harvest.corpora.tasklock import (
     LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
     under_gold, updated_lock, write_lock,
 )
@@ -95,8 +95,8 @@ def test_growing_the_corpus_in_a_fresh_home_keeps_every_other_pins_locked_tasks(
     """A repository pinned later (the ledger extends it to train) and minted in a home that never built the
     old pins: its entries join the lock, the old pins' entries (test hashes included) stay exactly, and the
     fresh home's sealed store (empty, under the committed seal) is never read."""
-    from corpora.ledger import assign, group_of
-    from corpora.store import store_task
+    from dbt_harvest.corpora.ledger import assign, group_of
+    from dbt_harvest.corpora.store import store_task
     from corpora_world import make_task
 
     write_lock(lock_from_home(world.home, world.pins), world.pins)

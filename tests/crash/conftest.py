@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harvester.gitrepos import make_git_repo
+from dbt_harvest.harvester.gitrepos import make_git_repo
 from tests.crash.harness import Stage, World, final_artefacts, hash_file, run_cli
 
 PROJECT = Path(__file__).resolve().parent / "project"
@@ -78,7 +78,7 @@ def baselines(tmp_path_factory: pytest.TempPathFactory) -> Baselines:
     add, added = _stage("add", ("add", spec, "--json"), empty, root / "after-add")
     split = run_cli(added, ["split", "assign", "--test", "0", "--dev", "0", "--json"])
     assert split.returncode == 0, split.output
-    from harvester.gold_digest import content_digest
+    from dbt_harvest.harvester.gold_digest import content_digest
 
     captures = sorted((added.home / "builds").glob("*/*/build*.captured/gold.duckdb"))
     golds = tuple(sorted(hash_file(p) for p in captures))

@@ -108,7 +108,7 @@ def install() -> None:
 
 def main(argv: list[str]) -> None:
     install()
-    from cli import main as harvest
+    from dbt_harvest.cli import main as harvest
 
     harvest(args=argv, prog_name="harvest")
 

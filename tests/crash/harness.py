@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CRASHPOINT = Path(__file__).resolve().parent / "crashpoint.py"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 #: every artefact this test suite compares, relative to the world folder
 SOURCE_DATE_EPOCH = "1704067200"
 
@@ -53,7 +52,6 @@ class World:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARVEST_")}
         env.update({
             "HARVEST_HOME": str(self.home), "HARVEST_PINS": str(self.pins), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")])),
             "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_OFFLINE": "1", "TERM": "dumb",
         })
         return env
@@ -121,11 +119,11 @@ def whole_files(folder: Path, pattern: str) -> dict[str, str]:
 
 def check_nothing_partial(world: World) -> list[str]:
     """Every artefact under a real name is whole and verifies by its hash; returns what was checked."""
-    from corpora.build import read_manifest
-    from harvester.gold import gold_path, matches
-    from core.pin import list_pins
-    from harvester.state import load_state
-    from core.task_record import read_task
+    from dbt_harvest.corpora.build import read_manifest
+    from dbt_harvest.harvester.gold import gold_path, matches
+    from dbt_harvest.core.pin import list_pins
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.core.task_record import read_task
 
     checked: list[str] = []
     saved = {k: os.environ.get(k) for k in ("HARVEST_HOME", "HARVEST_PINS")}

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests" / "corpora"))
 from fake_hub import FakeHub  # noqa: E402
 
 #: The `harvest` console script of this checkout (the same entry point pyproject installs).
-HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
+HARVEST = [sys.executable, "-m", "dbt_harvest"]
 #: Our projects and the public-looking origins they are pinned under; the example joins them.
 ORIGINS = {
     "lending_library": "https://github.com/dbt-harvest-fixtures/lending_library",
@@ -137,7 +137,7 @@ LOAD_SCRIPT = (
 
 @pytest.mark.slow
 def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
-    from harvester.example import materialize_example
+    from dbt_harvest.harvester.example import materialize_example
 
     started = time.perf_counter()
     work = tmp_path / "work"
@@ -150,7 +150,6 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
             **{k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))},
             "HARVEST_HOME": str(work / ".harvest"), "HARVEST_PINS": str(work / "pins"),
             "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_e2e_token",
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         }
         chain = Chain(work, env)
 

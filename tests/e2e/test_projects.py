@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.licenses import detect_license
-from mutators import FAMILIES
+from dbt_harvest.core.licenses import detect_license
+from dbt_harvest.mutators import FAMILIES
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 NAMES = ("lending_library", "clinic_scheduling", "freight_ops")
@@ -53,8 +53,7 @@ def test_a_project_has_seeds_staging_marts_tests_and_our_license(name: str) -> N
 def test_a_project_offers_every_mutation_family(name: str) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()",
-         "mutants", str(PROJECTS / name / "models"), "--json"],
+        [sys.executable, "-m", "dbt_harvest", "mutants", str(PROJECTS / name / "models"), "--json"],
         capture_output=True, text=True, cwd=root, check=True, timeout=300,
     )
     families = {m["family"] for f in json.loads(done.stdout) for m in f["mutations"]}

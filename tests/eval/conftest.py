@@ -48,14 +48,14 @@ def _columns(pin: object, table: str) -> tuple[int, ...]:
 
 def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(EDITS)) -> EvalWorld:
     """Copy the harvest, reserve its one repository for ``split``, write the hand-made tasks there."""
-    from corpora.groups import explain_groups
-    from corpora.ledger import Params, assign, assignment_of
-    from corpora.store import load_tasks, store_task
-    from core.scorer.spec import GradingSpec
-    from core.patching import make_patch
-    from core.pin import list_pins, write_pin
-    from core.task_record import LocalChecks, TaskRecord, task_id
-    from harvester.workspace import template
+    from dbt_harvest.corpora.groups import explain_groups
+    from dbt_harvest.corpora.ledger import Params, assign, assignment_of
+    from dbt_harvest.corpora.store import load_tasks, store_task
+    from dbt_harvest.core.scorer.spec import GradingSpec
+    from dbt_harvest.core.patching import make_patch
+    from dbt_harvest.core.pin import list_pins, write_pin
+    from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
+    from dbt_harvest.harvester.workspace import template
 
     home, pins = dest / "home", dest / "pins"
     shutil.copytree(harvested.home, home, symlinks=True)
@@ -121,8 +121,8 @@ test-paths: ["tests"]
 
 def toy_task(instance_id: str = "toy.task"):  # -> TaskRecord
     """A task record for the toy workspace (the state machine tests never build it)."""
-    from core.scorer.spec import GradingSpec
-    from core.task_record import LocalChecks, TaskRecord
+    from dbt_harvest.core.scorer.spec import GradingSpec
+    from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 
     return TaskRecord(
         instance_id=instance_id, pin="toy@000000000000", repo="toy/toy", base_commit="0" * 40, project_dir=".",
@@ -138,8 +138,8 @@ def toy_ws(tmp_path: Path):  # -> TaskWorkspace
     """A small dbt project on disk with links and sandbox files planted; never built."""
     import os
 
-    from eval.env.policy import policy_for
-    from eval.env.workspace import TaskWorkspace
+    from dbt_harvest.eval.env.policy import policy_for
+    from dbt_harvest.eval.env.workspace import TaskWorkspace
 
     root = tmp_path / "ws"
     for folder in ("models/marts", "extra_models", "data", "macros", "tests", "dbt_packages/pkg/models", "target", "analyses"):

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eval.audit.report import build_report, write_report
-from eval.audit.rundir import RunDir
-from eval.audit.runner import AuditOptions, run_audit
-from eval.drivers.scripted import NoopDriver, ScriptedDriver, WrongDriver
-from eval.ladder import BUILD_FAILS, CHECKS_FAIL, OFFICIAL_FAIL, OFFICIAL_PASS
-from cli import main
+from dbt_harvest.eval.audit.report import build_report, write_report
+from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+from dbt_harvest.eval.drivers.scripted import NoopDriver, ScriptedDriver, WrongDriver
+from dbt_harvest.eval.ladder import BUILD_FAILS, CHECKS_FAIL, OFFICIAL_FAIL, OFFICIAL_PASS
+from dbt_harvest.cli import main
 
 pytestmark = pytest.mark.slow
 

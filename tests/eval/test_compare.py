@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from eval.audit.compare import (
+from dbt_harvest.eval.audit.compare import (
     CompareError,
     compare_reports,
     compare_runs,
@@ -86,13 +86,13 @@ def test_runs_over_different_tasks_or_splits_are_refused() -> None:
 
 @pytest.mark.slow
 def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from cli import main
+    from dbt_harvest.cli import main
     from click.testing import CliRunner
 
-    from eval.audit.report import write_report
-    from eval.audit.rundir import RunDir
-    from eval.audit.runner import AuditOptions, run_audit
-    from eval.drivers.base import make_driver
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.drivers.base import make_driver
 
     runs = {}
     with dev_world.env():

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.drivers.scripted import ScriptedDriver
-from eval.env import TOOL_NAMES, RepairEnvironment, tool_schemas
-from eval.env.episode import ABANDONED, LOOPED, SUBMITTED, TURN_CAP, Episode, EpisodeLimits
-from harvester.grading.verdict import Graded
-from eval.env.tools import RunSettings
-from eval.ladder import BUILD_FAILS, CHECKS_FAIL, LOOPS, MISSING, NO_SUBMISSION, OFFICIAL_FAIL, OFFICIAL_PASS, classify
+from dbt_harvest.eval.drivers.scripted import ScriptedDriver
+from dbt_harvest.eval.env import TOOL_NAMES, RepairEnvironment, tool_schemas
+from dbt_harvest.eval.env.episode import ABANDONED, LOOPED, SUBMITTED, TURN_CAP, Episode, EpisodeLimits
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.eval.env.tools import RunSettings
+from dbt_harvest.eval.ladder import BUILD_FAILS, CHECKS_FAIL, LOOPS, MISSING, NO_SUBMISSION, OFFICIAL_FAIL, OFFICIAL_PASS, classify
 from tests.eval.conftest import toy_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,14 +123,14 @@ def test_tool_schemas_describe_every_argument_as_trl_builds_them() -> None:
 
 
 def test_reset_without_an_instance_id_is_refused() -> None:
-    from eval.env import EnvError
+    from dbt_harvest.eval.env import EnvError
 
     with pytest.raises(EnvError, match="instance_id"):
         RepairEnvironment({}).reset(prompt=[{"role": "user", "content": "x"}])
 
 
 def test_the_training_default_serves_the_train_split_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from eval.env import EnvError
+    from dbt_harvest.eval.env import EnvError
 
     monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HARVEST_PINS", str(tmp_path / "pins"))
@@ -156,4 +156,4 @@ def test_no_agent_facing_module_imports_the_explainer() -> None:
                     offenders.append(f"{path.name}: .{node.attr}")
     assert offenders == []
     # and the audit, which shows reasons to people, does use it (so this test would see a real import)
-    assert "from core.scorer import explain" in (ROOT / "eval/audit/runner.py").read_text()
+    assert "from dbt_harvest.core.scorer import explain" in (ROOT / "eval/audit/runner.py").read_text()

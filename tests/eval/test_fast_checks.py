@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.patching import apply_to_text, parse_patch
+from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 
 def _texts(task) -> tuple[str, str, str]:  # noqa: ANN001
     """(broken, fixed, wrong) text of the task's file."""
-    from core.home import pins_dir
-    from core.pin import pin_path, read_pin
-    from harvester.workspace import template
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.workspace import template
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     original = (template(pin) / task.file).read_text(encoding="utf-8")
@@ -30,8 +30,8 @@ def _texts(task) -> tuple[str, str, str]:  # noqa: ANN001
 
 def _reads_the_answer(task) -> str:  # noqa: ANN001
     """The model rewritten to select its own built relation, named in plain SQL (no Jinja)."""
-    from harvester.mint.lineage import models
-    from harvester.state import load_state
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
 
     table = task.grading.condition_tabs[0]
     node = next(n for n in models(load_state(task.pin).manifest).values() if n.alias == table)
@@ -39,10 +39,10 @@ def _reads_the_answer(task) -> str:  # noqa: ANN001
 
 
 def _play(task, text: str, fast: bool, scratch: Path) -> tuple[str, dict]:  # noqa: ANN001
-    from core.home import pins_dir
-    from eval.env.episode import Episode
-    from eval.env.tools import RunSettings
-    from eval.env.workspace import discard, materialize
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.eval.env.episode import Episode
+    from dbt_harvest.eval.env.tools import RunSettings
+    from dbt_harvest.eval.env.workspace import discard, materialize
 
     ws = materialize(task, pins_dir(), scratch)
     try:
@@ -59,7 +59,7 @@ def _play(task, text: str, fast: bool, scratch: Path) -> tuple[str, dict]:  # no
 
 
 def test_fast_checks_agree_with_the_dbt_build(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from eval.env.graded_edits import validate_edits
+    from dbt_harvest.eval.env.graded_edits import validate_edits
 
     task = dev_world.tasks[0]
     with dev_world.env():
@@ -82,7 +82,7 @@ def test_fast_checks_agree_with_the_dbt_build(dev_world, tmp_path: Path) -> None
 
 
 def test_every_dev_task_grades_its_fix_one_and_its_wrong_repair_zero_on_the_fast_path(dev_world) -> None:  # noqa: ANN001
-    from harvester.grading import grade
+    from dbt_harvest.harvester.grading import grade
 
     with dev_world.env():
         for task in dev_world.tasks:
@@ -95,7 +95,7 @@ def test_every_dev_task_grades_its_fix_one_and_its_wrong_repair_zero_on_the_fast
 
 
 def test_jinja_and_non_model_edits_leave_the_fast_path(dev_world) -> None:  # noqa: ANN001
-    from eval.env.graded_edits import validate_edits
+    from dbt_harvest.eval.env.graded_edits import validate_edits
 
     task = dev_world.tasks[0]
     with dev_world.env():
@@ -107,9 +107,9 @@ def test_jinja_and_non_model_edits_leave_the_fast_path(dev_world) -> None:  # no
 
 
 def test_a_submission_graded_fast_carries_a_capture_the_explainer_reads(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from core.scorer import explain
-    from eval.env.graded_edits import submit_edits
-    from harvester.gold import gold_path
+    from dbt_harvest.core.scorer import explain
+    from dbt_harvest.eval.env.graded_edits import submit_edits
+    from dbt_harvest.harvester.gold import gold_path
 
     task = dev_world.tasks[0]
     with dev_world.env():
@@ -125,7 +125,7 @@ def test_a_submission_graded_fast_carries_a_capture_the_explainer_reads(dev_worl
 def test_an_edit_the_fast_path_cannot_grade_is_built_fresh_and_agrees_with_the_workspace_build(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
     """The environment's fallback goes through the same grading function (a fresh sandboxed seed + build
     of pin + broken patch + edits) and answers what building the agent's workspace answers."""
-    from eval.env.graded_edits import graded_edits
+    from dbt_harvest.eval.env.graded_edits import graded_edits
 
     task = dev_world.tasks[0]
     with dev_world.env():

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.audit.rundir import RunDir
-from eval.audit.runner import AuditOptions, run_audit
-from eval.drivers import make_driver
-from eval.drivers.hf import parse_tool_calls
-from eval.env.episode import EpisodeLimits
-from eval.ladder import LOOPS, NO_SUBMISSION
+from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+from dbt_harvest.eval.drivers import make_driver
+from dbt_harvest.eval.drivers.hf import parse_tool_calls
+from dbt_harvest.eval.env.episode import EpisodeLimits
+from dbt_harvest.eval.ladder import LOOPS, NO_SUBMISSION
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def test_parse_tool_calls_reads_the_hermes_form() -> None:
 
 
 def test_tiny_model_reaches_rung_1_or_2(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from train.tiny import TinySpec, build_tiny
+    from dbt_harvest.train.tiny import TinySpec, build_tiny
 
     # a long position table: the tool schemas alone are a few thousand tokens of the tiny tokenizer
     model_dir = build_tiny(tmp_path / "tiny", TinySpec(max_position_embeddings=16384))

@@ -17,21 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from core import atomic
-from harvester.gold_digest import content_digest
+from dbt_harvest.core import atomic
+from dbt_harvest.harvester.gold_digest import content_digest
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-HARVEST = [sys.executable, "-c", "import sys; from cli import main; sys.argv[0] = 'harvest'; main()"]
+HARVEST = [sys.executable, "-m", "dbt_harvest"]
 
 
 def _fresh_env(tmp: Path, **extra: str) -> dict[str, str]:
-    """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME, this checkout on the path."""
+    """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))}
     env.update({"HARVEST_HOME": str(tmp / "fresh-home"), "HARVEST_PINS": str(tmp / "fresh-pins"),
-                "HF_HOME": str(tmp / "fresh-hf"), "HF_HUB_OFFLINE": "1",
-                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)})
+                "HF_HOME": str(tmp / "fresh-hf"), "HF_HUB_OFFLINE": "1"})
     env.update(extra)
     return env
 
@@ -90,11 +89,11 @@ def test_rows_are_self_contained(hub_world, dev_world) -> None:  # noqa: ANN001
 
 
 def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from core.patching import apply_patch
-    from eval.audit.report import write_report
-    from eval.audit.rundir import RunDir
-    from eval.audit.runner import AuditOptions, run_audit
-    from eval.drivers.scripted import NoopDriver, OracleDriver
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.drivers.scripted import NoopDriver, OracleDriver
 
     root, mirror, packages, rows = hub_world
     task = dev_world.tasks[0]
@@ -109,7 +108,7 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
     assert not (out / "project" / ".git").exists() and not list((out / "project").rglob("*.duckdb"))
     broken_text = (out / "project" / task.file).read_text()
     # the same task as the store's: our own workspace of it holds the same broken file
-    from eval.env.workspace import discard, materialize
+    from dbt_harvest.eval.env.workspace import discard, materialize
 
     with dev_world.env():
         ws = materialize(task, dev_world.pins, tmp_path / "scratch")
@@ -165,7 +164,7 @@ def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path,
     sys.path.insert(0, str(ROOT / "tests" / "corpora"))
     from fake_hub import FakeHub
 
-    from corpora.publish import publish
+    from dbt_harvest.corpora.publish import publish
 
     root, mirror, packages, rows = hub_world
     task = dev_world.tasks[-1]
@@ -192,7 +191,7 @@ def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path,
 
 
 def _oracle_text(current: str, patch: str) -> str:
-    from core.patching import apply_to_text, parse_patch
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
 
     (file_patch,) = parse_patch(patch)
     return apply_to_text(current, file_patch)
@@ -211,7 +210,7 @@ def fresh_home(tmp_path: Path, monkeypatch, hub_world):  # noqa: ANN001, ANN201
 
 
 def test_repair_environment_from_a_dataset_row(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
-    from eval.env.environment import RepairEnvironment
+    from dbt_harvest.eval.env.environment import RepairEnvironment
 
     root, mirror, _, rows = hub_world
     task = dev_world.tasks[0]
@@ -239,7 +238,7 @@ def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, 
 
     import uvicorn
 
-    from eval.adapters.openenv_server import RepairAction, RepairEnvClient, make_app
+    from dbt_harvest.eval.adapters.openenv_server import RepairAction, RepairEnvClient, make_app
 
     root, mirror, _, rows = hub_world
     with socket.socket() as probe:
@@ -290,9 +289,9 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
     """What a Hub row cannot vouch for by a manifest: the export's tree id, the compat patch, the gold."""
     import shutil
 
-    from core.errors import HarvestError
-    from corpora.materialize import DatasetRef, MaterializeError, gold_for, row_source
-    from harvester.task_tree import broken_tree
+    from dbt_harvest.core.errors import HarvestError
+    from dbt_harvest.corpora.materialize import DatasetRef, MaterializeError, gold_for, row_source
+    from dbt_harvest.harvester.task_tree import broken_tree
 
     root, mirror, _, rows = hub_world
     row = rows[dev_world.tasks[0].instance_id]
@@ -325,7 +324,7 @@ def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Pa
     import time
     import urllib.request
 
-    from eval.adapters.openenv_server import RepairAction, RepairEnvClient
+    from dbt_harvest.eval.adapters.openenv_server import RepairAction, RepairEnvClient
 
     root, mirror, packages, rows = hub_world
     env = _fresh_env(tmp_path)
@@ -396,8 +395,8 @@ def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, f
 
     import uvicorn
 
-    from eval.adapters.openenv_server import make_app
-    from eval.adapters.verifiers_env import load_environment
+    from dbt_harvest.eval.adapters.openenv_server import make_app
+    from dbt_harvest.eval.adapters.verifiers_env import load_environment
 
     root, mirror, _, rows = hub_world
     with socket.socket() as probe:

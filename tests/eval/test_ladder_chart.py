@@ -5,8 +5,8 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-from eval.audit.report import ladder_figure, ladder_png
-from eval.ladder import RUNGS
+from dbt_harvest.eval.audit.report import ladder_figure, ladder_png
+from dbt_harvest.eval.ladder import RUNGS
 
 
 def _report() -> dict:

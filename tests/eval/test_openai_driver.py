@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from eval.audit.rundir import RunDir
-from eval.audit.runner import AuditOptions, run_audit
-from eval.drivers import make_driver
-from eval.ladder import OFFICIAL_PASS
-from core.patching import apply_to_text, parse_patch
+from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+from dbt_harvest.eval.drivers import make_driver
+from dbt_harvest.eval.ladder import OFFICIAL_PASS
+from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +45,8 @@ class Replay(BaseHTTPRequestHandler):
 def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) -> None:  # noqa: ANN001
     task = dev_world.tasks[0]
     with dev_world.env():
-        from harvester.workspace import template
-        from core.patching import apply_patch  # noqa: F401
+        from dbt_harvest.harvester.workspace import template
+        from dbt_harvest.core.patching import apply_patch  # noqa: F401
 
         broken = apply_to_text((template(dev_world.pin) / task.file).read_text(), parse_patch(task.broken_patch)[0])
     fixed = apply_to_text(broken, parse_patch(task.fix_patch)[0])

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from eval.env.errors import InvalidAction
-from eval.env.policy import check_write, policy_for, resolve_read
-from eval.env.tools import list_files, read_file, write_file
-from eval.env.workspace import TaskWorkspace
+from dbt_harvest.eval.env.errors import InvalidAction
+from dbt_harvest.eval.env.policy import check_write, policy_for, resolve_read
+from dbt_harvest.eval.env.tools import list_files, read_file, write_file
+from dbt_harvest.eval.env.workspace import TaskWorkspace
 
 def test_writable_folders_come_from_dbt_project_yml(toy_ws: TaskWorkspace) -> None:
     assert toy_ws.policy.writable == ("models", "extra_models", "macros", "data", "tests")

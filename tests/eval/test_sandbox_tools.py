@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.env import EnvSettings, RepairEnvironment
+from dbt_harvest.eval.env import EnvSettings, RepairEnvironment
 
 pytestmark = pytest.mark.slow
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from corpora.recipe import ADAPTER_DIR, MANIFEST_NAME
-from cli import main
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, MANIFEST_NAME
+from dbt_harvest.cli import main
 from tests.recipes import finished_run, frozen_run
 
 pytestmark = pytest.mark.slow
 
 
 def test_sealed_test_audit_once_per_frozen_recipe(test_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from corpora.errors import FirewallError
-    from corpora.store import load_tasks
+    from dbt_harvest.corpora.errors import FirewallError
+    from dbt_harvest.corpora.store import load_tasks
 
     runner = CliRunner()
 

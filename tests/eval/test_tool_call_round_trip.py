@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from core.patching import make_patch
-from core.scorer.spec import GradingSpec
-from core.task_record import LocalChecks, TaskRecord, task_id
-from eval.drivers.hf import parse_reply, parse_tool_calls, response_parser
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
+from dbt_harvest.eval.drivers.hf import parse_reply, parse_tool_calls, response_parser
 
 FILE = "models/orders.sql"
 BROKEN = "select id, amount\nfrom {{ ref('stg_orders') }}\nwhere status = 'completed'\n"
@@ -35,13 +35,13 @@ def _task() -> TaskRecord:
 
 @pytest.fixture(scope="module")
 def tokenizer():  # noqa: ANN201
-    from train.tiny import train_tokenizer
+    from dbt_harvest.train.tiny import train_tokenizer
 
     return train_tokenizer()
 
 
 def test_sft_transcript_parses_back_to_the_same_tool_calls(tokenizer) -> None:  # noqa: ANN001
-    from train.sft_data import agentic_rows
+    from dbt_harvest.train.sft_data import agentic_rows
 
     class Files:
         def broken_files(self, task: TaskRecord) -> dict[str, str]:

@@ -44,8 +44,8 @@ def _strip(found) -> dict:  # noqa: ANN001
 
 
 def test_fallback_builds_in_the_warm_child_give_the_cold_verdicts(dev_world) -> None:  # noqa: ANN001
-    from harvester.grading import grade
-    from harvester.grading.warm import WarmBuilds
+    from dbt_harvest.harvester.grading import grade
+    from dbt_harvest.harvester.grading.warm import WarmBuilds
 
     task = dev_world.tasks[0]
     with dev_world.env(), WarmBuilds() as warm:
@@ -76,8 +76,8 @@ def test_fallback_builds_in_the_warm_child_give_the_cold_verdicts(dev_world) -> 
 
 
 def test_a_build_in_the_warm_child_finds_nothing_an_earlier_build_left(dev_world) -> None:  # noqa: ANN001
-    from harvester.grading import grade
-    from harvester.grading.warm import WarmBuilds
+    from dbt_harvest.harvester.grading import grade
+    from dbt_harvest.harvester.grading.warm import WarmBuilds
 
     task = dev_world.tasks[0]
     with dev_world.env(), WarmBuilds() as warm:
@@ -101,7 +101,7 @@ def test_a_build_in_the_warm_child_finds_nothing_an_earlier_build_left(dev_world
 
 
 def test_the_environment_opens_its_warm_child_on_the_first_fallback_and_ends_it_when_it_closes(dev_world) -> None:  # noqa: ANN001
-    from eval.env.environment import EnvSettings, RepairEnvironment
+    from dbt_harvest.eval.env.environment import EnvSettings, RepairEnvironment
 
     task = dev_world.tasks[0]
     with dev_world.env():

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.env import EnvSettings, RepairEnvironment
-from eval.env.episode import Episode
-from eval.env.policy import policy_for
-from eval.env.tools import RunSettings
-from eval.env.workspace import TaskWorkspace
-from harvester.sandbox import Limits
+from dbt_harvest.eval.env import EnvSettings, RepairEnvironment
+from dbt_harvest.eval.env.episode import Episode
+from dbt_harvest.eval.env.policy import policy_for
+from dbt_harvest.eval.env.tools import RunSettings
+from dbt_harvest.eval.env.workspace import TaskWorkspace
+from dbt_harvest.harvester.sandbox import Limits
 
 HERE = Path(__file__).parent
 PYTHON_MODEL = "def model(dbt, session):\n    return session.sql(\"select 'ran' as pwned\")\n"

@@ -22,11 +22,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
-from core.scorer.spider2 import GRADED, score_folder
-from harvester.gold_digest import content_digest
-from cli import main
-from harvester.workspace import template
+from dbt_harvest.eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
+from dbt_harvest.core.scorer.spider2 import GRADED, score_folder
+from dbt_harvest.harvester.gold_digest import content_digest
+from dbt_harvest.cli import main
+from dbt_harvest.harvester.workspace import template
 from tests.conftest import Minted
 from tests.core.scorer import spider2_official as official_code
 
@@ -109,9 +109,9 @@ def test_the_export_has_spider2s_layout(exported: Exported) -> None:
 
 def _build(example: Path, dest: Path, fix: str | None) -> Path:
     """Copy an exported project, apply ``fix`` (a unified diff) if any, and `dbt build` it sandboxed."""
-    from harvester.build import build_workspace
-    from harvester.discovery import discover
-    from core.patching import apply_patch
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.core.patching import apply_patch
 
     shutil.copytree(example, dest, symlinks=True)
     if fix:

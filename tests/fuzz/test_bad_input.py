@@ -21,14 +21,14 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.scorer.spec import GradingSpec
-from cli import main
-from core.errors import HarvestError, PinError
-from core.pin import Column, PackageRecord, Pin, TableRecord, read_pin
-from core.task_record import LocalChecks, TaskRecord, TaskRecordError, read_task, task_from_dict, task_id
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.cli import main
+from dbt_harvest.core.errors import HarvestError, PinError
+from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, read_pin
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, TaskRecordError, read_task, task_from_dict, task_id
 from tests.fuzz.strategies import broken_dict, json_values, junk_bytes, toml_values
-from train.configs import load_config
-from train.errors import TrainConfigError
+from dbt_harvest.train.configs import load_config
+from dbt_harvest.train.errors import TrainConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 SFT_CONFIG = REPO / "train" / "configs" / "sft-qwen-4b.toml"

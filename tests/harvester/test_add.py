@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from cli import main
+from dbt_harvest.cli import main
 from tests.fixtures import (
     BUILD_FAILS_MARKER,
     CLOCK_NEWEST_SEED_DATE,
@@ -54,7 +54,7 @@ def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None: 
     for key in ("python", "dbt-core", "dbt-duckdb", "duckdb", "sqlglot", "harvester"):
         assert pin.versions[key]
     with example_harvest.env():
-        from harvester.gold import gold_path
+        from dbt_harvest.harvester.gold import gold_path
 
         gold = gold_path(pin.gold_sha256)
     con = duckdb.connect(str(gold), read_only=True)
@@ -78,7 +78,7 @@ def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None: 
 def test_a_tampered_gold_file_is_an_error_not_a_zero(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
-    from core.errors import GoldError
+    from dbt_harvest.core.errors import GoldError
 
     home = tmp_path / "home"
     shutil.copytree(example_harvest.home / "gold", home / "gold")
@@ -89,7 +89,7 @@ def test_a_tampered_gold_file_is_an_error_not_a_zero(example_harvest, tmp_path) 
     from tests.conftest import use_env
 
     with use_env(home, tmp_path / "pins"):
-        from harvester.gold import gold_path
+        from dbt_harvest.harvester.gold import gold_path
 
         with pytest.raises(GoldError, match="corrupted"):
             gold_path(sha)
@@ -131,7 +131,7 @@ def test_a_rebuild_reproduces_the_gold_name(tmp_path: Path) -> None:
     """The gold's name (its content digest) names it in the pin and in every task: building the same commit
     again (here `add --rebuild`; on another machine, a fresh add from a mirror) must give the same name, or
     every committed pin and task lock would drift on each rebuild."""
-    from harvester.gold_digest import content_digest
+    from dbt_harvest.harvester.gold_digest import content_digest
 
     repo = fixture_repo("clock", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -150,7 +150,7 @@ def test_gold_of_long_text_rebuilds_to_the_same_pin_in_a_fresh_home(tmp_path: Pa
     (same rows, order and types). The gold is named by its content, so a fresh home rebuilding the
     committed pin gets the pin back byte for byte, with no drift. (This fixture's capture happens to be
     byte-stable too; multi-threaded writes of large tables are not, see gold_digest's tests.)"""
-    from core import atomic
+    from dbt_harvest.core import atomic
 
     repo = fixture_repo("ticket_notes", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -175,8 +175,8 @@ def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_repr
     bytes keeps the pin (and so every task of it) byte for byte, its gold stored under the old name."""
     from dataclasses import replace
 
-    from core import atomic
-    from core.pin import read_pin, write_pin
+    from dbt_harvest.core import atomic
+    from dbt_harvest.core.pin import read_pin, write_pin
 
     repo = fixture_repo("clock", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -196,7 +196,7 @@ def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_repr
     from tests.conftest import use_env
 
     with use_env(tmp_path / "home", tmp_path / "pins"):
-        from harvester.gold import gold_path
+        from dbt_harvest.harvester.gold import gold_path
 
         assert gold_path(by_bytes).name == f"{by_bytes}.duckdb"
     # --rename-gold moves such a pin to its content name (the migration of a pin whose bytes drift elsewhere)
@@ -219,7 +219,7 @@ def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tm
     pin's versions and the task lock hashes the records; the drift still names the versions."""
     from dataclasses import replace
 
-    from core.pin import read_pin, write_pin
+    from dbt_harvest.core.pin import read_pin, write_pin
 
     repo = fixture_repo("clock", tmp_path / "repo")
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
@@ -389,10 +389,10 @@ def test_a_local_copy_is_pinned_under_its_origin_and_no_path_of_this_machine(tmp
 def test_a_local_copy_without_a_public_name_is_named_after_its_dbt_project(tmp_path: Path) -> None:
     import yaml
 
-    from harvester.add import AddOptions, identify
-    from core.errors import SpecError
-    from harvester.gitstore import GitStore
-    from harvester.specs import parse_spec
+    from dbt_harvest.harvester.add import AddOptions, identify
+    from dbt_harvest.core.errors import SpecError
+    from dbt_harvest.harvester.gitstore import GitStore
+    from dbt_harvest.harvester.specs import parse_spec
 
     repo = fixture_repo("clock", tmp_path / "some-folder")
     spec = parse_spec(f"{repo.path}@{repo.head[:10]}")

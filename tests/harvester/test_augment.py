@@ -22,12 +22,12 @@ FAMILIES = ("null", "time")
 @pytest.fixture(scope="module")
 def gym(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """gym_visits pinned, reserved to train, minted (null and time) and then recovered with augmentation."""
-    from core.home import harvest_home, pins_dir
-    from corpora.ledger import Params, assign
-    from corpora.store import load_tasks, mint_target
-    from harvester.add import AddOptions, add
-    from harvester.augment.run import recover
-    from harvester.mint.pipeline import MintOptions, load_reports, mint
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks, mint_target
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.augment.run import recover
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, load_reports, mint
     from tests.conftest import use_env
 
     root = tmp_path_factory.mktemp("gym")
@@ -46,7 +46,7 @@ def gym(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _augmented(gym: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     kept = [a for a in gym["report"].augmentations if a.pin]
     assert len(kept) == 1, gym["report"].augmentations
@@ -74,8 +74,8 @@ def test_equivalent_null_and_time_candidates_become_kept_tasks_on_augmented_data
 
 
 def test_the_augmentation_is_a_hashed_seed_patch_of_the_pin(gym) -> None:  # type: ignore[no-untyped-def]
-    from core.patching import parse_patch
-    from core.pin import pin_path, read_pin
+    from dbt_harvest.core.patching import parse_patch
+    from dbt_harvest.core.pin import pin_path, read_pin
 
     pin, base = _augmented(gym), gym["base"]
     assert pin.augments == base.id and pin.commit == base.commit and pin.clock == base.clock
@@ -96,11 +96,11 @@ def test_the_augmentation_is_a_hashed_seed_patch_of_the_pin(gym) -> None:  # typ
 
 
 def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healthy(gym) -> None:  # type: ignore[no-untyped-def]
-    from harvester.build import build_workspace
-    from harvester.discovery import discover
-    from harvester.verify import verify
-    from harvester.workspace import fresh_workspace
-    from core.home import template_dir
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.verify import verify
+    from dbt_harvest.harvester.workspace import fresh_workspace
+    from dbt_harvest.core.home import template_dir
 
     pin = _augmented(gym)
     with gym["env"]():
@@ -119,8 +119,8 @@ def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healt
 
 
 def test_a_tampered_augmentation_is_refused(gym) -> None:  # type: ignore[no-untyped-def]
-    from core.errors import PinError
-    from harvester.workspace import populate
+    from dbt_harvest.core.errors import PinError
+    from dbt_harvest.harvester.workspace import populate
 
     pin = _augmented(gym)
     patch = (gym["pins"] / "patches" / "augmentations" / f"{pin.augmentation_sha256}.diff").read_text()
@@ -129,9 +129,9 @@ def test_a_tampered_augmentation_is_refused(gym) -> None:  # type: ignore[no-unt
 
 
 def test_an_augmentation_that_breaks_a_dbt_test_is_discarded(gym) -> None:  # type: ignore[no-untyped-def]
-    from core.pin import list_pins
-    from harvester.augment.derive import SeedRow, render
-    from harvester.augment.run import AugmentRejected, _seeds_of, augmented_pin
+    from dbt_harvest.core.pin import list_pins
+    from dbt_harvest.harvester.augment.derive import SeedRow, render
+    from dbt_harvest.harvester.augment.run import AugmentRejected, _seeds_of, augmented_pin
 
     base = gym["base"]
     with gym["env"]():
@@ -153,13 +153,13 @@ def test_an_augmentation_that_breaks_a_dbt_test_is_discarded(gym) -> None:  # ty
 # --- the pure part -------------------------------------------------------------------------------------------
 
 def _seed(name: str, text: str):  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import SeedTable
+    from dbt_harvest.harvester.augment.derive import SeedTable
 
     return SeedTable.parse(name, f"seeds/{name}.csv", text)
 
 
 def test_rows_are_clones_with_fresh_keys_and_identical_rows_are_added_once() -> None:
-    from harvester.augment.derive import SeedRow, key_columns, render
+    from dbt_harvest.harvester.augment.derive import SeedRow, key_columns, render
 
     seed = _seed("accounts", "id,owner_id,status\n7,1,open\n9,1,closed\n")
     assert key_columns(seed) == (0,)  # owner_id repeats: a foreign key, kept as the clone has it
@@ -171,8 +171,8 @@ def test_rows_are_clones_with_fresh_keys_and_identical_rows_are_added_once() -> 
 
 
 def test_a_time_condition_is_found_at_the_window_edge_relative_to_the_clock() -> None:
-    from harvester.augment.derive import NoProposal, propose
-    from harvester.augment.run import time_probe
+    from dbt_harvest.harvester.augment.derive import NoProposal, propose
+    from dbt_harvest.harvester.augment.run import time_probe
 
     seeds = (_seed("visits", "visit_id,visited_on\n1,2024-05-30\n"),)
     sql = "select * from v where visited_on >= current_date - interval 30 day"
@@ -189,7 +189,7 @@ def test_a_time_condition_is_found_at_the_window_edge_relative_to_the_clock() ->
 
 
 def test_a_null_condition_names_the_column_the_node_reads() -> None:
-    from harvester.augment.derive import NoProposal, propose
+    from dbt_harvest.harvester.augment.derive import NoProposal, propose
 
     seeds = (_seed("members", "member_id,bonus\n1,5\n"), _seed("other", "x,bonus\n1,2\n"))
     got = propose("k", "null", "null.drop_coalesce_default", "coalesce(bonus, 0)", "bonus", "", "", seeds,
@@ -203,8 +203,8 @@ def test_a_null_condition_names_the_column_the_node_reads() -> None:
 def test_pins_without_augmentation_read_back_byte_for_byte_and_half_records_are_refused() -> None:
     import tomllib
 
-    from core.errors import PinError
-    from core.pin import Pin, pin_from_dict
+    from dbt_harvest.core.errors import PinError
+    from dbt_harvest.core.pin import Pin, pin_from_dict
 
     pin = Pin(id="o__r@" + "a" * 12, spec="o/r@x", url="https://github.com/o/r", commit="a" * 40, tree="b" * 40,
               ref="", root_commits=(), project_dir="", project_name="r", profile_schema="main",
@@ -221,8 +221,8 @@ def test_pins_without_augmentation_read_back_byte_for_byte_and_half_records_are_
 
 
 def test_a_filter_value_condition_tries_the_literals_of_the_comparison() -> None:
-    from harvester.augment.derive import propose
-    from harvester.augment.run import time_probe
+    from dbt_harvest.harvester.augment.derive import propose
+    from dbt_harvest.harvester.augment.run import time_probe
 
     seeds = (_seed("orders", "order_id,status,amount\n1,shipped,10\n"),)
     probe = time_probe("2024-05-31 00:00:00")
@@ -245,7 +245,7 @@ def test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing(gym) -> No
 
     from click.testing import CliRunner
 
-    from cli import main
+    from dbt_harvest.cli import main
 
     with gym["env"]():
         result = CliRunner().invoke(main, ["mint", gym["base"].id, "--families", "null,time", "--augment", "--json"])
@@ -259,7 +259,7 @@ def test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing(gym) -> No
 
 
 def test_join_and_grain_conditions_an_unmatched_key_and_a_twin_row() -> None:
-    from harvester.augment.derive import NoProposal, SeedRow, propose, render
+    from dbt_harvest.harvester.augment.derive import NoProposal, SeedRow, propose, render
 
     seeds = {"orders": _seed("orders", "order_id,customer_id\n1,7\n2,8\n"),
              "customers": _seed("customers", "customer_id,name\n7,Ann\n8,Bo\n")}
@@ -278,9 +278,9 @@ def test_join_and_grain_conditions_an_unmatched_key_and_a_twin_row() -> None:
 
 
 def test_a_dataset_row_flags_and_carries_the_augmentation(gym) -> None:  # type: ignore[no-untyped-def]
-    from corpora.features import to_row
-    from corpora.materialize import row_pin, row_source
-    from harvester.workspace import augmentation_text, compat_patch_text
+    from dbt_harvest.corpora.features import to_row
+    from dbt_harvest.corpora.materialize import row_pin, row_source
+    from dbt_harvest.harvester.workspace import augmentation_text, compat_patch_text
 
     pin = _augmented(gym)
     task = next(t for t in gym["tasks"] if t.instance_id in gym["report"].kept_tasks)
@@ -307,13 +307,13 @@ def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduc
 
     from click.testing import CliRunner
 
-    from cli import main
-    from core.pin import pin_path, read_pin, write_pin
-    from harvester.add import AddOptions, add
-    from core import atomic
-    from harvester.augment.run import AugmentOptions, AugmentRebuildError, built_here, rebuild_augmented
-    from harvester.mint.pipeline import load_reports
-    from harvester.workspace import augmentation_path
+    from dbt_harvest.cli import main
+    from dbt_harvest.core.pin import pin_path, read_pin, write_pin
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.core import atomic
+    from dbt_harvest.harvester.augment.run import AugmentOptions, AugmentRebuildError, built_here, rebuild_augmented
+    from dbt_harvest.harvester.mint.pipeline import load_reports
+    from dbt_harvest.harvester.workspace import augmentation_path
     from tests.conftest import use_env
 
     pin, base = _augmented(gym), gym["base"]

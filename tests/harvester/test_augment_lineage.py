@@ -25,12 +25,12 @@ ACTIVITY = "model.club_ledger.region_activity"
 @pytest.fixture(scope="module")
 def club(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """club_ledger pinned (built twice, sandboxed), its mart's candidates and the lineage of the pin."""
-    from harvester.add import AddOptions, add
-    from harvester.augment.run import lineage_of, read_seeds
-    from harvester.mint.candidates import model_candidates
-    from harvester.mint.lineage import models
-    from harvester.state import load_state
-    from harvester.workspace import template
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.augment.run import lineage_of, read_seeds
+    from dbt_harvest.harvester.mint.candidates import model_candidates
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
     from tests.conftest import use_env
 
     root = tmp_path_factory.mktemp("club")
@@ -52,9 +52,9 @@ def club(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def _derive(club: dict[str, Any], operator: str, removed: str, model: str = MART):  # type: ignore[no-untyped-def]
     """The candidate of ``operator`` in ``model`` whose edit removes ``removed``, its proposal and both
     screens (the mutant re-run on the seeds, and on the seeds with the derived rows)."""
-    from harvester.augment.derive import propose, render
-    from harvester.augment.run import screen_rows
-    from mutators import transplant
+    from dbt_harvest.harvester.augment.derive import propose, render
+    from dbt_harvest.harvester.augment.run import screen_rows
+    from dbt_harvest.mutators import transplant
 
     node = club["nodes"][model]
     compiled = node.compiled_code
@@ -85,7 +85,7 @@ def test_a_null_in_a_renamed_and_cast_column_is_set_in_the_seed_column_it_comes_
 
 
 def test_a_null_from_an_unmatched_left_join_is_an_outer_row_whose_traced_key_matches_nothing(club) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import FRESH
+    from dbt_harvest.harvester.augment.derive import FRESH
 
     proposal, written, before, after = _derive(club, "null.drop_coalesce_default", "paid.total_paid")
     # paid is the joined side of the LEFT JOIN: its columns are NULL for a member who never paid
@@ -138,7 +138,7 @@ def test_a_swapped_count_is_seen_on_a_clone_whose_traced_counted_column_is_null(
 
 
 def test_a_default_dropped_inside_a_grouped_sum_is_seen_on_a_null_row_in_a_group_of_its_own(club) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import FRESH
+    from dbt_harvest.harvester.augment.derive import FRESH
 
     proposal, written, before, after = _derive(club, "null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)
     # sum() skips a NULL amount in a region that has others: the row also gets a region no payment has
@@ -151,7 +151,7 @@ def test_a_default_dropped_inside_a_grouped_sum_is_seen_on_a_null_row_in_a_group
 
 
 def test_fresh_dates_are_written_like_the_column_and_precede_every_row() -> None:
-    from harvester.augment.derive import _fresh
+    from dbt_harvest.harvester.augment.derive import _fresh
 
     assert _fresh(["2024-03-02", "2024-03-01", ""], set()) == "2024-02-29"
     assert _fresh(["2024-03-02 10:00:00"], {"2024-03-01 00:00:00"}) == "2024-02-29 00:00:00"
@@ -159,7 +159,7 @@ def test_fresh_dates_are_written_like_the_column_and_precede_every_row() -> None
 
 
 def test_a_count_of_a_constant_column_has_no_proposal() -> None:
-    from harvester.augment.derive import NoProposal, propose
+    from dbt_harvest.harvester.augment.derive import NoProposal, propose
 
     sql = "select source_relation, count(*) as n from \"db\".\"main\".\"stg_members\" group by 1"
     with pytest.raises(NoProposal, match="traces to no seed column"):
@@ -168,8 +168,8 @@ def test_a_count_of_a_constant_column_has_no_proposal() -> None:
 
 
 def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy(club) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import render
-    from harvester.augment.run import augmented_pin
+    from dbt_harvest.harvester.augment.derive import render
+    from dbt_harvest.harvester.augment.run import augmented_pin
 
     rows = []
     for operator, removed, model in [("null.drop_coalesce_default", "members.bonus_points", MART),
@@ -193,7 +193,7 @@ def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy
 # --- the pure part -------------------------------------------------------------------------------------------
 
 def _lineage():  # type: ignore[no-untyped-def]
-    from harvester.augment.trace import Lineage
+    from dbt_harvest.harvester.augment.trace import Lineage
 
     staging = ("select cast(id as integer) as member_id, coalesce(nm, '') as member_name, bonus * 2 as points, "
                "'x' as source_relation from \"db\".\"raw\".\"members\"")
@@ -204,7 +204,7 @@ def _lineage():  # type: ignore[no-untyped-def]
 
 
 def test_trace_follows_renames_casts_coalesce_and_expressions_to_the_seed_column() -> None:
-    from harvester.augment.trace import trace
+    from dbt_harvest.harvester.augment.trace import trace
 
     sql = ("with m as (select * from \"db\".\"main\".\"stg_members\"), t as (select m.member_id as who, "
            "m.points + 1 as score, m.source_relation from m) select * from t")
@@ -216,7 +216,7 @@ def test_trace_follows_renames_casts_coalesce_and_expressions_to_the_seed_column
 
 
 def test_a_dropped_constant_key_has_no_proposal() -> None:
-    from harvester.augment.derive import NoProposal, SeedTable, propose
+    from dbt_harvest.harvester.augment.derive import NoProposal, SeedTable, propose
 
     sql = ("with m as (select * from \"db\".\"main\".\"stg_members\"), o as (select * from \"db\".\"main\".\"stg_members\") "
            "select m.member_id from m left join o on m.member_id = o.member_id and m.source_relation = o.source_relation")
@@ -232,7 +232,7 @@ def test_a_dropped_constant_key_has_no_proposal() -> None:
 
 
 def test_fresh_values_never_repeat_across_the_rows_of_one_patch() -> None:
-    from harvester.augment.derive import FRESH, SeedRow, SeedTable, render
+    from dbt_harvest.harvester.augment.derive import FRESH, SeedRow, SeedTable, render
 
     left = SeedTable.parse("orders", "seeds/orders.csv", "order_id,customer_id\n1,7\n2,8\n")
     right = SeedTable.parse("customers", "seeds/customers.csv", "customer_id,name\n7,Ann\n8,Bo\n")
@@ -250,7 +250,7 @@ def test_a_column_computed_from_several_seed_columns_traces_in_the_same_order_un
     import sys
 
     code = (
-        "from harvester.augment.trace import Lineage, trace\n"
+        "from dbt_harvest.harvester.augment.trace import Lineage, trace\n"
         "staging = 'select coalesce(zone, nm, alias, bonus, id) as who from \"db\".\"raw\".\"members\"'\n"
         "lin = Lineage(models={'db.main.stg': staging},"
         " columns={'db.raw.members': ('id', 'nm', 'bonus', 'alias', 'zone'), 'db.main.stg': ('who',)},"
@@ -268,9 +268,9 @@ def test_a_column_computed_from_several_seed_columns_traces_in_the_same_order_un
 
 
 def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> None:
-    from harvester.augment.derive import SeedTable, propose
-    from harvester.augment.run import time_probe
-    from harvester.augment.trace import Lineage
+    from dbt_harvest.harvester.augment.derive import SeedTable, propose
+    from dbt_harvest.harvester.augment.run import time_probe
+    from dbt_harvest.harvester.augment.trace import Lineage
 
     lin = Lineage(models={"db.main.stg_visits": "select cast(seen as date) as visited_on from \"db\".\"raw\".\"visits\""},
                   columns={"db.raw.visits": ("visit_id", "seen"), "db.main.stg_visits": ("visited_on",)},
@@ -285,8 +285,8 @@ def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> Non
 
 
 def test_swapped_timestamp_columns_are_seen_on_a_twin_whose_timestamps_differ() -> None:
-    from harvester.augment.derive import SeedTable, propose, render
-    from harvester.augment.trace import Lineage
+    from dbt_harvest.harvester.augment.derive import SeedTable, propose, render
+    from dbt_harvest.harvester.augment.trace import Lineage
 
     # every bill was created, due and paid at the same moment: reading one for another changes nothing
     seed = SeedTable.parse("bills", "seeds/bills.csv",

@@ -21,14 +21,14 @@ STATUS = "model.sensor_feed.sensor_status"
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """sensor_feed pinned (built twice, sandboxed), the mart's count candidate and its proposal."""
-    from harvester.add import AddOptions, add
-    from harvester.augment.derive import propose
-    from harvester.augment.run import lineage_of, read_seeds
-    from harvester.mint.candidates import model_candidates
-    from harvester.mint.lineage import models
-    from harvester.state import load_state
-    from harvester.workspace import template
-    from mutators import transplant
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.augment.derive import propose
+    from dbt_harvest.harvester.augment.run import lineage_of, read_seeds
+    from dbt_harvest.harvester.mint.candidates import model_candidates
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
+    from dbt_harvest.mutators import transplant
     from tests.conftest import use_env
 
     root = tmp_path_factory.mktemp("feed")
@@ -65,8 +65,8 @@ def feed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _screen(feed: dict[str, Any], proposal: Any, name: str, model: str = MART,
             mutated: str = "") -> bool:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import render
-    from harvester.augment.run import screen_rows
+    from dbt_harvest.harvester.augment.derive import render
+    from dbt_harvest.harvester.augment.run import screen_rows
 
     _, written = render(feed["seeds"], list(proposal.rows))
     with feed["env"]():
@@ -75,7 +75,7 @@ def _screen(feed: dict[str, Any], proposal: Any, name: str, model: str = MART,
 
 
 def test_rows_enter_a_seed_whose_header_repeats_a_name_by_position(feed) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import retemplate
+    from dbt_harvest.harvester.augment.derive import retemplate
 
     # a NULL reading on a real (non-calibration) row: the mutant counts it, the original does not. Named
     # columns would repeat "note" in the INSERT (the table has note_2): the screen then saw nothing
@@ -83,7 +83,7 @@ def test_rows_enter_a_seed_whose_header_repeats_a_name_by_position(feed) -> None
 
 
 def test_only_rows_that_reach_the_mart_are_templates(feed) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.run import reaching_templates
+    from dbt_harvest.harvester.augment.run import reaching_templates
 
     with feed["env"]():
         reach = reaching_templates(feed["pin"], feed["state"].manifest, feed["nodes"], feed["seeds"],
@@ -93,7 +93,7 @@ def test_only_rows_that_reach_the_mart_are_templates(feed) -> None:  # type: ign
 
 
 def test_a_null_cloned_from_a_dropped_row_moves_to_a_row_that_reaches_the_mart(feed) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import render, retemplate
+    from dbt_harvest.harvester.augment.derive import render, retemplate
 
     proposal = feed["proposal"]
     # the derivation traces reading_value to the seed's value column and clones the first row
@@ -108,7 +108,7 @@ def test_a_null_cloned_from_a_dropped_row_moves_to_a_row_that_reaches_the_mart(f
 
 
 def test_a_change_masked_by_a_later_coalesce_is_seen_when_the_masking_columns_are_null(feed) -> None:  # type: ignore[no-untyped-def]
-    from harvester.augment.derive import propose, retemplate
+    from dbt_harvest.harvester.augment.derive import propose, retemplate
 
     # flipping `reading_value is null` changes derived_status on every reading, but the mart reads it only
     # as coalesce(reviewed_status, derived_status) and every reading is reviewed: equivalent on the seeds
@@ -125,7 +125,7 @@ def test_a_change_masked_by_a_later_coalesce_is_seen_when_the_masking_columns_ar
 
 
 def test_changed_projection_names_the_output_the_edit_changed() -> None:
-    from harvester.augment.derive import changed_projection
+    from dbt_harvest.harvester.augment.derive import changed_projection
 
     original = ("with c as (select id, case when v is null then 'a' else 'b' end as kind from t) "
                 "select id, coalesce(label, kind) as shown from c")
@@ -137,8 +137,8 @@ def test_a_probe_reruns_the_compared_models_and_only_the_ancestors_its_rows_reac
     """The cost bound of a probe (``augment/reach.py``): rows in one seed re-run the mutated model, its
     descendants, and those of their ancestors the seed feeds, directly or through a source naming its
     table; a parentless model (reads a table by name) counts as reached."""
-    from harvester.augment.reach import models_to_rerun, seed_feeds
-    from harvester.mint.lineage import ModelNode
+    from dbt_harvest.harvester.augment.reach import models_to_rerun, seed_feeds
+    from dbt_harvest.harvester.mint.lineage import ModelNode
 
     def node(uid: str, *parents: str) -> ModelNode:
         return ModelNode(uid, uid.split(".")[-1], "", "", "main", uid, "table", "sql", "", "select 1", "", {}, parents)

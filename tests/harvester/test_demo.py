@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli import main
+from dbt_harvest.cli import main
 
 
 def test_the_demo_leaves_the_users_pins_and_reservation_alone(minted_example, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

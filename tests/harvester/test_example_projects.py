@@ -23,7 +23,7 @@ import pygit2
 import pytest
 import yaml
 
-from harvester.example import (
+from dbt_harvest.harvester.example import (
     EXAMPLE_PACKAGE_VERSIONS,
     PACKAGES_DIR,
     PROJECT_DIR,
@@ -31,7 +31,7 @@ from harvester.example import (
     example_packages,
     materialize_example,
 )
-from harvester.gitrepos import (
+from dbt_harvest.harvester.gitrepos import (
     AUTHOR_EMAIL,
     AUTHOR_NAME,
     GitRepoError,
@@ -124,7 +124,7 @@ def _compact(text: str) -> str:
 def test_same_folder_gives_same_commit_ids_in_another_process(tmp_path: Path) -> None:
     first = make_git_repo(PROJECT_DIR, tmp_path / "one")
     script = (
-        "import sys; from pathlib import Path; from harvester.gitrepos import make_git_repo; "
+        "import sys; from pathlib import Path; from dbt_harvest.harvester.gitrepos import make_git_repo; "
         "print(make_git_repo(Path(sys.argv[1]), Path(sys.argv[2])).head)"
     )
     done = subprocess.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli import main
+from dbt_harvest.cli import main
 
 DAY = 24 * 3600
 

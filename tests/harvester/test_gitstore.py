@@ -9,9 +9,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from core.errors import FetchError
-from harvester.gitrepos import Gitlink, Symlink, make_git_repo
-from harvester.gitstore import GitStore, Resolved, mirror_key
+from dbt_harvest.core.errors import FetchError
+from dbt_harvest.harvester.gitrepos import Gitlink, Symlink, make_git_repo
+from dbt_harvest.harvester.gitstore import GitStore, Resolved, mirror_key
 
 SIG = pygit2.Signature("tester", "tester@example.invalid", 1_700_000_000, 0)
 

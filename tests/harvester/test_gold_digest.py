@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from harvester.gold_digest import content_digest
+from dbt_harvest.harvester.gold_digest import content_digest
 
 ROWS = "SELECT range AS i, repeat(chr(97 + (range % 26)::INT), 10 + range % 40) AS note FROM range(60000)"
 

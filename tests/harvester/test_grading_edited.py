@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from core.patching import apply_to_text, parse_patch
+from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 
 def _texts(task) -> tuple[str, str]:
     """(broken text, fixed text) of the task's file."""
-    from harvester.workspace import template
-    from core.pin import pin_path, read_pin
-    from core.home import pins_dir
+    from dbt_harvest.harvester.workspace import template
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.core.home import pins_dir
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     original = (template(pin) / task.file).read_text(encoding="utf-8")
@@ -37,7 +37,7 @@ def tasks(minted_example):
 
 
 def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, tasks) -> None:
-    from harvester.grading.edited import grade
+    from dbt_harvest.harvester.grading.edited import grade
 
     assert tasks, "the example must mint tasks with wrong repairs"
     with minted_example.env():
@@ -53,9 +53,9 @@ def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, task
 
 
 def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, tasks) -> None:
-    from harvester.mint.lineage import models
-    from harvester.grading.edited import grade
-    from harvester.state import load_state
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.grading.edited import grade
+    from dbt_harvest.harvester.state import load_state
 
     task = tasks[0]
     with minted_example.env():
@@ -69,7 +69,7 @@ def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, t
 
 
 def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tasks) -> None:
-    from harvester.grading.edited import grade, release
+    from dbt_harvest.harvester.grading.edited import grade, release
 
     task = tasks[0]
     with minted_example.env():
@@ -86,7 +86,7 @@ def test_sandboxed_incremental_build_agrees_and_refuses_this(minted_example, tas
 
 
 def test_edits_outside_the_project_are_refused_without_building(minted_example, tasks) -> None:
-    from harvester.grading.edited import grade
+    from dbt_harvest.harvester.grading.edited import grade
 
     with minted_example.env():
         for bad in ("../escape.sql", "/etc/passwd", ".harvest_profile/profiles.yml", "build.duckdb"):
@@ -98,7 +98,7 @@ def test_edits_outside_the_project_are_refused_without_building(minted_example, 
 # --- the fast path's pure parts -----------------------------------------------------------------
 
 def _node(uid: str, raw: str = "", compiled: str = "", parents: tuple[str, ...] = (), materialized: str = "table"):
-    from harvester.mint.lineage import ModelNode
+    from dbt_harvest.harvester.mint.lineage import ModelNode
 
     name = uid.rsplit(".", 1)[-1]
     return ModelNode(uid, name, f"models/{name}.sql", f'"build"."main"."{name}"', "main", name, materialized,
@@ -106,7 +106,7 @@ def _node(uid: str, raw: str = "", compiled: str = "", parents: tuple[str, ...] 
 
 
 def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
-    from harvester.grading.fast import enclosing_edit
+    from dbt_harvest.harvester.grading.fast import enclosing_edit
 
     assert enclosing_edit("select a from t", "select a from t") is None
     edit = enclosing_edit("select a from t where x = 1", "select a from t where x = 12")
@@ -115,7 +115,7 @@ def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
 
 
 def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
-    from harvester.grading.fast import Unsupported, compiled_after_edit
+    from dbt_harvest.harvester.grading.fast import Unsupported, compiled_after_edit
 
     raw = "select id from {{ ref('orders') }} where status = 'paid'\n"
     compiled = "select id from \"build\".\"main\".\"orders\" where status = 'paid'\n"
@@ -132,7 +132,7 @@ def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
 
 
 def test_closure_is_the_roots_and_their_descendants_parents_first() -> None:
-    from harvester.grading.fast import closure
+    from dbt_harvest.harvester.grading.fast import closure
 
     nodes = {uid: _node(uid, parents=parents) for uid, parents in {
         "model.p.a": (), "model.p.b": ("model.p.a",), "model.p.c": ("model.p.b", "model.p.d"),

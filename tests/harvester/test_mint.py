@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harvester.mint.candidates import Candidate
-from harvester.mint.confirm import BuildContext, confirm
-from harvester.mint.engine import Engine
-from harvester.mint.screen import screen
-from mutators import Edit, Mutation
+from dbt_harvest.harvester.mint.candidates import Candidate
+from dbt_harvest.harvester.mint.confirm import BuildContext, confirm
+from dbt_harvest.harvester.mint.engine import Engine
+from dbt_harvest.harvester.mint.screen import screen
+from dbt_harvest.mutators import Edit, Mutation
 
 MODEL = "model.shop_analytics.product_performance"
 # a plausible wrong repair of a dropped "completed" filter: it excludes cancelled orders only
@@ -56,7 +56,7 @@ def _screen(world, cand: Candidate):  # type: ignore[no-untyped-def]
 def _confirm(world, cand: Candidate, spec):  # type: ignore[no-untyped-def]
     node = world["nodes"][MODEL]
     ctx = BuildContext(world["pin"], world["gold"], world["scratch"] / f"confirm-{cand.key}", True,
-                       __import__("harvester.sandbox", fromlist=["Limits"]).Limits(wall_s=300),
+                       __import__("dbt_harvest.harvester.sandbox", fromlist=["Limits"]).Limits(wall_s=300),
                        base_db=world["state"].database, select=(f"{node.name}+",))
     with world["harvest"].env():
         return confirm(ctx, cand, spec)
@@ -82,7 +82,7 @@ def test_screen_rejects_a_change_the_official_check_cannot_see(world) -> None:  
 
 
 def test_screen_rejects_an_effect_that_contradicts_the_tag(world) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.screen import Observation, check_effect
+    from dbt_harvest.harvester.mint.screen import Observation, check_effect
 
     # dropping the filter feeds more lines into a per-product aggregate: values change, rows do not,
     # which a "more rows" tag tolerates (rows never disappear) ...
@@ -173,7 +173,7 @@ def test_confirm_keeps_a_task_whose_wrong_repair_passes_local_checks_and_fails_t
 
 
 def test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart(minted_example) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.pipeline import load_reports
+    from dbt_harvest.harvester.mint.pipeline import load_reports
 
     families = {t.family for t in minted_example.tasks}
     assert {"filter", "null", "grain", "time", "values"} <= families, families
@@ -188,10 +188,10 @@ def test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart(minted
 
 
 def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.statement import leaks
-    from core.patching import apply_to_text, parse_patch
-    from harvester.state import load_state
-    from harvester.workspace import template
+    from dbt_harvest.harvester.mint.statement import leaks
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
 
     assert minted_example.tasks
     with minted_example.env():
@@ -219,7 +219,7 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
 
 
 def test_the_yield_report_counts_survivors_left_at_the_cap(minted_example) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.pipeline import load_reports, pending, yield_report
+    from dbt_harvest.harvester.mint.pipeline import load_reports, pending, yield_report
 
     with minted_example.env():
         left = pending(minted_example.pin.id)
@@ -234,9 +234,9 @@ def test_the_yield_report_counts_survivors_left_at_the_cap(minted_example) -> No
 
 
 def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untyped-def]
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, load_reports, mint
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, load_reports, mint
 
     with minted_example.env():
         before = load_reports(minted_example.pin.id)
@@ -249,9 +249,9 @@ def test_a_finished_pin_plans_no_shard_until_its_candidates_or_cap_change(minted
     """A no-op re-run must not enumerate candidates again (a real package's no-op resume spent minutes
     there): finished shards with the same candidates and nothing pending are not planned; other
     families (other candidates) or a higher cap over pending survivors bring exactly those back."""
-    from core.home import harvest_home, mint_dir, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, pending, plan
+    from dbt_harvest.core.home import harvest_home, mint_dir, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, pending, plan
 
     pin = minted_example.pin
     with minted_example.env():
@@ -273,9 +273,9 @@ def test_a_shard_left_under_the_cap_by_the_driver_is_unfinished_as_plan_says(min
     survivors. ``unfinished`` (what ``harvest corpus lock`` marks partial and ``mint --verify-lock``
     reports as left) must say so, as ``plan`` does; it used to skip every shard with a completion marker,
     so such a pin was locked as complete and a second mint kept one more task."""
-    from core.home import harvest_home, mint_dir, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, load_reports, plan, reports_dir, unfinished
+    from dbt_harvest.core.home import harvest_home, mint_dir, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, load_reports, plan, reports_dir, unfinished
 
     pin = minted_example.pin
     options = MintOptions(max_per_model=1, seed=0)
@@ -301,8 +301,8 @@ def test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in
     """Which of two duplicate tasks survives is decided against the pin's index as results are applied,
     so a pool's finishing order must not reach it: each pin's results come in plan order, and a pin's
     results do not wait for another pin's."""
-    from harvester.mint.pipeline import in_plan_order
-    from harvester.mint.shard import ShardJob
+    from dbt_harvest.harvester.mint.pipeline import in_plan_order
+    from dbt_harvest.harvester.mint.shard import ShardJob
 
     def job(pin: str, model: str) -> ShardJob:
         return ShardJob(pin_id=pin, model=model, split="train", split_group="g", families=None,
@@ -324,9 +324,9 @@ def test_a_shard_the_duplicate_check_puts_under_the_cap_runs_again_in_the_same_m
     import shutil
 
     from tests.conftest import use_env
-    from core.home import harvest_home, pins_dir
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import (
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import (
         MintOptions, _index_path, _key_path, _marker_path, _part_path, _pending_path, load_reports, mint, plan,
         reports_dir, unfinished,
     )
@@ -365,7 +365,7 @@ def test_a_finished_shard_stopped_by_a_budget_on_a_rerun_vouches_for_both_runs(t
     """A finished shard run again (other families, a higher cap) and stopped by a time budget writes
     ``.part`` (what it decided, the old keys included) beside the old ``.done``; the keys vouched for are
     both, so a third run redoes neither run's work. A marker that does not read vouches for nothing."""
-    from harvester.mint.pipeline import _marker_path, _part_path, completed_keys
+    from dbt_harvest.harvester.mint.pipeline import _marker_path, _part_path, completed_keys
 
     monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "home"))
     pin, model = "owner__repo@000000000000", "model.shop.orders"
@@ -385,7 +385,7 @@ def test_a_finished_shard_stopped_by_a_budget_on_a_rerun_vouches_for_both_runs(t
 def test_a_pin_without_a_split_is_refused(example_harvest, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from cli import main
+    from dbt_harvest.cli import main
 
     env = {"HARVEST_HOME": str(example_harvest.home), "HARVEST_PINS": str(example_harvest.pins)}
     result = CliRunner().invoke(main, ["mint", example_harvest.pin.id], env=env)
@@ -418,8 +418,8 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
     assert start.returncode == 0, start.stderr[-2000:]
     try:
         code = (
-            "from harvester.mint.pipeline import MintOptions, mint\n"
-            "from core.pin import list_pins\nfrom core.home import harvest_home, pins_dir\nfrom corpora.store import mint_target\nimport json\n"
+            "from dbt_harvest.harvester.mint.pipeline import MintOptions, mint\n"
+            "from dbt_harvest.core.pin import list_pins\nfrom dbt_harvest.core.home import harvest_home, pins_dir\nfrom dbt_harvest.corpora.store import mint_target\nimport json\n"
             f"reps = mint(list_pins(pins_dir()), MintOptions(screen_only=True, executor='ray', address='127.0.0.1:{port}', max_per_model=99), mint_target(harvest_home(), pins_dir()))\n"
             "print(json.dumps(sorted([r.key, r.reason, r.kept] for r in reps)))\n"
         )
@@ -438,7 +438,7 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
 
 
 def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.shard import confirmation_order
+    from dbt_harvest.harvester.mint.shard import confirmation_order
 
     def survivor(family: str, new: str):  # type: ignore[no-untyped-def]
         cand = _candidate(world, "where orders.status = 'completed'", new)
@@ -458,8 +458,8 @@ def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None: 
 
 
 def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.family_order import family_plan
-    from harvester.workspace import template
+    from dbt_harvest.harvester.mint.family_order import family_plan
+    from dbt_harvest.harvester.workspace import template
 
     with world["harvest"].env():
         plan = family_plan(world["pin"], world["nodes"], template(world["pin"]), None)
@@ -471,9 +471,9 @@ def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -
 def test_the_family_plan_is_cached_under_a_key_of_what_it_reads(world, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
-    from core.home import mint_dir
-    from harvester.mint.family_order import family_plan, plan_key, planned_orders
-    from harvester.workspace import template
+    from dbt_harvest.core.home import mint_dir
+    from dbt_harvest.harvester.mint.family_order import family_plan, plan_key, planned_orders
+    from dbt_harvest.harvester.workspace import template
 
     pin, nodes = world["pin"], world["nodes"]
     with world["harvest"].env():

@@ -8,7 +8,7 @@ import shutil
 
 from click.testing import CliRunner
 
-from cli import main
+from dbt_harvest.cli import main
 
 
 def _unminted_copy(minted, tmp_path):  # type: ignore[no-untyped-def]
@@ -55,8 +55,8 @@ def test_a_budgeted_mint_resumed_until_done_keeps_the_unstopped_tasks(minted_exa
 
 def test_a_spent_budget_decides_nothing_and_writes_no_marker(minted_example, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
 
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, mint, plan
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, plan
 
     home, pins = _unminted_copy(minted_example, tmp_path)
     monkeypatch.setenv("HARVEST_HOME", str(home))
@@ -75,9 +75,9 @@ def test_a_budget_that_runs_out_inside_a_shard_still_decides_a_candidate(minted_
     import time
     from dataclasses import replace
 
-    from corpora.store import mint_target
-    from harvester.mint.pipeline import MintOptions, plan
-    from harvester.mint.shard import run_shard
+    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, plan
+    from dbt_harvest.harvester.mint.shard import run_shard
 
     home, pins = _unminted_copy(minted_example, tmp_path)
     monkeypatch.setenv("HARVEST_HOME", str(home))

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harvester.mint.confirm import BuildContext, build_variant
-from harvester.mint.engine import Engine
-from harvester.mint.lineage import descendants
-from harvester.mint.local_checks import Suite, failing, suite
-from harvester.mint.screen import _rewrite, rerun
-from harvester.mint.variants import VariantBuilder
-from harvester.sandbox import Limits
-from mutators import difference, transplant
+from dbt_harvest.harvester.mint.confirm import BuildContext, build_variant
+from dbt_harvest.harvester.mint.engine import Engine
+from dbt_harvest.harvester.mint.lineage import descendants
+from dbt_harvest.harvester.mint.local_checks import Suite, failing, suite
+from dbt_harvest.harvester.mint.screen import _rewrite, rerun
+from dbt_harvest.harvester.mint.variants import VariantBuilder
+from dbt_harvest.harvester.sandbox import Limits
+from dbt_harvest.mutators import difference, transplant
 
 MODEL = "model.shop_analytics.product_performance"
 FILE = "models/marts/product_performance.sql"
@@ -137,7 +137,7 @@ def test_a_variant_whose_failing_test_makes_dbt_skip_downstream_models_does_not_
     # still there, so the build must be judged by what dbt ran, as a fresh full build would be.
     file = "models/staging/stg_customers.sql"
     with world["harvest"].env():
-        from harvester.workspace import template
+        from dbt_harvest.harvester.workspace import template
 
         original = (template(world["pin"]) / file).read_text()
         broken = original.replace("coalesce(marketing_opt_in, false)", "marketing_opt_in")
@@ -151,10 +151,10 @@ def test_a_variant_whose_failing_test_makes_dbt_skip_downstream_models_does_not_
 
 
 def test_a_statement_about_missing_rows_does_not_claim_wrong_values_in_every_column(world) -> None:  # type: ignore[no-untyped-def]
-    from core.scorer.spec import GradingSpec
-    from harvester.mint.claims import symptoms_of
-    from harvester.mint.observe import Observation
-    from harvester.mint.statement import template_statement
+    from dbt_harvest.core.scorer.spec import GradingSpec
+    from dbt_harvest.harvester.mint.claims import symptoms_of
+    from dbt_harvest.harvester.mint.observe import Observation
+    from dbt_harvest.harvester.mint.statement import template_statement
 
     table = "main.product_performance"
     gold_rows = next(t.rows for t in world["pin"].tables if t.name == table)

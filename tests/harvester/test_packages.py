@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PackageError
-from harvester.gitrepos import make_git_repo, make_package_mirror
-from harvester.gitstore import GitStore
-from harvester.packages import install_path, load_mirror, resolve_packages, vendor_packages
-from harvester.packages.specs import read_declared
-from core.pin import PackageRecord
+from dbt_harvest.core.errors import PackageError
+from dbt_harvest.harvester.gitrepos import make_git_repo, make_package_mirror
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.packages import install_path, load_mirror, resolve_packages, vendor_packages
+from dbt_harvest.harvester.packages.specs import read_declared
+from dbt_harvest.core.pin import PackageRecord
 
 CALC_VERSIONS = ("0.1.0", "0.2.0", "v0.3.1", "0.4.0-b1", "1.0.0")
 
@@ -374,7 +374,7 @@ def test_invalid_spec_is_one_line(tmp_path, store):
 
 
 def test_probe_fails_fast_offline_and_mirror_map_names_hub_ids(tmp_path, store, mirror_dir, monkeypatch):
-    from harvester.packages import sources
+    from dbt_harvest.harvester.packages import sources
 
     # network=None probes the hub host; an unresolvable host (RFC 2606 .invalid) is the offline case
     monkeypatch.setattr(sources, "HUB_HOST", "hub.invalid")

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from core.clock import ClockError, default_clock, normalise_clock
-from harvester.discovery import discover
-from core.errors import ProjectError
-from core.licenses import detect_license, spdx_of_text
-from core.patching import PatchError, apply_patch, apply_to_text, make_patch, parse_patch
+from dbt_harvest.core.clock import ClockError, default_clock, normalise_clock
+from dbt_harvest.harvester.discovery import discover
+from dbt_harvest.core.errors import ProjectError
+from dbt_harvest.core.licenses import detect_license, spdx_of_text
+from dbt_harvest.core.patching import PatchError, apply_patch, apply_to_text, make_patch, parse_patch
 
 
 def _write(path: Path, text: str) -> None:

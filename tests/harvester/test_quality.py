@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from harvester.mint.candidates import Candidate
-from mutators import Edit, Mutation, WrongRepair
+from dbt_harvest.harvester.mint.candidates import Candidate
+from dbt_harvest.mutators import Edit, Mutation, WrongRepair
 from tests.fixtures import PARCEL_BOUNDARY_KG, fixture_repo
 
 HEAVY = "model.parcel_depot.heavy_parcels"
@@ -30,12 +30,12 @@ REGION_FILE = "models/marts/region_summary.sql"
 @pytest.fixture(scope="module")
 def depot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`harvest add` of parcel_depot (sandboxed), its built state, lineage, tests and gold."""
-    from harvester.add import AddOptions, add
-    from harvester.gold import gold_path
-    from harvester.mint.lineage import models
-    from harvester.mint.local_checks import suite
-    from harvester.state import load_state
-    from harvester.workspace import template
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.gold import gold_path
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.mint.local_checks import suite
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
     from tests.conftest import use_env
 
     root = tmp_path_factory.mktemp("depot")
@@ -86,7 +86,7 @@ def test_the_clock_is_frozen_so_time_derived_columns_are_gold(depot) -> None:  #
 
 
 def test_old_pins_without_the_new_fields_still_read_byte_for_byte(depot) -> None:  # type: ignore[no-untyped-def]
-    from core.pin import Pin, pin_from_dict
+    from dbt_harvest.core.pin import Pin, pin_from_dict
 
     pin = depot["pin"]
     old = replace(pin, clock_frozen=False, tables=tuple(replace(t, unstable_columns=(), database_columns=())
@@ -117,8 +117,8 @@ def _candidate(depot, model: str, file: str, old: str, new: str, wrong: tuple[tu
 
 
 def _screen(depot, cand):  # type: ignore[no-untyped-def]
-    from harvester.mint.engine import Engine
-    from harvester.mint.screen import screen
+    from dbt_harvest.harvester.mint.engine import Engine
+    from dbt_harvest.harvester.mint.screen import screen
 
     catalog = depot["nodes"][cand.model].relation.split(".")[0].strip('"')
     engine = Engine(depot["state"].database, catalog, depot["scratch"] / f"engine-{cand.key}")
@@ -130,8 +130,8 @@ def _screen(depot, cand):  # type: ignore[no-untyped-def]
 
 
 def _confirm(depot, cand, *, seen=None, wrong_order=None):  # type: ignore[no-untyped-def]
-    from harvester.mint.confirm import BuildContext, Seen, confirm
-    from harvester.sandbox import Limits
+    from dbt_harvest.harvester.mint.confirm import BuildContext, Seen, confirm
+    from dbt_harvest.harvester.sandbox import Limits
 
     node = depot["nodes"][cand.model]
     ctx = BuildContext(depot["pin"], depot["gold"], depot["scratch"] / f"confirm-{cand.key}", True, Limits(wall_s=300),
@@ -155,7 +155,7 @@ def test_statement_claims_come_from_the_build_with_its_hooks(depot) -> None:  # 
     assert screened.observation.changed["main.heavy_parcels"] == (3, 3)
     outcome = _confirm(depot, cand)
     assert outcome.ok, (outcome.reason, outcome.detail)
-    from core.task_record import Claim
+    from dbt_harvest.core.task_record import Claim
 
     # the real build (hook included) adds a row: that is what the statement says, and it holds
     assert outcome.claims == (Claim("heavy_parcels", "more_rows"),)
@@ -166,8 +166,8 @@ def test_statement_claims_come_from_the_build_with_its_hooks(depot) -> None:  # 
 
 
 def test_a_false_claim_is_caught_on_the_built_tables(depot) -> None:  # type: ignore[no-untyped-def]
-    from core.task_record import Claim
-    from harvester.mint.claims import check_claims
+    from dbt_harvest.core.task_record import Claim
+    from dbt_harvest.harvester.mint.claims import check_claims
 
     cand = _boundary_flip(depot)
     outcome = _confirm(depot, cand)
@@ -181,8 +181,8 @@ def test_a_false_claim_is_caught_on_the_built_tables(depot) -> None:  # type: ig
 
 
 def test_a_statement_says_which_way_a_column_moved_in_the_words_its_claim_checks(depot) -> None:  # type: ignore[no-untyped-def]
-    from core.task_record import Claim
-    from harvester.mint.statement import COLUMN_WORDS
+    from dbt_harvest.core.task_record import Claim
+    from dbt_harvest.harvester.mint.statement import COLUMN_WORDS
 
     # senders 4 and 5 have no delivered parcel: without the coalesce their revenue is NULL, not 0
     cand = _candidate(depot, REVENUE, REVENUE_FILE, "coalesce(sum(d.fee), 0) as revenue", "sum(d.fee) as revenue",
@@ -194,15 +194,15 @@ def test_a_statement_says_which_way_a_column_moved_in_the_words_its_claim_checks
     # direction but higher/lower read "holds wrong values for some rows")
     assert f"`revenue` (Fees of delivered parcels) {COLUMN_WORDS['nulls_more']}" in outcome.statement
     assert COLUMN_WORDS["different"] not in outcome.statement
-    from harvester.mint.observe import DIRECTIONS
+    from dbt_harvest.harvester.mint.observe import DIRECTIONS
 
     assert set(COLUMN_WORDS) == set(DIRECTIONS) and len(set(COLUMN_WORDS.values())) == len(DIRECTIONS)
 
 
 def _mutant_capture(depot, cand) -> Path:  # type: ignore[no-untyped-def]
-    from harvester.build import build_workspace
-    from harvester.discovery import discover
-    from harvester.workspace import fresh_workspace
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.workspace import fresh_workspace
 
     with depot["env"]():
         workspace = depot["scratch"] / f"full-{cand.key}"
@@ -241,7 +241,7 @@ def test_an_informative_wrong_repair_records_what_it_fixes_and_leaves(depot) -> 
 
 
 def test_the_same_bug_twice_is_one_task(depot) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.confirm import Seen
+    from dbt_harvest.harvester.mint.confirm import Seen
 
     first = _confirm(depot, _boundary_flip(depot))
     assert first.ok and first.signature
@@ -254,15 +254,15 @@ def test_the_same_bug_twice_is_one_task(depot) -> None:  # type: ignore[no-untyp
     alone = _confirm(depot, twin)  # without the pin's index it would have been kept: same signature
     assert alone.ok and alone.signature == first.signature
     # the same words for another bug are refused too
-    from harvester.mint.confirm import statement_digest
+    from dbt_harvest.harvester.mint.confirm import statement_digest
 
     worded = _confirm(depot, twin, seen=Seen(frozenset(), frozenset({statement_digest(first.statement)})))
     assert (worded.ok, worded.reason) == (False, "duplicate_statement")
 
 
 def test_the_driver_drops_duplicates_across_shards() -> None:
-    from harvester.mint.pipeline import distinct_bugs
-    from harvester.mint.shard import CandidateReport, ShardResult
+    from dbt_harvest.harvester.mint.pipeline import distinct_bugs
+    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult
 
     def report(key: str, task: str, signature: str, digest: str) -> CandidateReport:
         return CandidateReport(key, "p@1", "m", "f", "op", "filter", "more_rows", "confirm", True, "", "",
@@ -281,7 +281,7 @@ def test_the_driver_drops_duplicates_across_shards() -> None:
 
 
 def test_dead_placeholder_code_is_not_a_candidate(depot) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.candidates import model_candidates
+    from dbt_harvest.harvester.mint.candidates import model_candidates
 
     dead: list = []
     with depot["env"]():
@@ -298,10 +298,10 @@ def test_dead_placeholder_code_is_not_a_candidate(depot) -> None:  # type: ignor
 
 @pytest.fixture(scope="module")
 def minted(depot) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from core.home import harvest_home, pins_dir
-    from corpora.ledger import Params, assign
-    from corpora.store import load_tasks, mint_target
-    from harvester.mint.pipeline import MintOptions, mint, yield_report
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks, mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, yield_report
 
     with depot["env"]():
         assign(depot["pins"], Params(test=0, dev=0, seed=0))
@@ -342,8 +342,8 @@ def test_the_quality_report_counts_what_the_issue_asks(minted) -> None:  # type:
 def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, minted, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from cli import main
-    from core.task_record import Claim, write_task
+    from dbt_harvest.cli import main
+    from dbt_harvest.core.task_record import Claim, write_task
 
     env = {"HARVEST_HOME": str(depot["home"]), "HARVEST_PINS": str(depot["pins"])}
     first = minted["tasks"][0]
@@ -356,7 +356,7 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
                                                "claims", "distinct"}
     # a task whose statement claims the opposite, and whose "wrong repair" only adds a comment to the
     # broken file (its graded output IS the broken one: it proves nothing)
-    from core.patching import apply_to_text, make_patch, parse_patch
+    from dbt_harvest.core.patching import apply_to_text, make_patch, parse_patch
 
     original_text = (depot["tree"] / first.file).read_text()
     broken_text = apply_to_text(original_text, parse_patch(first.broken_patch)[0])
@@ -380,8 +380,8 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
 
 
 def test_a_restored_filter_may_take_another_value_the_data_holds(depot) -> None:  # type: ignore[no-untyped-def]
-    from harvester.mint.candidates import model_candidates
-    from harvester.mint.domain import gold_values
+    from dbt_harvest.harvester.mint.candidates import model_candidates
+    from dbt_harvest.harvester.mint.domain import gold_values
 
     with depot["env"]():
         values = gold_values(depot["gold"])

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import SpecError
-from harvester.specs import parse_spec
+from dbt_harvest.core.errors import SpecError
+from dbt_harvest.harvester.specs import parse_spec
 
 
 def test_github_shorthand() -> None:
@@ -57,7 +57,7 @@ def test_fuzzed_specs_are_accepted_or_refused_cleanly(text: str) -> None:
 
 
 def test_an_origin_names_the_repository_publicly() -> None:
-    from harvester.specs import origin_identity
+    from dbt_harvest.harvester.specs import origin_identity
 
     for origin in ("https://github.com/acme/Shop", "https://github.com/acme/Shop.git/", "git@github.com:acme/Shop.git"):
         found = origin_identity(origin)
@@ -71,14 +71,14 @@ def test_an_origin_names_the_repository_publicly() -> None:
 
 @pytest.mark.parametrize("origin", ["/tmp/some/copy", "./copy", "file:///tmp/copy", "local://x/y", "acme"])
 def test_an_origin_that_is_not_a_public_url_is_refused(origin: str) -> None:
-    from harvester.specs import origin_identity
+    from dbt_harvest.harvester.specs import origin_identity
 
     with pytest.raises(SpecError, match="public git URL"):
         origin_identity(origin)
 
 
 def test_a_local_copy_without_origin_is_named_by_its_remote_or_project_never_its_path() -> None:
-    from harvester.specs import local_identity, named_identity
+    from dbt_harvest.harvester.specs import local_identity, named_identity
 
     assert local_identity("https://github.com/acme/shop", "shop", "copy").url == "https://github.com/acme/shop.git"
     by_project = local_identity("/srv/git/shop.git", "shop_analytics", "copy")  # a local remote is no name

@@ -7,8 +7,8 @@ import string
 
 import pytest
 
-from harvester.mint import statement as st
-from harvester.mint.statement import Symptom, fixed_phrases, leaks, template_statement
+from dbt_harvest.harvester.mint import statement as st
+from dbt_harvest.harvester.mint.statement import Symptom, fixed_phrases, leaks, template_statement
 
 LOANS = "One row per loan that actually took place. Cancelled checkouts are dropped."
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harvester.mint.statement import Symptom, statement_for, template_statement
+from dbt_harvest.harvester.mint.statement import Symptom, statement_for, template_statement
 
 SYMPTOMS = [Symptom("fct_orders", "One row per completed order.", 10, 12, (("amount", "Order total.", "higher"),))]
 

@@ -20,10 +20,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from harvester.gitrepos import make_git_repo
-from harvester.sandbox.inside import harvest_names
-from harvester.sandbox.inside.harvest_names import captured_names, graded_name
+from dbt_harvest.cli import main
+from dbt_harvest.harvester.gitrepos import make_git_repo
+from dbt_harvest.harvester.sandbox.inside import harvest_names
+from dbt_harvest.harvester.sandbox.inside.harvest_names import captured_names, graded_name
 from tests.fixtures import fixture_dir, fixture_repo
 
 TARGET = "fleet_upkeep_integration_tests"
@@ -86,7 +86,7 @@ def test_the_rule_is_importable_inside_the_sandbox_with_only_its_folder_on_the_p
     probe = (
         "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p not in ('', '.')];"
         f"sys.path.insert(0, {str(folder)!r}); import harvest_names as h;"
-        "print(h.captured_names([('m', 's', 'a')])['m']); print(any(m.startswith('harvester') for m in sys.modules))"
+        "print(h.captured_names([('m', 's', 'a')])['m']); print(any(m.split('.')[0] in ('dbt_harvest', 'harvester') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.split() == ["main.a", "False"]
@@ -100,7 +100,7 @@ def test_add_captures_every_model_table_in_main(added) -> None:  # type: ignore[
     names = {t["name"] for t in summary["tables"]}
     assert names == IN_MAIN
     assert all(not t["empty"] and t["deterministic"] for t in summary["tables"])
-    from core.pin import read_pin
+    from dbt_harvest.core.pin import read_pin
 
     pin = read_pin(Path(summary["pin"]))
     assert pin.profile_schema == TARGET
@@ -109,8 +109,8 @@ def test_add_captures_every_model_table_in_main(added) -> None:  # type: ignore[
     gold = root / "home" / "gold" / f"{pin.gold_sha256}.duckdb"
     assert _gold_tables(gold) == names  # nothing left under the target schema's own name
     # the lineage names every model exactly as the pin does
-    from harvester.mint.lineage import models
-    from harvester.state import load_state
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
     from tests.conftest import use_env
 
     with use_env(root / "home", root / "pins"):
@@ -144,12 +144,12 @@ def test_models_sharing_an_alias_keep_their_schemas_and_the_rest_still_go_to_mai
 # --- harvest mint -------------------------------------------------------------------------------------
 
 def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from corpora.store import load_tasks
-    from core.scorer import official
-    from core.patching import apply_to_text, parse_patch
-    from core.pin import read_pin
-    from harvester.grading.edited import grade, release
-    from harvester.workspace import template
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.core.scorer import official
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.harvester.grading.edited import grade, release
+    from dbt_harvest.harvester.workspace import template
     from tests.conftest import use_env
 
     source, summary = added
@@ -193,7 +193,7 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
 def test_a_pin_captured_under_the_old_names_is_refused_with_the_fix(added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import dataclasses
 
-    from core.pin import read_pin, write_pin
+    from dbt_harvest.core.pin import read_pin, write_pin
 
     source, summary = added
     shutil.copytree(source / "home", tmp_path / "home", symlinks=True)

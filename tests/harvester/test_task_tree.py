@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from core.patching import PatchError, make_patch
-from core.task_record import LocalChecks, TaskRecord
-from core.scorer.spec import GradingSpec
-from harvester.task_tree import copy_broken, project_files
+from dbt_harvest.core.patching import PatchError, make_patch
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.task_tree import copy_broken, project_files
 
 ROOT_MODEL = "models/meter_usage.sql"
 ORIGINAL = "select meter_id, sum(coalesce(volume, 0)) as used from {{ ref('stg_readings') }} group by 1\n"
@@ -64,7 +64,7 @@ def test_project_files_lists_what_an_agent_sees(tmp_path: Path) -> None:
 
 
 def test_project_files_agrees_with_the_environments_listing(tmp_path: Path) -> None:
-    from eval.env.policy import PathPolicy, list_tree
+    from dbt_harvest.eval.env.policy import PathPolicy, list_tree
 
     tree = _package_tree(tmp_path / "repo")
     policy = PathPolicy(root=tree.resolve(), writable=("models",))
@@ -85,8 +85,8 @@ def test_copy_broken_applies_the_patch_outside_project_dir_and_strips_vcs(tmp_pa
 
 def test_training_reads_a_package_layout_task_from_its_repository(tmp_path: Path) -> None:
     """GitProjectSource (and PinnedProjectSource, through the same copy_broken + project_files)."""
-    from harvester.gitrepos import make_git_repo
-    from train.project import GitProjectSource, corrected_files
+    from dbt_harvest.harvester.gitrepos import make_git_repo
+    from dbt_harvest.train.project import GitProjectSource, corrected_files
 
     src = tmp_path / "src"
     for rel, text in {"dbt_project.yml": "name: meters\n", ROOT_MODEL: ORIGINAL,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models import INCREMENTAL
-from mutators import Edit, candidates, is_equivalent, transplant
+from dbt_harvest.mutators import Edit, candidates, is_equivalent, transplant
 
 
 def test_equivalence_catches_restatements_only() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from models import ALL_MODELS, DAILY, INCREMENTAL
-from mutators import mask_file
-from mutators.jinja import match_blocks, scan_tags
+from dbt_harvest.mutators import mask_file
+from dbt_harvest.mutators.jinja import match_blocks, scan_tags
 
 
 def test_masked_text_has_the_files_length_and_keeps_sql() -> None:
@@ -101,7 +101,7 @@ def test_blocks_pair_up() -> None:
 
 
 def test_a_file_saved_with_a_byte_order_mark_parses_and_its_mutants_keep_the_mark() -> None:
-    from mutators import candidates
+    from dbt_harvest.mutators import candidates
 
     for text in ALL_MODELS.values():
         marked = "\ufeff" + text

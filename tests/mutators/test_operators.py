@@ -7,7 +7,7 @@ import functools
 import pytest
 
 from models import ALL_MODELS
-from mutators import EFFECTS, FAMILIES, REGISTRY, Edit, Mutation, candidates, mask_file
+from dbt_harvest.mutators import EFFECTS, FAMILIES, REGISTRY, Edit, Mutation, candidates, mask_file
 
 # (operator, model, unique text before, the same text after the mutation)
 EXACT: list[tuple[str, str, str, str]] = [

@@ -7,8 +7,8 @@ wrong repairs (`avg(order_date)`, `100 / amount`) are not offered; every wrong r
 
 from __future__ import annotations
 
-from mutators import REGISTRY, WrongRepair, candidates, mask_file
-from mutators.deadcode import dead_regions
+from dbt_harvest.mutators import REGISTRY, WrongRepair, candidates, mask_file
+from dbt_harvest.mutators.deadcode import dead_regions
 
 PLACEHOLDER = """with source as (select * from {{ ref('raw_orders') }}),
 dummy as (select 1 as one),
@@ -126,8 +126,8 @@ def test_a_dropped_filter_is_restored_wrong_not_weakened() -> None:
 
 
 def test_a_null_check_flipped_in_a_filter_changes_rows_either_way() -> None:
-    from harvester.mint.checks import check_effect
-    from harvester.mint.observe import Observation
+    from dbt_harvest.harvester.mint.checks import check_effect
+    from dbt_harvest.harvester.mint.observe import Observation
 
     in_filter = "select id from {{ ref('issues') }} where closed_at is null and repo_id > 1\n"
     in_projection = "select id, closed_at is null as is_open from {{ ref('issues') }}\n"

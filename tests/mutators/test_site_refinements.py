@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mutators import candidates
+from dbt_harvest.mutators import candidates
 
 
 @pytest.mark.parametrize(

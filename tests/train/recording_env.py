@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.env import RepairEnvironment
+from dbt_harvest.eval.env import RepairEnvironment
 
 
 class RecordingEnvironment(RepairEnvironment):

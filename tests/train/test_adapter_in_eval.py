@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from train_world import tiny_raw
-from train.configs import config_from_dict
-from train.sft import run_sft
+from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.train.sft import run_sft
 
 
 def test_sft_adapter_runs_an_episode_through_the_hf_driver(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001
     from peft import PeftModel
 
-    from eval.audit.rundir import RunDir
-    from eval.audit.runner import AuditOptions, run_audit
-    from eval.drivers import make_driver
-    from eval.env.episode import EpisodeLimits
-    from eval.ladder import LOOPS, NO_SUBMISSION
-    from train.tiny import TinySpec, build_tiny
+    from dbt_harvest.eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.drivers import make_driver
+    from dbt_harvest.eval.env.episode import EpisodeLimits
+    from dbt_harvest.eval.ladder import LOOPS, NO_SUBMISSION
+    from dbt_harvest.train.tiny import TinySpec, build_tiny
 
     # a local base with a long position table (the tool schemas alone are thousands of tiny-tokenizer tokens)
     base = build_tiny(tmp_path / "base", TinySpec(max_position_embeddings=16384))

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from train.budget import cut, fit, measure, percentiles
-from train.errors import TrainDataError
-from train.project import GitProjectSource
-from train.sft_data import agentic_rows, single_turn_rows
+from dbt_harvest.train.budget import cut, fit, measure, percentiles
+from dbt_harvest.train.errors import TrainDataError
+from dbt_harvest.train.project import GitProjectSource
+from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 from train_world import World, other_split, tiny_raw, write_config
 
 
 @pytest.fixture(scope="module")
 def tokenizer():  # noqa: ANN201
-    from train.tiny import train_tokenizer
+    from dbt_harvest.train.tiny import train_tokenizer
 
     return train_tokenizer()
 
@@ -71,14 +71,14 @@ def test_train_sft_with_no_row_in_budget_is_one_line_and_writes_nothing(world: W
 
 
 def test_a_run_leaves_out_rows_over_budget_and_records_them(world: World, tmp_path: Path, tokenizer) -> None:  # noqa: ANN001
-    from train.configs import config_from_dict
-    from train.sft import run_sft
+    from dbt_harvest.train.configs import config_from_dict
+    from dbt_harvest.train.sft import run_sft
 
     long_task = other_split(world.task, "train")
     long_task = type(long_task)(**{**long_task.__dict__, "problem_statement": long_task.problem_statement + " word" * 3000})
     tasks_dir = tmp_path / "tasks"
     tasks_dir.mkdir()
-    from core.task_record import write_task
+    from dbt_harvest.core.task_record import write_task
 
     write_task(world.task, tasks_dir)
     write_task(long_task, tasks_dir)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from train.configs import config_from_dict, load_config
-from train.errors import TrainConfigError
+from dbt_harvest.train.configs import config_from_dict, load_config
+from dbt_harvest.train.errors import TrainConfigError
 
 REAL = Path(__file__).resolve().parents[2] / "train" / "configs"
 
@@ -71,7 +71,7 @@ def test_any_trl_field_passes_through_to_trls_own_config(tmp_path: Path) -> None
     HfArgumentParser; ours keep their meaning; --gate still means one step and nothing saved."""
     from trl import GRPOConfig, SFTConfig
 
-    from train.runner import trl_arguments
+    from dbt_harvest.train.runner import trl_arguments
 
     raw = base(train={"weight_decay": 0.125, "lr_scheduler_type": "cosine", "max_grad_norm": 0.5,
                       "report_to": "none", "disable_tqdm": False, "save_total_limit": 1})
@@ -109,7 +109,7 @@ def test_pass_through_keys_are_still_checked(train: dict, message: str) -> None:
 def test_trl_refusals_are_one_line_config_errors(tmp_path: Path) -> None:
     from trl import SFTConfig
 
-    from train.runner import trl_arguments
+    from dbt_harvest.train.runner import trl_arguments
 
     config = config_from_dict(base(train={"lr_scheduler_type": "sideways"}), where="x.toml")
     with pytest.raises(TrainConfigError) as info:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from eval.env import tool_schemas
-from train.env_episodes import EnvironmentOracle
-from train.sft_data import agentic_rows, to_dataset
+from dbt_harvest.eval.env import tool_schemas
+from dbt_harvest.train.env_episodes import EnvironmentOracle
+from dbt_harvest.train.sft_data import agentic_rows, to_dataset
 
 
 def test_rows_carry_the_environments_real_observations(env_world) -> None:  # noqa: ANN001
-    from harvester.workspace import template
+    from dbt_harvest.harvester.workspace import template
 
     task = env_world.tasks[0]
     oracle = EnvironmentOracle(pins=env_world.pins)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from train_world import tiny_raw, write_config
-from train.configs import config_from_dict
-from train.grpo import run_grpo
-from corpora.recipe import read_manifest
+from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.train.grpo import run_grpo
+from dbt_harvest.corpora.recipe import read_manifest
 from train_world import World
 
 
@@ -31,10 +31,10 @@ def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
 
 
 def test_harvester_backend_builds_and_scores_through_reward_build(world: World, tmp_path: Path) -> None:
-    from train.grpo import backend_factory
-    from train.project import GitProjectSource
-    from train.reward import EditingBackend
-    from harvester.grading.edited import build_and_score
+    from dbt_harvest.train.grpo import backend_factory
+    from dbt_harvest.train.project import GitProjectSource
+    from dbt_harvest.train.reward import EditingBackend
+    from dbt_harvest.harvester.grading.edited import build_and_score
 
     raw = tiny_raw("grpo-tiny.toml", world, tmp_path, reward={"backend": "harvester"})
     factory = backend_factory(config_from_dict(raw), GitProjectSource(world.repos))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from train_world import tiny_raw
-from core.task_record import write_task
+from dbt_harvest.core.task_record import write_task
 from recording_env import RecordingEnvironment
-from train.configs import config_from_dict
-from train.grpo import run_grpo
-from corpora.recipe import read_manifest
+from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.train.grpo import run_grpo
+from dbt_harvest.corpora.recipe import read_manifest
 
 
 def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001

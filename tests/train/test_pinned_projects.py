@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from train.configs import config_from_dict
-from train.project import PinnedProjectSource, apply_diff
-from train.sft import default_project, run_sft
+from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.train.project import PinnedProjectSource, apply_diff
+from dbt_harvest.train.sft import default_project, run_sft
 from train_world import tiny_raw
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def relative_pin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`harvest add ./clock.git@sha` (a bare copy, relative path), reserved to train and minted, via the CLI."""
-    from harvester.gitrepos import make_git_repo
+    from dbt_harvest.harvester.gitrepos import make_git_repo
     from tests.fixtures import fixture_dir
 
     root = tmp_path_factory.mktemp("relative-pin")
@@ -52,7 +52,7 @@ def relative_pin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_sft_trains_on_tasks_of_a_pin_made_from_a_relative_local_path(relative_pin: Path, world, tmp_path: Path) -> None:  # noqa: ANN001
-    from corpora.store import load_tasks
+    from dbt_harvest.corpora.store import load_tasks
     from tests.conftest import use_env
 
     raw = tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-relative-pin"}, train={"max_steps": 1})

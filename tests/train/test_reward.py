@@ -6,14 +6,12 @@ import functools
 
 import pytest
 
-import core.scorer
-
-from core.patching import make_patch
-from train.completion import MalformedCompletion, parse_completion, render_files
-from train.pool import RewardPool
-from train.project import GitProjectSource
-from train.reward import RewardResult, make_reward_func
-from train.sql_backend import DuckDBSqlBackend
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.train.completion import MalformedCompletion, parse_completion, render_files
+from dbt_harvest.train.pool import RewardPool
+from dbt_harvest.train.project import GitProjectSource
+from dbt_harvest.train.reward import RewardResult, make_reward_func
+from dbt_harvest.train.sql_backend import DuckDBSqlBackend
 from train_world import REVENUE_BROKEN, REVENUE_OK, REVENUE_WRONG, World
 
 FILE = "models/paid_revenue.sql"
@@ -46,18 +44,11 @@ def test_malformed_completions_are_refused(text: str, reason: str) -> None:
         parse_completion(text, PROJECT)
 
 
-#: The reward must be the REAL scorer; until core.scorer exports ``score`` these two tests cannot run.
-requires_scorer = pytest.mark.skipif(
-    not hasattr(core.scorer, "score"), reason="core.scorer.score is not available yet (scorer in progress)"
-)
-
-
 @pytest.fixture()
 def backend(world: World) -> DuckDBSqlBackend:
     return DuckDBSqlBackend(GitProjectSource(world.repos), world.inputs)
 
 
-@requires_scorer
 def test_real_scorer_fix_scores_1_and_wrong_repairs_score_0(world: World, backend: DuckDBSqlBackend) -> None:
     task = world.task
     fix = backend.score_completion(task, render_files({FILE: REVENUE_OK}))
@@ -71,7 +62,6 @@ def test_real_scorer_fix_scores_1_and_wrong_repairs_score_0(world: World, backen
     assert backend.score_completion(task, "no answer").reason.startswith("malformed")
 
 
-@requires_scorer
 def test_reward_func_over_a_warm_pool(world: World) -> None:
     factory = functools.partial(DuckDBSqlBackend, GitProjectSource(world.repos), world.inputs)
     with RewardPool(factory, workers=2, timeout_s=60) as pool:

@@ -18,10 +18,10 @@ PYTHON_MODEL = "def model(dbt, session):\n    return session.sql(\"select 'ran' 
 
 
 def _fixed(task) -> str:  # noqa: ANN001
-    from core.home import pins_dir
-    from core.patching import apply_to_text, parse_patch
-    from core.pin import pin_path, read_pin
-    from harvester.workspace import template
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.workspace import template
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     original = (template(pin) / task.file).read_text(encoding="utf-8")
@@ -55,7 +55,7 @@ def _victim_state(folder: Path) -> list[tuple[str, bytes, int]]:
 @pytest.mark.parametrize("attack", ["read_host", "write_host", "attach_host"])
 def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, victim: Path, mode: str,
                                                                attack: str) -> None:  # noqa: ANN001
-    from harvester.grading.edited import grade
+    from dbt_harvest.harvester.grading.edited import grade
 
     sql = {
         "read_host": f"select * from read_csv('{victim / 'secret.csv'}')",
@@ -77,7 +77,7 @@ def test_a_reward_build_cannot_write_into_the_project_with_sql(minted_example) -
     """The true repair plus a pre_hook that COPYs a Python model into the project: DuckDB scope
     'database' refuses the write, so the rollout fails (before: the hook wrote models/pwned.py and the
     rollout scored 1)."""
-    from harvester.grading.edited import grade
+    from dbt_harvest.harvester.grading.edited import grade
 
     with minted_example.env():
         task = minted_example.tasks[0]

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.checkout import IN_CHECKOUT
 from train_world import tiny_raw, write_config
-from corpora.errors import FirewallError
-from cli import main
-from train.configs import config_from_dict
-from corpora.recipe import REQUIRED_FIELDS, freeze, read_manifest, verify_frozen
-from train.errors import FreezeError, ManifestError
-from train.project import GitProjectSource
-from train.sft import run_sft
-from train.sft_data import agentic_rows, load_train_tasks, single_turn_rows
+from dbt_harvest.corpora.errors import FirewallError
+from dbt_harvest.cli import main
+from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.corpora.recipe import REQUIRED_FIELDS, freeze, read_manifest, verify_frozen
+from dbt_harvest.train.errors import FreezeError, ManifestError
+from dbt_harvest.train.project import GitProjectSource
+from dbt_harvest.train.sft import run_sft
+from dbt_harvest.train.sft_data import agentic_rows, load_train_tasks, single_turn_rows
 from train_world import World, other_split
 
 
@@ -56,7 +57,9 @@ def test_manifest_fields_signature_and_tamper_detection(single_turn_run, monkeyp
     assert manifest["base_model"] == {"id": "tiny://", "revision": "local", "path": "base-tiny"}
     assert manifest == single_turn_run.manifest  # what the run returns is the signed manifest on disk
     assert manifest["seed"] == 0 and manifest["claim_under_test"]
-    assert manifest["versions"]["trl"] and manifest["project_git"]["commit"]
+    assert manifest["versions"]["trl"] and manifest["versions"]["dbt-harvest"]
+    # the code's commit where it runs from a git checkout of dbt-harvest (an sdist or a wheel has none)
+    assert bool(manifest["project_git"]["commit"]) == IN_CHECKOUT
     assert manifest["signature"]["kind"] == "sha256"
     tampered = run_dir.parent / "tampered"
     tampered.mkdir()
@@ -70,7 +73,7 @@ def test_manifest_fields_signature_and_tamper_detection(single_turn_run, monkeyp
 
 
 def test_hmac_signing_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from corpora.recipe import sign, verify
+    from dbt_harvest.corpora.recipe import sign, verify
 
     monkeypatch.setenv("HARVEST_MANIFEST_KEY", "k1")
     signed = sign({"a": 1})
@@ -128,7 +131,7 @@ def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> 
 
 
 def test_agentic_rows_keep_tool_arguments_exact(world: World) -> None:
-    from train.sft_data import to_dataset
+    from dbt_harvest.train.sft_data import to_dataset
 
     rows = agentic_rows([world.task], GitProjectSource(world.repos), 4000)
     calls = [m["tool_calls"][0]["function"] for m in to_dataset(rows)[0]["messages"] if m.get("tool_calls")]
@@ -138,7 +141,7 @@ def test_agentic_rows_keep_tool_arguments_exact(world: World) -> None:
 
 
 def test_firewall_refuses_dev_and_test_records(world: World, tmp_path: Path) -> None:
-    from core.task_record import write_task
+    from dbt_harvest.core.task_record import write_task
 
     project = GitProjectSource(world.repos)
     for split in ("dev", "test"):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from train.completion import render_files
-from train.project import GitProjectSource
-from train.sql_backend import DuckDBSqlBackend
+from dbt_harvest.train.completion import render_files
+from dbt_harvest.train.project import GitProjectSource
+from dbt_harvest.train.sql_backend import DuckDBSqlBackend
 from train_world import World
 
 FILE = "models/paid_revenue.sql"

@@ -15,12 +15,12 @@ from typing import Any
 
 import duckdb
 
-from core.scorer.spec import GradingSpec
-from harvester.gitrepos import make_git_repo
-from harvester.gold import install_gold
-from core.patching import make_patch
-from core.task_record import LocalChecks, TaskRecord, task_id, write_task
-from train.sql_backend import compile_models
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.gitrepos import make_git_repo
+from dbt_harvest.harvester.gold import install_gold
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id, write_task
+from dbt_harvest.train.sql_backend import compile_models
 
 PIN = "acme__shop@" + "0" * 12
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from core.scorer import GradingSpec, score
+from dbt_harvest.core.scorer import GradingSpec, score
 
 from .reference import instance_verdict
 

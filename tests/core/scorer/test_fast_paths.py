@@ -16,8 +16,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from core.scorer import GradingSpec, score, vectors
-from core.scorer.grading import grade
+from dbt_harvest.core.scorer import GradingSpec, score, vectors
+from dbt_harvest.core.scorer.grading import grade
 
 from .reference import table_verdict
 

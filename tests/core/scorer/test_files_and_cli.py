@@ -9,8 +9,8 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from core.scorer import GoldTableError, GradingSpec, explain, official, score, strict
-from cli import main
+from dbt_harvest.core.scorer import GoldTableError, GradingSpec, explain, official, score, strict
+from dbt_harvest.cli import main
 
 GOLD_SQL = "CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount, 'c' || range AS customer FROM range(12)"
 SPEC = GradingSpec("shop.duckdb", ("orders",), ((0, 1, 2),), (True,))
@@ -128,7 +128,7 @@ def test_cli_malformed_spec_is_a_usage_error(gold: Path, tmp_path: Path, text: s
 
 
 def test_installed_versions_are_the_verified_ones() -> None:
-    from core.scorer import VERIFIED_DUCKDB, VERIFIED_PANDAS, versions_verified
+    from dbt_harvest.core.scorer import VERIFIED_DUCKDB, VERIFIED_PANDAS, versions_verified
 
     assert versions_verified(), f"scorer verified under pandas {VERIFIED_PANDAS} + duckdb {VERIFIED_DUCKDB}"
 

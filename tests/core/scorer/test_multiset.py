@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.scorer.multiset import (
+from dbt_harvest.core.scorer.multiset import (
     BINCOUNT_FACTOR,
     Identity,
     agree_on_sample,

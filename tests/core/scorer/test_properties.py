@@ -14,8 +14,8 @@ import duckdb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.scorer import GradingSpec, score
-from core.scorer import source, vectors
+from dbt_harvest.core.scorer import GradingSpec, score
+from dbt_harvest.core.scorer import source, vectors
 
 from .reference import table_verdict
 

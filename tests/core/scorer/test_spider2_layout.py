@@ -19,9 +19,9 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from core.scorer.spider2 import (CRASHES, FIXED, GRADED, NOT_MIRRORED, NOT_SUBMITTED, Spider2LayoutError,
+from dbt_harvest.core.scorer.spider2 import (CRASHES, FIXED, GRADED, NOT_MIRRORED, NOT_SUBMITTED, Spider2LayoutError,
                                  Spider2Report, read_jsonl_text, score_folder)
-from cli import main
+from dbt_harvest.cli import main
 from . import spider2_official as official_code
 
 GOLD_SQL = ("CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount FROM range(5);"

@@ -15,7 +15,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.scorer import GradingSpec, score
+from dbt_harvest.core.scorer import GradingSpec, score
 
 from .reference import _key, match
 from .test_properties import GOLD, PRED, _sql_table, table_case

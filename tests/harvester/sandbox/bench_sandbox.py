@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harvester.sandbox import CaptureStep, DbtStep, Limits, run_steps  # noqa: E402
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, run_steps  # noqa: E402
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace  # noqa: E402
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from harvester.sandbox import sandbox_available
+from dbt_harvest.harvester.sandbox import sandbox_available
 from sandbox_support import SECRET
 
 

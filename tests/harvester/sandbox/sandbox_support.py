@@ -10,7 +10,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from harvester.sandbox import Limits, write_profile
+from dbt_harvest.harvester.sandbox import Limits, write_profile
 
 HERE = Path(__file__).parent
 PROJECTS = HERE / "projects"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harvester.sandbox import DbtStep, QueryStep, SandboxRun, run_steps
-from harvester.sandbox.command import ALLOWED_ENV, SET_INSIDE_ENV
+from dbt_harvest.harvester.sandbox import DbtStep, QueryStep, SandboxRun, run_steps
+from dbt_harvest.harvester.sandbox.command import ALLOWED_ENV, SET_INSIDE_ENV
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace, snapshot, workspace_mentions
 
 PERMISSION = "file system operations are disabled by configuration"

@@ -13,8 +13,8 @@ import os
 import uuid
 from pathlib import Path
 
-from harvester.sandbox import DbtStep, Limits, run_steps
-from harvester.sandbox.runner import SCRATCH_DIR
+from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps
+from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, make_workspace
 
 

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import GoldError, SandboxError
-from harvester.sandbox import DbtStep, QueryStep, run_steps
+from dbt_harvest.core.errors import GoldError, SandboxError
+from dbt_harvest.harvester.sandbox import DbtStep, QueryStep, run_steps
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class Victim:
@@ -63,8 +62,8 @@ def tamper_workspace(tmp_path: Path, plan: list[tuple[str, str]]) -> Path:
 def test_built_state_is_not_copied_through_links_planted_after_the_capture(
     bwrap: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harvester.build import build_workspace
-    from harvester.state import install_state, state_dir
+    from dbt_harvest.harvester.build import build_workspace
+    from dbt_harvest.harvester.state import install_state, state_dir
 
     victim = Victim(tmp_path / "victim")
     secret_db = tmp_path / "victim-secret.bin"
@@ -104,9 +103,9 @@ def test_logs_in_the_workspace_are_never_written_through_a_planted_link(bwrap: N
 
 def test_submit_never_deletes_through_a_project_folder_swapped_for_a_link(tmp_path: Path) -> None:
     """grading._clean_build_state removes the agent's target folder before the graded build."""
-    from eval.env.grading import _clean_build_state
-    from eval.env.policy import PathPolicy
-    from eval.env.workspace import TaskWorkspace
+    from dbt_harvest.eval.env.grading import _clean_build_state
+    from dbt_harvest.eval.env.policy import PathPolicy
+    from dbt_harvest.eval.env.workspace import TaskWorkspace
 
     victim = Victim(tmp_path / "victim")
     root = tmp_path / "ws"
@@ -169,7 +168,7 @@ def test_files_beside_the_interpreter_are_not_visible(bwrap: None, tmp_path: Pat
 
 
 def test_binds_are_minimal_and_a_whole_prefix_is_refused() -> None:
-    from harvester.sandbox.command import python_binds, refuse_sensitive_binds
+    from dbt_harvest.harvester.sandbox.command import python_binds, refuse_sensitive_binds
 
     binds = python_binds()
     prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
@@ -185,13 +184,37 @@ def test_binds_are_minimal_and_a_whole_prefix_is_refused() -> None:
                 refuse_sensitive_binds([prefix])
 
 
+
+def test_the_checkout_is_forbidden_but_an_installed_package_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a checkout, the repository (pins, fixtures, a home with gold) is never bound or used as a
+    workspace. Installed from a wheel, the package is public code in the site-packages folder that also
+    holds dbt: forbidding it would refuse every sandboxed build of a pip-installed dbt-harvest."""
+    from dbt_harvest.harvester.sandbox import command
+
+    checkout = Path(__file__).resolve().parents[3]  # tests/harvester/sandbox/ -> the checkout
+    assert command.source_checkout() == checkout
+    assert checkout in command.forbidden_paths()
+    with pytest.raises(SandboxError, match="this repository"):
+        command.refuse_sensitive_binds([checkout.parent])
+
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    installed = site / "dbt_harvest" / "harvester" / "sandbox" / "command.py"
+    installed.parent.mkdir(parents=True)
+    (site / "dbt_harvest" / "__init__.py").write_text("")
+    shutil.copy2(command.__file__, installed)
+    monkeypatch.setattr(command, "__file__", str(installed))
+    assert command.source_checkout() is None
+    assert not any(site == bad or site in bad.parents for bad in command.forbidden_paths())
+    command.refuse_sensitive_binds([site])
+
+
 # -- class 8: Python installed under /tmp -------------------------------------------------------------------
 
 VENV_RUN = """
 import json, sys
 from pathlib import Path
-from harvester.sandbox import DbtStep, QueryStep, run_steps, write_profile
-from harvester.sandbox.limits import Limits
+from dbt_harvest.harvester.sandbox import DbtStep, QueryStep, run_steps, write_profile
+from dbt_harvest.harvester.sandbox.limits import Limits
 workspace = Path(sys.argv[1])
 run = run_steps(workspace, ".", [DbtStep(("run", "--select", "orders")), QueryStep("build.duckdb", "select count(*) from orders")],
                 clock="2024-06-30", limits=Limits(wall_s=240))
@@ -222,7 +245,7 @@ def test_a_virtualenv_under_tmp_runs_sandboxed_builds(bwrap: None, tmp_path: Pat
     python, made = _python_under_tmp()
     try:
         workspace = tamper_workspace(tmp_path, [])
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HARVEST_HOME": str(tmp_path / "home")}
+        env = {**os.environ, "HARVEST_HOME": str(tmp_path / "home")}
         done = subprocess.run([str(python), "-c", VENV_RUN, str(workspace)], env=env,
                               capture_output=True, text=True, timeout=400, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -239,7 +262,7 @@ def test_a_virtualenv_under_tmp_runs_sandboxed_builds(bwrap: None, tmp_path: Pat
 
 
 def test_safe_fs_never_follows_a_link_and_reports_how_it_resolves(tmp_path: Path) -> None:
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     victim = Victim(tmp_path / "victim")
     root = tmp_path / "ws"
@@ -266,7 +289,7 @@ def test_safe_fs_never_follows_a_link_and_reports_how_it_resolves(tmp_path: Path
 
 
 def test_the_fallback_walk_holds_the_same_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harvester.sandbox import safe_fs
+    from dbt_harvest.harvester.sandbox import safe_fs
 
     monkeypatch.setenv("HARVEST_NO_OPENAT2", "1")
     safe_fs.openat2_available.cache_clear()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import SandboxError
-from harvester.sandbox import CaptureStep, DbtStep, run_steps, write_profile
-from harvester.sandbox.parallel import ParallelChild, run_parallel
-from harvester.sandbox.runner import captures_dir
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, run_steps, write_profile
+from dbt_harvest.harvester.sandbox.parallel import ParallelChild, run_parallel
+from dbt_harvest.harvester.sandbox.runner import captures_dir
 from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace
 
 GOLD = [DbtStep(("seed",)), DbtStep(("build",)), CaptureStep()]

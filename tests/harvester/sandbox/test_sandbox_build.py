@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps, write_profile
-from harvester.sandbox.command import ALLOWED_ENV
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps, write_profile
+from dbt_harvest.harvester.sandbox.command import ALLOWED_ENV
 from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 PARENT_SECRETS = {"HF_TOKEN": "hf_parent_token_should_not_leak", "HARVEST_CANARY_SECRET": "canary-parent-only"}

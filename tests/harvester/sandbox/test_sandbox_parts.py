@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from core.errors import SandboxError
-from harvester.sandbox import (
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import (
     CaptureStep,
     DbtStep,
     Limits,
@@ -21,11 +21,11 @@ from harvester.sandbox import (
     sandbox_available,
     write_profile,
 )
-from harvester.sandbox import command
-from core.clock import ClockError, clock_env, parse_clock
-from harvester.sandbox.profile import PROFILE_DIR
-from harvester.sandbox.results import ResultShapeError, parse_steps, read_result_file
-from harvester.sandbox.steps import step_request
+from dbt_harvest.harvester.sandbox import command
+from dbt_harvest.core.clock import ClockError, clock_env, parse_clock
+from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
+from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, read_result_file
+from dbt_harvest.harvester.sandbox.steps import step_request
 from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -195,7 +195,7 @@ def test_unsandboxed_mode_keeps_allow_list_clock_and_lockdown(tmp_path: Path, mo
 
 
 def test_gold_check_refuses_views_macros_and_unreported_tables(tmp_path: Path) -> None:
-    from harvester.sandbox.gold_check import gold_problem
+    from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 
     path = tmp_path / "gold.duckdb"
     conn = duckdb.connect(str(path))

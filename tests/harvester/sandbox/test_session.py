@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from core.errors import SandboxError
-from harvester.sandbox import CaptureStep, DbtStep, Limits, QueryStep, RestoreDbStep, WriteStep, run_steps
-from harvester.sandbox.session import SandboxSession
-from harvester.sandbox.steps import step_request
+from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, QueryStep, RestoreDbStep, WriteStep, run_steps
+from dbt_harvest.harvester.sandbox.session import SandboxSession
+from dbt_harvest.harvester.sandbox.steps import step_request
 from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 STAGING = "models/staging/stg_orders.sql"
