@@ -2,12 +2,14 @@
 
 Each subcommand lives in its own module (``cli/<name>.py``) exposing a click command or
 group named ``command``; the table below is the only place that lists them, so `harvest --help`
-stays fast (no dbt, torch or datasets import on start-up).
+stays fast (no dbt, torch or datasets import on start-up). The console script is ``run``: ``main``
+as a process, which ends through ``cli._exit`` (no native-library teardown crash after a clean exit).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import NoReturn
 
 import click
 
@@ -62,3 +64,13 @@ def main() -> None:
 
     guard_terminal()  # no control sequence from a repository or an agent reaches the terminal
 
+
+def run() -> NoReturn:
+    """The `harvest` console script and ``python -m dbt_harvest``: ``main`` as a whole process."""
+    from dbt_harvest.cli._exit import end_process
+
+    try:
+        main(prog_name="harvest")
+    except SystemExit as done:
+        end_process(done.code)
+    end_process(0)

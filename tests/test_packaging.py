@@ -68,4 +68,4 @@ def test_the_console_script_points_into_the_root_package(wheel: zipfile.ZipFile)
     (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
     parser = configparser.ConfigParser()
     parser.read_string(wheel.read(entry_points).decode())
-    assert dict(parser["console_scripts"]) == {"harvest": f"{ROOT_PACKAGE}.cli:main"}
+    assert dict(parser["console_scripts"]) == {"harvest": f"{ROOT_PACKAGE}.cli:run"}
