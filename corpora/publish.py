@@ -119,20 +119,27 @@ def merged_card(facts: CardFacts, split: str, hub_card: str | None) -> str:
 
 @contextmanager
 def _client_timeout(timeout: float) -> Iterator[None]:
-    """Give every huggingface_hub request a timeout (its default client has none), then restore it."""
+    """Bound every huggingface_hub request by ``timeout`` for the duration of the upload, then restore.
+
+    Public API only: ``huggingface_hub.get_session()`` is the one shared client every HfApi call goes
+    through, and its request event hooks run just before each send. HfApi passes ``timeout=None`` (no
+    limit) explicitly on many calls, which overrides a client-wide default, so the hook sets the
+    request's own timeout instead. The library's own hooks (offline mode, request ids) are kept."""
     import httpx2
-    from huggingface_hub.utils import _http
+    from huggingface_hub import get_session
 
-    def factory() -> httpx2.Client:
-        return httpx2.Client(
-            event_hooks={"request": [_http.hf_request_event_hook]}, follow_redirects=True, timeout=timeout
-        )
+    bound = httpx2.Timeout(timeout).as_dict()
 
-    _http.set_client_factory(factory)
+    def limit(request: httpx2.Request) -> None:
+        request.extensions["timeout"] = bound
+
+    session = get_session()
+    hooks = session.event_hooks
+    session.event_hooks = {**hooks, "request": [*hooks.get("request", []), limit]}
     try:
         yield
     finally:
-        _http.set_client_factory(_http.default_client_factory)
+        session.event_hooks = hooks
 
 
 def publish(

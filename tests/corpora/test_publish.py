@@ -111,6 +111,27 @@ def test_offline_is_one_honest_line(built, monkeypatch):
     assert atomic.sha256_file(built / "build.json")  # the folder is untouched
 
 
+@pytest.mark.timeout(300)  # the failure this guards against is a hang
+def test_a_hub_that_never_answers_times_out_in_one_line(built, monkeypatch):
+    """A server that takes the connection and never replies: without a per-request timeout the upload would
+    hang for ever (huggingface_hub passes ``timeout=None`` on its calls); with --timeout 2 it is one line."""
+    from huggingface_hub import get_session
+
+    hooks_before = {k: list(v) for k, v in get_session().event_hooks.items()}
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        start = time.monotonic()
+        result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train",
+                                           "--timeout", "2"])
+        waited = time.monotonic() - start
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
+    assert waited < 120, waited  # a hang guard, not a speed target: retries may add a few timeouts
+    assert {k: list(v) for k, v in get_session().event_hooks.items()} == hooks_before  # given back as it was
+
+
 def _load_from_hub(hub: FakeHub, repo_id: str, tmp_path) -> dict[str, list[str]]:
     """`load_dataset(repo_id)` as a user runs it, in a fresh process pointed at the fake Hub: split -> ids."""
     import os
