@@ -5,7 +5,8 @@ and acts through the environment's tools until the episode is over. Privileged d
 read the task's patches to play a known answer; model drivers (openai, hf) see only what an agent sees:
 the problem statement, the initial observation and tool results. ``prepare`` runs once before the first
 episode: model drivers load their model or check their endpoint there, so a driver that cannot play fails
-the audit up front instead of turning every episode into a crash.
+the audit up front instead of turning every episode into a crash. Making one by name is ``registry.py``'s
+job: this module imports no concrete driver, so the drivers can import it without a circle.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from typing import Any, Protocol
 from dbt_harvest.eval.env.environment import RepairEnvironment
 from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.core.task_record import TaskRecord
-
-DRIVERS = ("oracle", "noop", "wrong", "openai", "hf")
-
 
 class DriverError(EnvError):
     """A driver cannot play at all: its model does not load, or its endpoint cannot be reached or lacks the model."""
@@ -46,28 +44,3 @@ class Driver(Protocol):
     def parallel_safe(self) -> bool:
         """Whether several episodes may run at once through this driver (threads)."""
         ...
-
-
-def make_driver(name: str, **options: Any) -> Driver:
-    """A driver by name; options are the driver's own (model, base_url, adapter, ...)."""
-    if name == "oracle":
-        from dbt_harvest.eval.drivers.scripted import OracleDriver
-
-        return OracleDriver()
-    if name == "noop":
-        from dbt_harvest.eval.drivers.scripted import NoopDriver
-
-        return NoopDriver()
-    if name == "wrong":
-        from dbt_harvest.eval.drivers.scripted import WrongDriver
-
-        return WrongDriver()
-    if name == "openai":
-        from dbt_harvest.eval.drivers.openai import OpenAIDriver
-
-        return OpenAIDriver(**options)
-    if name == "hf":
-        from dbt_harvest.eval.drivers.hf import HFDriver
-
-        return HFDriver(**options)
-    raise EnvError(f"unknown driver {name!r}; one of {', '.join(DRIVERS)}")

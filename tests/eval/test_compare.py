@@ -92,7 +92,7 @@ def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path
     from dbt_harvest.eval.audit.report import write_report
     from dbt_harvest.eval.audit.rundir import RunDir
     from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
-    from dbt_harvest.eval.drivers.base import make_driver
+    from dbt_harvest.eval.drivers import make_driver
 
     runs = {}
     with dev_world.env():
