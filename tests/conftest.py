@@ -21,6 +21,17 @@ from typing import Any
 
 import pytest
 
+# Property-test case counts (tests/property_budget.py): the default run draws a fifth of the deep one;
+# `python -m pytest --hypothesis-profile=deep` draws them all. Registered here, before the hypothesis
+# plugin loads the profile named on the command line.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+from tests.property_budget import DEEP_EXAMPLES, DEFAULT_EXAMPLES  # noqa: E402
+
+_hypothesis_settings.register_profile("harvest", max_examples=DEFAULT_EXAMPLES)
+_hypothesis_settings.register_profile("deep", max_examples=DEEP_EXAMPLES)
+_hypothesis_settings.load_profile("harvest")
+
 #: variables that would send Hugging Face caches somewhere else than HF_HOME
 _HF_CACHE_VARIABLES = ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_XET_CACHE", "HF_ASSETS_CACHE")
 

@@ -1,7 +1,8 @@
 """Property tests: the fast official verdict equals the literal pandas reference on random typed tables.
 
 Each hypothesis example builds TABLES_PER_EXAMPLE gold/submission table pairs in two in-memory DuckDB
-connections and compares per-table verdicts, so EXAMPLES * TABLES_PER_EXAMPLE cases run (>= 10,000).
+connections and compares per-table verdicts, so EXAMPLES * TABLES_PER_EXAMPLE cases run: 10,000 under
+``--hypothesis-profile=deep``, 2,000 in the default run (tests/property_budget.py).
 Values are drawn from pools full of the known traps: 0.01 tolerance edges, 9.999 vs 10.001, large
 magnitudes, case/whitespace variants, NULL in every type, dates vs timestamps, booleans vs ints,
 decimals, duplicates, empty tables; submissions are derived from gold by row scrambles, per-column
@@ -17,9 +18,11 @@ from hypothesis import strategies as st
 from dbt_harvest.core.scorer import GradingSpec, score
 from dbt_harvest.core.scorer import source, vectors
 
+from tests.property_budget import cases
+
 from .reference import table_verdict
 
-EXAMPLES = int(__import__("os").environ.get("SCORER_EXAMPLES", "2500"))
+EXAMPLES = cases(2500)
 TABLES_PER_EXAMPLE = 4
 
 POOLS: dict[str, list[str]] = {
