@@ -106,11 +106,18 @@ def trl_arguments(cls: type, config: RunConfig, output_dir: Path, gate: bool = F
     which may override both (``save_total_limit``, ``completion_only_loss``…); --gate still means one step,
     nothing saved. trl's and transformers' own checks (an unknown ``report_to`` integration, bf16 without a
     GPU, a bad scheduler name) become one-line TrainConfigErrors."""
+    import dataclasses
+
     from transformers import HfArgumentParser
 
     from dbt_harvest.train.errors import TrainConfigError
 
     arguments = {**trainer_arguments(config, output_dir, gate), **kind_specific, **dict(config.train.trl)}
+    names = {field.name for field in dataclasses.fields(cls)}
+    if "activation_checkpointing" in names and "activation_checkpointing" not in arguments:
+        # transformers 5.x renamed it (the old name still works, with a FutureWarning each run); our
+        # [train] key keeps the name trl's docs use, and goes in under the new one where it exists
+        arguments["activation_checkpointing"] = arguments.pop("gradient_checkpointing")
     if gate:
         arguments.update(max_steps=1, save_strategy="no")
     where = config.source or "config"

@@ -91,6 +91,24 @@ def test_any_trl_field_passes_through_to_trls_own_config(tmp_path: Path) -> None
     assert (grpo_args.loss_type, grpo_args.scale_rewards) == ("dr_grpo", "none")
 
 
+@pytest.mark.parametrize("on", [True, False])
+def test_gradient_checkpointing_reaches_trl_without_a_deprecation_warning(on: bool, tmp_path: Path) -> None:
+    """Our [train] gradient_checkpointing goes in as transformers' activation_checkpointing (the old name
+    warns on every run); the old attribute still mirrors it for code that reads it."""
+    import warnings
+
+    from trl import SFTConfig
+
+    from dbt_harvest.train.runner import trl_arguments
+
+    config = config_from_dict(base(train={"gradient_checkpointing": on}), where="x.toml")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = trl_arguments(SFTConfig, config, tmp_path)
+    assert not [w for w in caught if "checkpointing" in str(w.message)], [str(w.message) for w in caught]
+    assert args.gradient_checkpointing is on and getattr(args, "activation_checkpointing", on) is on
+
+
 @pytest.mark.parametrize(
     "train, message",
     [
