@@ -1,5 +1,9 @@
 """The dataset card: README.md with Hub YAML front matter, provenance, and a non-contamination statement.
 
+The metadata is huggingface_hub's ``DatasetCardData`` (license, pretty name, task categories, tags, size
+category, one ``configs`` data-file entry per split) and the file is a ``DatasetCard``: the library writes
+the YAML and reads it back, and the Hub validates it again on upload.
+
 Rendered from :class:`CardFacts` (stored in the build manifest), so `harvest publish` can render the card
 again for exactly the split it uploads: a Hub repo never lists a split whose files it does not hold.
 """
@@ -8,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from dbt_harvest.corpora.features import COLUMNS, SWE_BENCH_MAPPING
+
+if TYPE_CHECKING:
+    from huggingface_hub import DatasetCardData
 
 TAGS = ("dbt", "sql", "duckdb", "data-engineering", "code-repair", "agents", "swe-bench")
 
@@ -91,23 +96,28 @@ def data_files(facts: CardFacts, split: str) -> dict[str, str]:
     return {"split": split, "path": f"data/{split}-{fingerprint}-*" if fingerprint else f"data/{split}-*"}
 
 
-def front_matter(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The YAML front matter; ``other_configs`` (split -> data-file path) lists splits of another build
-    that the Hub repository already holds, so that publishing one split keeps loading the others."""
+def card_data(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> "DatasetCardData":
+    """The card's metadata as huggingface_hub's ``DatasetCardData``; ``other_configs`` (split -> data-file
+    path) lists splits of another build that the Hub repository already holds, so that publishing one split
+    keeps loading the others."""
+    from huggingface_hub import DatasetCardData
+
     rows = [p for p in facts.provenance if p.split in splits]
     files = [data_files(facts, s) for s in splits]
     files += [{"split": s, "path": path} for s, path in sorted((other_configs or {}).items())]
-    return {
+    return DatasetCardData(
         **hub_license([p.license for p in rows]),
-        "pretty_name": facts.title,
-        "task_categories": ["text-generation"],
-        "tags": list(TAGS),
-        "size_categories": [_size_category(sum(facts.splits[s] for s in splits))],
-        "configs": [{
-            "config_name": "default",
-            "data_files": files,
-        }],
-    }
+        pretty_name=facts.title,
+        task_categories=["text-generation"],
+        tags=list(TAGS),
+        size_categories=[_size_category(sum(facts.splits[s] for s in splits))],
+        configs=[{"config_name": "default", "data_files": files}],
+    )
+
+
+def front_matter(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The YAML front matter as a dict (``card_data`` as the Hub reads it)."""
+    return card_data(facts, splits, other_configs).to_dict()
 
 
 def _repo_cell(p: RepoProvenance) -> str:
@@ -118,13 +128,14 @@ def _repo_cell(p: RepoProvenance) -> str:
 def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> str:
     """The README.md for a folder holding ``splits`` (a subset of the built ones), plus ``other_configs``:
     splits a Hub repository holds from another build (listed, not described)."""
-    yaml_text = yaml.safe_dump(front_matter(facts, splits, other_configs), sort_keys=False, allow_unicode=True)
+    from huggingface_hub import DatasetCard
+
+    data = card_data(facts, splits, other_configs)
     rows = [p for p in facts.provenance if p.split in splits]
     n_rows = {s: facts.splits[s] for s in splits}
     ex = facts.exclusions_counts
     src = facts.exclusions_source
     lines = [
-        "---", yaml_text.rstrip(), "---", "",
         f"# {facts.title}", "",
         "Repair tasks for data-engineering agents, minted from real public dbt repositories by",
         f"dbt-harvest (generator {', '.join(facts.generator_versions)}). Each row is one real",
@@ -202,4 +213,9 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
                       f"![kept tasks per repository and family, {split}]({report_chart(split)})"]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
-    return "\n".join(lines)
+    # huggingface_hub writes the front matter and parses it back into DatasetCardData: YAML that does not
+    # round-trip fails here, at build time, not at the Hub's validation during `harvest publish`
+    card = DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines))
+    if card.data.to_dict() != data.to_dict():
+        raise ValueError(f"the dataset card's metadata does not round-trip through huggingface_hub: {data.to_dict()}")
+    return str(card)
