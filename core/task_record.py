@@ -159,7 +159,8 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
             claims=claims,
         )
     except (KeyError, TypeError, ValueError, AttributeError, SpecFormatError) as exc:
-        raise TaskRecordError(f"{where}: malformed task record ({exc})") from None
+        detail = " ".join(str(exc).splitlines())  # a key quoted from the file may hold a line break
+        raise TaskRecordError(f"{where}: malformed task record ({detail})") from None
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
     for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):

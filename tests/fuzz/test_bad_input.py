@@ -146,6 +146,16 @@ def test_fuzzed_task_records_are_read_or_refused(data: dict) -> None:
         _one_line(exc)
 
 
+@pytest.mark.parametrize("key", ["\r", "a\nb", "x\u2028y"])
+def test_a_nested_key_with_a_line_break_is_refused_on_one_line(key: str) -> None:
+    """Found by the fuzzer above: an unknown key inside local_checks was quoted raw into the message."""
+    data = json.loads(json.dumps(_TASK_DICT))
+    data["local_checks"] = {**data["local_checks"], key: 1}
+    with pytest.raises(TaskRecordError) as caught:
+        task_from_dict(data)
+    _one_line(caught.value)
+
+
 @FUZZ
 @given(json_values)
 def test_task_records_of_any_json_shape_are_refused(data: Any) -> None:
