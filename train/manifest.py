@@ -50,18 +50,21 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-#: the checkout the running code comes from, when it is one: <checkout>/train/manifest.py
-_CHECKOUT = Path(__file__).resolve().parents[1]
-
-
-def project_git(checkout: Path = _CHECKOUT) -> dict[str, Any]:
+def project_git(checkout: Path | None = None) -> dict[str, Any]:
     """The commit of the dbt-harvest checkout running the training, and whether it had local changes.
 
     Only a git repository whose work tree IS ``checkout`` counts: code installed from a wheel lives in
     site-packages, and a virtualenv inside somebody else's repository must not record that repository's
     commit as ours. Then both fields are None and the manifest's ``versions`` name the installed release.
+    ``checkout`` defaults to the one the running code comes from (``core.source``).
     """
     import pygit2
+
+    from dbt_harvest.core.source import source_checkout
+
+    checkout = checkout or source_checkout()
+    if checkout is None:  # an installed package: its version is in ``versions``
+        return {"commit": None, "dirty": None}
 
     found = pygit2.discover_repository(str(checkout))
     if found is None:

@@ -34,6 +34,7 @@ from pathlib import Path
 from dbt_harvest.core import locked_duckdb
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.core.home import harvest_home
+from dbt_harvest.core.source import source_checkout
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 LOCKED_DUCKDB = Path(locked_duckdb.__file__).resolve()
@@ -288,14 +289,6 @@ def minimal_roots(paths: list[Path]) -> list[Path]:
             continue
         kept.append(path)
     return kept
-
-
-def source_checkout() -> Path | None:
-    """The dbt-harvest checkout this code runs from (it holds pins, test fixtures and, often, a home with
-    gold), or None for an installed package: a wheel's ``site-packages/dbt_harvest`` is public code inside a
-    folder the sandbox must bind (its site-packages also holds dbt), so it is not forbidden."""
-    root = Path(__file__).resolve().parents[2]  # <checkout>/harvester/sandbox/command.py
-    return root if (root / "pyproject.toml").is_file() and (root / "src" / "dbt_harvest" / "__init__.py").is_file() else None
 
 
 def forbidden_paths() -> set[Path]:

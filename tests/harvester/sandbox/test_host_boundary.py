@@ -189,21 +189,22 @@ def test_the_checkout_is_forbidden_but_an_installed_package_is_not(tmp_path: Pat
     """From a checkout, the repository (pins, fixtures, a home with gold) is never bound or used as a
     workspace. Installed from a wheel, the package is public code in the site-packages folder that also
     holds dbt: forbidding it would refuse every sandboxed build of a pip-installed dbt-harvest."""
+    from dbt_harvest.core import source
     from dbt_harvest.harvester.sandbox import command
 
     checkout = Path(__file__).resolve().parents[3]  # tests/harvester/sandbox/ -> the checkout
-    assert command.source_checkout() == checkout
+    assert source.source_checkout() == checkout
     assert checkout in command.forbidden_paths()
     with pytest.raises(SandboxError, match="this repository"):
         command.refuse_sensitive_binds([checkout.parent])
 
     site = tmp_path / "lib" / "python3.11" / "site-packages"
-    installed = site / "dbt_harvest" / "harvester" / "sandbox" / "command.py"
+    installed = site / "dbt_harvest" / "core" / "source.py"
     installed.parent.mkdir(parents=True)
     (site / "dbt_harvest" / "__init__.py").write_text("")
-    shutil.copy2(command.__file__, installed)
-    monkeypatch.setattr(command, "__file__", str(installed))
-    assert command.source_checkout() is None
+    shutil.copy2(source.__file__, installed)
+    monkeypatch.setattr(source, "__file__", str(installed))
+    assert source.source_checkout() is None
     assert not any(site == bad or site in bad.parents for bad in command.forbidden_paths())
     command.refuse_sensitive_binds([site])
 
