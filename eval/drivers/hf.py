@@ -70,9 +70,10 @@ def parse_reply(
     parser: str = "trl",
 ) -> tuple[str, tuple[ToolCall, ...]]:
     """Split generated token ids (``prefix``: the prompt's ids) into prose and tool calls, with trl's
-    ``parse_response`` (what GRPO training uses) when ``parser`` is ``"trl"``, else the Hermes regex."""
+    ``parse_response`` (what GRPO training uses) when ``parser`` is ``"trl"`` and trl knows the tokenizer's
+    template, else the Hermes regex."""
     text = tokenizer.decode(ids, skip_special_tokens=False)
-    if parser != "trl":
+    if parser != "trl" or response_parser(tokenizer) != "trl":  # a tokenizer not yet given trl's template gets it here
         return parse_tool_calls(text)
     from trl.chat_template_utils import parse_response
 
