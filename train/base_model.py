@@ -79,3 +79,28 @@ def lora_config(config: RunConfig):  # -> peft.LoraConfig
         target_modules=list(config.lora.target_modules),
         task_type="CAUSAL_LM",
     )
+
+
+def trainable_model(config: RunConfig, base: BaseModel) -> tuple[Any, Any]:
+    """(model, peft_config) for a trainer: the base and a fresh LoRA from [lora], or, with ``[model]
+    init_adapter``, the base with that adapter loaded trainable (no new LoRA: training continues it)."""
+    if not config.model.init_adapter:
+        return base.model, lora_config(config)
+    from peft import PeftModel
+
+    folder = Path(config.model.init_adapter)
+    if not (folder / "adapter_config.json").is_file():
+        raise TrainError(f"[model] init_adapter {folder} is not a peft adapter folder (no adapter_config.json)")
+    try:
+        return PeftModel.from_pretrained(base.model, str(folder), is_trainable=True), None
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise TrainError(f"cannot load [model] init_adapter {folder} on {config.model.base}: {str(exc).splitlines()[0]}") from None
+
+
+def init_adapter_record(config: RunConfig) -> dict[str, str] | None:
+    """What the manifest records of the adapter a run continued (its folder digest), or None."""
+    if not config.model.init_adapter:
+        return None
+    from dbt_harvest.corpora.recipe import folder_sha256
+
+    return {"path": config.model.init_adapter, "sha256": folder_sha256(Path(config.model.init_adapter))}

@@ -30,6 +30,7 @@ from dbt_harvest.train.errors import TrainConfigError
 
 KINDS = ("sft", "grpo")
 SFT_FORMATS = ("single_turn", "agentic")
+EPISODE_KINDS = ("environment", "scripted")
 GRPO_MODES = ("single_turn", "multi_turn")
 REWARD_BACKENDS = ("harvester", "duckdb_sql")
 SHAPINGS = ("none", "strict_bonus")
@@ -53,6 +54,9 @@ class ModelSection:
     revision: str = "main"
     dtype: str = "bfloat16"
     local_files_only: bool = False
+    #: a LoRA adapter folder to continue training (e.g. GRPO after SFT; the run's [lora] is then the
+    #: adapter's own); "" = a fresh adapter from [lora]
+    init_adapter: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,11 @@ class DataSection:
     format: str = "single_turn"
     max_rows: int = 0  # 0 = every train task
     max_file_chars: int = 16000
+    #: agentic rows: "environment" plays each investigation in the real eval environment (needs the
+    #: task's pin); "scripted" renders it from the project's files (for [data] repos without pins)
+    episodes: str = "environment"
+    #: agentic rows: investigations per task (train/investigation.py); identical renderings are kept once
+    variants: int = 2
 
 
 @dataclass(frozen=True)
@@ -313,6 +322,8 @@ def _check_values(config: RunConfig, where: str) -> None:
         raise bad("[model] dtype", f"= {config.model.dtype!r}; use one of {', '.join(DTYPES)}")
     if not config.model.base:
         raise bad("[model] base", "must name a model id, a local folder, or tiny://")
+    if config.model.init_adapter and not (Path(config.model.init_adapter) / "adapter_config.json").is_file():
+        raise bad("[model] init_adapter", f"= {config.model.init_adapter!r} is not a peft adapter folder (no adapter_config.json)")
     if config.lora.r < 1 or config.lora.alpha < 1:
         raise bad("[lora]", "r and alpha must be >= 1")
     if not 0.0 <= config.lora.dropout < 1.0:
@@ -326,6 +337,12 @@ def _check_values(config: RunConfig, where: str) -> None:
         )
     if config.data.format not in SFT_FORMATS:
         raise bad("[data] format", f"= {config.data.format!r}; use one of {', '.join(SFT_FORMATS)}")
+    if config.data.episodes not in EPISODE_KINDS:
+        raise bad("[data] episodes", f"= {config.data.episodes!r}; use one of {', '.join(EPISODE_KINDS)}")
+    if config.data.format == "agentic" and config.data.episodes == "environment" and config.data.repos:
+        raise bad("[data] episodes", '= "environment" needs each task\'s pin; with [data] repos use episodes = "scripted"')
+    if not 1 <= config.data.variants <= 16:
+        raise bad("[data] variants", "must be between 1 and 16")
     if config.data.max_rows < 0 or config.data.max_file_chars < 256:
         raise bad("[data]", "max_rows must be >= 0 and max_file_chars >= 256")
     t = config.train

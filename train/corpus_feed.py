@@ -21,6 +21,8 @@ from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
+from dbt_harvest.train.investigation import investigation_length, length_summary, plan
+from dbt_harvest.train.position_probe import probe
 from dbt_harvest.train.project import ProjectSource, corrected_files
 
 
@@ -33,7 +35,10 @@ class TaskFeed:
     project_dir: str
     files_in_tree: int = 0
     files_shown: int = 0
-    files_left_out: tuple[str, ...] = ()  # schema files beside the model that the char budget left out
+    files_left_out: tuple[str, ...] = ()  # files of the reported tables' lineage that the char budget left out
+    shown: tuple[str, ...] = ()  # the paths the single-turn prompt shows, in its order
+    file: str = ""  # the broken file (for the position probe; never shown as such)
+    investigation_lengths: tuple[int, ...] = ()  # inspecting steps before the fix, per agentic variant
     single_turn: RowLength | None = None
     agentic: RowLength | None = None
     fixed: int = -1  # official verdict of the true repair (through the completion parser), -1: not run
@@ -80,8 +85,10 @@ class FeedReport:
             "single_turn": sizes("single_turn"),
             "agentic": sizes("agentic"),
             "rows_cut": self.cuts,
-            "schema_files_left_out_by_chars": sum(len(t.files_left_out) for t in self.tasks),
-            "tasks_with_schema_files_left_out": sum(bool(t.files_left_out) for t in self.tasks),
+            "lineage_files_left_out_by_chars": sum(len(t.files_left_out) for t in self.tasks),
+            "tasks_with_lineage_files_left_out": sum(bool(t.files_left_out) for t in self.tasks),
+            "position_probe": probe([(t.instance_id, t.shown, t.file) for t in self.tasks if t.shown]).to_dict(),
+            "investigation_lengths": length_summary([n for t in self.tasks for n in t.investigation_lengths]),
             "reward": {
                 "tasks": len(rewarded),
                 "fixed_scores_1": sum(t.fixed == 1 for t in rewarded),
@@ -102,7 +109,7 @@ def _task_dict(task: TaskFeed) -> dict[str, Any]:
     return {
         "instance_id": task.instance_id, "pin": task.pin, "project_dir": task.project_dir,
         "files_in_tree": task.files_in_tree, "files_shown": task.files_shown,
-        "files_left_out": list(task.files_left_out),
+        "files_left_out": list(task.files_left_out), "investigation_lengths": list(task.investigation_lengths),
         "single_turn_chars": task.single_turn.chars if task.single_turn else None,
         "single_turn_tokens": task.single_turn.total_tokens if task.single_turn else None,
         "agentic_chars": task.agentic.chars if task.agentic else None,
@@ -113,13 +120,8 @@ def _task_dict(task: TaskFeed) -> dict[str, Any]:
     }
 
 
-def _left_out(task: TaskRecord, files: Mapping[str, str], shown: Mapping[str, str]) -> tuple[str, ...]:
-    """Schema files beside the mutated model that the prompt would show but for ``max_file_chars``."""
-    import posixpath
-
-    folder = posixpath.dirname(task.file)
-    return tuple(sorted(p for p in files if posixpath.dirname(p) == folder and p.endswith((".yml", ".yaml"))
-                        and p not in shown))
+#: Agentic investigations rendered per task by the report (the training default, ``[data] variants``).
+AGENTIC_VARIANTS = 2
 
 
 def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int,
@@ -130,17 +132,22 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
-    base = TaskFeed(task.instance_id, task.pin, task.project_dir)
+    from dbt_harvest.train.lineage import symptom_view
+
+    base = TaskFeed(task.instance_id, task.pin, task.project_dir, file=task.file)
     try:
         broken = project.broken_files(task)
         shown = relevant_files(task, broken, max_file_chars)
+        view = symptom_view(broken, task.grading.condition_tabs, max_file_chars)
         single = single_turn_rows([task], project, max_file_chars)
-        agentic = agentic_rows([task], project, max_file_chars)
-        lengths = measure(single + agentic, tokenizer)
+        agentic = agentic_rows([task], project, max_file_chars, variants=AGENTIC_VARIANTS)
+        lengths = measure(single + agentic[:1], tokenizer)
+        investigations = tuple(investigation_length(plan(task, broken, v)) for v in range(AGENTIC_VARIANTS))
     except Exception as exc:  # noqa: BLE001 - a task that fails a stage is reported, the run goes on
         return replace(base, failure=f"render: {_one_line(exc)}")
-    rendered = replace(base, files_in_tree=len(broken), files_shown=len(shown),
-                       files_left_out=_left_out(task, broken, shown), single_turn=lengths[0], agentic=lengths[1])
+    rendered = replace(base, files_in_tree=len(broken), files_shown=len(shown), files_left_out=view.skipped,
+                       shown=tuple(shown), single_turn=lengths[0], agentic=lengths[1],
+                       investigation_lengths=investigations)
     if not rewards:
         return rendered
     started = time.perf_counter()
@@ -208,8 +215,15 @@ def markdown(report: dict[str, Any]) -> str:
         sizes = report[kind]
         lines.append(f"- {kind.replace('_', '-')} rows: chars {_pcts(sizes['chars'])}; tokens {_pcts(sizes['tokens'])}; "
                      f"{sizes['over_max_length']} over max_length")
-    lines.append(f"- schema files beside the model left out by max_file_chars: {report['schema_files_left_out_by_chars']} "
-                 f"(in {report['tasks_with_schema_files_left_out']} tasks)")
+    lines.append(f"- files of the reported tables' lineage left out by max_file_chars: "
+                 f"{report['lineage_files_left_out_by_chars']} (in {report['tasks_with_lineage_files_left_out']} tasks)")
+    probed = report["position_probe"]
+    lines.append(f"- position probe (does the broken model's place among the prompt's model files give it away?): "
+                 f"best rule {probed['rule'] or '-'} is right on {probed['accuracy']:.1%} of {probed['held_out']} held-out "
+                 f"rows; chance {probed['chance']:.1%}")
+    inv = report["investigation_lengths"]
+    lines.append(f"- agentic investigations ({inv['episodes']}): inspecting steps before the fix min {inv['min']}, "
+                 f"median {inv['median']}, max {inv['max']}; histogram {inv['histogram']}")
     if reward["tasks"]:
         lines += [
             f"- GRPO reward, true repair through the completion parser: {reward['fixed_scores_1']}/{reward['tasks']} score 1 "

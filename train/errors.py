@@ -10,7 +10,7 @@ from __future__ import annotations
 from dbt_harvest.corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
 from dbt_harvest.core.errors import HarvestError
 
-__all__ = ["FreezeError", "ManifestError", "TrainConfigError", "TrainDataError", "TrainError"]
+__all__ = ["FreezeError", "ManifestError", "PromptCoverageError", "TrainConfigError", "TrainDataError", "TrainError"]
 
 
 class TrainError(HarvestError):
@@ -23,3 +23,8 @@ class TrainConfigError(TrainError):
 
 class TrainDataError(TrainError):
     """Training data could not be built: no train tasks, unreadable project files, a bad patch."""
+
+
+class PromptCoverageError(TrainDataError):
+    """A task's single-turn prompt would not show its broken file (budget or invisible lineage); the row
+    is left out and reported, never rendered pointing at the file."""

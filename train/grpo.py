@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from dbt_harvest.train.configs import RunConfig
-from dbt_harvest.train.errors import TrainError
+from dbt_harvest.train.errors import TrainDataError, TrainError
 from dbt_harvest.train.gate import GateReport, planned_steps, run_gate
 from dbt_harvest.train.pool import BackendFactory, RewardPool
 from dbt_harvest.train.project import ProjectSource
@@ -67,7 +68,7 @@ def run_grpo(
     """Train (or, with ``gate``, measure one step of) the GRPO run the config describes."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from dbt_harvest.train.base_model import load_base, lora_config
+    from dbt_harvest.train.base_model import init_adapter_record, load_base, trainable_model
 
     assert config.grpo is not None and config.reward is not None
     started = time.perf_counter()
@@ -75,12 +76,20 @@ def run_grpo(
     tasks = load_train_tasks(config.data.tasks, config.data.max_rows)
     by_id = {t.instance_id: t for t in tasks}
     multi_turn = config.grpo.mode == "multi_turn"
+    left_out: list[tuple[str, str]] = []
     if multi_turn:
         from dbt_harvest.corpora.firewall import require_train
 
         rows = [{"prompt": [{"role": "user", "content": t.problem_statement}], "instance_id": t.instance_id} for t in require_train(tasks)]
     else:
-        rows = grpo_prompt_rows(tasks, project, config.data.max_file_chars)
+        rows = grpo_prompt_rows(tasks, project, config.data.max_file_chars, left_out=left_out)
+        for _, why in left_out:
+            print(f"left out (prompt) {why}", file=sys.stderr)
+        if not rows:
+            raise TrainDataError(f"no train task's prompt shows its broken file within [data] max_file_chars = "
+                                 f"{config.data.max_file_chars}; raise it")
+        kept = {row["instance_id"] for row in rows}
+        tasks = [t for t in tasks if t.instance_id in kept]
     from datasets import Dataset
 
     dataset = Dataset.from_list(rows)
@@ -112,12 +121,13 @@ def run_grpo(
     try:
         if pool is not None:
             pool.start()
+        model, peft_config = trainable_model(config, base)
         trainer = logs_to_stderr(GRPOTrainer(
-            model=base.model,
+            model=model,
             args=args,
             train_dataset=dataset,
             processing_class=base.tokenizer,
-            peft_config=lora_config(config),
+            peft_config=peft_config,
             **trainer_kwargs,
         ))
         if gate:
@@ -135,6 +145,8 @@ def run_grpo(
         }
         extra = {
             "resumed_from": resume,
+            "init_adapter": init_adapter_record(config),
+            "rows_left_out": [{"instance_id": i, "tokens": None, "reason": why} for i, why in left_out],
             "reward": {
                 "mode": g.mode,
                 "backend": config.reward.backend if not multi_turn else g.environment,

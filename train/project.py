@@ -32,7 +32,7 @@ from typing import Protocol
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.patching import PatchError, apply_to_text, parse_patch
 from dbt_harvest.core.task_record import TaskRecord
-from dbt_harvest.train.errors import TrainDataError
+from dbt_harvest.train.errors import PromptCoverageError, TrainDataError
 
 #: How many tasks' files a source keeps in memory.
 CACHED_TASKS = 64
@@ -194,19 +194,25 @@ def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
 
 
 def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
-    """What a prompt shows: the mutated file first, then schema files beside it, within ``max_chars``."""
+    """What a single-turn prompt shows: the reported tables' models, their upstream lineage and the YAML
+    that documents them, within ``max_chars``, in project path order (``train.lineage.symptom_view``).
+
+    The set and the order depend on the task's reported (graded) tables and the project only, never on
+    which file was mutated. When the broken file is not in the set (a lineage the budget cuts, or a
+    ``ref()`` the text does not show), the prompt could not contain the bug: PromptCoverageError.
+    """
+    from dbt_harvest.train.lineage import symptom_view
+
     if task.file not in files:
         raise TrainDataError(f"{task.instance_id}: the mutated file {task.file} is not in the project")
-    chosen = {task.file: files[task.file]}
-    budget = max_chars - len(files[task.file])
-    folder = posixpath.dirname(task.file)
-    for path in sorted(files):
-        if path in chosen or posixpath.dirname(path) != folder or not path.endswith((".yml", ".yaml")):
-            continue
-        if len(files[path]) <= budget:
-            chosen[path] = files[path]
-            budget -= len(files[path])
-    return chosen
+    view = symptom_view(files, task.grading.condition_tabs, max_chars)
+    if not view.covers(task.file):
+        why = "beyond max_file_chars" if task.file in view.skipped else "not on the reported tables' ref() lineage"
+        raise PromptCoverageError(
+            f"{task.instance_id}: the broken model is {why} ({len(view.paths)} files shown for "
+            f"{', '.join(view.tables)}); raise [data] max_file_chars or leave the row out"
+        )
+    return {path: files[path] for path in view.paths}
 
 
 def corrected_files(task: TaskRecord, broken: Mapping[str, str]) -> dict[str, str]:

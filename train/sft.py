@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dbt_harvest.train.budget import fit
 from dbt_harvest.train.configs import RunConfig
+from dbt_harvest.train.errors import TrainDataError
 from dbt_harvest.train.gate import GateReport, planned_steps, run_gate
 from dbt_harvest.train.project import GitProjectSource, PinnedProjectSource, ProjectSource
 from dbt_harvest.train.runner import (
@@ -33,17 +34,38 @@ def default_project(config: RunConfig) -> ProjectSource:
     return PinnedProjectSource(pins_dir(), fallback=GitProjectSource(mirrors_dir()))
 
 
+def training_rows(config: RunConfig, tasks: list, project: ProjectSource) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The run's SFT rows and the tasks left out before rendering (id, why): single-turn prompts (a task
+    whose prompt cannot show its bug is left out, one stderr line each), or ``[data] variants``
+    investigations per task, played in the environment or scripted (``[data] episodes``)."""
+    d = config.data
+    if d.format == "agentic":
+        if d.episodes == "environment":
+            from dbt_harvest.core.home import pins_dir
+            from dbt_harvest.train.env_episodes import EnvironmentOracle
+
+            oracle = EnvironmentOracle(pins=pins_dir())
+            return agentic_rows(tasks, project, d.max_file_chars, episode=oracle, variants=d.variants), []
+        return agentic_rows(tasks, project, d.max_file_chars, variants=d.variants), []
+    left_out: list[tuple[str, str]] = []
+    rows = single_turn_rows(tasks, project, d.max_file_chars, left_out=left_out)
+    for _, why in left_out:
+        print(f"left out (prompt) {why}", file=sys.stderr)
+    if not rows:
+        raise TrainDataError(f"no train task's prompt shows its broken file within [data] max_file_chars = {d.max_file_chars}; raise it")
+    return rows, left_out
+
+
 def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool = False) -> RunResult | GateReport:
     """Train (or, with ``gate``, measure one step of) the SFT run the config describes."""
     from trl import SFTConfig, SFTTrainer
 
-    from dbt_harvest.train.base_model import load_base, lora_config
+    from dbt_harvest.train.base_model import init_adapter_record, load_base, trainable_model
 
     started = time.perf_counter()
     project = project or default_project(config)
     tasks = load_train_tasks(config.data.tasks, config.data.max_rows)
-    builder = agentic_rows if config.data.format == "agentic" else single_turn_rows
-    rows = builder(tasks, project, config.data.max_file_chars)
+    rows, unrendered = training_rows(config, tasks, project)
     base = load_base(config)
     rows, cuts = fit(rows, base.tokenizer, config.train.max_length)  # before anything is written
     for item in cuts:
@@ -65,8 +87,9 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
         assistant_only_loss=agentic,
         completion_only_loss=None if agentic else True,
     )
+    model, peft_config = trainable_model(config, base)
     trainer = logs_to_stderr(SFTTrainer(
-        model=base.model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=lora_config(config)
+        model=model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=peft_config
     ))
     try:
         if gate:
@@ -85,8 +108,9 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
         }
         return finish_run(
             trainer, config, base, tasks, dataset_sha256(tasks), timings,
-            {"resumed_from": resume, "rows": len(rows),
-             "rows_left_out": [{"instance_id": c.instance_id, "tokens": c.total_tokens, "reason": c.reason} for c in cuts]},
+            {"resumed_from": resume, "rows": len(rows), "init_adapter": init_adapter_record(config),
+             "rows_left_out": [{"instance_id": i, "tokens": None, "reason": why} for i, why in unrendered]
+             + [{"instance_id": c.instance_id, "tokens": c.total_tokens, "reason": c.reason} for c in cuts]},
         )
     finally:
         if scratch:

@@ -1,16 +1,20 @@
 """SFT rows from train-split tasks: single-turn repairs and agentic tool-calling conversations.
 
-Both formats are conversational so the chat template of the model decides the tokens:
+Both formats are conversational so the chat template of the model decides the tokens, and neither tells
+the model where the bug is (that is the skill the hidden check measures):
 
-- single-turn (prompt-completion): system + user (problem statement and the relevant project files of
-  the BROKEN project) -> assistant (the corrected file(s), in the completion format the reward parses,
-  train/completion.py). Loss on the completion only.
-- agentic (messages + tools): an oracle episode rendered as a tool-calling conversation — list the
-  files, read the model, write the fix, build, submit. Loss on assistant turns only. The tool names
-  and arguments are ``AGENT_TOOLS`` for the scripted ``oracle_episode`` (tool results made up from the
-  task record, kept for projects without a pin). Pass ``episode=train.env_episodes.EnvironmentOracle()``
-  to render REAL oracle episodes of the eval RepairEnvironment instead: its transcript (real calls, real
-  observations) and its tool schemas (an episode object's ``tools`` attribute is what the rows carry).
+- single-turn (prompt-completion): system + user (problem statement and the files a data engineer opens
+  for the reported symptom: the reported tables' models, their upstream lineage and its YAML, in project
+  path order, ``train.project.relevant_files``) -> assistant (the corrected file(s), in the completion
+  format the reward parses, train/completion.py). Loss on the completion only. A task whose broken file
+  the budget would leave out of its prompt is left out (``left_out``), not rendered with a pointer.
+- agentic (messages + tools): an oracle that investigates before it fixes (``train.investigation``:
+  query the reported table, read its model and YAML, follow lineage to the broken model, write the fix,
+  validate, submit), several variants per task. ``EnvironmentOracle`` (train/env_episodes.py) plays the
+  plan in the real eval RepairEnvironment (real observations, the default for `harvest train sft`);
+  ``scripted_episode`` renders the same plan without one (tool results from the project's files and the
+  task record, for projects without a pin and for the corpus report). Loss on assistant turns only. The
+  tools are the environment's (``eval.env.tool_schemas``).
 
 Every builder passes each record through corpora's firewall first (train split only).
 """
@@ -25,44 +29,14 @@ from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord, read_task
 from dbt_harvest.train.completion import render_files
-from dbt_harvest.train.errors import TrainDataError
+from dbt_harvest.train.errors import PromptCoverageError, TrainDataError
 from dbt_harvest.corpora.firewall import require_train
 from dbt_harvest.train.project import ProjectSource, corrected_files, relevant_files
 
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project. A hidden check compares the project's output tables "
-    "with the correct ones. Answer with the full corrected content of every file you change, each in a "
-    '<file path="..."> ... </file> block.'
-)
-AGENT_SYSTEM_PROMPT = (
-    "You are a data engineer fixing a dbt project with tools. Inspect the project, find the bug, write the "
-    "fix, build it, and submit when the output is right."
-)
-
-
-def _tool(name: str, description: str, params: dict[str, str]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {k: {"type": "string", "description": v} for k, v in params.items()},
-                "required": list(params),
-            },
-        },
-    }
-
-
-#: The agent's tools (names and arguments must match the eval environment's).
-AGENT_TOOLS: tuple[dict[str, Any], ...] = (
-    _tool("list_files", "List the files of the dbt project.", {}),
-    _tool("read_file", "Read one file of the project.", {"path": "repo-relative path"}),
-    _tool("run_sql", "Run a read-only SQL query against the last build.", {"sql": "one SELECT statement"}),
-    _tool("write_file", "Replace the content of one project file.", {"path": "repo-relative path", "content": "full new text"}),
-    _tool("build", "Run dbt build (models and tests) on the project.", {}),
-    _tool("submit", "Submit the current build as the answer.", {}),
+    "with the correct ones. Find the model whose logic breaks the reported rule and answer with the full "
+    'corrected content of every file you change, each in a <file path="..."> ... </file> block.'
 )
 
 
@@ -94,35 +68,60 @@ def dataset_sha256(tasks: Sequence[TaskRecord]) -> str:
 
 
 def repair_prompt(task: TaskRecord, files: Mapping[str, str], max_file_chars: int) -> list[dict[str, str]]:
-    """The single-turn prompt (system + user), shared by SFT and GRPO."""
+    """The single-turn prompt (system + user), shared by SFT and GRPO. It names the reported tables (the
+    statement does) and shows their lineage in path order; it never names the broken file."""
     shown = relevant_files(task, files, max_file_chars)
     body = "\n\n".join(f'<file path="{path}">\n{text}</file>' for path, text in shown.items())
-    user = f"{task.problem_statement.strip()}\n\nThe model to fix is {task.file}. Project files:\n\n{body}"
+    tables = ", ".join(f"`{t}`" for t in task.grading.condition_tabs)
+    user = (f"{task.problem_statement.strip()}\n\nThe models behind {tables}, their upstream models and the YAML "
+            f"that documents them:\n\n{body}")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def single_turn_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int) -> list[dict[str, Any]]:
+#: A row left out before rendering: (task id, why in one line).
+LeftOut = tuple[str, str]
+
+
+def _prompt_or_left_out(task: TaskRecord, files: Mapping[str, str], max_file_chars: int,
+                        left_out: list[LeftOut] | None) -> list[dict[str, str]] | None:
+    try:
+        return repair_prompt(task, files, max_file_chars)
+    except PromptCoverageError as exc:
+        if left_out is None:
+            raise
+        left_out.append((task.instance_id, str(exc)))
+        return None
+
+
+def single_turn_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int,
+                     left_out: list[LeftOut] | None = None) -> list[dict[str, Any]]:
+    """One prompt-completion row per task. With a ``left_out`` list, a task whose prompt cannot show its
+    broken file is recorded there (its id, why) instead of raising PromptCoverageError."""
     rows = []
     for task in tasks:
         require_train([task])
         broken = project.broken_files(task)
+        prompt = _prompt_or_left_out(task, broken, max_file_chars, left_out)
+        if prompt is None:
+            continue
         fixed = corrected_files(task, broken)
-        rows.append(
-            {
-                "prompt": repair_prompt(task, broken, max_file_chars),
-                "completion": [{"role": "assistant", "content": render_files(fixed)}],
-                "instance_id": task.instance_id,
-            }
-        )
+        rows.append({
+            "prompt": prompt,
+            "completion": [{"role": "assistant", "content": render_files(fixed)}],
+            "instance_id": task.instance_id,
+        })
     return rows
 
 
-def grpo_prompt_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int) -> list[dict[str, Any]]:
+def grpo_prompt_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int,
+                     left_out: list[LeftOut] | None = None) -> list[dict[str, Any]]:
     """GRPO rows: the single-turn prompt and the task id the reward function looks up."""
     rows = []
     for task in tasks:
         require_train([task])
-        rows.append({"prompt": repair_prompt(task, project.broken_files(task), max_file_chars), "instance_id": task.instance_id})
+        prompt = _prompt_or_left_out(task, project.broken_files(task), max_file_chars, left_out)
+        if prompt is not None:
+            rows.append({"prompt": prompt, "instance_id": task.instance_id})
     return rows
 
 
@@ -134,45 +133,74 @@ def _result(name: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "name": name, "content": content}
 
 
-def oracle_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars: int) -> list[dict[str, Any]]:
-    """The oracle's conversation: inspect, read, write the true fix, build, submit."""
+def _listing(files: Mapping[str, str], folder: str) -> str:
+    prefix = "" if folder in ("", ".") else folder.rstrip("/") + "/"
+    return "\n".join(p for p in sorted(files) if p.startswith(prefix)) or f"no files under {folder}"
+
+
+def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars: int, *,
+                     variant: int = 0) -> list[dict[str, Any]]:
+    """Investigation ``variant`` of the oracle, rendered without an environment: file listings and reads
+    from the broken project, the fix from the task, the checks' results from the task's local checks.
+    A query is answered with what the statement reports (no database is built here)."""
+    from dbt_harvest.eval.drivers.chat import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+    from dbt_harvest.train.investigation import WRITE_FIX, plan
+
     fixed = corrected_files(task, broken)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": AGENT_SYSTEM_PROMPT},
         {"role": "user", "content": task.problem_statement.strip()},
-        _call("list_files"),
-        _result("list_files", "\n".join(sorted(broken))[:max_file_chars]),
     ]
-    for path in relevant_files(task, broken, max_file_chars):
-        messages += [_call("read_file", path=path), _result("read_file", broken[path])]
-    for path, text in fixed.items():
-        messages += [_call("write_file", path=path, content=text), _result("write_file", f"wrote {len(text)} characters to {path}")]
     checks = task.local_checks
-    messages += [
-        _call("build"),
-        _result("build", f"dbt build: OK; {checks.tests_total} tests, 0 failed"),
-        _call("submit"),
-        _result("submit", "submitted"),
-        {"role": "assistant", "content": f"Fixed {', '.join(fixed)} and submitted the build."},
-    ]
+    for step in plan(task, broken, variant):
+        if step.tool == WRITE_FIX:
+            path = step.args["path"]
+            text = fixed[path]
+            messages += [_call("write_file", path=path, content=text), _result("write_file", f"updated {path}")]
+        elif step.tool == "list_files":
+            messages += [_call("list_files", **step.args), _result("list_files", _listing(broken, step.args["path"])[:max_file_chars])]
+        elif step.tool == "read_file":
+            messages += [_call("read_file", **step.args), _result("read_file", broken[step.args["path"]])]
+        elif step.tool == "query":
+            messages += [_call("query", **step.args), _result("query", "(rows as built; see the reported symptom)")]
+        elif step.tool == "dbt":
+            messages += [_call("dbt", **step.args), _result("dbt", "dbt build: OK")]
+        elif step.tool == "validate":
+            messages += [_call("validate"), _result("validate", f"local checks PASS: the project builds and all "
+                                                               f"{checks.tests_total} dbt tests pass")]
+        elif step.tool == "submit":
+            messages += [_call("submit"), _result("submit", "submitted")]
     return messages
 
 
-Episode = Callable[[TaskRecord, Mapping[str, str], int], list[dict[str, Any]]]
+#: An episode renders one investigation of a task: (task, broken files, max_file_chars, variant=) -> messages.
+Episode = Callable[..., list[dict[str, Any]]]
+#: The default episode: the scripted oracle.
+oracle_episode: Episode = scripted_episode
 
 
 def agentic_rows(
-    tasks: Iterable[TaskRecord], project: ProjectSource | None, max_file_chars: int, episode: Episode = oracle_episode
+    tasks: Iterable[TaskRecord], project: ProjectSource | None, max_file_chars: int, episode: Episode = oracle_episode,
+    variants: int = 1,
 ) -> list[dict[str, Any]]:
-    """One tool-calling conversation per task. ``project`` may be None for an episode that does not use
-    the broken files (EnvironmentOracle materializes the task from its pin)."""
-    tools = getattr(episode, "tools", AGENT_TOOLS)
+    """``variants`` tool-calling conversations per task (investigations 0..variants-1). ``project`` may be
+    None for an episode that does not use the broken files (EnvironmentOracle materializes the task from
+    its pin). Episodes that render the same conversation twice are kept once."""
+    from dbt_harvest.eval.env import tool_schemas
+
+    tools = getattr(episode, "tools", None) or tool_schemas()
     rows = []
     for task in tasks:
         require_train([task])
         broken = project.broken_files(task) if project is not None else {}
-        messages = episode(task, broken, max_file_chars)
-        rows.append({"messages": _json_safe(messages), "tools": list(tools), "instance_id": task.instance_id})
+        seen: set[str] = set()
+        for variant in range(variants):
+            messages = _json_safe(episode(task, broken, max_file_chars, variant=variant))
+            key = json.dumps(messages, sort_keys=True)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append({"messages": messages, "tools": list(tools), "instance_id": task.instance_id, "variant": variant})
     return rows
 
 
@@ -189,7 +217,8 @@ def to_dataset(rows: list[dict[str, Any]]):  # -> datasets.Dataset
             "tool_calls": List({"type": Value("string"), "function": {"name": Value("string"), "arguments": Json()}}),
             "name": Value("string"),
         }
-        features = Features({"messages": List(message), "tools": List(Json()), "instance_id": Value("string")})
+        features = Features({"messages": List(message), "tools": List(Json()), "instance_id": Value("string"),
+                             "variant": Value("int32")})
         return Dataset.from_list(rows, features=features)
     return Dataset.from_list(rows)
 

@@ -123,7 +123,8 @@ def test_freeze_refuses_an_unfinished_run(tmp_path: Path) -> None:
 
 
 def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> None:
-    raw = tiny_raw("sft-tiny.toml", world, tmp_path, data={"format": "agentic"}, run={"name": "sft-agentic"})
+    raw = tiny_raw("sft-tiny.toml", world, tmp_path, data={"format": "agentic", "episodes": "scripted"},
+                   run={"name": "sft-agentic"})
     result = run_sft(config_from_dict(raw, where="agentic"))
     assert result.manifest["metrics"]["global_step"] == 2
     assert result.manifest["dataset"]["format"] == "agentic"
@@ -133,11 +134,19 @@ def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> 
 def test_agentic_rows_keep_tool_arguments_exact(world: World) -> None:
     from dbt_harvest.train.sft_data import to_dataset
 
-    rows = agentic_rows([world.task], GitProjectSource(world.repos), 4000)
-    calls = [m["tool_calls"][0]["function"] for m in to_dataset(rows)[0]["messages"] if m.get("tool_calls")]
-    assert calls[0] == {"name": "list_files", "arguments": {}}
-    assert calls[1] == {"name": "read_file", "arguments": {"path": "models/paid_revenue.sql"}}
-    assert [c["name"] for c in calls][-2:] == ["build", "submit"]
+    from dbt_harvest.eval.env import tool_schemas
+
+    rows = agentic_rows([world.task], GitProjectSource(world.repos), 4000, variants=4)
+    names = {t["function"]["name"] for t in tool_schemas()}
+    for row in to_dataset(rows):
+        calls = [m["tool_calls"][0]["function"] for m in row["messages"] if m.get("tool_calls")]
+        assert {c["name"] for c in calls} <= names  # the environment's tools, not invented ones
+        assert {"name": "read_file", "arguments": {"path": "models/paid_revenue.sql"}} in calls
+        for call in calls:  # each call carries exactly its own arguments (no null-filled keys)
+            assert all(value is not None for value in call["arguments"].values())
+        assert [c["name"] for c in calls][-2:] == ["validate", "submit"]
+        write = next(c for c in calls if c["name"] == "write_file")
+        assert set(write["arguments"]) == {"path", "content"}
 
 
 def test_firewall_refuses_dev_and_test_records(world: World, tmp_path: Path) -> None:
@@ -192,3 +201,19 @@ def test_train_sft_cli_reports_without_json(world: World, tmp_path: Path) -> Non
         f"adapter: {tmp_path / 'sft-cli' / 'adapter'} (sha256 {manifest['adapter_sha256'][:12]})",
         "manifest: sha256 signed; steps 2",
     ]
+
+
+def test_a_run_continues_an_adapter_and_records_which(single_turn_run, world: World, tmp_path: Path) -> None:
+    from dbt_harvest.corpora.recipe import folder_sha256
+    from dbt_harvest.train.errors import TrainConfigError
+
+    start = single_turn_run.adapter_dir
+    raw = tiny_raw("sft-tiny.toml", world, tmp_path, model={"init_adapter": str(start)}, run={"name": "sft-continued"})
+    result = run_sft(config_from_dict(raw, where="continued"))
+    assert result.manifest["init_adapter"] == {"path": str(start), "sha256": folder_sha256(start)}
+    assert folder_sha256(result.adapter_dir) != folder_sha256(start)  # trained further, saved as its own adapter
+    assert json.loads((result.adapter_dir / "adapter_config.json").read_text())["r"] == 8
+    missing = tiny_raw("sft-tiny.toml", world, tmp_path, model={"init_adapter": str(tmp_path / "nowhere")},
+                       run={"name": "sft-no-adapter"})
+    with pytest.raises(TrainConfigError, match="not a peft adapter folder"):
+        config_from_dict(missing, where="missing")  # refused before anything is loaded or written

@@ -1,0 +1,132 @@
+"""Single-turn prompts show the files of the reported symptom, never a pointer at the broken one: the file
+set and order depend on the reported tables only, and a positional classifier does no better than chance."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
+from dbt_harvest.train.errors import PromptCoverageError
+from dbt_harvest.train.lineage import lineage_path, refs, symptom_view, upstream
+from dbt_harvest.train.position_probe import probe
+from dbt_harvest.train.sft_data import repair_prompt
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _task(file: str, original: str, broken: str, tables: tuple[str, ...]) -> TaskRecord:
+    broken_patch = make_patch(file, original, broken)
+    return TaskRecord(
+        instance_id=task_id("acme__shop", COMMIT, "filter.flip", file, broken_patch + ",".join(tables)),
+        pin="acme__shop@0123456789ab", repo="acme/shop", base_commit=COMMIT, project_dir=".", split="train",
+        split_group="acme/shop", family="filter", operator="filter.flip", effect="changed_values", file=file,
+        broken_patch=broken_patch, fix_patch=make_patch(file, broken, original), wrong_repair_patches=(),
+        grading=GradingSpec(gold=f"{'b' * 64}.duckdb", condition_tabs=tables, condition_cols=((0,),) * len(tables),
+                            ignore_orders=(True,) * len(tables)),
+        problem_statement="Figures in the reported tables break the documented rules.",
+        local_checks=LocalChecks(True, 2, 0), gold_sha256="b" * 64, license="MIT", versions={"duckdb": "1.5.6"},
+    )
+
+
+def _shown(prompt: list[dict[str, str]]) -> list[str]:
+    import re
+
+    return re.findall(r'<file path="([^"]+)">', prompt[1]["content"])
+
+
+SHOP = {
+    "models/staging/stg_orders.sql": "select * from {{ source('shop', 'orders') }}\n",
+    "models/staging/stg_payments.sql": "select * from {{ source('shop', 'payments') }}\n",
+    "models/staging/stg_customers.sql": "select * from {{ source('shop', 'customers') }}\n",
+    "models/staging/schema.yml": "version: 2\nmodels:\n  - name: stg_orders\n  - name: stg_payments\n",
+    "models/marts/order_totals.sql": "select o.id, sum(p.amount) as total\nfrom {{ ref('stg_orders') }} o\n"
+                                     "join {{ ref(\"stg_payments\") }} p on p.order_id = o.id\ngroup by 1\n",
+    "models/marts/customer_value.sql": "select c.id, sum(t.total) as value\nfrom {{ ref('stg_customers') }} c\n"
+                                       "join {{ ref('shop', 'order_totals') }} t on t.customer_id = c.id\ngroup by 1\n",
+    "models/marts/schema.yml": "version: 2\nmodels:\n  - name: customer_value\n    description: lifetime value\n"
+                               "  - name: order_totals\n",
+    "macros/cents.sql": "{% macro cents(x) %}{{ x }} * 100{% endmacro %}\n",
+    "seeds/orders.csv": "id\n1\n",
+}
+
+
+def _broken(files: dict[str, str], path: str) -> tuple[dict[str, str], TaskRecord]:
+    changed = files[path].replace("select", "select distinct", 1)
+    return {**files, path: changed}, _task(path, files[path], changed, ("customer_value",))
+
+
+def test_lineage_reads_one_and_two_argument_refs() -> None:
+    assert refs(SHOP["models/marts/customer_value.sql"]) == ("order_totals", "stg_customers")
+    depth = upstream(SHOP, ["models/marts/customer_value.sql"])
+    assert depth == {"models/marts/customer_value.sql": 0, "models/marts/order_totals.sql": 1,
+                     "models/staging/stg_customers.sql": 1, "models/staging/stg_orders.sql": 2,
+                     "models/staging/stg_payments.sql": 2}
+    assert lineage_path(SHOP, "models/marts/customer_value.sql", "models/staging/stg_payments.sql") == (
+        "models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/staging/stg_payments.sql")
+    assert lineage_path(SHOP, "models/marts/order_totals.sql", "models/staging/stg_customers.sql") == ()
+
+
+def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> None:
+    prompts = {}
+    for path in ("models/marts/customer_value.sql", "models/staging/stg_payments.sql", "models/marts/order_totals.sql"):
+        files, task = _broken(SHOP, path)
+        prompt = repair_prompt(task, files, 100_000)
+        assert path not in prompt[1]["content"].split("<file")[0]  # the text before the files never names it
+        prompts[path] = _shown(prompt)
+    assert len({tuple(p) for p in prompts.values()}) == 1
+    shown = prompts["models/marts/customer_value.sql"]
+    assert shown == sorted(shown)  # project path order
+    assert set(shown) == {"models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/marts/schema.yml",
+                          "models/staging/stg_customers.sql", "models/staging/stg_orders.sql",
+                          "models/staging/stg_payments.sql", "models/staging/schema.yml"}  # no macro, no seed
+    firsts = {path: shown.index(path) for path in prompts}
+    assert len(set(firsts.values())) == 3  # the broken file is where its path puts it, not always first
+
+
+def test_the_budget_cuts_by_lineage_depth_and_a_row_whose_bug_is_cut_is_refused() -> None:
+    files, task = _broken(SHOP, "models/staging/stg_payments.sql")
+    near = sum(len(SHOP[p]) for p in ("models/marts/customer_value.sql", "models/marts/schema.yml",
+                                      "models/marts/order_totals.sql", "models/staging/stg_customers.sql"))
+    view = symptom_view(files, ["customer_value"], near)
+    assert "models/staging/stg_payments.sql" in view.skipped and not view.covers(task.file)
+    assert set(view.paths) == {"models/marts/customer_value.sql", "models/marts/schema.yml",
+                               "models/marts/order_totals.sql", "models/staging/stg_customers.sql"}
+    with pytest.raises(PromptCoverageError, match="beyond max_file_chars"):
+        repair_prompt(task, files, near)
+
+
+def _random_project(rng: random.Random, n: int) -> tuple[dict[str, str], list[str]]:
+    """A random DAG of ``n`` models with random names (so path order says nothing about depth)."""
+    names = [f"m_{rng.randrange(16**6):06x}" for _ in range(n)]
+    files = {}
+    for i, name in enumerate(names):
+        parents = rng.sample(names[:i], k=min(i, rng.randint(1, 3))) if i else []
+        body = "select 1 as id\n" if not parents else "select * from " + " join ".join(
+            f"{{{{ ref('{p}') }}}}" for p in parents) + "\n"
+        files[f"models/{rng.choice(['staging', 'core', 'marts'])}/{name}.sql"] = body
+    return files, names
+
+
+def test_a_positional_classifier_does_no_better_than_chance() -> None:
+    rng = random.Random(7)
+    new_rows, old_rows = [], []
+    for project in range(12):
+        files, names = _random_project(rng, 12)
+        for table in names[-4:]:
+            root = next(p for p in files if p.endswith(f"/{table}.sql"))
+            for path in upstream(files, [root]):
+                broken, task = _broken(files, path)
+                task = _task(path, files[path], broken[path], (table,))
+                shown = _shown(repair_prompt(task, broken, 100_000))
+                new_rows.append((f"{project}/{table}/{path}", shown, path))
+                old_rows.append((f"{project}/{table}/{path}", [path, *[p for p in shown if p != path]], path))
+    new, old = probe(new_rows), probe(old_rows)
+    assert new.held_out >= 100
+    # the probe finds a position that gives the bug away (the former "mutated file first" prompts) ...
+    assert (old.rule, old.accuracy) == ("start:0", 1.0)
+    # ... and finds none in the prompts now: its best rule is within noise of guessing
+    assert new.accuracy <= new.chance + 0.1, new

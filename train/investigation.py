@@ -1,0 +1,124 @@
+"""How an oracle investigates before it fixes: the tool calls of one agentic training episode, planned.
+
+An oracle that reads exactly the broken model and writes the fix teaches a model to repair the file it is
+pointed at. Real work starts from the symptom: look at the reported table, read its model and YAML, follow
+``ref()`` lineage down to the model whose rule is wrong, fix it, run the local checks, submit. This module
+plans such an investigation as data (a tuple of ``Step``), pure and seeded by (task id, variant), so that
+each task yields several episodes that differ in order and depth:
+
+- which reported table the investigation starts from (a task may report up to four);
+- whether it lists the project first, and which folder;
+- whether it builds and queries the reported table first, and with which query;
+- whether a model's YAML is read before or after its SQL, and whether intermediate models' YAML is read;
+- whether it also reads a parent model that is off the path to the bug (a lead that goes nowhere);
+- whether it runs a dbt build before ``validate``.
+
+The planner sees the task (its reported tables, its broken file and fix) because it is an oracle; what it
+emits is an investigation a data engineer could have made from the statement alone: every file it reads is
+on the lineage of a reported table. ``train.env_episodes`` plays a plan in the real environment; the
+scripted episode of ``train.sft_data`` renders it without one. Tool names and arguments are the
+environment's (``eval.env.tool_schemas``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.train.lineage import documenting, lineage_path, models_by_name, refs, table_models
+
+#: The pseudo-tool that writes the true fix of one file (resolved when the plan is played).
+WRITE_FIX = "write_fix"
+#: Steps that inspect rather than change or check (what "investigation length" counts).
+INSPECTING = frozenset({"list_files", "read_file", "query", "dbt"})
+
+
+@dataclass(frozen=True)
+class Step:
+    tool: str  # an environment tool name, or WRITE_FIX
+    args: dict[str, str] = field(default_factory=dict)
+
+
+def _rng(task: TaskRecord, variant: int) -> random.Random:
+    seed = hashlib.sha256(f"{task.instance_id}\0{variant}".encode()).digest()
+    return random.Random(int.from_bytes(seed[:8], "big"))
+
+
+def fix_paths(task: TaskRecord) -> tuple[str, ...]:
+    """The files the true repair writes, in patch order."""
+    from dbt_harvest.core.patching import parse_patch
+
+    return tuple(dict.fromkeys(p.path for p in parse_patch(task.fix_patch)))
+
+
+def _route(files: Mapping[str, str], task: TaskRecord, rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    """(the reported table it starts from, the model paths from that table's model down to the bug)."""
+    tables = list(task.grading.condition_tabs)
+    rng.shuffle(tables)
+    for table in tables:
+        for start in table_models(files, table):
+            route = lineage_path(files, start, task.file)
+            if route:
+                return table, route
+    return tables[0], (task.file,)
+
+
+def plan(task: TaskRecord, files: Mapping[str, str], variant: int = 0) -> tuple[Step, ...]:
+    """The steps of investigation ``variant`` of ``task`` over the broken project's ``files``."""
+    rng = _rng(task, variant)
+    table, route = _route(files, task, rng)
+    steps: list[Step] = []
+    if rng.random() < 0.7:
+        folder = posixpath.dirname(route[0]) if rng.random() < 0.5 else "."
+        steps.append(Step("list_files", {"path": folder or "."}))
+    if rng.random() < 0.6:
+        steps.append(Step("dbt", {"command": "build"}))
+        query = rng.choice((f"select * from {table} limit 5", f"select count(*) as row_count from {table}"))
+        steps.append(Step("query", {"sql": query}))
+    docs = documenting(files, route)
+    yaml_first = rng.random() < 0.5
+    named = models_by_name(files)
+    for i, model in enumerate(route):
+        reads = [model]
+        if docs[model] and (i == 0 or rng.random() < 0.5):
+            reads = [*docs[model], model] if yaml_first else [model, *docs[model]]
+        steps.extend(Step("read_file", {"path": p}) for p in reads if Step("read_file", {"path": p}) not in steps)
+        if i + 1 < len(route) and rng.random() < 0.3:
+            off_path = [p for name in refs(files[model]) for p in named.get(name, ()) if p not in route]
+            if off_path:
+                lead = rng.choice(off_path)
+                if Step("read_file", {"path": lead}) not in steps:
+                    steps.append(Step("read_file", {"path": lead}))
+    steps.extend(Step(WRITE_FIX, {"path": path}) for path in fix_paths(task))
+    if rng.random() < 0.3:
+        steps.append(Step("dbt", {"command": "build"}))
+    steps.append(Step("validate"))
+    steps.append(Step("submit"))
+    return tuple(steps)
+
+
+def investigation_length(steps: Sequence[Step]) -> int:
+    """How many inspecting steps come before the first write."""
+    count = 0
+    for step in steps:
+        if step.tool == WRITE_FIX or step.tool == "write_file":
+            break
+        count += step.tool in INSPECTING
+    return count
+
+
+def length_summary(lengths: Sequence[int]) -> dict[str, Any]:
+    """The distribution of investigation lengths (for reports): min, median, max and a histogram."""
+    if not lengths:
+        return {"episodes": 0, "min": None, "median": None, "max": None, "histogram": {}}
+    histogram: dict[str, int] = {}
+    for n in sorted(lengths):
+        histogram[str(n)] = histogram.get(str(n), 0) + 1
+    return {"episodes": len(lengths), "min": min(lengths), "median": median(lengths), "max": max(lengths),
+            "histogram": histogram}

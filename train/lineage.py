@@ -1,0 +1,152 @@
+"""The files a data engineer opens for a reported symptom: the reported tables' models, their upstream
+lineage and the YAML that documents them, read from the project's text files alone.
+
+Why this exists: a prompt that shows "the mutated file first" teaches a model to repair the file it is
+pointed at, not to find which model breaks a reported rule (the skill the hidden check measures). What a
+prompt shows must therefore depend only on what the task REPORTS (its graded tables, the ones the problem
+statement names) and on the project, never on which file was mutated:
+
+- the set: models of the reported tables, then their parents by ``ref()`` depth (nearest first), each
+  with the schema YAML that documents it, level by level while a whole level fits the character budget;
+  of the first level that does not fit, its models in path order (with their YAML when that fits too)
+  while they fit, never a random part;
+- the order: project path order, so the broken file's position is the position of its path in the tree.
+
+Everything here is a pure function of (files, reported tables, budget). Lineage is read from the SQL text
+(``ref('model')`` and ``ref('package', 'model')``), not from a dbt manifest: a prompt is rendered where
+no dbt has run. A ``ref`` built from a Jinja variable is invisible here; the caller learns that the broken
+file is not in the set (``LineageView.covers``) and leaves that row out rather than pointing at the file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+_REF = re.compile(r"""\bref\(\s*(['"])([^'"]+)\1\s*(?:,\s*(['"])([^'"]+)\3\s*)?[,)]""")
+_ALIAS = re.compile(r"""\balias\s*=\s*(['"])([^'"]+)\1""")
+_SCHEMA_SUFFIXES = (".yml", ".yaml")
+
+
+@dataclass(frozen=True)
+class LineageView:
+    """What a prompt shows for a set of reported tables (paths in project path order)."""
+
+    tables: tuple[str, ...]
+    paths: tuple[str, ...]
+    depth: dict[str, int]  # model path -> ref() distance from a reported table (0: a reported table's model)
+    skipped: tuple[str, ...]  # lineage files the budget left out
+
+    def covers(self, path: str) -> bool:
+        return path in self.paths
+
+
+def is_model(path: str) -> bool:
+    """A model's SQL file: a ``.sql`` file under a ``models`` folder (a package's or its project's)."""
+    return path.endswith(".sql") and "models" in path.split("/")[:-1]
+
+
+def models_by_name(files: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Model name (the file stem) -> its SQL files (a package and its integration project may share one)."""
+    named: dict[str, list[str]] = {}
+    for path in sorted(files):
+        if is_model(path):
+            named.setdefault(posixpath.basename(path)[: -len(".sql")], []).append(path)
+    return {name: tuple(paths) for name, paths in named.items()}
+
+
+def refs(sql: str) -> tuple[str, ...]:
+    """The model names a SQL file ``ref()``s (the second argument of a two-argument ref is the model)."""
+    return tuple(sorted({m.group(4) or m.group(2) for m in _REF.finditer(sql)}))
+
+
+def table_models(files: Mapping[str, str], table: str) -> tuple[str, ...]:
+    """The model files that build ``table``: by file name, else by an ``alias='table'`` config."""
+    named = models_by_name(files)
+    if table in named:
+        return named[table]
+    return tuple(p for p in sorted(files) if is_model(p) and any(m.group(2) == table for m in _ALIAS.finditer(files[p])))
+
+
+def upstream(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, int]:
+    """Model path -> ref() distance from the nearest root model path (roots are 0), breadth first."""
+    named = models_by_name(files)
+    depth = {root: 0 for root in roots}
+    frontier = sorted(depth)
+    while frontier:
+        nxt: list[str] = []
+        for path in frontier:
+            for name in refs(files[path]):
+                for parent in named.get(name, ()):
+                    if parent not in depth:
+                        depth[parent] = depth[path] + 1
+                        nxt.append(parent)
+        frontier = sorted(nxt)
+    return depth
+
+
+def documenting(files: Mapping[str, str], model_paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Model path -> the schema YAML files that document it (a ``- name: <model>`` entry)."""
+    yamls = [p for p in sorted(files) if p.endswith(_SCHEMA_SUFFIXES) and "models" in p.split("/")[:-1]]
+    found: dict[str, tuple[str, ...]] = {}
+    for path in model_paths:
+        name = re.escape(posixpath.basename(path)[: -len(".sql")])
+        entry = re.compile(rf"""^\s*-\s*name:\s*['"]?{name}['"]?\s*$""", re.MULTILINE)
+        found[path] = tuple(y for y in yamls if entry.search(files[y]))
+    return found
+
+
+def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int) -> LineageView:
+    """The files to show for ``tables``, within ``max_chars``: lineage level by level, nearest first."""
+    reported = tuple(dict.fromkeys(tables))
+    roots = [p for t in reported for p in table_models(files, t)]
+    depth = upstream(files, roots)
+    docs = documenting(files, depth)
+    chosen: set[str] = set()
+    skipped: list[str] = []
+    budget = max_chars
+    for level in sorted(set(depth.values())):
+        members = sorted(p for p, d in depth.items() if d == level)
+        wanted = [p for m in members for p in (m, *docs[m]) if p not in chosen]
+        wanted = list(dict.fromkeys(wanted))
+        size = sum(len(files[p]) for p in wanted)
+        if size <= budget:
+            chosen.update(wanted)
+            budget -= size
+            continue
+        # the level does not fit whole: its models (with their YAML when that fits too) in path order
+        for model in members:
+            group = [p for p in (model, *docs[model]) if p not in chosen]
+            for attempt in (group, group[:1] if group and group[0] == model else []):
+                size = sum(len(files[p]) for p in attempt)
+                if attempt and size <= budget:
+                    chosen.update(attempt)
+                    budget -= size
+                    break
+            skipped.extend(p for p in group if p not in chosen and p not in skipped)
+    return LineageView(reported, tuple(sorted(chosen)), depth, tuple(sorted(set(skipped) - chosen)))
+
+
+def lineage_path(files: Mapping[str, str], start: str, target: str) -> tuple[str, ...]:
+    """Model paths from ``start`` down its ref() parents to ``target`` (both included), shortest first
+    found; () when ``target`` is not upstream of ``start``."""
+    named = models_by_name(files)
+    previous: dict[str, str] = {start: ""}
+    frontier = [start]
+    while frontier and target not in previous:
+        nxt = []
+        for path in frontier:
+            for name in refs(files[path]):
+                for parent in named.get(name, ()):
+                    if parent not in previous:
+                        previous[parent] = path
+                        nxt.append(parent)
+        frontier = sorted(nxt)
+    if target not in previous:
+        return ()
+    chain = [target]
+    while previous[chain[-1]]:
+        chain.append(previous[chain[-1]])
+    return tuple(reversed(chain))
