@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("dbt_harvest.cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
     "audit": ("dbt_harvest.cli.audit", "Run a model over a split in the tool environment and report."),
     "train": ("dbt_harvest.cli.train", "LoRA SFT and GRPO on the train split."),
+    "experiment": ("dbt_harvest.cli.experiment", "Base vs trained on the sealed split: train, freeze, audit both once, compare."),
     "gc": ("dbt_harvest.cli.gc", "List (or with --yes remove) what killed runs left under HARVEST_HOME."),
 }
 

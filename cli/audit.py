@@ -53,6 +53,10 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
               help="hf: a peft adapter folder (with --recipe: the recipe's adapter, which is the only one allowed).")
 @click.option("--recipe", default=None, type=click.Path(exists=True, path_type=Path),
               help="test split only: the frozen run folder (runs/<name>, or its manifest.json) to unseal it for, once per recipe.")
+@click.option("--arm", type=click.Choice(["recipe", "base"]), default="recipe", show_default=True,
+              help="test split with --recipe: who plays. recipe: the recipe's model with its adapter; base: the "
+                   "untrained base model it was trained from (no adapter), the control of the same frozen protocol. "
+                   "Each arm is audited once.")
 @click.option("--run-dir", default=None, type=click.Path(path_type=Path), help="Run folder (an existing one is resumed).")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Episodes in parallel.")
 @click.option("--max-turns", default=30, show_default=True, type=click.IntRange(1, 1000), help="Turn cap per episode.")
@@ -64,7 +68,7 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 @fails_cleanly
 def command(
     ctx: click.Context, split: str, driver: str | None, base_url: str, model: str, adapter: str | None,
-    recipe: Path | None, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
+    recipe: Path | None, arm: str, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
     """Run a driver over every task of a split; write transcripts, verdicts and a report.
@@ -79,74 +83,26 @@ def command(
         raise click.UsageError("the test split is sealed: pass --recipe runs/<run> (a run folder frozen by `harvest train freeze`)")
     if split != "test" and recipe is not None:
         raise click.UsageError("--recipe only applies to --split test")
+    if arm != "recipe" and recipe is None:
+        raise click.UsageError("--arm only applies to --split test --recipe RUN")
     if driver is None and recipe is None:
         raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
-    driver = driver or "hf"
+    from dbt_harvest.eval.audit.session import AuditRequest, run_split
+
+    request = AuditRequest(
+        split=split, driver=driver or "hf", base_url=base_url, model=model, adapter=adapter, recipe=recipe, arm=arm,
+        run_dir=run_dir or Path("runs") / f"audit-{split}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
+        workers=workers, max_turns=max_turns, repeat_limit=repeat_limit, max_new_tokens=max_new_tokens,
+    )
     from rich.console import Console
 
-    from dbt_harvest.cli._progress import progress as progress_of
-    from dbt_harvest.eval.audit.report import write_report
-    from dbt_harvest.eval.audit.rundir import RunDir
-    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
-    from dbt_harvest.eval.drivers import make_driver
-    from dbt_harvest.eval.env.episode import EpisodeLimits
-    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.cli._progress import progress
 
-    home, pins = harvest_home(), pins_dir()
-    frozen = None
-    if split == "test":
-        from dbt_harvest.eval.audit.sealed import check_recipe
-
-        assert recipe is not None
-        frozen = check_recipe(recipe, pins)  # verified and not yet audited; nothing sealed is read here
-    options: dict[str, Any] = {}
-    if driver == "openai":
-        options = {"base_url": base_url, "model": model, "max_tokens": max_new_tokens}
-    elif driver == "hf":
-        options = {"model": model, "adapter": adapter, "max_new_tokens": max_new_tokens}
-        if frozen is not None:
-            from dbt_harvest.eval.audit.sealed import recipe_driver_options
-
-            options.update(recipe_driver_options(frozen, model, adapter))
-    agent = make_driver(driver, **options)
-    agent.prepare()  # load the model / reach the endpoint before any episode and before the unseal
-    run_dir = run_dir or Path("runs") / f"audit-{split}-{driver}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = RunDir(run_dir)
-    sealed = None
-    if split == "test":
-        from dbt_harvest.eval.audit.sealed import resume_tasks, unseal_tasks
-
-        if run.run_file.exists() and run.read_run().get("sealed"):
-            sealed = run.read_run()["sealed"]
-            tasks = resume_tasks(sealed, home, pins)
-        else:
-            assert recipe is not None
-            sealed, tasks = unseal_tasks(recipe, home, pins)
-    else:
-        from dbt_harvest.corpora.store import load_tasks
-
-        tasks = load_tasks(split, home, pins, purpose="eval")
-    if not tasks:
-        raise click.ClickException(f"the {split} split has no tasks in {home}")
-    audit_options = AuditOptions(workers=workers, limits=EpisodeLimits(max_turns=max_turns, repeat_limit=repeat_limit))
     console = Console(stderr=True)
-    passed = [0]
-    console.print(shown(f"audit of {len(tasks)} {split} task(s) with driver {driver} -> {run_dir}"), markup=False)
     # progress on stderr in every mode: a bar on a terminal, one line per interval when piped (--json too)
-    with progress_of("audit", total=len(tasks), unit="episodes") as bar:
-
-        def progress(verdict: dict[str, Any]) -> None:
-            passed[0] += verdict.get("official") == 1
-            if not as_json:
-                bar.note(shown(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
-            bar.advance(1, detail=f"{passed[0]} official pass")
-
-        run_audit(run, split, tasks, agent, audit_options, pins=pins, sealed=sealed, progress=progress)
-    report = write_report(run)
-    if sealed is not None:
-        from dbt_harvest.eval.audit.sealed import record_result
-
-        record_result(pins, sealed, report)
+    report = run_split(request, progress=progress, note=None if as_json else shown,
+                       say=lambda line: console.print(shown(line), markup=False))
+    run_dir = request.run_dir
     if as_json:
         echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
     else:

@@ -31,6 +31,14 @@ from dbt_harvest.core.task_record import TaskRecord, read_task, task_from_dict, 
 SEAL_NAME = "_sealed.json"
 UNSEALS_NAME = "_unseals.jsonl"
 UNSEAL_FIELDS = ("recipe", "manifest_sha256", "seal_root", "time", "prev")
+#: Who plays a recipe's sealed audit: the recipe itself (its adapter), or the untrained base it was trained
+#: from, audited under the same frozen protocol as its control. Each arm is unsealed and audited once.
+ARMS = ("recipe", "base")
+
+
+def arm_of(entry: dict[str, Any]) -> str:
+    """The arm a ledger entry is for (entries written before arms existed are the recipe's)."""
+    return str(entry.get("arm") or "recipe")
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class UnsealToken:
     seal_root: str
     issued_at: str
     commitment: str
+    arm: str = "recipe"
 
 
 def sealed_dir(home: Path) -> Path:
@@ -156,8 +165,11 @@ def _unseal_lines(pins: Path) -> list[dict[str, Any]]:
     return read_chain(pins / UNSEALS_NAME, UNSEAL_FIELDS, UnsealError, "unseal ledger")
 
 
-def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None) -> UnsealToken:
-    """Issue the one token that reads the test split for a frozen recipe; record it; refuse a second time."""
+def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None, arm: str = "recipe") -> UnsealToken:
+    """Issue the one token that reads the test split for one arm of a frozen recipe (ARMS); record it;
+    refuse a second time for the same recipe and arm."""
+    if arm not in ARMS:
+        raise UnsealError(f"unknown arm {arm!r}; one of {', '.join(ARMS)}")
     frozen = check_recipe(recipe_path)
     recipe, manifest_sha = frozen.recipe, frozen.manifest_sha256
     entries = verify(home, pins)
@@ -166,9 +178,12 @@ def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None)
     with locked(pins):
         lines = _unseal_lines(pins)
         for entry in lines:
-            if entry["recipe"] == recipe:
-                raise UnsealError(f"recipe {recipe!r} was already unsealed at {entry['time']}; a test split is read once per recipe")
+            if entry["recipe"] == recipe and arm_of(entry) == arm:
+                who = "" if arm == "recipe" else f" for its {arm} arm"
+                raise UnsealError(f"recipe {recipe!r} was already unsealed{who} at {entry['time']}; a test split is read "
+                                  "once per recipe and arm")
         body = {
+            **({"arm": arm} if arm != "recipe" else {}),
             "recipe": recipe,
             "manifest_sha256": manifest_sha,
             "seal_root": root_of(entries),
@@ -176,7 +191,7 @@ def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None)
             "prev": lines[-1]["commitment"] if lines else "",
         }
         entry = append_entry(pins / UNSEALS_NAME, body)
-    return UnsealToken(recipe, manifest_sha, body["seal_root"], body["time"], entry["commitment"])
+    return UnsealToken(recipe, manifest_sha, body["seal_root"], body["time"], entry["commitment"], arm)
 
 
 def check_token(token: object, home: Path, pins: Path) -> dict[str, str]:
@@ -186,7 +201,7 @@ def check_token(token: object, home: Path, pins: Path) -> dict[str, str]:
     recorded = [e for e in _unseal_lines(pins) if e["commitment"] == token.commitment]
     if not recorded or any(
         recorded[0][k] != getattr(token, k) for k in ("recipe", "manifest_sha256", "seal_root")
-    ) or recorded[0]["time"] != token.issued_at:
+    ) or recorded[0]["time"] != token.issued_at or arm_of(recorded[0]) != token.arm:
         raise UnsealError(f"unseal token for {token.recipe!r} is not in {pins / UNSEALS_NAME}; it was not issued by unseal()")
     entries = verify(home, pins)
     if root_of(entries) != token.seal_root:

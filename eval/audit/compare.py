@@ -146,8 +146,10 @@ def _grouped(rows_a: dict[str, dict], rows_b: dict[str, dict], key: str) -> dict
 
 
 def compare_reports(report_a: dict[str, Any], report_b: dict[str, Any], *, run_a: str = "A", run_b: str = "B",
-                    alpha: float = 0.05, resamples: int = 10_000, seed: int = 0) -> Comparison:
-    """Compare two audit reports (``eval.audit.report.build_report``) of the same task set."""
+                    alpha: float = 0.05, resamples: int = 10_000, seed: int = 0,
+                    label_a: str = "", label_b: str = "") -> Comparison:
+    """Compare two audit reports (``eval.audit.report.build_report``) of the same task set. Labels default
+    to each run's model (or driver) name."""
     if report_a["split"] != report_b["split"]:
         raise CompareError(f"the runs audit different splits ({report_a['split']!r} vs {report_b['split']!r})")
     if report_a["task_set_sha256"] != report_b["task_set_sha256"]:
@@ -166,8 +168,8 @@ def compare_reports(report_a: dict[str, Any], report_b: dict[str, Any], *, run_a
     moves = Counter(f"{rows_a[i]['rung']}->{rows_b[i]['rung']}" for i in ids if rows_a[i]["rung"] != rows_b[i]["rung"])
     return Comparison(
         run_a=run_a, run_b=run_b,
-        label_a=str(report_a["driver"].get("model") or report_a["driver"].get("name") or "A"),
-        label_b=str(report_b["driver"].get("model") or report_b["driver"].get("name") or "B"),
+        label_a=label_a or str(report_a["driver"].get("model") or report_a["driver"].get("name") or "A"),
+        label_b=label_b or str(report_b["driver"].get("model") or report_b["driver"].get("name") or "B"),
         split=report_a["split"], n=len(ids),
         official_a=sum(a), official_b=sum(b),
         strict_a=report_a["strict"], strict_b=report_b["strict"],

@@ -8,6 +8,11 @@ audit finishes, one line goes to ``pins/_test_audits.jsonl`` (committed, hash-ch
 manifest's sha256, the unseal's commitment, the date, the task-set hash and k/N official and strict.
 A run folder interrupted before that line is written may be resumed with the token it recorded; once the
 line exists, the recipe's test audit is over for good.
+
+A recipe has two arms (``corpora.sealed.ARMS``): ``recipe``, its own model with its adapter, and ``base``,
+the untrained base model it was trained from, with no adapter. The base arm is the control of the same
+frozen protocol: unsealed under the recipe's identity, audited once, its result recorded beside the
+recipe's (``arm`` in both ledgers), so "base vs trained on the sealed split" is two once-only audits.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from dbt_harvest.corpora.chain import append_entry, read_chain
 from dbt_harvest.corpora.recipe import FrozenRecipe
+from dbt_harvest.corpora.sealed import ARMS, arm_of
 from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.core.task_record import TaskRecord
 
@@ -35,29 +41,39 @@ def results(pins: Path) -> list[dict[str, Any]]:
     return read_chain(pins / RESULTS_NAME, RESULT_FIELDS, SealedAuditError, "results ledger")
 
 
-def refuse_if_audited(pins: Path, recipe: str) -> None:
+def refuse_if_audited(pins: Path, recipe: str, arm: str = "recipe") -> None:
     for entry in results(pins):
-        if entry["recipe"] == recipe:
+        if entry["recipe"] == recipe and arm_of(entry) == arm:
+            whose = "" if arm == "recipe" else f"'s {arm} arm"
             raise SealedAuditError(
-                f"recipe {recipe!r} already had its test audit ({entry['time']}: official {entry['official']}/{entry['n']}); "
-                "the test split is audited once per frozen recipe"
+                f"recipe {recipe!r}{whose} already had its test audit ({entry['time']}: official {entry['official']}/"
+                f"{entry['n']}); the test split is audited once per frozen recipe and arm"
             )
 
 
-def check_recipe(recipe: Path, pins: Path) -> FrozenRecipe:
-    """The frozen recipe ``recipe`` names (run folder or its manifest), verified, and not audited before.
+def audited(pins: Path, recipe: str, arm: str = "recipe") -> dict[str, Any] | None:
+    """The recorded test audit of one arm of a recipe, or None."""
+    return next((e for e in results(pins) if e["recipe"] == recipe and arm_of(e) == arm), None)
+
+
+def check_recipe(recipe: Path, pins: Path, arm: str = "recipe") -> FrozenRecipe:
+    """The frozen recipe ``recipe`` names (run folder or its manifest), verified, and this arm not audited
+    before.
 
     Reads nothing sealed: the audit calls it before it prepares the driver and before the unseal.
     """
     from dbt_harvest.corpora.sealed import check_recipe as verified
 
+    if arm not in ARMS:
+        raise SealedAuditError(f"unknown arm {arm!r}; one of {', '.join(ARMS)}")
     frozen = verified(recipe)
-    refuse_if_audited(pins, frozen.recipe)
+    refuse_if_audited(pins, frozen.recipe, arm)
     return frozen
 
 
-def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None) -> dict[str, Any]:
-    """hf driver options that play the frozen recipe itself: its base model, its revision and its adapter.
+def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None, arm: str = "recipe") -> dict[str, Any]:
+    """hf driver options that play the frozen recipe itself: its base model, its revision and its adapter
+    (the ``base`` arm: the same base model and revision, no adapter).
 
     ``--model`` may name another copy of the base model (a local folder of the same weights); ``--adapter``,
     when given, must be the recipe's adapter byte for byte, since the audit's result is the recipe's.
@@ -65,6 +81,8 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None)
     from dbt_harvest.corpora.recipe import ADAPTER_DIR, folder_sha256
 
     recipe_adapter = frozen.run_dir / ADAPTER_DIR
+    if arm == "base" and adapter:
+        raise SealedAuditError("the base arm plays the recipe's base model without an adapter; leave --adapter out")
     if adapter and Path(adapter).resolve() != recipe_adapter.resolve():
         if not Path(adapter).is_dir() or folder_sha256(Path(adapter)) != frozen.adapter_sha256:
             raise SealedAuditError(
@@ -73,7 +91,8 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None)
             )
     base = frozen.base_model
     revision = str(base.get("revision") or "")
-    options: dict[str, Any] = {"adapter": str(recipe_adapter), "revision": revision if revision not in ("", "local") else None}
+    options: dict[str, Any] = {"adapter": str(recipe_adapter) if arm == "recipe" else None,
+                               "revision": revision if revision not in ("", "local") else None}
     if model:
         return {**options, "model": model}
     path = str(base.get("path") or "")
@@ -89,13 +108,13 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None)
     return {**options, "model": str(base.get("id"))}
 
 
-def unseal_tasks(recipe: Path, home: Path, pins: Path) -> tuple[dict[str, Any], list[TaskRecord]]:
-    """Unseal the test split for a frozen recipe; -> (token fields for run.json, the test tasks)."""
+def unseal_tasks(recipe: Path, home: Path, pins: Path, arm: str = "recipe") -> tuple[dict[str, Any], list[TaskRecord]]:
+    """Unseal the test split for one arm of a frozen recipe; -> (token fields for run.json, the test tasks)."""
     from dbt_harvest.corpora.sealed import unseal
     from dbt_harvest.corpora.store import load_tasks
 
-    check_recipe(recipe, pins)
-    token = unseal(recipe, home=home, pins=pins)
+    check_recipe(recipe, pins, arm)
+    token = unseal(recipe, home=home, pins=pins, arm=arm)
     tasks = load_tasks("test", home, pins, purpose="eval", token=token)
     return asdict(token), tasks
 
@@ -105,9 +124,11 @@ def resume_tasks(sealed: dict[str, Any], home: Path, pins: Path) -> list[TaskRec
     from dbt_harvest.corpora.sealed import UnsealToken
     from dbt_harvest.corpora.store import load_tasks
 
-    refuse_if_audited(pins, str(sealed.get("recipe")))
+    arm = str(sealed.get("arm") or "recipe")
+    refuse_if_audited(pins, str(sealed.get("recipe")), arm)
     try:
-        token = UnsealToken(**{k: str(sealed[k]) for k in ("recipe", "manifest_sha256", "seal_root", "issued_at", "commitment")})
+        token = UnsealToken(**{k: str(sealed[k]) for k in ("recipe", "manifest_sha256", "seal_root", "issued_at", "commitment")},
+                            arm=arm)
     except KeyError as exc:
         raise SealedAuditError(f"the run folder's seal token lacks {exc}; it cannot be resumed") from None
     return load_tasks("test", home, pins, purpose="eval", token=token)
@@ -117,10 +138,12 @@ def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], no
     """Append the finished test audit to the committed results ledger; refuse a second one for the recipe."""
     from dbt_harvest.corpora.locks import locked
 
+    arm = str(sealed.get("arm") or "recipe")
     with locked(pins):
         lines = results(pins)
-        refuse_if_audited(pins, str(sealed["recipe"]))
+        refuse_if_audited(pins, str(sealed["recipe"]), arm)
         body = {
+            **({"arm": arm} if arm != "recipe" else {}),
             "recipe": sealed["recipe"],
             "manifest_sha256": sealed["manifest_sha256"],
             "unseal_commitment": sealed["commitment"],

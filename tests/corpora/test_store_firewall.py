@@ -169,3 +169,25 @@ def test_a_fresh_home_rebuilds_the_sealed_store_only_when_asked_and_only_from_em
     victim.write_text(victim.read_text().replace(tasks["test"][0].effect, "tampered", 1))
     with pytest.raises(SealError, match="does not match its committed seal"):
         store_task(tasks["test"][1], fresh, pins, rebuild_sealed=True)
+
+
+def test_each_arm_of_a_recipe_is_unsealed_once_and_its_token_is_bound_to_its_arm(world, reserved):
+    from dataclasses import replace as swap
+
+    from dbt_harvest.corpora.sealed import check_token
+
+    run = _recipe(world, "arms")
+    trained = unseal(run, home=world.home, pins=world.pins)
+    base = unseal(run, home=world.home, pins=world.pins, arm="base")
+    assert (trained.arm, base.arm) == ("recipe", "base") and trained.recipe == base.recipe
+    assert len(load_tasks("test", world.home, world.pins, purpose="eval", token=base)) == 2
+    for arm in ("recipe", "base"):
+        with pytest.raises(UnsealError, match="already unsealed"):
+            unseal(run, home=world.home, pins=world.pins, arm=arm)
+    with pytest.raises(UnsealError, match="unknown arm"):
+        unseal(run, home=world.home, pins=world.pins, arm="other")
+    # a token relabelled to the other arm is not the one the ledger issued
+    with pytest.raises(UnsealError, match="not issued"):
+        check_token(swap(base, arm="recipe"), world.home, world.pins)
+    lines = [json.loads(line) for line in (world.pins / UNSEALS_NAME).read_text().splitlines()]
+    assert [line.get("arm", "recipe") for line in lines if line["recipe"] == trained.recipe] == ["recipe", "base"]

@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-f
 FAMILIES = "time,null"
 #: The training config the README walkthrough uses (tiny local model, CPU).
 SFT_CONFIG = Path(__file__).resolve().parent / "sft-e2e.toml"
+#: The experiment recipe the README names for a CPU (tiny model; its SFT config sits beside it).
+EXPERIMENT = Path(__file__).resolve().parent / "experiment-e2e.toml"
 
 
 class Chain:
@@ -72,6 +75,19 @@ class Chain:
         if ok:
             assert done.returncode == 0, f"harvest {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return done
+
+    def interrupted(self, *args: str, when: Callable[[], bool], timeout: float = 900) -> int:
+        """Start ``harvest ARGS`` and kill it (SIGKILL, the whole process group) once ``when()`` holds;
+        -> its return code (-9 when it was killed, as a crash would)."""
+        self.calls.append(args)
+        proc = subprocess.Popen([*HARVEST, *args], cwd=self.work, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline and not when():
+            time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
 
     def json(self, *args: str) -> dict:
         return json.loads(self.run(*args, "--json").stdout)
@@ -223,6 +239,8 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert (fed["train_tasks"], fed["rendered"], fed["failed"]) == (counts["train"], counts["train"], {})
         assert fed["layouts"].get("built from integration_tests/", 0) == per_pin[pin_ids[PACKAGE]]
         assert (fed["reward"]["fixed_scores_1"], fed["reward"]["unrepaired_scores_0"]) == (counts["train"],) * 2
+        assert fed["investigation_lengths"]["episodes"] == 2 * counts["train"] and fed["investigation_lengths"]["min"] >= 1
+        assert set(fed["position_probe"]) >= {"accuracy", "chance", "rule", "held_out"}
 
         # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
         sealed = chain.json("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test",
@@ -237,6 +255,38 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         noop = chain.json("audit", "--split", "dev", "--driver", "noop", "--run-dir", "runs/audit-dev-noop")
         assert (oracle["official"], oracle["n"]) == (counts["dev"], counts["dev"])
         assert (noop["official"], noop["n"]) == (0, counts["dev"])
+
+        # --- the experiment: base vs trained on the sealed split; killed after training, then resumed ------
+        state = work / "runs" / "experiments" / "tiny-cpu" / "experiment.json"
+
+        def trained() -> bool:
+            try:
+                return "sft" in json.loads(state.read_text())["steps"]
+            except (OSError, ValueError):
+                return False
+
+        assert chain.interrupted("experiment", str(EXPERIMENT), when=trained) == -signal.SIGKILL
+        before = json.loads(state.read_text())["steps"]
+        resumed = chain.run("experiment", str(EXPERIMENT), "--json")
+        assert "experiment: dev-base: done before, kept" in resumed.stderr and "sft: done before, kept" in resumed.stderr
+        experiment = json.loads(resumed.stdout)
+        assert {k: experiment["seconds"][k] for k in before} == {k: v["seconds"] for k, v in before.items()}
+        sealed_exp = experiment["sealed"]
+        assert sealed_exp["base"]["n"] == sealed_exp["trained"]["n"] == sealed_exp["n"] == counts["test"]
+        assert [t["instance_id"] for t in sealed_exp["tasks"]] == sorted(t["instance_id"] for t in sealed_exp["tasks"])
+        assert len(sealed_exp["tasks"]) == counts["test"] and sealed_exp["ci_low"] <= sealed_exp["difference"] <= sealed_exp["ci_high"]
+        assert experiment["dev"]["base"]["n"] == experiment["dev"]["trained"]["n"] == counts["dev"]
+        assert experiment["gate"]["sft"]["total_steps"] == 2
+        for name in ("report.md", "report.json", "report.png"):
+            assert (work / "runs" / "experiments" / "tiny-cpu" / name).stat().st_size > 0
+        ledger = [json.loads(line) for line in (work / "pins" / "_test_audits.jsonl").read_text().splitlines()]
+        arms = sorted(e.get("arm", "recipe") for e in ledger if e["recipe"] == experiment["recipe"])
+        assert arms == ["base", "recipe"]  # each arm of the recipe audited once, both recorded
+        recipe_run = experiment["training"]["sft"]["run_dir"]
+        for arm in ("base", "recipe"):
+            again = chain.run("audit", "--split", "test", "--recipe", recipe_run, "--arm", arm, "--run-dir",
+                              f"runs/audit-again-{arm}", ok=False)
+            assert again.returncode == 1 and "already" in again.stderr
 
         # --- report: the sealed audit's report rewritten from its run folder; noop vs oracle compared ----
         report = chain.json("audit", "report", "runs/audit-test")

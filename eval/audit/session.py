@@ -1,0 +1,129 @@
+"""One audit of one split, from a request to a written report: what `harvest audit` and `harvest experiment`
+both run.
+
+The order is the audit's contract: the frozen recipe is verified (and the arm not audited before) without
+reading anything sealed; the driver is prepared (model loaded, endpoint reached) before the first episode
+and before any unseal, so a driver that cannot play costs the recipe nothing; the test split is unsealed
+for the recipe's arm (or resumed with the token its run folder recorded); the episodes run; the report is
+written; a test audit's result goes to the committed results ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dbt_harvest.eval.audit.sealed import SealedAuditError
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    split: str  # train, dev or test
+    driver: str  # oracle, noop, wrong, openai or hf
+    run_dir: Path
+    base_url: str = ""
+    model: str = ""
+    adapter: str | None = None
+    revision: str | None = None  # hf: the model repository's revision (None: a local folder or the default)
+    recipe: Path | None = None  # test split only: the frozen run folder
+    arm: str = "recipe"  # test split only: recipe (its adapter) or base (no adapter)
+    workers: int = 2
+    max_turns: int = 30
+    repeat_limit: int = 3
+    max_new_tokens: int = 512
+
+
+class _Quiet:
+    def note(self, text: str) -> None:
+        pass
+
+    def advance(self, n: int = 1, detail: str = "") -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _no_progress(label: str, total: int, unit: str) -> Iterator[_Quiet]:
+    yield _Quiet()
+
+
+def driver_options(request: AuditRequest, frozen: Any) -> dict[str, Any]:
+    """The driver's options for the request (a frozen recipe's hf driver plays the recipe's model or base)."""
+    if request.driver == "openai":
+        return {"base_url": request.base_url, "model": request.model, "max_tokens": request.max_new_tokens}
+    if request.driver == "hf":
+        options: dict[str, Any] = {"model": request.model, "adapter": request.adapter, "max_new_tokens": request.max_new_tokens,
+                                   "revision": request.revision}
+        if frozen is not None:
+            from dbt_harvest.eval.audit.sealed import recipe_driver_options
+
+            options.update(recipe_driver_options(frozen, request.model, request.adapter, request.arm))
+        return options
+    return {}
+
+
+def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progress,
+              note: Callable[[str], str] | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Audit ``request.split`` with ``request.driver`` into ``request.run_dir`` (resumed when it exists);
+    -> the report (``eval.audit.report``). ``progress(label, total=, unit=)`` is a context manager with
+    ``note``/``advance`` (the CLI's bar); ``note`` renders each episode's verdict line for it (None: no
+    lines, the count only); ``say`` gets the one-line start message."""
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.rundir import RunDir
+    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.drivers import make_driver
+    from dbt_harvest.eval.env.episode import EpisodeLimits
+
+    home, pins = harvest_home(), pins_dir()
+    frozen = None
+    if request.split == "test":
+        from dbt_harvest.eval.audit.sealed import check_recipe
+
+        if request.recipe is None:
+            raise SealedAuditError("the test split is sealed: audit it with a frozen recipe (harvest train freeze)")
+        frozen = check_recipe(request.recipe, pins, request.arm)  # verified, not yet audited; nothing sealed read
+    agent = make_driver(request.driver, **driver_options(request, frozen))
+    agent.prepare()  # load the model / reach the endpoint before any episode and before the unseal
+    run = RunDir(request.run_dir)
+    sealed = None
+    if request.split == "test":
+        from dbt_harvest.eval.audit.sealed import resume_tasks, unseal_tasks
+
+        if run.run_file.exists() and run.read_run().get("sealed"):
+            sealed = run.read_run()["sealed"]
+            if str(sealed.get("arm") or "recipe") != request.arm:
+                raise SealedAuditError(f"{request.run_dir} holds the {sealed.get('arm') or 'recipe'} arm's audit, "
+                                       f"not the {request.arm} arm's; pass that arm or another run folder")
+            tasks = resume_tasks(sealed, home, pins)
+        else:
+            assert request.recipe is not None
+            sealed, tasks = unseal_tasks(request.recipe, home, pins, request.arm)
+    else:
+        from dbt_harvest.corpora.store import load_tasks
+
+        tasks = load_tasks(request.split, home, pins, purpose="eval")
+    if not tasks:
+        raise SealedAuditError(f"the {request.split} split has no tasks in {home}")
+    options = AuditOptions(workers=request.workers,
+                           limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
+    if say is not None:
+        say(f"audit of {len(tasks)} {request.split} task(s) with driver {request.driver} -> {request.run_dir}")
+    passed = [0]
+    with progress("audit", total=len(tasks), unit="episodes") as bar:
+
+        def on_verdict(verdict: dict[str, Any]) -> None:
+            passed[0] += verdict.get("official") == 1
+            if note is not None:
+                bar.note(note(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
+            bar.advance(1, detail=f"{passed[0]} official pass")
+
+        run_audit(run, request.split, tasks, agent, options, pins=pins, sealed=sealed, progress=on_verdict)
+    report = write_report(run)
+    if sealed is not None:
+        from dbt_harvest.eval.audit.sealed import record_result
+
+        record_result(pins, sealed, report)
+    return report

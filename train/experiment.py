@@ -1,0 +1,344 @@
+"""`harvest experiment RECIPE.toml`: base vs trained on the sealed split, as one resumable command.
+
+The question the corpus exists to answer is whether training on it moves a model's score on tasks it never
+saw. Every piece exists on its own (audit, train sft|grpo, gate, freeze, the sealed audit, audit compare);
+this module runs them in the one order that keeps the answer honest and records each finished step in
+``EXPERIMENT/experiment.json``, so a killed experiment continues from its last finished step:
+
+1. ``dev-base``     audit the untrained base model on dev (a report, never a selection signal);
+2. ``gate-sft``     one optimizer step of the SFT run: peak memory and projected time, before committing;
+3. ``sft``          the SFT run (resumes from its own checkpoints);
+4. ``gate-grpo``, ``grpo`` (optional) GRPO continuing the SFT adapter (``[model] init_adapter``);
+5. ``dev-trained``  audit the trained adapter on dev (a report);
+6. ``freeze``       freeze the final run: the recipe;
+7. ``sealed-trained`` and ``sealed-base``: the sealed test split audited ONCE for each arm of the recipe
+   (``corpora.sealed.ARMS``: the recipe's adapter, and its untrained base as the control of the same
+   frozen protocol), each recorded in the committed results ledger;
+8. ``compare``      base vs trained, task by task, on the sealed split (paired: exact McNemar and a
+   bootstrap interval of the difference) and on dev;
+9. ``report``       ``report.md``, ``report.json`` and ``report.png`` in the experiment folder.
+
+The recipe names the training configs (``[train] sft``, optional ``grpo``) and the audit settings; the
+experiment writes its runs under its own folder (``[experiment] output_dir/name``), so two experiments
+never share a run. A recipe that changed since its experiment started is refused (start a new name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dbt_harvest.core import atomic
+from dbt_harvest.train.errors import TrainConfigError, TrainError
+
+STATE_NAME = "experiment.json"
+STEPS = ("dev-base", "gate-sft", "sft", "gate-grpo", "grpo", "dev-trained", "freeze", "sealed-trained",
+         "sealed-base", "compare", "report")
+
+
+class ExperimentError(TrainError):
+    """An experiment cannot start or continue: a bad recipe, a changed recipe, a step that cannot finish."""
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    driver: str = "hf"
+    workers: int = 1
+    max_turns: int = 30
+    repeat_limit: int = 3
+    max_new_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    output_dir: Path
+    claim: str
+    sft: Path
+    grpo: Path | None
+    gate: bool
+    dev: bool
+    audit: AuditSettings
+    source: Path
+    sha256: str
+
+    @property
+    def folder(self) -> Path:
+        return self.output_dir / self.name
+
+
+_KNOWN = {
+    "experiment": {"name", "output_dir", "claim", "gate", "dev"},
+    "train": {"sft", "grpo"},
+    "audit": {f.name for f in dataclasses.fields(AuditSettings)},
+}
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and check an experiment recipe. The run configs it names are relative to the recipe file;
+    ``output_dir`` is relative to the working folder, as a run config's is."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
+    except FileNotFoundError:
+        raise TrainConfigError(f"no experiment recipe at {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TrainConfigError(f"{path}: not valid TOML ({exc})") from None
+    for section, values in raw.items():
+        if section not in _KNOWN or not isinstance(values, dict):
+            raise TrainConfigError(f"{path}: unknown section [{section}]; known: {', '.join(_KNOWN)}")
+        unknown = sorted(set(values) - _KNOWN[section])
+        if unknown:
+            raise TrainConfigError(f"{path}: unknown key(s) {', '.join(unknown)} in [{section}]")
+    exp, train, audit = raw.get("experiment", {}), raw.get("train", {}), raw.get("audit", {})
+    name = str(exp.get("name", ""))
+    if not name or "/" in name or name.startswith("."):
+        raise TrainConfigError(f"{path}: [experiment] name must be a plain folder name")
+    if not str(exp.get("claim", "")).strip():
+        raise TrainConfigError(f"{path}: [experiment] claim must say what the experiment is meant to show")
+    if not train.get("sft"):
+        raise TrainConfigError(f"{path}: [train] sft must name the SFT run config")
+    here = path.parent
+    try:
+        settings = AuditSettings(**audit)
+    except TypeError as exc:
+        raise TrainConfigError(f"{path}: [audit] {exc}") from None
+    if settings.driver != "hf":
+        raise TrainConfigError(f"{path}: [audit] driver = {settings.driver!r}; the experiment plays the recipe's own "
+                               "model with the hf driver (an endpoint cannot prove it serves the frozen adapter)")
+    if min(settings.workers, settings.max_turns, settings.max_new_tokens) < 1 or settings.repeat_limit < 2:
+        raise TrainConfigError(f"{path}: [audit] workers, max_turns and max_new_tokens must be >= 1, repeat_limit >= 2")
+    grpo = train.get("grpo") or None
+    return Recipe(
+        name=name, output_dir=Path(str(exp.get("output_dir", "runs"))), claim=str(exp["claim"]).strip(),
+        sft=here / str(train["sft"]), grpo=here / str(grpo) if grpo else None, gate=bool(exp.get("gate", True)),
+        dev=bool(exp.get("dev", True)), audit=settings, source=path,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+    )
+
+
+def _config(path: Path, recipe: Recipe, **model: str) -> Any:
+    """A run config of the recipe, its runs written under the experiment folder (and its model overridden)."""
+    from dbt_harvest.train.configs import config_from_dict
+
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrainConfigError(f"{recipe.source}: no run config at {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TrainConfigError(f"{path}: not valid TOML ({exc})") from None
+    raw.setdefault("run", {})["output_dir"] = str(recipe.folder / "runs")
+    if model:
+        raw["model"] = {**raw.get("model", {}), **model}
+    return config_from_dict(raw, where=str(path))
+
+
+class Experiment:
+    """One experiment folder: its recipe, its state, and the steps still to run."""
+
+    def __init__(self, recipe: Recipe, say: Callable[[str], None] = lambda _: None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.recipe, self.say, self.progress = recipe, say, progress
+        self.folder = recipe.folder
+        self.state = self._load_state()
+
+    # -- state ---------------------------------------------------------------------------------------
+    def _load_state(self) -> dict[str, Any]:
+        path = self.folder / STATE_NAME
+        if not path.exists():
+            return {"recipe": str(self.recipe.source), "recipe_sha256": self.recipe.sha256, "steps": {}}
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ExperimentError(f"{path}: unreadable experiment state ({exc}); it is written atomically, so restore it "
+                                  "or start a new experiment name") from None
+        if state.get("recipe_sha256") != self.recipe.sha256:
+            raise ExperimentError(f"{self.recipe.source} changed since experiment {self.recipe.name!r} started; a running "
+                                  "experiment's recipe is fixed: give the changed recipe a new [experiment] name")
+        return state
+
+    def _done(self, step: str, result: dict[str, Any], seconds: float) -> None:
+        self.state["steps"][step] = {"result": result, "seconds": round(seconds, 1)}
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(self.folder / STATE_NAME, json.dumps(self.state, sort_keys=True, indent=1) + "\n")
+
+    def result(self, step: str) -> dict[str, Any]:
+        return self.state["steps"][step]["result"]
+
+    def planned(self) -> list[str]:
+        skip = set()
+        if self.recipe.grpo is None:
+            skip |= {"gate-grpo", "grpo"}
+        if not self.recipe.gate:
+            skip |= {"gate-sft", "gate-grpo"}
+        if not self.recipe.dev:
+            skip |= {"dev-base", "dev-trained"}
+        return [s for s in STEPS if s not in skip]
+
+    # -- running ---------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        for step in self.planned():
+            if step in self.state["steps"]:
+                self.say(f"{step}: done before, kept")
+                continue
+            self.say(f"{step}: running")
+            started = time.perf_counter()
+            result = getattr(self, "_" + step.replace("-", "_"))()
+            self._done(step, result, time.perf_counter() - started)
+        return self.result("report")
+
+    def _audit(self, split: str, run_name: str, **request: Any) -> dict[str, Any]:
+        from dbt_harvest.eval.audit.session import AuditRequest, run_split
+
+        a = self.recipe.audit
+        req = AuditRequest(split=split, driver=a.driver, run_dir=self.folder / "audits" / run_name, workers=a.workers,
+                           max_turns=a.max_turns, repeat_limit=a.repeat_limit, max_new_tokens=a.max_new_tokens, **request)
+        kwargs: dict[str, Any] = {"say": self.say}
+        if self.progress is not None:
+            kwargs["progress"] = self.progress
+        report = run_split(req, **kwargs)
+        return {"run_dir": str(req.run_dir), "n": report["n"], "official": report["official"], "strict": report["strict"]}
+
+    def _base_model(self) -> tuple[str, str | None]:
+        from dbt_harvest.train.base_model import resolve_base
+
+        path, revision = resolve_base(_config(self.recipe.sft, self.recipe))
+        return path, (None if revision == "local" else revision)
+
+    def _dev_base(self) -> dict[str, Any]:
+        model, revision = self._base_model()
+        return self._audit("dev", "dev-base", model=model, revision=revision)
+
+    def _gate(self, config: Any, kind: str) -> dict[str, Any]:
+        from dbt_harvest.train.grpo import run_grpo
+        from dbt_harvest.train.sft import run_sft
+
+        report = (run_sft if kind == "sft" else run_grpo)(config, gate=True)
+        for line in report.lines():
+            self.say(line)
+        return report.to_dict()
+
+    def _gate_sft(self) -> dict[str, Any]:
+        return self._gate(_config(self.recipe.sft, self.recipe), "sft")
+
+    def _sft(self) -> dict[str, Any]:
+        from dbt_harvest.train.sft import run_sft
+
+        config = _config(self.recipe.sft, self.recipe)
+        if (config.run_dir / "manifest.json").is_file():  # finished before the state was written
+            return {"run_dir": str(config.run_dir)}
+        result = run_sft(config)
+        return {"run_dir": str(result.run_dir), "rows": result.manifest.get("rows"),
+                "rows_left_out": len(result.manifest.get("rows_left_out") or [])}
+
+    def _grpo_config(self) -> Any:
+        """The GRPO run continues the SFT adapter on the SFT run's own base model."""
+        sft_dir = Path(self.result("sft")["run_dir"])
+        sft = _config(self.recipe.sft, self.recipe)
+        assert self.recipe.grpo is not None
+        base = str(sft_dir / "base-tiny") if sft.is_tiny else sft.model.base
+        return _config(self.recipe.grpo, self.recipe, base=base, revision=sft.model.revision, dtype=sft.model.dtype,
+                       init_adapter=str(sft_dir / "adapter"))
+
+    def _gate_grpo(self) -> dict[str, Any]:
+        return self._gate(self._grpo_config(), "grpo")
+
+    def _grpo(self) -> dict[str, Any]:
+        from dbt_harvest.train.grpo import run_grpo
+
+        config = self._grpo_config()
+        if (config.run_dir / "manifest.json").is_file():
+            return {"run_dir": str(config.run_dir)}
+        result = run_grpo(config)
+        return {"run_dir": str(result.run_dir)}
+
+    def _final_run(self) -> Path:
+        return Path(self.result("grpo" if "grpo" in self.planned() else "sft")["run_dir"])
+
+    def _dev_trained(self) -> dict[str, Any]:
+        from dbt_harvest.corpora.recipe import ADAPTER_DIR, inspect_run
+
+        run_dir = self._final_run()
+        facts = inspect_run(run_dir)  # the same verified model and adapter the recipe will freeze
+        model, revision = _run_base(run_dir, facts.manifest["base_model"])
+        return self._audit("dev", "dev-trained", model=model, adapter=str(run_dir / ADAPTER_DIR), revision=revision)
+
+    def _freeze(self) -> dict[str, Any]:
+        from dbt_harvest.corpora.recipe import FROZEN_NAME, freeze, verify_frozen
+
+        run_dir = self._final_run()
+        frozen = verify_frozen(run_dir) if (run_dir / FROZEN_NAME).exists() else freeze(run_dir)
+        return {"run_dir": str(run_dir), "recipe": frozen.recipe, "adapter_sha256": frozen.adapter_sha256}
+
+    def _sealed(self, arm: str) -> dict[str, Any]:
+        from dbt_harvest.core.home import pins_dir
+        from dbt_harvest.eval.audit.report import write_report
+        from dbt_harvest.eval.audit.rundir import RunDir
+        from dbt_harvest.eval.audit.sealed import audited
+
+        frozen = self.result("freeze")
+        name = f"sealed-{'trained' if arm == 'recipe' else 'base'}"
+        run_dir = self.folder / "audits" / name
+        recorded = audited(pins_dir(), frozen["recipe"], arm)
+        if recorded is not None:  # the audit finished and was recorded; only this state file missed it
+            report = write_report(RunDir(run_dir)) if (run_dir / "run.json").exists() else None
+            if report is None or report["official"] != recorded["official"]:
+                raise ExperimentError(f"the {arm} arm of recipe {frozen['recipe']} was audited outside this experiment "
+                                      f"({recorded['time']}); its sealed result cannot be claimed here")
+            return {"run_dir": str(run_dir), "n": report["n"], "official": report["official"], "strict": report["strict"]}
+        return self._audit("test", name, recipe=Path(frozen["run_dir"]), arm=arm)
+
+    def _sealed_trained(self) -> dict[str, Any]:
+        return self._sealed("recipe")
+
+    def _sealed_base(self) -> dict[str, Any]:
+        return self._sealed("base")
+
+    def _compare(self) -> dict[str, Any]:
+        from dbt_harvest.eval.audit.compare import compare_runs, write_comparison
+
+        out: dict[str, Any] = {}
+        pairs = [("sealed", "sealed-base", "sealed-trained")]
+        if "dev-base" in self.planned():
+            pairs.append(("dev", "dev-base", "dev-trained"))
+        for label, a, b in pairs:
+            comparison = compare_runs(Path(self.result(a)["run_dir"]), Path(self.result(b)["run_dir"]),
+                                      label_a="base", label_b="trained")
+            paths = write_comparison(comparison, self.folder / f"compare-{label}")
+            out[label] = {**{k: v for k, v in comparison.to_dict().items() if k not in ("tasks", "by_repo", "by_family")},
+                          "tasks": comparison.tasks, "files": {k: str(p) for k, p in paths.items()}}
+        return out
+
+    def _report(self) -> dict[str, Any]:
+        from dbt_harvest.train.experiment_report import write_report
+
+        paths = write_report(self.folder, self.recipe, self.state)
+        return {k: str(p) for k, p in paths.items()}
+
+
+def _run_base(run_dir: Path, base: dict[str, Any]) -> tuple[str, str | None]:
+    """The base model a finished run recorded, as a loadable path or id and a revision (None: local)."""
+    path = str(base.get("path") or "")
+    revision = str(base.get("revision") or "")
+    if path and not Path(path).is_absolute() and (run_dir / path).is_dir():
+        return str(run_dir / path), None
+    if path and Path(path).is_dir():
+        return path, None
+    return str(base.get("id")), (revision if revision not in ("", "local") else None)
+
+
+def run_experiment(path: Path, say: Callable[[str], None] = lambda _: None,
+                   progress: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Run (or continue) the experiment of the recipe at ``path``; -> the report's file paths and summary."""
+    recipe = load_recipe(path)
+    experiment = Experiment(recipe, say, progress)
+    experiment.run()
+    return json.loads((recipe.folder / "report.json").read_text(encoding="utf-8"))
