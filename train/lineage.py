@@ -6,10 +6,12 @@ pointed at, not to find which model breaks a reported rule (the skill the hidden
 prompt shows must therefore depend only on what the task REPORTS (its graded tables, the ones the problem
 statement names) and on the project, never on which file was mutated:
 
-- the set: models of the reported tables, then their parents by ``ref()`` depth (nearest first), each
-  with the schema YAML that documents it, level by level while a whole level fits the character budget;
-  of the first level that does not fit, its models in path order (with their YAML when that fits too)
-  while they fit, never a random part;
+- the set: models of the reported tables, then their parents by ``ref()`` depth (nearest first, path
+  order within a level, each while it fits the character budget, the shown lineage kept connected), then
+  the schema YAML that documents the shown models (nearest first, while it fits): models before
+  documentation, so that one large schema file cannot push the lineage that holds the bug out;
+- the sizes: the caller measures the ORIGINAL project (the task's fix applied), so that the mutation's own
+  few characters cannot move a file across the budget's edge and make the set depend on the bug;
 - the order: project path order, so the broken file's position is the position of its path in the tree.
 
 Everything here is a pure function of (files, reported tables, budget). Lineage is read from the SQL text
@@ -25,7 +27,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-_REF = re.compile(r"""\bref\(\s*(['"])([^'"]+)\1\s*(?:,\s*(['"])([^'"]+)\3\s*)?[,)]""")
+_REF_CALL = re.compile(r"\bref\(((?:[^()]|\([^()]*\))*)\)")  # arguments may hold one level of calls
+_INNER_CALL = re.compile(r"\w*\([^()]*\)")
+_QUOTED = re.compile(r"""(=\s*)?(['"])([^'"]+)\2""")
 _ALIAS = re.compile(r"""\balias\s*=\s*(['"])([^'"]+)\1""")
 _SCHEMA_SUFFIXES = (".yml", ".yaml")
 
@@ -58,8 +62,12 @@ def models_by_name(files: Iterable[str]) -> dict[str, tuple[str, ...]]:
 
 
 def refs(sql: str) -> tuple[str, ...]:
-    """The model names a SQL file ``ref()``s (the second argument of a two-argument ref is the model)."""
-    return tuple(sorted({m.group(4) or m.group(2) for m in _REF.finditer(sql)}))
+    """The names a SQL file ``ref()``s: every quoted string in a ref call's arguments but keyword values
+    (``ref('pkg', 'model')`` gives both, and a package name matches no model file; ``ref('a' if x else
+    'b')`` gives both branches; ``version='2'`` and the arguments of a call inside, ``var('x')``, give
+    nothing)."""
+    return tuple(sorted({q.group(3) for call in _REF_CALL.finditer(sql)
+                         for q in _QUOTED.finditer(_INNER_CALL.sub("", call.group(1))) if not q.group(1)}))
 
 
 def table_models(files: Mapping[str, str], table: str) -> tuple[str, ...]:
@@ -99,34 +107,48 @@ def documenting(files: Mapping[str, str], model_paths: Iterable[str]) -> dict[st
 
 
 def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int) -> LineageView:
-    """The files to show for ``tables``, within ``max_chars``: lineage level by level, nearest first."""
+    """The files to show for ``tables`` within ``max_chars``.
+
+    Models first, level by level from the reported tables' models up their ``ref()`` parents: at each
+    level the parents of the models shown so far, in path order, each taken when it fits (a model that
+    does not fit is skipped, and its parents are reached only through a model that was shown, so the
+    shown lineage stays connected). Then the YAML documenting the shown models, nearest level first,
+    each file taken when it fits. Models before documentation: a large schema file must not push the
+    lineage that holds the bug out of the prompt.
+    """
     reported = tuple(dict.fromkeys(tables))
-    roots = [p for t in reported for p in table_models(files, t)]
+    named = models_by_name(files)
+    roots = sorted({p for t in reported for p in table_models(files, t)})
     depth = upstream(files, roots)
-    docs = documenting(files, depth)
-    chosen: set[str] = set()
+    chosen: list[str] = []
     skipped: list[str] = []
     budget = max_chars
-    for level in sorted(set(depth.values())):
-        members = sorted(p for p, d in depth.items() if d == level)
-        wanted = [p for m in members for p in (m, *docs[m]) if p not in chosen]
-        wanted = list(dict.fromkeys(wanted))
-        size = sum(len(files[p]) for p in wanted)
-        if size <= budget:
-            chosen.update(wanted)
-            budget -= size
-            continue
-        # the level does not fit whole: its models (with their YAML when that fits too) in path order
-        for model in members:
-            group = [p for p in (model, *docs[model]) if p not in chosen]
-            for attempt in (group, group[:1] if group and group[0] == model else []):
-                size = sum(len(files[p]) for p in attempt)
-                if attempt and size <= budget:
-                    chosen.update(attempt)
-                    budget -= size
-                    break
-            skipped.extend(p for p in group if p not in chosen and p not in skipped)
-    return LineageView(reported, tuple(sorted(chosen)), depth, tuple(sorted(set(skipped) - chosen)))
+    seen = set(roots)
+    frontier = roots
+    while frontier:
+        shown_now = []
+        for path in frontier:
+            if len(files[path]) <= budget:
+                chosen.append(path)
+                shown_now.append(path)
+                budget -= len(files[path])
+            else:
+                skipped.append(path)
+        parents = {p for m in shown_now for name in refs(files[m]) for p in named.get(name, ()) if p not in seen}
+        seen |= parents
+        frontier = sorted(parents)
+    skipped.extend(p for p in depth if p not in seen)  # beyond a model that did not fit
+    docs = documenting(files, chosen)
+    for model in sorted(chosen, key=lambda p: (depth[p], p)):
+        for yaml in docs[model]:
+            if yaml in chosen or yaml in skipped:
+                continue
+            if len(files[yaml]) <= budget:
+                chosen.append(yaml)
+                budget -= len(files[yaml])
+            else:
+                skipped.append(yaml)
+    return LineageView(reported, tuple(sorted(chosen)), depth, tuple(sorted(set(skipped) - set(chosen))))
 
 
 def lineage_path(files: Mapping[str, str], start: str, target: str) -> tuple[str, ...]:

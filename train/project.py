@@ -21,7 +21,6 @@ Each source keeps the last tasks' files in memory (a reward asks for them on eve
 
 from __future__ import annotations
 
-import posixpath
 import tempfile
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -197,15 +196,16 @@ def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
     """What a single-turn prompt shows: the reported tables' models, their upstream lineage and the YAML
     that documents them, within ``max_chars``, in project path order (``train.lineage.symptom_view``).
 
-    The set and the order depend on the task's reported (graded) tables and the project only, never on
-    which file was mutated. When the broken file is not in the set (a lineage the budget cuts, or a
+    The set and the order depend on the task's reported (graded) tables and the ORIGINAL project only
+    (the fix applied before measuring), never on which file was mutated; the files shown are the broken ones. When the broken file is not in the set (a lineage the budget cuts, or a
     ``ref()`` the text does not show), the prompt could not contain the bug: PromptCoverageError.
     """
     from dbt_harvest.train.lineage import symptom_view
 
     if task.file not in files:
         raise TrainDataError(f"{task.instance_id}: the mutated file {task.file} is not in the project")
-    view = symptom_view(files, task.grading.condition_tabs, max_chars)
+    original = {**files, **corrected_files(task, files)}  # sizes and refs of the project before the bug
+    view = symptom_view(original, task.grading.condition_tabs, max_chars)
     if not view.covers(task.file):
         why = "beyond max_file_chars" if task.file in view.skipped else "not on the reported tables' ref() lineage"
         raise PromptCoverageError(

@@ -276,13 +276,19 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert [t["instance_id"] for t in sealed_exp["tasks"]] == sorted(t["instance_id"] for t in sealed_exp["tasks"])
         assert len(sealed_exp["tasks"]) == counts["test"] and sealed_exp["ci_low"] <= sealed_exp["difference"] <= sealed_exp["ci_high"]
         assert experiment["dev"]["base"]["n"] == experiment["dev"]["trained"]["n"] == counts["dev"]
-        assert experiment["gate"]["sft"]["total_steps"] == 2
+        assert experiment["gate"]["sft"]["total_steps"] == 2 and experiment["gate"]["grpo"]["total_steps"] == 1
+        # GRPO continued the SFT adapter, and the recipe frozen and audited is the GRPO run
+        sft_run, grpo_run = (work / experiment["training"][k]["run_dir"] for k in ("sft", "grpo"))
+        grpo_manifest = json.loads((grpo_run / "manifest.json").read_text())
+        sft_manifest = json.loads((sft_run / "manifest.json").read_text())
+        assert grpo_manifest["init_adapter"]["sha256"] == sft_manifest["adapter_sha256"]
+        assert experiment["recipe"].startswith("grpo-experiment@")
         for name in ("report.md", "report.json", "report.png"):
             assert (work / "runs" / "experiments" / "tiny-cpu" / name).stat().st_size > 0
         ledger = [json.loads(line) for line in (work / "pins" / "_test_audits.jsonl").read_text().splitlines()]
         arms = sorted(e.get("arm", "recipe") for e in ledger if e["recipe"] == experiment["recipe"])
         assert arms == ["base", "recipe"]  # each arm of the recipe audited once, both recorded
-        recipe_run = experiment["training"]["sft"]["run_dir"]
+        recipe_run = experiment["training"]["grpo"]["run_dir"]
         for arm in ("base", "recipe"):
             again = chain.run("audit", "--split", "test", "--recipe", recipe_run, "--arm", arm, "--run-dir",
                               f"runs/audit-again-{arm}", ok=False)

@@ -60,7 +60,9 @@ def _broken(files: dict[str, str], path: str) -> tuple[dict[str, str], TaskRecor
 
 
 def test_lineage_reads_one_and_two_argument_refs() -> None:
-    assert refs(SHOP["models/marts/customer_value.sql"]) == ("order_totals", "stg_customers")
+    # the package name of a two-argument ref comes along; no model file is named after it
+    assert refs(SHOP["models/marts/customer_value.sql"]) == ("order_totals", "shop", "stg_customers")
+    assert refs("{{ ref('a' if var('x') else 'b') }} {{ ref('c', version='2') }}") == ("a", "b", "c")
     depth = upstream(SHOP, ["models/marts/customer_value.sql"])
     assert depth == {"models/marts/customer_value.sql": 0, "models/marts/order_totals.sql": 1,
                      "models/staging/stg_customers.sql": 1, "models/staging/stg_orders.sql": 2,
@@ -87,16 +89,36 @@ def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> 
     assert len(set(firsts.values())) == 3  # the broken file is where its path puts it, not always first
 
 
-def test_the_budget_cuts_by_lineage_depth_and_a_row_whose_bug_is_cut_is_refused() -> None:
+MODELS = ("models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/staging/stg_customers.sql",
+          "models/staging/stg_orders.sql", "models/staging/stg_payments.sql")
+
+
+def test_the_budget_takes_models_nearest_first_and_a_row_whose_bug_is_cut_is_refused() -> None:
     files, task = _broken(SHOP, "models/staging/stg_payments.sql")
-    near = sum(len(SHOP[p]) for p in ("models/marts/customer_value.sql", "models/marts/schema.yml",
-                                      "models/marts/order_totals.sql", "models/staging/stg_customers.sql"))
-    view = symptom_view(files, ["customer_value"], near)
-    assert "models/staging/stg_payments.sql" in view.skipped and not view.covers(task.file)
-    assert set(view.paths) == {"models/marts/customer_value.sql", "models/marts/schema.yml",
-                               "models/marts/order_totals.sql", "models/staging/stg_customers.sql"}
+    near = sum(len(SHOP[p]) for p in MODELS[:3])  # the reported model and its parents, nothing more
+    view = symptom_view(SHOP, ["customer_value"], near)
+    assert view.paths == MODELS[:3] and not view.covers(task.file)
+    assert {"models/staging/stg_payments.sql", "models/marts/schema.yml"} <= set(view.skipped)
     with pytest.raises(PromptCoverageError, match="beyond max_file_chars"):
         repair_prompt(task, files, near)
+
+
+def test_a_large_schema_file_does_not_push_the_lineage_out() -> None:
+    big = {**SHOP, "models/marts/schema.yml": SHOP["models/marts/schema.yml"] + "# notes\n" * 400}
+    budget = sum(len(big[p]) for p in MODELS) + len(big["models/staging/schema.yml"])
+    view = symptom_view(big, ["customer_value"], budget)
+    assert set(view.paths) == {*MODELS, "models/staging/schema.yml"} and view.skipped == ("models/marts/schema.yml",)
+
+
+def test_the_set_does_not_move_with_the_size_of_the_mutation() -> None:
+    """At the budget's edge, a mutation that lengthens the broken file must not change what is shown."""
+    edge = sum(len(SHOP[p]) for p in MODELS)
+    shown = set()
+    for path in MODELS:
+        longer = SHOP[path].replace("select", "select distinct /* a much longer broken line */", 1)
+        task = _task(path, SHOP[path], longer, ("customer_value",))
+        shown.add(tuple(_shown(repair_prompt(task, {**SHOP, path: longer}, edge))))
+    assert len(shown) == 1 and set(next(iter(shown))) == set(MODELS)
 
 
 def _random_project(rng: random.Random, n: int) -> tuple[dict[str, str], list[str]]:
