@@ -21,6 +21,7 @@ from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
+from dbt_harvest.train.configs import DataSection
 from dbt_harvest.train.investigation import investigation_length, length_summary, plan
 from dbt_harvest.train.position_probe import probe
 from dbt_harvest.train.project import ProjectSource, corrected_files
@@ -120,8 +121,8 @@ def _task_dict(task: TaskFeed) -> dict[str, Any]:
     }
 
 
-#: Agentic investigations rendered per task by the report (the training default, ``[data] variants``).
-AGENTIC_VARIANTS = 2
+#: Agentic investigations rendered per task by the report: the training default (``[data] variants``).
+AGENTIC_VARIANTS = DataSection().variants
 
 
 def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int,

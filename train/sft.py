@@ -12,8 +12,11 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import fit
 from dbt_harvest.train.configs import RunConfig
 from dbt_harvest.train.errors import TrainDataError
@@ -34,7 +37,8 @@ def default_project(config: RunConfig) -> ProjectSource:
     return PinnedProjectSource(pins_dir(), fallback=GitProjectSource(mirrors_dir()))
 
 
-def training_rows(config: RunConfig, tasks: list, project: ProjectSource) -> tuple[list[dict], list[tuple[str, str]]]:
+def training_rows(config: RunConfig, tasks: Sequence[TaskRecord], project: ProjectSource
+                  ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The run's SFT rows and the tasks left out before rendering (id, why): single-turn prompts (a task
     whose prompt cannot show its bug is left out, one stderr line each), or ``[data] variants``
     investigations per task, played in the environment or scripted (``[data] episodes``)."""
