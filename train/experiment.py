@@ -326,12 +326,12 @@ class Experiment:
 
 def _run_base(run_dir: Path, base: dict[str, Any]) -> tuple[str, str | None]:
     """The base model a finished run recorded, as a loadable path or id and a revision (None: local)."""
-    path = str(base.get("path") or "")
+    from dbt_harvest.eval.audit.sealed import local_base
+
+    local = local_base(run_dir, base)
+    if local is not None:
+        return local, None
     revision = str(base.get("revision") or "")
-    if path and not Path(path).is_absolute() and (run_dir / path).is_dir():
-        return str(run_dir / path), None
-    if path and Path(path).is_dir():
-        return path, None
     return str(base.get("id")), (revision if revision not in ("", "local") else None)
 
 

@@ -95,17 +95,26 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None,
                                "revision": revision if revision not in ("", "local") else None}
     if model:
         return {**options, "model": model}
-    path = str(base.get("path") or "")
-    if path and not Path(path).is_absolute() and (frozen.run_dir / path).is_dir():
-        return {**options, "model": str(frozen.run_dir / path)}
-    if path and Path(path).is_dir():
-        return {**options, "model": path}
+    local = local_base(frozen.run_dir, base)
+    if local is not None:
+        return {**options, "model": local}
     if revision == "local" or str(base.get("id", "")).startswith("tiny://"):
         raise SealedAuditError(
             f"the base model of recipe {frozen.recipe} ({base.get('id')}) was a local folder that is not here; "
             "pass --model with a copy of it"
         )
     return {**options, "model": str(base.get("id"))}
+
+
+def local_base(run_dir: Path, base: dict[str, Any]) -> str | None:
+    """The folder a run's manifest says its base model was loaded from (relative to the run folder, as
+    tiny:// records it, or absolute), when that folder is here; None: load the base by its id."""
+    path = str(base.get("path") or "")
+    if path and not Path(path).is_absolute() and (run_dir / path).is_dir():
+        return str(run_dir / path)
+    if path and Path(path).is_dir():
+        return path
+    return None
 
 
 def unseal_tasks(recipe: Path, home: Path, pins: Path, arm: str = "recipe") -> tuple[dict[str, Any], list[TaskRecord]]:
