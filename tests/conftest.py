@@ -1,4 +1,5 @@
-"""Shared fixtures: the embedded example harvested once per session, and minted once per session.
+"""Shared fixtures: the embedded example harvested once per run, and minted once per run (each xdist
+worker gets a private copy of both: tests/built_once.py).
 
 Every fixture works in its own HARVEST_HOME and pins folder under pytest's tmp dirs; ``use_env``
 points the harvester at them for the duration of a block (``core.home`` reads the environment
@@ -21,11 +22,15 @@ from typing import Any
 
 import pytest
 
+# the order xdist workers take modules in: longest measured first (tests/scheduling.py)
+pytest_plugins = ["tests.scheduling"]
+
 # Property-test case counts (tests/property_budget.py): the default run draws a fifth of the deep one;
 # `python -m pytest --hypothesis-profile=deep` draws them all. Registered here, before the hypothesis
 # plugin loads the profile named on the command line.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
+from tests.built_once import built_once  # noqa: E402
 from tests.property_budget import DEEP_EXAMPLES, DEFAULT_EXAMPLES  # noqa: E402
 
 _hypothesis_settings.register_profile("harvest", max_examples=DEFAULT_EXAMPLES)
@@ -93,12 +98,14 @@ def example_harvest(tmp_path_factory: pytest.TempPathFactory) -> Harvested:
     from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.harvester.example import materialize_example
 
-    root = tmp_path_factory.mktemp("example-harvest")
-    home, pins = root / "home", root / "pins"
-    example = materialize_example(root / "example")
-    with use_env(home, pins):
-        result = add(example.spec, AddOptions(package_mirror=example.mirror))
-    return Harvested(home, pins, result.pin, result.path, example)
+    def build(root: Path) -> Harvested:
+        home, pins = root / "home", root / "pins"
+        example = materialize_example(root / "example")
+        with use_env(home, pins):
+            result = add(example.spec, AddOptions(package_mirror=example.mirror))
+        return Harvested(home, pins, result.pin, result.path, example)
+
+    return built_once(tmp_path_factory, "example-harvest", build)
 
 
 @pytest.fixture(scope="module")
@@ -140,4 +147,4 @@ def _mint_into(harvested: Harvested, dest: Path) -> Minted:
 @pytest.fixture(scope="session")
 def minted_example(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFactory) -> Minted:
     """The example minted into the TRAIN split (one task per model at most)."""
-    return _mint_into(example_harvest, tmp_path_factory.mktemp("minted-train"))
+    return built_once(tmp_path_factory, "minted-train", lambda root: _mint_into(example_harvest, root))

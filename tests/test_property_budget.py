@@ -8,7 +8,9 @@ from pathlib import Path
 
 from hypothesis import settings
 
-from tests.property_budget import DEEP_EXAMPLES, cases
+import pytest
+
+from tests.property_budget import DEEP_EXAMPLES, cases, variants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,6 +22,20 @@ def test_cases_follow_the_active_profile() -> None:
         assert cases(2500) == 2500
         settings.load_profile("harvest")
         assert cases(2500) == 500 and cases(100) == 50
+    finally:
+        settings.load_profile("deep" if was_deep else "harvest")
+
+
+def test_enumerated_variants_follow_the_active_profile() -> None:
+    every = {"a": 1, "b": 2, "c": 3}
+    was_deep = settings.default.max_examples >= DEEP_EXAMPLES
+    try:
+        settings.load_profile("deep")
+        assert variants(every, default=("c", "a")) == every
+        settings.load_profile("harvest")
+        assert list(variants(every, default=("c", "a"))) == ["a", "c"]  # the enumeration's order
+        with pytest.raises(KeyError, match="'z'"):
+            variants(every, default=("a", "z"))
     finally:
         settings.load_profile("deep" if was_deep else "harvest")
 

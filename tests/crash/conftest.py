@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from dbt_harvest.harvester.gitrepos import make_git_repo
-from tests.crash.harness import Stage, World, final_artefacts, hash_file, run_cli
+from tests.built_once import built_once
+from tests.crash.harness import Baselines, Stage, World, final_artefacts, hash_file, run_cli
 
 PROJECT = Path(__file__).resolve().parent / "project"
 FULL_TRIALS = 20
@@ -45,17 +45,6 @@ def crash_seed() -> int:
     return int(os.environ.get("HARVEST_CRASH_SEED", "0"))
 
 
-@dataclass(frozen=True)
-class Baselines:
-    repo_spec: str
-    add: Stage
-    mint: Stage
-    dataset: Stage
-    gold_of_each_build: tuple[str, ...]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
-    finished: World  # the world after all three commands (read-only: copy it before changing anything)
-    gold_names: tuple[str, ...]  # the content digest of each capture (harvester.gold_digest): the gold's name
-
-
 def _stage(name: str, args: tuple[str, ...], start: World, work: Path) -> tuple[Stage, World]:
     """Run ``args`` uninterrupted on a copy of ``start``; return the stage and the world it produced."""
     world = start.copy_to(work)
@@ -69,7 +58,11 @@ def _stage(name: str, args: tuple[str, ...], start: World, work: Path) -> tuple[
 
 @pytest.fixture(scope="session")
 def baselines(tmp_path_factory: pytest.TempPathFactory) -> Baselines:
-    root = tmp_path_factory.mktemp("crash")
+    """Built once per run (each xdist worker copies it: tests/built_once.py)."""
+    return built_once(tmp_path_factory, "crash", _baselines)
+
+
+def _baselines(root: Path) -> Baselines:
     repo = make_git_repo(PROJECT, root / "repos" / "crash_shop")
     spec = f"{repo.path}@{repo.head}"
     empty = World(root / "empty")

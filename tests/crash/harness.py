@@ -204,3 +204,16 @@ def final_artefacts(stage: str, world: World) -> dict[str, str]:
     if stage == "dataset":
         return {f"dataset/{k}": v for k, v in hashes(world.dataset).items()}
     raise KeyError(stage)
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """The session's three uninterrupted stages (tests/crash/conftest.py builds them once per run)."""
+
+    repo_spec: str
+    add: Stage
+    mint: Stage
+    dataset: Stage
+    gold_of_each_build: tuple[str, ...]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
+    finished: World  # the world after all three commands (read-only: copy it before changing anything)
+    gold_names: tuple[str, ...]  # the content digest of each capture (harvester.gold_digest): the gold's name

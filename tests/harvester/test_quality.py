@@ -146,14 +146,20 @@ def _boundary_flip(depot, wrong=(("state != 'lost'", "state != 'returned'"),)): 
                       f"weight_kg >= {PARCEL_BOUNDARY_KG}\n", wrong, effect="more_rows")
 
 
-def test_statement_claims_come_from_the_build_with_its_hooks(depot) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def flip(depot):  # type: ignore[no-untyped-def]
+    """The boundary flip and its confirmation (a sandboxed build), read by three tests."""
     cand = _boundary_flip(depot)
+    return cand, _confirm(depot, cand)
+
+
+def test_statement_claims_come_from_the_build_with_its_hooks(depot, flip) -> None:  # type: ignore[no-untyped-def]
+    cand, outcome = flip
     screened = _screen(depot, cand)
     # screening runs the model's SQL without its post-hook: gold has the hook's row, the re-run not,
     # so the row the bug adds looks like "the same number of rows with other values"
     assert screened.observation is not None
     assert screened.observation.changed["main.heavy_parcels"] == (3, 3)
-    outcome = _confirm(depot, cand)
     assert outcome.ok, (outcome.reason, outcome.detail)
     from dbt_harvest.core.task_record import Claim
 
@@ -165,12 +171,11 @@ def test_statement_claims_come_from_the_build_with_its_hooks(depot) -> None:  # 
     assert outcome.local_checks is not None and outcome.local_checks.covering_tests == ()
 
 
-def test_a_false_claim_is_caught_on_the_built_tables(depot) -> None:  # type: ignore[no-untyped-def]
+def test_a_false_claim_is_caught_on_the_built_tables(depot, flip) -> None:  # type: ignore[no-untyped-def]
     from dbt_harvest.core.task_record import Claim
     from dbt_harvest.harvester.mint.claims import check_claims
 
-    cand = _boundary_flip(depot)
-    outcome = _confirm(depot, cand)
+    cand, outcome = flip
     assert outcome.ok
     # what screening's observation would have claimed: a column of equal rows holding other values
     mutant = _mutant_capture(depot, cand)
@@ -240,10 +245,10 @@ def test_an_informative_wrong_repair_records_what_it_fixes_and_leaves(depot) -> 
     assert all("region_summary" in item for item in note.fixes + note.leaves)
 
 
-def test_the_same_bug_twice_is_one_task(depot) -> None:  # type: ignore[no-untyped-def]
+def test_the_same_bug_twice_is_one_task(depot, flip) -> None:  # type: ignore[no-untyped-def]
     from dbt_harvest.harvester.mint.confirm import Seen
 
-    first = _confirm(depot, _boundary_flip(depot))
+    first = flip[1]
     assert first.ok and first.signature
     # another edit with the same broken outputs: the boundary moved to 39.5 instead of flipping >
     twin = _candidate(depot, HEAVY, HEAVY_FILE, f"weight_kg > {PARCEL_BOUNDARY_KG}\n", "weight_kg > 39.5\n",

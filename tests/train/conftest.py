@@ -12,13 +12,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from train_world import World, build_world  # noqa: E402
 
+from tests.built_once import built_once  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    root = tmp_path_factory.mktemp("train-world")
+    def build(root: Path) -> World:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("HARVEST_HOME", str(root / "home"))
+            return build_world(root)
+
+    built = built_once(tmp_path_factory, "train-world", build)
     mp = pytest.MonkeyPatch()
-    mp.setenv("HARVEST_HOME", str(root / "home"))
-    built = build_world(root)
+    mp.setenv("HARVEST_HOME", str(built.home))
     yield built
     mp.undo()
 
