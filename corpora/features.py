@@ -162,7 +162,7 @@ def pass_to_pass(record: TaskRecord) -> list[str]:
     if not checks.builds:
         return []
     passing = checks.tests_total - checks.tests_failed
-    return [f"dbt build (models)", f"dbt test ({passing} of {checks.tests_total} passing on the broken project)"]
+    return ["dbt build (models)", f"dbt test ({passing} of {checks.tests_total} passing on the broken project)"]
 
 
 def toolchain(versions: dict[str, str]) -> tuple[str, str]:

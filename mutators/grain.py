@@ -13,7 +13,7 @@ from dbt_harvest.mutators.masking import MaskedFile
 from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
     add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
-    sibling_column, value_kind,
+    sibling_column,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {

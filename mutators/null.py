@@ -181,7 +181,6 @@ class CountStarToColumn(Operator):
         column = _plain_column(parsed, select)
         if column is None:
             return []
-        edit = Edit(star[0], star[1], column)
         wrong = [Edit(star[0], star[0] + len(column), f"distinct {column}")]
         return self.site(parsed, *star, column, wrong)
 

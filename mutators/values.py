@@ -10,7 +10,7 @@ from sqlglot import exp
 from dbt_harvest.mutators.edits import Edit, WrongRepair
 from dbt_harvest.mutators.masking import MaskedFile
 from dbt_harvest.mutators.operator import Operator, Site
-from dbt_harvest.mutators.sqlfacts import keeps_output_name, sibling_column, text_of, token_between, value_kind
+from dbt_harvest.mutators.sqlfacts import keeps_output_name, sibling_column, token_between, value_kind
 
 _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     # node: (operator text, replacement, the non-commutative one of the pair)

@@ -81,7 +81,7 @@ def list_files(ws: TaskWorkspace, path: str = ".") -> str:
     entries = files.list_tree(ws.policy, target, rel)
     if not entries:
         return f"{rel}: empty"
-    more = "" if len(entries) <= 400 else f"\n… more than 400 entries; list a subfolder"
+    more = "" if len(entries) <= 400 else "\n… more than 400 entries; list a subfolder"
     return "\n".join(entries[:400]) + more
 
 

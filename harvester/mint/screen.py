@@ -102,7 +102,7 @@ def rerun(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], root: str, root
 def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, mutated_sql: str) -> Observation:
     """Materialize the mutated model and its descendants in ``mut``; compare with the pin's tables."""
     tables = {t.name: t for t in pin.tables}
-    replaced = rerun(engine, pin, nodes, cand.model, mutated_sql)
+    rerun(engine, pin, nodes, cand.model, mutated_sql)
     changed: dict[str, tuple[int, int]] = {}
     differing: dict[str, tuple[int, ...]] = {}
     root_rows = (0, 0)

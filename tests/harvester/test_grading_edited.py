@@ -7,7 +7,6 @@ pin's built state (``{{ this }}``, the relation's own name) score 0 on both path
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -73,4 +72,4 @@ def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) 
             assert manifest["reward"]["reward_rollouts"] == 2, manifest["reward"]
         else:
             assert [l for l in proc.stdout.splitlines() if l.startswith("run: ")] == [f"run: {run_dir}"], proc.stdout[-2000:]
-            assert f"manifest: sha256 signed; steps 1" in proc.stdout
+            assert "manifest: sha256 signed; steps 1" in proc.stdout
