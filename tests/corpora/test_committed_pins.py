@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from dbt_harvest.cli import main
 from dbt_harvest.corpora.checks import check_pins_folder
 from dbt_harvest.corpora.ledger import SplitLedger
-from dbt_harvest.corpora.tasklock import LOCK_NAME, read_lock, write_lock
+from dbt_harvest.corpora.tasklock import read_lock, write_lock
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
 from dbt_harvest.core.pin import PackageRecord, list_pins, pin_path, write_pin
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from dbt_harvest.core import atomic
 from dbt_harvest.harvester.gold_digest import content_digest
 
 pytestmark = pytest.mark.slow

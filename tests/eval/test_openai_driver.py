@@ -46,7 +46,6 @@ def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) ->
     task = dev_world.tasks[0]
     with dev_world.env():
         from dbt_harvest.harvester.workspace import template
-        from dbt_harvest.core.patching import apply_patch  # noqa: F401
 
         broken = apply_to_text((template(dev_world.pin) / task.file).read_text(), parse_patch(task.broken_patch)[0])
     fixed = apply_to_text(broken, parse_patch(task.fix_patch)[0])

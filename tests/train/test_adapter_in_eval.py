@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from train_world import tiny_raw
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.sft import run_sft
