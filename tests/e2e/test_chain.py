@@ -1,9 +1,9 @@
 """The used-by chain, end to end, as a user runs it: only the `harvest` command line (subprocesses), the
-README walkthrough step by step, on the embedded example plus four original projects (tests/e2e/projects),
+README walkthrough step by step, on four original projects (tests/e2e/projects),
 one of them a package built from its ``integration_tests/`` through ``local: ../`` (the layout of most of the
 committed corpus: its models live outside ``project_dir``), with a hub package served by the example's mirror.
 
-pin five repositories under public-looking origins -> reserve train, dev and test groups -> mint with
+pin four repositories under public-looking origins -> reserve train, dev and test groups -> mint with
 template statements -> lint -> build the dataset -> load it -> publish dev (private) and train to a
 loopback Hub -> load both splits from the Hub -> train a tiny SFT adapter -> freeze it -> audit the sealed
 test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N ->
@@ -37,7 +37,8 @@ from fake_hub import FakeHub  # noqa: E402
 
 #: The `harvest` console script of this checkout (the same entry point pyproject installs).
 HARVEST = [sys.executable, "-m", "dbt_harvest"]
-#: Our projects and the public-looking origins they are pinned under; the example joins them.
+#: Our projects and the public-looking origins they are pinned under. The embedded example is not pinned here
+#: (every other suite and `harvest demo` harvest it); its package mirror serves the package-layout project.
 ORIGINS = {
     "lending_library": "https://github.com/dbt-harvest-fixtures/lending_library",
     "clinic_scheduling": "https://github.com/dbt-harvest-fixtures/clinic_scheduling",
@@ -45,7 +46,6 @@ ORIGINS = {
 }
 #: The package-layout project (train split): its integration_tests/ builds it; it needs the example's mirror.
 PACKAGE, PACKAGE_ORIGIN = "harvest_meters", "https://github.com/dbt-harvest-fixtures/harvest_meters"
-EXAMPLE_ORIGIN = "https://github.com/harvestlabs/shop_analytics"
 TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-fixtures/freight_ops"
 #: The mint is bounded so the whole chain fits a few minutes; these families mint in every project.
 FAMILIES = "time,null"
@@ -158,7 +158,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     started = time.perf_counter()
     work = tmp_path / "work"
     work.mkdir()
-    # --- the user's repositories: the example (with its package mirror) and our three projects ---------
+    # --- the user's repositories: our four projects, and the example's package mirror ----------------
     example = materialize_example(tmp_path / "src" / "example")
     commits = {name: _git_repo(PROJECTS / name, tmp_path / "src" / name) for name in (*ORIGINS, PACKAGE)}
     with FakeHub() as hub:
@@ -170,21 +170,19 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         chain = Chain(work, env)
 
         # --- pin: each under its public origin, never its path ------------------------------------------
-        added = {"shop_analytics": chain.json("add", f"{example.project_repo}@{example.commit}", "--package-mirror",
-                                              str(example.mirror), "--origin", EXAMPLE_ORIGIN)}
+        added = {}
         for name, origin in ORIGINS.items():
             added[name] = chain.json("add", f"{tmp_path / 'src' / name}@{commits[name]}", "--origin", origin)
         added[PACKAGE] = chain.json("add", f"{tmp_path / 'src' / PACKAGE}@{commits[PACKAGE]}", "--package-mirror",
                                     str(example.mirror), "--origin", PACKAGE_ORIGIN)
         assert added[PACKAGE]["project_dir"] == "integration_tests"
         assert added["lending_library"]["id"] == f"dbt-harvest-fixtures__lending_library@{commits['lending_library'][:12]}"
-        assert added["shop_analytics"]["id"].startswith("harvestlabs__shop_analytics@")
         assert all(a["license"] == "Apache-2.0" for a in added.values())
         pin_ids = {name: a["id"] for name, a in added.items()}
 
         # --- reserve splits before minting: a test group, a dev group, the rest train -----------------
         event = chain.json("split", "assign", "--test-group", TEST_GROUP, "--dev-group", DEV_GROUP)["event"]
-        assert sorted(event["splits"].values()) == ["dev", "test", "train", "train", "train"]
+        assert sorted(event["splits"].values()) == ["dev", "test", "train", "train"]
         assert event["splits"][TEST_GROUP] == "test" and event["splits"][DEV_GROUP] == "dev"
 
         # --- mint with template statements (no --writer), bounded --------------------------------------
@@ -192,7 +190,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         per_pin = minted["tasks_per_pin"]
         assert per_pin.get(pin_ids[PACKAGE], 0) > 0, f"the package layout must mint train tasks: {per_pin}"
         counts = {
-            "train": sum(per_pin.get(pin_ids[name], 0) for name in ("shop_analytics", "lending_library", PACKAGE)),
+            "train": sum(per_pin.get(pin_ids[name], 0) for name in ("lending_library", PACKAGE)),
             "dev": per_pin.get(pin_ids["freight_ops"], 0),
             "test": per_pin.get(pin_ids["clinic_scheduling"], 0),
         }
