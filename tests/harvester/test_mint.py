@@ -421,9 +421,8 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
     try:
         code = (
             "from dbt_harvest.harvester.mint.pipeline import MintOptions, mint\n"
-            f"RAY_FAMILIES = {RAY_FAMILIES!r}\n"
             "from dbt_harvest.core.pin import list_pins\nfrom dbt_harvest.core.home import harvest_home, pins_dir\nfrom dbt_harvest.corpora.store import mint_target\nimport json\n"
-            f"reps = mint(list_pins(pins_dir()), MintOptions(screen_only=True, executor='ray', address='127.0.0.1:{port}', max_per_model=99, families=RAY_FAMILIES), mint_target(harvest_home(), pins_dir()))\n"
+            f"reps = mint(list_pins(pins_dir()), MintOptions(screen_only=True, executor='ray', address='127.0.0.1:{port}', max_per_model=99, families={RAY_FAMILIES!r}), mint_target(harvest_home(), pins_dir()))\n"
             "print(json.dumps(sorted([r.key, r.reason, r.kept] for r in reps)))\n"
         )
         run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
