@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "show": ("dbt_harvest.cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
     "demo": ("dbt_harvest.cli.demo", "Harvest the embedded example project offline, end to end."),
     "score": ("dbt_harvest.cli.score", "Score a submission against gold (official mirror + strict)."),
+    "spider2": ("dbt_harvest.cli.spider2", "Spider 2.0-DBT as an audit target: import a local checkout, show its split."),
     "export": ("dbt_harvest.cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
     "mutants": ("dbt_harvest.cli.mutants", "Show the candidate mutations of dbt model files."),
     "mint": ("dbt_harvest.cli.mint", "Turn pinned projects into verified repair tasks."),

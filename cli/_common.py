@@ -126,3 +126,14 @@ def echo_json(obj: Any) -> None:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+
+
+def parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
+    """``--gold-alias ID=FILE`` values as instance id -> file name (a usage error names a malformed one)."""
+    out: dict[str, str] = {}
+    for value in values:
+        iid, sep, name = value.partition("=")
+        if not sep or not iid or not name:
+            raise click.BadParameter(f"{value!r}: expected INSTANCE_ID=FILE", param_hint="--gold-alias")
+        out[iid] = name
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, parse_aliases, shown
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -37,7 +37,19 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 
 
 @click.group("audit", invoke_without_command=True)
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), default="dev", show_default=True, help="Which split to audit.")
+@click.option("--benchmark", type=click.Choice(["corpus", "spider2-dbt"]), default="corpus", show_default=True,
+              help="corpus: our own splits (train, dev, test). spider2-dbt: the instances of a local Spider 2.0-DBT "
+                   "checkout (--spider2), in its predeclared parts (dev, sealed).")
+@click.option("--split", type=click.Choice(["train", "dev", "test", "sealed"]), default="dev", show_default=True,
+              help="Which split to audit: train, dev or test of the corpus; dev or sealed of spider2-dbt.")
+@click.option("--spider2", "spider2", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              envvar="SPIDER2_DIR", help="spider2-dbt: the checkout (its spider2-dbt folder with the DuckDB files "
+                                         "unpacked; default: $SPIDER2_DIR, else the one `harvest spider2 import` recorded).")
+@click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
+              help="spider2-dbt: grade an instance against a gold file shipped under another name than its metadata "
+                   "says (evaluate.py scores such an instance 0). Repeatable.")
+@click.option("--allow-unavailable", is_flag=True,
+              help="spider2-dbt sealed: start even though some instances cannot be played (they count 0).")
 @click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
               help="Who plays the episodes. Controls that check the environment, no model needed: oracle applies "
                    "each task's true fix (must score N/N), noop submits the broken project unchanged and wrong applies "
@@ -67,7 +79,8 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 @click.pass_context
 @fails_cleanly
 def command(
-    ctx: click.Context, split: str, driver: str | None, base_url: str, model: str, adapter: str | None,
+    ctx: click.Context, benchmark: str, split: str, spider2: Path | None, gold_alias: tuple[str, ...],
+    allow_unavailable: bool, driver: str | None, base_url: str, model: str, adapter: str | None,
     recipe: Path | None, arm: str, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
@@ -76,23 +89,46 @@ def command(
     The sealed test split needs --recipe RUN (a run folder frozen by `harvest train freeze`) and is audited
     once per recipe, by the recipe's own model unless --driver says otherwise. A model that cannot load or
     an endpoint that cannot be reached fails before the first episode (and before the unseal).
+
+    With --benchmark spider2-dbt the tasks are a local Spider 2.0-DBT checkout's instances: --split dev (16
+    instances, reports only) or --split sealed (48, once per frozen recipe and arm), graded by the official
+    duckdb_match and reported as k/N over every instance of the part (an instance that cannot be played
+    counts 0). Spider2 episodes are long: raise --max-turns.
     """
     if ctx.invoked_subcommand is not None:
         return
-    if split == "test" and recipe is None:
-        raise click.UsageError("the test split is sealed: pass --recipe runs/<run> (a run folder frozen by `harvest train freeze`)")
-    if split != "test" and recipe is not None:
-        raise click.UsageError("--recipe only applies to --split test")
+    sealed_split = "sealed" if benchmark == "spider2-dbt" else "test"
+    if benchmark == "spider2-dbt":
+        if split not in ("dev", "sealed"):
+            raise click.UsageError("spider2-dbt has a dev and a sealed part: pass --split dev or --split sealed")
+        if driver == "wrong":
+            raise click.UsageError("spider2-dbt instances have no confirmed wrong repairs; use oracle, noop, openai or hf")
+        spider2 = spider2 or _imported_checkout()
+    else:
+        if split == "sealed":
+            raise click.UsageError("--split sealed is spider2-dbt's; the corpus's sealed split is --split test")
+        if spider2 is not None and ctx.get_parameter_source("spider2") != click.core.ParameterSource.ENVIRONMENT:
+            raise click.UsageError("--spider2 only applies with --benchmark spider2-dbt")
+        if gold_alias or allow_unavailable:
+            raise click.UsageError("--gold-alias and --allow-unavailable only apply with --benchmark spider2-dbt")
+    if split == sealed_split and recipe is None:
+        raise click.UsageError(f"the {split} split is sealed: pass --recipe runs/<run> (a run folder frozen by "
+                               "`harvest train freeze`)")
+    if split != sealed_split and recipe is not None:
+        raise click.UsageError(f"--recipe only applies to --split {sealed_split}")
     if arm != "recipe" and recipe is None:
-        raise click.UsageError("--arm only applies to --split test --recipe RUN")
+        raise click.UsageError(f"--arm only applies to --split {sealed_split} --recipe RUN")
     if driver is None and recipe is None:
         raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
     from dbt_harvest.eval.audit.session import AuditRequest, run_split
 
+    prefix = "spider2-" if benchmark == "spider2-dbt" else ""
     request = AuditRequest(
         split=split, driver=driver or "hf", base_url=base_url, model=model, adapter=adapter, recipe=recipe, arm=arm,
-        run_dir=run_dir or Path("runs") / f"audit-{split}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
+        run_dir=run_dir or Path("runs") / f"audit-{prefix}{split}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
         workers=workers, max_turns=max_turns, repeat_limit=repeat_limit, max_new_tokens=max_new_tokens,
+        benchmark=benchmark, spider2=spider2, gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
+        allow_unavailable=allow_unavailable,
     )
     from rich.console import Console
 
@@ -107,6 +143,16 @@ def command(
         echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
     else:
         _print_summary(report, run_dir)
+
+
+def _imported_checkout() -> Path:
+    """The checkout `harvest spider2 import` recorded (a usage error when there is none)."""
+    from dbt_harvest.eval.spider2.imported import recorded_checkout
+
+    folder = recorded_checkout()
+    if folder is None:
+        raise click.UsageError("no Spider2 checkout: pass --spider2 DIR, set SPIDER2_DIR, or run `harvest spider2 import DIR` once")
+    return folder
 
 
 @command.command("report")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, parse_aliases, say, shown
 from dbt_harvest.core.errors import HarvestError
 
 if TYPE_CHECKING:
@@ -38,16 +38,6 @@ if TYPE_CHECKING:
 
 class ScoreUsageError(HarvestError):
     """The score command was given an unreadable spec or an inconsistent set of options."""
-
-
-def _parse_aliases(values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values:
-        iid, sep, name = value.partition("=")
-        if not sep or not iid or not name:
-            raise click.BadParameter(f"{value!r}: expected INSTANCE_ID=FILE", param_hint="--gold-alias")
-        out[iid] = name
-    return out
 
 
 @click.command(name="score")
@@ -92,7 +82,7 @@ def command(spider2: bool, results: Path | None, gold: Path | None, task_ref: st
             raise click.UsageError("--spider2 needs --results DIR")
         if pred is not None or spec_path is not None:
             raise click.UsageError("--pred/--spec belong to the single-instance form, not --spider2")
-        _check_fail_under(_score_spider2(results, gold, _parse_aliases(gold_alias), as_json), fail_under)
+        _check_fail_under(_score_spider2(results, gold, parse_aliases(gold_alias), as_json), fail_under)
         return
     if pred is None or spec_path is None:
         raise click.UsageError("give --pred FILE and --spec FILE (or --spider2 --results DIR)")

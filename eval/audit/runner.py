@@ -17,6 +17,7 @@ from typing import Any
 
 from dbt_harvest.eval.audit.rundir import RunDir, task_entry, task_set_sha256
 from dbt_harvest.eval.drivers.base import Driver
+from dbt_harvest.eval.env.benchmark import BenchmarkTasks
 from dbt_harvest.eval.env.environment import EnvSettings, RepairEnvironment
 from dbt_harvest.eval.env.episode import EpisodeLimits, EpisodeOutcome
 from dbt_harvest.eval.env.tools import RunSettings
@@ -33,9 +34,11 @@ class AuditOptions:
     run: RunSettings = field(default_factory=RunSettings)
     scratch: Path | None = None
     retry_crashed: bool = True
+    #: another benchmark's tasks (their workspaces and grading: ``eval/env/benchmark.py``); None: the corpus's
+    benchmark: BenchmarkTasks | None = None
 
 
-def _explain(task: TaskRecord, outcome: EpisodeOutcome) -> str:
+def _explain(task: TaskRecord, outcome: EpisodeOutcome, benchmark: BenchmarkTasks | None = None) -> str:
     """Why the submission scored what it did, for people (the scorer's explainer), else the episode's end."""
     submission = outcome.submission
     if submission is None:
@@ -47,7 +50,8 @@ def _explain(task: TaskRecord, outcome: EpisodeOutcome) -> str:
 
     try:
         assert submission.capture is not None
-        return explain(gold_path(task.gold_sha256), submission.capture, task.grading).to_text()
+        gold = benchmark.gold(task) if benchmark is not None else gold_path(task.gold_sha256)
+        return explain(gold, submission.capture, task.grading).to_text()
     except Exception as exc:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
         return f"(explainer failed: {type(exc).__name__}: {exc})"
 
@@ -60,10 +64,11 @@ def verdict_record(task: TaskRecord, outcome: EpisodeOutcome, reason: str, wall_
     }
 
 
-def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings,
+             benchmark: BenchmarkTasks | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play one episode; never raises (a crash is a verdict with status 'crashed')."""
     started = time.perf_counter()
-    env = RepairEnvironment({task.instance_id: task}, settings)
+    env = RepairEnvironment(benchmark if benchmark is not None else {task.instance_id: task}, settings)
     transcript: list[dict[str, Any]] = []
     try:
         with env:
@@ -73,7 +78,7 @@ def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings) -> tuple[d
                 if not env.episode.done:
                     env.episode.abandon("the driver returned without submitting")
                 outcome = env.outcome
-                reason = _explain(task, outcome)
+                reason = _explain(task, outcome, benchmark)
             finally:
                 transcript = list(env.episode.transcript)
         return verdict_record(task, outcome, reason, time.perf_counter() - started), transcript
@@ -95,6 +100,8 @@ def describe_run(split: str, tasks: list[TaskRecord], driver: Driver, options: A
         "tasks": [task_entry(t) for t in sorted(tasks, key=lambda t: t.instance_id)],
         "limits": {"max_turns": options.limits.max_turns, "repeat_limit": options.limits.repeat_limit},
         "sandboxed": options.run.sandboxed,
+        **({"benchmark": options.benchmark.name, "clock": getattr(options.benchmark, "clock", "")}
+           if options.benchmark is not None else {}),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sealed": sealed,
     }
@@ -133,7 +140,7 @@ def run_audit(
     workers = max(1, options.workers if driver.parallel_safe else 1)
 
     def one(task: TaskRecord) -> dict[str, Any]:
-        verdict, transcript = play_one(task, driver, settings)
+        verdict, transcript = play_one(task, driver, settings, options.benchmark)
         run.write_episode(verdict, transcript)
         return verdict
 

@@ -34,6 +34,10 @@ class AuditRequest:
     max_turns: int = 30
     repeat_limit: int = 3
     max_new_tokens: int = 512
+    benchmark: str = "corpus"  # corpus (our splits) or spider2-dbt (a local checkout's instances, eval/spider2)
+    spider2: Path | None = None  # spider2-dbt: the checkout
+    gold_aliases: tuple[tuple[str, str], ...] = ()  # spider2-dbt: instance id -> gold file shipped under another name
+    allow_unavailable: bool = False  # spider2-dbt sealed: play even when instances cannot be (they count 0)
 
 
 class _Quiet:
@@ -71,13 +75,16 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
     ``note``/``advance`` (the CLI's bar); ``note`` renders each episode's verdict line for it (None: no
     lines, the count only); ``say`` gets the one-line start message."""
     from dbt_harvest.core.home import harvest_home, pins_dir
-    from dbt_harvest.eval.audit.report import write_report
     from dbt_harvest.eval.audit.rundir import RunDir
-    from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
+    from dbt_harvest.eval.audit.runner import AuditOptions
     from dbt_harvest.eval.drivers import make_driver
     from dbt_harvest.eval.env.episode import EpisodeLimits
 
     home, pins = harvest_home(), pins_dir()
+    if request.benchmark == "spider2-dbt":
+        from dbt_harvest.eval.spider2.audit import run_spider2
+
+        return run_spider2(request, pins, play=lambda *args, **kw: _play(*args, **kw, progress=progress, note=note, say=say))
     frozen = None
     if request.split == "test":
         from dbt_harvest.eval.audit.sealed import check_recipe
@@ -109,8 +116,23 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
         raise SealedAuditError(f"the {request.split} split has no tasks in {home}")
     options = AuditOptions(workers=request.workers,
                            limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
+    report = _play(run, request, request.split, tasks, agent, options, pins, sealed, progress=progress, note=note, say=say)
+    if sealed is not None:
+        from dbt_harvest.eval.audit.sealed import record_result
+
+        record_result(pins, sealed, report)
+    return report
+
+
+def _play(run: Any, request: AuditRequest, split: str, tasks: list[Any], agent: Any, options: Any, pins: Path,
+          sealed: dict[str, Any] | None, *, progress: Callable[..., Any], note: Callable[[str], str] | None,
+          say: Callable[[str], None] | None) -> dict[str, Any]:
+    """Play every pending episode of the run folder and write its report; -> the report."""
+    from dbt_harvest.eval.audit.report import write_report
+    from dbt_harvest.eval.audit.runner import run_audit
+
     if say is not None:
-        say(f"audit of {len(tasks)} {request.split} task(s) with driver {request.driver} -> {request.run_dir}")
+        say(f"audit of {len(tasks)} {split} task(s) with driver {request.driver} -> {request.run_dir}")
     passed = [0]
     with progress("audit", total=len(tasks), unit="episodes") as bar:
 
@@ -120,10 +142,5 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
                 bar.note(note(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
             bar.advance(1, detail=f"{passed[0]} official pass")
 
-        run_audit(run, request.split, tasks, agent, options, pins=pins, sealed=sealed, progress=on_verdict)
-    report = write_report(run)
-    if sealed is not None:
-        from dbt_harvest.eval.audit.sealed import record_result
-
-        record_result(pins, sealed, report)
-    return report
+        run_audit(run, split, tasks, agent, options, pins=pins, sealed=sealed, progress=on_verdict)
+    return write_report(run)

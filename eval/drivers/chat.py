@@ -20,6 +20,18 @@ SYSTEM_PROMPT = (
     "project, query its built tables, edit model files and run dbt. The hidden check compares the project's "
     "tables with the correct ones; dbt tests passing is not enough. Call submit when the project is fixed."
 )
+#: for another benchmark's instance (no planted bug: Spider 2.0-DBT asks to complete or change a project)
+BENCHMARK_SYSTEM_PROMPT = (
+    "You are a data engineer working on a dbt project. Use the tools to inspect the project, query its "
+    "tables, write model files and run dbt. The task says what the project must produce; the hidden check "
+    "compares the project's tables with the correct ones, and dbt tests passing is not enough. Call submit "
+    "when the task is done."
+)
+
+
+def system_prompt(task: TaskRecord) -> str:
+    """The repair prompt for our tasks; the neutral one for a benchmark's instance (it has no broken patch)."""
+    return SYSTEM_PROMPT if task.broken_patch else BENCHMARK_SYSTEM_PROMPT
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ def play_chat(model: ChatModel, env: RepairEnvironment, task: TaskRecord, observ
     """Run the conversation until the episode is over."""
     schemas = tool_schemas()
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt(task)},
         {"role": "user", "content": first_message(task, observation)},
     ]
     episode = env.episode

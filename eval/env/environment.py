@@ -11,6 +11,9 @@ the audit uses, so training and evaluation share one policy, one turn cap and on
 With no task source given, tasks come from the TRAIN split only (``corpora.store.load_tasks`` with
 purpose "train"): a training path cannot reach dev or sealed test tasks through this class.
 
+A ``BenchmarkTasks`` source (``eval/env/benchmark.py``: Spider 2.0-DBT's instances) brings its own workspaces
+and grading; everything else (tools, policy, guard, turn cap) is the same.
+
 ``RepairEnvironment.from_dataset(DATASET, split)`` serves the rows of a built or published dataset instead
 (:class:`DatasetTasks`): a row is materialized on demand from what it carries (``corpora.materialize``), the
 repository, package trees, the pin's template and the gold cached under ``HARVEST_HOME``, and the reset
@@ -27,11 +30,12 @@ such build and ended when the environment closes (``with``/``__exit__``, garbage
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dbt_harvest.eval.env import tools
+from dbt_harvest.eval.env.benchmark import BenchmarkTasks
 from dbt_harvest.eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
 from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.eval.env.workspace import TaskWorkspace, discard, materialize
@@ -131,8 +135,6 @@ class RepairEnvironment:
     def from_dataset(cls, dataset: str, split: str = "train", *, repo_mirror: Path | None = None,
                      settings: EnvSettings | None = None) -> "RepairEnvironment":
         """An environment over a dataset's rows (see the module docstring); the statement opens each reset."""
-        from dataclasses import replace
-
         return cls(DatasetTasks(dataset, split, repo_mirror=repo_mirror),
                    replace(settings or EnvSettings(), statement_in_observation=True))
 
@@ -148,12 +150,18 @@ class RepairEnvironment:
         self._close()
         from dbt_harvest.core.home import pins_dir
 
-        source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
-        workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)
-        self._workspace = workspace
-        if self._warm is None:
-            self._warm = WarmBuilds(self._settings.scratch)  # its child starts on the first fallback build
-        self._episode = Episode(task, workspace, self._settings.run, self._settings.limits, warm=self._warm)
+        if isinstance(self._source, BenchmarkTasks):  # another benchmark's instance: its own tree and check
+            workspace = self._source.materialize(task, self._settings.scratch)
+            self._workspace = workspace
+            self._episode = Episode(task, workspace, replace(self._settings.run, graded_edits=False),
+                                    self._settings.limits, grader=self._source.grade)
+        else:
+            source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
+            workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)
+            self._workspace = workspace
+            if self._warm is None:
+                self._warm = WarmBuilds(self._settings.scratch)  # its child starts on the first fallback build
+            self._episode = Episode(task, workspace, self._settings.run, self._settings.limits, warm=self._warm)
         observation = tools.project_brief(workspace)
         if self._settings.statement_in_observation:
             observation = f"{task.problem_statement}\n\n{observation}"

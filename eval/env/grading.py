@@ -37,7 +37,8 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
     _clean_build_state(ws)
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, duckdb_scope=DUCKDB_SCOPE,
+        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, db_file=ws.db_file,
+        duckdb_scope=DUCKDB_SCOPE,
     )
     return grade_build(gold_path(task.gold_sha256), result.gold_file, task.grading, built_ok=result.models_ok,
                        first_error=result.first_error, tests_total=result.tests_total,

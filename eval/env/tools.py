@@ -178,7 +178,8 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
 
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, duckdb_scope=DUCKDB_SCOPE,
+        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, db_file=ws.db_file,
+        duckdb_scope=DUCKDB_SCOPE,
     )
     return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests)
 

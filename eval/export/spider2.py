@@ -9,6 +9,9 @@
     spider2-dbt.jsonl                     the same lines as examples/spider2-dbt.jsonl
     evaluation_suite/gold/spider2_eval.jsonl          duckdb_match parameters of each task's grading spec
     evaluation_suite/gold/<instance_id>/build.duckdb  the task's gold tables
+    evaluation_suite/reference/<instance_id>.patch    the true repair (a unified diff over the example
+                                                      folder): what `harvest audit --benchmark spider2-dbt
+                                                      --driver oracle` plays; Spider2's tools ignore it
 
 Spider2 keeps ``spider2-dbt.jsonl`` inside ``examples/`` and spider-agent-dbt finds each project beside the
 file it is given (``run.py -t``), so the file is written there; the copy at the top is the issue's layout.
@@ -46,6 +49,7 @@ TASK_TYPE = "DBT"
 EXAMPLES = "examples"
 TASKS_FILE = "spider2-dbt.jsonl"
 GOLD_DIR = "evaluation_suite/gold"
+REFERENCE_DIR = "evaluation_suite/reference"
 
 
 class ExportError(HarvestError):
@@ -256,6 +260,8 @@ def export_spider2(
             atomic.write_text(project / "profiles.yml", profile_text(ws.profile, ws.schema))
             (gold_folder / task.instance_id).mkdir()
             shutil.copyfile(gold, gold_folder / task.instance_id / DB_FILE)
+            (staging / REFERENCE_DIR).mkdir(parents=True, exist_ok=True)
+            atomic.write_text(staging / REFERENCE_DIR / f"{task.instance_id}.patch", task.fix_patch)
             exported.append(ExportedTask(task.instance_id, task.pin, answer_path(ws.project_dir),
                                          tuple(task.grading.condition_tabs)))
         if not exported:

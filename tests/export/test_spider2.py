@@ -178,3 +178,98 @@ def test_an_existing_output_folder_is_refused(minted_example: Minted, tmp_path: 
         result = CliRunner().invoke(main, ["export", "spider2", "--split", "train", str(tmp_path / "busy")])
     assert result.exit_code == 1 and "already exists" in result.output
     assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["keep.txt"]
+
+
+# --- the round trip: export -> `harvest spider2 import` -> `harvest audit --benchmark spider2-dbt` -------------
+
+
+def _audit(exported: Exported, checkout: Path, run_dir: Path, *args: str) -> Any:
+    with exported.minted.env():
+        return CliRunner().invoke(main, ["audit", "--benchmark", "spider2-dbt", "--spider2", str(checkout),
+                                         "--run-dir", str(run_dir), "--json", *args])
+
+
+def test_an_export_imports_as_dev_instances_with_their_reference(exported: Exported) -> None:
+    with exported.minted.env():
+        result = CliRunner().invoke(main, ["spider2", "import", str(exported.out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    ids = sorted(t["instance_id"] for t in exported.report["exported"])
+    assert report["benchmark"] is False and report["instances"] == len(ids)
+    assert report["parts"] == {"dev": {"instances": len(ids), "playable": len(ids)}}
+    for row in report["rows"]:
+        task = exported.task(row["instance_id"])
+        assert row["playable"] and row["has_reference"] and row["part"] == "dev", row
+        assert row["database"] == DB_FILE and row["graded_tables"] == list(task.grading.condition_tabs)
+
+
+def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(exported: Exported, tmp_path: Path) -> None:
+    n = len(exported.report["exported"])
+    for driver in ("oracle", "noop"):
+        result = _audit(exported, exported.out, tmp_path / driver, "--split", "dev", "--driver", driver)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["split"] == "spider2-dbt/dev" and report["n"] == n
+        assert report["official"] == (n if driver == "oracle" else 0), report
+        assert not report["crashed"] and not report["missing"]
+        run = json.loads((tmp_path / driver / "run.json").read_text())
+        assert run["benchmark"] == "spider2-dbt" and run["clock"].endswith("00:00:00")
+        for entry in exported.report["exported"]:
+            verdict = json.loads((tmp_path / driver / "episodes" / f"{entry['instance_id']}.json").read_text())
+            assert verdict["status"] == "submitted" and verdict["submission"]["built"], verdict
+    with exported.minted.env():
+        compared = CliRunner().invoke(main, ["audit", "compare", str(tmp_path / "noop"), str(tmp_path / "oracle"),
+                                             "--json", "--resamples", "200"])
+    assert compared.exit_code == 0, compared.output
+    comparison = json.loads(compared.stdout)
+    assert comparison["difference"] == 1.0, comparison
+
+
+def _as_benchmark(exported: Exported, dest: Path, names: dict[str, str]) -> Path:
+    """A copy of the export whose instances carry benchmark ids (``names``: exported id -> benchmark id)."""
+    shutil.copytree(exported.out, dest, symlinks=True)
+    for old, new in names.items():
+        for folder in (dest / "examples", dest / "evaluation_suite" / "gold"):
+            (folder / old).rename(folder / new)
+        reference = dest / "evaluation_suite" / "reference"
+        (reference / f"{old}.patch").rename(reference / f"{new}.patch")
+    for path in (dest / "examples" / "spider2-dbt.jsonl", dest / "evaluation_suite" / "gold" / "spider2_eval.jsonl"):
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**x, "instance_id": names[x["instance_id"]]}) + "\n"
+                                for x in lines if x["instance_id"] in names))
+    return dest
+
+
+def test_the_sealed_part_is_audited_once_per_frozen_recipe(exported: Exported, tmp_path: Path) -> None:
+    from dbt_harvest.eval.spider2.sealed import LEDGER_NAME
+    from dbt_harvest.eval.spider2.split import committed
+    from tests.recipes import frozen_run
+
+    sealed_ids = committed().sealed[:2]
+    exported_ids = [t["instance_id"] for t in exported.report["exported"]][:2]
+    checkout = _as_benchmark(exported, tmp_path / "spider2-dbt", dict(zip(exported_ids, sealed_ids)))
+    recipe = frozen_run(tmp_path / "runs", "sealed-spider2")
+
+    refused = _audit(exported, checkout, tmp_path / "no-recipe", "--split", "sealed", "--driver", "oracle")
+    assert refused.exit_code == 2 and "--recipe" in refused.output
+    incomplete = _audit(exported, checkout, tmp_path / "incomplete", "--split", "sealed", "--driver", "oracle",
+                        "--recipe", str(recipe))
+    assert incomplete.exit_code == 1 and "46 of the 48 sealed instances cannot be played" in incomplete.output
+    assert not (exported.minted.pins / LEDGER_NAME).exists()  # a refusal before the start records nothing
+
+    first = _audit(exported, checkout, tmp_path / "first", "--split", "sealed", "--driver", "oracle",
+                   "--recipe", str(recipe), "--allow-unavailable")
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    assert report["n"] == 48 and report["official"] == 2  # k/N over the whole part: the absent ones count 0
+    assert len(report["crashed"]) == 46 and set(sealed_ids).isdisjoint(report["crashed"])
+    ledger = [json.loads(x) for x in (exported.minted.pins / LEDGER_NAME).read_text().splitlines()]
+    assert [e["event"] for e in ledger] == ["start", "result"] and ledger[1]["official"] == 2
+
+    again = _audit(exported, checkout, tmp_path / "again", "--split", "sealed", "--driver", "oracle",
+                   "--recipe", str(recipe), "--allow-unavailable")
+    assert again.exit_code == 1 and "already started its sealed Spider2 audit" in again.output
+    resumed = _audit(exported, checkout, tmp_path / "first", "--split", "sealed", "--driver", "oracle",
+                     "--recipe", str(recipe), "--allow-unavailable")
+    assert resumed.exit_code == 1 and "already ended" in resumed.output
+    assert len((exported.minted.pins / LEDGER_NAME).read_text().splitlines()) == 2
