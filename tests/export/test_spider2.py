@@ -273,3 +273,35 @@ def test_the_sealed_part_is_audited_once_per_frozen_recipe(exported: Exported, t
                      "--recipe", str(recipe), "--allow-unavailable")
     assert resumed.exit_code == 1 and "already ended" in resumed.output
     assert len((exported.minted.pins / LEDGER_NAME).read_text().splitlines()) == 2
+
+
+def test_submit_grades_the_project_files_not_the_state_the_agents_database_reached(exported: Exported,
+                                                                                    tmp_path: Path) -> None:
+    """The true repair is written and built (its graded table queried there), then the file is put back
+    broken and submitted: the database built from the repair is not what is graded, the files are."""
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.eval.audit.runner import play_one
+    from dbt_harvest.eval.drivers.scripted import ScriptedDriver
+    from dbt_harvest.eval.env.environment import EnvSettings
+    from dbt_harvest.eval.spider2.checkout import read_checkout
+    from dbt_harvest.eval.spider2.tasks import Spider2Tasks
+
+    entry = exported.report["exported"][0]
+    instance = read_checkout(exported.out).by_id()[entry["instance_id"]]
+    source = Spider2Tasks([instance], {instance.instance_id: "dev"})
+    task = source(instance.instance_id)
+    (file_patch,) = parse_patch(task.fix_patch)
+    broken = (instance.example / file_patch.path).read_text()
+    table = task.grading.condition_tabs[0]
+    driver = ScriptedDriver([
+        ("write_file", {"path": file_patch.path, "content": apply_to_text(broken, file_patch)}),
+        ("dbt", {"command": "run"}),
+        ("query", {"sql": f"select count(*) as n from {table}"}),
+        ("write_file", {"path": file_patch.path, "content": broken}),
+        ("submit", {}),
+    ])
+    with exported.minted.env():
+        verdict, transcript = play_one(task, driver, EnvSettings(scratch=tmp_path), source)
+    observations = [e["observation"] for e in transcript if e.get("kind") == "action"]
+    assert observations[1].startswith("dbt run: OK") and observations[2].startswith("n\n"), observations
+    assert verdict["status"] == "submitted" and verdict["official"] == 0 and verdict["submission"]["built"], verdict
