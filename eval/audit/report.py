@@ -55,6 +55,7 @@ def build_report(run: RunDir) -> dict[str, Any]:
         return dict(sorted(out.items()))
 
     played = [r for r in rows if r["status"] not in ("missing", CRASHED)]
+    submitted = [r for r in rows if r["status"] == "submitted"]
     return {
         "split": description["split"],
         "driver": description["driver"],
@@ -63,6 +64,9 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "n": n,
         "official": sum(r["official"] for r in rows),
         "strict": sum(r["strict"] for r in rows),
+        # Spider2's evaluate.py divides by the instances submitted; k/N above divides by all of them
+        "submitted": len(submitted),
+        "benchmark": description.get("benchmark", "corpus"),
         "ladder": {str(rung): ladder.get(rung, 0) for rung in sorted(RUNGS)},
         "ladder_labels": {str(rung): label for rung, label in RUNGS.items()},
         "missing": missing,
@@ -85,11 +89,15 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"- tasks: {n} (task set sha256 `{report['task_set_sha256'][:16]}…`)",
         f"- **official: {_ratio(report['official'], n)}**",
         f"- strict: {_ratio(report['strict'], n)}",
+        f"- submitted: {report['submitted']} of {n}"
+        + (f" (evaluate.py divides by the submitted: {_ratio(report['official'], report['submitted'])})"
+           if report.get("benchmark") == "spider2-dbt" else ""),
         f"- missing: {len(report['missing'])}, crashed: {len(report['crashed'])} (each counts 0)",
         f"- mean turns: {report['mean_turns']}, invalid actions: {report['invalid_actions']}",
     ]
     if report.get("sealed"):
-        lines.append(f"- sealed test split, recipe `{report['sealed'].get('recipe')}`")
+        what = "sealed Spider2 part" if report.get("benchmark") == "spider2-dbt" else "sealed test split"
+        lines.append(f"- {what}, recipe `{report['sealed'].get('recipe')}`, arm {report['sealed'].get('arm') or 'recipe'}")
     lines += ["", "## Failure ladder", "", "| rung | meaning | episodes |", "|---|---|---|"]
     for rung, count in report["ladder"].items():
         lines.append(f"| {rung} | {report['ladder_labels'][rung]} | {count} |")

@@ -211,7 +211,8 @@ def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(export
         report = json.loads(result.stdout)
         assert report["split"] == "spider2-dbt/dev" and report["n"] == n
         assert report["official"] == (n if driver == "oracle" else 0), report
-        assert not report["crashed"] and not report["missing"]
+        assert not report["crashed"] and not report["missing"] and report["submitted"] == n
+        assert report["benchmark"] == "spider2-dbt" and "evaluate.py divides by the submitted" in (tmp_path / driver / "report.md").read_text()
         run = json.loads((tmp_path / driver / "run.json").read_text())
         assert run["benchmark"] == "spider2-dbt" and run["clock"].endswith("00:00:00")
         for entry in exported.report["exported"]:
@@ -262,7 +263,7 @@ def test_the_sealed_part_is_audited_once_per_frozen_recipe(exported: Exported, t
     assert first.exit_code == 0, first.output
     report = json.loads(first.stdout)
     assert report["n"] == 48 and report["official"] == 2  # k/N over the whole part: the absent ones count 0
-    assert len(report["crashed"]) == 46 and set(sealed_ids).isdisjoint(report["crashed"])
+    assert len(report["crashed"]) == 46 and set(sealed_ids).isdisjoint(report["crashed"]) and report["submitted"] == 2
     ledger = [json.loads(x) for x in (exported.minted.pins / LEDGER_NAME).read_text().splitlines()]
     assert [e["event"] for e in ledger] == ["start", "result"] and ledger[1]["official"] == 2
 
