@@ -48,6 +48,10 @@ class TaskFeed:
     unrepaired_path: str = ""
     reward_seconds: float = 0.0
     failure: str = ""  # the first stage that failed, and why
+    #: why the single-turn row was left out for the char budget (its prompt cannot show the broken file
+    #: within max_file_chars): a training decision, counted apart, not a failure; agentic rows and rewards
+    #: still run
+    single_turn_left_out: str = ""
 
     @property
     def layout(self) -> str:
@@ -79,7 +83,9 @@ class FeedReport:
             "train_tasks": len(self.tasks),
             "pins": len({t.pin for t in self.tasks}),
             "layouts": dict(Counter(t.layout for t in self.tasks)),
-            "rendered": sum(t.single_turn is not None and t.agentic is not None for t in self.tasks),
+            "rendered": sum((t.single_turn is not None or bool(t.single_turn_left_out)) and t.agentic is not None
+                            for t in self.tasks),
+            "single_turn_left_out": {t.instance_id: t.single_turn_left_out for t in self.tasks if t.single_turn_left_out},
             "max_length": self.max_length,
             "max_file_chars": self.max_file_chars,
             "tokenizer": self.tokenizer,
@@ -117,7 +123,7 @@ def _task_dict(task: TaskFeed) -> dict[str, Any]:
         "agentic_tokens": task.agentic.total_tokens if task.agentic else None,
         "fixed": task.fixed, "fixed_path": task.fixed_path, "unrepaired": task.unrepaired,
         "unrepaired_path": task.unrepaired_path, "reward_seconds": round(task.reward_seconds, 2),
-        "failure": task.failure,
+        "failure": task.failure, "single_turn_left_out": task.single_turn_left_out,
     }
 
 
@@ -130,6 +136,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
     from dbt_harvest.harvester.grading.edited import build_and_score, release
     from dbt_harvest.train.completion import parse_completion, render_files
+    from dbt_harvest.train.errors import PromptCoverageError
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
@@ -138,17 +145,23 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     base = TaskFeed(task.instance_id, task.pin, task.project_dir, file=task.file)
     try:
         broken = project.broken_files(task)
-        shown = relevant_files(task, broken, max_file_chars)
+        try:
+            shown = relevant_files(task, broken, max_file_chars)
+        except PromptCoverageError:  # the single-turn row is left out below, with the same reason
+            shown = []
         view = symptom_view(broken, task.grading.condition_tabs, max_file_chars)
-        single = single_turn_rows([task], project, max_file_chars)
+        left_out: list[tuple[str, str]] = []
+        single = single_turn_rows([task], project, max_file_chars, left_out)
         agentic = agentic_rows([task], project, max_file_chars, variants=AGENTIC_VARIANTS)
-        lengths = measure(single + agentic[:1], tokenizer)
+        single_length = measure(single, tokenizer)[0] if single else None
+        (agentic_length,) = measure(agentic[:1], tokenizer)
         investigations = tuple(investigation_length(plan(task, broken, v)) for v in range(AGENTIC_VARIANTS))
     except Exception as exc:  # noqa: BLE001 - a task that fails a stage is reported, the run goes on
         return replace(base, failure=f"render: {_one_line(exc)}")
     rendered = replace(base, files_in_tree=len(broken), files_shown=len(shown), files_left_out=view.skipped,
-                       shown=tuple(shown), single_turn=lengths[0], agentic=lengths[1],
-                       investigation_lengths=investigations)
+                       shown=tuple(shown), single_turn=single_length, agentic=agentic_length,
+                       investigation_lengths=investigations,
+                       single_turn_left_out=left_out[0][1] if left_out else "")
     if not rewards:
         return rendered
     started = time.perf_counter()
@@ -208,7 +221,8 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"- train tasks: {report['train_tasks']} from {report['pins']} pins "
         f"({', '.join(f'{v} {k}' for k, v in sorted(report['layouts'].items()))})",
-        f"- SFT rows rendered (single-turn and agentic): {report['rendered']}/{report['train_tasks']}",
+        f"- SFT rows rendered (single-turn and agentic): {report['rendered']}/{report['train_tasks']}; single-turn "
+        f"rows left out because max_file_chars cannot show the broken file: {len(report['single_turn_left_out'])}",
         f"- tokenizer: {report['tokenizer']}; budget: max_length {report['max_length']} tokens, "
         f"max_file_chars {report['max_file_chars']}",
     ]
@@ -237,6 +251,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append(f"- failed a stage: {len(report['failed'])}; wall time {report['seconds']} s")
     for instance_id, why in sorted(report["failed"].items()):
         lines.append(f"  - `{instance_id}`: {why}")
+    for instance_id, why in sorted(report["single_turn_left_out"].items())[:50]:
+        lines.append(f"  - single-turn left out `{instance_id}`: {why}")
     for kind, items in report["rows_cut"].items():
         for item in items[:50]:
             lines.append(f"  - {kind} row cut: {item}")

@@ -91,3 +91,21 @@ def test_a_run_leaves_out_rows_over_budget_and_records_them(world: World, tmp_pa
     assert manifest["dataset"]["tasks"] == 1 and manifest["rows"] == 1
     assert [r["instance_id"] for r in manifest["rows_left_out"]] == [long_task.instance_id]
     assert "no completion token would be trained" in manifest["rows_left_out"][0]["reason"]
+
+
+def test_the_corpus_feed_counts_a_single_turn_row_left_out_for_chars_apart_from_failures(world: World, tokenizer) -> None:  # noqa: ANN001
+    """At a char budget below the broken file's size the single-turn prompt cannot show it: that row is left
+    out (a training decision), while the agentic rows still render; neither is a failed render."""
+    from dbt_harvest.train.corpus_feed import FeedReport, feed_task, markdown
+
+    project = GitProjectSource(world.repos)
+    size = len(project.broken_files(world.task)[world.task.file])
+    roomy = feed_task(world.task, project, tokenizer, size + 4000, rewards=False)
+    tight = feed_task(world.task, project, tokenizer, size // 2, rewards=False)
+    assert roomy.single_turn is not None and not roomy.single_turn_left_out and not roomy.failure
+    assert tight.single_turn is None and tight.agentic is not None and not tight.failure, tight
+    assert "beyond max_file_chars" in tight.single_turn_left_out
+    report = FeedReport((roomy, tight), 4096, size // 2, "tiny", 0.0).to_dict()
+    assert report["rendered"] == 2 and report["failed"] == {} and report["single_turn"]["rows"] == 1
+    assert report["single_turn_left_out"] == {world.task.instance_id: tight.single_turn_left_out}
+    assert "single-turn left out" in markdown(report)
