@@ -1,5 +1,6 @@
-"""`harvest mint --write-lock/--verify-lock` and `harvest corpus lock`: a fresh re-mint of the example
-reproduces the lock task for task; a lock that says otherwise makes the verify exit 1."""
+"""`harvest mint --write-lock/--verify-lock` and `harvest corpus lock`: a fresh re-mint of the example, stopped
+by a time budget and resumed until done, reproduces the lock task for task; a lock that says otherwise makes
+the verify exit 1."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_a_fresh_mint_reproduces_the_lock_and_a_changed_lock_fails(minted_example, example_harvest, tmp_path: Path) -> None:
+def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails(minted_example, example_harvest, tmp_path: Path) -> None:
     home, pins = tmp_path / "minted" / "home", tmp_path / "minted" / "pins"
     shutil.copytree(minted_example.home, home, symlinks=True)
     shutil.copytree(minted_example.pins, pins)
@@ -37,10 +38,31 @@ def test_a_fresh_mint_reproduces_the_lock_and_a_changed_lock_fails(minted_exampl
     code, out, err = _run(home, pins, "mint", pin, "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0 and json.loads(out)["lock"]["same"], err
 
-    # the rebuild: the unminted harvest, the committed pins (ledger + lock), a fresh mint
+    # the rebuild: the unminted harvest, the committed pins (ledger + lock), a fresh mint stopped by a time
+    # budget and resumed as often as it takes (`--budget-s`): it must end with exactly the unstopped mint's
+    # tasks, which the lock holds (the corpus is rebuilt this way, in budgeted runs)
     fresh_home, fresh_pins = tmp_path / "fresh" / "home", tmp_path / "fresh" / "pins"
     shutil.copytree(example_harvest.home, fresh_home, symlinks=True)
     shutil.copytree(pins, fresh_pins)
+    budget, runs, left_after = 3.0, 0, []
+    while runs < 40:
+        code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--budget-s", str(budget),
+                              "--json")
+        assert code == 0, err[-2000:]
+        summary = json.loads(out.strip().splitlines()[-1])
+        runs += 1
+        left = summary["unfinished"]["model_shards"]
+        if left == 0:
+            break
+        if left_after:
+            # resumed at least once: each further run gets more, so a loaded machine (where a run decides
+            # one candidate past its budget) still finishes in a few runs; every run still resumes
+            budget *= 2 if summary["this_run"]["candidates"] == 0 else 1.5
+        left_after.append(left)
+    assert left_after and runs < 40, "the first run finished inside the budget, so nothing was resumed"
+    assert list((fresh_home / "mint").rglob("*.part")) == [], "a finished mint leaves no stopped-shard marker"
+    expected = {p.name: p.read_text() for p in sorted((minted_example.home / "tasks" / "train").glob("*.json"))}
+    assert expected and {p.name: p.read_text() for p in sorted((fresh_home / "tasks" / "train").glob("*.json"))} == expected
     code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0, err
     assert json.loads(out)["lock"] == {"same": True, "summary": "the rebuild reproduces the lock task for task",
