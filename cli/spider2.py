@@ -24,14 +24,19 @@ def command() -> None:
 @click.argument("spider2_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
               help="Use a gold file shipped under another name than the metadata says. Repeatable.")
+@click.option("--package-mirror", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Offline dbt package mirror for examples that ship no dbt_packages: DIR/<org>/<package> git "
+                   "repos (or $HARVEST_PACKAGE_MIRROR); default: the dbt hub and git.")
 @json_option
 @fails_cleanly
-def import_command(spider2_dir: Path, gold_alias: tuple[str, ...], as_json: bool) -> None:
+def import_command(spider2_dir: Path, gold_alias: tuple[str, ...], package_mirror: Path | None, as_json: bool) -> None:
     """Read a Spider 2.0-DBT checkout (SPIDER2_DIR: its spider2-dbt folder, or the repository root) and record it.
 
     Reports every instance: its part of the committed split (dev, sealed, or unscoreable), whether it can be
-    played, and why not (a database not unpacked, a gold file missing). Nothing is copied; later audits
-    (`harvest audit --benchmark spider2-dbt`) use the recorded folder when --spider2 is not given.
+    played, and why not (a database not unpacked, a gold file missing). Examples whose dbt packages are not
+    installed get them resolved (dbt hub and git, or --package-mirror) and vendored into every workspace, as
+    `dbt deps` would. Nothing of the checkout is copied; later audits (`harvest audit --benchmark
+    spider2-dbt`) use the recorded folder when --spider2 is not given.
     """
     from rich.console import Console
 
@@ -39,7 +44,7 @@ def import_command(spider2_dir: Path, gold_alias: tuple[str, ...], as_json: bool
     from dbt_harvest.core.home import harvest_home
     from dbt_harvest.eval.spider2.imported import import_checkout
 
-    report = import_checkout(spider2_dir, harvest_home(), parse_aliases(gold_alias))
+    report = import_checkout(spider2_dir, harvest_home(), parse_aliases(gold_alias), package_mirror=package_mirror)
     data = report.to_dict()
     if as_json:
         echo_json(data)

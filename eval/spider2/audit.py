@@ -46,10 +46,13 @@ def part_instances(checkout: Checkout, split: Spider2Split, part: str) -> list[S
 
 
 def read_parts(checkout_dir: Path, aliases: dict[str, str]) -> tuple[Checkout, Spider2Split]:
-    from dbt_harvest.eval.spider2.checkout import read_checkout
+    """The checkout (with the packages its last `harvest spider2 import` resolved) and the committed split."""
+    from dbt_harvest.eval.spider2.checkout import checkout_folder, read_checkout
+    from dbt_harvest.eval.spider2.imported import recorded_packages
     from dbt_harvest.eval.spider2.split import committed
 
-    return read_checkout(checkout_dir, aliases), committed()
+    packages = recorded_packages(checkout_folder(checkout_dir).resolve())
+    return read_checkout(checkout_dir, aliases, dict(packages)), committed()
 
 
 def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]) -> dict[str, Any]:

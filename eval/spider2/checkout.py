@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.scorer.spider2 import METADATA_NAME as EVAL_FILE
 from dbt_harvest.eval.export.spider2 import EXAMPLES, GOLD_DIR, REFERENCE_DIR, TASKS_FILE
@@ -54,6 +55,11 @@ class Spider2Instance:
     gold: Path | None = None
     reference: str = ""  # the true repair when the checkout carries one (our exports); "" for the benchmark
     problems: tuple[str, ...] = ()
+    #: packages.yml declares packages that dbt_packages/ does not hold whole (the benchmark's harness runs
+    #: `dbt deps` with a network; two examples ship git submodules as empty folders)
+    needs_packages: bool = False
+    #: what `harvest spider2 import` resolved for such an instance; vendored into each of its workspaces
+    packages: tuple[PackageRecord, ...] = ()
 
     @property
     def playable(self) -> bool:
@@ -64,6 +70,7 @@ class Spider2Instance:
             "instance_id": self.instance_id, "playable": self.playable, "problems": list(self.problems),
             "project_dir": self.project_dir, "database": self.database,
             "gold": str(self.gold) if self.gold else None, "has_reference": bool(self.reference),
+            "needs_packages": self.needs_packages, "packages": [f"{p.name}@{p.version or p.commit[:12]}" for p in self.packages],
             "graded_tables": list(self.grading.condition_tabs) if self.grading else [],
         }
 
@@ -172,6 +179,23 @@ def find_project(example: Path) -> tuple[str, str]:
     return found[0].relative_to(example).as_posix(), ""
 
 
+def packages_missing(project: Path) -> bool:
+    """Whether the project's declared packages are not all installed (dbt's own check: as many package
+    folders with a dbt_project.yml as declared packages, and no folder without one)."""
+    from dbt_harvest.harvester.packages.specs import read_declared
+
+    try:
+        declared = read_declared(project).specs
+    except HarvestError:
+        return True
+    if not declared:
+        return False
+    folder = project / "dbt_packages"
+    installed = [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()] if folder.is_dir() else []
+    whole = [p for p in installed if (p / "dbt_project.yml").is_file()]
+    return len(whole) < len(declared) or len(whole) < len(installed)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -179,7 +203,7 @@ def _read_yaml(path: Path) -> Any:
         return HarvestError(f"{path.name} cannot be read ({' '.join(str(exc).split())[:200]})")
 
 
-def _project_facts(example: Path) -> tuple[dict[str, str], list[str]]:
+def _project_facts(example: Path) -> tuple[dict[str, Any], list[str]]:
     """project_dir, profile, schema and database of an example, with the problems found."""
     problems: list[str] = []
     if not example.is_dir() or example.is_symlink():
@@ -198,7 +222,7 @@ def _project_facts(example: Path) -> tuple[dict[str, str], list[str]]:
         return {"project_dir": project_dir, "profile": profile}, [why]
     database, why = database_path(project_dir, output.get("path"))
     facts = {"project_dir": project_dir, "profile": profile, "schema": str(output.get("schema") or "main"),
-             "database": database}
+             "database": database, "needs_packages": packages_missing(project)}
     if why:
         problems.append(why)
     elif not (example / database).is_file() or (example / database).is_symlink():
@@ -239,11 +263,14 @@ def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
     return call.spec, gold, problems
 
 
-def read_checkout(root: Path, aliases: dict[str, str] | None = None) -> Checkout:
+def read_checkout(root: Path, aliases: dict[str, str] | None = None,
+                  packages: dict[str, tuple[PackageRecord, ...] | str] | None = None) -> Checkout:
     """Every instance of the checkout's gold metadata, located, with its problems (see the module docstring).
 
     ``aliases``: instance id -> the gold file to use when the benchmark ships it under another name than its
-    metadata says (evaluate.py scores such an instance 0; the alias is the user's explicit choice)."""
+    metadata says (evaluate.py scores such an instance 0; the alias is the user's explicit choice).
+    ``packages``: instance id -> the packages `harvest spider2 import` resolved for an instance whose
+    packages are not installed (or why they could not be); such an instance without them cannot be played."""
     folder = checkout_folder(root).resolve()
     tasks_path, eval_path = folder / EXAMPLES / TASKS_FILE, folder / GOLD_DIR / EVAL_FILE
     tasks, evals = _jsonl(tasks_path), _jsonl(eval_path)
@@ -266,12 +293,20 @@ def read_checkout(root: Path, aliases: dict[str, str] | None = None) -> Checkout
         problems += found
         grading, gold, found = _grading(iid, evals.get(iid), folder / GOLD_DIR, aliases.get(iid))
         problems += found
+        needs = bool(facts.get("needs_packages"))
+        resolved = (packages or {}).get(iid, ()) if needs else ()
+        if needs and isinstance(resolved, str):
+            problems.append(f"its packages are not installed in dbt_packages/ and could not be resolved ({resolved})")
+            resolved = ()
+        elif needs and not resolved:
+            problems.append("its packages are not installed in dbt_packages/: `harvest spider2 import` resolves them "
+                            "(from the dbt hub, or --package-mirror DIR offline)")
         patch = folder / REFERENCE_DIR / f"{iid}.patch"
         reference = patch.read_text(encoding="utf-8") if patch.is_file() and not patch.is_symlink() else ""
         instances.append(Spider2Instance(
             instance_id=iid, instruction=instruction, grading=grading, example=example,
             project_dir=facts.get("project_dir", "."), profile=facts.get("profile", ""),
             schema=facts.get("schema", "main"), database=facts.get("database", ""), gold=gold,
-            reference=reference, problems=tuple(problems),
+            reference=reference, problems=tuple(problems), needs_packages=needs, packages=tuple(resolved),
         ))
     return Checkout(folder, digest, tuple(instances))

@@ -123,6 +123,12 @@ class Spider2Tasks(BenchmarkTasks):
         name = Path(instance.database).name
         try:
             shutil.copytree(instance.example, root, symlinks=True, ignore=shutil.ignore_patterns(".git", "target", "logs"))
+            if instance.packages:  # what `dbt deps` would install; episodes have no network
+                from dbt_harvest.core.home import mirrors_dir
+                from dbt_harvest.harvester.gitstore import GitStore
+                from dbt_harvest.harvester.packages.vendor import vendor_packages
+
+                vendor_packages(root / instance.project_dir, instance.packages, GitStore(mirrors_dir()), workspace=root)
             shipped = root / instance.database
             if shipped.is_symlink() or not shipped.is_file():
                 raise EnvError(f"{instance.instance_id}: {instance.database} is not a plain file")

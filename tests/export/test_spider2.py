@@ -306,3 +306,35 @@ def test_submit_grades_the_project_files_not_the_state_the_agents_database_reach
     observations = [e["observation"] for e in transcript if e.get("kind") == "action"]
     assert observations[1].startswith("dbt run: OK") and observations[2].startswith("n\n"), observations
     assert verdict["status"] == "submitted" and verdict["official"] == 0 and verdict["submission"]["built"], verdict
+
+
+def test_an_example_without_its_packages_gets_them_from_the_import(exported: Exported, example_harvest: Any,
+                                                                   tmp_path: Path) -> None:
+    """Some benchmark examples ship no dbt_packages (its harness runs `dbt deps` online): such an instance
+    cannot be played until `harvest spider2 import` resolves its packages (here from the example's package
+    mirror, offline); its workspaces then get them vendored, and the oracle solves it."""
+    iid = exported.report["exported"][0]["instance_id"]
+    checkout = tmp_path / "spider2-dbt"
+    shutil.copytree(exported.out, checkout, symlinks=True)
+    for path in (checkout / "examples" / "spider2-dbt.jsonl", checkout / "evaluation_suite" / "gold" / "spider2_eval.jsonl"):
+        path.write_text("".join(x + "\n" for x in path.read_text().splitlines() if json.loads(x)["instance_id"] == iid))
+    shutil.rmtree(checkout / "examples" / iid / "dbt_packages")
+
+    def imported(*args: str) -> dict[str, Any]:
+        with exported.minted.env():
+            result = CliRunner().invoke(main, ["spider2", "import", str(checkout), "--json", *args],
+                                        env={"HARVEST_PACKAGE_MIRROR": ""})
+        assert result.exit_code == 0, result.output
+        (row,) = json.loads(result.stdout)["rows"]
+        return row
+
+    missing = imported()
+    assert missing["needs_packages"] and not missing["playable"] and "could not be resolved" in missing["problems"][0]
+    refused = _audit(exported, checkout, tmp_path / "refused", "--split", "dev", "--driver", "oracle")
+    assert refused.exit_code == 0 and json.loads(refused.stdout)["crashed"] == [iid]
+    row = imported("--package-mirror", str(example_harvest.example.mirror))
+    assert row["playable"] and row["packages"], row
+    result = _audit(exported, checkout, tmp_path / "run", "--split", "dev", "--driver", "oracle")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["official"] == 1
+    assert not (checkout / "examples" / iid / "dbt_packages").exists()  # the checkout is only read
