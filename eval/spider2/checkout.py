@@ -205,6 +205,8 @@ def _read_yaml(path: Path) -> Any:
 
 def _project_facts(example: Path) -> tuple[dict[str, Any], list[str]]:
     """project_dir, profile, schema and database of an example, with the problems found."""
+    from dbt_harvest.harvester.sandbox import safe_fs
+
     problems: list[str] = []
     if not example.is_dir() or example.is_symlink():
         return {}, [f"no example folder {EXAMPLES}/{example.name}"]
@@ -225,7 +227,7 @@ def _project_facts(example: Path) -> tuple[dict[str, Any], list[str]]:
              "database": database, "needs_packages": packages_missing(project)}
     if why:
         problems.append(why)
-    elif not (example / database).is_file() or (example / database).is_symlink():
+    elif not safe_fs.is_file(example, database):  # a regular file reached without a link
         problems.append(f"no database {EXAMPLES}/{example.name}/{database} (unpack the benchmark's DuckDB archive: "
                         "its setup.py)")
     return facts, problems

@@ -112,6 +112,7 @@ class Spider2Tasks(BenchmarkTasks):
     def materialize(self, task: TaskRecord, scratch: Path | None) -> TaskWorkspace:
         from dbt_harvest.eval.env.policy import policy_for
         from dbt_harvest.harvester.discovery import discover
+        from dbt_harvest.harvester.sandbox import safe_fs
 
         instance = self._located(task.instance_id).instance
         if instance.problems:
@@ -130,8 +131,8 @@ class Spider2Tasks(BenchmarkTasks):
 
                 vendor_packages(root / instance.project_dir, instance.packages, GitStore(mirrors_dir()), workspace=root)
             shipped = root / instance.database
-            if shipped.is_symlink() or not shipped.is_file():
-                raise EnvError(f"{instance.instance_id}: {instance.database} is not a plain file")
+            if not safe_fs.is_file(root, instance.database):  # no link anywhere on the way: never moves a host file
+                raise EnvError(f"{instance.instance_id}: {instance.database} is not a regular file reached without a link")
             for stale in (root / (name + ".wal"), root / (instance.database + ".wal")):
                 if stale.is_file() and not stale.is_symlink():
                     stale.unlink()

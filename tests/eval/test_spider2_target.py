@@ -191,3 +191,26 @@ def test_a_benchmark_instance_gets_the_neutral_prompt_and_our_tasks_the_repair_p
     from dataclasses import replace
 
     assert system_prompt(replace(task, broken_patch="--- a/x\n+++ b/x\n")) == SYSTEM_PROMPT
+
+
+def test_a_database_reached_through_a_link_is_never_used_or_moved(tmp_path: Path) -> None:
+    """A checkout whose profile names its database under a folder that is a link out of the example (to a
+    host folder): the instance cannot be played, and materializing it leaves the host file where it was."""
+    from dbt_harvest.eval.env.errors import EnvError
+    from dbt_harvest.eval.spider2.checkout import Spider2Instance
+    from dbt_harvest.eval.spider2.tasks import Spider2Tasks
+
+    root = _checkout(tmp_path / "c")
+    example = root / "spider2-dbt" / "examples" / "shop002"  # no database of its own
+    host = tmp_path / "host"
+    _database(host / "shop.duckdb", {"secret": "select 42 as x"})
+    (example / "data").symlink_to(host)
+    (example / "profiles.yml").write_text((example / "profiles.yml").read_text().replace("./shop.duckdb", "./data/shop.duckdb"))
+    instance = read_checkout(root).by_id()["shop002"]
+    assert instance.database == "data/shop.duckdb" and not instance.playable
+    assert "no database" in instance.problems[0]
+    forced = Spider2Instance(**{**instance.__dict__, "problems": ()})  # as if the check had been fooled
+    source = Spider2Tasks([forced], {"shop002": "dev"})
+    with pytest.raises(EnvError, match="reached without a link"):
+        source.materialize(source("shop002"), tmp_path / "scratch")
+    assert (host / "shop.duckdb").is_file() and not list((tmp_path / "scratch").iterdir())
