@@ -243,6 +243,8 @@ def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
     if params is None:
         return None, None, [why]
     name = alias or str(params.get("gold") or "")
+    if "/" in name or "\\" in name or name in (".", ".."):
+        return None, None, [f"its gold file name {name!r} is not a plain file name"]
     gold: Path | None = gold_dir / iid / name
     problems: list[str] = []
     if not name or not gold.is_file() or gold.is_symlink():

@@ -123,6 +123,8 @@ def test_a_checkout_reads_every_instance_with_what_keeps_it_from_being_played(tm
     assert "table_match" in unmirrored and by_id["shop004"].grading is None
     aliased = read_checkout(tmp_path, {"shop003": "renamed.duckdb"}).by_id()["shop003"]
     assert aliased.playable and aliased.gold is not None and aliased.gold.name == "renamed.duckdb"
+    (escaping,) = read_checkout(tmp_path, {"shop003": "../shop001/shop.duckdb"}).by_id()["shop003"].problems
+    assert "not a plain file name" in escaping
 
 
 def test_what_is_not_a_checkout_is_refused_in_one_line(tmp_path: Path) -> None:
