@@ -50,6 +50,9 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
                    "says (evaluate.py scores such an instance 0). Repeatable.")
 @click.option("--allow-unavailable", is_flag=True,
               help="spider2-dbt sealed: start even though some instances cannot be played (they count 0).")
+@click.option("--results-dir", "results_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="spider2-dbt: also keep each submission's graded database here in Spider2's results layout "
+                   "(with results_metadata.jsonl), for `harvest score --spider2` or the official evaluate.py.")
 @click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
               help="Who plays the episodes. Controls that check the environment, no model needed: oracle applies "
                    "each task's true fix (must score N/N), noop submits the broken project unchanged and wrong applies "
@@ -80,7 +83,7 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 @fails_cleanly
 def command(
     ctx: click.Context, benchmark: str, split: str, spider2: Path | None, gold_alias: tuple[str, ...],
-    allow_unavailable: bool, driver: str | None, base_url: str, model: str, adapter: str | None,
+    allow_unavailable: bool, results_dir: Path | None, driver: str | None, base_url: str, model: str, adapter: str | None,
     recipe: Path | None, arm: str, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
@@ -109,8 +112,8 @@ def command(
             raise click.UsageError("--split sealed is spider2-dbt's; the corpus's sealed split is --split test")
         if spider2 is not None and ctx.get_parameter_source("spider2") != click.core.ParameterSource.ENVIRONMENT:
             raise click.UsageError("--spider2 only applies with --benchmark spider2-dbt")
-        if gold_alias or allow_unavailable:
-            raise click.UsageError("--gold-alias and --allow-unavailable only apply with --benchmark spider2-dbt")
+        if gold_alias or allow_unavailable or results_dir is not None:
+            raise click.UsageError("--gold-alias, --allow-unavailable and --results-dir only apply with --benchmark spider2-dbt")
     if split == sealed_split and recipe is None:
         raise click.UsageError(f"the {split} split is sealed: pass --recipe runs/<run> (a run folder frozen by "
                                "`harvest train freeze`)")
@@ -128,7 +131,7 @@ def command(
         run_dir=run_dir or Path("runs") / f"audit-{prefix}{split}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
         workers=workers, max_turns=max_turns, repeat_limit=repeat_limit, max_new_tokens=max_new_tokens,
         benchmark=benchmark, spider2=spider2, gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
-        allow_unavailable=allow_unavailable,
+        allow_unavailable=allow_unavailable, spider2_results=results_dir,
     )
     from rich.console import Console
 

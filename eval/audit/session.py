@@ -38,6 +38,7 @@ class AuditRequest:
     spider2: Path | None = None  # spider2-dbt: the checkout
     gold_aliases: tuple[tuple[str, str], ...] = ()  # spider2-dbt: instance id -> gold file shipped under another name
     allow_unavailable: bool = False  # spider2-dbt sealed: play even when instances cannot be (they count 0)
+    spider2_results: Path | None = None  # spider2-dbt: also keep each graded database in Spider2's results layout
 
 
 class _Quiet:

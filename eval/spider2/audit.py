@@ -7,7 +7,10 @@ result goes to the ledger. N is every instance of the part: one that cannot be p
 gold in the checkout) is in the run's task list, its episode fails to start and counts 0 with the reason,
 so the score is k/N over the whole part, never over what was submitted (the official ``evaluate.py``
 divides by the submitted). A sealed audit refuses to start while instances cannot be played, unless
-``allow_unavailable`` says they may count 0.
+``allow_unavailable`` says they may count 0. With ``spider2_results`` the graded database of every
+submission is also kept in Spider2's results layout (``<dir>/<id>/<database>`` and
+``results_metadata.jsonl``), so `harvest score --spider2` and the official evaluate.py can score exactly
+what the audit graded.
 
 Which instances form a part: the committed split (``eval/spider2/split.py``) when the checkout is the
 benchmark (it holds an instance the split names), every instance of the part counting even when absent
@@ -98,7 +101,8 @@ def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]
             frozen = ledger.check_recipe(request.recipe, pins, request.arm, resuming=sealed)
         else:
             frozen = ledger.check_recipe(request.recipe, pins, request.arm)
-    source = Spider2Tasks(instances, {i.instance_id: part for i in instances}, clock=str(recorded.get("clock") or ""))
+    source = Spider2Tasks(instances, {i.instance_id: part for i in instances}, clock=str(recorded.get("clock") or ""),
+                          results=request.spider2_results)
     tasks = source.tasks
     agent = make_driver(request.driver, **driver_options(request, frozen))
     agent.prepare()  # before the sealed start: a driver that cannot play costs the recipe nothing
@@ -108,6 +112,7 @@ def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]
     options = AuditOptions(workers=request.workers, benchmark=source,
                            limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
     report = play(run, request, SPLIT_LABEL.format(part=part), tasks, agent, options, pins, sealed)
+    source.write_results_metadata()
     if sealed:
         ledger.record_result(pins, sealed, report)
     return report

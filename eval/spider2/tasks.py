@@ -86,8 +86,10 @@ class Spider2Tasks(BenchmarkTasks):
 
     name = BENCHMARK
 
-    def __init__(self, instances: list[Spider2Instance], parts: dict[str, str], clock: str = "") -> None:
+    def __init__(self, instances: list[Spider2Instance], parts: dict[str, str], clock: str = "",
+                 results: Path | None = None) -> None:
         self.clock = clock or today_clock()
+        self.results = results  # also keep each graded database here, in Spider2's results layout
         self._by_id = {i.instance_id: _Located(i, instance_task(i, parts[i.instance_id])) for i in instances}
 
     @property
@@ -177,5 +179,28 @@ class Spider2Tasks(BenchmarkTasks):
         except HarvestError as exc:
             return Graded.not_built(f"the built database cannot be read: {exc}", run.first_error, path=BENCHMARK,
                                     seconds=time.perf_counter() - started)
+        if self.results is not None:
+            from dbt_harvest.core import atomic
+
+            atomic.install_file(graded, self.results / task.instance_id / ws.db_file)
         return Graded.from_score(score(gold, graded, task.grading), built=run.ok, first_error=run.first_error,
                                  capture=graded, path=BENCHMARK, seconds=time.perf_counter() - started)
+
+    def write_results_metadata(self) -> Path | None:
+        """``results_metadata.jsonl`` over the graded databases kept in ``results`` (one line each: Spider2's
+        ``answer_type`` file, ``answer_or_path`` the database), so `harvest score --spider2` and the official
+        evaluate.py score the same submissions; None without a results folder."""
+        import json
+
+        from dbt_harvest.core import atomic
+
+        if self.results is None:
+            return None
+        lines = []
+        for iid, located in sorted(self._by_id.items()):
+            name = Path(located.instance.database).name
+            if name and (self.results / iid / name).is_file():
+                lines.append({"instance_id": iid, "answer_type": "file", "answer_or_path": name})
+        path = self.results / "results_metadata.jsonl"
+        atomic.write_text(path, "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
+        return path

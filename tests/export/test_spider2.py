@@ -1,11 +1,13 @@
-"""`harvest export spider2`: the example's minted tasks in Spider 2.0-DBT's layout, solved and scored both ways.
+"""`harvest export spider2`: the example's minted tasks in Spider 2.0-DBT's layout, imported back as a Spider2
+checkout and audited in our environment (`harvest audit --benchmark spider2-dbt`), solved and scored both ways.
 
-The session's minted example is exported through the CLI. For every exported task the true repair is
-applied in the exported project and `dbt build` runs there (sandboxed, at the export's check date, as a
-Spider2 agent would run it: no pinned clock of the pin's); its DuckDB file goes into a results folder
-with a results_metadata.jsonl. `harvest score --spider2` must give N/N, and the untouched broken projects
-(built as exported) 0/N; where SPIDER2_DIR points at a local copy of Spider2, the official evaluate.py,
-run as a script on the same folders, must print the same and agree per instance.
+The session's minted example is exported through the CLI. The oracle plays each exported task's reference
+repair, noop submits the project as exported; each submission is built in the sandbox at the audit's day (as
+a Spider2 agent would build it: no pinned clock of the pin's) and its database is kept in a results folder
+with a results_metadata.jsonl (`--results-dir`). The audit and `harvest score --spider2` must give N/N and 0/N;
+where SPIDER2_DIR points at a local copy of Spider2, the official evaluate.py, run as a script on the same
+folders, must print the same and agree per instance. The sealed part, the packages an example lacks and
+submit's grading of files (not database state) are checked here too.
 """
 
 from __future__ import annotations
@@ -107,53 +109,6 @@ def test_the_export_has_spider2s_layout(exported: Exported) -> None:
         assert set(exported.task(skipped["instance_id"]).grading.condition_tabs) & dated, skipped
 
 
-def _build(example: Path, dest: Path, fix: str | None) -> Path:
-    """Copy an exported project, apply ``fix`` (a unified diff) if any, and `dbt build` it sandboxed."""
-    from dbt_harvest.harvester.build import build_workspace
-    from dbt_harvest.harvester.discovery import discover
-    from dbt_harvest.core.patching import apply_patch
-
-    shutil.copytree(example, dest, symlinks=True)
-    if fix:
-        apply_patch(dest, fix)
-    project = discover(dest, ".")
-    profile = yaml.safe_load((dest / "profiles.yml").read_text())[project.profile]["outputs"]["dev"]
-    result = build_workspace(dest, ".", project.profile, profile["schema"], CHECK_CLOCK, capture=False)
-    assert result.models_ok, result.first_error
-    return dest / DB_FILE
-
-
-def _results(exported: Exported, root: Path, repaired: bool) -> Path:
-    results = root / "results"
-    lines = []
-    for entry in exported.report["exported"]:
-        iid = entry["instance_id"]
-        fix = exported.task(iid).fix_patch if repaired else None
-        db = _build(exported.out / "examples" / iid, root / "ws" / iid, fix)
-        (results / iid).mkdir(parents=True)
-        shutil.copyfile(db, results / iid / entry["answer_or_path"])
-        lines.append({"instance_id": iid, "answer_type": "file", "answer_or_path": entry["answer_or_path"]})
-    (results / "results_metadata.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return results
-
-
-@pytest.mark.parametrize("repaired", [True, False], ids=["true-repairs", "broken-as-exported"])
-def test_spider2_scores_true_repairs_n_of_n_and_broken_projects_zero(exported: Exported, tmp_path: Path,
-                                                                    repaired: bool) -> None:
-    results = _results(exported, tmp_path, repaired)
-    gold = exported.out / "evaluation_suite" / "gold"
-    report = score_folder(results, gold)
-    n = len(exported.report["exported"])
-    assert all(r.status == GRADED for r in report.instances)
-    assert report.score == (n if repaired else 0) and report.official_score == report.score
-    assert report.official_line == (f"1.0 {n} {n}" if repaired else f"0.0 0 {n}")
-    if official_code.locate()[0] is None:
-        pytest.skip(f"official half not run: {official_code.locate()[1]}")
-    run = official_code.run_official(results, gold)
-    assert run.last_line == report.official_line
-    assert run.passed == {r.instance_id for r in report.instances if r.official == 1}
-
-
 def test_pure_lines_mirror_the_task(exported: Exported) -> None:
     task = exported.minted.tasks[0]
     assert eval_line(task)["evaluation"]["parameters"]["gold"] == DB_FILE
@@ -204,9 +159,15 @@ def test_an_export_imports_as_dev_instances_with_their_reference(exported: Expor
 
 
 def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(exported: Exported, tmp_path: Path) -> None:
+    """Both audits keep what they graded in Spider2's results layout: `harvest score --spider2` (and, where
+    SPIDER2_DIR names a local copy, the official evaluate.py run as a script) must give the same N/N and
+    0/N on those databases, and agree per instance."""
     n = len(exported.report["exported"])
+    gold = exported.out / "evaluation_suite" / "gold"
     for driver in ("oracle", "noop"):
-        result = _audit(exported, exported.out, tmp_path / driver, "--split", "dev", "--driver", driver)
+        results = tmp_path / f"results-{driver}"
+        result = _audit(exported, exported.out, tmp_path / driver, "--split", "dev", "--driver", driver,
+                        "--results-dir", str(results))
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
         assert report["split"] == "spider2-dbt/dev" and report["n"] == n
@@ -218,6 +179,13 @@ def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(export
         for entry in exported.report["exported"]:
             verdict = json.loads((tmp_path / driver / "episodes" / f"{entry['instance_id']}.json").read_text())
             assert verdict["status"] == "submitted" and verdict["submission"]["built"], verdict
+        scored = score_folder(results, gold)
+        assert all(r.status == GRADED for r in scored.instances)
+        assert scored.score == report["official"] and scored.official_line == (f"1.0 {n} {n}" if driver == "oracle" else f"0.0 0 {n}")
+        if official_code.locate()[0] is not None:
+            run_official = official_code.run_official(results, gold)
+            assert run_official.last_line == scored.official_line
+            assert run_official.passed == {r.instance_id for r in scored.instances if r.official == 1}
     with exported.minted.env():
         compared = CliRunner().invoke(main, ["audit", "compare", str(tmp_path / "noop"), str(tmp_path / "oracle"),
                                              "--json", "--resamples", "200"])
