@@ -32,8 +32,7 @@ from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.scorer.spider2 import METADATA_NAME as EVAL_FILE
 from dbt_harvest.eval.export.spider2 import EXAMPLES, GOLD_DIR, REFERENCE_DIR, TASKS_FILE
-
-NOT_PROJECT = frozenset({"dbt_packages", "target", "logs", ".git"})
+from dbt_harvest.harvester.task_tree import NOT_PROJECT
 
 
 class Spider2CheckoutError(HarvestError):

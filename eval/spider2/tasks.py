@@ -20,7 +20,6 @@ Episodes run at a clock of the audit's day (Spider2 runs no fake clock); the run
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt_harvest.core.atomic import sha256_file
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord
@@ -47,16 +47,6 @@ MAX_DATABASE_BYTES = 16 << 30
 _UNPLAYABLE = GradingSpec(gold="", condition_tabs=("(none)",), condition_cols=((),), ignore_orders=(True,))
 
 
-def _sha256(path: Path | None) -> str:
-    if path is None:
-        return ""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def instance_task(instance: Spider2Instance, part: str) -> TaskRecord:
     """The task record of one instance (see the module docstring); ``part`` is its split part."""
     return TaskRecord(
@@ -65,7 +55,7 @@ def instance_task(instance: Spider2Instance, part: str) -> TaskRecord:
         operator=BENCHMARK, effect="", file="", broken_patch="", fix_patch=instance.reference,
         wrong_repair_patches=(), grading=instance.grading or _UNPLAYABLE, problem_statement=instance.instruction,
         local_checks=LocalChecks(builds=False, tests_total=0, tests_failed=0),
-        gold_sha256=_sha256(instance.gold) if instance.playable else "", license="", versions={},
+        gold_sha256=sha256_file(instance.gold) if instance.playable and instance.gold else "", license="", versions={},
         database=Path(instance.database).stem or "build",
     )
 
