@@ -44,6 +44,27 @@ def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return example_mirror(tmp_path_factory.mktemp("mirror") / "mirror")
 
 
+@pytest.fixture(scope="module")
+def clock_added(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The clock fixture pinned once by `harvest add` (a short sha, expanded), read by the rebuild tests:
+    the folder holding its home and pins, and the add's JSON summary."""
+    root = tmp_path_factory.mktemp("clock-added")
+    repo = fixture_repo("clock", root / "repo")
+    code, out, err = _run(root, "add", f"{repo.path}@{repo.head[:10]}", "--json")
+    assert code == 0, err
+    return root, json.loads(out)
+
+
+def _clock_copy(clock_added: tuple[Path, dict], tmp: Path):  # type: ignore[no-untyped-def]
+    """A test's own copy of the pinned clock fixture (home, pins, and the repository at the same commit)."""
+    import shutil
+
+    root, _ = clock_added
+    shutil.copytree(root / "home", tmp / "home", symlinks=True)
+    shutil.copytree(root / "pins", tmp / "pins")
+    return fixture_repo("clock", tmp / "repo")
+
+
 def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None:  # type: ignore[no-untyped-def]
     pin = example_harvest.pin
     assert example_harvest.pin_path.name == f"{pin.id}.toml" and pin.id.startswith("local__shop_analytics@")
@@ -108,18 +129,16 @@ def test_nondeterministic_tables_are_marked(tmp_path: Path) -> None:
     assert all(t["deterministic"] and not t["unstable_columns"] for name, t in tables.items() if name != "sampled_readings")
 
 
-def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
+def test_the_clock_is_pinned_after_the_newest_seed_date(clock_added) -> None:  # type: ignore[no-untyped-def]
     from datetime import date, timedelta
 
-    repo = fixture_repo("clock", tmp_path / "repo")
-    short = repo.head[:10]
-    code, out, err = _run(tmp_path, "add", f"{repo.path}@{short}", "--json")
-    assert code == 0, err
-    summary = json.loads(out)
-    assert summary["commit"] == repo.head  # the short sha was expanded and recorded in full
+    root, summary = clock_added
+    head = fixture_repo("clock", root / "again").head
+    assert summary["commit"] == head  # the short sha was expanded and recorded in full, in the spec too
+    assert summary["spec"] == f"local://local/gym_memberships@{head}"
     today = date.fromisoformat(CLOCK_NEWEST_SEED_DATE) + timedelta(days=1)
     assert summary["clock"] == f"{today} 00:00:00"
-    gold = tmp_path / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
+    gold = root / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
     con = duckdb.connect(str(gold), read_only=True)
     joined, days = con.execute(
         "select joined_on, days_as_member from main.membership_age order by member_id limit 1").fetchone()
@@ -127,16 +146,14 @@ def test_the_clock_is_pinned_after_the_newest_seed_date(tmp_path: Path) -> None:
     assert days == (today - joined).days  # current_date inside the build was the pinned date
 
 
-def test_a_rebuild_reproduces_the_gold_name(tmp_path: Path) -> None:
+def test_a_rebuild_reproduces_the_gold_name(clock_added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The gold's name (its content digest) names it in the pin and in every task: building the same commit
     again (here `add --rebuild`; on another machine, a fresh add from a mirror) must give the same name, or
     every committed pin and task lock would drift on each rebuild."""
     from dbt_harvest.harvester.gold_digest import content_digest
 
-    repo = fixture_repo("clock", tmp_path / "repo")
-    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
-    assert code == 0, err
-    first = json.loads(out)["gold_sha256"]
+    repo = _clock_copy(clock_added, tmp_path)
+    first = clock_added[1]["gold_sha256"]
     assert content_digest(tmp_path / "home" / "gold" / f"{first}.duckdb") == first
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
     assert code == 0, err
@@ -158,19 +175,18 @@ def test_gold_of_long_text_rebuilds_to_the_same_pin_in_a_fresh_home(tmp_path: Pa
     name = json.loads(out)["gold_sha256"]
     (path,) = _pins(tmp_path)
     committed = path.read_bytes()
-    files = [atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb")]
-    for attempt in range(2):
-        (tmp_path / "home").rename(tmp_path / f"home-{attempt}")  # a fresh home, the committed pins kept
-        code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
-        assert code == 0, err
-        again = json.loads(out)
-        assert again["gold_sha256"] == name and again["drift"] == []
-        assert path.read_bytes() == committed
-        files.append(atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb"))
-    assert name not in files  # named by content, not by any one write's bytes
+    first_bytes = atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb")
+    (tmp_path / "home").rename(tmp_path / "first-home")  # a fresh home, the committed pins kept
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--rebuild", "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["gold_sha256"] == name and again["drift"] == []
+    assert path.read_bytes() == committed
+    # named by content, not by either write's bytes
+    assert name not in (first_bytes, atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb"))
 
 
-def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them(tmp_path: Path) -> None:
+def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them(clock_added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Pins made before content naming name their gold by the file's sha256: a rebuild that gives the same
     bytes keeps the pin (and so every task of it) byte for byte, its gold stored under the old name."""
     from dataclasses import replace
@@ -178,9 +194,7 @@ def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_repr
     from dbt_harvest.core import atomic
     from dbt_harvest.core.pin import read_pin, write_pin
 
-    repo = fixture_repo("clock", tmp_path / "repo")
-    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
-    assert code == 0, err
+    repo = _clock_copy(clock_added, tmp_path)
     (path,) = _pins(tmp_path)
     made = read_pin(path)
     stored = tmp_path / "home" / "gold" / f"{made.gold_sha256}.duckdb"
@@ -213,7 +227,7 @@ def test_rename_gold_without_rebuild_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2 and "--rebuild" in err and not _pins(tmp_path)
 
 
-def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tmp_path: Path) -> None:
+def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(clock_added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A pin made under other tool versions (a corpus pinned before a dependency was re-pinned), rebuilt
     to the same gold and tables: the pin file is kept byte for byte, since every task record carries the
     pin's versions and the task lock hashes the records; the drift still names the versions."""
@@ -221,9 +235,7 @@ def test_a_rebuild_that_differs_only_in_tool_versions_keeps_the_committed_pin(tm
 
     from dbt_harvest.core.pin import read_pin, write_pin
 
-    repo = fixture_repo("clock", tmp_path / "repo")
-    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
-    assert code == 0, err
+    repo = _clock_copy(clock_added, tmp_path)
     (path,) = _pins(tmp_path)
     made = read_pin(path)
     write_pin(replace(made, versions={**made.versions, "sqlglot": "0.0.1"}), tmp_path / "pins")
