@@ -131,18 +131,24 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
 @click.option("--no-rewards", is_flag=True, help="Render and measure rows only; skip the reward builds.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write corpus_feed.json and corpus_feed.md here (e.g. docs/corpus).")
+@click.option("--fresh", is_flag=True,
+              help="Measure every task again, forgetting the results a stopped run of the same settings kept.")
 @json_option
 @fails_cleanly
 def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_path: Path | None, no_rewards: bool,
-         out: Path | None, as_json: bool) -> None:
+         out: Path | None, fresh: bool, as_json: bool) -> None:
     """Every train task through the stages after the dataset: SFT rows render (single-turn and agentic) and
     fit the token budget, the GRPO reward of the true repair is 1 and of the unrepaired project 0. Exit 1 when
-    any task fails a stage (each is listed with why)."""
+    any task fails a stage (each is listed with why). Each finished task is kept under HARVEST_HOME/feed/ as it
+    finishes: a stopped run, started again with the same settings, measures only the tasks it had not."""
     import json
 
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.core import atomic
     from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.home import harvest_home
+    from dbt_harvest.train import feed_log
+    from dbt_harvest.train.corpus_feed import AGENTIC_VARIANTS
     from dbt_harvest.train.corpus_feed import feed as run_feed
     from dbt_harvest.train.corpus_feed import markdown
     from dbt_harvest.train.errors import TrainDataError
@@ -164,14 +170,25 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
 
         tokenizer = train_tokenizer(TinySpec().vocab_size)
         name = f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
+    log = feed_log.log_path(harvest_home(), feed_log.settings_key(
+        max_file_chars=max_file_chars, tokenizer=name, rewards=not no_rewards, variants=AGENTIC_VARIANTS))
+    if fresh:
+        feed_log.restart(log)
+    finished = feed_log.load(log, tasks)
     with progress("corpus feed", len(tasks), "tasks") as bar:
-        def done(task) -> None:  # noqa: ANN001
+        if finished:
+            bar.note(f"resuming: {len(finished)} of {len(tasks)} tasks were measured by an earlier run")
+            bar.advance(len(finished))
+
+        def done(record, task) -> None:  # noqa: ANN001
+            feed_log.append(log, record, task)
             if task.failure:
                 bar.note(f"{task.instance_id}: {task.failure}")
             bar.advance(detail=task.instance_id)
 
         report = run_feed(tasks, PinnedProjectSource(pins_dir()), tokenizer, name, max_length=max_length,
-                          max_file_chars=max_file_chars, rewards=not no_rewards, on_task=done).to_dict()
+                          max_file_chars=max_file_chars, rewards=not no_rewards, on_task=done,
+                          finished=finished).to_dict()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out / "corpus_feed.json", json.dumps(report, indent=1, sort_keys=True) + "\n")

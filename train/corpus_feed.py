@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord
@@ -57,6 +57,20 @@ class TaskFeed:
     def layout(self) -> str:
         return "project at the root" if self.project_dir in ("", ".") else f"built from {self.project_dir}/"
 
+    def to_record(self) -> dict[str, Any]:
+        """Every field as plain JSON data (what the feed log keeps; ``from_record`` reads it back equal)."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> TaskFeed:
+        """The result ``to_record`` wrote; ValueError/TypeError/KeyError on anything else."""
+        values = dict(data)
+        for name in ("single_turn", "agentic"):
+            values[name] = RowLength(**values[name]) if values.get(name) is not None else None
+        for name in ("files_left_out", "shown", "investigation_lengths"):
+            values[name] = tuple(values.get(name, ()))
+        return cls(**values)
+
 
 @dataclass(frozen=True)
 class FeedReport:
@@ -68,6 +82,7 @@ class FeedReport:
     tokenizer: str
     seconds: float
     cuts: dict[str, list[str]] = field(default_factory=dict)
+    resumed: int = 0  # tasks whose results an earlier, stopped run of the same settings had kept (feed_log)
 
     def to_dict(self) -> dict[str, Any]:
         done = [t for t in self.tasks if not t.failure]
@@ -107,6 +122,7 @@ class FeedReport:
             },
             "failed": {t.instance_id: t.failure for t in self.tasks if t.failure},
             "ok": len(done),
+            "resumed": self.resumed,
             "seconds": round(self.seconds, 1),
             "per_task": [_task_dict(t) for t in self.tasks],
         }
@@ -189,25 +205,35 @@ def _one_line(exc: BaseException) -> str:
 
 def feed(tasks: Sequence[TaskRecord], project: ProjectSource, tokenizer: Any, tokenizer_name: str, *,
          max_length: int, max_file_chars: int, rewards: bool = True,
-         on_task: Callable[[TaskFeed], None] | None = None) -> FeedReport:
-    """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``."""
+         on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
+         finished: Mapping[str, TaskFeed] | None = None) -> FeedReport:
+    """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``.
+
+    ``finished``: results an earlier run of the same settings kept (``feed_log``), taken as they are;
+    ``on_task`` is called with each task run now and its result (the CLI logs it there)."""
     from dbt_harvest.corpora.firewall import require_train
 
     require_train(list(tasks))
     started = time.perf_counter()
+    finished = finished or {}
     results = []
     for task in tasks:
+        if task.instance_id in finished:
+            results.append(finished[task.instance_id])
+            continue
         result = feed_task(task, project, tokenizer, max_file_chars, rewards)
         results.append(result)
         if on_task is not None:
-            on_task(result)
+            on_task(task, result)
     cuts: dict[str, list[str]] = {}
     for kind in ("single_turn", "agentic"):
         measured = [(t, getattr(t, kind)) for t in results if getattr(t, kind) is not None]
         rows = [{"instance_id": t.instance_id, **({"messages": []} if kind == "agentic" else {})} for t, _ in measured]
         _, dropped = cut(rows, [length for _, length in measured], max_length)
         cuts[kind] = [c.line() for c in dropped]
-    return FeedReport(tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts)
+    resumed = sum(t.instance_id in finished for t in tasks)
+    return FeedReport(tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts,
+                      resumed)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -248,7 +274,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"- tasks where a reward fell back from compiled SQL to a sandboxed dbt build: {reward['fell_back_to_dbt']}; "
             f"reward seconds in all: {reward['seconds']}",
         ]
-    lines.append(f"- failed a stage: {len(report['failed'])}; wall time {report['seconds']} s")
+    resumed = f" ({report['resumed']} tasks' results kept by an earlier, stopped run)" if report.get("resumed") else ""
+    lines.append(f"- failed a stage: {len(report['failed'])}; wall time {report['seconds']} s{resumed}")
     for instance_id, why in sorted(report["failed"].items()):
         lines.append(f"  - `{instance_id}`: {why}")
     for instance_id, why in sorted(report["single_turn_left_out"].items())[:50]:

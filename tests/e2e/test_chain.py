@@ -239,6 +239,11 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert (fed["reward"]["fixed_scores_1"], fed["reward"]["unrepaired_scores_0"]) == (counts["train"],) * 2
         assert fed["investigation_lengths"]["episodes"] == 2 * counts["train"] and fed["investigation_lengths"]["min"] >= 1
         assert set(fed["position_probe"]) >= {"accuracy", "chance", "rule", "held_out"}
+        # run again with the same settings: every task's result was kept as it finished, nothing is rebuilt
+        again = chain.json("corpus", "feed")
+        assert (fed["resumed"], again["resumed"]) == (0, counts["train"])
+        assert {k: v for k, v in again.items() if k not in ("seconds", "resumed")} == \
+            {k: v for k, v in fed.items() if k not in ("seconds", "resumed")}
 
         # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
         sealed = chain.json("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test",

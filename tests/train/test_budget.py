@@ -109,3 +109,49 @@ def test_the_corpus_feed_counts_a_single_turn_row_left_out_for_chars_apart_from_
     assert report["rendered"] == 2 and report["failed"] == {} and report["single_turn"]["rows"] == 1
     assert report["single_turn_left_out"] == {world.task.instance_id: tight.single_turn_left_out}
     assert "single-turn left out" in markdown(report)
+
+
+def test_a_stopped_feed_resumes_from_the_results_it_kept_and_reports_as_one_run(world: World, tokenizer, tmp_path: Path) -> None:  # noqa: ANN001
+    """Each finished task is appended to the feed log as it finishes: a run stopped after two of three tasks
+    (and killed mid-write of a third line) resumes with only the third, and its report equals an unstopped
+    run's; a task whose record changed is measured again; other settings never share a log."""
+    import dataclasses
+
+    from dbt_harvest.train import feed_log
+    from dbt_harvest.train.corpus_feed import feed
+
+    tasks = [world.task, other_split(world.task, "train"),
+             dataclasses.replace(world.task, instance_id=world.task.instance_id + ".third")]
+    project = GitProjectSource(world.repos)
+    log = tmp_path / "feed" / "settings.jsonl"
+
+    class Stopped(Exception):
+        pass
+
+    def stop_after_two(record, result) -> None:  # noqa: ANN001
+        feed_log.append(log, record, result)
+        if len(log.read_text().splitlines()) == 2:
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        feed(tasks, project, tokenizer, "tiny", max_length=4096, max_file_chars=16000, rewards=False,
+             on_task=stop_after_two)
+    with log.open("a") as handle:
+        handle.write('{"feed": {"instance_id": "')  # a line torn by a kill
+    finished = feed_log.load(log, tasks)
+    assert sorted(finished) == sorted(t.instance_id for t in tasks[:2])
+    ran: list[str] = []
+    resumed = feed(tasks, project, tokenizer, "tiny", max_length=4096, max_file_chars=16000, rewards=False,
+                   on_task=lambda record, result: ran.append(record.instance_id), finished=finished)
+    assert ran == [tasks[2].instance_id] and resumed.resumed == 2
+    unstopped = feed(tasks, project, tokenizer, "tiny", max_length=4096, max_file_chars=16000, rewards=False)
+    assert unstopped.resumed == 0 and [t.to_record() for t in resumed.tasks] == [t.to_record() for t in unstopped.tasks]
+    one_run = {k: v for k, v in unstopped.to_dict().items() if k not in ("seconds", "resumed")}
+    assert {k: v for k, v in resumed.to_dict().items() if k not in ("seconds", "resumed")} == one_run
+    assert resumed.tasks[0].single_turn is not None and resumed.tasks[0].shown  # read back whole, not as dicts
+    # a re-minted record (another statement) is not the one its result was measured on
+    changed = dataclasses.replace(tasks[0], problem_statement=tasks[0].problem_statement + " Again.")
+    assert changed.instance_id not in feed_log.load(log, [changed])
+    keys = {feed_log.settings_key(max_file_chars=c, tokenizer=t, rewards=r, variants=2)
+            for c, t, r in ((16000, "tiny", True), (8000, "tiny", True), (16000, "qwen", True), (16000, "tiny", False))}
+    assert len(keys) == 4
