@@ -440,7 +440,9 @@ def resolve_call(params: dict[str, Any], gold_tables: Callable[[], list[str]]) -
 # ---------------------------------------------------------------------------------------------- scoring
 
 
-def _show_tables(gold: Path) -> list[str]:
+def show_tables(gold: Path) -> list[str]:
+    """The tables of a gold database as DuckDB's ``SHOW TABLES`` lists them: what ``evaluate.py`` grades when
+    an instance names no ``condition_tabs`` (the Spider2 checkout reader resolves a call the same way)."""
     with open_source(gold, gold=True) as con:
         return [str(row[0]) for row in con.execute("SHOW TABLES").fetchall()]
 
@@ -477,7 +479,7 @@ def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], r
         why = f"gold file {gold_file.name} missing{hint}"
         return InstanceResult(iid, FIXED, 0, 0, 0, f"{why}: evaluate.py scores 0", answer_type, why, gold_alias)
     try:
-        call = resolve_call(plan.parameters, lambda: _show_tables(gold_file))
+        call = resolve_call(plan.parameters, lambda: show_tables(gold_file))
     except GoldFileError as exc:
         return InstanceResult(iid, FIXED, 0, 0, 0, f"gold: {exc}", answer_type, str(exc), gold_alias)
     if call.spec is None:

@@ -234,7 +234,7 @@ def _project_facts(example: Path) -> tuple[dict[str, Any], list[str]]:
 
 def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
              alias: str | None) -> tuple[GradingSpec | None, Path | None, list[str]]:
-    from dbt_harvest.core.scorer.spider2 import _show_tables, resolve_call
+    from dbt_harvest.core.scorer.spider2 import resolve_call, show_tables
 
     if record is None:
         return None, None, [f"no line in {EVAL_FILE}"]
@@ -255,7 +255,7 @@ def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
     def gold_tables() -> list[str]:
         if gold is None:
             raise HarvestError("its condition_tabs are absent and there is no gold to list the tables of")
-        return _show_tables(gold)
+        return show_tables(gold)
 
     try:
         call = resolve_call(params, gold_tables)
