@@ -39,7 +39,7 @@ from dbt_harvest.core.clock import clock_env
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import command, safe_fs, watchdog
 from dbt_harvest.harvester.sandbox.limits import Limits
-from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR, read_profile_meta
+from dbt_harvest.harvester.sandbox.profile import META_FILE, PROFILE_DIR, read_profile_meta
 from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
 from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 from dbt_harvest.harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
@@ -275,6 +275,7 @@ def prepare(
         "workspace": paths.workspace,
         "project_dir": meta.project_dir if meta else project_dir,
         "profiles_dir": f"{paths.workspace}/{PROFILE_DIR}",
+        "profile_meta": META_FILE,
         "db_file": meta.db_file if meta else "",
         "result_file": "",
         "relation_rows": limits.relation_rows,

@@ -328,6 +328,28 @@ def test_a_shipped_package_lock_is_honoured(tmp_path: Path, mirror: Path) -> Non
     assert versions == {k: v.lstrip("v") for k, v in LOCKED_VERSIONS.items()}
 
 
+def test_a_project_without_a_profile_key_builds_under_the_derived_profile(tmp_path: Path) -> None:
+    """dbt refuses a dbt_project.yml without ``profile:`` ("no profile was specified"); the harvester names the
+    profile after the project and passes it to every dbt command, so such a project pins like any other."""
+    import shutil
+
+    from dbt_harvest.harvester.gitrepos import make_git_repo
+    from tests.fixtures import fixture_dir
+
+    source = tmp_path / "source"
+    shutil.copytree(fixture_dir("clock"), source)
+    project = source / "dbt_project.yml"
+    lines = project.read_text().splitlines()
+    assert any(line.startswith("profile:") for line in lines)
+    project.write_text("".join(line + "\n" for line in lines if not line.startswith("profile:")))
+    repo = make_git_repo(source, tmp_path / "repo")
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["id"].startswith("local__gym_memberships@") and summary["tables"]
+    assert all(t["deterministic"] for t in summary["tables"])
+
+
 def test_a_branch_needs_resolve_ref(tmp_path: Path) -> None:
     repo = fixture_repo("clock", tmp_path / "repo")
     code, _, err = _run(tmp_path, "add", f"{repo.path}@main")

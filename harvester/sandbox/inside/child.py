@@ -286,13 +286,28 @@ class Child:
         return {"kind": "restore", "ok": True, "first_error": "", "detail": {}}
 
     # dbt -----------------------------------------------------------------------------------------
+    def profile_flag(self) -> list[str]:
+        """``--profile NAME`` for the profile the harvester wrote (its meta file names it): a project whose
+        dbt_project.yml has no ``profile:`` key is refused by dbt without it, and for every other project the
+        name is the one the project declares. Nothing when there is no meta (a bare run)."""
+        meta = self.profiles_dir / str(self.request.get("profile_meta") or "")
+        if not self.request.get("profile_meta") or not meta.is_file() or meta.is_symlink():
+            return []
+        try:
+            name = str(json.loads(meta.read_text(encoding="utf-8"))["profile_name"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+        ok = bool(name) and (name[0].isalpha() or name[0] == "_") and all(c.isalnum() or c in "_-" for c in name)
+        return ["--profile", name] if ok else []
+
     def dbt_step(self, args: list[str], check_sizes: bool = True) -> dict[str, Any]:
         """One dbt command in-process; ``check_sizes``: fail it when a relation is over the row bound."""
         from dbt.cli.main import dbtRunner
 
         if self.runner is None:
             self.runner = dbtRunner()
-        argv = [*args, "--project-dir", str(self.project), "--profiles-dir", str(self.profiles_dir)]
+        argv = [*args, "--project-dir", str(self.project), "--profiles-dir", str(self.profiles_dir),
+                *self.profile_flag()]
         try:
             res = self.runner.invoke(argv)
         finally:
