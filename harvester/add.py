@@ -412,7 +412,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
     # a commit given by a prefix is recorded in full: a short sha can become ambiguous as the repository
     # grows, and a rebuild from the full sha must write the same pin
-    rev = source.commit if source.commit.startswith(spec.rev.lower()) else spec.rev
+    rev = source.commit if spec.rev_is_sha and source.commit.startswith(spec.rev.lower()) else spec.rev
     pin = Pin(
         id=pin_id, spec=f"{identity.display}@{rev}", url=identity.url, commit=source.commit,
         tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
