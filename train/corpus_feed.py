@@ -279,7 +279,7 @@ def markdown(report: dict[str, Any]) -> str:
     for instance_id, why in sorted(report["failed"].items()):
         lines.append(f"  - `{instance_id}`: {why}")
     for instance_id, why in sorted(report["single_turn_left_out"].items())[:50]:
-        lines.append(f"  - single-turn left out `{instance_id}`: {why}")
+        lines.append(f"  - single-turn left out `{instance_id}`: {why.removeprefix(f'{instance_id}: ')}")
     for kind, items in report["rows_cut"].items():
         for item in items[:50]:
             lines.append(f"  - {kind} row cut: {item}")
