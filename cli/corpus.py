@@ -145,8 +145,7 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
 
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.core import atomic
-    from dbt_harvest.core.home import pins_dir
-    from dbt_harvest.core.home import harvest_home
+    from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.train import feed_log
     from dbt_harvest.train.corpus_feed import AGENTIC_VARIANTS
     from dbt_harvest.train.corpus_feed import feed as run_feed

@@ -18,6 +18,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import resource
 import sys
 import time
@@ -28,6 +29,9 @@ from typing import Any
 
 from harvest_fingerprint import alias_collides, fingerprint_sql, quote_identifier, quote_relation
 from harvest_names import captured_names
+
+#: a profile name as ``harvester.sandbox.profile.write_profile`` accepts it (the meta file is re-read here)
+_PROFILE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 
 harvest_lockdown: Any = None  # imported by main() once locked_duckdb (bound from core/) is loaded
 
@@ -297,8 +301,7 @@ class Child:
             name = str(json.loads(meta.read_text(encoding="utf-8"))["profile_name"])
         except (OSError, ValueError, KeyError, TypeError):
             return []
-        ok = bool(name) and (name[0].isalpha() or name[0] == "_") and all(c.isalnum() or c in "_-" for c in name)
-        return ["--profile", name] if ok else []
+        return ["--profile", name] if _PROFILE_NAME.fullmatch(name) else []
 
     def dbt_step(self, args: list[str], check_sizes: bool = True) -> dict[str, Any]:
         """One dbt command in-process; ``check_sizes``: fail it when a relation is over the row bound."""
