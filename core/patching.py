@@ -1,7 +1,8 @@
 """Unified diffs between file versions: make one, apply one strictly (no fuzz), to text or a tree.
 
 Tasks carry their broken, fix and wrong-repair edits as unified diffs (what people and SWE-style
-datasets expect). Application is exact: every context and removed line must match, otherwise a
+datasets expect). A file a patch creates or deletes (a completion task's missing model) is written the
+way git writes it: ``--- /dev/null`` or ``+++ /dev/null``. Application is exact: every context and removed line must match, otherwise a
 PatchError says which file and hunk, so a patch never half-applies to a tree.
 """
 
@@ -17,6 +18,7 @@ from dbt_harvest.core.errors import HarvestError
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _NO_EOL = "\\ No newline at end of file"
+DEV_NULL = "/dev/null"
 
 
 class PatchError(HarvestError):
@@ -27,14 +29,19 @@ class PatchError(HarvestError):
 class FilePatch:
     path: str
     hunks: tuple[tuple[int, tuple[str, ...]], ...]  # (old start line, lines with ' ', '-', '+' prefixes)
+    created: bool = False  # ``--- /dev/null``: the file does not exist before
+    deleted: bool = False  # ``+++ /dev/null``: the file does not exist after
 
 
-def make_patch(path: str, old: str, new: str, context: int = 3) -> str:
-    """A git-style unified diff of one file (``a/path`` -> ``b/path``); '' when nothing changed."""
+def make_patch(path: str, old: str | None, new: str | None, context: int = 3) -> str:
+    """A git-style unified diff of one file (``a/path`` -> ``b/path``); '' when nothing changed.
+
+    ``old=None`` creates the file (``--- /dev/null``), ``new=None`` deletes it (``+++ /dev/null``)."""
     if old == new:
         return ""
     lines = difflib.unified_diff(
-        _split(old), _split(new), fromfile=f"a/{path}", tofile=f"b/{path}", n=context, lineterm=""
+        _split(old or ""), _split(new or ""), fromfile=DEV_NULL if old is None else f"a/{path}",
+        tofile=DEV_NULL if new is None else f"b/{path}", n=context, lineterm=""
     )
     out: list[str] = []
     for line in lines:
@@ -62,8 +69,15 @@ def parse_patch(patch: str) -> tuple[FilePatch, ...]:
             continue
         if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
             raise PatchError("malformed patch: '---' header without '+++'")
+        old_path = lines[i][4:].split("\t")[0]
         path = lines[i + 1][4:].split("\t")[0]
-        path = path[2:] if path.startswith("b/") else path
+        created, deleted = old_path == DEV_NULL, path == DEV_NULL
+        if created and deleted:
+            raise PatchError("malformed patch: both sides are /dev/null")
+        if deleted:
+            path = old_path[2:] if old_path.startswith("a/") else old_path
+        else:
+            path = path[2:] if path.startswith("b/") else path
         _check_path(path)
         i += 2
         hunks: list[tuple[int, tuple[str, ...]]] = []
@@ -97,7 +111,11 @@ def parse_patch(patch: str) -> tuple[FilePatch, ...]:
             if seen_old != old_len or seen_new != new_len:
                 raise PatchError(f"truncated hunk in {path}")
             hunks.append((start, tuple(body)))
-        files.append(FilePatch(path, tuple(hunks)))
+        if deleted and any(line[0] != "-" for _, body in hunks for line in body):
+            raise PatchError(f"malformed patch: the deletion of {path} keeps or adds lines")
+        if created and any(line[0] != "+" for _, body in hunks for line in body):
+            raise PatchError(f"malformed patch: the creation of {path} keeps or removes lines")
+        files.append(FilePatch(path, tuple(hunks), created=created, deleted=deleted))
     if not files:
         raise PatchError("empty or malformed patch: no file headers")
     return tuple(files)
@@ -138,19 +156,30 @@ def apply_to_text(text: str, file_patch: FilePatch) -> str:
 
 
 def apply_patch(root: Path, patch: str) -> tuple[str, ...]:
-    """Apply a patch to files under ``root``; all files are checked before any is written."""
-    results: dict[Path, str] = {}
+    """Apply a patch to files under ``root``; all files are checked before any is written. A file the
+    patch creates must not exist; one it deletes must hold exactly the removed lines, and is removed."""
+    results: dict[Path, str | None] = {}
     for file_patch in parse_patch(patch):
         target = (root / file_patch.path).resolve()
         if not target.is_relative_to(root.resolve()):
             raise PatchError(f"patch path {file_patch.path!r} leaves the project")
         if target.exists() and not target.is_file():
             raise PatchError(f"patch path {file_patch.path!r} is a folder, not a file")
+        if file_patch.created and target.exists():
+            raise PatchError(f"patch creates {file_patch.path!r}, which already exists")
+        if file_patch.deleted and not target.is_file():
+            raise PatchError(f"patch deletes {file_patch.path!r}, which does not exist")
         try:
             old = target.read_text(encoding="utf-8") if target.is_file() else ""
         except (OSError, UnicodeDecodeError) as exc:
             raise PatchError(f"patch path {file_patch.path!r} cannot be read as text ({exc})") from None
-        results[target] = apply_to_text(old, file_patch)
+        new = apply_to_text(old, file_patch)
+        if file_patch.deleted and new:
+            raise PatchError(f"{file_patch.path}: the deletion does not remove the whole file")
+        results[target] = None if file_patch.deleted else new
     for target, text in results.items():
-        atomic.write_text(target, text)
+        if text is None:
+            target.unlink()
+        else:
+            atomic.write_text(target, text)
     return tuple(str(p.relative_to(root.resolve())) for p in results)

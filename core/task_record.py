@@ -3,6 +3,12 @@
 `harvest mint` writes one JSON file per kept task under HARVEST_HOME/tasks; corpora, eval and train
 read them. The id is content-hashed (``<owner>__<repo>.<sha8>.<operator>.<hash8>``) so that the same
 mutation minted twice collides instead of duplicating. Reading validates every field.
+
+Two kinds of task share the record (``kind``): a ``repair`` (one planted edit of a model file to undo) and
+a ``completion`` (a documented model's file is missing; write it from its contract: Spider 2.0-DBT's own
+shape). A completion's ``broken_patch`` deletes the file, its ``fix_patch`` creates it with the original
+text, each wrong "repair" creates it with a plausible wrong text, and its operator is ``complete``. A
+repair's JSON has no ``kind`` key, so every record minted before completions existed keeps its hash.
 """
 
 from __future__ import annotations
@@ -19,6 +25,16 @@ from dbt_harvest.core.errors import HarvestError
 
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")
+KINDS = ("repair", "completion")
+#: the operator (and id segment) of every completion task
+COMPLETE_OPERATOR = "complete"
+
+
+def kind_of_id(instance_id: str) -> str:
+    """The kind of a task from its id alone (``<slug>.<sha8>.<operator>.<hash8>``): what a lock or a
+    sealed listing, which hold ids but not records, needs to count tasks per kind."""
+    parts = instance_id.rsplit(".", 2)
+    return "completion" if len(parts) == 3 and parts[1] == COMPLETE_OPERATOR else "repair"
 
 
 class TaskRecordError(HarvestError):
@@ -98,6 +114,8 @@ class TaskRecord:
     database: str = "build"
     # digest of the broken build's gradable outputs: two tasks of a pin with the same one are one bug
     broken_signature: str = ""
+    # "repair" or "completion" (module docstring); omitted from a repair's JSON
+    kind: str = "repair"
 
     @property
     def local_tests(self) -> int:
@@ -108,6 +126,8 @@ class TaskRecord:
         data = asdict(self)
         data["grading"] = self.grading.to_dict()
         data["wrong_repair_patches"] = list(self.wrong_repair_patches)
+        if self.kind == "repair":
+            del data["kind"]  # records minted before completions existed keep their bytes and hashes
         return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +181,10 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
     except (KeyError, TypeError, ValueError, AttributeError, SpecFormatError) as exc:
         detail = " ".join(str(exc).splitlines())  # a key quoted from the file may hold a line break
         raise TaskRecordError(f"{where}: malformed task record ({detail})") from None
+    if record.kind not in KINDS:
+        raise TaskRecordError(f"{where}: kind {record.kind!r} is not one of {', '.join(KINDS)}")
+    if (record.kind == "completion") != (record.operator == COMPLETE_OPERATOR):
+        raise TaskRecordError(f"{where}: operator {record.operator!r} does not go with kind {record.kind!r}")
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
     for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):
