@@ -1,4 +1,4 @@
-"""`harvest mint`: turn pinned projects into verified repair tasks (two-stage, resumable)."""
+"""`harvest mint`: turn pinned projects into verified tasks, repairs and completions (two-stage, resumable)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @click.command("mint")
 @click.argument("pin_ids", nargs=-1)
 @click.option("--all", "all_pins", is_flag=True, help="Mint every pin under pins/.")
+@click.option("--kinds", default="repair", show_default=True,
+              help="Comma-separated task kinds: repair (undo one planted edit), completion (write a documented model "
+                   "whose file was removed, from its contract). Completion shards reuse the repair mint's screening "
+                   "where it ran, so mint repairs first or both together.")
 @click.option("--families", help="Comma-separated operator families (filter,null,join,grain,time,values).")
 @click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
               help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run).")
@@ -46,11 +50,11 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
                    "(kept only if the project still builds and passes its dbt tests), and mint them there.")
 @json_option
 @fails_cleanly
-def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_per_model: int, jobs: int,
+def command(pin_ids: tuple[str, ...], all_pins: bool, kinds: str, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
             no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, rename_gold: bool, only_locked: bool, verify_lock: bool,
             write_lock: bool, as_json: bool) -> None:
-    """Mint repair tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
+    """Mint tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.store import mint_target
@@ -62,6 +66,13 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
         raise click.UsageError("name at least one PIN_ID or pass --all")
     if verify_lock and write_lock:
         raise click.UsageError("give --verify-lock or --write-lock, not both")
+    from dbt_harvest.core.task_record import KINDS
+
+    chosen_kinds = tuple(dict.fromkeys(k.strip() for k in kinds.split(",") if k.strip()))
+    if not chosen_kinds or set(chosen_kinds) - set(KINDS):
+        raise click.UsageError(f"--kinds {kinds!r}: give one or more of {', '.join(KINDS)}")
+    if augment and "repair" not in chosen_kinds:
+        raise click.UsageError("--augment recovers repair candidates; add repair to --kinds")
     chosen = tuple(f.strip() for f in families.split(",")) if families else None
     if chosen and set(chosen) - set(FAMILIES):
         raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
@@ -70,7 +81,7 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, families: str | None, max_
     pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed,
-                          only_ids=_locked_ids(pins) if only_locked else None)
+                          only_ids=_locked_ids(pins) if only_locked else None, kinds=chosen_kinds)
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
     plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment, rename_gold=rename_gold)
     shards = plan(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))

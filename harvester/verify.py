@@ -13,6 +13,12 @@ warm child, no copy of the pin's built database, no screening engine), into a da
 - ``claims``: every claim the task records for its statement holds on the fresh broken build;
 - ``distinct``: no other verified task of the same pin has the same broken outputs or statement.
 
+A completion task (``kind == "completion"``) is checked the same way with its own meaning: ``broken_fails``
+is the project with the model's file removed, which must not build or score 0 (its table is absent);
+``repair_passes`` the file written back; ``wrong_repair`` a wrong completion, which must build, fail no dbt
+test the original passes and score 0 (there is no broken output to differ from); it states a contract,
+not symptoms, so it has no ``claims`` check.
+
 Builds of identical inputs are shared (a true repair restores the original file byte for byte, so its
 build IS the unmodified project's build); nothing else is reused.
 """
@@ -80,8 +86,9 @@ class _PinBuilds:
     built: dict[tuple[str, str], BuildResult] = field(default_factory=dict)
     count: int = 0
 
-    def build(self, file: str, text: str) -> BuildResult:
-        key = (file, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    def build(self, file: str, text: str | None) -> BuildResult:
+        """The pin with ``file`` holding ``text`` (None: the file removed), built fresh."""
+        key = (file, "missing" if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest())
         if key not in self.built:
             self.count += 1
             workspace = self.scratch / f"v{self.count:03d}"
@@ -89,7 +96,10 @@ class _PinBuilds:
             target = workspace / file
             if target.is_symlink():
                 raise VerifyError(f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it")
-            target.write_text(text, encoding="utf-8")
+            if text is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.write_text(text, encoding="utf-8")
             profile = discover(workspace, self.pin.project_dir).profile
             self.built[key] = build_workspace(
                 workspace, self.pin.project_dir, profile, self.pin.profile_schema, self.pin.clock,
@@ -118,6 +128,8 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
 
     pin = builds.pin
     original_text = (template(pin) / record.file).read_text(encoding="utf-8")
+    if record.kind == "completion":
+        return _verify_completion(record, builds, gold, original_text), ""
     broken_text = _apply(original_text, record.broken_patch, "broken patch")
     repaired_text = _apply(broken_text, record.fix_patch, "fix patch")
     checks: list[CheckResult] = []
@@ -170,6 +182,61 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
             + (f"; about a table not graded: {stray[0].table}" if stray else ""),
         ))
     return TaskVerdict(record.instance_id, record.pin, tuple(checks)), signature
+
+
+def _created(patch: str, what: str) -> str:
+    """The text a creating patch writes (a completion's fix or wrong completion)."""
+    try:
+        parsed = parse_patch(patch)[0]
+    except (PatchError, IndexError) as exc:
+        raise VerifyError(f"the task's {what} is not a patch: {exc}") from None
+    if not parsed.created:
+        raise VerifyError(f"the task's {what} does not create its file")
+    return apply_to_text("", parsed)
+
+
+def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path, original_text: str) -> TaskVerdict:
+    spec = record.grading
+    checks: list[CheckResult] = []
+    original = builds.build(record.file, original_text)
+    if not original.models_ok or original.gold_file is None:
+        checks.append(CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}"))
+    else:
+        verdict = score(gold, original.gold_file, spec)
+        checks.append(CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
+                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+    if _apply(original_text, record.broken_patch, "broken patch") != "" or not parse_patch(record.broken_patch)[0].deleted:
+        checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the model's file"))
+    else:
+        missing = builds.build(record.file, None)
+        if not missing.models_ok or missing.gold_file is None:
+            checks.append(CheckResult("broken_fails", True, f"without the file the project does not build: "
+                                                            f"{missing.first_error[:120]}"))
+        else:
+            verdict = score(gold, missing.gold_file, spec)
+            checks.append(CheckResult("broken_fails", not verdict.official.passed and not verdict.strict.passed,
+                                      f"without the file: official {verdict.official.score}, strict {verdict.strict.score}"))
+    if _created(record.fix_patch, "fix patch") != original_text:
+        checks.append(CheckResult("repair_passes", False, "the fix patch does not write the pin's file back"))
+    elif not original.models_ok or original.gold_file is None:
+        checks.append(CheckResult("repair_passes", False, f"the completed project does not build: {original.first_error}"))
+    else:
+        checks.append(CheckResult("repair_passes", checks[0].ok, "the fix writes the original file: " + checks[0].detail))
+    why = "the task has no wrong completion" + (" (kept weak)" if record.weak else "")
+    ok = False
+    for index, patch in enumerate(record.wrong_repair_patches):
+        wrong = builds.build(record.file, _created(patch, f"wrong completion {index}"))
+        if not wrong.models_ok or wrong.gold_file is None:
+            why = f"wrong completion {index} does not build: {wrong.first_error}"
+        elif not set(wrong.failed_tests) <= set(original.failed_tests):
+            why = f"wrong completion {index} fails dbt tests the original passes"
+        elif official(gold, wrong.gold_file, spec).passed:
+            why = f"wrong completion {index} scores 1"
+        else:
+            ok, why = True, f"wrong completion {index}: builds, passes the project's tests, scores 0"
+            break
+    checks.append(CheckResult("wrong_repair", ok, why))
+    return TaskVerdict(record.instance_id, record.pin, tuple(checks))
 
 
 def _wrong_repair(record: TaskRecord, builds: _PinBuilds, gold: Path, broken: BuildResult, repair: BuildResult,

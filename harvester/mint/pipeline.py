@@ -70,6 +70,7 @@ class MintOptions:
     only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
     only_ids: frozenset[str] | None = None  # try only candidates whose task would get one of these ids (`--only-locked`)
     deadline: float | None = None  # epoch second after which shards stop between candidates (`--budget-s`)
+    kinds: tuple[str, ...] = ("repair",)  # which tasks to mint: "repair", "completion" (`--kinds`)
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -211,6 +212,10 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         reports = load_reports(pin.id)
         index = load_index(pin.id)
         only_keys, only_models = restriction(pin, options)
+        if "completion" in options.kinds:
+            jobs.extend(_completion_jobs(pin, nodes, tree, options, split, group))
+        if "repair" not in options.kinds:
+            continue
         todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
         for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
@@ -239,6 +244,71 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                 deadline=options.deadline, confirmed_before=before if resumed else (), candidates_key=key,
             ))
     return jobs
+
+
+def _completion_key(pin: Pin, uid: str, node: ModelNode, tree: Path, options: MintOptions) -> tuple[str, str] | None:
+    """(digest of what a completion shard of ``uid`` reads, the id its task would get), or None when the model
+    has no completion shard: an augmented pin's (its models' contracts are the base pin's), or a model that
+    cannot be mutated (a package's, an ephemeral one). The digest covers the model's file, its manifest
+    node (description, columns, compiled SQL) and its tests, the families and seed its wrong completions
+    come from, and the mint's code version."""
+    import hashlib
+
+    from dbt_harvest.core.patching import make_patch
+    from dbt_harvest.core.task_record import COMPLETE_OPERATOR, GENERATOR_VERSION, task_id
+    from dbt_harvest.harvester.mint.candidates import model_file
+
+    file = model_file(node, pin)
+    if pin.recovers or why_not_mutable(node, pin) or file is None or not (tree / file).is_file():
+        return None
+    original = (tree / file).read_text(encoding="utf-8")
+    prospective = task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None))
+    if options.only_ids is not None and prospective not in options.only_ids:
+        return None
+    digest = hashlib.sha256(json.dumps([GENERATOR_VERSION, file, original, repr(node), options.families, options.seed],
+                                       sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest, prospective
+
+
+def _completion_jobs(pin: Pin, nodes: dict[str, ModelNode], tree: Path, options: MintOptions, split: str,
+                     group: str) -> list[ShardJob]:
+    """One completion shard per mutable model whose shard did not finish on the same inputs."""
+    jobs: list[ShardJob] = []
+    for uid, node in sorted(nodes.items()):
+        if options.only_models is not None and uid not in options.only_models:
+            continue
+        found = _completion_key(pin, uid, node, tree, options)
+        if found is None:
+            continue
+        name = f"{uid}.completion"
+        vouched = completed_keys(pin.id, name)
+        if shard_finished(pin.id, name) and _key_matches(pin.id, name, found[0]) and _markers_read(pin.id, name, vouched):
+            continue
+        jobs.append(ShardJob(
+            pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families, max_per_model=1,
+            already_kept=0, done_keys=frozenset(), seed=options.seed, sandboxed=options.sandboxed,
+            allow_weak=options.allow_weak, writer=options.writer, incremental=options.incremental,
+            deadline=options.deadline, candidates_key=found[0], kind="completion",
+        ))
+    return jobs
+
+
+def _key_matches(pin_id: str, name: str, key: str) -> bool:
+    try:
+        return _key_path(pin_id, name).read_text(encoding="utf-8") == key
+    except OSError:
+        return False
+
+
+def _markers_read(pin_id: str, name: str, vouched: frozenset[str]) -> bool:
+    """Every report a finished shard's marker names reads (a crash mid-write redoes the shard)."""
+    folder = reports_dir(pin_id)
+    for key in vouched:
+        try:
+            json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def restriction(pin: Pin, options: MintOptions) -> tuple[frozenset[str] | None, frozenset[str] | None]:
@@ -285,7 +355,14 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
                 raise
             left.extend((pin.id, model) for model in sorted(only_models or ()))  # an augmented pin not built here yet
             continue
-        for uid, node in sorted(models(state.manifest).items()):
+        nodes = models(state.manifest)
+        if "completion" in options.kinds and not pin.recovers:
+            left.extend((pin.id, f"{uid}.completion") for uid, node in sorted(nodes.items())
+                        if not why_not_mutable(node, pin) and not shard_finished(pin.id, f"{uid}.completion")
+                        and (options.only_models is None or uid in options.only_models))
+        if "repair" not in options.kinds:
+            continue
+        for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
                 continue
             if shard_finished(pin.id, uid) and not _pending_path(pin.id, uid).is_file():
@@ -338,14 +415,14 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
     written: list[CandidateReport] = []
     ran: set[tuple[str, str, frozenset[str]]] = set()
     while jobs:
-        ran.update((job.pin_id, job.model, job.done_keys) for job in jobs)
+        ran.update((job.pin_id, job.shard_name, job.done_keys) for job in jobs)
         decided, stopped, dropped = _run_round(jobs, options, target, on_result)
         written.extend(decided)
         if stopped:
             break
         again = [pin for pin in pins if pin.id in dropped]  # only there can a finished shard be under the cap
         jobs = [job for job in (plan(again, options, target) if again else [])
-                if (job.pin_id, job.model, job.done_keys) not in ran]
+                if (job.pin_id, job.shard_name, job.done_keys) not in ran]
         if jobs and on_round:
             on_round(len(jobs))
     return written
@@ -377,25 +454,25 @@ def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarge
             stopped = True
             atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
             if result.reports:
-                atomic.write_text(_part_path(job.pin_id, job.model), json.dumps(keys))
+                atomic.write_text(_part_path(job.pin_id, job.shard_name), json.dumps(keys))
             if on_result:
                 on_result(job, list(reports))
             continue
-        pending_file = _pending_path(job.pin_id, job.model)
+        pending_file = _pending_path(job.pin_id, job.shard_name)
         if result.pending:
             atomic.write_text(pending_file, json.dumps(
                 [{"key": k, "operator": op, "family": fam} for k, op, fam in result.pending], sort_keys=True))
         else:
             pending_file.unlink(missing_ok=True)
-        atomic.write_text(_dead_path(job.pin_id, job.model), json.dumps(
+        atomic.write_text(_dead_path(job.pin_id, job.shard_name), json.dumps(
             [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True))
         atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
         if job.candidates_key:
-            atomic.write_text(_key_path(job.pin_id, job.model), job.candidates_key)
+            atomic.write_text(_key_path(job.pin_id, job.shard_name), job.candidates_key)
         else:
-            _key_path(job.pin_id, job.model).unlink(missing_ok=True)
-        atomic.write_text(_marker_path(job.pin_id, job.model), json.dumps(keys))  # the marker last (docstring)
-        _part_path(job.pin_id, job.model).unlink(missing_ok=True)
+            _key_path(job.pin_id, job.shard_name).unlink(missing_ok=True)
+        atomic.write_text(_marker_path(job.pin_id, job.shard_name), json.dumps(keys))  # the marker last (docstring)
+        _part_path(job.pin_id, job.shard_name).unlink(missing_ok=True)
         if on_result:
             on_result(job, list(reports))
     return written, stopped, dropped
@@ -437,12 +514,19 @@ def distinct_bugs(result: ShardResult, index: dict[str, dict[str, str]]) -> tupl
     return reports, [records[i] for i in records if i in kept_ids]
 
 
-def yield_report(pin_ids: Sequence[str]) -> dict:
+def _of_kind(report: dict, kind: str | None) -> bool:
+    """Whether a candidate report belongs to ``kind`` (None: every kind); a completion shard's report is
+    of family ``completion``."""
+    return kind is None or (report.get("family") == "completion") == (kind == "completion")
+
+
+def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
     """The quality report of the pins' minting, per family and per operator: dead sites (not
     candidates), candidates, each rejection reason by stage, survivors left at the per-model cap, kept;
     and over the kept tasks: how many have an informative wrong repair, how many statement claims were
     checked on built tables, duplicates dropped, tasks whose mutated lineage no dbt test covers
-    (``local_tests: 0``), tasks per model, pin and repository."""
+    (``local_tests: 0``), tasks per model, pin and repository. ``kind``: only that kind's reports (a
+    completion shard reports once per model, as family ``completion``)."""
     per_op: dict[str, dict] = {}
     per_family: dict[str, dict] = {}
     per_model: dict[str, int] = {}
@@ -454,6 +538,8 @@ def yield_report(pin_ids: Sequence[str]) -> dict:
                "dead_sites": 0}
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
+            if not _of_kind(r, kind):
+                continue
             for key, table in ((r["operator"], per_op), (r["family"], per_family)):
                 row = table.setdefault(key, _row())
                 row["candidates"] += 1
@@ -481,13 +567,13 @@ def yield_report(pin_ids: Sequence[str]) -> dict:
                 quality["weak"] += r.get("informative") is False
                 quality["claims_checked"] += int(r.get("claims_checked") or 0)
                 quality["local_tests_zero"] += r.get("local_tests") == 0
-        for r in pending(pin_id):
+        for r in (pending(pin_id) if kind != "completion" else ()):
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())
                 row["candidates"] += 1
                 row["survived_screen"] += 1
                 row["not_confirmed_cap"] += 1
-        for r in dead_sites(pin_id):
+        for r in (dead_sites(pin_id) if kind != "completion" else ()):
             quality["dead_sites"] += 1
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())

@@ -72,6 +72,13 @@ class ShardJob:
     # the digest of this model's candidates (``family_order.shard_key``), stored beside the shard's
     # completion marker so a later run with the same candidates and nothing pending skips the shard
     candidates_key: str = ""
+    # "repair": mutate the model; "completion": decide the model's completion task (mint/completion.py)
+    kind: str = "repair"
+
+    @property
+    def shard_name(self) -> str:
+        """The name of this shard's markers under ``mint/<pin>/shards`` (a model's two kinds apart)."""
+        return self.model if self.kind == "repair" else f"{self.model}.completion"
 
 
 @dataclass(frozen=True)
@@ -202,6 +209,10 @@ def run_shard(job: ShardJob) -> ShardResult:
 
     if _past(job.deadline):
         return ShardResult((), (), stopped=True)
+    if job.kind == "completion":
+        from dbt_harvest.harvester.mint.completion import run_completion_shard
+
+        return run_completion_shard(job)
     os.environ["HARVEST_HOME"] = job.home
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
