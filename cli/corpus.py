@@ -68,14 +68,17 @@ def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool)
               help="JSON {pin id: {add_s, mint_s}} from the rebuild driver (build and mint wall time per pin).")
 @click.option("--carry", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="A previous corpus_report.json: pins this HARVEST_HOME never minted keep its rows (a grown corpus).")
+@click.option("--kind", type=click.Choice(["repair", "completion"]), default="repair", show_default=True,
+              help="Which tasks to report: repairs (candidates are mutants) or completions (candidates are the "
+                   "models decided; rejections say why a model has no completion task).")
 @json_option
 @fails_cleanly
-def report(out: Path, timings: Path | None, carry: Path | None, as_json: bool) -> None:
+def report(out: Path, timings: Path | None, carry: Path | None, kind: str, as_json: bool) -> None:
     """Per repository and family: candidates, kept, rejections, silent/loud, informative; table + PNG."""
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.corpora.report import markdown, report_from_disk, write_report
 
-    built = report_from_disk(pins_dir(), timings, carry)
+    built = report_from_disk(pins_dir(), timings, carry, kind)
     paths = write_report(built, out)
     if as_json:
         echo_json({**built.to_dict(), "written": {k: str(v) for k, v in paths.items()}})

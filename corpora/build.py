@@ -41,7 +41,7 @@ from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.store import load_tasks
 from dbt_harvest.core import atomic
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.core.task_record import KINDS, TaskRecord
 from dbt_harvest.harvester.gold import matches
 
 MANIFEST = "build.json"
@@ -219,6 +219,7 @@ def build_dataset(
         duplicate_tasks=duplicates,
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
+        kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

@@ -54,6 +54,8 @@ class CardFacts:
     corpus_report: dict[str, str] = field(default_factory=dict)
     # split -> tasks whose seeds carry distinguishing rows the harvester added (augmented pins)
     augmented: dict[str, int] | None = None
+    # split -> kind -> tasks (repair, completion); None for a build made before completions existed
+    kinds: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -145,6 +147,14 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "Splits are repository-disjoint: repositories that share history, files, or a package family",
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
+        "## Task kinds", "",
+        "A `repair` task plants one edit in a model (`broken_patch`) for the agent to find and undo. A `completion`",
+        "task removes a documented model's SQL file (`broken_patch` deletes it; `patch` writes it back): the agent",
+        "writes the model from its documentation (`problem_statement`: description, columns, tests, the models it",
+        "may read), Spider 2.0-DBT's own shape. Both are graded the same way against gold. Tasks per kind and split: "
+        + (", ".join(f"{s} " + " + ".join(f"{n} {k}" for k, n in sorted(((facts.kinds or {}).get(s) or {"repair": facts.splits[s]}).items()))
+                     for s in splits)) + ".",
+        "Keep one kind with `ds.filter(lambda row: row[\"kind\"] == \"completion\")`.", "",
         "## Local checks", "",
         "`local_tests` counts the dbt tests over the broken model and its descendants. Where it is 0 the",
         "local checks only prove that the project builds: an agent gets no test signal for that bug.",

@@ -183,6 +183,7 @@ def row_task(row: dict[str, Any], split: str) -> TaskRecord:
         gold_sha256=row["gold_sha256"], license=row["license"],
         versions={v["name"]: v["version"] for v in row["versions"]},
         generator_version=row["generator_version"], weak=bool(row["weak"]),
+        kind=str(row.get("kind") or "repair"),  # a dataset built before completions has no kind column
     )
 
 

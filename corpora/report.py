@@ -93,15 +93,16 @@ def _sum_into(target: dict[str, int], more: Mapping[str, int]) -> None:
 
 
 def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str, Mapping[str, float]] | None = None,
-                 partial: Sequence[str] = ()) -> CorpusReport:
-    """The report of ``pins`` from the mint reports under HARVEST_HOME (see the module docstring)."""
+                 partial: Sequence[str] = (), kind: str | None = "repair") -> CorpusReport:
+    """The report of ``pins`` from the mint reports under HARVEST_HOME (see the module docstring), of one
+    task ``kind`` (a completion's candidates are the models it decided; None: both kinds together)."""
     from dbt_harvest.harvester.mint.pipeline import yield_report
 
     timings = timings or {}
     rows = []
     families: dict[str, dict[str, Any]] = {}
     for pin in pins:
-        rep = yield_report([pin.id])
+        rep = yield_report([pin.id], kind)
         assignment = ledger.assignment(pin)
         kept_fam: dict[str, int] = {}
         screened: dict[str, int] = {}
@@ -194,7 +195,8 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
     return CorpusReport(tuple(sorted(rows, key=lambda r: order.get(r.pin, len(order)))), dict(sorted(families.items())))
 
 
-def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None) -> CorpusReport:
+def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None,
+                     kind: str = "repair") -> CorpusReport:
     """The report of every pin under ``pins_dir`` (partial pins from the committed task lock). With
     ``carry`` (a previous ``corpus_report.json``), pins this home never minted keep that report's rows."""
     from dbt_harvest.core.home import mint_dir
@@ -206,12 +208,12 @@ def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Pa
     ledger = SplitLedger.load(pins_dir)
     partial = lock.partial if lock else ()
     if carry is None:
-        return build_report(pins, ledger, timings, partial)
+        return build_report(pins, ledger, timings, partial, kind)
     previous = json.loads(carry.read_text(encoding="utf-8"))
     minted_here = {p.id for p in pins if mint_dir(p.id).is_dir()}
     before = {str(r["pin"]) for r in previous.get("rows", [])}
-    fresh = build_report([p for p in pins if p.id in minted_here - before], ledger, timings, partial)
-    again = build_report([p for p in pins if p.id in minted_here & before], ledger, timings, partial)
+    fresh = build_report([p for p in pins if p.id in minted_here - before], ledger, timings, partial, kind)
+    again = build_report([p for p in pins if p.id in minted_here & before], ledger, timings, partial, kind)
     return carry_over(fresh, previous, pins, ledger, minted_here - before, reminted=again.rows)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.patching import PatchError, parse_patch
+from dbt_harvest.core.task_record import KINDS
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}@[0-9a-f]{7,40}(\+aug-[0-9a-f]{12})?")
@@ -45,7 +46,7 @@ _NAME_ONLY = ("local://", "package://")
 #: the environment variable that lets a row's repository or package come over ssh
 ALLOW_SSH_ENV = "HARVEST_ALLOW_SSH_URLS"
 _PATCH_FIELDS = ("broken_patch", "patch", "compat_patch", "augmentation_patch")
-_STRING_FIELDS = ("instance_id", "pin", "repo", "base_commit", "project_dir", "file", "broken_patch", "patch",
+_STRING_FIELDS = ("kind", "instance_id", "pin", "repo", "base_commit", "project_dir", "file", "broken_patch", "patch",
                   "gold_file", "gold_sha256", "origin_url", "tree", "database_file", "clock", "compat_patch",
                   "compat_patch_sha256", "problem_statement", "profile_schema", "project_name")
 
@@ -170,6 +171,9 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
     if not isinstance(raw_id, str) or not _ID.fullmatch(raw_id) or ".." in raw_id:
         raise UntrustedRowError(f"a row's instance_id {str(raw_id)[:80]!r} is not a task id "
                                 "(letters, digits and _ . + @ -; one path component)")
+    kind = row.get("kind", "repair")
+    if kind not in KINDS:
+        raise UntrustedRowError(f"{where}: kind {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
     pin = row.get("pin", "")
     if not isinstance(pin, str) or not _PIN.fullmatch(pin) or ".." in pin:
         raise UntrustedRowError(f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12>])")

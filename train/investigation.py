@@ -69,9 +69,47 @@ def _route(files: Mapping[str, str], task: TaskRecord, rng: random.Random) -> tu
     return tables[0], (task.file,)
 
 
+def _completion_plan(task: TaskRecord, files: Mapping[str, str], rng: random.Random) -> tuple[Step, ...]:
+    """A completion's investigation: find where the model belongs, read its contract (the YAML that
+    documents it), read the models it may read (its documented parents, some in a seeded order), maybe
+    look at a parent's rows, write the model, build, validate, submit."""
+    folder = posixpath.dirname(task.file) or "."
+    steps: list[Step] = [Step("list_files", {"path": folder if rng.random() < 0.6 else "."})]
+    docs = documenting(files, [task.file]).get(task.file, ())
+    steps.extend(Step("read_file", {"path": p}) for p in docs)
+    named = models_by_name(files)
+    parents = [p for line in task.problem_statement.splitlines() if line.startswith(_READS_PREFIX)
+               for ref_name in _backticked(line) for p in named.get(ref_name, ())]
+    if rng.random() < 0.5:
+        rng.shuffle(parents)
+    for path in parents[:6]:
+        steps.append(Step("read_file", {"path": path}))
+        more = documenting(files, [path]).get(path, ())
+        if more and rng.random() < 0.3:
+            steps.extend(Step("read_file", {"path": p}) for p in more if Step("read_file", {"path": p}) not in steps)
+    if parents and rng.random() < 0.5:
+        first = posixpath.basename(parents[0])[: -len(".sql")]
+        steps.append(Step("query", {"sql": f"select * from {first} limit 5"}))
+    steps.extend(Step(WRITE_FIX, {"path": path}) for path in fix_paths(task))
+    if rng.random() < 0.6:
+        steps.append(Step("dbt", {"command": "build"}))
+    steps += [Step("validate"), Step("submit")]
+    return tuple(steps)
+
+
+#: how the completion statement's line of readable models starts (``harvester.mint.contract.READS``)
+_READS_PREFIX = "It may read:"
+
+
+def _backticked(line: str) -> list[str]:
+    return [part for i, part in enumerate(line.split("`")) if i % 2 == 1]
+
+
 def plan(task: TaskRecord, files: Mapping[str, str], variant: int = 0) -> tuple[Step, ...]:
     """The steps of investigation ``variant`` of ``task`` over the broken project's ``files``."""
     rng = _rng(task, variant)
+    if task.kind == "completion":
+        return _completion_plan(task, files, rng)
     table, route = _route(files, task, rng)
     steps: list[Step] = []
     if rng.random() < 0.7:

@@ -181,11 +181,16 @@ def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
     """Apply a (multi-file) unified diff to in-memory files strictly; return the changed files only.
 
     Raises core.patching.PatchError when the diff is malformed, does not match, or names a file
-    the project does not have (creating files is not an edit of the project).
+    the project does not have (a diff may create a file only with ``--- /dev/null``: a completion task's
+    missing model).
     """
     changed: dict[str, str] = {}
     for file_patch in parse_patch(diff):
         base = changed.get(file_patch.path, files.get(file_patch.path))
+        if file_patch.created:
+            if base is not None:
+                raise PatchError(f"the diff creates {file_patch.path}, which the project already has")
+            base = ""
         if base is None:
             raise PatchError(f"the diff edits {file_patch.path}, which is not a file of the project")
         changed[file_patch.path] = apply_to_text(base, file_patch)
@@ -202,6 +207,8 @@ def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
     """
     from dbt_harvest.train.lineage import symptom_view
 
+    if task.kind == "completion":
+        return contract_files(task, files, max_chars)
     if task.file not in files:
         raise TrainDataError(f"{task.instance_id}: the mutated file {task.file} is not in the project")
     original = {**files, **corrected_files(task, files)}  # sizes and refs of the project before the bug
@@ -213,6 +220,20 @@ def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
             f"{', '.join(view.tables)}); raise [data] max_file_chars or leave the row out"
         )
     return {path: files[path] for path in view.paths}
+
+
+def contract_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
+    """What a completion task's single-turn prompt shows: the models upstream of the missing model and the
+    YAML that documents them and it (its contract), within ``max_chars``, in project path order; never the
+    missing file (it is the answer). The lineage is read from the project with the file written back, so
+    the missing model's own ``ref()``s lead to its parents."""
+    from dbt_harvest.train.lineage import symptom_view
+
+    if task.file in files:
+        raise TrainDataError(f"{task.instance_id}: a completion task's project still has {task.file}")
+    original = {**files, **corrected_files(task, files)}
+    view = symptom_view(original, task.grading.condition_tabs, max_chars + len(original.get(task.file, "")))
+    return {path: files[path] for path in view.paths if path != task.file and path in files}
 
 
 def corrected_files(task: TaskRecord, broken: Mapping[str, str]) -> dict[str, str]:

@@ -33,6 +33,12 @@ from dbt_harvest.train.errors import PromptCoverageError, TrainDataError
 from dbt_harvest.corpora.firewall import require_train
 from dbt_harvest.train.project import ProjectSource, corrected_files, relevant_files
 
+#: the system prompt of a completion task's single-turn row: the file is missing, not broken
+COMPLETION_SYSTEM_PROMPT = (
+    "You are a data engineer completing a dbt project. A model the project documents has no SQL file; a hidden "
+    "check compares the table it builds with the correct one. Write the missing model from its documentation "
+    'and the models it may read, and answer with the full content of the file in a <file path="..."> ... </file> block.'
+)
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project. A hidden check compares the project's output tables "
     "with the correct ones. Find the model whose logic breaks the reported rule and answer with the full "
@@ -72,6 +78,10 @@ def repair_prompt(task: TaskRecord, files: Mapping[str, str], max_file_chars: in
     statement does) and shows their lineage in path order; it never names the broken file."""
     shown = relevant_files(task, files, max_file_chars)
     body = "\n\n".join(f'<file path="{path}">\n{text}</file>' for path, text in shown.items())
+    if task.kind == "completion":
+        user = (f"{task.problem_statement.strip()}\n\nThe models upstream of the missing model and the YAML that "
+                f"documents them:\n\n{body}")
+        return [{"role": "system", "content": COMPLETION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
     tables = ", ".join(f"`{t}`" for t in task.grading.condition_tabs)
     user = (f"{task.problem_statement.strip()}\n\nThe models behind {tables}, their upstream models and the YAML "
             f"that documents them:\n\n{body}")
@@ -160,7 +170,9 @@ def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars
         elif step.tool == "list_files":
             messages += [_call("list_files", **step.args), _result("list_files", _listing(broken, step.args["path"])[:max_file_chars])]
         elif step.tool == "read_file":
-            messages += [_call("read_file", **step.args), _result("read_file", broken[step.args["path"]])]
+            path = step.args["path"]
+            content = broken[path] if path in broken else f"error: no file {path}"
+            messages += [_call("read_file", **step.args), _result("read_file", content)]
         elif step.tool == "query":
             messages += [_call("query", **step.args), _result("query", "(rows as built; see the reported symptom)")]
         elif step.tool == "dbt":

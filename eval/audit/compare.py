@@ -21,7 +21,7 @@ import json
 import math
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,7 @@ class Comparison:
     by_family: dict[str, dict[str, int]]
     by_repo: dict[str, dict[str, int]]
     tasks: list[dict[str, Any]]
+    by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def difference(self) -> float:
@@ -135,10 +136,10 @@ class Comparison:
         return data
 
 
-def _grouped(rows_a: dict[str, dict], rows_b: dict[str, dict], key: str) -> dict[str, dict[str, int]]:
+def _grouped(rows_a: dict[str, dict], rows_b: dict[str, dict], key: str, default: str = "?") -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for instance_id, row in rows_a.items():
-        bucket = out.setdefault(str(row.get(key) or "?"), {"n": 0, "official_a": 0, "official_b": 0})
+        bucket = out.setdefault(str(row.get(key) or default), {"n": 0, "official_a": 0, "official_b": 0})
         bucket["n"] += 1
         bucket["official_a"] += row["official"]
         bucket["official_b"] += rows_b[instance_id]["official"]
@@ -179,7 +180,9 @@ def compare_reports(report_a: dict[str, Any], report_b: dict[str, Any], *, run_a
         ladder_labels=dict(report_a["ladder_labels"]),
         rung_moves=dict(sorted(moves.items())),
         by_family=_grouped(rows_a, rows_b, "family"), by_repo=_grouped(rows_a, rows_b, "repo"),
-        tasks=[{"instance_id": i, "family": rows_a[i].get("family"), "repo": rows_a[i].get("repo"),
+        by_kind=_grouped(rows_a, rows_b, "kind", "repair"),
+        tasks=[{"instance_id": i, "kind": rows_a[i].get("kind") or "repair", "family": rows_a[i].get("family"),
+                "repo": rows_a[i].get("repo"),
                 "official_a": rows_a[i]["official"], "official_b": rows_b[i]["official"],
                 "rung_a": rows_a[i]["rung"], "rung_b": rows_b[i]["rung"]} for i in ids],
     )
@@ -212,7 +215,7 @@ def to_markdown(c: Comparison) -> str:
     lines += [f"| {r} | {c.ladder_labels[r]} | {c.ladder_a.get(r, 0)} | {c.ladder_b.get(r, 0)} |" for r in c.ladder_labels]
     if c.rung_moves:
         lines += ["", "Tasks that moved rung (A → B): " + ", ".join(f"{m}: {k}" for m, k in c.rung_moves.items())]
-    for title, groups in (("By family", c.by_family), ("By repository", c.by_repo)):
+    for title, groups in (("By kind", c.by_kind), ("By family", c.by_family), ("By repository", c.by_repo)):
         lines += ["", f"## {title}", "", "| name | n | A | B | B − A |", "|---|---|---|---|---|"]
         lines += [f"| {name} | {g['n']} | {g['official_a']} | {g['official_b']} | {g['official_b'] - g['official_a']:+d} |"
                   for name, g in groups.items()]

@@ -1,4 +1,4 @@
-"""The audit report: k/N over ALL tasks of the split, the ladder, per family and per repository.
+"""The audit report: k/N over ALL tasks of the split, the ladder, per kind, per family and per repository.
 
 N is the task list written in run.json when the run started, never the number of verdicts found: a task
 without a verdict is ``missing``, a crashed episode is ``crashed``; both count 0 and are listed by id.
@@ -45,10 +45,10 @@ def build_report(run: RunDir) -> dict[str, Any]:
     n = len(rows)
     ladder = Counter(r["rung"] for r in rows)
 
-    def group(key: str) -> dict[str, dict[str, int]]:
+    def group(key: str, default: str = "?") -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "official": 0, "strict": 0})
         for r in rows:
-            bucket = out[str(r.get(key) or "?")]
+            bucket = out[str(r.get(key) or default)]
             bucket["n"] += 1
             bucket["official"] += r["official"]
             bucket["strict"] += r["strict"]
@@ -71,6 +71,7 @@ def build_report(run: RunDir) -> dict[str, Any]:
         "ladder_labels": {str(rung): label for rung, label in RUNGS.items()},
         "missing": missing,
         "crashed": crashed,
+        "by_kind": group("kind", "repair"),  # a run folder written before completions existed: all repairs
         "by_family": group("family"),
         "by_repo": group("repo"),
         "mean_turns": round(sum(r["turns"] for r in played) / len(played), 2) if played else 0.0,
@@ -101,9 +102,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Failure ladder", "", "| rung | meaning | episodes |", "|---|---|---|"]
     for rung, count in report["ladder"].items():
         lines.append(f"| {rung} | {report['ladder_labels'][rung]} | {count} |")
-    for title, key in (("By family", "by_family"), ("By repository", "by_repo")):
+    for title, key in (("By kind", "by_kind"), ("By family", "by_family"), ("By repository", "by_repo")):
         lines += ["", f"## {title}", "", "| name | official | strict |", "|---|---|---|"]
-        for name, bucket in report[key].items():
+        for name, bucket in (report.get(key) or {}).items():
             lines.append(f"| {name} | {_ratio(bucket['official'], bucket['n'])} | {_ratio(bucket['strict'], bucket['n'])} |")
     if report["missing"] or report["crashed"]:
         lines += ["", "## Missing and crashed", ""]

@@ -37,7 +37,8 @@ def task_set_sha256(tasks: list[TaskRecord]) -> str:
 
 
 def task_entry(task: TaskRecord) -> dict[str, str]:
-    return {"instance_id": task.instance_id, "family": task.family, "operator": task.operator, "repo": task.repo}
+    return {"instance_id": task.instance_id, "kind": task.kind, "family": task.family, "operator": task.operator,
+            "repo": task.repo}
 
 
 def _safe_name(instance_id: str) -> str:

@@ -30,8 +30,9 @@ BENCHMARK_SYSTEM_PROMPT = (
 
 
 def system_prompt(task: TaskRecord) -> str:
-    """The repair prompt for our tasks; the neutral one for a benchmark's instance (it has no broken patch)."""
-    return SYSTEM_PROMPT if task.broken_patch else BENCHMARK_SYSTEM_PROMPT
+    """The repair prompt for our repair tasks; the neutral one for a completion task (a model to write, not a
+    bug to find) and for a benchmark's instance (it has no broken patch)."""
+    return SYSTEM_PROMPT if task.broken_patch and task.kind == "repair" else BENCHMARK_SYSTEM_PROMPT
 
 
 @dataclass(frozen=True)

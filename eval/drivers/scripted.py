@@ -1,5 +1,8 @@
 """Drivers that play a known answer: oracle (the true fix), wrong (a confirmed wrong repair), noop, scripts.
 
+For a completion task the true fix and the wrong completions create the missing file (``--- /dev/null``):
+the driver writes it without reading it first.
+
 They act through the same tools as a model (read_file, write_file, submit), so they also exercise the
 environment end to end: the oracle must score N/N, noop and wrong 0/N, or the harness is broken.
 ``ScriptedDriver`` plays a fixed list of actions (tests use it to stop an episode at each rung).
@@ -21,7 +24,7 @@ def _apply_patch_through_tools(env: RepairEnvironment, patch: str) -> bool:
     from dbt_harvest.core.patching import PatchError
 
     for file_patch in parse_patch(patch):
-        current = env.read_file(file_patch.path)
+        current = "" if file_patch.created else env.read_file(file_patch.path)  # a completion writes a new file
         if current.startswith("error:"):
             env.episode.abandon(f"cannot read {file_patch.path}: {current}")
             return False

@@ -179,11 +179,13 @@ def _prepare(task: TaskRecord) -> TaskContext:
     )
 
 
-def _final_texts(ctx: TaskContext, edits: Mapping[str, str]) -> tuple[dict[str, str], bool]:
-    """Model file -> final text for every model file that differs from the pin, and whether only
-    known model files changed (a macro, YAML or new file needs a full build)."""
-    broken_file = (ctx.pristine / ctx.task.file).read_text(encoding="utf-8")
-    finals = {ctx.task.file: broken_file}
+def _final_texts(ctx: TaskContext, edits: Mapping[str, str]) -> tuple[dict[str, str | None], bool]:
+    """Model file -> final text for every model file that differs from the pin (None: the file is missing,
+    a completion task nobody completed), and whether only known model files changed (a macro, YAML or new
+    file needs a full build)."""
+    missing = not (ctx.pristine / ctx.task.file).is_file()  # a completion task's removed model
+    broken_file = None if missing else (ctx.pristine / ctx.task.file).read_text(encoding="utf-8")
+    finals: dict[str, str | None] = {ctx.task.file: broken_file}
     only_models = True
     for path, text in edits.items():
         if path in ctx.originals:
@@ -196,7 +198,7 @@ def _final_texts(ctx: TaskContext, edits: Mapping[str, str]) -> tuple[dict[str, 
     return changed, only_models
 
 
-def _roots(ctx: TaskContext, changed: Mapping[str, str]) -> tuple[str, ...]:
+def _roots(ctx: TaskContext, changed: Mapping[str, str | None]) -> tuple[str, ...]:
     return tuple(sorted({ctx.task_model, *(ctx.by_file[path] for path in changed)}))
 
 
@@ -213,10 +215,12 @@ def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, captu
     changed, only_models = _final_texts(ctx, edits)
     if not only_models:
         raise Unsupported("a file other than a known model changed")
+    if any(text is None for text in changed.values()):
+        raise Unsupported("a model file is missing: dbt decides what its absence breaks")
     if tests and isinstance(ctx.tests, str):
         raise Unsupported(ctx.tests)
     compiled = {ctx.by_file[path]: compiled_after_edit(ctx.nodes[ctx.by_file[path]], ctx.originals[path], text)
-                for path, text in changed.items()}
+                for path, text in changed.items() if text is not None}
     roots = _roots(ctx, changed)
     order = closure(ctx.nodes, roots)
     if any(uid in ctx.outside for uid in order):

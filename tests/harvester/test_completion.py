@@ -1,0 +1,208 @@
+"""Completion tasks end to end on the embedded example (real sandboxed builds, every stage through its CLI):
+`harvest mint --kinds completion` after the repair mint, its resume and the lock; `harvest tasks verify` in
+fresh builds; grading and the audit (oracle, noop, wrong); SFT rows; the dataset, `tasks materialize` and
+`score --task` on an empty home; `export spider2`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from dbt_harvest.cli import main
+from dbt_harvest.core.patching import apply_to_text, parse_patch
+
+pytestmark = pytest.mark.slow
+
+MARTS = {"models/marts/fct_orders.sql", "models/marts/dim_customers.sql", "models/marts/customer_monthly_revenue.sql",
+         "models/marts/active_customers.sql", "models/marts/product_performance.sql"}
+
+
+def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _json(home: Path, pins: Path, *args: str) -> dict:
+    code, out, err = _run(home, pins, *args, "--json")
+    assert code == 0, (args, err[-3000:], out[-2000:])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def completed(minted_example, tmp_path_factory):  # noqa: ANN001, ANN201
+    """The minted example (repairs) with its completion tasks minted on top, in a home of the module's own."""
+    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.harvester.workspace import template
+
+    root = tmp_path_factory.mktemp("completed")
+    home, pins = root / "home", root / "pins"
+    shutil.copytree(minted_example.home, home, symlinks=True)
+    shutil.copytree(minted_example.pins, pins)
+    summary = _json(home, pins, "mint", minted_example.pin.id, "--kinds", "completion")
+    from tests.conftest import use_env
+
+    with use_env(home, pins):
+        tasks = load_tasks("train", home, pins, purpose="inspect")
+        tree = template(minted_example.pin)
+    return SimpleNamespace(home=home, pins=pins, pin=minted_example.pin, summary=summary, root=root, tree=tree,
+                           completions=[t for t in tasks if t.kind == "completion"],
+                           repairs=[t for t in tasks if t.kind == "repair"])
+
+
+def _task(completed, file: str):  # noqa: ANN001, ANN202
+    return next(t for t in completed.completions if t.file == file)
+
+
+def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion(completed) -> None:  # noqa: ANN001
+    from dbt_harvest.harvester.mint.completion import leaked_line
+
+    family = completed.summary["families"]["completion"]
+    assert family["kept"] == len(completed.completions) == 5 and {t.file for t in completed.completions} == MARTS
+    # the staging models read only seeds: left to repairs, with the reason counted
+    assert family["confirm_rejected"] == {"reads_no_model": 5}
+    assert completed.repairs and all(".complete." not in t.instance_id for t in completed.repairs)
+    for task in completed.completions:
+        original = (completed.tree / task.file).read_text()
+        assert (task.kind, task.operator, task.family, task.effect) == ("completion", "complete", "completion", "missing_model")
+        (delete,), (create,) = parse_patch(task.broken_patch), parse_patch(task.fix_patch)
+        assert delete.deleted and delete.path == task.file and apply_to_text(original, delete) == ""
+        assert create.created and apply_to_text("", create) == original
+        wrong = [apply_to_text("", parse_patch(p)[0]) for p in task.wrong_repair_patches]
+        assert wrong and all(w != original for w in wrong) and not task.weak
+        name = Path(task.file).stem
+        assert task.grading.condition_tabs == (name,) and task.grading.condition_cols[0]
+        assert f"`{name}`" in task.problem_statement and leaked_line(task.problem_statement, original) == ""
+        assert task.local_checks.covering_tests
+    dim = _task(completed, "models/marts/dim_customers.sql").problem_statement
+    assert "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
+
+
+def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_path: Path) -> None:  # noqa: ANN001
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(completed.home, home, symlinks=True)
+    shutil.copytree(completed.pins, pins)
+    again = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1")
+    assert again["this_run"]["candidates"] == 0  # every shard of both kinds is done: nothing is redone
+    written = _json(home, pins, "corpus", "lock", "--max-per-model", "1")
+    assert written["counts"]["train"] == len(completed.completions) + len(completed.repairs)
+    verified = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1",
+                     "--verify-lock")
+    assert verified["lock"]["same"]
+    # a completion task lost from the store is missing from the lock's point of view
+    (home / "tasks" / "train" / f"{completed.completions[0].instance_id}.json").unlink()
+    code, out, _ = _run(home, pins, "corpus", "lock", "--verify", "--max-per-model", "1", "--json")
+    assert code == 1 and completed.completions[0].instance_id in out
+    code, _, err = _run(home, pins, "mint", completed.pin.id, "--kinds", "rewrite")
+    assert code == 2 and "--kinds" in err
+
+
+def test_tasks_verify_rebuilds_a_leaf_and_an_inner_completion_fresh(completed) -> None:  # noqa: ANN001
+    leaf = _task(completed, "models/marts/product_performance.sql")
+    inner = _task(completed, "models/marts/fct_orders.sql")
+    report = _json(completed.home, completed.pins, "tasks", "verify", leaf.instance_id, inner.instance_id)
+    assert report["summary"]["ok"] == 2, report
+    by_id = {t["instance_id"]: t["checks"] for t in report["tasks"]}
+    assert set(by_id[leaf.instance_id]) == {"gold_matches", "broken_fails", "repair_passes", "wrong_repair", "distinct"}
+    # without fct_orders the project cannot even be parsed: models read it
+    assert "does not build" in by_id[inner.instance_id]["broken_fails"]["detail"]
+
+
+def test_grading_an_uncompleted_a_completed_and_a_wrongly_completed_project(completed) -> None:  # noqa: ANN001
+    from dbt_harvest.harvester.grading.edited import grade, release
+    from tests.conftest import use_env
+
+    task = _task(completed, "models/marts/customer_monthly_revenue.sql")
+    original = (completed.tree / task.file).read_text()
+    wrong = apply_to_text("", parse_patch(task.wrong_repair_patches[0])[0])
+    with use_env(completed.home, completed.pins):
+        try:
+            nothing = grade(task, {})
+            right = grade(task, {task.file: original}, tests=True)
+            mistaken = grade(task, {task.file: wrong}, tests=True)
+        finally:
+            release(task)
+    assert (nothing.official, nothing.path) == (0, "dbt")  # the fast path cannot model a missing file: dbt decides
+    assert right.official == 1 and right.strict == 1 and right.local_checks_pass
+    assert mistaken.official == 0 and mistaken.local_checks_pass
+
+
+def test_the_audit_plays_completions_oracle_n_of_n_noop_and_wrong_zero(completed) -> None:  # noqa: ANN001
+    home, pins = completed.home, completed.pins
+    n = len(completed.completions)
+    results = {}
+    for driver in ("oracle", "noop", "wrong"):
+        run = completed.root / f"audit-{driver}"
+        report = _json(home, pins, "audit", "--split", "train", "--driver", driver, "--run-dir", str(run), "--workers", "1")
+        results[driver] = report["by_kind"]["completion"]
+        assert "## By kind" in (run / "report.md").read_text()
+    assert results["oracle"] == {"n": n, "official": n, "strict": n}
+    assert results["noop"]["official"] == 0 and results["wrong"]["official"] == 0
+
+
+def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(completed) -> None:  # noqa: ANN001
+    from dbt_harvest.train.completion import render_files
+    from dbt_harvest.train.project import PinnedProjectSource
+    from dbt_harvest.train.sft_data import COMPLETION_SYSTEM_PROMPT, agentic_rows, single_turn_rows
+    from tests.conftest import use_env
+
+    task = _task(completed, "models/marts/active_customers.sql")
+    original = (completed.tree / task.file).read_text()
+    with use_env(completed.home, completed.pins):
+        source = PinnedProjectSource(completed.pins)
+        (row,) = single_turn_rows([task], source, 200_000)
+        (episode,) = agentic_rows([task], source, 200_000)
+        assert task.file not in source.broken_files(task)
+    system, user = row["prompt"]
+    assert system["content"] == COMPLETION_SYSTEM_PROMPT and task.problem_statement.strip() in user["content"]
+    assert f'<file path="{task.file}">' not in user["content"] and original not in user["content"]
+    assert '<file path="models/marts/dim_customers.sql">' in user["content"]  # a model it reads
+    assert '<file path="models/marts/_marts.yml">' in user["content"]  # its contract
+    assert row["completion"][0]["content"] == render_files({task.file: original})
+    calls = [m["tool_calls"][0]["function"] for m in episode["messages"] if m.get("tool_calls")]
+    assert {"name": "write_file", "arguments": {"path": task.file, "content": original}} in calls
+    assert calls[-1]["name"] == "submit" and not any(c["arguments"].get("path") == task.file for c in calls
+                                                     if c["name"] == "read_file")
+
+
+def test_dataset_materialize_score_and_spider2_export_carry_the_kind(completed, example_harvest, tmp_path: Path) -> None:  # noqa: ANN001
+    from datasets import load_dataset
+
+    home, pins = completed.home, completed.pins
+    task = _task(completed, "models/marts/product_performance.sql")
+    original = (completed.tree / task.file).read_text()
+    built = _json(home, pins, "dataset", "build", "--out", str(tmp_path / "ds"), "--split", "train")
+    assert built["splits"] == {"train": len(completed.completions) + len(completed.repairs)}
+    rows = {r["instance_id"]: r for r in load_dataset(str(tmp_path / "ds"), split="train")}
+    assert rows[task.instance_id]["kind"] == "completion" and rows[completed.repairs[0].instance_id]["kind"] == "repair"
+    assert f"{len(completed.completions)} completion" in (tmp_path / "ds" / "README.md").read_text()
+
+    # a user with the dataset only: materialize (the model is missing), write it, score it
+    owner, name = completed.pin.url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
+    (tmp_path / "repos" / owner).mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", str(example_harvest.example.project_repo), str(tmp_path / "repos" / owner / name)],
+                   check=True, capture_output=True)
+    fresh_home, fresh_pins = tmp_path / "fresh-home", tmp_path / "fresh-pins"
+    fresh_home.mkdir()
+    out = tmp_path / "task"
+    _json(fresh_home, fresh_pins, "tasks", "materialize", str(tmp_path / "ds"), task.instance_id, str(out),
+          "--repo-mirror", str(tmp_path / "repos"), "--package-mirror", str(example_harvest.example.mirror))
+    assert not (out / "project" / task.file).exists() and (out / "project" / "models/marts/fct_orders.sql").is_file()
+    noop = _json(fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out))
+    (out / "project" / task.file).write_text(original)
+    done = _json(fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out))
+    assert (noop["official"]["score"], done["official"]["score"]) == (0, 1)
+
+    # Spider2's own shape: the project with the model missing, the contract as the instruction
+    exported = _json(home, pins, "export", "spider2", str(tmp_path / "spider2"), "--split", "train")
+    assert task.instance_id in {t["instance_id"] for t in exported["exported"]}
+    lines = [json.loads(line) for line in (tmp_path / "spider2" / "spider2-dbt.jsonl").read_text().splitlines()]
+    instruction = next(line["instruction"] for line in lines if line["instance_id"] == task.instance_id)
+    assert instruction.strip() == task.problem_statement.strip()
+    example = next((tmp_path / "spider2").rglob(task.instance_id))
+    assert not list(example.rglob(Path(task.file).name)) and list(example.rglob("fct_orders.sql"))
