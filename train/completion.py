@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from dbt_harvest.core.patching import PatchError
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.project import apply_diff
 
 _FILE_BLOCK = re.compile(r'<file path="([^"\n]+)">\n?(.*?)</file>', re.DOTALL)
@@ -47,8 +48,16 @@ def _safe_path(path: str) -> str:
     return norm
 
 
-def parse_completion(text: str, project: Mapping[str, str]) -> dict[str, str]:
-    """Return path -> new content for each file the completion edits; raise MalformedCompletion."""
+def missing_files(task: TaskRecord) -> tuple[str, ...]:
+    """The files a completion may create for ``task``: a completion task's missing model, none for a repair."""
+    return (task.file,) if task.kind == "completion" else ()
+
+
+def parse_completion(text: str, project: Mapping[str, str], creatable: Collection[str] = ()) -> dict[str, str]:
+    """Return path -> new content for each file the completion edits; raise MalformedCompletion.
+
+    ``creatable``: files the completion may write although the project does not have them (a completion
+    task's missing model); any other new path is refused, as an edit of a file the project lacks."""
     if not isinstance(text, str) or not text.strip():
         raise MalformedCompletion("empty completion")
     blocks = _FILE_BLOCK.findall(text)
@@ -58,7 +67,7 @@ def parse_completion(text: str, project: Mapping[str, str]) -> dict[str, str]:
             path = _safe_path(raw_path)
             if path in edits:
                 raise MalformedCompletion(f"{path} is given twice")
-            if path not in project:
+            if path not in project and path not in creatable:
                 raise MalformedCompletion(f"{path} is not a file of the project")
             edits[path] = body if body.endswith("\n") or body == "" else body + "\n"
         return edits

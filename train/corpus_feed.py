@@ -151,7 +151,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
               rewards: bool) -> TaskFeed:
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
     from dbt_harvest.harvester.grading.edited import build_and_score, release
-    from dbt_harvest.train.completion import parse_completion, render_files
+    from dbt_harvest.train.completion import missing_files, parse_completion, render_files
     from dbt_harvest.train.errors import PromptCoverageError
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
@@ -182,7 +182,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         return rendered
     started = time.perf_counter()
     try:
-        edits = parse_completion(render_files(corrected_files(task, broken)), broken)
+        edits = parse_completion(render_files(corrected_files(task, broken)), broken, creatable=missing_files(task))
         fixed = build_and_score(task, edits)
         unrepaired = build_and_score(task, {})
     except Exception as exc:  # noqa: BLE001

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.grading.verdict import Graded
-from dbt_harvest.train.completion import MalformedCompletion, completion_text, parse_completion
+from dbt_harvest.train.completion import MalformedCompletion, completion_text, missing_files, parse_completion
 from dbt_harvest.train.project import ProjectSource
 
 
@@ -62,10 +62,10 @@ class EditingBackend:
         start = time.perf_counter()
         files = self.project.broken_files(task)
         try:
-            edits = parse_completion(completion, files)
+            edits = parse_completion(completion, files, creatable=missing_files(task))
         except MalformedCompletion as exc:
             return RewardResult(0, 0, time.perf_counter() - start, f"malformed: {exc}")
-        if all(files[path] == text for path, text in edits.items()):
+        if all(files.get(path) == text for path, text in edits.items()):
             return RewardResult(0, 0, time.perf_counter() - start, "no change: the broken project scores 0")
         try:
             verdict = self.build_and_score(task, edits)

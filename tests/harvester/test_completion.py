@@ -158,6 +158,18 @@ def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(
         (row,) = single_turn_rows([task], source, 200_000)
         (episode,) = agentic_rows([task], source, 200_000)
         assert task.file not in source.broken_files(task)
+        # the GRPO reward of that answer (the missing file is the one new path it may write), and of another file
+        from dbt_harvest.harvester.grading.edited import build_and_score, release
+        from dbt_harvest.train.reward import EditingBackend
+
+        backend = EditingBackend(source, build_and_score)
+        try:
+            reward = backend.score_completion(task, row["completion"][0]["content"])
+            stray = backend.score_completion(task, render_files({"models/marts/elsewhere.sql": original}))
+        finally:
+            release(task)
+    assert (reward.official, reward.strict) == (1, 1), reward.reason
+    assert stray.official == 0 and "not a file of the project" in stray.reason
     system, user = row["prompt"]
     assert system["content"] == COMPLETION_SYSTEM_PROMPT and task.problem_statement.strip() in user["content"]
     assert f'<file path="{task.file}">' not in user["content"] and original not in user["content"]
