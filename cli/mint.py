@@ -10,6 +10,8 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @click.command("mint")
 @click.argument("pin_ids", nargs=-1)
 @click.option("--all", "all_pins", is_flag=True, help="Mint every pin under pins/.")
+@click.option("--split", "splits", multiple=True, type=click.Choice(["train", "dev", "test"]),
+              help="With --all: only the pins reserved to this split (repeatable).")
 @click.option("--kinds", default="repair", show_default=True,
               help="Comma-separated task kinds: repair (undo one planted edit), completion (write a documented model "
                    "whose file was removed, from its contract). Completion shards reuse the repair mint's screening "
@@ -50,7 +52,7 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
                    "(kept only if the project still builds and passes its dbt tests), and mint them there.")
 @json_option
 @fails_cleanly
-def command(pin_ids: tuple[str, ...], all_pins: bool, kinds: str, families: str | None, max_per_model: int, jobs: int,
+def command(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...], kinds: str, families: str | None, max_per_model: int, jobs: int,
             executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
             no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, rename_gold: bool, only_locked: bool, verify_lock: bool,
             write_lock: bool, as_json: bool) -> None:
@@ -78,7 +80,13 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, kinds: str, families: str 
         raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
     if only_locked and augment:
         raise click.UsageError("--only-locked re-mints locked tasks; it does not combine with --augment")
+    if splits and not all_pins:
+        raise click.UsageError("--split chooses among --all's pins; give --all with it")
     pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
+    if splits:
+        from dbt_harvest.corpora.ledger import split_of
+
+        pins = [p for p in pins if split_of(p.id, pins_dir()) in splits]
     options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
                           address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed,
                           only_ids=_locked_ids(pins) if only_locked else None, kinds=chosen_kinds)
