@@ -83,23 +83,29 @@ class _PinBuilds:
     scratch: Path
     sandboxed: bool
     limits: Limits
-    built: dict[tuple[str, str], BuildResult] = field(default_factory=dict)
+    built: dict[tuple[tuple[str, str], ...], BuildResult] = field(default_factory=dict)
     count: int = 0
 
     def build(self, file: str, text: str | None) -> BuildResult:
         """The pin with ``file`` holding ``text`` (None: the file removed), built fresh."""
-        key = (file, "missing" if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest())
+        return self.build_files({file: text})
+
+    def build_files(self, texts: dict[str, str | None]) -> BuildResult:
+        """The pin with each file holding its text (None: removed), built fresh; identical inputs once."""
+        key = tuple(sorted((f, "missing" if t is None else hashlib.sha256(t.encode("utf-8")).hexdigest())
+                           for f, t in texts.items()))
         if key not in self.built:
             self.count += 1
             workspace = self.scratch / f"v{self.count:03d}"
             fresh_workspace(self.pin, workspace)
-            target = workspace / file
-            if target.is_symlink():
-                raise VerifyError(f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it")
-            if text is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_text(text, encoding="utf-8")
+            for file, text in texts.items():
+                target = workspace / file
+                if target.is_symlink():
+                    raise VerifyError(f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it")
+                if text is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    target.write_text(text, encoding="utf-8")
             profile = discover(workspace, self.pin.project_dir).profile
             self.built[key] = build_workspace(
                 workspace, self.pin.project_dir, profile, self.pin.profile_schema, self.pin.clock,
@@ -127,9 +133,9 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
     from dbt_harvest.harvester.mint.claims import check_claims
 
     pin = builds.pin
-    original_text = (template(pin) / record.file).read_text(encoding="utf-8")
     if record.kind == "completion":
-        return _verify_completion(record, builds, gold, original_text), ""
+        return _verify_completion(record, builds, gold), ""
+    original_text = (template(pin) / record.file).read_text(encoding="utf-8")
     broken_text = _apply(original_text, record.broken_patch, "broken patch")
     repaired_text = _apply(broken_text, record.fix_patch, "fix patch")
     checks: list[CheckResult] = []
@@ -184,48 +190,54 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
     return TaskVerdict(record.instance_id, record.pin, tuple(checks)), signature
 
 
-def _created(patch: str, what: str) -> str:
-    """The text a creating patch writes (a completion's fix or wrong completion)."""
+def _created(patch: str, what: str) -> dict[str, str]:
+    """The files a creating patch writes (a completion's fix or wrong completion), path -> text."""
     try:
-        parsed = parse_patch(patch)[0]
-    except (PatchError, IndexError) as exc:
+        parsed = parse_patch(patch)
+    except PatchError as exc:
         raise VerifyError(f"the task's {what} is not a patch: {exc}") from None
-    if not parsed.created:
-        raise VerifyError(f"the task's {what} does not create its file")
-    return apply_to_text("", parsed)
+    if not all(p.created for p in parsed):
+        raise VerifyError(f"the task's {what} does not create its files")
+    return {p.path: apply_to_text("", p) for p in parsed}
 
 
-def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path, original_text: str) -> TaskVerdict:
+def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> TaskVerdict:
     spec = record.grading
     checks: list[CheckResult] = []
-    original = builds.build(record.file, original_text)
+    tree = template(builds.pin)
+    try:
+        removed = parse_patch(record.broken_patch)
+    except PatchError as exc:
+        raise VerifyError(f"the task's broken patch is not a patch: {exc}") from None
+    originals = {p.path: (tree / p.path).read_text(encoding="utf-8") for p in removed if (tree / p.path).is_file()}
+    original = builds.build_files(dict(originals))
     if not original.models_ok or original.gold_file is None:
         checks.append(CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}"))
     else:
         verdict = score(gold, original.gold_file, spec)
         checks.append(CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
                                   verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
-    if _apply(original_text, record.broken_patch, "broken patch") != "" or not parse_patch(record.broken_patch)[0].deleted:
-        checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the model's file"))
+    if len(originals) != len(removed) or not all(p.deleted and apply_to_text(originals[p.path], p) == "" for p in removed):
+        checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the models' files"))
     else:
-        missing = builds.build(record.file, None)
+        missing = builds.build_files({path: None for path in originals})
         if not missing.models_ok or missing.gold_file is None:
-            checks.append(CheckResult("broken_fails", True, f"without the file the project does not build: "
+            checks.append(CheckResult("broken_fails", True, f"without the files the project does not build: "
                                                             f"{missing.first_error[:120]}"))
         else:
             verdict = score(gold, missing.gold_file, spec)
             checks.append(CheckResult("broken_fails", not verdict.official.passed and not verdict.strict.passed,
-                                      f"without the file: official {verdict.official.score}, strict {verdict.strict.score}"))
-    if _created(record.fix_patch, "fix patch") != original_text:
-        checks.append(CheckResult("repair_passes", False, "the fix patch does not write the pin's file back"))
+                                      f"without the files: official {verdict.official.score}, strict {verdict.strict.score}"))
+    if _created(record.fix_patch, "fix patch") != originals:
+        checks.append(CheckResult("repair_passes", False, "the fix patch does not write the pin's files back"))
     elif not original.models_ok or original.gold_file is None:
         checks.append(CheckResult("repair_passes", False, f"the completed project does not build: {original.first_error}"))
     else:
-        checks.append(CheckResult("repair_passes", checks[0].ok, "the fix writes the original file: " + checks[0].detail))
+        checks.append(CheckResult("repair_passes", checks[0].ok, "the fix writes the original files: " + checks[0].detail))
     why = "the task has no wrong completion" + (" (kept weak)" if record.weak else "")
     ok = False
     for index, patch in enumerate(record.wrong_repair_patches):
-        wrong = builds.build(record.file, _created(patch, f"wrong completion {index}"))
+        wrong = builds.build_files(dict(_created(patch, f"wrong completion {index}")))
         if not wrong.models_ok or wrong.gold_file is None:
             why = f"wrong completion {index} does not build: {wrong.first_error}"
         elif not set(wrong.failed_tests) <= set(original.failed_tests):

@@ -49,8 +49,13 @@ def _safe_path(path: str) -> str:
 
 
 def missing_files(task: TaskRecord) -> tuple[str, ...]:
-    """The files a completion may create for ``task``: a completion task's missing model, none for a repair."""
-    return (task.file,) if task.kind == "completion" else ()
+    """The files a completion may create for ``task``: a completion task's missing models (the files its
+    broken patch removes), none for a repair."""
+    if task.kind != "completion":
+        return ()
+    from dbt_harvest.core.patching import parse_patch
+
+    return tuple(p.path for p in parse_patch(task.broken_patch) if p.deleted)
 
 
 def parse_completion(text: str, project: Mapping[str, str], creatable: Collection[str] = ()) -> dict[str, str]:

@@ -75,11 +75,13 @@ def _completion_plan(task: TaskRecord, files: Mapping[str, str], rng: random.Ran
     look at a parent's rows, write the model, build, validate, submit."""
     folder = posixpath.dirname(task.file) or "."
     steps: list[Step] = [Step("list_files", {"path": folder if rng.random() < 0.6 else "."})]
-    docs = documenting(files, [task.file]).get(task.file, ())
-    steps.extend(Step("read_file", {"path": p}) for p in docs)
+    written = fix_paths(task)  # the missing model, and the parents removed with it
+    docs = documenting(files, written)
+    for path in dict.fromkeys(p for w in written for p in docs.get(w, ())):
+        steps.append(Step("read_file", {"path": path}))
     named = models_by_name(files)
-    parents = [p for line in task.problem_statement.splitlines() if line.startswith(_READS_PREFIX)
-               for ref_name in _backticked(line) for p in named.get(ref_name, ())]
+    parents = list(dict.fromkeys(p for line in task.problem_statement.splitlines() if line.startswith(_READS_PREFIX)
+                                 for ref_name in _backticked(line) for p in named.get(ref_name, ())))
     if rng.random() < 0.5:
         rng.shuffle(parents)
     for path in parents[:6]:

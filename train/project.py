@@ -227,13 +227,15 @@ def contract_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
     YAML that documents them and it (its contract), within ``max_chars``, in project path order; never the
     missing file (it is the answer). The lineage is read from the project with the file written back, so
     the missing model's own ``ref()``s lead to its parents."""
+    from dbt_harvest.train.completion import missing_files
     from dbt_harvest.train.lineage import symptom_view
 
-    if task.file in files:
-        raise TrainDataError(f"{task.instance_id}: a completion task's project still has {task.file}")
+    missing = missing_files(task)
+    if any(path in files for path in missing):
+        raise TrainDataError(f"{task.instance_id}: a completion task's project still has one of {', '.join(missing)}")
     original = {**files, **corrected_files(task, files)}
-    view = symptom_view(original, task.grading.condition_tabs, max_chars + len(original.get(task.file, "")))
-    return {path: files[path] for path in view.paths if path != task.file and path in files}
+    view = symptom_view(original, task.grading.condition_tabs, max_chars + sum(len(original.get(p, "")) for p in missing))
+    return {path: files[path] for path in view.paths if path in files}
 
 
 def corrected_files(task: TaskRecord, broken: Mapping[str, str]) -> dict[str, str]:

@@ -45,7 +45,7 @@ from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.core.home import harvest_home, pins_dir, tmp_dir
 from dbt_harvest.harvester.mint.candidates import model_file
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
-from dbt_harvest.core.patching import PatchError
+from dbt_harvest.core.patching import PatchError, parse_patch
 from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.harvester.grading.verdict import Graded, grade_build
 from dbt_harvest.harvester.grading.warm import WarmBuilds
@@ -101,6 +101,7 @@ class TaskContext:
     scorers: dict[tuple[str, ...], FastScorer] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     primed: bool = False
+    missing: tuple[str, ...] = ()  # model files the broken patch removes (a completion task's)
 
     def close(self) -> None:
         for scorer in self.scorers.values():
@@ -176,6 +177,7 @@ def _prepare(task: TaskRecord) -> TaskContext:
         database=state.database, gold=gold_path(pin.gold_sha256), root=root, pristine=pristine,
         originals=originals, profile=profile, catalog=catalog, tests=tests,
         children=build_children(state.manifest), outside=outside,
+        missing=tuple(p.path for p in parse_patch(task.broken_patch) if p.deleted and p.path in by_file),
     )
 
 
@@ -183,9 +185,9 @@ def _final_texts(ctx: TaskContext, edits: Mapping[str, str]) -> tuple[dict[str, 
     """Model file -> final text for every model file that differs from the pin (None: the file is missing,
     a completion task nobody completed), and whether only known model files changed (a macro, YAML or new
     file needs a full build)."""
-    missing = not (ctx.pristine / ctx.task.file).is_file()  # a completion task's removed model
-    broken_file = None if missing else (ctx.pristine / ctx.task.file).read_text(encoding="utf-8")
-    finals: dict[str, str | None] = {ctx.task.file: broken_file}
+    finals: dict[str, str | None] = {}
+    for path in (ctx.task.file, *ctx.missing):  # a completion task's removed models are None until written
+        finals[path] = (ctx.pristine / path).read_text(encoding="utf-8") if (ctx.pristine / path).is_file() else None
     only_models = True
     for path, text in edits.items():
         if path in ctx.originals:

@@ -19,6 +19,13 @@ repair's:
 
 The original SQL scores 1 by construction (gold is the pin's own build of it); ``tasks verify`` re-checks
 that too.
+
+"Create these tables": once a pin's single completions are decided, one pairs shard per pin
+(``ShardJob.kind == "completion-pairs"``, run in the mint's last round) derives, for each kept completion of
+a model M and each of up to ``MAX_PARENTS`` model parents P of M that could be a completion themselves
+(documented, graded), the task that removes both files. It needs no build: its wrong completions are M's
+confirmed ones with P written back as it was (they build, pass every test and score 0 on M's table, so on
+the pair's grading), and without both files the project fails as it fails without M.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import hashlib
 import json
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from dbt_harvest.core.patching import make_patch
@@ -53,6 +61,7 @@ FAMILY = "completion"
 EFFECT = "missing_model"
 MAX_WRONG_COMPLETIONS = 2
 MAX_TRIES = 6  # mutant builds per model at most
+MAX_PARENTS = 2  # pairs per kept completion: a model and one of its first parents (by name)
 #: screening outcomes (of this run, or the pin's repair reports) whose mutant may be a wrong completion: it
 #: changed an output without wrecking it. Whether a wrong REPAIR of it exists, whether it did what its
 #: operator tagged (rows vs values) and whether the repair's grading saw it do not matter here: the build
@@ -83,11 +92,13 @@ def completion_spec(pin: Pin, node: ModelNode, contract: Contract) -> GradingSpe
                        ignore_orders=(True,))
 
 
-def missing_breaks_parse(manifest: dict, uid: str) -> bool:
-    """Whether another node of the project (a model, test or snapshot) reads ``uid``: without its file,
-    ``dbt parse`` fails; otherwise the project builds and the model's table is simply absent."""
-    return any(uid in ((node.get("depends_on") or {}).get("nodes") or ())
-               for other, node in (manifest.get("nodes") or {}).items() if other != uid)
+def missing_breaks_parse(manifest: dict, uid: str, *more: str) -> bool:
+    """Whether another node of the project (a model, test or snapshot) reads ``uid`` (or one of ``more``,
+    removed with it): without their files ``dbt parse`` fails; otherwise the project builds and the
+    models' tables are simply absent."""
+    gone = {uid, *more}
+    return any(gone & set((node.get("depends_on") or {}).get("nodes") or ())
+               for other, node in (manifest.get("nodes") or {}).items() if other not in gone)
 
 
 def leaked_line(statement: str, sql: str, min_chars: int = 24) -> str:
@@ -235,5 +246,92 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     return ShardResult((kept,), (record,))
 
 
-__all__ = ["EFFECT", "FAMILY", "MAX_WRONG_COMPLETIONS", "completion_key", "completion_spec", "leaked_line",
+def pairs_key(singles: list[TaskRecord]) -> str:
+    """The digest a pin's pairs shard is decided on: its kept single completions, by id and content."""
+    text = "\n".join(sorted(f"{t.instance_id} {hashlib.sha256(t.to_json().encode()).hexdigest()}" for t in singles))
+    return hashlib.sha256(f"pairs\0{text}".encode()).hexdigest()[:16]
+
+
+def kept_singles(home: str, split: str, pin_id: str) -> list[TaskRecord]:
+    """The pin's kept completion tasks of one model each, from the task store (its split's folder, or the
+    sealed store for test)."""
+    from dbt_harvest.core.patching import parse_patch
+    from dbt_harvest.core.task_record import read_task
+
+    folder = Path(home) / "tasks" / split if split != "test" else Path(home) / "sealed" / "test"
+    slug = pin_id.split("@", 1)[0]
+    found = []
+    for path in sorted(folder.glob(f"{slug}.*.{COMPLETE_OPERATOR}.*.json")) if folder.is_dir() else ():
+        record = read_task(path)
+        if record.pin == pin_id and record.kind == "completion" and len(parse_patch(record.broken_patch)) == 1:
+            found.append(record)
+    return found
+
+
+def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult
+    """Derive the pin's two-model completions from its kept single ones (module docstring); no build."""
+    import os
+
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult
+
+    os.environ["HARVEST_HOME"] = job.home
+    os.environ["HARVEST_PINS"] = job.pins
+    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
+    state = load_state(pin.id)
+    nodes = models(state.manifest)
+    tree = template(pin)
+    tests = suite(state.manifest)
+    singles = {t.file: t for t in kept_singles(job.home, job.split, pin.id)}
+    by_file = {model_file(n, pin): uid for uid, n in nodes.items() if model_file(n, pin)}
+    reports: list[CandidateReport] = []
+    tasks: list[TaskRecord] = []
+    for file, single in sorted(singles.items()):
+        uid = by_file.get(file)
+        if uid is None:
+            continue
+        node = nodes[uid]
+        contract = contract_of(state.manifest, nodes, uid, file)
+        parents = []
+        for parent in sorted(p for p in node.parents if p in nodes):
+            pnode = nodes[parent]
+            pfile = model_file(pnode, pin)
+            if why_not_mutable(pnode, pin) or pfile is None or not (tree / pfile).is_file():
+                continue
+            pcontract = contract_of(state.manifest, nodes, parent, pfile)
+            pspec = completion_spec(pin, pnode, pcontract)
+            if why_not_completable(pcontract) or pspec is None:
+                continue
+            parents.append((parent, pfile, pcontract, pspec))
+        for parent, pfile, pcontract, pspec in parents[:MAX_PARENTS]:
+            original, poriginal = (tree / file).read_text(encoding="utf-8"), (tree / pfile).read_text(encoding="utf-8")
+            key = completion_key(f"{pfile}+{file}", poriginal + "\0" + original)
+            statement = completion_statement(contract, pcontract)
+            leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
+            if leak:
+                reports.append(CandidateReport(key, pin.id, uid, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm",
+                                               False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"))
+                continue
+            wrong_texts = [apply_to_text("", parse_patch(p)[0]) for p in single.wrong_repair_patches]
+            broken_patch = make_patch(pfile, poriginal, None) + make_patch(file, original, None)
+            spec = GradingSpec(gold=single.grading.gold, condition_tabs=(*pspec.condition_tabs, *single.grading.condition_tabs),
+                               condition_cols=(*pspec.condition_cols, *single.grading.condition_cols),
+                               ignore_orders=(*pspec.ignore_orders, *single.grading.ignore_orders))
+            chain = [parent, *descendants(nodes, parent)]
+            checks = LocalChecks(builds=not missing_breaks_parse(state.manifest, uid, parent), tests_total=0,
+                                 tests_failed=0, covering_tests=tests.covering(chain))
+            record = replace(
+                single, instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
+                broken_patch=broken_patch, fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),
+                wrong_repair_patches=tuple(make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts),
+                grading=spec, problem_statement=statement, local_checks=checks, split=job.split, split_group=job.split_group,
+            )
+            tasks.append(record)
+            reports.append(CandidateReport(key, pin.id, uid, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm", True,
+                                           "", "", task_id=record.instance_id, silent=False,
+                                           local_tests=record.local_tests, informative=bool(wrong_texts)))
+    return ShardResult(tuple(reports), tuple(tasks))
+
+
+__all__ = ["EFFECT", "FAMILY", "MAX_PARENTS", "MAX_WRONG_COMPLETIONS", "kept_singles", "pairs_key", "run_pairs_shard", "completion_key", "completion_spec", "leaked_line",
            "missing_breaks_parse", "run_completion_shard"]

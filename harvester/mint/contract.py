@@ -167,11 +167,8 @@ CLOSING = ("Use only what this project provides; other models that read `{name}`
            "passing.")
 
 
-def completion_statement(contract: Contract) -> str:
-    """The instruction of a completion task, from the project's own documentation of the model."""
-    lines = [OPENING.format(name=contract.name, file=contract.file), "", f"What the project says about `{contract.name}`:",
-             contract.description, ""]
-    lines.append("Columns:")
+def _section(contract: Contract, heading: str) -> list[str]:
+    lines = [heading, contract.description, "", "Columns:"]
     for column in contract.columns:
         text = f"- `{column.name}`"
         if column.description:
@@ -184,9 +181,34 @@ def completion_statement(contract: Contract) -> str:
     lines += ["", MATERIALIZED.format(materialized=contract.materialized)]
     if contract.reads:
         lines.append(READS.format(reads=", ".join(f"`{r.split(' ', 1)[1]}` ({r.split(' ', 1)[0]})" for r in contract.reads)))
-    lines += ["", CLOSING.format(name=contract.name)]
+    return lines
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+#: the opening of a task that removes several models (a model and parents of it): "create these tables"
+OPENING_MANY = ("The dbt models {names} are missing from this project: the files {files} that define them have "
+                "been removed, but the project still documents them. Write each file so that `dbt build` succeeds "
+                "and each table holds exactly what its documentation below says.")
+
+
+def completion_statement(contract: Contract, *more: Contract) -> str:
+    """The instruction of a completion task, from the project's own documentation of the model (and of the
+    other models removed with it, ``more``: parents it reads, in the order they are written)."""
+    if not more:
+        lines = [OPENING.format(name=contract.name, file=contract.file), "",
+                 *_section(contract, f"What the project says about `{contract.name}`:")]
+        lines += ["", CLOSING.format(name=contract.name)]
+        return "\n".join(lines) + "\n"
+    every = (contract, *more)
+    lines = [OPENING_MANY.format(names=_and([f"`{c.name}`" for c in every]), files=_and([f"`{c.file}`" for c in every]))]
+    for each in every:
+        lines += ["", *_section(each, f"What the project says about `{each.name}` (`{each.file}`):")]
+    lines += ["", CLOSING.format(name="`, `".join(c.name for c in every))]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLOSING", "ColumnContract", "Contract", "MATERIALIZED", "OPENING", "READS", "completion_statement",
+__all__ = ["CLOSING", "ColumnContract", "Contract", "MATERIALIZED", "OPENING", "OPENING_MANY", "READS", "completion_statement",
            "contract_of", "graded_columns", "why_not_completable"]

@@ -357,9 +357,13 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
             continue
         nodes = models(state.manifest)
         if "completion" in options.kinds and not pin.recovers:
+            from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
+
             left.extend((pin.id, f"{uid}.completion") for uid, node in sorted(nodes.items())
                         if not why_not_mutable(node, pin) and not shard_finished(pin.id, f"{uid}.completion")
                         and (options.only_models is None or uid in options.only_models))
+            if not shard_finished(pin.id, PAIRS_SHARD):
+                left.append((pin.id, PAIRS_SHARD))
         if "repair" not in options.kinds:
             continue
         for uid, node in sorted(nodes.items()):
@@ -410,11 +414,21 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
     check put back under the cap (module docstring), and it runs in a further round (``on_round`` gets the
     number of its shards). Rounds end when nothing is left or when the time budget stopped a shard; a
     shard planned again from a state it already ran from (it decided nothing new) is not run again, so
-    the rounds end."""
-    jobs = plan(pins, options, target) if jobs is None else jobs
+    the rounds end. With completions, the last round is each pin's pairs shard (two-model completions
+    derived from the single ones kept by then)."""
+    jobs = list(plan(pins, options, target) if jobs is None else jobs)
     written: list[CandidateReport] = []
     ran: set[tuple[str, str, frozenset[str]]] = set()
-    while jobs:
+    pairs_planned = False
+    while True:
+        if not jobs and "completion" in options.kinds and not pairs_planned:
+            pairs_planned = True
+            jobs = [job for job in plan_pairs(pins, options, target)
+                    if (job.pin_id, job.shard_name, job.done_keys) not in ran]
+            if jobs and on_round:
+                on_round(len(jobs))
+        if not jobs:
+            break
         ran.update((job.pin_id, job.shard_name, job.done_keys) for job in jobs)
         decided, stopped, dropped = _run_round(jobs, options, target, on_result)
         written.extend(decided)
@@ -426,6 +440,32 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
         if jobs and on_round:
             on_round(len(jobs))
     return written
+
+
+def _pairs_job(pin: Pin, options: MintOptions, target: MintTarget) -> ShardJob | None:
+    """The pin's pairs shard, or None when it has nothing to do (an augmented pin, or a shard that finished
+    on the same kept single completions)."""
+    from dbt_harvest.harvester.mint.completion import kept_singles, pairs_key
+    from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
+
+    if pin.recovers:
+        return None
+    split, group = _split_of(pin, target)
+    singles = kept_singles(str(home.harvest_home()), split, pin.id)
+    if options.only_ids is not None:
+        singles = [t for t in singles if t.instance_id in options.only_ids]
+    key = pairs_key(singles)
+    if shard_finished(pin.id, PAIRS_SHARD) and _key_matches(pin.id, PAIRS_SHARD, key) and \
+            _markers_read(pin.id, PAIRS_SHARD, completed_keys(pin.id, PAIRS_SHARD)):
+        return None
+    return ShardJob(pin_id=pin.id, model="", split=split, split_group=group, families=options.families, max_per_model=1,
+                    already_kept=0, done_keys=frozenset(), seed=options.seed, sandboxed=options.sandboxed,
+                    deadline=options.deadline, candidates_key=key, kind="completion-pairs")
+
+
+def plan_pairs(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
+    """Each pin's pairs shard that is still to run (after every single completion shard of the pin)."""
+    return [job for pin in pins if (job := _pairs_job(pin, options, target)) is not None]
 
 
 def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarget,

@@ -72,13 +72,20 @@ class ShardJob:
     # the digest of this model's candidates (``family_order.shard_key``), stored beside the shard's
     # completion marker so a later run with the same candidates and nothing pending skips the shard
     candidates_key: str = ""
-    # "repair": mutate the model; "completion": decide the model's completion task (mint/completion.py)
+    # "repair": mutate the model; "completion": decide the model's completion task; "completion-pairs":
+    # derive the pin's two-model completions from its kept single ones (mint/completion.py; model is "")
     kind: str = "repair"
 
     @property
     def shard_name(self) -> str:
-        """The name of this shard's markers under ``mint/<pin>/shards`` (a model's two kinds apart)."""
+        """The name of this shard's markers under ``mint/<pin>/shards`` (a model's kinds apart)."""
+        if self.kind == "completion-pairs":
+            return PAIRS_SHARD
         return self.model if self.kind == "repair" else f"{self.model}.completion"
+
+
+#: the marker name of a pin's pairs shard
+PAIRS_SHARD = "_pairs.completion"
 
 
 @dataclass(frozen=True)
@@ -213,6 +220,10 @@ def run_shard(job: ShardJob) -> ShardResult:
         from dbt_harvest.harvester.mint.completion import run_completion_shard
 
         return run_completion_shard(job)
+    if job.kind == "completion-pairs":
+        from dbt_harvest.harvester.mint.completion import run_pairs_shard
+
+        return run_pairs_shard(job)
     os.environ["HARVEST_HOME"] = job.home
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))

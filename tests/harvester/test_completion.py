@@ -1,7 +1,7 @@
 """Completion tasks end to end on the embedded example (real sandboxed builds, every stage through its CLI):
-`harvest mint --kinds completion` after the repair mint, its resume and the lock; `harvest tasks verify` in
-fresh builds; grading and the audit (oracle, noop, wrong); SFT rows; the dataset, `tasks materialize` and
-`score --task` on an empty home; `export spider2`."""
+`harvest mint --kinds completion` after the repair mint (one model, and a model with a parent), its resume and
+the lock; `harvest tasks verify` in fresh builds; grading and the audit (oracle, noop); SFT rows and the GRPO
+reward; the dataset, `tasks materialize` and `score --task` on an empty home; `export spider2`."""
 
 from __future__ import annotations
 
@@ -50,24 +50,27 @@ def completed(minted_example, tmp_path_factory):  # noqa: ANN001, ANN201
     with use_env(home, pins):
         tasks = load_tasks("train", home, pins, purpose="inspect")
         tree = template(minted_example.pin)
+    completions = [t for t in tasks if t.kind == "completion"]
     return SimpleNamespace(home=home, pins=pins, pin=minted_example.pin, summary=summary, root=root, tree=tree,
-                           completions=[t for t in tasks if t.kind == "completion"],
-                           repairs=[t for t in tasks if t.kind == "repair"])
+                           completions=completions, repairs=[t for t in tasks if t.kind == "repair"],
+                           singles=[t for t in completions if len(parse_patch(t.broken_patch)) == 1],
+                           pairs=[t for t in completions if len(parse_patch(t.broken_patch)) == 2])
 
 
 def _task(completed, file: str):  # noqa: ANN001, ANN202
-    return next(t for t in completed.completions if t.file == file)
+    return next(t for t in completed.singles if t.file == file)
 
 
 def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion(completed) -> None:  # noqa: ANN001
     from dbt_harvest.harvester.mint.completion import leaked_line
 
     family = completed.summary["families"]["completion"]
-    assert family["kept"] == len(completed.completions) == 5 and {t.file for t in completed.completions} == MARTS
+    assert {t.file for t in completed.singles} == MARTS and len(completed.singles) == 5
     # the staging models read only seeds: left to repairs, with the reason counted
     assert family["confirm_rejected"] == {"reads_no_model": 5}
+    assert family["kept"] == len(completed.completions) == len(completed.singles) + len(completed.pairs)
     assert completed.repairs and all(".complete." not in t.instance_id for t in completed.repairs)
-    for task in completed.completions:
+    for task in completed.singles:
         original = (completed.tree / task.file).read_text()
         assert (task.kind, task.operator, task.family, task.effect) == ("completion", "complete", "completion", "missing_model")
         (delete,), (create,) = parse_patch(task.broken_patch), parse_patch(task.fix_patch)
@@ -81,6 +84,29 @@ def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_comple
         assert task.local_checks.covering_tests
     dim = _task(completed, "models/marts/dim_customers.sql").problem_statement
     assert "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
+
+
+def test_a_model_and_a_parent_it_reads_make_a_two_model_completion_without_a_build(completed) -> None:  # noqa: ANN001
+    # every mart whose parents include a documented mart: active_customers reads dim_customers and fct_orders,
+    # the other three read fct_orders (fct_orders itself reads staging models only)
+    pairs = {(t.file, t.grading.condition_tabs) for t in completed.pairs}
+    assert pairs == {
+        ("models/marts/active_customers.sql", ("dim_customers", "active_customers")),
+        ("models/marts/active_customers.sql", ("fct_orders", "active_customers")),
+        ("models/marts/customer_monthly_revenue.sql", ("fct_orders", "customer_monthly_revenue")),
+        ("models/marts/dim_customers.sql", ("fct_orders", "dim_customers")),
+        ("models/marts/product_performance.sql", ("fct_orders", "product_performance")),
+    }
+    for pair in completed.pairs:
+        single = _task(completed, pair.file)
+        parent, child = (p.path for p in parse_patch(pair.fix_patch))
+        assert child == pair.file and {p.path for p in parse_patch(pair.broken_patch)} == {parent, child}
+        assert pair.problem_statement.startswith(f"The dbt models `{Path(child).stem}` and `{Path(parent).stem}` are missing")
+        assert pair.grading.condition_cols[1] == single.grading.condition_cols[0]
+        # its wrong completions: the parent as it was, the child as the single task's wrong completion wrote it
+        for patch, wrong_single in zip(pair.wrong_repair_patches, single.wrong_repair_patches, strict=True):
+            created = {p.path: apply_to_text("", p) for p in parse_patch(patch)}
+            assert created == {parent: (completed.tree / parent).read_text(), child: apply_to_text("", parse_patch(wrong_single)[0])}
 
 
 def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_path: Path) -> None:  # noqa: ANN001
@@ -102,11 +128,12 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert code == 2 and "--kinds" in err
 
 
-def test_tasks_verify_rebuilds_a_leaf_and_an_inner_completion_fresh(completed) -> None:  # noqa: ANN001
+def test_tasks_verify_rebuilds_a_leaf_an_inner_and_a_two_model_completion_fresh(completed) -> None:  # noqa: ANN001
     leaf = _task(completed, "models/marts/product_performance.sql")
     inner = _task(completed, "models/marts/fct_orders.sql")
-    report = _json(completed.home, completed.pins, "tasks", "verify", leaf.instance_id, inner.instance_id)
-    assert report["summary"]["ok"] == 2, report
+    pair = next(t for t in completed.pairs if t.file == leaf.file)
+    report = _json(completed.home, completed.pins, "tasks", "verify", leaf.instance_id, inner.instance_id, pair.instance_id)
+    assert report["summary"]["ok"] == 3, report
     by_id = {t["instance_id"]: t["checks"] for t in report["tasks"]}
     assert set(by_id[leaf.instance_id]) == {"gold_matches", "broken_fails", "repair_passes", "wrong_repair", "distinct"}
     # without fct_orders the project cannot even be parsed: models read it
@@ -132,17 +159,17 @@ def test_grading_an_uncompleted_a_completed_and_a_wrongly_completed_project(comp
     assert mistaken.official == 0 and mistaken.local_checks_pass
 
 
-def test_the_audit_plays_completions_oracle_n_of_n_noop_and_wrong_zero(completed) -> None:  # noqa: ANN001
+def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:  # noqa: ANN001
     home, pins = completed.home, completed.pins
     n = len(completed.completions)
     results = {}
-    for driver in ("oracle", "noop", "wrong"):
+    for driver in ("oracle", "noop"):
         run = completed.root / f"audit-{driver}"
         report = _json(home, pins, "audit", "--split", "train", "--driver", driver, "--run-dir", str(run), "--workers", "1")
         results[driver] = report["by_kind"]["completion"]
         assert "## By kind" in (run / "report.md").read_text()
     assert results["oracle"] == {"n": n, "official": n, "strict": n}
-    assert results["noop"]["official"] == 0 and results["wrong"]["official"] == 0
+    assert results["noop"]["official"] == 0
 
 
 def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(completed) -> None:  # noqa: ANN001
