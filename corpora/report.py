@@ -123,6 +123,8 @@ def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str,
             agg["repos"] += bool(row["kept"])
             _sum_into(agg["screened_out"], row["screened_out"])
             _sum_into(agg["confirm_rejected"], row["confirm_rejected"])
+        if kind == "completion" and not candidates:
+            continue  # a pin that never minted completions (the sealed test split, augmented pins) has no row
         t = timings.get(pin.id, {})
         rows.append(RepoRow(
             pin=pin.id, repo=pin.id.split("@", 1)[0].replace("__", "/", 1), license=pin.license,
