@@ -37,6 +37,7 @@ from dbt_harvest.core.home import harvest_home, pins_dir
 from dbt_harvest.core.patching import PatchError, apply_to_text, parse_patch
 from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.core.scorer import official, score
+from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.build import BuildResult, build_workspace
 from dbt_harvest.harvester.discovery import discover
@@ -128,6 +129,15 @@ def _signature(result: BuildResult, pin: Pin) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _gold_matches(original: BuildResult, gold: Path, spec: GradingSpec) -> CheckResult:
+    """The unmodified project's build scores 1 (official and strict) against gold."""
+    if not original.models_ok or original.gold_file is None:
+        return CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}")
+    verdict = score(gold, original.gold_file, spec)
+    return CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
+                       verdict.official.reason or verdict.strict.reason or "official 1, strict 1")
+
+
 def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[TaskVerdict, str]:
     """Every check of one task (module docstring); also the broken build's output signature."""
     from dbt_harvest.harvester.mint.claims import check_claims
@@ -142,12 +152,7 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
     spec = record.grading
 
     original = builds.build(record.file, original_text)
-    if not original.models_ok or original.gold_file is None:
-        checks.append(CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}"))
-    else:
-        verdict = score(gold, original.gold_file, spec)
-        checks.append(CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
-                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+    checks.append(_gold_matches(original, gold, spec))
 
     broken = builds.build(record.file, broken_text)
     signature = ""
@@ -211,12 +216,7 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
         raise VerifyError(f"the task's broken patch is not a patch: {exc}") from None
     originals = {p.path: (tree / p.path).read_text(encoding="utf-8") for p in removed if (tree / p.path).is_file()}
     original = builds.build_files(dict(originals))
-    if not original.models_ok or original.gold_file is None:
-        checks.append(CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}"))
-    else:
-        verdict = score(gold, original.gold_file, spec)
-        checks.append(CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
-                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+    checks.append(_gold_matches(original, gold, spec))
     if len(originals) != len(removed) or not all(p.deleted and apply_to_text(originals[p.path], p) == "" for p in removed):
         checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the models' files"))
     else:

@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dbt_harvest.core.patching import make_patch
-from dbt_harvest.core.pin import Pin, pin_path, read_pin
+from dbt_harvest.core.pin import Pin
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import COMPLETE_OPERATOR, LocalChecks, TaskRecord, WrongRepairNote, task_id
 from dbt_harvest.harvester.gold import gold_path
@@ -49,12 +49,11 @@ from dbt_harvest.harvester.mint.confirm import BuildContext, Trial, mutant_build
 from dbt_harvest.harvester.mint.contract import Contract, completion_statement, contract_of, graded_columns, why_not_completable
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
-from dbt_harvest.harvester.mint.lineage import ModelNode, descendants, models
+from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
 from dbt_harvest.harvester.mint.local_checks import suite
 from dbt_harvest.harvester.mint.screen import screen
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
-from dbt_harvest.harvester.state import load_state
 from dbt_harvest.harvester.workspace import template
 
 FAMILY = "completion"
@@ -137,15 +136,9 @@ def _rank(report: dict | None) -> int | None:
 
 def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult (shard imports us)
     """Decide the completion task of ``job.model``: one report, and the task when it is kept."""
-    import os
+    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult, open_pin, warm_builder
 
-    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult, warm_builder
-
-    os.environ["HARVEST_HOME"] = job.home
-    os.environ["HARVEST_PINS"] = job.pins
-    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
-    state = load_state(pin.id)
-    nodes = models(state.manifest)
+    pin, state, nodes = open_pin(job)
     node = nodes[job.model]
     file = model_file(node, pin)
     if why_not_mutable(node, pin) or file is None:
@@ -270,16 +263,10 @@ def kept_singles(home: str, split: str, pin_id: str) -> list[TaskRecord]:
 
 def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult
     """Derive the pin's two-model completions from its kept single ones (module docstring); no build."""
-    import os
-
     from dbt_harvest.core.patching import apply_to_text, parse_patch
-    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult
+    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult, open_pin
 
-    os.environ["HARVEST_HOME"] = job.home
-    os.environ["HARVEST_PINS"] = job.pins
-    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
-    state = load_state(pin.id)
-    nodes = models(state.manifest)
+    pin, state, nodes = open_pin(job)
     tree = template(pin)
     tests = suite(state.manifest)
     singles = {t.file: t for t in kept_singles(job.home, job.split, pin.id)}

@@ -23,7 +23,7 @@ from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_can
 from dbt_harvest.harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
-from dbt_harvest.harvester.mint.lineage import models
+from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.local_checks import suite
 from dbt_harvest.harvester.mint.screen import screen
 from dbt_harvest.harvester.mint.variants import VariantBuilder
@@ -204,6 +204,17 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
+def open_pin(job: ShardJob) -> tuple[Pin, Any, dict[str, ModelNode]]:
+    """Point this worker at the job's home and pins, and load the job's pin: (pin, built state, models)."""
+    import os
+
+    os.environ["HARVEST_HOME"] = job.home
+    os.environ["HARVEST_PINS"] = job.pins
+    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
+    state = load_state(pin.id)
+    return pin, state, models(state.manifest)
+
+
 def run_shard(job: ShardJob) -> ShardResult:
     """Screen every candidate of the model, then confirm survivors until ``max_per_model`` are kept.
 
@@ -212,8 +223,6 @@ def run_shard(job: ShardJob) -> ShardResult:
     stops only after deciding at least one candidate, so a budget shorter than a shard's screening still
     makes progress on every run (else a resumed shard could re-screen and stop forever).
     """
-    import os
-
     if _past(job.deadline):
         return ShardResult((), (), stopped=True)
     if job.kind == "completion":
@@ -224,11 +233,7 @@ def run_shard(job: ShardJob) -> ShardResult:
         from dbt_harvest.harvester.mint.completion import run_pairs_shard
 
         return run_pairs_shard(job)
-    os.environ["HARVEST_HOME"] = job.home
-    os.environ["HARVEST_PINS"] = job.pins
-    pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
-    state = load_state(pin.id)
-    nodes = models(state.manifest)
+    pin, state, nodes = open_pin(job)
     node = nodes[job.model]
     if why_not_mutable(node, pin):
         return ShardResult((), ())
