@@ -213,7 +213,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         index = load_index(pin.id)
         only_keys, only_models = restriction(pin, options)
         if "completion" in options.kinds:
-            jobs.extend(_completion_jobs(pin, nodes, tree, options, split, group))
+            jobs.extend(_completion_jobs(pin, nodes, state.manifest, tree, options, split, group))
         if "repair" not in options.kinds:
             continue
         todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
@@ -246,18 +246,21 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
     return jobs
 
 
-def _completion_key(pin: Pin, uid: str, node: ModelNode, tree: Path, options: MintOptions) -> tuple[str, str] | None:
+def _completion_key(pin: Pin, uid: str, nodes: dict[str, ModelNode], manifest: dict, tree: Path,
+                    options: MintOptions) -> tuple[str, str] | None:
     """(digest of what a completion shard of ``uid`` reads, the id its task would get), or None when the model
     has no completion shard: an augmented pin's (its models' contracts are the base pin's), or a model that
     cannot be mutated (a package's, an ephemeral one). The digest covers the model's file, its manifest
-    node (description, columns, compiled SQL) and its tests, the families and seed its wrong completions
-    come from, and the mint's code version."""
+    node (description, columns, compiled SQL), its contract (tests and what it reads included), the
+    families and seed its wrong completions come from, and the mint's code version."""
     import hashlib
 
     from dbt_harvest.core.patching import make_patch
     from dbt_harvest.core.task_record import COMPLETE_OPERATOR, GENERATOR_VERSION, task_id
     from dbt_harvest.harvester.mint.candidates import model_file
+    from dbt_harvest.harvester.mint.contract import contract_of
 
+    node = nodes[uid]
     file = model_file(node, pin)
     if pin.recovers or why_not_mutable(node, pin) or file is None or not (tree / file).is_file():
         return None
@@ -265,19 +268,20 @@ def _completion_key(pin: Pin, uid: str, node: ModelNode, tree: Path, options: Mi
     prospective = task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None))
     if options.only_ids is not None and prospective not in options.only_ids:
         return None
-    digest = hashlib.sha256(json.dumps([GENERATOR_VERSION, file, original, repr(node), options.families, options.seed],
-                                       sort_keys=True, default=str).encode()).hexdigest()[:16]
+    contract = contract_of(manifest, nodes, uid, file)
+    digest = hashlib.sha256(json.dumps([GENERATOR_VERSION, file, original, repr(node), repr(contract), options.families,
+                                        options.seed], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return digest, prospective
 
 
-def _completion_jobs(pin: Pin, nodes: dict[str, ModelNode], tree: Path, options: MintOptions, split: str,
-                     group: str) -> list[ShardJob]:
+def _completion_jobs(pin: Pin, nodes: dict[str, ModelNode], manifest: dict, tree: Path, options: MintOptions,
+                     split: str, group: str) -> list[ShardJob]:
     """One completion shard per mutable model whose shard did not finish on the same inputs."""
     jobs: list[ShardJob] = []
-    for uid, node in sorted(nodes.items()):
+    for uid in sorted(nodes):
         if options.only_models is not None and uid not in options.only_models:
             continue
-        found = _completion_key(pin, uid, node, tree, options)
+        found = _completion_key(pin, uid, nodes, manifest, tree, options)
         if found is None:
             continue
         name = f"{uid}.completion"
