@@ -20,6 +20,7 @@ from dbt_harvest.eval.audit.compare import (
     mcnemar_exact,
     paired_bootstrap,
     paired_table,
+    to_markdown,
     write_comparison,
 )
 
@@ -56,8 +57,10 @@ def test_bootstrap_interval_is_degenerate_when_nothing_varies_and_reproducible()
 
 def _report(outcomes: list[int], split: str = "dev", sha: str = "s" * 64, name: str = "m") -> dict[str, Any]:
     """A report of build_report's shape, for the pure statistics (the end-to-end test uses real runs)."""
+    # every third task a completion; the others carry no kind, as a run folder from before completions
     episodes = [{"instance_id": f"t{i:02d}", "family": ("filter", "grain")[i % 2], "repo": "acme/shop",
-                 "official": o, "strict": o, "rung": 6 if o else 5} for i, o in enumerate(outcomes)]
+                 "official": o, "strict": o, "rung": 6 if o else 5, **({"kind": "completion"} if i % 3 == 0 else {})}
+                for i, o in enumerate(outcomes)]
     return {"split": split, "task_set_sha256": sha, "driver": {"name": name}, "strict": sum(outcomes),
             "ladder": {"6": sum(outcomes), "5": len(outcomes) - sum(outcomes)},
             "ladder_labels": {"5": "official fails", "6": "official passes"}, "episodes": episodes}
@@ -75,6 +78,10 @@ def test_two_tasks_out_of_48_is_noise_and_ten_is_not() -> None:
     assert signal.distinguishable and signal.p_value == pytest.approx(2 / 1024)
     assert signal.ci_low > 0
     assert signal.by_family["filter"]["official_b"] - signal.by_family["filter"]["official_a"] == 5
+    # per kind: tasks 20..29 moved; 21, 24, 27 of them are completions
+    assert signal.by_kind == {"completion": {"n": 16, "official_a": 7, "official_b": 10},
+                              "repair": {"n": 32, "official_a": 13, "official_b": 20}}
+    assert "## By kind" in to_markdown(signal) and "| completion | 16 | 7 | 10 | +3 |" in to_markdown(signal)
 
 
 def test_runs_over_different_tasks_or_splits_are_refused() -> None:
