@@ -92,12 +92,15 @@ def completion_spec(pin: Pin, node: ModelNode, contract: Contract) -> GradingSpe
 
 
 def missing_breaks_parse(manifest: dict, uid: str, *more: str) -> bool:
-    """Whether another node of the project (a model, test or snapshot) reads ``uid`` (or one of ``more``,
-    removed with it): without their files ``dbt parse`` fails; otherwise the project builds and the
-    models' tables are simply absent."""
+    """Whether another model, snapshot or seed of the project reads ``uid`` (or one of ``more``, removed with
+    it): without their files ``dbt parse`` fails on the dangling ``ref()``; otherwise the project builds and
+    the models' tables are simply absent. A data test does not count: dbt only warns about a test whose
+    model is gone and leaves it out (measured: 19 verified tasks, 9 whose models are read by a model fail
+    to parse, the 10 others build without the file although 6 of them have tests on it)."""
     gone = {uid, *more}
     return any(gone & set((node.get("depends_on") or {}).get("nodes") or ())
-               for other, node in (manifest.get("nodes") or {}).items() if other not in gone)
+               for other, node in (manifest.get("nodes") or {}).items()
+               if other not in gone and node.get("resource_type") != "test")
 
 
 def leaked_line(statement: str, sql: str, min_chars: int = 24) -> str:

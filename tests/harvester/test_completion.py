@@ -135,8 +135,11 @@ def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed
     assert report["summary"]["ok"] == 2, report
     by_id = {t["instance_id"]: t["checks"] for t in report["tasks"]}
     assert set(by_id[leaf.instance_id]) == {"gold_matches", "broken_fails", "repair_passes", "wrong_repair", "distinct"}
-    # without fct_orders (removed with product_performance) the project cannot even be parsed: models read it
-    assert "does not build" in by_id[pair.instance_id]["broken_fails"]["detail"]
+    # without fct_orders (removed with product_performance) the project cannot even be parsed: models read it;
+    # without the leaf alone it builds (dbt leaves out the tests on a model that is gone) and scores 0
+    assert "does not build" in by_id[pair.instance_id]["broken_fails"]["detail"] and not pair.local_checks.builds
+    assert by_id[leaf.instance_id]["broken_fails"]["detail"].startswith("without the files: official 0")
+    assert leaf.local_checks.builds and leaf.local_checks.covering_tests
 
 
 def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:  # noqa: ANN001

@@ -80,9 +80,14 @@ def test_the_contract_holds_what_the_project_documents_and_the_statement_says_it
         c if c.name != "order_key" else c.__class__(c.name, "md5 hash of the order id", c.tests) for c in contract.columns)})
     assert graded_columns(documented, table, frozenset(range(5)), SQL) == (0, 1, 2, 3)
 
-    # a model read by another node fails dbt's parse without its file; a leaf without tests does not
+    # a model read by another model fails dbt's parse without its file; a leaf does not, tests on it or not
     assert missing_breaks_parse(manifest, "model.shop.fct_orders")
     assert not missing_breaks_parse(manifest, "model.shop.orders_per_day")
+    manifest["nodes"]["test.shop.unique_fct"]["attached_node"] = "model.shop.orders_per_day"
+    manifest["nodes"]["test.shop.unique_fct"]["depends_on"] = {"nodes": ["model.shop.orders_per_day"]}
+    assert not missing_breaks_parse(manifest, "model.shop.orders_per_day")
+    # removed together, a model and the only model reading it leave nothing dangling
+    assert not missing_breaks_parse(manifest, "model.shop.orders_per_day", "model.shop.fct_orders")
 
 
 def test_models_whose_documentation_cannot_state_what_they_hold_are_not_candidates() -> None:
