@@ -14,7 +14,8 @@ warm child, no copy of the pin's built database, no screening engine), into a da
 - ``distinct``: no other verified task of the same pin has the same broken outputs or statement.
 
 A completion task (``kind == "completion"``) is checked the same way with its own meaning: ``broken_fails``
-is the project with the model's file removed, which must not build or score 0 (its table is absent);
+is the project with the models' files removed, which must not build or score 0 (its table is absent), as
+the record's ``local_checks.builds`` says;
 ``repair_passes`` the file written back; ``wrong_repair`` a wrong completion, which must build, fail no dbt
 test the original passes and score 0 (there is no broken output to differ from); it states a contract,
 not symptoms, so it has no ``claims`` check.
@@ -221,7 +222,11 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
         checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the models' files"))
     else:
         missing = builds.build_files({path: None for path in originals})
-        if not missing.models_ok or missing.gold_file is None:
+        built = missing.models_ok and missing.gold_file is not None
+        if built != record.local_checks.builds:
+            checks.append(CheckResult("broken_fails", False, f"the record says the project {'builds' if record.local_checks.builds else 'does not build'} "
+                                                             f"without the files; a fresh build says otherwise ({missing.first_error[:80]})"))
+        elif not built:
             checks.append(CheckResult("broken_fails", True, f"without the files the project does not build: "
                                                             f"{missing.first_error[:120]}"))
         else:
