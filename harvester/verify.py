@@ -224,8 +224,9 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
         missing = builds.build_files({path: None for path in originals})
         built = missing.models_ok and missing.gold_file is not None
         if built != record.local_checks.builds:
-            checks.append(CheckResult("broken_fails", False, f"the record says the project {'builds' if record.local_checks.builds else 'does not build'} "
-                                                             f"without the files; a fresh build says otherwise ({missing.first_error[:80]})"))
+            said = "builds" if record.local_checks.builds else "does not build"
+            checks.append(CheckResult("broken_fails", False, f"the record says the project {said} without the files; "
+                                                             f"a fresh build says otherwise ({missing.first_error[:80]})"))
         elif not built:
             checks.append(CheckResult("broken_fails", True, f"without the files the project does not build: "
                                                             f"{missing.first_error[:120]}"))
