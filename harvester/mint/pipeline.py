@@ -604,8 +604,9 @@ def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
                 per_pin[r["pin"]] = per_pin.get(r["pin"], 0) + 1
                 repo = r["pin"].split("@", 1)[0].replace("__", "/", 1)
                 per_repo[repo] = per_repo.get(repo, 0) + 1
-                if r.get("family") != "completion":  # silent or loud says how a planted bug shows; a missing model
-                    silent += bool(r.get("silent"))  # is neither
+                # silent or loud says how a planted bug shows itself; a missing model is neither
+                if r.get("family") != "completion":
+                    silent += bool(r.get("silent"))
                     loud += r.get("silent") is False
                 quality["kept"] += 1
                 quality["informative_wrong_repair"] += bool(r.get("informative"))
