@@ -188,6 +188,12 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+#: every fixed sentence of a completion statement (the contamination lint discounts them, as the repair template's)
+def templates() -> tuple[str, ...]:
+    return (OPENING, OPENING_MANY, MATERIALIZED, READS, CLOSING, "What the project says about {name}:",
+            "Model tests: {tests}")
+
+
 #: the opening of a task that removes several models (a model and parents of it): "create these tables"
 OPENING_MANY = ("The dbt models {names} are missing from this project: the files {files} that define them have "
                 "been removed, but the project still documents them. Write each file so that `dbt build` succeeds "

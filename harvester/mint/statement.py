@@ -113,7 +113,9 @@ def template_statement(symptoms: list[Symptom]) -> str:
 
 
 def _templates() -> tuple[str, ...]:
-    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, CLOSING)
+    from dbt_harvest.harvester.mint.contract import templates as completion_templates
+
+    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, CLOSING, *completion_templates())
 
 
 @lru_cache(maxsize=1)
