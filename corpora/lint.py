@@ -9,7 +9,10 @@ Checks, each a small function returning Violations (kind, subject, evidence):
   group-split           one split group has members on two sides
   shared-model-file     one model file (content hash) on two sides
   ngram-overlap         a training problem statement shares a word 13-gram of its task-specific words (the
-                        statement template's fixed phrases cut out, see corpora.digest) with an evaluation one
+                        statement template's fixed phrases cut out, see corpora.digest) with an evaluation one;
+                        an n-gram that three repositories' statements share is common documentation, and
+                        so is a column's documentation (name and description) that an evaluation completion
+                        lists word for word
   same-statement        a training problem statement is word for word an evaluation one (a copy too short
                         for 13 task-specific words in a row)
 `harvest lint` prints them and exits non-zero; `dataset build` and `train` run it first and refuse.
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbt_harvest.corpora.digest import NGRAM, TaskDigest, digest, specific_ngrams, statement_sha
+from dbt_harvest.corpora.digest import NGRAM, TaskDigest, digest, documented_spans, ngrams, specific_ngrams, statement_sha
 from dbt_harvest.corpora.exclusions import Exclusions, load_exclusions
 from dbt_harvest.corpora.groups import split_groups
 from dbt_harvest.corpora.repos import is_empty_file_hash, package_refs, pin_identities
@@ -105,7 +108,38 @@ def check_model_files(pins: Sequence[Pin], splits: Mapping[str, str]) -> list[Vi
     return out
 
 
+#: a word n-gram found in the statements of this many split groups (different repositories, any split) is
+#: shared documentation, not a trace of one evaluation task: Fivetran's packages describe ``source_relation``
+#: with one doc block in every package, and a completion statement quotes a model's whole column list
+SHARED_GROUPS = 3
+
+
+def shared_ngrams(tasks: Sequence[TaskRecord | TaskDigest]) -> frozenset[str]:
+    """The n-grams (as digests) that statements of at least ``SHARED_GROUPS`` split groups hold."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    for task in tasks:
+        grams = specific_ngrams(task.problem_statement) if isinstance(task, TaskRecord) else task.ngrams
+        for gram in grams:
+            groups[gram].add(task.split_group)
+    return frozenset(gram for gram, seen in groups.items() if len(seen) >= SHARED_GROUPS)
+
+
+def _same_column_docs(task: TaskRecord | TaskDigest, documented: frozenset[tuple[str, str, int]]) -> frozenset[str]:
+    """The n-grams of a training statement that lie in a column's documentation which an evaluation
+    completion lists word for word (name and description): one column documented the same way in two
+    repositories (a vendor's doc block, such as Fivetran's ``is_most_recent_record``) is that vendor's public
+    text, not a trace of the other task. Words that only partly match a documented line are still evidence."""
+    if not isinstance(task, TaskRecord):
+        return frozenset()
+    return frozenset(gram for span in documented_spans(task.problem_statement, documented) for gram in ngrams(span))
+
+
 def check_ngrams(train: Sequence[TaskRecord | TaskDigest], evaluation: Sequence[TaskDigest]) -> list[Violation]:
+    """Training statements that share a task-specific n-gram (or their whole text) with an evaluation one; an
+    n-gram that the statements of ``SHARED_GROUPS`` repositories share is documentation common to them all
+    (``shared_ngrams``), and no evidence."""
+    shared = shared_ngrams([*train, *evaluation])
+    documented = frozenset(line for task in evaluation for line in task.column_lines)
     index: dict[str, str] = {}
     whole: dict[str, str] = {}
     for task in evaluation:
@@ -118,9 +152,10 @@ def check_ngrams(train: Sequence[TaskRecord | TaskDigest], evaluation: Sequence[
         if sha in whole:
             out.append(Violation("same-statement", task.instance_id, f"its problem statement is word for word that of {whole[sha]}"))
         texts = specific_ngrams(task.problem_statement) if isinstance(task, TaskRecord) else {g: "" for g in task.ngrams}
+        excused = shared | _same_column_docs(task, documented)
         hits: dict[str, str] = {}
         for gram, text in texts.items():
-            if gram in index and index[gram] not in hits:
+            if gram in index and gram not in excused and index[gram] not in hits:
                 hits[index[gram]] = text
         for other, text in sorted(hits.items()):
             shown = f" {text!r}" if text else ""

@@ -199,3 +199,56 @@ def test_a_task_copied_across_the_line_still_fails_the_lint(world, make):
                           make_task(b, "dev", "b/clinic", 4, statement=_template("patients", shared, 5, 5,
                                                                                 [("x", "", "lower")]))], ex, splits=splits)
     assert [v.kind for v in found] == ["ngram-overlap"]
+
+
+VENDOR_DOC = ("Boolean representing whether a record is the most recent version of that record, as the vendor's "
+              "connector documents it for every history table it syncs.")
+
+
+def _completion(pin, split: str, group: str, n: int, columns):  # noqa: ANN001, ANN202
+    from dbt_harvest.harvester.mint.contract import ColumnContract, Contract, completion_statement
+
+    name = f"fct_{group.split('/')[-1]}_{n}"
+    contract = Contract(model=f"model.p.{name}", name=name, file=f"models/{name}.sql",
+                        description=f"One row per {group} thing of case {n}.", materialized="table",
+                        columns=tuple(ColumnContract(c, d) for c, d in columns), model_tests=(), reads=("model stg",),
+                        depth=1)
+    return replace(make_task(pin, split, group, n, statement=completion_statement(contract)), kind="completion",
+                   operator="complete", family="completion")
+
+
+def test_a_column_documented_word_for_word_in_two_repositories_is_shared_text_not_a_leak(world, make):
+    ex = load_exclusions()
+    a, b = make("a/library"), make("b/clinic")
+    splits = {a.id: "train", b.id: "dev"}
+    dev = _completion(b, "dev", "b/clinic", 1, [("visit_id", "The visit."), ("is_most_recent_record", VENDOR_DOC)])
+    train = _completion(a, "train", "a/library", 2, [("loan_id", "The loan."), ("is_most_recent_record", VENDOR_DOC)])
+    # a repair statement that names the same column with the same documentation, in its own words around it
+    repair = make_task(a, "train", "a/library", 3, statement=_template(
+        "loans_history", "Loans as they changed.", 5, 5, [("is_most_recent_record", VENDOR_DOC, "true_more")]))
+    assert lint([a, b], [dev, train, repair], ex, splits=splits) == []
+    # the same words under another column's name, or only a part of the evaluation task's line, are evidence
+    renamed = _completion(a, "train", "a/library", 4, [("is_latest", VENDOR_DOC)])
+    found = lint([a, b], [dev, renamed], ex, splits=splits)
+    assert [(v.kind, v.subject) for v in found] == [("ngram-overlap", renamed.instance_id)]
+    own = _completion(b, "dev", "b/clinic", 5, [("is_most_recent_record", VENDOR_DOC + " It is false for deleted rows.")])
+    found = lint([a, b], [own, train], ex, splits=splits)
+    assert [(v.kind, v.subject) for v in found] == [("ngram-overlap", train.instance_id)]
+
+
+def test_words_that_three_repositories_share_are_documentation_two_are_evidence(world, make):
+    ex = load_exclusions()
+    a, b, c = make("a/library"), make("b/clinic"), make("c/freight")
+    shared = ("Members of the public, one row each, with their borrowing in the 60 days up to today and the fines "
+              "they still owe.")
+    dev = make_task(b, "dev", "b/clinic", 1, statement=_template("patients", shared, 5, 4))
+    first = make_task(a, "train", "a/library", 2, statement=_template("members", shared, 5, 4))
+    two = lint([a, b], [dev, first], ex, splits={a.id: "train", b.id: "dev"})
+    assert [v.kind for v in two] == ["ngram-overlap"]
+    third = make_task(c, "train", "c/freight", 3, statement=_template("drivers", shared, 5, 4))
+    assert lint([a, b, c], [dev, first, third], ex, splits={a.id: "train", b.id: "dev", c.id: "train"}) == []
+    # two columns' lines side by side are no phrase of either: the lint reads a completion line by line
+    from dbt_harvest.corpora.digest import specific_runs
+
+    statement = _completion(a, "train", "a/library", 4, [("loan_id", "The loan."), ("due", "When it is due.")]).problem_statement
+    assert ["loan_id", "the", "loan"] in specific_runs(statement) and ["due", "when", "it", "is", "due"] in specific_runs(statement)
