@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dbt_harvest.core import atomic
@@ -212,9 +212,8 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         reports = load_reports(pin.id)
         index = load_index(pin.id)
         only_keys, only_models = restriction(pin, options)
-        if "completion" in options.kinds:
+        if "repair" not in options.kinds:  # with repairs too, completions come in a later round (mint())
             jobs.extend(_completion_jobs(pin, nodes, state.manifest, tree, options, split, group))
-        if "repair" not in options.kinds:
             continue
         todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
         for uid, node in sorted(nodes.items()):
@@ -418,17 +417,21 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
     check put back under the cap (module docstring), and it runs in a further round (``on_round`` gets the
     number of its shards). Rounds end when nothing is left or when the time budget stopped a shard; a
     shard planned again from a state it already ran from (it decided nothing new) is not run again, so
-    the rounds end. With completions, the last round is each pin's pairs shard (two-model completions
-    derived from the single ones kept by then)."""
+    the rounds end. With completions, each pin's completion shards run once its repair shards are done
+    (they try the mutants in the order the repair mint judged them, so the order of the rounds, not timing,
+    decides what they keep), and the last round is each pin's pairs shard (two-model completions derived
+    from the single ones kept by then)."""
     jobs = list(plan(pins, options, target) if jobs is None else jobs)
     written: list[CandidateReport] = []
     ran: set[tuple[str, str, frozenset[str]]] = set()
-    pairs_planned = False
+    later: list[Callable[[], list[ShardJob]]] = []
+    if "completion" in options.kinds:
+        if "repair" in options.kinds:
+            later.append(lambda: plan(pins, replace(options, kinds=("completion",)), target))
+        later.append(lambda: plan_pairs(pins, options, target))
     while True:
-        if not jobs and "completion" in options.kinds and not pairs_planned:
-            pairs_planned = True
-            jobs = [job for job in plan_pairs(pins, options, target)
-                    if (job.pin_id, job.shard_name, job.done_keys) not in ran]
+        while not jobs and later:
+            jobs = [job for job in later.pop(0)() if (job.pin_id, job.shard_name, job.done_keys) not in ran]
             if jobs and on_round:
                 on_round(len(jobs))
         if not jobs:

@@ -128,6 +128,21 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert code == 2 and "--kinds" in err
 
 
+def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(completed, example_harvest, tmp_path: Path) -> None:  # noqa: ANN001
+    from dbt_harvest.corpora.store import load_tasks
+    from tests.conftest import use_env
+
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(example_harvest.home, home, symlinks=True)
+    shutil.copytree(completed.pins, pins)  # the ledger the completed home was minted under
+    both = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1", "--jobs", "2")
+    assert both["families"]["completion"]["kept"] == len(completed.completions)
+    with use_env(home, pins):
+        fresh = {t.instance_id: t.to_json() for t in load_tasks("train", home, pins, purpose="inspect")}
+    # completions wait for the repair rounds, whose screening they reuse: the same tasks, byte for byte
+    assert fresh == {t.instance_id: t.to_json() for t in [*completed.repairs, *completed.completions]}
+
+
 def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed) -> None:  # noqa: ANN001
     leaf = _task(completed, "models/marts/product_performance.sql")
     pair = next(t for t in completed.pairs if t.file == leaf.file)
