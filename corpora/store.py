@@ -36,7 +36,16 @@ def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> "Min
         return (found.split, found.group) if found else None
 
     return MintTarget(split_of=split_of,
-                      store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed))
+                      store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed),
+                      stored=lambda split, pin_id: stored_tasks(home, split, pin_id))
+
+
+def stored_tasks(home: Path, split: str, pin_id: str) -> list[TaskRecord]:
+    """The kept tasks of one pin in the store of its split (the sealed store for test), by id."""
+    folder = sealed.sealed_dir(home) if split == "test" else split_dir(home, split)
+    slug = pin_id.split("@", 1)[0]
+    found = (read_task(p) for p in sorted(folder.glob(f"{slug}.*.json"))) if folder.is_dir() else ()
+    return [record for record in found if record.pin == pin_id]
 
 
 def split_dir(home: Path, split: str) -> Path:

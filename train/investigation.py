@@ -31,6 +31,7 @@ from statistics import median
 from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.mint.contract import READS
 from dbt_harvest.train.lineage import documenting, lineage_path, models_by_name, refs, table_models
 
 #: The pseudo-tool that writes the true fix of one file (resolved when the plan is played).
@@ -99,8 +100,8 @@ def _completion_plan(task: TaskRecord, files: Mapping[str, str], rng: random.Ran
     return tuple(steps)
 
 
-#: how the completion statement's line of readable models starts (``harvester.mint.contract.READS``)
-_READS_PREFIX = "It may read:"
+#: how the completion statement's line of readable models starts
+_READS_PREFIX = READS.split("{", 1)[0].strip()
 
 
 def _backticked(line: str) -> list[str]:

@@ -170,9 +170,7 @@ def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars
         elif step.tool == "list_files":
             messages += [_call("list_files", **step.args), _result("list_files", _listing(broken, step.args["path"])[:max_file_chars])]
         elif step.tool == "read_file":
-            path = step.args["path"]
-            content = broken[path] if path in broken else f"error: no file {path}"
-            messages += [_call("read_file", **step.args), _result("read_file", content)]
+            messages += [_call("read_file", **step.args), _result("read_file", broken[step.args["path"]])]
         elif step.tool == "query":
             messages += [_call("query", **step.args), _result("query", "(rows as built; see the reported symptom)")]
         elif step.tool == "dbt":

@@ -40,7 +40,7 @@ from pathlib import Path
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.core.scorer.spec import GradingSpec
-from dbt_harvest.core.task_record import COMPLETE_OPERATOR, LocalChecks, TaskRecord, WrongRepairNote, task_id
+from dbt_harvest.core.task_record import COMPLETE_OPERATOR, LocalChecks, TaskRecord, WrongRepairNote, task_from_dict, task_id
 from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.harvester.grading.verdict import grade_build
 from dbt_harvest.harvester.mint.candidates import Candidate, model_candidates, model_file, why_not_mutable
@@ -113,19 +113,6 @@ def leaked_line(statement: str, sql: str, min_chars: int = 24) -> str:
     return ""
 
 
-def _prior_reports(home: str, pin_id: str) -> dict[str, dict]:
-    from dbt_harvest.core.home import mint_dir
-
-    folder = mint_dir(pin_id)
-    found: dict[str, dict] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        try:
-            found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def _rank(report: dict | None) -> int | None:
     """Where a candidate stands in the order wrong completions are tried (None: known to be no use)."""
     if report is None:
@@ -169,7 +156,9 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
         return ShardResult((report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"),), ())
     gold = gold_path(pin.gold_sha256)
     tests = suite(state.manifest)
-    prior = _prior_reports(job.home, pin.id)
+    from dbt_harvest.harvester.mint.pipeline import load_reports
+
+    prior = {str(r.get("key")): r for r in load_reports(pin.id)}
     ranked: list[tuple[int, int, Candidate]] = []
     for i, cand in enumerate(model_candidates(pin, node, tree, job.families, job.seed, values=gold_values(gold))):
         rank = _rank(prior.get(cand.key))
@@ -181,7 +170,7 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     engine: Engine | None = None
     builder = None
     limits = Limits(wall_s=job.wall_s)
-    wrong: list[tuple[Candidate, int]] = []
+    wrong: list[Candidate] = []
     tries = 0
     last = "no mutant of the model changes a documented column"
     try:
@@ -213,7 +202,7 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
             if graded.official or graded.strict:
                 last = f"{cand.mutation.operator}: scores 1 on the documented columns"
                 continue
-            wrong.append((cand, built.tests_total))
+            wrong.append(cand)
     finally:
         if builder is not None:
             builder.forget()
@@ -231,10 +220,10 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
         pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir, split=job.split,
         split_group=job.split_group, family=FAMILY, operator=COMPLETE_OPERATOR, effect=EFFECT, file=file,
         broken_patch=broken_patch, fix_patch=make_patch(file, None, original),
-        wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c, _ in wrong), grading=spec,
+        wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong), grading=spec,
         problem_statement=statement, local_checks=checks, gold_sha256=pin.gold_sha256, license=pin.license,
         versions=dict(pin.versions), weak=not wrong,
-        wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c, _ in wrong),
+        wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c in wrong),
         database=pin.database, kind="completion",
     )
     kept = report(True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests,
@@ -248,20 +237,12 @@ def pairs_key(singles: list[TaskRecord]) -> str:
     return hashlib.sha256(f"pairs\0{text}".encode()).hexdigest()[:16]
 
 
-def kept_singles(home: str, split: str, pin_id: str) -> list[TaskRecord]:
-    """The pin's kept completion tasks of one model each, from the task store (its split's folder, or the
-    sealed store for test)."""
+def singles(records: list[TaskRecord]) -> list[TaskRecord]:
+    """The completion tasks of one model each among a pin's kept ``records``, by id."""
     from dbt_harvest.core.patching import parse_patch
-    from dbt_harvest.core.task_record import read_task
 
-    folder = Path(home) / "tasks" / split if split != "test" else Path(home) / "sealed" / "test"
-    slug = pin_id.split("@", 1)[0]
-    found = []
-    for path in sorted(folder.glob(f"{slug}.*.{COMPLETE_OPERATOR}.*.json")) if folder.is_dir() else ():
-        record = read_task(path)
-        if record.pin == pin_id and record.kind == "completion" and len(parse_patch(record.broken_patch)) == 1:
-            found.append(record)
-    return found
+    return sorted((r for r in records if r.kind == "completion" and len(parse_patch(r.broken_patch)) == 1),
+                  key=lambda r: r.instance_id)
 
 
 def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult
@@ -272,11 +253,11 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
     pin, state, nodes = open_pin(job)
     tree = template(pin)
     tests = suite(state.manifest)
-    singles = {t.file: t for t in kept_singles(job.home, job.split, pin.id)}
+    kept = {t.file: t for t in (task_from_dict(json.loads(text)) for text in job.records)}
     by_file = {model_file(n, pin): uid for uid, n in nodes.items() if model_file(n, pin)}
     reports: list[CandidateReport] = []
     tasks: list[TaskRecord] = []
-    for file, single in sorted(singles.items()):
+    for file, single in sorted(kept.items()):
         uid = by_file.get(file)
         if uid is None:
             continue
@@ -323,5 +304,5 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
     return ShardResult(tuple(reports), tuple(tasks))
 
 
-__all__ = ["EFFECT", "FAMILY", "MAX_PARENTS", "MAX_WRONG_COMPLETIONS", "kept_singles", "pairs_key", "run_pairs_shard", "completion_key", "completion_spec", "leaked_line",
-           "missing_breaks_parse", "run_completion_shard"]
+__all__ = ["EFFECT", "FAMILY", "MAX_PARENTS", "MAX_WRONG_COMPLETIONS", "completion_key", "completion_spec", "leaked_line",
+           "missing_breaks_parse", "pairs_key", "run_completion_shard", "run_pairs_shard", "singles"]

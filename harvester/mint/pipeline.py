@@ -170,11 +170,14 @@ class MintTarget:
     The corpus (split ledger, task store, sealed test store) lives in a layer above the harvester, so
     the mint receives both as functions instead of importing them: ``split_of(pin_id)`` returns the
     pin's (split, split group) or None when none is reserved; ``store(record)`` writes one kept task
-    where its split says and returns the path.
+    where its split says and returns the path; ``stored(split, pin_id)`` reads back the pin's kept tasks
+    (the two-model completions are derived from its single ones; None: a target that keeps no store to read,
+    so no pairs are derived).
     """
 
     split_of: Callable[[str], tuple[str, str] | None]
     store: Callable[[TaskRecord], Path]
+    stored: Callable[[str, str], list[TaskRecord]] | None = None
 
 
 def _split_of(pin: Pin, target: MintTarget) -> tuple[str, str]:
@@ -450,24 +453,25 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
 
 
 def _pairs_job(pin: Pin, options: MintOptions, target: MintTarget) -> ShardJob | None:
-    """The pin's pairs shard, or None when it has nothing to do (an augmented pin, or a shard that finished
-    on the same kept single completions)."""
-    from dbt_harvest.harvester.mint.completion import kept_singles, pairs_key
+    """The pin's pairs shard, carrying its kept single completions, or None when it has nothing to do (an
+    augmented pin, a target without a store to read, or a shard that finished on the same singles)."""
+    from dbt_harvest.harvester.mint.completion import pairs_key, singles
     from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
 
-    if pin.recovers:
+    if pin.recovers or target.stored is None:
         return None
     split, group = _split_of(pin, target)
-    singles = kept_singles(str(home.harvest_home()), split, pin.id)
+    kept = singles(target.stored(split, pin.id))
     if options.only_ids is not None:
-        singles = [t for t in singles if t.instance_id in options.only_ids]
-    key = pairs_key(singles)
+        kept = [t for t in kept if t.instance_id in options.only_ids]
+    key = pairs_key(kept)
     if shard_finished(pin.id, PAIRS_SHARD) and _key_matches(pin.id, PAIRS_SHARD, key) and \
             _markers_read(pin.id, PAIRS_SHARD, completed_keys(pin.id, PAIRS_SHARD)):
         return None
     return ShardJob(pin_id=pin.id, model="", split=split, split_group=group, families=options.families, max_per_model=1,
                     already_kept=0, done_keys=frozenset(), seed=options.seed, sandboxed=options.sandboxed,
-                    deadline=options.deadline, candidates_key=key, kind="completion-pairs")
+                    deadline=options.deadline, candidates_key=key, kind="completion-pairs",
+                    records=tuple(t.to_json() for t in kept))
 
 
 def plan_pairs(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:

@@ -75,6 +75,8 @@ class ShardJob:
     # "repair": mutate the model; "completion": decide the model's completion task; "completion-pairs":
     # derive the pin's two-model completions from its kept single ones (mint/completion.py; model is "")
     kind: str = "repair"
+    # a pairs shard's input: the pin's kept single completions, as their JSON (the driver read them from the store)
+    records: tuple[str, ...] = ()
 
     @property
     def shard_name(self) -> str:
