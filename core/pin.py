@@ -123,7 +123,22 @@ class Pin:
     # an augmented pin's candidates: (model uid, candidate key) of each base candidate the added rows were
     # derived for; every mint of the pin tries exactly these (`harvest mint --all` as `--augment` does)
     recovers: tuple[tuple[str, str], ...] = ()
+    # a history pin (harvester/history): the repository at ``commit`` (the parent of a fix commit) with the
+    # model files ``fix_files`` taken from ``fix_commit``, the fix, applied after the compat patch before every
+    # build, so gold is the fixed project on the parent's data; ``fix_sha256`` is the sha256 of that change as a
+    # unified diff (read again from the repository's history, never stored: it is the repository's code),
+    # ``fix_date`` the fix's author date, ``mined_from`` the pin whose history it was found in
+    fix_commit: str = ""
+    fix_files: tuple[str, ...] = ()
+    fix_sha256: str = ""
+    fix_date: str = ""
+    mined_from: str = ""
     format: int = PIN_FORMAT
+
+    @property
+    def is_history(self) -> bool:
+        """A pin of a fix mined from the repository's history (its tasks undo that fix)."""
+        return bool(self.fix_commit)
 
     @property
     def repo(self) -> str:
@@ -161,7 +176,8 @@ class Pin:
 
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
 _OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
-                                       "augments": "", "recovers": ()}
+                                       "augments": "", "recovers": (), "fix_commit": "", "fix_files": (),
+                                       "fix_sha256": "", "fix_date": "", "mined_from": ""}
 
 
 def display_name(url: str) -> str:
@@ -249,8 +265,12 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         raise PinError(f"{where}: recovers must list [model, candidate key] pairs")
     if recovers and not augmentation:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
+    history = _history_fields(data, where)
+    if history["fix_commit"] and augmentation:
+        raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
     return Pin(
         **values,
+        **history,
         root_commits=tuple(roots),
         versions=dict(versions),
         packages=packages,
@@ -264,6 +284,27 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         recovers=tuple((m, k) for m, k in recovers),
         format=fmt,
     )
+
+
+def _history_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The history pin's fields, validated: all of them or none."""
+    fix_commit, fix_sha, fix_date, mined_from = (data.get(k, "") for k in ("fix_commit", "fix_sha256", "fix_date",
+                                                                           "mined_from"))
+    files = data.get("fix_files", [])
+    if not all(isinstance(v, str) for v in (fix_commit, fix_sha, fix_date, mined_from)):
+        raise PinError(f"{where}: fix_commit, fix_sha256, fix_date and mined_from must be strings")
+    if not isinstance(files, list) or not all(isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/")
+                                              for f in files):
+        raise PinError(f"{where}: fix_files must list repository-relative paths")
+    given = [bool(fix_commit), bool(files), bool(fix_sha), bool(fix_date), bool(mined_from)]
+    if any(given) and not all(given):
+        raise PinError(f"{where}: fix_commit, fix_files, fix_sha256, fix_date and mined_from go together (a history pin)")
+    if fix_commit and not _HEX40.match(fix_commit):
+        raise PinError(f"{where}: fix_commit {fix_commit!r} is not a 40-hex sha")
+    if fix_sha and not _HEX64.match(fix_sha):
+        raise PinError(f"{where}: fix_sha256 must be a sha256")
+    return {"fix_commit": fix_commit, "fix_files": tuple(files), "fix_sha256": fix_sha, "fix_date": fix_date,
+            "mined_from": mined_from}
 
 
 def read_pin(path: Path) -> Pin:

@@ -9,6 +9,10 @@ a ``completion`` (a documented model's file is missing; write it from its contra
 shape). A completion's ``broken_patch`` deletes the file, its ``fix_patch`` creates it with the original
 text, each wrong "repair" creates it with a plausible wrong text, and its operator is ``complete``. A
 repair's JSON has no ``kind`` key, so every record minted before completions existed keeps its hash.
+
+A repair's bug is planted by a mutator (``source`` ``mutation``) or mined from the repository's history
+(``history``: the task undoes a fix its engineers made, operator ``history``, with the fix commit, its date
+and subject as provenance); a planted task's JSON has none of these keys.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dbt_harvest.core.errors import HarvestError
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")
 KINDS = ("repair", "completion")
+#: where a task's bug comes from (``TaskRecord.source``)
+SOURCES = ("mutation", "history")
 #: the operator (and id segment) of every completion task
 COMPLETE_OPERATOR = "complete"
 
@@ -116,6 +122,14 @@ class TaskRecord:
     broken_signature: str = ""
     # "repair" or "completion" (module docstring); omitted from a repair's JSON
     kind: str = "repair"
+    # where the bug comes from: "mutation" (planted by an operator) or "history" (a repair task that undoes a fix
+    # the repository's engineers made: harvester/history); a history task's provenance is the fix commit, its
+    # author date and subject line (never shown to an agent: the statement describes the symptom). All omitted
+    # from the JSON of a planted task, so its bytes and hash stay as they were
+    source: str = "mutation"
+    fix_commit: str = ""
+    fix_date: str = ""
+    fix_subject: str = ""
 
     @property
     def local_tests(self) -> int:
@@ -128,6 +142,9 @@ class TaskRecord:
         data["wrong_repair_patches"] = list(self.wrong_repair_patches)
         if self.kind == "repair":
             del data["kind"]  # records minted before completions existed keep their bytes and hashes
+        if self.source == "mutation":
+            for key in ("source", "fix_commit", "fix_date", "fix_subject"):
+                del data[key]  # likewise for records minted before history tasks existed
         return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +202,10 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
         raise TaskRecordError(f"{where}: kind {record.kind!r} is not one of {', '.join(KINDS)}")
     if (record.kind == "completion") != (record.operator == COMPLETE_OPERATOR):
         raise TaskRecordError(f"{where}: operator {record.operator!r} does not go with kind {record.kind!r}")
+    if record.source not in SOURCES:
+        raise TaskRecordError(f"{where}: source {record.source!r} is not one of {', '.join(SOURCES)}")
+    if (record.source == "history") != bool(record.fix_commit) or (record.source == "history" and record.kind != "repair"):
+        raise TaskRecordError(f"{where}: a history task is a repair with its fix_commit; this record mixes them")
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
     for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):
