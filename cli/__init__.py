@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("dbt_harvest.cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
     "mutants": ("dbt_harvest.cli.mutants", "Show the candidate mutations of dbt model files."),
     "mint": ("dbt_harvest.cli.mint", "Turn pinned projects into verified repair tasks."),
+    "mine": ("dbt_harvest.cli.mine", "Mine a pinned repository's history for real fixes; pin and mint them as tasks."),
     "tasks": ("dbt_harvest.cli.tasks", "List or show minted tasks; rebuild a dataset's task (materialize)."),
     "serve": ("dbt_harvest.cli.serve", "Serve a dataset's tasks as an environment (OpenEnv)."),
     "split": ("dbt_harvest.cli.split", "Reserve and show repository-disjoint splits."),

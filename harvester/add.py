@@ -36,6 +36,7 @@ from dbt_harvest.core.clock import default_clock, normalise_clock
 from dbt_harvest.harvester.discovery import Project, discover
 from dbt_harvest.core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
 from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.history.fix import Fix, apply_fix, read_fix
 from dbt_harvest.harvester.gold import differing_columns, install_gold
 from dbt_harvest.core.home import builds_dir, mirrors_dir, pins_dir
 from dbt_harvest.core.licenses import detect_license
@@ -71,6 +72,17 @@ class AddOptions:
     rename_gold: bool = False  # a rebuild names its gold by content even where a byte-sha name reproduces
     compat_patch: Path | None = None
     limits: Limits = Limits()
+    # a history pin (harvester/history): the fix commit whose model files are applied over the pinned
+    # commit (its parent) before every build, the files, the fix's author date and the pin it was mined from
+    fix: HistoryFix | None = None
+
+
+@dataclass(frozen=True)
+class HistoryFix:
+    commit: str
+    files: tuple[str, ...]
+    date: str
+    mined_from: str
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class Source:
     packages: tuple[PackageRecord, ...]
     skipped: tuple
     compat_patch: str
+    fix: Fix | None = None  # a history pin's fix, applied after the compat patch
 
     @property
     def compat_patch_sha256(self) -> str:
@@ -221,10 +234,14 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
             raise HarvestError(f"cannot read compat patch {options.compat_patch}: {exc.strerror}") from None
         apply_patch(root, patch_text)
     resolved = exported.resolved
+    fix = None
+    if options.fix is not None:
+        fix = read_fix(resolved.repo, resolved.commit, options.fix.commit, options.fix.files)
+        apply_fix(root, fix)
     return Source(
         spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=exported.tree,
         root_commits=store.root_commits(resolved.repo, resolved.commit), root=root, project=project,
-        packages=packages, skipped=exported.skipped, compat_patch=patch_text,
+        packages=packages, skipped=exported.skipped, compat_patch=patch_text, fix=fix,
     )
 
 
@@ -367,6 +384,8 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     identity = resolved.identity
     assert identity is not None
     pin_id = f"{identity.slug}@{resolved.commit[:12]}"
+    if options.fix is not None:  # beside the plain pin of the same commit, one per fix of it
+        pin_id += f"+fix-{options.fix.commit[:12]}"
     existing_path = pin_path(pin_id, pins_dir())
     previous: Pin | None = None
     if existing_path.exists():
@@ -421,6 +440,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
         packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
         clock_frozen=True, database=Path(DB_FILE).stem,
+        **_history_fields(source, options),
     )
     drift = _drift(previous, pin) if previous else ()
     if source.compat_patch:
@@ -448,6 +468,14 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     safe_fs.rmtree(run_dir / "source")
     status = "rebuilt" if previous else "added"
     return AddResult(pin, path, status, drift, time.perf_counter() - started)
+
+
+def _history_fields(source: Source, options: AddOptions) -> dict[str, Any]:
+    """The pin fields of a history pin's fix (none for a plain pin)."""
+    if source.fix is None or options.fix is None:
+        return {}
+    return {"fix_commit": source.fix.commit, "fix_files": source.fix.files, "fix_sha256": source.fix.sha256,
+            "fix_date": options.fix.date, "mined_from": options.fix.mined_from}
 
 
 def _drift(old: Pin, new: Pin) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import PinError
 from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.history.fix import apply_fix, pin_fix
 from dbt_harvest.core import home
 from dbt_harvest.core.home import mirrors_dir, pins_dir
 from dbt_harvest.harvester.packages import vendor_packages
@@ -29,7 +30,7 @@ TEMPLATE_MARKER = ".harvest-template.json"
 def _marker(pin: Pin) -> str:
     return json.dumps(
         {"commit": pin.commit, "tree": pin.tree, "compat": pin.compat_patch_sha256,
-         "augmentation": pin.augmentation_sha256,
+         "augmentation": pin.augmentation_sha256, **({"fix": pin.fix_sha256} if pin.is_history else {}),
          "packages": [[p.name, p.commit, p.source] for p in pin.packages]},
         sort_keys=True,
     )
@@ -74,7 +75,8 @@ def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None =
              augment_text: str | None = None) -> None:
     """Write the pin's tree at ``tree`` (must not exist): export the commit (checked against the pin's
     tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256),
-    then the pin's seed augmentation (``augment_text``, default: read from the pins folder; checked too).
+    then the pin's seed augmentation (``augment_text``, default: read from the pins folder; checked too), then a
+    history pin's fix (its fix commit's model files, read from the repository and checked against the pin).
     ``fetch_from`` is where the repository's bytes come from when that is not ``pin.url`` (a mirror)."""
     if pin.compat_patch_sha256 and hashlib.sha256(compat_text.encode()).hexdigest() != pin.compat_patch_sha256:
         raise PinError(f"{pin.id}: the compat patch does not match its recorded sha256 {pin.compat_patch_sha256[:12]}")
@@ -92,6 +94,8 @@ def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None =
             raise PinError(f"{pin.id}: the augmentation patch does not match its recorded sha256 "
                            f"{pin.augmentation_sha256[:12]}")
         apply_patch(tree, text)
+    if pin.is_history:  # the fix, read again from the repository's history (a pin never stores code)
+        apply_fix(tree, pin_fix(pin, repo))
 
 
 def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None,

@@ -27,6 +27,11 @@ from dbt_harvest.mutators import Mutation, candidates as mutations_of, mask_file
 from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
 
 
+#: the operator and family of a candidate that undoes a fix mined from history (harvester/history): its repair
+#: is the fix as written, not one planted edit
+HISTORY = "history"
+
+
 @dataclass(frozen=True)
 class DeadSite:
     """A mutator site that is not a candidate: (operator, family, why)."""

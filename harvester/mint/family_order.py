@@ -58,6 +58,8 @@ def plan_key(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Col
     """A digest of everything :func:`family_plan` reads: the mutable models' files and compiled SQL, the
     families, the mutator code and the sqlglot version."""
     digest = hashlib.sha256(_header(pin, families))
+    if pin.is_history:  # its one candidate comes from harvester/history, not the mutators alone
+        digest.update(_history_digest())
     for uid, node in sorted(nodes.items()):
         digest.update(_model_part(pin, uid, node, tree))
     return digest.hexdigest()
@@ -70,6 +72,8 @@ def shard_key(pin: Pin, uid: str, node: ModelNode, tree: Path, families: Collect
     sqlglot. A shard that finished under the same key with no survivor left at the cap has nothing left to
     do (so a shard restricted to some task ids never passes for one that tried every candidate)."""
     digest = hashlib.sha256(_header(pin, families))
+    if pin.is_history:  # its one candidate comes from harvester/history, not the mutators alone
+        digest.update(_history_digest())
     restricted: dict[str, object] = {"seed": seed, "only": sorted(only_keys) if only_keys is not None else None}
     if only_ids is not None:  # absent otherwise: unrestricted shards keep the keys they always had
         restricted["ids"] = sorted(i for i in only_ids if i.startswith(pin.id.split("@", 1)[0] + "."))
@@ -108,6 +112,12 @@ def planned_orders(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path,
 
 
 @lru_cache(maxsize=1)
+def _history_digest() -> bytes:
+    """The code that makes a history pin's candidate (harvester/history)."""
+    folder = Path(__file__).resolve().parents[1] / "history"
+    return hashlib.sha256(b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(folder.glob("*.py")))).digest()
+
+
 def _code_digest() -> str:
     digest = hashlib.sha256()
     for root in _CODE:

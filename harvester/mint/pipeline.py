@@ -39,7 +39,7 @@ from pathlib import Path
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import GoldError, HarvestError, PinError
 from dbt_harvest.core import home
-from dbt_harvest.harvester.mint.candidates import why_not_mutable
+from dbt_harvest.harvester.mint.candidates import model_file, why_not_mutable
 from dbt_harvest.harvester.mint.executors import run_local, run_ray
 from dbt_harvest.harvester.mint.family_order import planned_orders, shard_key
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
@@ -216,12 +216,15 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         index = load_index(pin.id)
         only_keys, only_models = restriction(pin, options)
         if "repair" not in options.kinds:  # with repairs too, completions come in a later round (mint())
-            jobs.extend(_completion_jobs(pin, nodes, state.manifest, tree, options, split, group))
+            if not pin.is_history:  # a history pin's one task is its fix's repair
+                jobs.extend(_completion_jobs(pin, nodes, state.manifest, tree, options, split, group))
             continue
         todo: list[tuple[str, str, frozenset[str], list[dict], int, frozenset[str]]] = []
         for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
                 continue
+            if pin.is_history and model_file(node, pin) not in pin.fix_files:
+                continue  # a history pin mints its fix's model only
             vouched = completed_keys(pin.id, uid)
             finished = [r for r in reports if r.get("model") == uid and r.get("key") in vouched]
             done = frozenset(r["key"] for r in finished)
@@ -232,7 +235,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
             todo.append((uid, key, vouched, finished, kept, done))
         if not todo:
             continue  # every shard is done: no family plan, no shard (a no-op re-run costs seconds)
-        orders = planned_orders(pin, nodes, tree, options.families)
+        orders = {} if pin.is_history else planned_orders(pin, nodes, tree, options.families)
         for uid, key, vouched, finished, kept, done in todo:
             resumed = not shard_finished(pin.id, uid) and bool(vouched)  # a shard a time budget stopped
             before = tuple(sorted((r["key"], bool(r["kept"])) for r in finished if r.get("stage") == "confirm"))
@@ -362,7 +365,7 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
             left.extend((pin.id, model) for model in sorted(only_models or ()))  # an augmented pin not built here yet
             continue
         nodes = models(state.manifest)
-        if "completion" in options.kinds and not pin.recovers:
+        if "completion" in options.kinds and not pin.recovers and not pin.is_history:
             from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
 
             left.extend((pin.id, f"{uid}.completion") for uid, node in sorted(nodes.items())
@@ -374,6 +377,8 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
             continue
         for uid, node in sorted(nodes.items()):
             if why_not_mutable(node, pin) or (only_models is not None and uid not in only_models):
+                continue
+            if pin.is_history and model_file(node, pin) not in pin.fix_files:
                 continue
             if shard_finished(pin.id, uid) and not _pending_path(pin.id, uid).is_file():
                 continue
@@ -458,7 +463,7 @@ def _pairs_job(pin: Pin, options: MintOptions, target: MintTarget) -> ShardJob |
     from dbt_harvest.harvester.mint.completion import pairs_key, singles
     from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
 
-    if pin.recovers or target.stored is None:
+    if pin.recovers or pin.is_history or target.stored is None:
         return None
     split, group = _split_of(pin, target)
     kept = singles(target.stored(split, pin.id))

@@ -46,7 +46,8 @@ class ScreenOutcome:
     observation: Observation | None = None
     seconds: float = 0.0
     compiled_sql: str = ""
-    wrong_order: tuple[int, ...] = ()  # wrong repairs to confirm, in this order (predicted to qualify first)
+    # wrong repairs to confirm, in this order (predicted to qualify first); None: not ranked (confirm's own order)
+    wrong_order: tuple[int, ...] | None = ()
     extras: dict[str, str] = field(default_factory=dict)
 
 

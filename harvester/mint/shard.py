@@ -11,16 +11,16 @@ from __future__ import annotations
 import multiprocessing.util
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import zip_longest
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.core.home import harvest_home, pins_dir
-from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_candidates, why_not_mutable
-from dbt_harvest.harvester.mint.confirm import BuildContext, Seen, confirm, statement_digest
+from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_candidates, model_file, why_not_mutable
+from dbt_harvest.harvester.mint.confirm import MAX_WRONG_TRIES, BuildContext, Seen, confirm, statement_digest
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
@@ -85,6 +85,12 @@ class ShardJob:
             return PAIRS_SHARD
         return self.model if self.kind == "repair" else f"{self.model}.completion"
 
+
+#: screening verdicts that say only that DuckDB could not run the edit straight (its place in the compiled SQL
+#: was not found, or the rewritten SQL failed): a history pin's fix goes on to the dbt builds of confirmation
+UNSCREENABLE = frozenset({"untransplantable", "sql_error"})
+#: wrong repairs a history candidate that screening could not rank builds at most (its partial fixes, then slips)
+HISTORY_WRONG_TRIES = 6
 
 #: the marker name of a pin's pairs shard
 PAIRS_SHARD = "_pairs.completion"
@@ -258,7 +264,15 @@ def run_shard(job: ShardJob) -> ShardResult:
     try:
         survivors: list[Survivor] = []
         kept_families: set[str] = set()
-        for cand in model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold)):
+        origin: dict[str, str] = {}
+        if pin.is_history:  # the one candidate: the fix file back at the fix's parent
+            from dbt_harvest.harvester.history.candidate import pin_candidates
+
+            found, origin = pin_candidates(pin, node.unique_id, model_file(node, pin))
+            cands: Iterable[Candidate] = found
+        else:
+            cands = model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold))
+        for cand in cands:
             if kept >= job.max_per_model:
                 break
             if cand.key in before:
@@ -274,7 +288,10 @@ def run_shard(job: ShardJob) -> ShardResult:
             outcome = screen(engine, pin, nodes, cand, gold, tests)
             timings = {"screen": round(outcome.seconds, 4)}
             weak_ok = job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
-            if (not outcome.ok and not weak_ok) or outcome.grading is None:
+            if pin.is_history and outcome.reason in UNSCREENABLE:
+                # a real fix often edits Jinja the compiled SQL no longer shows: dbt builds decide it
+                outcome = replace(outcome, ok=True, wrong_order=None)
+            elif (not outcome.ok and not weak_ok) or outcome.grading is None:
                 reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
                 continue
             if job.screen_only:
@@ -302,7 +319,8 @@ def run_shard(job: ShardJob) -> ShardResult:
                                builder=builder)
             started = time.perf_counter()
             confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order,
-                                nodes=nodes, tests=tests, writer=job.writer, seen=seen)
+                                nodes=nodes, tests=tests, writer=job.writer, seen=seen,
+                                wrong_tries=HISTORY_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES)
             timings.update({k: round(v, 3) for k, v in confirmed.timings})
             timings["confirm"] = round(time.perf_counter() - started, 3)
             if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
@@ -318,7 +336,7 @@ def run_shard(job: ShardJob) -> ShardResult:
                 problem_statement=confirmed.statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
                 license=pin.license, versions=dict(pin.versions), weak=confirmed.weak,
                 wrong_repair_notes=confirmed.wrong_notes, claims=confirmed.claims, database=pin.database,
-                broken_signature=confirmed.signature,
+                broken_signature=confirmed.signature, **origin,
             )
             tasks.append(record)
             kept += 1
