@@ -20,18 +20,24 @@ def command() -> None:
               help="Split(s) to build (default: train and dev). test is refused: it is sealed.")
 @click.option("--private", is_flag=True, help="Keep repositories without a redistributable license (never publish publicly).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing folder (swapped in only when the build succeeds).")
+@click.option("--since", help="Only history tasks (real fixes, `harvest mine`) whose fix was made on or after this date "
+                              "(YYYY-MM-DD): the tasks newer than a model's training cut-off.")
 @json_option
 @fails_cleanly
-def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool, as_json: bool) -> None:
+def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool, since: str | None, as_json: bool) -> None:
     """Lint, then write parquet shards, gold files, the DatasetDict and the card to --out."""
     from rich.console import Console
 
     from dbt_harvest.corpora.build import BUILDABLE, build_dataset
     from dbt_harvest.core.home import harvest_home, pins_dir
 
+    import re
+
+    if since is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", since):
+        raise click.BadParameter(f"{since!r} is not a date YYYY-MM-DD", param_hint="--since")
     with Console(stderr=True).status("building dataset…"):
         result = build_dataset(out.resolve(), home=harvest_home(), pins=pins_dir(), splits=splits or BUILDABLE,
-                               public=not private, overwrite=overwrite)
+                               public=not private, overwrite=overwrite, since=since)
     if as_json:
         echo_json({"out": str(result.out), "splits": result.splits, "gold_files": list(result.gold_files),
                    "left_out_repos": result.left_out_repos, "left_out_tasks": result.left_out_tasks})

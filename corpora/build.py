@@ -41,7 +41,7 @@ from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.store import load_tasks
 from dbt_harvest.core import atomic
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.task_record import KINDS, TaskRecord
+from dbt_harvest.core.task_record import KINDS, SOURCES, TaskRecord
 from dbt_harvest.harvester.gold import matches
 
 MANIFEST = "build.json"
@@ -162,6 +162,7 @@ def build_dataset(
     exclusions: Exclusions | None = None,
     shard_rows: int = SHARD_ROWS,
     overwrite: bool = False,
+    since: str | None = None,
 ) -> BuildResult:
     """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input."""
     from datasets import DatasetDict
@@ -182,8 +183,14 @@ def build_dataset(
         raise LintError(f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`")
     loaded = {s: distinct(load_tasks(s, home, pins, purpose="dataset")) for s in wanted}
     records = {s: rows for s, (rows, _) in loaded.items()}
+    if since is not None:  # the view after a model's training cut-off: real fixes made on or after the date
+        records = {s: [r for r in rows if r.source == "history" and r.fix_date[:len(since)] >= since]
+                   for s, rows in records.items()}
     duplicates = sum(n for _, n in loaded.values())
     if not any(records.values()):
+        if since is not None:
+            raise DatasetBuildError(f"no history task of {', '.join(wanted)} has a fix made on or after {since}; mine "
+                                    "newer fixes (`harvest mine`) or give an earlier --since")
         raise DatasetBuildError(f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)")
     kept, left_repos, left_tasks = _select(records, public)
     for split in wanted:
@@ -220,6 +227,8 @@ def build_dataset(
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
         kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
+        sources={s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
+        since=since or "",
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))

@@ -56,6 +56,9 @@ class CardFacts:
     augmented: dict[str, int] | None = None
     # split -> kind -> tasks (repair, completion); None for a build made before completions existed
     kinds: dict[str, dict[str, int]] | None = None
+    # split -> source -> tasks (mutation, history); None for a build made before history tasks existed
+    sources: dict[str, dict[str, int]] | None = None
+    since: str = ""  # `--since DATE`: only history tasks whose fix is that recent
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -155,6 +158,16 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         + (", ".join(f"{s} " + " + ".join(f"{n} {k}" for k, n in sorted(((facts.kinds or {}).get(s) or {"repair": facts.splits[s]}).items()))
                      for s in splits)) + ".",
         "Keep one kind with `ds.filter(lambda row: row[\"kind\"] == \"completion\")`.", "",
+        "## Real fixes from history", "",
+        "A repair task whose `source` is `history` undoes a fix the repository's own engineers made: `base_commit` is",
+        "the fix's parent with its data, built with the fix's model files (`fix_files` of `fix_commit`) applied, and",
+        "`broken_patch` puts the parent's model back. `fix_commit`, `fix_date`, `fix_subject` and `fix_url` are",
+        "provenance (the statement describes the symptom, never the commit message). Tasks per source and split: "
+        + (", ".join(f"{s} " + " + ".join(f"{n} {k}" for k, n in sorted(((facts.sources or {}).get(s) or {"mutation": facts.splits[s]}).items()))
+                     for s in splits)) + "."
+        + (f" This build keeps only fixes made on or after {facts.since} (`--since`): tasks newer than a model's "
+           "training cut-off." if facts.since else ""),
+        "Keep one source with `ds.filter(lambda row: row[\"source\"] == \"history\")`.", "",
         "## Local checks", "",
         "`local_tests` counts the dbt tests over the broken model and its descendants. Where it is 0 the",
         "local checks only prove that the project builds: an agent gets no test signal for that bug.",

@@ -65,6 +65,9 @@ def _pin_problems(path: Path, pins: Path) -> tuple[Pin | None, list[str]]:
         if (pins / "patches" / f"{pin.augmentation_sha256}.diff").is_file():
             problems.append(f"pin: {pin.id}'s augmentation patch sits beside the compat patches; it carries rows "
                             "cloned from the repository's seeds and belongs under patches/augmentations/ (not committed)")
+    if pin.is_history and not (pins / f"{pin.mined_from}.toml").is_file():
+        problems.append(f"pin: {pin.id} was mined from {pin.mined_from}, which is not pinned (`harvest mine "
+                        f"{pin.mined_from} --rebuild` re-pins it from there)")
     return pin, problems
 
 

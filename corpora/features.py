@@ -74,6 +74,14 @@ COLUMNS: dict[str, str] = {
     "versions": "tool versions the task was verified with (dbt-core, dbt-duckdb, duckdb, ...)",
     "weak": "true when no wrong repair was confirmed for the task",
     "local_tests": "dbt tests over the broken model and its descendants (0: the local checks only prove it builds)",
+    "source": "mutation (a planted edit) or history (the task undoes a fix the repository's engineers made: base_commit is "
+              "the fix's parent, built with the fix applied)",
+    "fix_commit": "history tasks: the fix commit (40-hex); its model files, over base_commit, are what gold was built from",
+    "fix_date": "history tasks: the fix's author date (ISO 8601); `harvest dataset build --since DATE` keeps the newer ones",
+    "fix_subject": "history tasks: the fix commit's subject line (provenance only: it often names the fix; never shown to an agent)",
+    "fix_url": "history tasks: a link to the fix commit (GitHub), else empty",
+    "fix_files": "history tasks: the files the fix changed (taken from fix_commit over base_commit before any build)",
+    "fix_sha256": "history tasks: sha256 of the fix as a unified diff (base_commit -> fix_commit over fix_files), checked when materialized",
 }
 
 
@@ -127,6 +135,13 @@ def task_features():  # -> datasets.Features
         "environment_setup": Value("string"),
         "license": Value("string"),
         "split_group": Value("string"),
+        "source": Value("string"),
+        "fix_commit": Value("string"),
+        "fix_date": Value("string"),
+        "fix_subject": Value("string"),
+        "fix_url": Value("string"),
+        "fix_files": List(Value("string")),
+        "fix_sha256": Value("string"),
         "generator_version": Value("string"),
         "versions": List({"name": Value("string"), "version": Value("string")}),
         "weak": Value("bool"),
@@ -241,4 +256,19 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", a
         "versions": [{"name": k, "version": v} for k, v in sorted(record.versions.items())],
         "weak": record.weak,
         "local_tests": record.local_tests,
+        "source": record.source,
+        "fix_commit": record.fix_commit,
+        "fix_date": record.fix_date,
+        "fix_subject": record.fix_subject,
+        "fix_url": fix_url(pin.url, record.fix_commit) if pin is not None and record.fix_commit else "",
+        "fix_files": list(pin.fix_files) if pin is not None else [],
+        "fix_sha256": pin.fix_sha256 if pin is not None else "",
     }
+
+
+def fix_url(url: str, commit: str) -> str:
+    """A link to a commit of a GitHub repository ('' for any other host)."""
+    from dbt_harvest.core.pin import GITHUB_URL
+
+    match = GITHUB_URL.match(url.strip())
+    return f"https://github.com/{match['owner']}/{match['repo'].removesuffix('.git')}/commit/{commit}" if match else ""

@@ -160,6 +160,9 @@ def row_pin(row: dict[str, Any]) -> Pin:
         gold_sha256=row["gold_sha256"], compat_patch_sha256=row["compat_patch_sha256"],
         augmentation_sha256=row.get("augmentation_patch_sha256", ""),
         augments=row["pin"].split("+aug-", 1)[0] if row.get("augmentation_patch_sha256") else "",
+        fix_commit=row.get("fix_commit", ""), fix_files=tuple(row.get("fix_files") or ()),
+        fix_sha256=row.get("fix_sha256", ""), fix_date=row.get("fix_date", ""),
+        mined_from=row["pin"].split("+fix-", 1)[0] if row.get("fix_commit") else "",
         versions={v["name"]: v["version"] for v in row["versions"]},
         packages=tuple(PackageRecord(**p) for p in row["packages"]), tables=(),
     )
@@ -184,6 +187,9 @@ def row_task(row: dict[str, Any], split: str) -> TaskRecord:
         versions={v["name"]: v["version"] for v in row["versions"]},
         generator_version=row["generator_version"], weak=bool(row["weak"]),
         kind=str(row.get("kind") or "repair"),  # a dataset built before completions has no kind column
+        # and one built before history tasks has no source columns
+        source=str(row.get("source") or "mutation"), fix_commit=str(row.get("fix_commit") or ""),
+        fix_date=str(row.get("fix_date") or ""), fix_subject=str(row.get("fix_subject") or ""),
     )
 
 

@@ -34,10 +34,10 @@ from typing import Any
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.patching import PatchError, parse_patch
-from dbt_harvest.core.task_record import KINDS
+from dbt_harvest.core.task_record import KINDS, SOURCES
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
-_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}@[0-9a-f]{7,40}(\+aug-[0-9a-f]{12})?")
+_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}@[0-9a-f]{7,40}(\+(aug|fix)-[0-9a-f]{12})?")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _PACKAGE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}")
@@ -48,7 +48,8 @@ ALLOW_SSH_ENV = "HARVEST_ALLOW_SSH_URLS"
 _PATCH_FIELDS = ("broken_patch", "patch", "compat_patch", "augmentation_patch")
 _STRING_FIELDS = ("kind", "instance_id", "pin", "repo", "base_commit", "project_dir", "file", "broken_patch", "patch",
                   "gold_file", "gold_sha256", "origin_url", "tree", "database_file", "clock", "compat_patch",
-                  "compat_patch_sha256", "problem_statement", "profile_schema", "project_name")
+                  "compat_patch_sha256", "problem_statement", "profile_schema", "project_name", "source", "fix_commit",
+                  "fix_date", "fix_subject", "fix_url", "fix_sha256")
 
 
 class UntrustedRowError(HarvestError):
@@ -174,9 +175,22 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
     kind = row.get("kind", "repair")
     if kind not in KINDS:
         raise UntrustedRowError(f"{where}: kind {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
+    source = row.get("source", "mutation")
+    if source not in SOURCES:
+        raise UntrustedRowError(f"{where}: source {str(source)[:40]!r} is not one of {', '.join(SOURCES)}")
+    fix_commit, fix_sha = row.get("fix_commit", ""), row.get("fix_sha256", "")
+    if (source == "history") != bool(fix_commit) or bool(fix_commit) != bool(fix_sha):
+        raise UntrustedRowError(f"{where}: a history row names its fix_commit and fix_sha256, any other row neither")
+    if fix_commit and (not _HEX40.fullmatch(str(fix_commit)) or not _HEX64.fullmatch(str(fix_sha))):
+        raise UntrustedRowError(f"{where}: fix_commit or fix_sha256 is not a hex digest")
+    fix_files = row.get("fix_files") or []
+    if not isinstance(fix_files, list) or len(fix_files) > 50 or bool(fix_files) != bool(fix_commit):
+        raise UntrustedRowError(f"{where}: fix_files must list the history fix's files (at most 50), and only for a history row")
+    for name in fix_files:
+        check_relpath(name, "fix_files", where)
     pin = row.get("pin", "")
     if not isinstance(pin, str) or not _PIN.fullmatch(pin) or ".." in pin:
-        raise UntrustedRowError(f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12>])")
+        raise UntrustedRowError(f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12> or +fix-<sha12>])")
     for name, pattern in (("base_commit", _HEX40), ("tree", _HEX40), ("gold_sha256", _HEX64)):
         if not pattern.fullmatch(str(row.get(name, ""))):
             raise UntrustedRowError(f"{where}: {name} {str(row.get(name, ''))[:80]!r} is not a hex digest")
