@@ -25,8 +25,9 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 
     console = Console()
     n = report["n"]
+    only = f" ({' and '.join(report['kinds'])} only)" if report.get("kinds") else ""
     console.print(
-        f"[bold]{markup(report['split'])}[/bold] / {markup(report['driver'].get('name'))}: official [bold]{report['official']}/{n}[/bold], "
+        f"[bold]{markup(report['split'])}[/bold]{markup(only)} / {markup(report['driver'].get('name'))}: official [bold]{report['official']}/{n}[/bold], "
         f"strict {report['strict']}/{n}; missing {len(report['missing'])}, crashed {len(report['crashed'])}"
     )
     table = Table("rung", "meaning", "episodes")
@@ -42,6 +43,9 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
                    "checkout (--spider2), in its predeclared parts (dev, sealed).")
 @click.option("--split", type=click.Choice(["train", "dev", "test", "sealed"]), default="dev", show_default=True,
               help="Which split to audit: train, dev or test of the corpus; dev or sealed of spider2-dbt.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["repair", "completion"]),
+              help="train and dev only: audit just the tasks of this kind (repeatable; default: every kind). The "
+                   "run folder records it, and resuming it with another --kind is refused.")
 @click.option("--spider2", "spider2", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
               envvar="SPIDER2_DIR", help="spider2-dbt: the checkout (its spider2-dbt folder with the DuckDB files "
                                          "unpacked; default: $SPIDER2_DIR, else the one `harvest spider2 import` recorded).")
@@ -82,12 +86,15 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 @click.pass_context
 @fails_cleanly
 def command(
-    ctx: click.Context, benchmark: str, split: str, spider2: Path | None, gold_alias: tuple[str, ...],
+    ctx: click.Context, benchmark: str, split: str, kinds: tuple[str, ...], spider2: Path | None, gold_alias: tuple[str, ...],
     allow_unavailable: bool, results_dir: Path | None, driver: str | None, base_url: str, model: str, adapter: str | None,
     recipe: Path | None, arm: str, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
     max_new_tokens: int, as_json: bool,
 ) -> None:
     """Run a driver over every task of a split; write transcripts, verdicts and a report.
+
+    --kind repair or --kind completion audits just the tasks of that kind of the train or dev split (the
+    report, by_kind included, then covers those tasks only).
 
     The sealed test split needs --recipe RUN (a run folder frozen by `harvest train freeze`) and is audited
     once per recipe, by the recipe's own model unless --driver says otherwise. A model that cannot load or
@@ -101,6 +108,12 @@ def command(
     if ctx.invoked_subcommand is not None:
         return
     sealed_split = "sealed" if benchmark == "spider2-dbt" else "test"
+    if kinds and benchmark == "spider2-dbt":
+        raise click.UsageError("--kind only applies to the corpus's train and dev splits: spider2-dbt is audited over "
+                               "all the instances of its part")
+    if kinds and split == "test":
+        raise click.UsageError("--kind only applies to the corpus's train and dev splits: the sealed test split is "
+                               "audited once per recipe over all its tasks")
     if benchmark == "spider2-dbt":
         if split not in ("dev", "sealed"):
             raise click.UsageError("spider2-dbt has a dev and a sealed part: pass --split dev or --split sealed")
@@ -126,9 +139,11 @@ def command(
     from dbt_harvest.eval.audit.session import AuditRequest, run_split
 
     prefix = "spider2-" if benchmark == "spider2-dbt" else ""
+    only = "".join(f"-{k}" for k in sorted(set(kinds)))
     request = AuditRequest(
         split=split, driver=driver or "hf", base_url=base_url, model=model, adapter=adapter, recipe=recipe, arm=arm,
-        run_dir=run_dir or Path("runs") / f"audit-{prefix}{split}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
+        kinds=kinds,
+        run_dir=run_dir or Path("runs") / f"audit-{prefix}{split}{only}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
         workers=workers, max_turns=max_turns, repeat_limit=repeat_limit, max_new_tokens=max_new_tokens,
         benchmark=benchmark, spider2=spider2, gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
         allow_unavailable=allow_unavailable, spider2_results=results_dir,

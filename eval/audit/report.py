@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.eval.audit.rundir import RunDir
+from dbt_harvest.eval.audit.rundir import RunDir, kinds_label
 from dbt_harvest.eval.ladder import MISSING, RUNGS
 from dbt_harvest.core import atomic
 
@@ -58,6 +58,7 @@ def build_report(run: RunDir) -> dict[str, Any]:
     submitted = [r for r in rows if r["status"] == "submitted"]
     return {
         "split": description["split"],
+        "kinds": description.get("kinds"),  # `harvest audit --kind`: the kinds audited; None: every kind of the split
         "driver": description["driver"],
         "sealed": description.get("sealed"),
         "task_set_sha256": description["task_set_sha256"],
@@ -83,10 +84,12 @@ def build_report(run: RunDir) -> dict[str, Any]:
 def to_markdown(report: dict[str, Any]) -> str:
     n = report["n"]
     driver = report["driver"]
+    only = f" ({kinds_label(report['kinds'])})" if report.get("kinds") else ""
     lines = [
-        f"# Audit: {report['split']} split, driver {driver.get('name')}",
+        f"# Audit: {report['split']} split{only}, driver {driver.get('name')}",
         "",
         f"- driver: `{json.dumps(driver, sort_keys=True)}`",
+        f"- kinds: {kinds_label(report.get('kinds'))}",
         f"- tasks: {n} (task set sha256 `{report['task_set_sha256'][:16]}…`)",
         f"- **official: {_ratio(report['official'], n)}**",
         f"- strict: {_ratio(report['strict'], n)}",

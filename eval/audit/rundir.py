@@ -2,7 +2,7 @@
 
 Layout::
 
-    RUN/run.json                      split, driver, limits, the full task list and its hash, seal token
+    RUN/run.json                      split, kinds, driver, limits, the full task list and its hash, seal token
     RUN/episodes/<instance_id>.json   the verdict of one episode (rung, official, strict, reason for people)
     RUN/transcripts/<instance_id>.jsonl  every event of the episode, one JSON object a line
     RUN/report.json, report.md, ladder.png
@@ -41,6 +41,11 @@ def task_entry(task: TaskRecord) -> dict[str, str]:
             "repo": task.repo}
 
 
+def kinds_label(kinds: list[str] | None) -> str:
+    """How a run's kind filter reads for people: 'every kind' or 'completion tasks only'."""
+    return f"{' and '.join(kinds)} tasks only" if kinds else "every kind"
+
+
 def _safe_name(instance_id: str) -> str:
     if "/" in instance_id or instance_id.startswith(".") or "\x00" in instance_id:
         raise RunDirError(f"task id {instance_id!r} cannot name a file")
@@ -77,6 +82,11 @@ class RunDir:
         """Write run.json for a new run, or check that an existing one describes the same audit."""
         if self.run_file.exists():
             old = self.read_run()
+            if old.get("kinds") != description.get("kinds"):
+                raise RunDirError(
+                    f"{self.root} holds an audit of {kinds_label(old.get('kinds'))}, asked "
+                    f"{kinds_label(description.get('kinds'))}; pass the same --kind or choose another --run-dir"
+                )
             for key in ("split", "task_set_sha256"):
                 if old.get(key) != description.get(key):
                     raise RunDirError(

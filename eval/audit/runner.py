@@ -36,6 +36,8 @@ class AuditOptions:
     retry_crashed: bool = True
     #: another benchmark's tasks (their workspaces and grading: ``eval/env/benchmark.py``); None: the corpus's
     benchmark: BenchmarkTasks | None = None
+    #: the task kinds the audit was restricted to (``harvest audit --kind``, train and dev only); (): every kind
+    kinds: tuple[str, ...] = ()
 
 
 def _explain(task: TaskRecord, outcome: EpisodeOutcome, benchmark: BenchmarkTasks | None = None) -> str:
@@ -104,6 +106,8 @@ def describe_run(split: str, tasks: list[TaskRecord], driver: Driver, options: A
            if options.benchmark is not None else {}),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sealed": sealed,
+        # None: every kind of the split (also what a run folder written before the filter existed means)
+        "kinds": sorted(options.kinds) or None,
     }
 
 

@@ -39,6 +39,7 @@ class AuditRequest:
     gold_aliases: tuple[tuple[str, str], ...] = ()  # spider2-dbt: instance id -> gold file shipped under another name
     allow_unavailable: bool = False  # spider2-dbt sealed: play even when instances cannot be (they count 0)
     spider2_results: Path | None = None  # spider2-dbt: also keep each graded database in Spider2's results layout
+    kinds: tuple[str, ...] = ()  # corpus train/dev only: audit just the tasks of these kinds (repair, completion); (): all
 
 
 class _Quiet:
@@ -69,6 +70,23 @@ def driver_options(request: AuditRequest, frozen: Any) -> dict[str, Any]:
     return {}
 
 
+def audited_kinds(request: AuditRequest) -> tuple[str, ...]:
+    """The request's kind filter, sorted; () when it keeps every kind (naming them all is no filter). Only
+    the corpus's train and dev splits take one: the sealed test split is audited once per recipe over all its
+    tasks, and spider2-dbt's instances have no kinds."""
+    from dbt_harvest.core.task_record import KINDS
+
+    kinds = tuple(sorted(set(request.kinds)))
+    if not kinds:
+        return ()
+    if request.benchmark != "corpus" or request.split == "test":
+        raise SealedAuditError("a kind filter applies to the corpus's train and dev splits only: the sealed test "
+                               "split and spider2-dbt are audited over all their tasks")
+    if unknown := sorted(set(kinds) - set(KINDS)):
+        raise SealedAuditError(f"kind {', '.join(unknown)} is not one of {', '.join(KINDS)}")
+    return () if set(kinds) == set(KINDS) else kinds
+
+
 def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progress,
               note: Callable[[str], str] | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Audit ``request.split`` with ``request.driver`` into ``request.run_dir`` (resumed when it exists);
@@ -82,6 +100,7 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
     from dbt_harvest.eval.env.episode import EpisodeLimits
 
     home, pins = harvest_home(), pins_dir()
+    kinds = audited_kinds(request)
     if request.benchmark == "spider2-dbt":
         from dbt_harvest.eval.spider2.audit import run_spider2
 
@@ -113,9 +132,12 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
         from dbt_harvest.corpora.store import load_tasks
 
         tasks = load_tasks(request.split, home, pins, purpose="eval")
+        if kinds:
+            tasks = [t for t in tasks if t.kind in kinds]
     if not tasks:
-        raise SealedAuditError(f"the {request.split} split has no tasks in {home}")
-    options = AuditOptions(workers=request.workers,
+        what = f"{' or '.join(kinds)} tasks" if kinds else "tasks"
+        raise SealedAuditError(f"the {request.split} split has no {what} in {home}")
+    options = AuditOptions(workers=request.workers, kinds=kinds,
                            limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
     report = _play(run, request, request.split, tasks, agent, options, pins, sealed, progress=progress, note=note, say=say)
     if sealed is not None:
@@ -133,7 +155,9 @@ def _play(run: Any, request: AuditRequest, split: str, tasks: list[Any], agent: 
     from dbt_harvest.eval.audit.runner import run_audit
 
     if say is not None:
-        say(f"audit of {len(tasks)} {split} task(s) with driver {request.driver} -> {request.run_dir}")
+        kinds = audited_kinds(request)
+        only = f" ({' and '.join(kinds)} only)" if kinds else ""
+        say(f"audit of {len(tasks)} {split} task(s){only} with driver {request.driver} -> {request.run_dir}")
     passed = [0]
     with progress("audit", total=len(tasks), unit="episodes") as bar:
 

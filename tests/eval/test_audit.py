@@ -138,3 +138,9 @@ def test_cli_report_and_usage_errors(oracle_run, dev_world) -> None:  # noqa: AN
     with dev_world.env():
         other = runner.invoke(main, ["audit", "--split", "dev", "--driver", "noop", "--run-dir", str(oracle_run[0])])
     assert other.exit_code == 1 and "driver 'oracle'" in other.output
+    with dev_world.env():  # --kind: the dev world's tasks are all repairs
+        none = runner.invoke(main, ["audit", "--split", "dev", "--kind", "completion", "--driver", "oracle",
+                                    "--run-dir", str(oracle_run[0].with_name("none"))])
+    assert none.exit_code == 1 and "the dev split has no completion tasks" in none.output
+    assert not oracle_run[0].with_name("none").exists()  # refused before a run folder is started
+    assert runner.invoke(main, ["audit", "--split", "dev", "--kind", "rewrite", "--driver", "oracle"]).exit_code == 2

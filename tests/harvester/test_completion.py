@@ -158,16 +158,31 @@ def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed
 
 
 def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:  # noqa: ANN001
+    # `--kind completion`: only the completions are played (the repairs have audits of their own elsewhere)
     home, pins = completed.home, completed.pins
     n = len(completed.completions)
     results = {}
     for driver in ("oracle", "noop"):
         run = completed.root / f"audit-{driver}"
-        report = _json(home, pins, "audit", "--split", "train", "--driver", driver, "--run-dir", str(run), "--workers", "1")
+        report = _json(home, pins, "audit", "--split", "train", "--kind", "completion", "--driver", driver,
+                       "--run-dir", str(run))
+        assert report["n"] == n and report["kinds"] == ["completion"] and set(report["by_kind"]) == {"completion"}
+        episodes = json.loads((run / "report.json").read_text())["episodes"]
+        assert sorted(e["instance_id"] for e in episodes) == sorted(t.instance_id for t in completed.completions)
         results[driver] = report["by_kind"]["completion"]
-        assert "## By kind" in (run / "report.md").read_text()
+        markdown = (run / "report.md").read_text()
+        assert "## By kind" in markdown and "- kinds: completion tasks only" in markdown
     assert results["oracle"] == {"n": n, "official": n, "strict": n}
     assert results["noop"]["official"] == 0
+    # the run folder records its filter: resumed without it (every kind) or with another, it is refused
+    for other in ((), ("--kind", "repair")):
+        code, _, err = _run(home, pins, "audit", "--split", "train", *other, "--driver", "oracle",
+                            "--run-dir", str(completed.root / "audit-oracle"))
+        assert code == 1 and "completion tasks only" in err, err
+    # the sealed test split and spider2-dbt are audited over all their tasks: a usage error, in one line
+    for args in (("--split", "test", "--recipe", str(completed.root)), ("--benchmark", "spider2-dbt", "--split", "dev")):
+        code, _, err = _run(home, pins, "audit", *args, "--kind", "completion", "--driver", "oracle")
+        assert code == 2 and "--kind only applies to the corpus's train and dev splits" in err, err
 
 
 def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(completed) -> None:  # noqa: ANN001
