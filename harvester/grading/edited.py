@@ -201,7 +201,10 @@ def _final_texts(ctx: TaskContext, edits: Mapping[str, str]) -> tuple[dict[str, 
 
 
 def _roots(ctx: TaskContext, changed: Mapping[str, str | None]) -> tuple[str, ...]:
-    return tuple(sorted({ctx.task_model, *(ctx.by_file[path] for path in changed)}))
+    """The models a rollout rebuilds (and their descendants): the task's model, every changed model, and every
+    model a completion task removed (graded, so rebuilt even when written back exactly as the pin has it: a
+    two-model completion's upstream model is no descendant of the task's model)."""
+    return tuple(sorted({ctx.task_model, *(ctx.by_file[path] for path in (*changed, *ctx.missing))}))
 
 
 def _base(ctx: TaskContext, roots: tuple[str, ...]) -> Path:

@@ -258,3 +258,26 @@ def test_dataset_materialize_score_and_spider2_export_carry_the_kind(completed, 
     assert instruction.strip() == task.problem_statement.strip()
     example = next((tmp_path / "spider2").rglob(task.instance_id))
     assert not list(example.rglob(Path(task.file).name)) and list(example.rglob("fct_orders.sql"))
+
+
+def test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it(completed) -> None:  # noqa: ANN001
+    """Both removed models written back: the fast path rebuilds both (the upstream one is no descendant of the
+    task's model) and agrees with a dbt build, for the true files and for a wrong completion."""
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.harvester.grading.edited import grade, release
+    from tests.conftest import use_env
+
+    pair = completed.pairs[0]
+    files = {p.path: apply_to_text("", p) for p in parse_patch(pair.fix_patch)}
+    (wrong_patch,) = pair.wrong_repair_patches[:1]
+    wrong = {**files, **{p.path: apply_to_text("", p) for p in parse_patch(wrong_patch) if p.created}}
+    assert len(files) == 2 and wrong != files
+    with use_env(completed.home, completed.pins):
+        try:
+            fast = grade(pair, files, "fast", fallback=None)
+            fast_wrong = grade(pair, wrong, "fast", fallback=None)
+            dbt_wrong = grade(pair, wrong, "dbt")
+        finally:
+            release(pair)
+    assert (fast.path, fast.official, fast.strict) == ("fast", 1, 1), fast.reason
+    assert (fast_wrong.path, fast_wrong.official) == ("fast", 0) and dbt_wrong.official == 0
