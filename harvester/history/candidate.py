@@ -6,14 +6,14 @@ pin's tree holds and gold was built from), the "mutation" is the one edit back t
 
 Its wrong repairs are what an engineer chasing the symptom might write instead of the fix, each an edit of
 the parent's text: half of the fix (when the fix changed several places, each place alone and all but one of
-them), then the fix with a slip (a mutant of the fixed file, the mutators' own operators), those touching the
-fixed lines first. Which of them builds, passes the local checks and still scores 0 is measured by the mint.
+them) alternating with the fix with a slip (a mutant of the fixed file, the mutators' own operators, those
+touching the fixed lines first). Which of them builds, passes the local checks and still scores 0 is measured by the mint.
 """
 
 from __future__ import annotations
 
 import difflib
-from itertools import combinations
+from itertools import combinations, zip_longest
 
 import pygit2
 
@@ -79,15 +79,14 @@ def history_candidate(pin_id: str, model: str, file: str, fix: Fix) -> Candidate
     back = difference(after, before)  # fixed -> parent: the "mutation"
     span = difference(before, after)  # where the fix lives in the fixed text: [start, start + len(replacement))
     near = (span.start, span.start + len(span.replacement))
+    parts = [(text, "the fix in part") for text in partial_fixes(before, after)]
+    slipped = [(text, f"the fix, with a slip: {what}") for text, what in slips(after, near) if text != before]
     wrong: list[WrongRepair] = []
-    for text in partial_fixes(before, after):
+    # alternated, so that a fix whose places only build together (a column and the join it needs) still
+    # reaches its slips within the few wrong repairs confirmation builds
+    for text, intent in (item for pair in zip_longest(parts, slipped) for item in pair if item is not None):
         edit = difference(before, text)
-        wrong.append(WrongRepair(edit.start, edit.end, edit.replacement, intent="the fix in part"))
-    for text, what in slips(after, near):
-        if text == before:
-            continue
-        edit = difference(before, text)
-        wrong.append(WrongRepair(edit.start, edit.end, edit.replacement, intent=f"the fix, with a slip: {what}"))
+        wrong.append(WrongRepair(edit.start, edit.end, edit.replacement, intent=intent))
     mutation = Mutation(operator=HISTORY_OPERATOR, family=HISTORY_FAMILY, effect="changed_rows", edit=back,
                         wrong_repairs=tuple(wrong), description=f"the model as it was before commit {fix.commit[:12]}")
     return Candidate(pin=pin_id, model=model, file=file, original=after, mutation=mutation)

@@ -10,7 +10,9 @@ changed and what it says, with no build:
 - a commit that adds, removes or renames a model, or changes more model files than a task undoes, is left
   out, as is one that also changes macros (its model change may need them);
 - a change of whitespace or comments only is formatting;
-- what remains must say it fixes something (its subject or body: fix, bug, correct, wrong, dedupe...).
+- what remains must say it fixes something (fix, bug, correct, wrong, dedupe...) in its subject or the first
+  paragraph of its body (a merged pull request's title), not in a squash merge's list of work-in-progress
+  commits ("* fix missing comma").
 
 Whether the fix changes what the project builds is measured later, by the same admission as every task:
 a refactor that changes nothing is refused there ("the official check cannot see the change").
@@ -109,6 +111,15 @@ def normalized(sql: str) -> str:
     return " ".join(_COMMENTS.sub(" ", sql).split())
 
 
+def stated(commit: CommitInfo) -> str:
+    """What a commit says it does: its subject and the first paragraph of its body (a merged pull request's
+    title), without bullet lines (a squash merge lists its work-in-progress commits there: "* fix", "* fix
+    missing comma", which say nothing about the change as a whole)."""
+    first = commit.body.strip().split("\n\n", 1)[0] if commit.body.strip() else ""
+    lines = [line for line in first.splitlines() if not line.lstrip().startswith(("* ", "- "))]
+    return "\n".join([commit.subject, *lines])
+
+
 def judge(commit: CommitInfo, text: Callable[[str, str], str | None], max_files: int = 1) -> Verdict:
     """Whether ``commit`` is a fix candidate; ``text(sha, path)`` reads a file at a commit (None: absent)."""
     parent = commit.parents[0] if commit.parents else ""
@@ -130,7 +141,7 @@ def judge(commit: CommitInfo, text: Callable[[str, str], str | None], max_files:
         return no("changes macros too (the model change may need them)", models)
     if all(normalized(text(parent, f) or "") == normalized(text(commit.sha, f) or "") for f in models):
         return no("formatting or comments only", models)
-    message = f"{commit.subject}\n{commit.body}"
+    message = stated(commit)
     if not FIX_WORDS.search(message):
         return no("the message does not say it fixes anything", models)
     words = {m.group(0).lower() for m in FIX_WORDS.finditer(message)}

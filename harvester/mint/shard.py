@@ -90,7 +90,7 @@ class ShardJob:
 #: was not found, or the rewritten SQL failed): a history pin's fix goes on to the dbt builds of confirmation
 UNSCREENABLE = frozenset({"untransplantable", "sql_error"})
 #: wrong repairs a history candidate that screening could not rank builds at most (its partial fixes, then slips)
-HISTORY_WRONG_TRIES = 6
+HISTORY_WRONG_TRIES = 8
 
 #: the marker name of a pin's pairs shard
 PAIRS_SHARD = "_pairs.completion"
