@@ -22,9 +22,13 @@ def command() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace an existing folder (swapped in only when the build succeeds).")
 @click.option("--since", help="Only history tasks (real fixes, `harvest mine`) whose fix was made on or after this date "
                               "(YYYY-MM-DD): the tasks newer than a model's training cut-off.")
+@click.option("--min-local-tests", type=click.IntRange(0), default=0, show_default=True,
+              help="Keep only tasks whose broken lineage this many dbt tests cover (local_tests; 0 keeps tasks whose "
+                   "local checks only prove that the project builds).")
 @json_option
 @fails_cleanly
-def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool, since: str | None, as_json: bool) -> None:
+def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool, since: str | None,
+              min_local_tests: int, as_json: bool) -> None:
     """Lint, then write parquet shards, gold files, the DatasetDict and the card to --out."""
     from rich.console import Console
 
@@ -37,7 +41,7 @@ def build_cmd(out: Path, splits: tuple[str, ...], private: bool, overwrite: bool
         raise click.BadParameter(f"{since!r} is not a date YYYY-MM-DD", param_hint="--since")
     with Console(stderr=True).status("building dataset…"):
         result = build_dataset(out.resolve(), home=harvest_home(), pins=pins_dir(), splits=splits or BUILDABLE,
-                               public=not private, overwrite=overwrite, since=since)
+                               public=not private, overwrite=overwrite, since=since, min_local_tests=min_local_tests)
     if as_json:
         echo_json({"out": str(result.out), "splits": result.splits, "gold_files": list(result.gold_files),
                    "left_out_repos": result.left_out_repos, "left_out_tasks": result.left_out_tasks})

@@ -30,6 +30,16 @@ from dbt_harvest.core.errors import HarvestError
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")
 KINDS = ("repair", "completion")
+#: how many dbt tests cover a task's broken lineage (``TaskRecord.local_tests``), in the buckets the card and
+#: the corpus report count (0: the local checks only prove that the project builds)
+LOCAL_TESTS_BUCKETS = ("0", "1", "2-4", "5+")
+
+
+def local_tests_bucket(n: int) -> str:
+    """The bucket of :data:`LOCAL_TESTS_BUCKETS` that ``n`` covering tests fall in."""
+    return "0" if n <= 0 else "1" if n == 1 else "2-4" if n <= 4 else "5+"
+
+
 #: where a task's bug comes from (``TaskRecord.source``)
 SOURCES = ("mutation", "history")
 #: the operator (and id segment) of every completion task

@@ -41,7 +41,7 @@ from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.store import load_tasks
 from dbt_harvest.core import atomic
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.task_record import KINDS, SOURCES, TaskRecord
+from dbt_harvest.core.task_record import KINDS, LOCAL_TESTS_BUCKETS, SOURCES, TaskRecord, local_tests_bucket
 from dbt_harvest.harvester.gold import matches
 
 MANIFEST = "build.json"
@@ -163,6 +163,7 @@ def build_dataset(
     shard_rows: int = SHARD_ROWS,
     overwrite: bool = False,
     since: str | None = None,
+    min_local_tests: int = 0,
 ) -> BuildResult:
     """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input."""
     from datasets import DatasetDict
@@ -183,11 +184,16 @@ def build_dataset(
         raise LintError(f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`")
     loaded = {s: distinct(load_tasks(s, home, pins, purpose="dataset")) for s in wanted}
     records = {s: rows for s, (rows, _) in loaded.items()}
+    if min_local_tests:  # tasks whose local checks are more than "it builds"
+        records = {s: [r for r in rows if r.local_tests >= min_local_tests] for s, rows in records.items()}
     if since is not None:  # the view after a model's training cut-off: real fixes made on or after the date
         records = {s: [r for r in rows if r.source == "history" and r.fix_date[:len(since)] >= since]
                    for s, rows in records.items()}
     duplicates = sum(n for _, n in loaded.values())
     if not any(records.values()):
+        if min_local_tests:
+            raise DatasetBuildError(f"no task of {', '.join(wanted)} has {min_local_tests} or more covering dbt tests "
+                                    "(local_tests); give a lower --min-local-tests")
         if since is not None:
             raise DatasetBuildError(f"no history task of {', '.join(wanted)} has a fix made on or after {since}; mine "
                                     "newer fixes (`harvest mine`) or give an earlier --since")
@@ -225,6 +231,10 @@ def build_dataset(
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
+        local_tests_hist={s: {b: n for b in LOCAL_TESTS_BUCKETS
+                              if (n := sum(1 for r in kept[s] if local_tests_bucket(r.local_tests) == b))}
+                          for s in wanted},
+        min_local_tests=min_local_tests,
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
         kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
         sources={s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},

@@ -56,6 +56,9 @@ class CardFacts:
     augmented: dict[str, int] | None = None
     # split -> kind -> tasks (repair, completion); None for a build made before completions existed
     kinds: dict[str, dict[str, int]] | None = None
+    # split -> local_tests bucket (core.task_record.LOCAL_TESTS_BUCKETS) -> tasks; None for older builds
+    local_tests_hist: dict[str, dict[str, int]] | None = None
+    min_local_tests: int = 0  # `--min-local-tests N`: tasks with fewer covering dbt tests were left out
     # split -> source -> tasks (mutation, history); None for a build made before history tasks existed
     sources: dict[str, dict[str, int]] | None = None
     since: str = ""  # `--since DATE`: only history tasks whose fix is that recent
@@ -173,7 +176,8 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "local checks only prove that the project builds: an agent gets no test signal for that bug.",
         "Tasks with `local_tests` = 0, per split: "
         + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
-        "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.", "",
+        "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.",
+        *_local_tests_table(facts, splits), "",
         "## Augmented data", "",
         "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
         "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",
@@ -232,3 +236,20 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
+
+
+def _local_tests_table(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """How many dbt tests cover each task's broken lineage, per split (the strength of its local checks)."""
+    from dbt_harvest.core.task_record import LOCAL_TESTS_BUCKETS
+
+    if facts.local_tests_hist is None:
+        return []
+    lines = ["", "| covering dbt tests (`local_tests`) | " + " | ".join(splits) + " |",
+             "|---|" + "---|" * len(splits)]
+    for bucket in LOCAL_TESTS_BUCKETS:
+        lines.append(f"| {bucket} | " + " | ".join(str((facts.local_tests_hist.get(s) or {}).get(bucket, 0))
+                                                   for s in splits) + " |")
+    if facts.min_local_tests:
+        lines += ["", f"This build keeps only tasks with at least {facts.min_local_tests} covering dbt test(s) "
+                      "(`harvest dataset build --min-local-tests`)."]
+    return lines

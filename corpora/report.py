@@ -48,6 +48,9 @@ class RepoRow:
     add_s: float | None = None
     mint_s: float | None = None
     partial: bool = False
+    # kept tasks per local_tests bucket (core.task_record.LOCAL_TESTS_BUCKETS); {} in rows carried from a
+    # report made before it was counted
+    local_tests: dict[str, int] = field(default_factory=dict)
 
     @property
     def yield_rate(self) -> float | None:
@@ -134,6 +137,7 @@ def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str,
             left_at_cap=cap, silent=rep["silent"], loud=rep["loud"],
             informative=rep["quality"]["informative_wrong_repair"],
             add_s=t.get("add_s"), mint_s=t.get("mint_s"), partial=pin.id in partial,
+            local_tests=dict(rep["quality"].get("local_tests", {})),
         ))
     return CorpusReport(tuple(rows), dict(sorted(families.items())))
 
@@ -253,7 +257,27 @@ def markdown(report: CorpusReport) -> str:
                   f"(train {split.get('train', 0)}, dev {split.get('dev', 0)}, test {split.get('test', 0)}); "
                   f"{contributing} of {len(repositories)} repositories contribute; silent {report.total('silent')}, "
                   f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}."]
+    lines += local_tests_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def local_tests_lines(report: CorpusReport) -> list[str]:
+    """The strength of the kept tasks' local checks: how many dbt tests cover each broken lineage, per split
+    (rows carried from a report made before this was counted are not in it, and the line says how many)."""
+    from dbt_harvest.core.task_record import LOCAL_TESTS_BUCKETS
+
+    counted = [r for r in report.rows if r.local_tests]
+    if not counted:
+        return []
+    splits = [s for s in ("train", "dev", "test") if any(r.split == s for r in counted)]
+    lines = ["", "| covering dbt tests (`local_tests`) | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
+    for bucket in LOCAL_TESTS_BUCKETS:
+        lines.append(f"| {bucket} | " + " | ".join(str(sum(r.local_tests.get(bucket, 0) for r in counted if r.split == s))
+                                                   for s in splits) + " |")
+    missing = sum(r.kept for r in report.rows if r.kept and not r.local_tests)
+    if missing:
+        lines.append(f"\n({missing} kept tasks of rows carried from an older report are not counted here.)")
+    return lines
 
 
 def chart(report: CorpusReport, path: Path) -> Path:

@@ -45,7 +45,7 @@ from dbt_harvest.harvester.mint.family_order import planned_orders, shard_key
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob, ShardResult
 from dbt_harvest.core.pin import Pin
-from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.core.task_record import TaskRecord, local_tests_bucket
 from dbt_harvest.harvester.state import load_state
 from dbt_harvest.harvester.workspace import template
 
@@ -591,7 +591,7 @@ def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
     silent = loud = 0
     quality = {"kept": 0, "informative_wrong_repair": 0, "weak": 0, "claims_checked": 0, "statement_false": 0,
                "duplicates_dropped": 0, "duplicate_statements_dropped": 0, "local_tests_zero": 0,
-               "dead_sites": 0}
+               "dead_sites": 0, "local_tests": {}}
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
             if not _of_kind(r, kind):
@@ -625,6 +625,9 @@ def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
                 quality["weak"] += r.get("informative") is False
                 quality["claims_checked"] += int(r.get("claims_checked") or 0)
                 quality["local_tests_zero"] += r.get("local_tests") == 0
+                if r.get("local_tests") is not None:
+                    bucket = local_tests_bucket(int(r["local_tests"]))
+                    quality["local_tests"][bucket] = quality["local_tests"].get(bucket, 0) + 1
         for r in (pending(pin_id) if kind != "completion" else ()):
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())

@@ -261,3 +261,32 @@ def test_a_split_left_empty_by_licenses_says_how_to_build_it(world, make):
     assert "without a redistributable license" in result.output and "--private" in result.output
     assert "--split" not in result.output  # building another split would not help: every split is unlicensed
     assert CliRunner().invoke(main, ["dataset", "build", "--out", str(world.root / "ds"), "--private"]).exit_code == 0
+
+
+def test_min_local_tests_keeps_tasks_with_tested_lineages_and_the_card_shows_the_distribution(world, make):
+    from datasets import load_dataset
+
+    from dbt_harvest.core.task_record import LocalChecks
+
+    pins = {n: make(n) for n in ("r/trainrepo", "d/devrepo")}
+    assign(world.pins, Params(0, 0, 0, dev_groups=("d/devrepo",)))
+    covering = {1: (), 2: ("test.a",), 3: ("test.a", "test.b", "test.c"), 4: tuple(f"test.{i}" for i in range(6))}
+    for n, tests in covering.items():
+        pin = pins["r/trainrepo" if n != 4 else "d/devrepo"]
+        split = "train" if n != 4 else "dev"
+        task = replace(make_task(pin, split, group_of(pin.id, world.pins), n),
+                       local_checks=LocalChecks(True, 6, 0, tests))
+        store_task(task, world.home, world.pins)
+    full = build_dataset(world.root / "all", home=world.home, pins=world.pins)
+    assert full.splits == {"train": 3, "dev": 1}
+    card = (world.root / "all" / "README.md").read_text()
+    assert "| covering dbt tests (`local_tests`) | train | dev |" in card
+    assert "| 0 | 1 | 0 |" in card and "| 1 | 1 | 0 |" in card and "| 2-4 | 1 | 0 |" in card and "| 5+ | 0 | 1 |" in card
+    tested = build_dataset(world.root / "tested", home=world.home, pins=world.pins, min_local_tests=2)
+    assert tested.splits == {"train": 1, "dev": 1}
+    assert set(load_dataset(str(world.root / "tested"))["train"]["local_tests"]) == {3}
+    assert "at least 2 covering dbt test(s)" in (world.root / "tested" / "README.md").read_text()
+    result = CliRunner().invoke(main, ["dataset", "build", "--out", str(world.root / "none"), "--min-local-tests", "9"],
+                                env={"HARVEST_HOME": str(world.home), "HARVEST_PINS": str(world.pins)})
+    assert result.exit_code == 1 and "9 or more covering dbt tests" in result.output
+    assert not (world.root / "none").exists()

@@ -41,6 +41,10 @@ def test_report_counts_kept_rejections_and_quality_per_repository_and_family(wor
     text = markdown(report)
     assert "| acme/shop | train | MIT | 4 | 1 |" in text and "25%" in text and "(budget)" in text
     assert "Kept tasks: 2 of 5 candidates (train 1, dev 0, test 1); 2 of 2 repositories contribute" in text
+    # the strength of the kept tasks' local checks, per split: one train task covered by 2 tests, one test task by none
+    assert (shop.local_tests, rows["other/ledger"].local_tests) == ({"2-4": 1}, {"0": 1})
+    assert "| covering dbt tests (`local_tests`) | train | test |" in text
+    assert "| 0 | 0 | 1 |" in text and "| 2-4 | 1 | 0 |" in text and "| 5+ | 0 | 0 |" in text
 
     out = tmp_path / "report"
     result = CliRunner().invoke(main, ["corpus", "report", "--out", str(out), "--json"])
