@@ -18,6 +18,12 @@ _MAX_WIDEN = 4
 _ANY = "(?:.*?)"
 
 
+#: an edit spanning more Jinja tags than this is not placed: each becomes a wildcard of the search pattern, and
+#: over a long compiled model the lazy and greedy searches backtrack for minutes (a fix mined from history that
+#: rewrites whole CTEs spans 50; a planted mutation's site, one expression, a handful at most)
+MAX_INNER_TAGS = 32
+
+
 def transplant(edit: Edit, raw_text: str, compiled_text: str) -> Edit | None:
     """The same edit over ``compiled_text``, or None when its place is not unambiguous."""
     try:
@@ -27,6 +33,8 @@ def transplant(edit: Edit, raw_text: str, compiled_text: str) -> Edit | None:
     if edit.end > len(raw_text) or any(_cuts(t, edit) for t in tags):
         return None
     inner = [t for t in tags if edit.start <= t.start and t.end <= edit.end]
+    if len(inner) > MAX_INNER_TAGS:
+        return None
     before = [t for t in tags if t.end <= edit.start]
     after = [t for t in tags if t.start >= edit.end]
     middle = _middle_pattern(raw_text, edit, inner)

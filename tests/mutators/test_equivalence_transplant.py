@@ -65,3 +65,20 @@ def test_transplant_with_whitespace_control() -> None:
     compiled = "select a, b, c from t where c > 1"
     start = raw.index(">")
     assert transplant(Edit(start, start + 1, ">="), raw, compiled) == Edit(compiled.index(">"), compiled.index(">") + 1, ">=")
+
+
+def test_an_edit_spanning_more_jinja_tags_than_the_bound_is_not_placed() -> None:
+    """A fix mined from history can rewrite a whole CTE of Jinja calls: each tag is a wildcard of the search,
+    and over a long model the search backtracked for minutes; past MAX_INNER_TAGS it is not placed at all."""
+    from dbt_harvest.mutators.transplanting import MAX_INNER_TAGS
+
+    def model(n: int) -> tuple[str, str]:
+        raw = "select\n" + "".join(f"    {{{{ col('c{i}') }}}} as c{i},\n" for i in range(n)) + "    1 as one\nfrom t\n"
+        compiled = "select\n" + "".join(f"    c{i} as c{i},\n" for i in range(n)) + "    1 as one\nfrom t\n"
+        return raw, compiled
+
+    raw, compiled = model(MAX_INNER_TAGS)
+    whole = Edit(raw.index("    {{"), raw.index("    1 as one"), "")
+    assert transplant(whole, raw, compiled) == Edit(compiled.index("    c0"), compiled.index("    1 as one"), "")
+    raw, compiled = model(MAX_INNER_TAGS + 1)
+    assert transplant(Edit(raw.index("    {{"), raw.index("    1 as one"), ""), raw, compiled) is None
