@@ -27,6 +27,9 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
               help="Offline dbt packages (hub id -> git repository), as for `harvest add`.")
 @click.option("--scan-only", is_flag=True, help="List the fix candidates and why other commits are not; pin nothing.")
 @click.option("--no-mint", is_flag=True, help="Pin the fixes' parents but do not mint them.")
+@click.option("--retry-refused", is_flag=True,
+              help="Build again the parents an earlier run could not pin (remembered per toolchain under "
+                   "HARVEST_HOME/history; refusals that depend on a mirror or the network are never remembered).")
 @click.option("--rebuild", is_flag=True,
               help="Re-pin only the history pins under pins/ mined from PIN_ID (a corpus rebuilt on a fresh machine: the "
                    "same ids, drift reported), then mint them; no scan.")
@@ -36,7 +39,8 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @json_option
 @fails_cleanly
 def command(pin_id: str, since: str | None, start: str | None, max_commits: int, max_fixes: int | None, source: Path | None,
-            repo_mirror: Path | None, package_mirror: Path | None, scan_only: bool, no_mint: bool, rebuild: bool, jobs: int,
+            repo_mirror: Path | None, package_mirror: Path | None, scan_only: bool, no_mint: bool, retry_refused: bool,
+            rebuild: bool, jobs: int,
             no_sandbox: bool, timeout: float, as_json: bool) -> None:
     """Scan PIN_ID's history for commits that fix model logic; pin each fix's parent with the fix applied (a
     history pin: the parent's data, the fixed model) and mint it: the task undoes the fix, under the same
@@ -55,7 +59,8 @@ def command(pin_id: str, since: str | None, start: str | None, max_commits: int,
     base = read_pin(pin_path(pin_id, pins_dir()))
     options = MineOptions(since=since, start=start, max_commits=max_commits, max_fixes=max_fixes, source=source,
                           repo_mirror=repo_mirror, package_mirror=package_mirror, sandboxed=not no_sandbox,
-                          limits=Limits(wall_s=timeout), scan_only=scan_only, rebuild=rebuild)
+                          limits=Limits(wall_s=timeout), scan_only=scan_only, rebuild=rebuild,
+                          retry_refused=retry_refused)
     if rebuild and (scan_only or since or max_fixes or start):
         raise click.UsageError("--rebuild re-pins the committed history pins; it takes no --scan-only, --since, --from "
                                "or --max-fixes")
@@ -107,7 +112,8 @@ def _print(data: dict) -> None:
     for reason, n in data["rejected"].items():
         out.print(f"  not a fix: {n:4d}  {reason}", markup=False)
     for fix in data["fixes"]:
-        status = fix["pin"] or f"refused: {fix['refused']}"
+        before = " before (--retry-refused builds it again)" if fix["status"] == "refused before" else ""
+        status = fix["pin"] or f"refused{before}: {fix['refused']}"
         out.print(f"  {fix['commit'][:12]} {fix['date'][:10]} {fix['subject'][:60]!r} -> {status}", markup=False)
     minted = data.get("minted")
     if minted:

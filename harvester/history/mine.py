@@ -10,14 +10,17 @@ of the error, and the scan goes on.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pygit2
 from pathlib import Path
 
+from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import HarvestError
-from dbt_harvest.core.home import mirrors_dir, pins_dir
+from dbt_harvest.core.home import harvest_home, mirrors_dir, pin_folder_name, pins_dir
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.harvester.add import AddOptions, HistoryFix, add, repo_mirror_copy
 from dbt_harvest.harvester.gitstore import GitStore
@@ -41,6 +44,8 @@ class MineOptions:
     # re-pin the history pins already under pins/ that were mined from this pin (a corpus rebuilt on a fresh
     # machine), nothing else: the same ids, `harvest add --rebuild`'s drift report
     rebuild: bool = False
+    # try again the parents an earlier run could not pin on this toolchain (their refusals are remembered)
+    retry_refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Pinned:
     verdict: Verdict
     pin_id: str = ""  # the history pin written (or found), "" when refused
     refused: str = ""  # why the fix's parent could not be pinned
-    status: str = ""  # "added" | "exists" | "rebuilt"
+    status: str = ""  # "added" | "exists" | "rebuilt" | "refused before" (a remembered refusal, not tried again)
     drift: tuple[str, ...] = ()  # a rebuild's differences from the committed pin
 
     def to_dict(self) -> dict[str, object]:
@@ -161,17 +166,61 @@ def mine(base: Pin, options: MineOptions = MineOptions(),
             return report
         taken = [v for v in verdicts if v.taken][:options.max_fixes]
     pinned: list[Pinned] = []
+    remembered = Refusals(base.id)
     for verdict in taken:
         spec, add_options = _add_options(base, verdict, options, repo)
-        try:
-            result = add(spec, add_options)
-            outcome = Pinned(verdict, result.pin.id, status=result.status, drift=result.drift)
-        except HarvestError as exc:
-            outcome = Pinned(verdict, refused=" ".join(str(exc).split())[:300])
+        key = refusal_key(base, verdict, add_options)
+        before = None if options.retry_refused or options.rebuild else remembered.get(verdict.sha, key)
+        if before is not None:
+            outcome = Pinned(verdict, refused=before, status="refused before")
+        else:
+            try:
+                result = add(spec, add_options)
+                outcome = Pinned(verdict, result.pin.id, status=result.status, drift=result.drift)
+            except HarvestError as exc:
+                outcome = Pinned(verdict, refused=" ".join(str(exc).split())[:300])
+                remembered.put(verdict.sha, key, outcome.refused)
         pinned.append(outcome)
         if on_fix is not None:
             on_fix(outcome)
     return replace(report, pinned=tuple(pinned))
+
+
+#: refusals that depend on this machine's reach (a package mirror, the network), never remembered
+_CIRCUMSTANTIAL = ("package mirror", "unreachable", "cannot reach", "sandbox", "timed out", "wall time limit")
+
+
+def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
+    """What decides whether a fix's parent pins: the commits and files, the base's compat patch, the project
+    folder, and the toolchain (dbt-core, dbt-duckdb, duckdb...): another toolchain tries it again."""
+    from dbt_harvest.core.versions import versions
+
+    data = {"parent": verdict.parent, "fix": verdict.sha, "files": list(verdict.files), "project_dir": options.project_dir,
+            "compat": base.compat_patch_sha256, "versions": versions()}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+class Refusals:
+    """The parents of a base pin's fixes that could not be pinned, with why, under HARVEST_HOME/history: a later
+    `harvest mine` does not build them again on the same toolchain (`--retry-refused` does)."""
+
+    def __init__(self, base_id: str) -> None:
+        self.path = harvest_home() / "history" / pin_folder_name(base_id) / "refused.json"
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            data = {}
+        self._data: dict[str, dict[str, str]] = data if isinstance(data, dict) else {}
+
+    def get(self, fix_commit: str, key: str) -> str | None:
+        row = self._data.get(fix_commit)
+        return str(row["reason"]) if isinstance(row, dict) and row.get("key") == key and row.get("reason") else None
+
+    def put(self, fix_commit: str, key: str, reason: str) -> None:
+        if any(word in reason for word in _CIRCUMSTANTIAL):
+            return
+        self._data[fix_commit] = {"key": key, "reason": reason}
+        atomic.write_text(self.path, json.dumps(self._data, sort_keys=True, indent=1) + "\n")
 
 
 def history_pins(base_id: str, pins: Path | None = None) -> list[Pin]:

@@ -26,9 +26,13 @@ REVENUE = "models/marts/station_revenue.sql"
 CITY = "models/marts/city_minutes.sql"
 
 
+DURATIONS = "models/marts/rental_durations.sql"
+
+
 def _history(tmp: Path) -> GitRepo:
     """The fixture's history: C0 the project (station revenue counts refunded rentals), C1 docs, C2 seeds,
-    C3 a refactor of another model that changes no output, C4 the fix."""
+    C3 a refactor of another model that changes no output, C4 the fix; then C5 adds a model that does not
+    build, C6 fixes another model on top of it (its parent cannot be pinned), C7 removes the broken model."""
     source = fixture_dir("bike_rentals")
     revenue = (source / REVENUE).read_text()
     city = (source / CITY).read_text()
@@ -43,6 +47,12 @@ def _history(tmp: Path) -> GitRepo:
          "files": {CITY: city.replace(" st.", " s.").replace(" st on", " s on")}},
         {"message": "Fix station revenue: refunded rentals were counted as paid\n\nOnly completed rentals are paid.",
          "files": {REVENUE: revenue.replace(BUGGY_JOIN, FIXED_JOIN)}},
+        {"message": "Add a rental durations model",
+         "files": {DURATIONS: "select rental_id, minutes / hours_rented as ratio from {{ ref('stg_rentals') }}\n"}},
+        {"message": "Fix city minutes: cancelled rentals were counted",
+         "files": {CITY: city.replace(" st.", " s.").replace(" st on", " s on").replace(
+             "group by", "where r.status != 'cancelled'\ngroup by")}},
+        {"message": "Remove the unfinished durations model", "files": {DURATIONS: None}},
     ])
 
 
@@ -69,14 +79,17 @@ def mined(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_exactly_the_fix_becomes_a_task(mined: dict) -> None:
     repo, report = mined["repo"], mined["report"]
-    c0, c1, c2, c3, c4 = repo.commits
+    c0, c1, c2, c3, c4, c5, c6, c7 = repo.commits
     by_commit = {v["commit"]: v for v in report["not_taken"]}
-    assert report["commits"] == 5 and report["candidates"] == 2
+    assert report["commits"] == 8 and report["candidates"] == 3
+    assert by_commit[c7]["reason"] == by_commit[c5]["reason"] == "adds, removes or renames a model"
     assert by_commit[c2]["reason"] == "changes no model SQL (only seeds)"
     assert by_commit[c1]["reason"] == "changes no model SQL (only docs)"
     assert by_commit[c0]["reason"] == "the repository's first commit"
-    # both candidates are pinned (the parent with the fix applied builds); the mint admits only the real fix
-    assert [f["commit"] for f in report["fixes"]] == [c4, c3] and report["pinned"] == 2
+    # C6's parent holds a model that does not build: refused with the build's error; the other two candidates
+    # are pinned (the parent with the fix applied builds), and the mint admits only the real fix
+    assert [f["commit"] for f in report["fixes"]] == [c6, c4, c3] and report["pinned"] == 2
+    assert report["fixes"][0]["refused"].startswith("build failed") and report["fixes"][0]["pin"] == ""
     minted = report["minted"]
     assert minted["tasks"] == 1
     fix_pin = next(f["pin"] for f in report["fixes"] if f["commit"] == c4)
@@ -131,9 +144,10 @@ def test_tasks_verify_rebuilds_the_history_task_fresh(mined: dict) -> None:
 def test_since_bounds_the_walk_and_a_derived_pin_is_not_mined(mined: dict) -> None:
     root, repo, base = mined["root"], mined["repo"], mined["base"]
     report = _json(root, "mine", base["id"], "--source", str(repo.path), "--since", "2024-01-04", "--scan-only")
-    assert report["commits"] == 2 and [v["commit"] for v in report["taken"]] == [repo.commits[4], repo.commits[3]]
+    assert report["commits"] == 5
+    assert [v["commit"] for v in report["taken"]] == [repo.commits[6], repo.commits[4], repo.commits[3]]
     assert report["pinned"] == 0 and "minted" not in report
-    history_id = report_pin = mined["report"]["fixes"][0]["pin"]
+    history_id = report_pin = mined["report"]["fixes"][1]["pin"]
     assert report_pin
     code, _, err = _run(root, "mine", history_id, "--source", str(repo.path))
     assert code == 1 and "derived pin" in err and len(err.strip().splitlines()) == 1
@@ -148,7 +162,7 @@ def test_a_pin_whose_fix_does_not_match_the_history_is_refused(mined: dict) -> N
     from dbt_harvest.harvester.history.fix import pin_fix
 
     root, repo = mined["root"], mined["repo"]
-    pin = read_pin(root / "pins" / f"{mined['report']['fixes'][0]['pin']}.toml")
+    pin = read_pin(root / "pins" / f"{mined['report']['fixes'][1]['pin']}.toml")
     git = pygit2.Repository(str(repo.path))
     assert pin_fix(pin, git).sha256 == pin.fix_sha256
     with pytest.raises(PinError, match="does not match the pin's fix_sha256"):
@@ -234,7 +248,7 @@ def test_a_history_pin_carries_all_its_fix_fields_or_none(mined: dict) -> None:
     from dbt_harvest.core.pin import pin_from_dict
 
     root = mined["root"]
-    data = tomllib.loads((root / "pins" / f"{mined['report']['fixes'][0]['pin']}.toml").read_text())
+    data = tomllib.loads((root / "pins" / f"{mined['report']['fixes'][1]['pin']}.toml").read_text())
     data.pop("digest")
     assert pin_from_dict(data).is_history
     for key in ("fix_files", "fix_sha256", "mined_from"):
@@ -302,8 +316,19 @@ def test_corpus_check_refuses_a_history_pin_whose_base_is_not_pinned(mined: dict
 
     pins = tmp_path / "pins"
     shutil.copytree(mined["root"] / "pins", pins)
-    history = mined["report"]["fixes"][0]["pin"]
+    history = mined["report"]["fixes"][1]["pin"]
     assert not [p for p in check_pins_folder(pins) if "was mined from" in p]
     (pins / f"{mined['base']['id']}.toml").unlink()
     problems = [p for p in check_pins_folder(pins) if "was mined from" in p]
     assert len(problems) == 2 and any(history in p for p in problems), problems
+
+
+def test_a_parent_that_cannot_be_pinned_is_remembered_and_built_again_only_when_asked(mined: dict) -> None:
+    root, repo, base = mined["root"], mined["repo"], mined["base"]
+    refused = mined["report"]["fixes"][0]
+    again = _json(root, "mine", base["id"], "--source", str(repo.path), "--no-mint")
+    first = again["fixes"][0]
+    assert (first["commit"], first["status"], first["refused"]) == (repo.commits[6], "refused before", refused["refused"])
+    assert [f["status"] for f in again["fixes"][1:]] == ["exists", "exists"]
+    retried = _json(root, "mine", base["id"], "--source", str(repo.path), "--no-mint", "--retry-refused")
+    assert retried["fixes"][0]["status"] == "" and retried["fixes"][0]["refused"].startswith("build failed")
