@@ -19,11 +19,11 @@ import pygit2
 
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.harvester.history.fix import Fix, pin_fix
-from dbt_harvest.harvester.mint.candidates import HISTORY, Candidate
+from dbt_harvest.harvester.mint.candidates import Candidate
 from dbt_harvest.mutators import Mutation, WrongRepair, candidates as mutations_of, difference
 
 #: the operator and family of every history task (its id segment, its row's family)
-HISTORY_OPERATOR = HISTORY_FAMILY = HISTORY
+HISTORY_OPERATOR = HISTORY_FAMILY = "history"
 #: mutants of the fixed file offered as wrong repairs, at most
 MAX_SLIPS = 8
 
@@ -89,7 +89,7 @@ def history_candidate(pin_id: str, model: str, file: str, fix: Fix) -> Candidate
         wrong.append(WrongRepair(edit.start, edit.end, edit.replacement, intent=intent))
     mutation = Mutation(operator=HISTORY_OPERATOR, family=HISTORY_FAMILY, effect="changed_rows", edit=back,
                         wrong_repairs=tuple(wrong), description=f"the model as it was before commit {fix.commit[:12]}")
-    return Candidate(pin=pin_id, model=model, file=file, original=after, mutation=mutation)
+    return Candidate(pin=pin_id, model=model, file=file, original=after, mutation=mutation, planted=False)
 
 
 def provenance(pin: Pin, repo: pygit2.Repository) -> dict[str, str]:

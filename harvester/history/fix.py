@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pygit2
 
-from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import HarvestError, PinError
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.sandbox import safe_fs
 
 
 class FixError(HarvestError):
@@ -93,12 +93,13 @@ def apply_fix(root: Path, fix: Fix) -> None:
     """Write the fix into the parent's tree at ``root``: every file must hold its parent text first (so a
     compat patch or a second application cannot be silently overwritten); a file the fix deletes is removed."""
     for file, before, after in zip(fix.files, fix.before, fix.after):
-        path = root / file
-        present = path.read_text(encoding="utf-8") if path.is_file() else None
-        if present != before:
-            raise FixError(f"cannot apply the fix {fix.commit[:12]} to {file}: the tree does not hold its parent text")
-        if after is None:
-            path.unlink()
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_text(path, after)
+        try:  # beneath ``root`` and never through a link the repository planted (a dataset row names the files)
+            present = safe_fs.read_text(root, file) if safe_fs.is_file(root, file) else None
+            if present != before:
+                raise FixError(f"cannot apply the fix {fix.commit[:12]} to {file}: the tree does not hold its parent text")
+            if after is None:
+                safe_fs.remove(root, file)
+            else:
+                safe_fs.write_text(root, file, after)
+        except (safe_fs.UnsafePathError, UnicodeDecodeError) as exc:
+            raise FixError(f"cannot apply the fix {fix.commit[:12]} to {file}: {exc}") from None

@@ -27,11 +27,6 @@ from dbt_harvest.mutators import Mutation, candidates as mutations_of, mask_file
 from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
 
 
-#: the operator and family of a candidate that undoes a fix mined from history (harvester/history): its repair
-#: is the fix as written, not one planted edit
-HISTORY = "history"
-
-
 @dataclass(frozen=True)
 class DeadSite:
     """A mutator site that is not a candidate: (operator, family, why)."""
@@ -60,6 +55,9 @@ class Candidate:
     file: str  # repo-relative path of the model file
     original: str  # the file's text at the pinned commit
     mutation: Mutation
+    # False for a bug this harvester did not plant (a fix mined from history, undone): its repair is what its
+    # engineers wrote (any number of hunks), and an edit screening cannot run goes on to the dbt builds
+    planted: bool = True
 
     @property
     def key(self) -> str:

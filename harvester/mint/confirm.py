@@ -37,7 +37,7 @@ from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import Claim, LocalChecks, WrongRepairNote
 from dbt_harvest.harvester.build import BuildResult, build_workspace
 from dbt_harvest.harvester.grading.verdict import grade_build
-from dbt_harvest.harvester.mint.candidates import HISTORY, Candidate
+from dbt_harvest.harvester.mint.candidates import Candidate
 from dbt_harvest.harvester.mint.checks import Rejected, check_observation, choose_grading, require
 from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
 from dbt_harvest.harvester.mint.local_checks import Suite
@@ -217,7 +217,7 @@ def repair_restores(t: Trial) -> Trial:
     repaired = grade_build(t.ctx.gold, fixed.gold_file, t.spec, built_ok=fixed.models_ok)
     if not (repaired.official and repaired.strict):
         raise Rejected("repair_fails", repaired.reason)
-    if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1 and t.cand.mutation.family != HISTORY:
+    if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1 and t.cand.planted:
         # a planted edit is undone in one place; a fix mined from history is whatever its engineers wrote
         raise Rejected("repair_not_minimal", "the true repair is more than one hunk")
     return t

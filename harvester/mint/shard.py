@@ -87,10 +87,11 @@ class ShardJob:
 
 
 #: screening verdicts that say only that DuckDB could not run the edit straight (its place in the compiled SQL
-#: was not found, or the rewritten SQL failed): a history pin's fix goes on to the dbt builds of confirmation
+#: was not found, or the rewritten SQL failed): a bug that was not planted (a fix mined from history, undone)
+#: goes on to the dbt builds of confirmation
 UNSCREENABLE = frozenset({"untransplantable", "sql_error"})
-#: wrong repairs a history candidate that screening could not rank builds at most (its partial fixes, then slips)
-HISTORY_WRONG_TRIES = 8
+#: wrong repairs confirmation builds at most for such a candidate, which screening could not rank
+UNRANKED_WRONG_TRIES = 8
 
 #: the marker name of a pin's pairs shard
 PAIRS_SHARD = "_pairs.completion"
@@ -288,7 +289,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             outcome = screen(engine, pin, nodes, cand, gold, tests)
             timings = {"screen": round(outcome.seconds, 4)}
             weak_ok = job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
-            if pin.is_history and outcome.reason in UNSCREENABLE:
+            if not cand.planted and outcome.reason in UNSCREENABLE:
                 # a real fix often edits Jinja the compiled SQL no longer shows: dbt builds decide it
                 outcome = replace(outcome, ok=True, wrong_order=None)
             elif (not outcome.ok and not weak_ok) or outcome.grading is None:
@@ -320,7 +321,7 @@ def run_shard(job: ShardJob) -> ShardResult:
             started = time.perf_counter()
             confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order,
                                 nodes=nodes, tests=tests, writer=job.writer, seen=seen,
-                                wrong_tries=HISTORY_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES)
+                                wrong_tries=UNRANKED_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES)
             timings.update({k: round(v, 3) for k, v in confirmed.timings})
             timings["confirm"] = round(time.perf_counter() - started, 3)
             if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:

@@ -332,3 +332,23 @@ def test_a_parent_that_cannot_be_pinned_is_remembered_and_built_again_only_when_
     assert [f["status"] for f in again["fixes"][1:]] == ["exists", "exists"]
     retried = _json(root, "mine", base["id"], "--source", str(repo.path), "--no-mint", "--retry-refused")
     assert retried["fixes"][0]["status"] == "" and retried["fixes"][0]["refused"].startswith("build failed")
+
+
+def test_a_fix_is_never_written_through_a_link_the_repository_planted(tmp_path: Path) -> None:
+    from dbt_harvest.harvester.history.fix import FixError, apply_fix
+
+    outside = tmp_path / "outside.sql"
+    outside.write_text("select 1\n")
+    root = tmp_path / "tree"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / "m.sql").symlink_to(outside)
+    fix = Fix("f" * 40, "p" * 40, ("models/m.sql",), ("select 1\n",), ("select 2\n",))
+    with pytest.raises(FixError, match="models/m.sql"):
+        apply_fix(root, fix)
+    assert outside.read_text() == "select 1\n"
+    (root / "models" / "m.sql").unlink()
+    (root / "models" / "m.sql").write_text("select 1\n")
+    apply_fix(root, fix)
+    assert (root / "models" / "m.sql").read_text() == "select 2\n"
+    with pytest.raises(FixError, match="does not hold its parent text"):
+        apply_fix(root, fix)  # applied twice: the tree already holds the fix
