@@ -17,7 +17,9 @@ import pygit2
 
 from dbt_harvest.core.errors import HarvestError, PinError
 from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.home import mirrors_dir
 from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.gitstore import GitStore
 from dbt_harvest.harvester.sandbox import safe_fs
 
 
@@ -52,15 +54,11 @@ class Fix:
         return self.after[self.files.index(file)]
 
 
-def _text(repo: pygit2.Repository, commit: str, path: str) -> str | None:
+def file_text(repo: pygit2.Repository, commit: str, path: str) -> str | None:
+    """A regular file's text at ``commit`` (None where the commit has no such file); FixError if not UTF-8."""
+    data = GitStore(mirrors_dir()).read_file(repo, commit, path)
     try:
-        entry = repo.revparse_single(commit).peel(pygit2.Commit).tree[path]
-    except KeyError:
-        return None
-    if entry.type_str != "blob":
-        raise FixError(f"{path} at {commit[:12]} is not a file")
-    try:
-        return repo[entry.id].data.decode("utf-8")
+        return None if data is None else data.decode("utf-8")
     except UnicodeDecodeError:
         raise FixError(f"{path} at {commit[:12]} is not UTF-8 text") from None
 
@@ -73,8 +71,8 @@ def read_fix(repo: pygit2.Repository, parent: str, commit: str, files: Sequence[
         except (KeyError, ValueError, pygit2.GitError):
             raise FixError(f"commit {sha[:12]} is not in the repository's history (fetch its mirror again)") from None
     ordered = tuple(sorted(files))
-    return Fix(commit, parent, ordered, tuple(_text(repo, parent, f) for f in ordered),
-               tuple(_text(repo, commit, f) for f in ordered))
+    return Fix(commit, parent, ordered, tuple(file_text(repo, parent, f) for f in ordered),
+               tuple(file_text(repo, commit, f) for f in ordered))
 
 
 def pin_fix(pin: Pin, repo: pygit2.Repository) -> Fix:

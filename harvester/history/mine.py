@@ -121,14 +121,6 @@ def _resolve(repo, rev: str, base: Pin) -> str:  # type: ignore[no-untyped-def]
     raise HarvestError(f"--from {rev!r} is not a commit or ref of {base.repo}")
 
 
-def _exists(repo, commit: str, path: str) -> bool:  # type: ignore[no-untyped-def]
-    try:
-        repo.revparse_single(commit).peel(pygit2.Commit).tree[path]
-    except KeyError:
-        return False
-    return True
-
-
 def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tuple[str, AddOptions]:  # type: ignore[no-untyped-def]
     """The spec and add options that pin the fix's parent with the fix, under the base pin's identity."""
     fix = HistoryFix(commit=verdict.sha, files=verdict.files, date=verdict.date, mined_from=base.id)
@@ -136,7 +128,7 @@ def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tup
     # the project where the base pin has it, else wherever discovery finds one at the parent (a package whose
     # integration_tests/ came later, a project that moved)
     where = f"{base.project_dir.strip('/')}/dbt_project.yml" if base.project_dir not in ("", ".") else "dbt_project.yml"
-    project_dir = base.project_dir if _exists(repo, verdict.parent, where) else None
+    project_dir = base.project_dir if GitStore(mirrors_dir()).read_file(repo, verdict.parent, where) is not None else None
     common = AddOptions(project_dir=project_dir, package_mirror=options.package_mirror,
                         repo_mirror=options.repo_mirror, sandboxed=options.sandboxed, limits=options.limits,
                         compat_patch=compat, fix=fix, rebuild=options.rebuild)

@@ -183,11 +183,12 @@ def walk(repo: pygit2.Repository, start: str, *, since: str | None = None, max_c
 
 def reader(repo: pygit2.Repository) -> Callable[[str, str], str | None]:
     """``text(sha, path)`` over ``repo`` for :func:`judge` (None for an absent or non-UTF-8 file)."""
+    from dbt_harvest.harvester.history.fix import FixError, file_text
+
     def text(sha: str, path: str) -> str | None:
         try:
-            entry = repo.revparse_single(sha).peel(pygit2.Commit).tree[path]
-            return repo[entry.id].data.decode("utf-8")
-        except (KeyError, UnicodeDecodeError):
+            return file_text(repo, sha, path)
+        except FixError:
             return None
     return text
 
