@@ -38,6 +38,8 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
              "database_columns": list(t.database_columns)} for t in pin.tables
         ],
         "versions": pin.versions,
+        "baseline_tests": [{"unique_id": t.unique_id, "status": t.status, "excluded": t.known_failure}
+                           for t in pin.baseline_tests],
     }
 
 
@@ -67,3 +69,6 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
         console.print(packages)
     for skipped in pin.skipped:
         console.print(f"[yellow]skipped[/yellow] {markup(skipped.path)}: {markup(skipped.reason)}")
+    for test in pin.baseline_tests:
+        what = "left out of every build (fails on the original project)" if test.known_failure else "runs (warns only)"
+        console.print(f"[yellow]baseline test {test.status}[/yellow] {markup(test.unique_id)}: {what}")

@@ -171,3 +171,4 @@ def materialize(dataset: str, instance_id: str, out: Path, split: str | None, re
     click.echo(f"project: {done.project}\ngold:    {done.gold} (sha256 {done.gold_sha256[:12]})")
     for check in done.checks:
         click.echo(f"checked: {check}")
+    click.echo(f"build:   {done.build}")

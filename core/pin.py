@@ -35,6 +35,37 @@ class Column:
     type: str
 
 
+#: the statuses of a dbt test that fail it; a test with one of them on the original project is a known failure
+FAILING_TEST_STATUSES = ("error", "fail")
+_TEST_STATUSES = (*FAILING_TEST_STATUSES, "warn")
+_TEST_UID = re.compile(r"^(test|unit_test)\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+(\.[A-Za-z0-9_.]+)?$")
+
+
+@dataclass(frozen=True)
+class BaselineTest:
+    """A dbt test that did not pass on the original project (SWE-bench's FAIL_TO_FAIL): ``status`` is dbt's,
+    ``fail`` or ``error`` (a known failure: left out of every build of the pin, so it never gates a model and
+    never counts as a local check) or ``warn`` (run as usual: a warning gates nothing)."""
+
+    unique_id: str
+    status: str
+
+    @property
+    def name(self) -> str:
+        """The test's node name (the selector dbt knows it by): ``test.<package>.<name>[.<hash>]``."""
+        return self.unique_id.split(".")[2]
+
+    @property
+    def selector(self) -> str:
+        """A dbt selector for exactly this test: its resource type and name, intersected."""
+        kind = self.unique_id.split(".")[0]
+        return f"resource_type:{kind},{self.name}"
+
+    @property
+    def known_failure(self) -> bool:
+        return self.status in FAILING_TEST_STATUSES
+
+
 @dataclass(frozen=True)
 class TableRecord:
     """One model relation of gold: ``name`` is ``schema.relation`` as it lives in the gold file.
@@ -133,12 +164,26 @@ class Pin:
     fix_sha256: str = ""
     fix_date: str = ""
     mined_from: str = ""
+    # the project's own dbt tests that failed (or warned) on the original project: known failures are left out
+    # of every build of the pin (BaselineTest), so a model downstream of one still builds and local checks are
+    # the tests that pass on the original (PASS_TO_PASS)
+    baseline_tests: tuple[BaselineTest, ...] = ()
     format: int = PIN_FORMAT
 
     @property
     def is_history(self) -> bool:
         """A pin of a fix mined from the repository's history (its tasks undo that fix)."""
         return bool(self.fix_commit)
+
+    @property
+    def known_failing_tests(self) -> frozenset[str]:
+        """Unique ids of the tests that fail on the original project (no build of the pin runs them)."""
+        return frozenset(t.unique_id for t in self.baseline_tests if t.known_failure)
+
+    @property
+    def excluded_tests(self) -> tuple[str, ...]:
+        """dbt selectors of the known failing tests, left out of every build of this pin (sorted)."""
+        return excluded_selectors(self.baseline_tests)
 
     @property
     def repo(self) -> str:
@@ -177,7 +222,8 @@ class Pin:
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
 _OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
                                        "augments": "", "recovers": (), "fix_commit": "", "fix_files": (),
-                                       "fix_sha256": "", "fix_date": "", "mined_from": ""}
+                                       "fix_sha256": "", "fix_date": "", "mined_from": "",
+                                       "baseline_tests": ()}
 
 
 def display_name(url: str) -> str:
@@ -266,6 +312,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     if recovers and not augmentation:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
     history = _history_fields(data, where)
+    baseline = _baseline_tests(data.get("baseline_tests", []), where)
     if history["fix_commit"] and augmentation:
         raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
     return Pin(
@@ -282,8 +329,35 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         augmentation_sha256=augmentation,
         augments=augments,
         recovers=tuple((m, k) for m, k in recovers),
+        baseline_tests=baseline,
         format=fmt,
     )
+
+
+def excluded_selectors(tests: Any) -> tuple[str, ...]:
+    """The dbt selectors of the known failing ones of ``tests`` (BaselineTest), sorted: what every build leaves out."""
+    return tuple(sorted(t.selector for t in tests if t.known_failure))
+
+
+def baseline_tests_from(entries: Any, where: str) -> tuple[BaselineTest, ...]:
+    """Validated baseline tests from ``[{unique_id, status}, …]`` (a pin's or a dataset row's), sorted by id."""
+    return _baseline_tests(entries, where)
+
+
+def _baseline_tests(entries: Any, where: str) -> tuple[BaselineTest, ...]:
+    if not isinstance(entries, list):
+        raise PinError(f"{where}: baseline_tests must be a list of {{unique_id, status}} tables")
+    out: dict[str, BaselineTest] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"unique_id", "status"}:
+            raise PinError(f"{where}: each baseline test is a table of exactly unique_id and status")
+        uid, status = entry["unique_id"], entry["status"]
+        if not isinstance(uid, str) or not _TEST_UID.match(uid) or len(uid) > 512:
+            raise PinError(f"{where}: baseline test {uid!r} is not a dbt test's unique id")
+        if status not in _TEST_STATUSES:
+            raise PinError(f"{where}: baseline test {uid} has status {status!r}; expected one of {', '.join(_TEST_STATUSES)}")
+        out[uid] = BaselineTest(uid, status)
+    return tuple(out[k] for k in sorted(out))
 
 
 def _history_fields(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -74,6 +74,15 @@ def _select(records: dict[str, list[TaskRecord]], public: bool) -> tuple[dict[st
     return kept, len(dropped_repos), dropped
 
 
+def _known_failures(records: dict[str, list[TaskRecord]], pins: Path) -> dict[str, int]:
+    """Split -> tasks whose project has dbt tests that fail on the original (``baseline_tests``: never run)."""
+    from dbt_harvest.core.pin import pin_path, read_pin
+
+    failing = {p for p in {r.pin for rows in records.values() for r in rows}
+               if read_pin(pin_path(p, pins)).known_failing_tests}
+    return {s: sum(1 for r in rows if r.pin in failing) for s, rows in records.items()}
+
+
 def _provenance(records: dict[str, list[TaskRecord]], home: Path, pins: Path) -> tuple[RepoProvenance, ...]:
     from dbt_harvest.core.pin import pin_path, read_pin
 
@@ -236,6 +245,7 @@ def build_dataset(
                           for s in wanted},
         min_local_tests=min_local_tests,
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
+        known_failures=_known_failures(kept, pins),
         kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
         sources={s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
         since=since or "",

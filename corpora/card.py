@@ -59,6 +59,8 @@ class CardFacts:
     # split -> local_tests bucket (core.task_record.LOCAL_TESTS_BUCKETS) -> tasks; None for older builds
     local_tests_hist: dict[str, dict[str, int]] | None = None
     min_local_tests: int = 0  # `--min-local-tests N`: tasks with fewer covering dbt tests were left out
+    # split -> tasks of projects with dbt tests that fail on the original project (baseline_tests); None: older
+    known_failures: dict[str, int] | None = None
     # split -> source -> tasks (mutation, history); None for a build made before history tasks existed
     sources: dict[str, dict[str, int]] | None = None
     since: str = ""  # `--since DATE`: only history tasks whose fix is that recent
@@ -177,7 +179,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "Tasks with `local_tests` = 0, per split: "
         + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
         "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.",
-        *_local_tests_table(facts, splits), "",
+        *_local_tests_table(facts, splits),
+        *([] if facts.known_failures is None else [
+            "", "Some projects carry dbt tests that fail on the original project (`baseline_tests` with status fail or "
+            "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
+            "projects, per split: " + ", ".join(f"{s} {facts.known_failures.get(s, 0)} of {facts.splits[s]}" for s in splits)
+            + "."]), "",
         "## Augmented data", "",
         "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
         "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",

@@ -66,6 +66,8 @@ COLUMNS: dict[str, str] = {
     "setup": "the setup step, spelled out (SWE-bench rows start from an already broken base_commit; ours do not)",
     "FAIL_TO_PASS": "graded checks that fail on the broken project and pass after the gold repair (the hidden duckdb_match)",
     "PASS_TO_PASS": "local checks that pass before and after the repair (the project's dbt build and tests)",
+    "baseline_tests": "the project's own dbt tests that did not pass on the original project: unique_id and dbt's status; "
+                      "fail/error ones (SWE-bench's FAIL_TO_FAIL) are left out of every build (`--exclude`), warn ones run",
     "version": "toolchain the task was verified with, as one string (SWE-bench's `version`)",
     "environment_setup": "pip requirement line that recreates the toolchain (SWE-bench's environment setup)",
     "license": "SPDX id of the source repository's license",
@@ -131,6 +133,7 @@ def task_features():  # -> datasets.Features
         "setup": Value("string"),
         "FAIL_TO_PASS": List(Value("string")),
         "PASS_TO_PASS": List(Value("string")),
+        "baseline_tests": List({"unique_id": Value("string"), "status": Value("string")}),
         "version": Value("string"),
         "environment_setup": Value("string"),
         "license": Value("string"),
@@ -162,7 +165,7 @@ SWE_BENCH_MAPPING: dict[str, str] = {
     "patch (SWE-smith)": "our `broken_patch` (SWE-smith's `patch` introduces the bug)",
     "test_patch": "none: the hidden test is the gold comparison (`condition_tabs` vs `gold_file`), never a file in the project",
     "FAIL_TO_PASS": "the hidden duckdb_match over `condition_tabs`",
-    "PASS_TO_PASS": "the project's own dbt build and tests (`local_checks` says how many)",
+    "PASS_TO_PASS": "the project's own dbt build and tests (`local_checks` says how many); tests in `baseline_tests` with status fail or error failed on the original project and are never run (SWE-bench's FAIL_TO_FAIL)",
     "version / environment_setup_commit": "`version` (toolchain) and `environment_setup` (pip line); there is no setup commit",
     "image_name": "none: `harvest tasks materialize` builds the workspace; builds run in bubblewrap",
 }
@@ -248,6 +251,7 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", a
         "setup": SETUP,
         "FAIL_TO_PASS": fail_to_pass(record),
         "PASS_TO_PASS": pass_to_pass(record),
+        "baseline_tests": [{"unique_id": t.unique_id, "status": t.status} for t in (pin.baseline_tests if pin else ())],
         "version": version,
         "environment_setup": setup_env,
         "license": record.license,

@@ -36,7 +36,7 @@ from typing import Any
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import HarvestError
-from dbt_harvest.core.pin import PackageRecord, Pin, display_name
+from dbt_harvest.core.pin import PackageRecord, Pin, baseline_tests_from, display_name
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 from dbt_harvest.harvester.task_tree import TreeSource
@@ -165,6 +165,8 @@ def row_pin(row: dict[str, Any]) -> Pin:
         mined_from=row["pin"].split("+fix-", 1)[0] if row.get("fix_commit") else "",
         versions={v["name"]: v["version"] for v in row["versions"]},
         packages=tuple(PackageRecord(**p) for p in row["packages"]), tables=(),
+        # a dataset built before baseline tests has no column: nothing was excluded then
+        baseline_tests=baseline_tests_from(list(row.get("baseline_tests") or ()), f"row {row['instance_id']}"),
     )
 
 
@@ -266,11 +268,13 @@ class Materialized:
     gold_sha256: str
     tree: str
     checks: tuple[str, ...]
+    # how to build the project by hand as the harvester does: its known failing tests left out (baseline_tests)
+    build: str = "dbt seed && dbt build"
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "instance_id": self.instance_id, "split": self.split,
                 "project": str(self.project), "gold": str(self.gold), "gold_sha256": self.gold_sha256,
-                "tree": self.tree, "checks": list(self.checks)}
+                "tree": self.tree, "checks": list(self.checks), "build": self.build}
 
 
 def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: Path | None = None,
@@ -318,8 +322,10 @@ def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: 
         staging.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    excluded = source.pin.excluded_tests
+    build = "dbt seed && dbt build" + (" --exclude " + " ".join(f"'{e}'" for e in excluded) if excluded else "")
     return Materialized(out, instance_id, task_split, out / "project", out / "grader" / "gold.duckdb",
-                        row["gold_sha256"], row["tree"], checks)
+                        row["gold_sha256"], row["tree"], checks, build)
 
 
 def load_task(dataset: str, instance_id: str, split: str | None = None) -> tuple[TaskRecord, dict[str, Any], DatasetRef]:

@@ -32,8 +32,9 @@ from dataclasses import dataclass, fields
 from pathlib import PurePosixPath
 from typing import Any
 
-from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.errors import HarvestError, PinError
 from dbt_harvest.core.patching import PatchError, parse_patch
+from dbt_harvest.core.pin import baseline_tests_from
 from dbt_harvest.core.task_record import KINDS, SOURCES
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
@@ -188,6 +189,13 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         raise UntrustedRowError(f"{where}: fix_files must list the history fix's files (at most 50), and only for a history row")
     for name in fix_files:
         check_relpath(name, "fix_files", where)
+    baseline = row.get("baseline_tests") or []
+    if not isinstance(baseline, list) or len(baseline) > 1000:
+        raise UntrustedRowError(f"{where}: baseline_tests must list at most 1000 {{unique_id, status}} entries")
+    try:  # the pin's own validation: test unique ids, statuses dbt gives (they become --exclude selectors)
+        baseline_tests_from([dict(t) if isinstance(t, Mapping) else t for t in baseline], where)
+    except PinError as exc:
+        raise UntrustedRowError(str(exc)) from None
     pin = row.get("pin", "")
     if not isinstance(pin, str) or not _PIN.fullmatch(pin) or ".." in pin:
         raise UntrustedRowError(f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12> or +fix-<sha12>])")

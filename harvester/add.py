@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from dbt_harvest.core import atomic
+from dbt_harvest.harvester.baseline import baseline_tests, ungated_build
 from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
 from dbt_harvest.harvester.sandbox.parallel import ParallelChild
 from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
@@ -42,7 +43,17 @@ from dbt_harvest.core.home import builds_dir, mirrors_dir, pins_dir
 from dbt_harvest.core.licenses import detect_license
 from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
 from dbt_harvest.core.patching import apply_patch
-from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, pin_path, read_pin, write_pin
+from dbt_harvest.core.pin import (
+    BaselineTest,
+    Column,
+    PackageRecord,
+    Pin,
+    TableRecord,
+    excluded_selectors,
+    pin_path,
+    read_pin,
+    write_pin,
+)
 from dbt_harvest.harvester.sandbox import Limits, safe_fs, sandbox_available
 from dbt_harvest.harvester.sandbox.command import python_binds
 from dbt_harvest.harvester.specs import (
@@ -290,19 +301,25 @@ class GoldBuilds:
     first: BuildResult
     renamed: BuildResult
     repeat: BuildResult | None = None
+    # the project's own tests that failed or warned on it (harvester.baseline); the builds above left the
+    # failing ones out
+    baseline: tuple[BaselineTest, ...] = ()
 
 
-def _build(source: Source, clock: str, options: AddOptions, run_dir: Path, index: int, db_file: str) -> BuildResult:
+def _build(source: Source, clock: str, options: AddOptions, run_dir: Path, index: int, db_file: str,
+           exclude_tests: tuple[str, ...] = ()) -> BuildResult:
     workspace = _fresh_workspace(source, run_dir / f"build{index}")
     return build_workspace(
         workspace, source.project.rel_dir, source.project.profile, source.project.schema, clock,
         sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / f"build{index}.log", db_file=db_file,
+        exclude_tests=exclude_tests,
     )
 
 
-def _gold_child(project: Project, clock: str, options: AddOptions, run_dir: Path) -> ParallelChild:
+def _gold_child(project: Project, clock: str, options: AddOptions, run_dir: Path,
+                names: tuple[str, str] = ("build1", "build2")) -> ParallelChild:
     """The child of the first two gold builds, over two fresh, empty workspaces (not started yet)."""
-    workspaces = [run_dir / "build1", run_dir / "build2"]
+    workspaces = [run_dir / name for name in names]
     for workspace in workspaces:
         workspace.mkdir(parents=True)
     return ParallelChild(workspaces, project.rel_dir, clock=clock, log_path=run_dir / "builds.log",
@@ -319,13 +336,30 @@ def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
             _fill_workspace(source, workspace)
         first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
                                            (DB_FILE, RENAMED_DB_FILE))
+    baseline = baseline_tests([first, renamed])
+    excluded: tuple[str, ...] = ()
+    if first.tests_failed or renamed.tests_failed:
+        # the project's own tests fail on it: find every one with the models built regardless, then build
+        # gold again with those left out, as every later build of the pin leaves them out (harvester.baseline)
+        ungated = require_ok(ungated_build(
+            _fresh_workspace(source, run_dir / "ungated"), source.project.rel_dir, source.project.profile,
+            source.project.schema, clock, sandboxed=options.sandboxed, limits=options.limits,
+            log_path=run_dir / "ungated.log", db_file=DB_FILE,
+        ), "build with the project's own tests not gating its models")
+        baseline = baseline_tests([ungated])
+        excluded = excluded_selectors(baseline)
+        with _gold_child(source.project, clock, options, run_dir, ("build4", "build5")) as pair:
+            for workspace in pair.workspaces:
+                _fill_workspace(source, workspace)
+            first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
+                                               (DB_FILE, RENAMED_DB_FILE), exclude_tests=excluded)
     require_ok(first, "build")
     require_ok(renamed, "second build (under another database name)")
     other = {t.name: t for t in renamed.tables}
     if all(other.get(t.name) is not None and other[t.name].fingerprint == t.fingerprint for t in first.tables):
-        return GoldBuilds(first, renamed)
-    repeat = require_ok(_build(source, clock, options, run_dir, 3, DB_FILE), "third build")
-    return GoldBuilds(first, renamed, repeat)
+        return GoldBuilds(first, renamed, baseline=baseline)
+    repeat = require_ok(_build(source, clock, options, run_dir, 3, DB_FILE, excluded), "third build")
+    return GoldBuilds(first, renamed, repeat, baseline=baseline)
 
 
 def _unstable(first: BuildResult, other: BuildResult) -> dict[str, tuple[str, ...] | None]:
@@ -439,7 +473,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
         packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
-        clock_frozen=True, database=Path(DB_FILE).stem,
+        clock_frozen=True, database=Path(DB_FILE).stem, baseline_tests=builds.baseline,
         **_history_fields(source, options),
     )
     drift = _drift(previous, pin) if previous else ()

@@ -72,6 +72,7 @@ def build_workspace(
     seed: bool = True,
     db_file: str = "build.duckdb",
     duckdb_scope: str = "workspace",
+    exclude_tests: tuple[str, ...] = (),
 ) -> BuildResult:
     """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures.
 
@@ -79,8 +80,9 @@ def build_workspace(
     pin's built database: only the selected nodes (and their tests) are rebuilt. ``db_file`` names the
     DuckDB file the profile builds into (its stem is dbt's database name). ``duckdb_scope`` "database"
     lets DuckDB touch only the database (agent and reward builds; see the sandbox runner).
+    ``exclude_tests``: the pin's known failing tests (``Pin.excluded_tests``), left out of every dbt build.
     """
-    write_profile(workspace, project_dir, profile, schema, db_file=db_file)
+    write_profile(workspace, project_dir, profile, schema, db_file=db_file, exclude_tests=exclude_tests)
     build_args = ("build", *(("--select", *select) if select else ()))
     steps: list[Any] = [DbtStep(("seed",))] if seed else []
     steps.append(DbtStep(build_args))
@@ -98,13 +100,13 @@ GOLD_STEPS: tuple[Any, ...] = (DbtStep(("seed",)), DbtStep(("build",)), CaptureS
 
 
 def build_in_parallel(
-    child: ParallelChild, profile: str, schema: str, db_files: Sequence[str],
+    child: ParallelChild, profile: str, schema: str, db_files: Sequence[str], exclude_tests: tuple[str, ...] = (),
 ) -> tuple[BuildResult, ...]:
     """What ``build_workspace`` does (seed, build, capture; never raises on dbt failures) in each of the
     child's workspaces, under the database file ``db_files[i]``, all at once in that one child (dbt
     imported once; ``harvester.sandbox.parallel``). The workspaces hold the project by now."""
     for workspace, db_file in zip(child.workspaces, db_files, strict=True):
-        write_profile(workspace, child.project_dir, profile, schema, db_file=db_file)
+        write_profile(workspace, child.project_dir, profile, schema, db_file=db_file, exclude_tests=exclude_tests)
     steps = list(GOLD_STEPS)
     runs = child.run([steps] * len(child.workspaces), stop_on_failure=False)
     return tuple(interpret(workspace, steps, run) for workspace, run in zip(child.workspaces, runs))

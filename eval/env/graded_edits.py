@@ -52,7 +52,11 @@ def validate_edits(task: TaskRecord, edits: Mapping[str, str], *, limits: Limits
     graded = graded_edits(task, edits, limits=limits, fallback=fallback, warm=warm)
     if graded is None:
         return None
-    return validate_answer(graded.built, graded.first_error, graded.tests_total, graded.failed_tests)
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
+
+    known = read_pin(pin_path(task.pin, pins_dir())).excluded_tests  # the grade above read it: it is there
+    return validate_answer(graded.built, graded.first_error, graded.tests_total, graded.failed_tests, known=known)
 
 
 def submit_edits(task: TaskRecord, edits: Mapping[str, str], capture_to: Path, *,

@@ -38,7 +38,7 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
         limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, db_file=ws.db_file,
-        duckdb_scope=DUCKDB_SCOPE,
+        duckdb_scope=DUCKDB_SCOPE, exclude_tests=ws.exclude_tests,
     )
     return grade_build(gold_path(task.gold_sha256), result.gold_file, task.grading, built_ok=result.models_ok,
                        first_error=result.first_error, tests_total=result.tests_total,

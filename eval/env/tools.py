@@ -103,7 +103,7 @@ def write_file(ws: TaskWorkspace, path: str, content: str) -> str:
 def _profile(ws: TaskWorkspace) -> None:
     from dbt_harvest.harvester.sandbox import write_profile
 
-    write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, db_file=ws.db_file)
+    write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, db_file=ws.db_file, exclude_tests=ws.exclude_tests)
 
 
 def _selection(select: str) -> tuple[str, ...]:
@@ -179,19 +179,28 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
     result = build_workspace(
         ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
         limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, db_file=ws.db_file,
-        duckdb_scope=DUCKDB_SCOPE,
+        duckdb_scope=DUCKDB_SCOPE, exclude_tests=ws.exclude_tests,
     )
-    return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests)
+    return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests,
+                           known=ws.exclude_tests)
 
 
-def validate_answer(built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...]) -> str:
-    """What ``validate`` says, whichever path built the project (a dbt build or the fast checks)."""
+def validate_answer(built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...],
+                    known: tuple[str, ...] = ()) -> str:
+    """What ``validate`` says, whichever path built the project (a dbt build or the fast checks). ``known``:
+    selectors of the tests that already failed on the original project (not run, not counted: said last)."""
     if not built:
-        return f"local checks FAIL: the build fails: {first_error}"
-    if failed_tests:
+        answer = f"local checks FAIL: the build fails: {first_error}"
+    elif failed_tests:
         failed = ", ".join(sorted(failed_tests)[:20])
-        return f"local checks FAIL: {len(failed_tests)} of {tests_total} dbt tests fail: {failed}"
-    return f"local checks PASS: the project builds and all {tests_total} dbt tests pass"
+        answer = f"local checks FAIL: {len(failed_tests)} of {tests_total} dbt tests fail: {failed}"
+    else:
+        answer = f"local checks PASS: the project builds and all {tests_total} dbt tests pass"
+    if known:
+        names = ", ".join(k.split(",", 1)[-1] for k in known[:20])
+        answer += (f" ({len(known)} pre-existing failing dbt test{'s' if len(known) != 1 else ''} of the original "
+                   f"project not run: {names})")
+    return answer
 
 
 def project_brief(ws: TaskWorkspace) -> str:

@@ -31,6 +31,8 @@ class TaskWorkspace:
     clock: str
     policy: PathPolicy
     db_file: str = "build.duckdb"
+    # dbt selectors of the pin's known failing tests (core.pin.Pin.excluded_tests): left out of every build
+    exclude_tests: tuple[str, ...] = ()
 
 
 def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: TreeSource | None = None) -> TaskWorkspace:
@@ -65,7 +67,7 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
         raise
     return TaskWorkspace(
         root=root.resolve(), project_dir=pin.project_dir, profile=project.profile,
-        schema=pin.profile_schema, clock=pin.clock, policy=policy,
+        schema=pin.profile_schema, clock=pin.clock, policy=policy, exclude_tests=pin.excluded_tests,
     )
 
 

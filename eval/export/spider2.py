@@ -178,7 +178,7 @@ def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str
     name = pin_folder_name(task.pin)
     try:
         apply_patch(ws.root, task.fix_patch)
-        write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, DB_FILE)
+        write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, DB_FILE, exclude_tests=ws.exclude_tests)
         db = ws.root / DB_FILE
         # each copy keeps the file name: dbt-duckdb's views name their catalog, which is the file's stem
         keep = {"seed": scratch / name / "seeds" / DB_FILE, "build": scratch / name / "built" / DB_FILE}

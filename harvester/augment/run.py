@@ -567,7 +567,8 @@ def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> se
     workspace = fresh_workspace(base, run_dir / "base")
     project = discover(workspace, base.project_dir)
     result = build_workspace(workspace, project.rel_dir, project.profile, project.schema, base.clock,
-                             sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / "base.log")
+                             sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / "base.log",
+                             exclude_tests=base.excluded_tests)
     return set(result.failed_tests)
 
 

@@ -162,10 +162,10 @@ def _prepare(task: TaskRecord) -> TaskContext:
         safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
-    write_profile(pristine, pin.project_dir, profile, pin.profile_schema)
+    write_profile(pristine, pin.project_dir, profile, pin.profile_schema, exclude_tests=pin.excluded_tests)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     try:
-        tests: list[DataTest] | str = data_tests(state.manifest)
+        tests: list[DataTest] | str = data_tests(state.manifest, pin.known_failing_tests)
     except Unsupported as exc:
         tests = str(exc)
     outside = frozenset(
@@ -285,6 +285,7 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
     result = build_workspace(
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
+        exclude_tests=ctx.pin.excluded_tests,
     )
     return _graded(ctx, result, path, capture_to)
 

@@ -58,15 +58,16 @@ class DataTest:
     depends_on: tuple[str, ...] = ()
 
 
-def data_tests(manifest: Mapping[str, object]) -> list[DataTest]:
-    """Every enabled data test of the manifest; Unsupported when the project has unit tests, operations
+def data_tests(manifest: Mapping[str, object], known_failures: frozenset[str] = frozenset()) -> list[DataTest]:
+    """Every enabled data test of the manifest but the ``known_failures`` (unique ids of the tests that failed
+    on the original project, which no build runs); Unsupported when the project has unit tests, operations
     (on-run-start/end hooks) or a test without compiled SQL, which only dbt can run."""
     tests: list[DataTest] = []
     for uid, node in sorted(dict(manifest.get("nodes") or {}).items()):  # type: ignore[union-attr]
         kind = node.get("resource_type")
         if kind in {"unit_test", "operation"}:
             raise Unsupported(f"the project has {kind} nodes ({uid}); dbt runs them")
-        if kind != "test":
+        if kind != "test" or uid in known_failures:
             continue
         code = str(node.get("compiled_code") or node.get("compiled_sql") or "")
         if not code:

@@ -143,7 +143,7 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
         return CandidateReport(key, pin.id, job.model, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm", kept,
                                reason, detail, timings=timings, **kw)  # type: ignore[arg-type]
 
-    contract = contract_of(state.manifest, nodes, job.model, file)
+    contract = contract_of(state.manifest, nodes, job.model, file, pin.known_failing_tests)
     why = why_not_completable(contract)
     if why:
         return ShardResult((report(False, why, "the project does not document what this model must hold"),), ())
@@ -155,7 +155,7 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     if leak:
         return ShardResult((report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"),), ())
     gold = gold_path(pin.gold_sha256)
-    tests = suite(state.manifest)
+    tests = suite(state.manifest, pin.known_failing_tests)
     from dbt_harvest.harvester.mint.pipeline import load_reports
 
     prior = {str(r.get("key")): r for r in load_reports(pin.id)}
@@ -252,7 +252,7 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
 
     pin, state, nodes = open_pin(job)
     tree = template(pin)
-    tests = suite(state.manifest)
+    tests = suite(state.manifest, pin.known_failing_tests)
     kept = {t.file: t for t in (task_from_dict(json.loads(text)) for text in job.records)}
     by_file = {model_file(n, pin): uid for uid, n in nodes.items() if model_file(n, pin)}
     reports: list[CandidateReport] = []
@@ -262,14 +262,14 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
         if uid is None:
             continue
         node = nodes[uid]
-        contract = contract_of(state.manifest, nodes, uid, file)
+        contract = contract_of(state.manifest, nodes, uid, file, pin.known_failing_tests)
         parents = []
         for parent in sorted(p for p in node.parents if p in nodes):
             pnode = nodes[parent]
             pfile = model_file(pnode, pin)
             if why_not_mutable(pnode, pin) or pfile is None or not (tree / pfile).is_file():
                 continue
-            pcontract = contract_of(state.manifest, nodes, parent, pfile)
+            pcontract = contract_of(state.manifest, nodes, parent, pfile, pin.known_failing_tests)
             pspec = completion_spec(pin, pnode, pcontract)
             if why_not_completable(pcontract) or pspec is None:
                 continue

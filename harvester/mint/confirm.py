@@ -105,7 +105,7 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     return build_workspace(
         workspace, ctx.pin.project_dir, _profile(workspace, ctx.pin), ctx.pin.profile_schema, ctx.pin.clock,
         sandboxed=ctx.sandboxed, limits=ctx.limits, log_path=ctx.scratch / f"{name}.log",
-        select=ctx.select if incremental else (), seed=not incremental,
+        select=ctx.select if incremental else (), seed=not incremental, exclude_tests=ctx.pin.excluded_tests,
     )
 
 
@@ -331,7 +331,7 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None,
         from dbt_harvest.harvester.mint.local_checks import suite
         from dbt_harvest.harvester.state import load_state
 
-        tests = suite(load_state(ctx.pin.id).manifest)
+        tests = suite(load_state(ctx.pin.id).manifest, ctx.pin.known_failing_tests)
     trial = Trial(ctx, cand, nodes, tests, wrong_order, allow_weak, writer, seen, wrong_tries)
     try:
         for rule in rules:

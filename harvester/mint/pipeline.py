@@ -273,7 +273,7 @@ def _completion_key(pin: Pin, uid: str, nodes: dict[str, ModelNode], manifest: d
     prospective = task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None))
     if options.only_ids is not None and prospective not in options.only_ids:
         return None
-    contract = contract_of(manifest, nodes, uid, file)
+    contract = contract_of(manifest, nodes, uid, file, pin.known_failing_tests)
     digest = hashlib.sha256(json.dumps([GENERATOR_VERSION, file, original, repr(node), repr(contract), options.families,
                                         options.seed], sort_keys=True, default=str).encode()).hexdigest()[:16]
     return digest, prospective

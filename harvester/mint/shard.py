@@ -251,7 +251,7 @@ def run_shard(job: ShardJob) -> ShardResult:
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     scratch = Path(tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None))
     engine = Engine(state.database, catalog, scratch / "engine")
-    tests = suite(state.manifest)
+    tests = suite(state.manifest, pin.known_failing_tests)
     reports: list[CandidateReport] = []
     tasks: list[TaskRecord] = []
     kept = job.already_kept

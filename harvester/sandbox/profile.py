@@ -23,6 +23,7 @@ META_FILE = "harvest_profile.json"
 WORKSPACE_ENV = "HARVEST_WORKSPACE"
 PLUGIN_MODULE = "harvest_lockdown"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+_TEST_SELECTOR = re.compile(r"^resource_type:(test|unit_test),[A-Za-z0-9_]+$")
 MAX_META_BYTES = 64 << 10
 
 
@@ -34,6 +35,9 @@ class ProfileMeta:
     profile_name: str
     schema: str
     db_file: str
+    # dbt selectors of the pin's known failing tests (core.pin.Pin.excluded_tests): the sandboxed child
+    # leaves them out of every ``build`` and ``test``
+    exclude_tests: tuple[str, ...] = ()
 
 
 def _real_dir(workspace: Path, rel: str) -> None:
@@ -85,8 +89,11 @@ def write_profile(
     profile_name: str,
     schema: str = "main",
     db_file: str = "build.duckdb",
+    exclude_tests: tuple[str, ...] = (),
 ) -> Path:
-    """Write ``<workspace>/.harvest_profile/profiles.yml`` for a sandboxed build; return its path."""
+    """Write ``<workspace>/.harvest_profile/profiles.yml`` for a sandboxed build; return its path.
+
+    ``exclude_tests``: selectors of the pin's known failing tests, left out of every dbt build and test."""
     workspace = Path(workspace)
     if not workspace.is_dir():
         raise SandboxError(f"workspace {workspace} is not a directory")
@@ -99,10 +106,15 @@ def write_profile(
             raise SandboxError(f"{what} must be a plain identifier, got {value!r}")
     if not safe_fs.is_file(workspace, f"{project_dir}/dbt_project.yml"):
         raise SandboxError(f"no dbt_project.yml in {workspace / project_dir}")
+    bad = next((e for e in exclude_tests if not _TEST_SELECTOR.match(e)), None)
+    if bad is not None:
+        raise SandboxError(f"an excluded test must be a 'resource_type:test,<name>' selector, got {bad!r}")
     _real_dir(workspace, PROFILE_DIR)
     safe_fs.write_text(workspace, f"{PROFILE_DIR}/profiles.yml", profile_yaml(profile_name, schema, db_file))
-    meta = ProfileMeta(project_dir=project_dir, profile_name=profile_name, schema=schema, db_file=db_file)
-    safe_fs.write_text(workspace, f"{PROFILE_DIR}/{META_FILE}", json.dumps(meta.__dict__, sort_keys=True) + "\n")
+    meta = ProfileMeta(project_dir=project_dir, profile_name=profile_name, schema=schema, db_file=db_file,
+                       exclude_tests=tuple(sorted(set(exclude_tests))))
+    fields = {**meta.__dict__, "exclude_tests": list(meta.exclude_tests)}
+    safe_fs.write_text(workspace, f"{PROFILE_DIR}/{META_FILE}", json.dumps(fields, sort_keys=True) + "\n")
     return workspace / PROFILE_DIR / "profiles.yml"
 
 
@@ -113,7 +125,8 @@ def read_profile_meta(workspace: Path, project_dir: str) -> ProfileMeta:
         raise SandboxError(f"no sandbox profile in {workspace}; call write_profile(workspace, …) first")
     try:
         raw = json.loads(safe_fs.read_text(workspace, f"{PROFILE_DIR}/{META_FILE}", max_bytes=MAX_META_BYTES))
-        meta = ProfileMeta(**{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")})
+        meta = ProfileMeta(**{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")},
+                           exclude_tests=tuple(str(e) for e in raw.get("exclude_tests", ())))
     except (ValueError, KeyError, TypeError, safe_fs.UnsafePathError) as exc:
         raise SandboxError(f"sandbox profile meta {path} is malformed ({exc}); call write_profile again") from exc
     wanted = workspace_relative(project_dir, "project_dir") if project_dir not in ("", ".") else "."

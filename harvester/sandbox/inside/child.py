@@ -32,6 +32,7 @@ from harvest_names import captured_names
 
 #: a profile name as ``harvester.sandbox.profile.write_profile`` accepts it (the meta file is re-read here)
 _PROFILE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+_TEST_SELECTOR = re.compile(r"resource_type:(test|unit_test),[A-Za-z0-9_]+")
 
 harvest_lockdown: Any = None  # imported by main() once locked_duckdb (bound from core/) is loaded
 
@@ -290,18 +291,35 @@ class Child:
         return {"kind": "restore", "ok": True, "first_error": "", "detail": {}}
 
     # dbt -----------------------------------------------------------------------------------------
-    def profile_flag(self) -> list[str]:
-        """``--profile NAME`` for the profile the harvester wrote (its meta file names it): a project whose
-        dbt_project.yml has no ``profile:`` key is refused by dbt without it, and for every other project the
-        name is the one the project declares. Nothing when there is no meta (a bare run)."""
+    def profile_meta(self) -> dict[str, Any]:
+        """The meta file the harvester wrote beside the profile ({} when there is none: a bare run)."""
         meta = self.profiles_dir / str(self.request.get("profile_meta") or "")
         if not self.request.get("profile_meta") or not meta.is_file() or meta.is_symlink():
-            return []
+            return {}
         try:
-            name = str(json.loads(meta.read_text(encoding="utf-8"))["profile_name"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return []
-        return ["--profile", name] if _PROFILE_NAME.fullmatch(name) else []
+            raw = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def profile_flags(self, args: list[str]) -> list[str]:
+        """What every dbt command gets from the profile the harvester wrote (its meta file):
+
+        - ``--profile NAME``: a project whose dbt_project.yml has no ``profile:`` key is refused by dbt
+          without it, and for every other project the name is the one the project declares;
+        - ``--exclude`` of the pin's known failing tests on ``build`` and ``test`` (core.pin.BaselineTest):
+          they failed on the original project, so they never gate a model nor count as a check.
+        """
+        meta = self.profile_meta()
+        name = meta.get("profile_name")
+        flags = ["--profile", name] if isinstance(name, str) and _PROFILE_NAME.fullmatch(name) else []
+        command = next((a for a in args if not a.startswith("-")), "")
+        excluded = meta.get("exclude_tests") or []
+        if command in ("build", "test") and isinstance(excluded, list) and excluded and all(
+            isinstance(e, str) and _TEST_SELECTOR.fullmatch(e) for e in excluded
+        ):
+            flags += ["--exclude", *excluded]
+        return flags
 
     def dbt_step(self, args: list[str], check_sizes: bool = True) -> dict[str, Any]:
         """One dbt command in-process; ``check_sizes``: fail it when a relation is over the row bound."""
@@ -310,7 +328,7 @@ class Child:
         if self.runner is None:
             self.runner = dbtRunner()
         argv = [*args, "--project-dir", str(self.project), "--profiles-dir", str(self.profiles_dir),
-                *self.profile_flag()]
+                *self.profile_flags(args)]
         try:
             res = self.runner.invoke(argv)
         finally:
