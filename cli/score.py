@@ -140,7 +140,7 @@ def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     known = baseline_tests_from(list(row.get("baseline_tests") or ()), str(row.get("instance_id")))
     result = build_workspace(root, row["project_dir"], found.profile, row["profile_schema"], row["clock"],
                              sandboxed=True, log_path=root / "harvest-score.log", capture=True,
-                             exclude_tests=excluded_selectors(known))
+                             exclude_tests=excluded_selectors(known), db_file=row["database_file"])
     if not result.models_ok or result.gold_file is None:
         return None, f"the workspace does not build: {result.first_error} (log: {root / 'harvest-score.log'})"
     return result.gold_file, ""

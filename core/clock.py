@@ -127,6 +127,17 @@ def clock_env(clock: str, library: Path | None = None) -> dict[str, str]:
     }
 
 
+def hand_build_prefix(clock: str) -> str:
+    """The shell prefix that runs a command as the harvester's builds ran: the wall clock frozen at ``clock``
+    (``faketime -f``, an absolute time: libfaketime keeps it still; the monotonic clock stays real, without
+    which dbt hangs), UTC, and Python's string hashing seeded 0 (dbt iterates sets of names: a value built
+    from one can come out in another order under another seed). A plain ``faketime '<clock>'`` starts a clock
+    that ticks from there, and a column holding ``now()`` then differs from gold by the seconds of the build."""
+    value = parse_clock(clock).strftime("%Y-%m-%d %H:%M:%S")
+    return (f"TZ=UTC PYTHONHASHSEED=0 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 "
+            f"faketime -f '{value}'")
+
+
 # -- current-time calls in SQL run in-process -------------------------------------------------------
 
 # each name with its optional empty parentheses in one match: `current_date()` must not leave `()` behind

@@ -27,6 +27,7 @@ GITHUB_URL = re.compile(
 )
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,10 @@ class TableRecord:
     ``deterministic``: the builds of ``harvest add`` agreed on its rows and on every column outside
     ``unstable_columns``. ``unstable_columns``: columns whose values differed between those builds (a
     random or time-of-build value, or the database's own name baked into a value); they are never
-    graded. ``database_columns``: the subset that changed with the database file's name alone
-    (``"build"."main"."orders"`` in a ``_dbt_source_relation``): an agent whose profile names its
-    database otherwise would get them "wrong" with a correct project.
+    graded. ``database_columns``: the subset that changed with the database file's name or the build's
+    place alone (the second build runs under another name, in another folder, with another home:
+    ``"build"."main"."orders"`` in a ``_dbt_source_relation``, an absolute path): an agent whose profile
+    names its database otherwise, or who builds elsewhere, would get them "wrong" with a correct project.
     """
 
     name: str
@@ -174,6 +176,16 @@ class Pin:
     def is_history(self) -> bool:
         """A pin of a fix mined from the repository's history (its tasks undo that fix)."""
         return bool(self.fix_commit)
+
+    @property
+    def db_file(self) -> str:
+        """The DuckDB file every build of the pin uses: ``<database>.duckdb`` (dbt-duckdb's database is its stem)."""
+        return f"{self.database}.duckdb"
+
+    @property
+    def database_named(self) -> bool:
+        """The project's SQL names its database (``database`` is not the default ``build``): no build may rename it."""
+        return self.database != "build"
 
     @property
     def known_failing_tests(self) -> frozenset[str]:
@@ -296,8 +308,8 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
             raise PinError(f"{where}: table {table.name!r} lists a column name that is not a string")
     clock_frozen = data.get("clock_frozen", False)
     database = data.get("database", "build")
-    if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not database:
-        raise PinError(f"{where}: clock_frozen must be a boolean and database a non-empty string")
+    if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not _DATABASE.match(database):
+        raise PinError(f"{where}: clock_frozen must be a boolean and database a plain identifier (a DuckDB file's stem)")
     augmentation = data.get("augmentation_sha256", "")
     augments = data.get("augments", "")
     if not isinstance(augmentation, str) or (augmentation and not _HEX64.match(augmentation)):

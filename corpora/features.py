@@ -28,7 +28,10 @@ DATABASE_FILE = "build.duckdb"
 #: the one-line setup step of every row
 SETUP = ("export the repository at base_commit (without .git) -> vendor `packages` at their commits into "
          "<project_dir>/dbt_packages -> apply compat_patch -> apply broken_patch; then seed + build with "
-         "dbt-duckdb, profile path ./" + DATABASE_FILE + ", schema profile_schema, clock `clock` (libfaketime)")
+         "dbt-duckdb, profile path ./" + DATABASE_FILE + " (`database_file`), schema profile_schema, the wall clock "
+         "frozen at `clock` (libfaketime: `FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '<clock>'`; a plain "
+         "`faketime '<clock>'` ticks), TZ=UTC, PYTHONHASHSEED=0, without the tests `baseline_tests` lists as failing "
+         "(`harvest tasks materialize` prints the command)")
 
 #: column -> one-line meaning, rendered into the dataset card
 COLUMNS: dict[str, str] = {
@@ -236,7 +239,7 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", a
         "tree": pin.tree if pin else "",
         "project_name": pin.project_name if pin else "",
         "profile_schema": pin.profile_schema if pin else "main",
-        "database_file": DATABASE_FILE,
+        "database_file": pin.db_file if pin else DATABASE_FILE,
         "clock": pin.clock if pin else "",
         "packages": [
             {"name": p.name, "source": p.source, "requested": p.requested, "version": p.version,

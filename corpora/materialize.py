@@ -35,10 +35,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dbt_harvest.core import atomic
+from dbt_harvest.core.clock import hand_build_prefix
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.pin import PackageRecord, Pin, baseline_tests_from, display_name
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord
+from dbt_harvest.corpora.features import DATABASE_FILE
 from dbt_harvest.harvester.task_tree import TreeSource
 
 ROW_FORMAT_FIELDS = ("origin_url", "tree", "clock", "packages", "gold_sha256", "database_file")
@@ -167,6 +169,7 @@ def row_pin(row: dict[str, Any]) -> Pin:
         packages=tuple(PackageRecord(**p) for p in row["packages"]), tables=(),
         # a dataset built before baseline tests has no column: nothing was excluded then
         baseline_tests=baseline_tests_from(list(row.get("baseline_tests") or ()), f"row {row['instance_id']}"),
+        database=str(row.get("database_file") or DATABASE_FILE).removesuffix(".duckdb"),
     )
 
 
@@ -268,7 +271,8 @@ class Materialized:
     gold_sha256: str
     tree: str
     checks: tuple[str, ...]
-    # how to build the project by hand as the harvester does: its known failing tests left out (baseline_tests)
+    # how to build the project by hand as the harvester does (core.clock.hand_build_prefix: the frozen clock,
+    # the hash seed), its known failing tests left out (baseline_tests)
     build: str = "dbt seed && dbt build"
 
     def to_dict(self) -> dict[str, Any]:
@@ -323,7 +327,8 @@ def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     excluded = source.pin.excluded_tests
-    build = "dbt seed && dbt build" + (" --exclude " + " ".join(f"'{e}'" for e in excluded) if excluded else "")
+    dbt = "dbt seed && dbt build" + (" --exclude " + " ".join(f"'{e}'" for e in excluded) if excluded else "")
+    build = f'{hand_build_prefix(row["clock"])} sh -c "{dbt}"'  # in project/, as every build of the task ran
     return Materialized(out, instance_id, task_split, out / "project", out / "grader" / "gold.duckdb",
                         row["gold_sha256"], row["tree"], checks, build)
 

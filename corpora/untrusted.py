@@ -37,6 +37,7 @@ from dbt_harvest.core.patching import PatchError, parse_patch
 from dbt_harvest.core.pin import baseline_tests_from
 from dbt_harvest.core.task_record import KINDS, SOURCES
 
+_DATABASE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.duckdb")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,200}@[0-9a-f]{7,40}(\+(aug|fix)-[0-9a-f]{12})?")
 _HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -214,8 +215,9 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
     check_relpath(row.get("file", ""), "file", where)
     check_relpath(row.get("gold_file", ""), "gold_file", where)
     database = check_relpath(row.get("database_file", ""), "database_file", where)
-    if "/" in database or database.startswith("."):
-        raise UntrustedRowError(f"{where}: database_file {database!r} must be a plain file name (e.g. build.duckdb)")
+    if "/" in database or database.startswith(".") or not _DATABASE_FILE.fullmatch(database):
+        raise UntrustedRowError(f"{where}: database_file {database[:80]!r} must be a plain file name <identifier>.duckdb "
+                                "(e.g. build.duckdb)")
     check_url(row.get("origin_url", ""), "origin_url", where, allow_ssh=allow_ssh)
     created = added = 0
     for name in _PATCH_FIELDS:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +67,8 @@ from dbt_harvest.harvester.specs import (
     spec_identity,
 )
 from dbt_harvest.harvester.state import DB_FILE, install_state
+
+DEFAULT_DATABASE = Path(DB_FILE).stem  # "build": the database of every pin whose SQL names none
 from dbt_harvest.core.versions import versions
 
 
@@ -301,6 +304,8 @@ class GoldBuilds:
     first: BuildResult
     renamed: BuildResult
     repeat: BuildResult | None = None
+    # the database (file stem) every build of the pin uses: "build", or the name the project's SQL needs
+    database: str = "build"
     # the project's own tests that failed or warned on it (harvester.baseline); the builds above left the
     # failing ones out
     baseline: tuple[BaselineTest, ...] = ()
@@ -326,16 +331,33 @@ def _gold_child(project: Project, clock: str, options: AddOptions, run_dir: Path
                          sandboxed=options.sandboxed, limits=options.limits)
 
 
-def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
-                 child: ParallelChild | None = None) -> GoldBuilds:
-    """The first two builds at once in one child (dbt imported once, a fork per build, each in its own
-    fresh workspace and database file: ``harvester.sandbox.parallel``); a third alone when they differ.
-    ``child`` is one ``_gold_child`` made (and perhaps started) for this source and clock."""
-    with child or _gold_child(source.project, clock, options, run_dir) as pair:
+def _pair(source: Source, clock: str, options: AddOptions, run_dir: Path, database: str,
+          excluded: tuple[str, ...] = (), child: ParallelChild | None = None,
+          names: tuple[str, str] = ("build1", "build2")) -> tuple[BuildResult, BuildResult]:
+    """The first two gold builds at once in one child, the second in another workspace (another absolute
+    root) and, unless the project needs its database's name, under another database file name."""
+    second = RENAMED_DB_FILE if database == DEFAULT_DATABASE else f"{database}.duckdb"
+    with child or _gold_child(source.project, clock, options, run_dir, names) as pair:
         for workspace in pair.workspaces:
             _fill_workspace(source, workspace)
         first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
-                                           (DB_FILE, RENAMED_DB_FILE))
+                                           (f"{database}.duckdb", second), exclude_tests=excluded)
+    return first, renamed
+
+
+def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
+                 child: ParallelChild | None = None, database: str = DEFAULT_DATABASE) -> GoldBuilds:
+    """The first two builds at once in one child (dbt imported once, a fork per build, each in its own
+    fresh workspace and database file: ``harvester.sandbox.parallel``); a third alone when they differ.
+    ``child`` is one ``_gold_child`` made (and perhaps started) for this source and clock; ``database`` the
+    database (file stem) to build into first (a rebuild starts from the pin's)."""
+    first, renamed = _pair(source, clock, options, run_dir, database, child=child)
+    needed = missing_catalog(first.first_error) if not first.models_ok else None
+    if needed is not None and needed != database:
+        # the project names its database (a source's `database:`, a hard-coded `raw.main.orders`): on DuckDB
+        # the database is the file's stem, so every build of the pin uses that file name
+        database = needed
+        first, renamed = _pair(source, clock, options, run_dir, database, names=("build6", "build7"))
     baseline = baseline_tests([first, renamed])
     excluded: tuple[str, ...] = ()
     if first.tests_failed or renamed.tests_failed:
@@ -344,22 +366,31 @@ def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
         ungated = require_ok(ungated_build(
             _fresh_workspace(source, run_dir / "ungated"), source.project.rel_dir, source.project.profile,
             source.project.schema, clock, sandboxed=options.sandboxed, limits=options.limits,
-            log_path=run_dir / "ungated.log", db_file=DB_FILE,
+            log_path=run_dir / "ungated.log", db_file=f"{database}.duckdb",
         ), "build with the project's own tests not gating its models")
         baseline = baseline_tests([ungated])
         excluded = excluded_selectors(baseline)
-        with _gold_child(source.project, clock, options, run_dir, ("build4", "build5")) as pair:
-            for workspace in pair.workspaces:
-                _fill_workspace(source, workspace)
-            first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
-                                               (DB_FILE, RENAMED_DB_FILE), exclude_tests=excluded)
+        first, renamed = _pair(source, clock, options, run_dir, database, excluded, names=("build4", "build5"))
     require_ok(first, "build")
-    require_ok(renamed, "second build (under another database name)")
+    require_ok(renamed, "second build (in another folder" + (", under another database name)" if
+                                                                database == DEFAULT_DATABASE else ")"))
     other = {t.name: t for t in renamed.tables}
     if all(other.get(t.name) is not None and other[t.name].fingerprint == t.fingerprint for t in first.tables):
-        return GoldBuilds(first, renamed, baseline=baseline)
-    repeat = require_ok(_build(source, clock, options, run_dir, 3, DB_FILE, excluded), "third build")
-    return GoldBuilds(first, renamed, repeat, baseline=baseline)
+        return GoldBuilds(first, renamed, baseline=baseline, database=database)
+    repeat = require_ok(_build(source, clock, options, run_dir, 3, f"{database}.duckdb", excluded), "third build")
+    return GoldBuilds(first, renamed, repeat, baseline=baseline, database=database)
+
+
+#: "Catalog "raw" does not exist!" (a binder error) or "Catalog with name raw does not exist!"
+_MISSING_CATALOG = re.compile(r'Catalog (?:with name )?"?([A-Za-z_][A-Za-z0-9_]{0,62})"? does not exist')
+
+
+def missing_catalog(error: str) -> str | None:
+    """The database a failed build looked for and DuckDB did not have (None: not that failure)."""
+    found = _MISSING_CATALOG.search(error or "")
+    if found is None or found.group(1).lower() in {"system", "temp", "memory", "main"}:
+        return None
+    return found.group(1)
 
 
 def _unstable(first: BuildResult, other: BuildResult) -> dict[str, tuple[str, ...] | None]:
@@ -383,7 +414,8 @@ def _tables(builds: GoldBuilds) -> tuple[TableRecord, ...]:
         deterministic = by_name is not None and by_build is not None
         names = {c.lower(): c for c, _ in table.columns}
         unstable = set(by_name or ()) | set(by_build or ())
-        database = set(by_name or ()) - set(by_build or ())
+        # columns that moved with the database's name alone (a pin whose SQL names its database never varies it)
+        database = set(by_name or ()) - set(by_build or ()) if builds.database == DEFAULT_DATABASE else set()
         records.append(TableRecord(
             name=table.name, rows=table.rows, fingerprint=table.fingerprint, deterministic=deterministic,
             empty=table.rows == 0, columns=tuple(Column(n, t) for n, t in table.columns), model=table.model,
@@ -456,13 +488,15 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             safe_fs.rmtree(run_dir / "build1")
             safe_fs.rmtree(run_dir / "build2")
             child = _gold_child(source.project, clock, options, run_dir)
-        builds = _gold_builds(source, clock, options, run_dir, child)
+        builds = _gold_builds(source, clock, options, run_dir, child,
+                              previous.database if previous is not None else DEFAULT_DATABASE)
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
     gold_sha = install_gold(first.gold_file,
                             previous=previous.gold_sha256 if previous and not options.rename_gold else "")
-    install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes)
+    install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes,
+                  db_file=f"{builds.database}.duckdb")
     # a commit given by a prefix is recorded in full: a short sha can become ambiguous as the repository
     # grows, and a rebuild from the full sha must write the same pin
     rev = source.commit if spec.rev_is_sha and source.commit.startswith(spec.rev.lower()) else spec.rev
@@ -473,7 +507,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
         packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
-        clock_frozen=True, database=Path(DB_FILE).stem, baseline_tests=builds.baseline,
+        clock_frozen=True, database=builds.database, baseline_tests=builds.baseline,
         **_history_fields(source, options),
     )
     drift = _drift(previous, pin) if previous else ()

@@ -31,15 +31,17 @@ class BuiltState:
     manifest: dict[str, Any]
 
 
-def install_state(pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30) -> None:
-    """Copy the build's database and manifest into the pin's state folder (meta written last).
+def install_state(pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30,
+                  db_file: str = DB_FILE) -> None:
+    """Copy the build's database (``db_file`` in the workspace; kept as ``DB_FILE``: a copy for a build is
+    named after the pin's database, ``Pin.db_file``) and manifest into the pin's state folder (meta last).
 
     Both are read beneath ``workspace`` without following any link; a link or a non-regular file there
     is refused (GoldError), and nothing of it reaches the state folder."""
     folder = state_dir(pin_id)
     manifest = f"{project_dir}/target/manifest.json" if project_dir not in ("", ".") else "target/manifest.json"
     hashes = {}
-    for rel, name, bound in ((DB_FILE, DB_FILE, max_bytes), (manifest, "manifest.json", MANIFEST_BYTES)):
+    for rel, name, bound in ((db_file, DB_FILE, max_bytes), (manifest, "manifest.json", MANIFEST_BYTES)):
         try:
             hashes[name] = safe_fs.copy_out(workspace, rel, folder / name, max_bytes=bound)
         except safe_fs.UnsafePathError as exc:

@@ -112,7 +112,9 @@ class _PinBuilds:
             self.built[key] = build_workspace(
                 workspace, self.pin.project_dir, profile, self.pin.profile_schema, self.pin.clock,
                 sandboxed=self.sandboxed, limits=self.limits, log_path=self.scratch / f"v{self.count:03d}.log",
-                db_file=VERIFY_DB_FILE, exclude_tests=self.pin.excluded_tests,
+                # another database name than gold's, unless the project's SQL names its database
+                db_file=self.pin.db_file if self.pin.database_named else VERIFY_DB_FILE,
+                exclude_tests=self.pin.excluded_tests,
             )
         return self.built[key]
 

@@ -68,6 +68,7 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
     return TaskWorkspace(
         root=root.resolve(), project_dir=pin.project_dir, profile=project.profile,
         schema=pin.profile_schema, clock=pin.clock, policy=policy, exclude_tests=pin.excluded_tests,
+        db_file=pin.db_file,
     )
 
 

@@ -16,9 +16,10 @@
 Spider2 keeps ``spider2-dbt.jsonl`` inside ``examples/`` and spider-agent-dbt finds each project beside the
 file it is given (``run.py -t``), so the file is written there; the copy at the top is the issue's layout.
 spider-agent-dbt picks its prompt by the line's ``type`` ("DBT"). The DuckDB file keeps the name every
-build of the pin used (``build.duckdb``, so ``target.database`` is what the gold was built with); the gold
-file in the evaluation suite has that name too, as Spider2's does, so ``answer_or_path`` is the project's
-own database: ``build.duckdb`` (``<project_dir>/build.duckdb`` when the dbt project is in a subfolder).
+build of the pin used (``build.duckdb``, or ``<database>.duckdb`` for a pin whose SQL names its database;
+so ``target.database`` is what the gold was built with); the gold file in the evaluation suite has that name
+too, as Spider2's does, so ``answer_or_path`` is the project's own database: ``build.duckdb``
+(``<project_dir>/build.duckdb`` when the dbt project is in a subfolder).
 
 A task is exported only when a Spider2 agent could solve it: per pin, the project is seeded (that file is
 what every example ships) and then built with the true repair in the sandbox at ``check_clock`` (default:
@@ -95,9 +96,10 @@ class ExportReport:
 # ------------------------------------------------------------------------------------------- pure parts
 
 
-def answer_path(project_dir: str) -> str:
-    """Where the project's DuckDB file sits, relative to the example folder."""
-    return DB_FILE if project_dir in ("", ".") else f"{project_dir.strip('/')}/{DB_FILE}"
+def answer_path(project_dir: str, db_file: str = DB_FILE) -> str:
+    """Where the project's DuckDB file sits, relative to the example folder (``db_file``: the pin's, whose stem
+    is the database the project's SQL may name)."""
+    return db_file if project_dir in ("", ".") else f"{project_dir.strip('/')}/{db_file}"
 
 
 def task_line(task: TaskRecord) -> dict[str, Any]:
@@ -108,15 +110,15 @@ def task_line(task: TaskRecord) -> dict[str, Any]:
 def eval_line(task: TaskRecord) -> dict[str, Any]:
     """The task's line in spider2_eval.jsonl: duckdb_match over the task's grading spec, gold renamed."""
     spec = task.grading.to_dict()
-    spec["gold"] = DB_FILE
+    spec["gold"] = f"{task.database}.duckdb"
     return {"instance_id": task.instance_id, "evaluation": {"func": "duckdb_match", "parameters": spec}}
 
 
-def profile_text(profile: str, schema: str) -> str:
-    """profiles.yml for the exported project: DuckDB at ./build.duckdb, the schema the pin builds in."""
+def profile_text(profile: str, schema: str, db_file: str = DB_FILE) -> str:
+    """profiles.yml for the exported project: DuckDB at ./<db_file> (the pin's), the schema the pin builds in."""
     from dbt_harvest.harvester.sandbox.profile import plain_profile_text
 
-    return plain_profile_text(profile, schema, DB_FILE)
+    return plain_profile_text(profile, schema, db_file)
 
 
 def repair_fails(reason: str, clock: str) -> str:
@@ -178,17 +180,17 @@ def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str
     name = pin_folder_name(task.pin)
     try:
         apply_patch(ws.root, task.fix_patch)
-        write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, DB_FILE, exclude_tests=ws.exclude_tests)
-        db = ws.root / DB_FILE
+        write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, ws.db_file, exclude_tests=ws.exclude_tests)
+        db = ws.root / ws.db_file
         # each copy keeps the file name: dbt-duckdb's views name their catalog, which is the file's stem
-        keep = {"seed": scratch / name / "seeds" / DB_FILE, "build": scratch / name / "built" / DB_FILE}
+        keep = {"seed": scratch / name / "seeds" / ws.db_file, "build": scratch / name / "built" / ws.db_file}
         for what, args, clock in (("dbt seed", ("seed",), ws.clock), ("dbt build", ("build",), check_clock)):
             run = run_steps(ws.root, ws.project_dir, [DbtStep(args)], clock=clock, sandboxed=sandboxed,
                             limits=limits or Limits(), stop_on_failure=False)
             if what == "dbt seed" and not run.ok:
                 raise ExportError(f"{task.pin}: `dbt seed` failed in the sandbox ({run.first_error}); logs: {run.log_path}")
-            if not db.is_file() or (ws.root / (DB_FILE + ".wal")).exists():
-                raise ExportError(f"{task.pin}: `{what}` left no complete {DB_FILE}; logs: {run.log_path}")
+            if not db.is_file() or (ws.root / (ws.db_file + ".wal")).exists():
+                raise ExportError(f"{task.pin}: `{what}` left no complete {ws.db_file}; logs: {run.log_path}")
             keep[args[0]].parent.mkdir(parents=True)
             shutil.copyfile(db, keep[args[0]])
         return PinDatabases(keep["seed"], keep["build"])
@@ -250,19 +252,19 @@ def export_spider2(
             project = example / ws.project_dir
             if not project.resolve().is_relative_to(example.resolve()):
                 raise ExportError(f"{task.instance_id}: its project folder {ws.project_dir} leaves the tree (a link)")
-            for name in (DB_FILE, "profiles.yml"):  # never write through a link the tree planted
+            for name in (ws.db_file, "profiles.yml"):  # never write through a link the tree planted
                 target = project / name
                 if target.is_dir() and not target.is_symlink():
                     shutil.rmtree(target)
                 elif target.is_symlink() or target.exists():
                     target.unlink()
-            shutil.copyfile(dbs.seeds, project / DB_FILE)
-            atomic.write_text(project / "profiles.yml", profile_text(ws.profile, ws.schema))
+            shutil.copyfile(dbs.seeds, project / ws.db_file)
+            atomic.write_text(project / "profiles.yml", profile_text(ws.profile, ws.schema, ws.db_file))
             (gold_folder / task.instance_id).mkdir()
-            shutil.copyfile(gold, gold_folder / task.instance_id / DB_FILE)
+            shutil.copyfile(gold, gold_folder / task.instance_id / f"{task.database}.duckdb")
             (staging / REFERENCE_DIR).mkdir(parents=True, exist_ok=True)
             atomic.write_text(staging / REFERENCE_DIR / f"{task.instance_id}.patch", task.fix_patch)
-            exported.append(ExportedTask(task.instance_id, task.pin, answer_path(ws.project_dir),
+            exported.append(ExportedTask(task.instance_id, task.pin, answer_path(ws.project_dir, ws.db_file),
                                          tuple(task.grading.condition_tabs)))
         if not exported:
             raise ExportError(f"none of the {split} split's {len(tasks)} tasks can be graded by Spider2: "

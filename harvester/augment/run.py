@@ -568,7 +568,7 @@ def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> se
     project = discover(workspace, base.project_dir)
     result = build_workspace(workspace, project.rel_dir, project.profile, project.schema, base.clock,
                              sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / "base.log",
-                             exclude_tests=base.excluded_tests)
+                             exclude_tests=base.excluded_tests, db_file=base.db_file)
     return set(result.failed_tests)
 
 

@@ -60,7 +60,7 @@ from dbt_harvest.harvester.grading.fast import (
     drop_relations,
 )
 from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
-from dbt_harvest.harvester.state import DB_FILE, load_state
+from dbt_harvest.harvester.state import load_state
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.task_tree import TreeSource, broken_tree
 
@@ -162,7 +162,8 @@ def _prepare(task: TaskRecord) -> TaskContext:
         safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
-    write_profile(pristine, pin.project_dir, profile, pin.profile_schema, exclude_tests=pin.excluded_tests)
+    write_profile(pristine, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file,
+                  exclude_tests=pin.excluded_tests)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     try:
         tests: list[DataTest] | str = data_tests(state.manifest, pin.known_failing_tests)
@@ -285,7 +286,7 @@ def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed
     result = build_workspace(
         work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
         log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
-        exclude_tests=ctx.pin.excluded_tests,
+        exclude_tests=ctx.pin.excluded_tests, db_file=ctx.pin.db_file,
     )
     return _graded(ctx, result, path, capture_to)
 
@@ -310,7 +311,7 @@ def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to:
     roots = _roots(ctx, changed)
     base = _base(ctx, roots)
     work = _restore(ctx, edits)
-    shutil.copyfile(base, work / DB_FILE)
+    shutil.copyfile(base, work / ctx.pin.db_file)
     return _build_and_grade(ctx, work, tuple(f"{ctx.nodes[uid].name}+" for uid in roots), seed=False, path="dbt",
                             limits=limits, capture_to=capture_to)
 

@@ -45,7 +45,6 @@ from dbt_harvest.harvester.mint.observe import Observation, broken_signature, ob
 from dbt_harvest.harvester.mint.statement import Symptom
 from dbt_harvest.harvester.mint.variants import VariantBuilder
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
-from dbt_harvest.harvester.state import DB_FILE
 from dbt_harvest.harvester.workspace import fresh_workspace
 
 MAX_WRONG_TRIES = 3
@@ -101,11 +100,12 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     safe_fs.write_text(workspace, file, text)
     incremental = ctx.base_db is not None and bool(ctx.select)
     if incremental:
-        shutil.copyfile(ctx.base_db, workspace / DB_FILE)  # type: ignore[arg-type]
+        shutil.copyfile(ctx.base_db, workspace / ctx.pin.db_file)  # type: ignore[arg-type]
     return build_workspace(
         workspace, ctx.pin.project_dir, _profile(workspace, ctx.pin), ctx.pin.profile_schema, ctx.pin.clock,
         sandboxed=ctx.sandboxed, limits=ctx.limits, log_path=ctx.scratch / f"{name}.log",
         select=ctx.select if incremental else (), seed=not incremental, exclude_tests=ctx.pin.excluded_tests,
+        db_file=ctx.pin.db_file,
     )
 
 

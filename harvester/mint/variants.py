@@ -51,7 +51,8 @@ class VariantBuilder:
         shutil.copyfile(base_db, self.workspace / BASE_DB)
         (self.workspace / OUT_DIR).mkdir()
         profile = discover(self.workspace, pin.project_dir).profile
-        write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema, exclude_tests=pin.excluded_tests)
+        write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file,
+                      exclude_tests=pin.excluded_tests)
         self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
         self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}
         self._outs: list[str] = []  # captures the child wrote in the workspace (their host copies are in the memo)

@@ -154,8 +154,8 @@ class Child:
         spaces = self.request["parallel"]
         if len(batches) != len(spaces):
             raise RuntimeError(f"{len(batches)} batches for {len(spaces)} workspaces")
-        pids = [fork_running(lambda space=space, batch=batch: self.run_in(space, batch))
-                for space, batch in zip(spaces, batches)]
+        pids = [fork_running(lambda space=space, batch=batch, n=n: self.run_in(space, batch, n))
+                for n, (space, batch) in enumerate(zip(spaces, batches), start=1)]
         worst = 0
         for pid in pids:
             _, status = os.waitpid(pid, 0)
@@ -163,9 +163,15 @@ class Child:
             worst = worst or (128 - code if code < 0 else code)
         return worst
 
-    def run_in(self, space: str, batch: dict[str, Any]) -> None:
-        """(In a fork of a parallel child) run ``batch`` as a one-shot child of workspace ``space`` would."""
+    def run_in(self, space: str, batch: dict[str, Any], n: int = 1) -> None:
+        """(In a fork of a parallel child) run ``batch`` as a one-shot child of workspace ``space`` would. The
+        ``n``-th workspace (n > 1) also gets a home folder of its own (``$HOME-<n>``): with its other root, a
+        value of the build that depends on where or as whom it ran differs from the first workspace's."""
         os.environ[WORKSPACE_ENV] = space
+        if n > 1:
+            home = f"{os.environ.get('HOME', '/tmp/home')}-{n}"
+            os.makedirs(home, exist_ok=True)
+            os.environ["HOME"] = home
         os.chdir(space)
         child = Child({**self.request, "workspace": space, "profiles_dir": f"{space}/.harvest_profile",
                        "project_dir": batch["project_dir"], "db_file": batch["db_file"],

@@ -1,15 +1,23 @@
-"""Baseline test failures (harvester/baseline.py): a project whose own dbt tests fail on it is pinned with them as
-known failures, every later build leaves them out, and its tasks count only the tests that pass on the original.
+"""Projects as real repositories are (issue 42): failing tests of their own and a database their SQL names.
 
-The fixture, ``harbor_moorings``, carries a duplicated stay in its seeds (a ``unique`` test fails and ``dbt build``
-would skip the two marts downstream of it), a singular test over a column that no longer exists (it errors) and a
-boat type outside an accepted list (it warns). Before baseline tests, ``harvest add`` refused it ("skipped by dbt
-because an upstream dbt test failed").
+- Baseline test failures (harvester/baseline.py): a project whose own dbt tests fail on it is pinned with them as
+  known failures, every later build leaves them out, and its tasks count only the tests that pass on the original.
+- A named database: a project whose sources name their database builds into a DuckDB file of that name, in every
+  build (gold, mint, verify, the environment, a dataset row rebuilt by hand).
+
+The fixture, ``harbor_moorings``, carries both: a duplicated stay in its seeds (a ``unique`` test fails and ``dbt
+build`` would skip the two marts downstream of it), a singular test over a column that no longer exists (it errors),
+a boat type outside an accepted list (it warns), and a source in ``database: harbor``. Before, ``harvest add``
+refused it ('Catalog "harbor" does not exist', then "skipped by dbt because an upstream dbt test failed").
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,6 +75,7 @@ def test_the_project_is_pinned_with_its_failing_tests_known_and_every_model_buil
         {"unique_id": UNIQUE, "status": "fail", "excluded": True},
     ]
     # the marts downstream of the failing unique test are gold, with the duplicated stay in them
+    assert shown["database"] == "harbor"
     tables = {t["name"]: t for t in shown["tables"]}
     assert tables["main.stay_revenue"]["rows"] == 8 and tables["main.boat_totals"]["gradable"]
     from dbt_harvest.core.pin import read_pin
@@ -75,6 +84,8 @@ def test_the_project_is_pinned_with_its_failing_tests_known_and_every_model_buil
     assert pin.excluded_tests == ("resource_type:test,assert_no_negative_fees",
                                   "resource_type:test,unique_stg_moorings_mooring_id")
     assert pin.known_failing_tests == {UNIQUE, SINGULAR}
+    assert pin.db_file == "harbor.duckdb" and pin.database_named
+    assert all(not t.database_columns for t in pin.tables)  # the name cannot vary, so nothing moved with it
 
 
 def test_a_model_that_fails_to_build_is_still_refused_with_its_error(harbor: dict) -> None:
@@ -120,6 +131,7 @@ def test_the_environment_reports_the_pre_existing_failures_on_the_fast_path_and_
             ws = materialize(task, pins_dir(), tmp_path)
             try:
                 assert ws.exclude_tests == read_pin(pin_path(task.pin, pins_dir())).excluded_tests
+                assert ws.db_file == "harbor.duckdb"
                 episode = Episode(task, ws, RunSettings(graded_edits=fast))
                 episode.act("write_file", {"path": task.file, "content": fixed})
                 validated = episode.act("validate", {})
@@ -152,7 +164,11 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
     _json(root, "dataset", "build", "--out", str(tmp_path / "ds"), "--split", "train")
     row = load_dataset(str(tmp_path / "ds"))["train"][0]
     assert [t["unique_id"] for t in row["baseline_tests"]] == [WARNS, SINGULAR, UNIQUE]
+    assert row["database_file"] == "harbor.duckdb" and row_pin(row).db_file == "harbor.duckdb"
     check_row(row)
+    for name in ("../harbor.duckdb", "harbor warehouse.duckdb", "harbor.db"):
+        with pytest.raises(UntrustedRowError, match="database_file"):
+            check_row({**row, "database_file": name})
     assert row_pin(row).excluded_tests == read_pin(root / "pins" / f"{added['id']}.toml").excluded_tests
     for forged in ({"unique_id": "test.harbor_moorings.x --select *", "status": "fail"},
                    {"unique_id": "model.harbor_moorings.stay_revenue", "status": "fail"},
@@ -167,8 +183,27 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
     (tmp_path / "mirror" / "local" / "harbor_moorings").symlink_to(harbor["repo"].path)
     done = _json(root, "tasks", "materialize", str(tmp_path / "ds"), row["instance_id"], str(tmp_path / "task"),
                  "--repo-mirror", str(tmp_path / "mirror"))
-    assert done["build"] == ("dbt seed && dbt build --exclude 'resource_type:test,assert_no_negative_fees' "
-                             "'resource_type:test,unique_stg_moorings_mooring_id'")
+    assert "./harbor.duckdb" in (tmp_path / "task" / "project" / "profiles.yml").read_text()
+    assert done["build"].endswith('''sh -c "dbt seed && dbt build --exclude 'resource_type:test,assert_no_negative_fees' '''
+                                  ''''resource_type:test,unique_stg_moorings_mooring_id'"''')
+    # built by hand as printed (our own fixture, outside the sandbox): another folder, another home, plain dbt on
+    # the PATH; the true repair scores 1 against the task's gold, the broken project 0
+    project = tmp_path / "task" / "project"
+    scores = {}
+    for state in ("broken", "repaired"):
+        if state == "repaired":
+            subprocess.run(["git", "apply"], input=row["patch"], text=True, cwd=project, check=True)
+        (project / "harbor.duckdb").unlink(missing_ok=True)
+        shutil.rmtree(project / "target", ignore_errors=True)
+        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": str(tmp_path / "someone"),
+               "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        (tmp_path / "someone").mkdir(exist_ok=True)
+        built = subprocess.run(["bash", "-c", done["build"]], cwd=project, env=env,
+                               capture_output=True, text=True, timeout=600)
+        assert built.returncode == 0, built.stdout[-2000:]
+        scored = _json(root, "score", "--task", f"{tmp_path / 'ds'}:{row['instance_id']}", "--pred", str(project / "harbor.duckdb"))
+        scores[state] = scored["official"]["score"]
+    assert scores == {"broken": 0, "repaired": 1}
 
 
 # ------------------------------------------------------------------------------------------------- pure parts
@@ -192,6 +227,27 @@ def test_baseline_tests_round_trip_in_the_pin_and_a_pin_without_them_keeps_its_b
         with pytest.raises(PinError, match=message):
             pin_from_dict({**data, "baseline_tests": entries})
     assert BaselineTest("unit_test.p.orders_math", "fail").selector == "resource_type:unit_test,orders_math"
+
+
+def test_the_database_a_failed_build_looked_for_is_read_from_duckdbs_error() -> None:
+    from dbt_harvest.harvester.add import missing_catalog
+
+    assert missing_catalog('model.p.m: Runtime Error in model m (m.sql) Binder Error: Catalog "harbor" does not exist!') == "harbor"
+    assert missing_catalog("Catalog Error: Catalog with name raw_data does not exist!") == "raw_data"
+    assert missing_catalog('Catalog "system" does not exist!') is None
+    assert missing_catalog("Table with name orders does not exist!") is None
+
+
+def test_a_pin_database_is_a_plain_identifier(harbor: dict) -> None:
+    import tomllib
+
+    from dbt_harvest.core.pin import pin_from_dict, read_pin
+
+    data = tomllib.loads(read_pin(harbor["root"] / "pins" / f"{harbor['added']['id']}.toml").to_toml())
+    data.pop("digest")
+    for bad in ("../x", "a b", ""):
+        with pytest.raises(PinError, match="database"):
+            pin_from_dict({**data, "database": bad})
 
 
 def test_a_profile_refuses_an_exclusion_that_is_not_a_test_selector(tmp_path: Path) -> None:
