@@ -24,7 +24,11 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @click.option("--resolve-ref", is_flag=True, help="Accept a branch or tag and record the commit it resolves to.")
 @click.option("--clock", help="Pinned build date (default: the day after the newest date in the seeds).")
 @click.option("--compat-patch", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="A unified diff applied before every build (stored with the pin and hashed).")
+              help="A unified diff applied before every build (stored with the pin and hashed). It adds new files "
+              "only, unless --allow-edits.")
+@click.option("--allow-edits", is_flag=True,
+              help="Let --compat-patch edit files the repository has (configuration, seeds, YAML, macros; never model "
+              "SQL). The edited files are recorded in the pin, every dataset row and the card.")
 @click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
 @click.option("--rename-gold", is_flag=True,
               help="With --rebuild: name the gold by its content digest even where the pin's older name (the sha256 "
@@ -35,7 +39,7 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @json_option
 @fails_cleanly
 def command(spec: str, project_dir: str | None, origin: str | None, repo_name: str | None, package_mirror: Path | None, repo_mirror: Path | None, resolve_ref: bool, clock: str | None,
-            compat_patch: Path | None, rebuild: bool, rename_gold: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
+            compat_patch: Path | None, allow_edits: bool, rebuild: bool, rename_gold: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
 
@@ -54,7 +58,7 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
         raise click.BadParameter(str(exc), param_hint="SPEC") from None
     options = AddOptions(
         project_dir=project_dir, origin=origin, name=repo_name, package_mirror=package_mirror, repo_mirror=repo_mirror, resolve_ref=resolve_ref, clock=clock,
-        sandboxed=not no_sandbox, rebuild=rebuild, rename_gold=rename_gold, compat_patch=compat_patch, limits=Limits(wall_s=timeout),
+        sandboxed=not no_sandbox, rebuild=rebuild, rename_gold=rename_gold, compat_patch=compat_patch, allow_edits=allow_edits, limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
         result = add(spec, options)

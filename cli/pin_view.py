@@ -27,6 +27,7 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "gold_sha256": pin.gold_sha256,
         "clock": pin.clock,
         "compat_patch_sha256": pin.compat_patch_sha256,
+        "compat_edits": list(pin.compat_edits),
         "clock_frozen": pin.clock_frozen,
         "database": pin.database,
         "license": pin.license,
@@ -69,6 +70,8 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
         console.print(packages)
     for skipped in pin.skipped:
         console.print(f"[yellow]skipped[/yellow] {markup(skipped.path)}: {markup(skipped.reason)}")
+    if pin.compat_edits:
+        console.print(f"[yellow]compat patch edits[/yellow] {markup(', '.join(pin.compat_edits))} (declared)")
     for test in pin.baseline_tests:
         what = "left out of every build (fails on the original project)" if test.known_failure else "runs (warns only)"
         console.print(f"[yellow]baseline test {test.status}[/yellow] {markup(test.unique_id)}: {what}")

@@ -170,6 +170,9 @@ class Pin:
     # of every build of the pin (BaselineTest), so a model downstream of one still builds and local checks are
     # the tests that pass on the original (PASS_TO_PASS)
     baseline_tests: tuple[BaselineTest, ...] = ()
+    # repository files the compat patch edits (declared with --allow-edits; never model SQL:
+    # harvester.compat_edits); () for a patch that only adds files, or none
+    compat_edits: tuple[str, ...] = ()
     format: int = PIN_FORMAT
 
     @property
@@ -235,7 +238,7 @@ class Pin:
 _OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
                                        "augments": "", "recovers": (), "fix_commit": "", "fix_files": (),
                                        "fix_sha256": "", "fix_date": "", "mined_from": "",
-                                       "baseline_tests": ()}
+                                       "baseline_tests": (), "compat_edits": ()}
 
 
 def display_name(url: str) -> str:
@@ -325,6 +328,13 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
     history = _history_fields(data, where)
     baseline = _baseline_tests(data.get("baseline_tests", []), where)
+    edits = data.get("compat_edits", [])
+    if not isinstance(edits, list) or not all(
+        isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in edits
+    ):
+        raise PinError(f"{where}: compat_edits must list repository-relative paths")
+    if edits and not values["compat_patch_sha256"]:
+        raise PinError(f"{where}: compat_edits names the edits of a compat patch; this pin has none")
     if history["fix_commit"] and augmentation:
         raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
     return Pin(
@@ -342,6 +352,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         augments=augments,
         recovers=tuple((m, k) for m, k in recovers),
         baseline_tests=baseline,
+        compat_edits=tuple(edits),
         format=fmt,
     )
 

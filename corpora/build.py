@@ -83,6 +83,14 @@ def _known_failures(records: dict[str, list[TaskRecord]], pins: Path) -> dict[st
     return {s: sum(1 for r in rows if r.pin in failing) for s, rows in records.items()}
 
 
+def _compat_edits(records: dict[str, list[TaskRecord]], pins: Path) -> dict[str, int]:
+    """Split -> tasks whose compat patch edits files of the repository (``compat_edits``, declared)."""
+    from dbt_harvest.core.pin import pin_path, read_pin
+
+    edited = {p for p in {r.pin for rows in records.values() for r in rows} if read_pin(pin_path(p, pins)).compat_edits}
+    return {s: sum(1 for r in rows if r.pin in edited) for s, rows in records.items()}
+
+
 def _provenance(records: dict[str, list[TaskRecord]], home: Path, pins: Path) -> tuple[RepoProvenance, ...]:
     from dbt_harvest.core.pin import pin_path, read_pin
 
@@ -246,6 +254,7 @@ def build_dataset(
         min_local_tests=min_local_tests,
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
         known_failures=_known_failures(kept, pins),
+        compat_edits=_compat_edits(kept, pins),
         kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
         sources={s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
         since=since or "",

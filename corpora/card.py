@@ -61,6 +61,8 @@ class CardFacts:
     min_local_tests: int = 0  # `--min-local-tests N`: tasks with fewer covering dbt tests were left out
     # split -> tasks of projects with dbt tests that fail on the original project (baseline_tests); None: older
     known_failures: dict[str, int] | None = None
+    # split -> tasks whose compat patch edits files of the repository (declared compat_edits); None: older builds
+    compat_edits: dict[str, int] | None = None
     # split -> source -> tasks (mutation, history); None for a build made before history tasks existed
     sources: dict[str, dict[str, int]] | None = None
     since: str = ""  # `--since DATE`: only history tasks whose fix is that recent
@@ -185,6 +187,13 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
             "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
             "projects, per split: " + ", ".join(f"{s} {facts.known_failures.get(s, 0)} of {facts.splits[s]}" for s in splits)
             + "."]), "",
+        *([] if facts.compat_edits is None else [
+            "## Compat patches", "",
+            "`compat_patch` makes a project build on DuckDB. Most add one new file (a `duckdb__` macro); a patch that "
+            "edits files of the repository lists them in `compat_edits` (declared when the pin was made: "
+            "configuration, seeds, YAML or macros, never model SQL, which the tasks change and grade). Tasks whose "
+            "patch edits files, per split: " + ", ".join(f"{s} {facts.compat_edits.get(s, 0)} of {facts.splits[s]}"
+                                                         for s in splits) + ".", ""]),
         "## Augmented data", "",
         "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
         "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",

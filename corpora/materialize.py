@@ -170,6 +170,7 @@ def row_pin(row: dict[str, Any]) -> Pin:
         # a dataset built before baseline tests has no column: nothing was excluded then
         baseline_tests=baseline_tests_from(list(row.get("baseline_tests") or ()), f"row {row['instance_id']}"),
         database=str(row.get("database_file") or DATABASE_FILE).removesuffix(".duckdb"),
+        compat_edits=tuple(row.get("compat_edits") or ()),
     )
 
 

@@ -190,6 +190,11 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         raise UntrustedRowError(f"{where}: fix_files must list the history fix's files (at most 50), and only for a history row")
     for name in fix_files:
         check_relpath(name, "fix_files", where)
+    edits = row.get("compat_edits") or []
+    if not isinstance(edits, list) or len(edits) > 200 or (edits and not row.get("compat_patch_sha256")):
+        raise UntrustedRowError(f"{where}: compat_edits must list at most 200 files the row's compat patch edits")
+    for name in edits:
+        check_relpath(name, "compat_edits", where)
     baseline = row.get("baseline_tests") or []
     if not isinstance(baseline, list) or len(baseline) > 1000:
         raise UntrustedRowError(f"{where}: baseline_tests must list at most 1000 {{unique_id, status}} entries")

@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -31,6 +31,7 @@ import yaml
 from dbt_harvest.core import atomic
 from dbt_harvest.harvester.baseline import baseline_tests, ungated_build
 from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
+from dbt_harvest.harvester.compat_edits import review
 from dbt_harvest.harvester.sandbox.parallel import ParallelChild
 from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
 from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
@@ -85,6 +86,8 @@ class AddOptions:
     rebuild: bool = False
     rename_gold: bool = False  # a rebuild names its gold by content even where a byte-sha name reproduces
     compat_patch: Path | None = None
+    # the compat patch may edit files the repository has (declared: harvester.compat_edits), not only add new ones
+    allow_edits: bool = False
     limits: Limits = Limits()
     # a history pin (harvester/history): the fix commit whose model files are applied over the pinned
     # commit (its parent) before every build, the files, the fix's author date and the pin it was mined from
@@ -123,6 +126,7 @@ class Source:
     skipped: tuple
     compat_patch: str
     fix: Fix | None = None  # a history pin's fix, applied after the compat patch
+    compat_edits: tuple[str, ...] = ()  # the repository files the compat patch edits (declared, never model SQL)
 
     @property
     def compat_patch_sha256(self) -> str:
@@ -241,11 +245,14 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
     packages = resolve_packages(project_path, store, mirror, tree=root)
     vendor_packages(project_path, packages, store, workspace=root)
     patch_text = ""
+    edits: tuple[str, ...] = ()
     if options.compat_patch is not None:
         try:
             patch_text = options.compat_patch.read_text(encoding="utf-8")
         except OSError as exc:
             raise HarvestError(f"cannot read compat patch {options.compat_patch}: {exc.strerror}") from None
+        model_paths = [str(PurePosixPath(project.rel_dir) / folder) for folder in project.model_paths]
+        edits = review(patch_text, model_paths, allow_edits=options.allow_edits)
         apply_patch(root, patch_text)
     resolved = exported.resolved
     fix = None
@@ -256,6 +263,7 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
         spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=exported.tree,
         root_commits=store.root_commits(resolved.repo, resolved.commit), root=root, project=project,
         packages=packages, skipped=exported.skipped, compat_patch=patch_text, fix=fix,
+        compat_edits=edits if options.compat_patch is not None else (),
     )
 
 
@@ -346,21 +354,23 @@ def _pair(source: Source, clock: str, options: AddOptions, run_dir: Path, databa
 
 
 def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
-                 child: ParallelChild | None = None, database: str = DEFAULT_DATABASE) -> GoldBuilds:
+                 child: ParallelChild | None = None, database: str = DEFAULT_DATABASE,
+                 excluded: tuple[str, ...] = (), find_baseline: bool = True) -> GoldBuilds:
     """The first two builds at once in one child (dbt imported once, a fork per build, each in its own
     fresh workspace and database file: ``harvester.sandbox.parallel``); a third alone when they differ.
     ``child`` is one ``_gold_child`` made (and perhaps started) for this source and clock; ``database`` the
-    database (file stem) to build into first (a rebuild starts from the pin's)."""
-    first, renamed = _pair(source, clock, options, run_dir, database, child=child)
+    database (file stem) to build into first (a rebuild starts from the pin's). ``excluded``: known failing
+    tests left out from the start; ``find_baseline=False`` keeps them as they are (an augmentation of a pin
+    must not fail another test: its caller judges ``first.failed_tests``)."""
+    first, renamed = _pair(source, clock, options, run_dir, database, excluded, child=child)
     needed = missing_catalog(first.first_error) if not first.models_ok else None
     if needed is not None and needed != database:
         # the project names its database (a source's `database:`, a hard-coded `raw.main.orders`): on DuckDB
         # the database is the file's stem, so every build of the pin uses that file name
         database = needed
-        first, renamed = _pair(source, clock, options, run_dir, database, names=("build6", "build7"))
+        first, renamed = _pair(source, clock, options, run_dir, database, excluded, names=("build6", "build7"))
     baseline = baseline_tests([first, renamed])
-    excluded: tuple[str, ...] = ()
-    if first.tests_failed or renamed.tests_failed:
+    if find_baseline and (first.tests_failed or renamed.tests_failed):
         # the project's own tests fail on it: find every one with the models built regardless, then build
         # gold again with those left out, as every later build of the pin leaves them out (harvester.baseline)
         ungated = require_ok(ungated_build(
@@ -463,7 +473,8 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
     if previous is not None and options.compat_patch is None and previous.compat_patch_sha256:
         # a rebuild applies the patch the pin records (stored by hash), unless a new one is given
-        options = replace(options, compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff")
+        options = replace(options, compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff",
+                          allow_edits=options.allow_edits or bool(previous.compat_edits))
     run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=1) as early:
@@ -507,7 +518,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
         packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
-        clock_frozen=True, database=builds.database, baseline_tests=builds.baseline,
+        clock_frozen=True, database=builds.database, baseline_tests=builds.baseline, compat_edits=source.compat_edits,
         **_history_fields(source, options),
     )
     drift = _drift(previous, pin) if previous else ()

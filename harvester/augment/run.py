@@ -527,10 +527,11 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     # only root and project are read by the builds; the rest restates the base pin
     source = Source(spec=None, commit=base.commit, ref=base.ref, tree=base.tree,  # type: ignore[arg-type]
                     root_commits=base.root_commits, root=root, project=project, packages=base.packages,
-                    skipped=base.skipped, compat_patch=compat_patch_text(base))
+                    skipped=base.skipped, compat_patch=compat_patch_text(base), compat_edits=base.compat_edits)
     add_options = AddOptions(sandboxed=options.sandboxed, limits=options.limits)
     try:
-        builds = _gold_builds(source, base.clock, add_options, run_dir)
+        builds = _gold_builds(source, base.clock, add_options, run_dir, database=base.database,
+                              excluded=base.excluded_tests, find_baseline=False)
     except HarvestError as exc:
         line = str(exc).splitlines()[0][:300]
         # dbt skips what depends on a failed test, and a build with skipped models did not build
@@ -553,7 +554,8 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
                                       "its tasks cannot be re-minted here")
         rename = True  # the recorded tables in other bytes: the same gold, named by its content
     gold_sha = install_gold(first.gold_file, previous="" if rename else expect)
-    install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes)
+    install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes,
+                  db_file=base.db_file)
     shutil.rmtree(root, ignore_errors=True)
     return gold_sha, tables
 

@@ -131,7 +131,7 @@ def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tup
     project_dir = base.project_dir if GitStore(mirrors_dir()).read_file(repo, verdict.parent, where) is not None else None
     common = AddOptions(project_dir=project_dir, package_mirror=options.package_mirror,
                         repo_mirror=options.repo_mirror, sandboxed=options.sandboxed, limits=options.limits,
-                        compat_patch=compat, fix=fix, rebuild=options.rebuild)
+                        compat_patch=compat, allow_edits=bool(base.compat_edits), fix=fix, rebuild=options.rebuild)
     if options.source is not None:
         identity = {"origin": base.url} if is_public_url(base.url) else {"name": base.url.removeprefix(LOCAL_SCHEME)}
         return f"{options.source}@{verdict.parent}", replace(common, **identity)

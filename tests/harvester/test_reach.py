@@ -4,11 +4,14 @@
   known failures, every later build leaves them out, and its tasks count only the tests that pass on the original.
 - A named database: a project whose sources name their database builds into a DuckDB file of that name, in every
   build (gold, mint, verify, the environment, a dataset row rebuilt by hand).
+- A declared compat edit (harvester/compat_edits.py): a compat patch that edits a file of the repository is refused
+  unless declared (``--allow-edits``), never touches model SQL, and is recorded in the pin, the row and the card.
 
 The fixture, ``harbor_moorings``, carries both: a duplicated stay in its seeds (a ``unique`` test fails and ``dbt
 build`` would skip the two marts downstream of it), a singular test over a column that no longer exists (it errors),
-a boat type outside an accepted list (it warns), and a source in ``database: harbor``. Before, ``harvest add``
-refused it ('Catalog "harbor" does not exist', then "skipped by dbt because an upstream dbt test failed").
+a boat type outside an accepted list (it warns), a source in ``database: harbor``, and berth codes DuckDB reads as
+numbers (the patch types the seed column in ``dbt_project.yml``). Before, ``harvest add`` took the edit silently and
+refused the project ('Catalog "harbor" does not exist', then "skipped by dbt because an upstream dbt test failed").
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ UNIQUE = "test.harbor_moorings.unique_stg_moorings_mooring_id.11654014ba"
 SINGULAR = "test.harbor_moorings.assert_no_negative_fees"
 WARNS = "test.harbor_moorings.accepted_values_stg_boats_boat_type__sail__motor.9bd7b72176"
 REVENUE = "models/marts/stay_revenue.sql"
+BOATS = "models/staging/stg_boats.sql"
+
+
+def _compat_patch(root: Path, name: str, path: str, old: str, new: str) -> Path:
+    from dbt_harvest.core.patching import make_patch
+
+    text = (fixture_dir("harbor_moorings") / path).read_text()
+    assert old in text
+    patch = root / name
+    patch.write_text(make_patch(path, text, text.replace(old, new)))
+    return patch
 
 
 def _run(root: Path, *args: str) -> tuple[int, str, str]:
@@ -54,10 +68,13 @@ def harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
         {"message": "stay revenue reads a column the staging model does not have",
          "files": {REVENUE: revenue.replace("m.nights,", "m.night_count,")}},
     ])
-    added = _json(root, "add", f"{repo.path}@{repo.commits[0]}")
+    # the seed's berth codes typed as text: an edit of the project's own dbt_project.yml
+    typed = _compat_patch(root, "typed.diff", "dbt_project.yml", "        length_m: double\n",
+                          "        length_m: double\n        berth: varchar\n")
+    added = _json(root, "add", f"{repo.path}@{repo.commits[0]}", "--compat-patch", str(typed), "--allow-edits")
     _json(root, "split", "assign", "--test", "0", "--dev", "0")
     minted = _json(root, "mint", added["id"])
-    return {"root": root, "repo": repo, "added": added, "minted": minted}
+    return {"root": root, "repo": repo, "added": added, "minted": minted, "typed": typed}
 
 
 def _tasks(root: Path) -> list:
@@ -90,10 +107,27 @@ def test_the_project_is_pinned_with_its_failing_tests_known_and_every_model_buil
 
 def test_a_model_that_fails_to_build_is_still_refused_with_its_error(harbor: dict) -> None:
     root, repo = harbor["root"], harbor["repo"]
-    code, _, err = _run(root, "add", f"{repo.path}@{repo.commits[1]}")
+    code, _, err = _run(root, "add", f"{repo.path}@{repo.commits[1]}", "--compat-patch", str(harbor["typed"]), "--allow-edits")
     error = err.strip().splitlines()[-1]  # after the progress line, one line of error
     assert code == 1 and error.startswith("error: ") and "stay_revenue" in error and "night_count" in error
     assert not list((root / "pins").glob(f"*@{repo.commits[1][:12]}.toml"))
+
+
+def test_a_compat_patch_edits_only_what_is_declared_and_never_model_sql(harbor: dict) -> None:
+    root, repo, added = harbor["root"], harbor["repo"], harbor["added"]
+    shown = _json(root, "show", added["id"])
+    assert shown["compat_edits"] == ["dbt_project.yml"]
+    spec = f"{repo.path}@{repo.commits[1]}"
+    code, _, err = _run(root, "add", spec, "--compat-patch", str(harbor["typed"]))
+    error = err.strip().splitlines()[-1]
+    assert code == 1 and "edits files of the repository (dbt_project.yml)" in error and "--allow-edits" in error
+    cast = _compat_patch(root, "cast.diff", BOATS, "lpad(berth,", "lpad(cast(berth as varchar),")
+    code, _, err = _run(root, "add", spec, "--compat-patch", str(cast), "--allow-edits")
+    error = err.strip().splitlines()[-1]
+    assert code == 1 and f"edits model SQL ({BOATS})" in error
+    assert not list((root / "pins").glob(f"*@{repo.commits[1][:12]}.toml"))
+    # the mint never makes a task of a file the patch edits (here none is a model), and the rebuild keeps the edit
+    assert all(t.file != "dbt_project.yml" for t in _tasks(root))
 
 
 def test_tasks_count_only_the_tests_that_pass_on_the_original(harbor: dict) -> None:
@@ -165,6 +199,7 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
     row = load_dataset(str(tmp_path / "ds"))["train"][0]
     assert [t["unique_id"] for t in row["baseline_tests"]] == [WARNS, SINGULAR, UNIQUE]
     assert row["database_file"] == "harbor.duckdb" and row_pin(row).db_file == "harbor.duckdb"
+    assert row["compat_edits"] == ["dbt_project.yml"] and row_pin(row).compat_edits == ("dbt_project.yml",)
     check_row(row)
     for name in ("../harbor.duckdb", "harbor warehouse.duckdb", "harbor.db"):
         with pytest.raises(UntrustedRowError, match="database_file"):
@@ -177,7 +212,11 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
         with pytest.raises(UntrustedRowError, match="baseline test"):
             check_row({**row, "baseline_tests": [forged]})
     n = len(_tasks(root))
-    assert f"Tasks of such projects, per split: train {n} of {n}." in (tmp_path / "ds" / "README.md").read_text()
+    card = (tmp_path / "ds" / "README.md").read_text()
+    assert f"Tasks of such projects, per split: train {n} of {n}." in card
+    assert f"Tasks whose patch edits files, per split: train {n} of {n}." in card
+    with pytest.raises(UntrustedRowError, match="compat_edits"):
+        check_row({**row, "compat_edits": ["../outside.yml"]})
     # a task rebuilt by hand from its row is told to leave the same tests out
     (tmp_path / "mirror" / "local").mkdir(parents=True)
     (tmp_path / "mirror" / "local" / "harbor_moorings").symlink_to(harbor["repo"].path)
