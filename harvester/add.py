@@ -569,6 +569,12 @@ def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
             notes.append(f"{name}: {'added' if a is None else 'removed'}")
         elif (a.rows, a.fingerprint, a.deterministic) != (b.rows, b.fingerprint, b.deterministic):
             notes.append(f"{name}: rows {a.rows} -> {b.rows}, fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]}")
+    if old.baseline_tests != new.baseline_tests:
+        # tests that fail on the original are left out of every build from now on: the pin's tasks change
+        notes.append(f"baseline tests: {len(old.baseline_tests)} -> {len(new.baseline_tests)} "
+                     f"({len(new.excluded_tests)} known failures left out of every build; re-mint the pin)")
+    if old.database != new.database:
+        notes.append(f"database {old.database} -> {new.database}")
     if old.versions != new.versions:
         changed = sorted(k for k in set(old.versions) | set(new.versions) if old.versions.get(k) != new.versions.get(k))
         notes.append("versions changed: " + ", ".join(changed))

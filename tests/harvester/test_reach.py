@@ -289,6 +289,19 @@ def test_a_pin_database_is_a_plain_identifier(harbor: dict) -> None:
             pin_from_dict({**data, "database": bad})
 
 
+def test_a_rebuild_that_finds_known_failures_or_a_database_says_so(harbor: dict) -> None:
+    import dataclasses
+
+    from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.harvester.add import _drift
+
+    pin = read_pin(harbor["root"] / "pins" / f"{harbor['added']['id']}.toml")
+    older = dataclasses.replace(pin, baseline_tests=(), database="build")
+    assert _drift(older, pin) == ("baseline tests: 0 -> 3 (2 known failures left out of every build; re-mint the pin)",
+                                  "database build -> harbor")
+    assert _drift(pin, pin) == ()
+
+
 def test_a_profile_refuses_an_exclusion_that_is_not_a_test_selector(tmp_path: Path) -> None:
     from dbt_harvest.core.errors import SandboxError
     from dbt_harvest.harvester.sandbox import write_profile
