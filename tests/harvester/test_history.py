@@ -10,14 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from dbt_harvest.cli import main
 from dbt_harvest.core.errors import PinError
 from dbt_harvest.harvester.gitrepos import GitRepo, make_git_repo
 from dbt_harvest.harvester.history.candidate import history_candidate, partial_fixes
 from dbt_harvest.harvester.history.fix import Fix
 from dbt_harvest.harvester.history.scan import Change, CommitInfo, judge
+from tests.cli_home import cli_json, run_cli
 from tests.fixtures import fixture_dir
 
 FIXED_JOIN = "   and r.status = 'completed'\n"
@@ -56,15 +55,7 @@ def _history(tmp: Path) -> GitRepo:
     ])
 
 
-def _run(root: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")})
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _json(root: Path, *args: str) -> dict:
-    code, out, err = _run(root, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+_run, _json = run_cli, cli_json
 
 
 @pytest.fixture(scope="module")

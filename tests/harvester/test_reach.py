@@ -7,7 +7,7 @@
 - A declared compat edit (harvester/compat_edits.py): a compat patch that edits a file of the repository is refused
   unless declared (``--allow-edits``), never touches model SQL, and is recorded in the pin, the row and the card.
 
-The fixture, ``harbor_moorings``, carries both: a duplicated stay in its seeds (a ``unique`` test fails and ``dbt
+The fixture, ``harbor_moorings``, carries all three: a duplicated stay in its seeds (a ``unique`` test fails and ``dbt
 build`` would skip the two marts downstream of it), a singular test over a column that no longer exists (it errors),
 a boat type outside an accepted list (it warns), a source in ``database: harbor``, and berth codes DuckDB reads as
 numbers (the patch types the seed column in ``dbt_project.yml``). Before, ``harvest add`` took the edit silently and
@@ -16,7 +16,6 @@ refused the project ('Catalog "harbor" does not exist', then "skipped by dbt bec
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -24,11 +23,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from dbt_harvest.cli import main
 from dbt_harvest.core.errors import PinError
 from dbt_harvest.harvester.gitrepos import make_git_repo
+from tests.cli_home import cli_json, run_cli
 from tests.fixtures import fixture_dir
 
 UNIQUE = "test.harbor_moorings.unique_stg_moorings_mooring_id.11654014ba"
@@ -48,15 +46,7 @@ def _compat_patch(root: Path, name: str, path: str, old: str, new: str) -> Path:
     return patch
 
 
-def _run(root: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")})
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _json(root: Path, *args: str) -> dict:
-    code, out, err = _run(root, *args, "--json")
-    assert code == 0, err
-    return json.loads(out)
+_run, _json = run_cli, cli_json
 
 
 @pytest.fixture(scope="module")
