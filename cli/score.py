@@ -116,7 +116,7 @@ def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_e
 
 def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     """Build a materialized workspace in the sandbox at the row's clock (fresh database) -> its captured tables."""
-    from dbt_harvest.core.pin import baseline_tests_from, excluded_selectors
+    from dbt_harvest.corpora.materialize import row_pin
     from dbt_harvest.harvester.build import build_workspace
     from dbt_harvest.harvester.discovery import discover
 
@@ -137,10 +137,10 @@ def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
             raise HarvestError(f"{'/'.join(parts[:depth])} in the workspace is a link; a workspace's project "
                                "files are read without following links")
     found = discover(root, row["project_dir"])
-    known = baseline_tests_from(list(row.get("baseline_tests") or ()), str(row.get("instance_id")))
+    pin = row_pin(row)  # what the row says of its pin: known failing tests, database file
     result = build_workspace(root, row["project_dir"], found.profile, row["profile_schema"], row["clock"],
                              sandboxed=True, log_path=root / "harvest-score.log", capture=True,
-                             exclude_tests=excluded_selectors(known), db_file=row["database_file"])
+                             exclude_tests=pin.excluded_tests, db_file=pin.db_file)
     if not result.models_ok or result.gold_file is None:
         return None, f"the workspace does not build: {result.first_error} (log: {root / 'harvest-score.log'})"
     return result.gold_file, ""

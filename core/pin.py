@@ -327,7 +327,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     if recovers and not augmentation:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
     history = _history_fields(data, where)
-    baseline = _baseline_tests(data.get("baseline_tests", []), where)
+    baseline = baseline_tests_from(data.get("baseline_tests", []), where)
     edits = data.get("compat_edits", [])
     if not isinstance(edits, list) or not all(
         isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in edits
@@ -362,12 +362,13 @@ def excluded_selectors(tests: Any) -> tuple[str, ...]:
     return tuple(sorted(t.selector for t in tests if t.known_failure))
 
 
+def is_test_uid(uid: str) -> bool:
+    """A dbt test's unique id a pin can record (its name becomes an ``--exclude`` selector)."""
+    return bool(_TEST_UID.match(uid)) and len(uid) <= 512
+
+
 def baseline_tests_from(entries: Any, where: str) -> tuple[BaselineTest, ...]:
     """Validated baseline tests from ``[{unique_id, status}, …]`` (a pin's or a dataset row's), sorted by id."""
-    return _baseline_tests(entries, where)
-
-
-def _baseline_tests(entries: Any, where: str) -> tuple[BaselineTest, ...]:
     if not isinstance(entries, list):
         raise PinError(f"{where}: baseline_tests must be a list of {{unique_id, status}} tables")
     out: dict[str, BaselineTest] = {}
@@ -375,7 +376,7 @@ def _baseline_tests(entries: Any, where: str) -> tuple[BaselineTest, ...]:
         if not isinstance(entry, dict) or set(entry) != {"unique_id", "status"}:
             raise PinError(f"{where}: each baseline test is a table of exactly unique_id and status")
         uid, status = entry["unique_id"], entry["status"]
-        if not isinstance(uid, str) or not _TEST_UID.match(uid) or len(uid) > 512:
+        if not isinstance(uid, str) or not is_test_uid(uid):
             raise PinError(f"{where}: baseline test {uid!r} is not a dbt test's unique id")
         if status not in _TEST_STATUSES:
             raise PinError(f"{where}: baseline test {uid} has status {status!r}; expected one of {', '.join(_TEST_STATUSES)}")

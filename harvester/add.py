@@ -68,9 +68,9 @@ from dbt_harvest.harvester.specs import (
     spec_identity,
 )
 from dbt_harvest.harvester.state import DB_FILE, install_state
+from dbt_harvest.core.versions import versions
 
 DEFAULT_DATABASE = Path(DB_FILE).stem  # "build": the database of every pin whose SQL names none
-from dbt_harvest.core.versions import versions
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
         spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=exported.tree,
         root_commits=store.root_commits(resolved.repo, resolved.commit), root=root, project=project,
         packages=packages, skipped=exported.skipped, compat_patch=patch_text, fix=fix,
-        compat_edits=edits if options.compat_patch is not None else (),
+        compat_edits=edits,
     )
 
 

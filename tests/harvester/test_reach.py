@@ -258,6 +258,15 @@ def test_baseline_tests_round_trip_in_the_pin_and_a_pin_without_them_keeps_its_b
     assert BaselineTest("unit_test.p.orders_math", "fail").selector == "resource_type:unit_test,orders_math"
 
 
+def test_only_a_test_id_a_pin_can_record_becomes_a_baseline_test() -> None:
+    from dbt_harvest.core.pin import is_test_uid
+
+    assert is_test_uid(UNIQUE) and is_test_uid(SINGULAR) and is_test_uid("unit_test.p.orders_math")
+    # a singular test named with a dash cannot be an --exclude selector: it stays a failing test (the build fails)
+    for uid in ("test.p.assert-no-negatives", "model.p.orders", "test.p", "test.p.x" + "y" * 600):
+        assert not is_test_uid(uid), uid
+
+
 def test_the_database_a_failed_build_looked_for_is_read_from_duckdbs_error() -> None:
     from dbt_harvest.harvester.add import missing_catalog
 
