@@ -119,7 +119,7 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
         summary += (f"; {len(partial)} pin(s) not finished here, their locked tasks not yet reached: "
                     f"{', '.join(sorted(partial)[:3])}{', ...' if len(partial) > 3 else ''}")
     return {"same": diff.same, "summary": summary, "missing": list(diff.missing), "extra": list(diff.extra),
-            "changed": list(diff.changed), "renamed": list(diff.renamed),
+            "changed": list(diff.changed), "renamed": list(diff.renamed), "restated": list(diff.restated),
             "golds_renamed": [{"pin": p, "locked": a, "rebuilt": b} for p, a, b in diff.golds], "unfinished": sorted(partial)}
 
 

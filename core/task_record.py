@@ -2,7 +2,9 @@
 
 `harvest mint` writes one JSON file per kept task under HARVEST_HOME/tasks; corpora, eval and train
 read them. The id is content-hashed (``<owner>__<repo>.<sha8>.<operator>.<hash8>``) so that the same
-mutation minted twice collides instead of duplicating. Reading validates every field.
+mutation minted twice collides instead of duplicating. Reading validates every field, and
+reads a statement minted before its closing depended on the local checks with today's closing
+(``core.closing.restated``: a statement never claims dbt tests that do not cover the bug).
 
 Two kinds of task share the record (``kind``): a ``repair`` (one planted edit of a model file to undo) and
 a ``completion`` (a documented model's file is missing; write it from its contract: Spider 2.0-DBT's own
@@ -25,6 +27,7 @@ from typing import Any
 
 from dbt_harvest.core.scorer.spec import GradingSpec, SpecFormatError
 from dbt_harvest.core import atomic
+from dbt_harvest.core.closing import restated
 from dbt_harvest.core.errors import HarvestError
 
 GENERATOR_VERSION = "0.1.0"
@@ -221,7 +224,7 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
     for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):
         if not isinstance(getattr(record, name), str) or not getattr(record, name):
             raise TaskRecordError(f"{where}: field {name!r} must be a non-empty string")
-    return record
+    return restated(record)  # a statement that closed on dbt tests no test is over reads as minted today
 
 
 def read_task(path: Path) -> TaskRecord:

@@ -12,7 +12,10 @@ got a new gold name with the same tables (a pin named by its file bytes moved to
 `harvest add --rebuild --rename-gold`) mints tasks that differ from the locked ones only in that name, and
 the comparison says so (``renamed``) instead of calling every task of the pin changed. Such a task counts as
 reproduced when its record, with the locked gold name put back, hashes to the locked sha256; the lock is
-then re-keyed with `harvest corpus lock --pin PIN` (or `harvest mint PIN --write-lock`).
+then re-keyed with `harvest corpus lock --pin PIN` (or `harvest mint PIN --write-lock`). Likewise a task whose
+statement's closing was restated (``core.closing``: a task no dbt test covers no longer closes with "you may
+run its dbt tests") counts as reproduced (``restated``) when its record with the earlier closing put back
+hashes as locked; that is how a sealed task, which this machine cannot re-key, still checks.
 
 The lock also names the ledger head it was made under; :func:`check_against_ledger` (run by the offline
 CI checks) verifies that every locked task's pin is pinned and reserved for the split it is locked under.
@@ -31,6 +34,7 @@ from typing import Any
 from dbt_harvest.corpora.errors import CorporaError
 from dbt_harvest.corpora.ledger import SplitLedger, split_of
 from dbt_harvest.core import atomic
+from dbt_harvest.core.closing import as_first_written
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.pin import list_pins
 from dbt_harvest.core.task_record import TaskRecord, read_task
@@ -52,9 +56,11 @@ class LockedTask:
     pin: str
     sha256: str
     instance_id: str = ""
-    # a rebuilt task whose pin's gold is not the one the lock names: the sha256 of its record with the
-    # locked gold name put back (empty otherwise)
+    # a rebuilt task whose pin's gold is not the one the lock names, or whose statement was restated
+    # (``core.closing``): the sha256 of its record with the locked gold name and the earlier closing put
+    # back (empty otherwise)
     as_locked: str = ""
+    restated: bool = False  # its statement's closing was restated (what ``as_locked`` undoes besides the gold)
 
 
 @dataclass(frozen=True)
@@ -110,18 +116,21 @@ def under_gold(record: TaskRecord, name: str) -> TaskRecord:
 def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[str] = (),
             locked_golds: Mapping[str, str] | None = None) -> TaskLock:
     """The lock of ``records`` (any splits; test ones are reduced to pin + hash). ``locked_golds``: the
-    gold names a lock being compared with records per pin; a record whose gold differs also gets the hash it
-    would have under the locked name (``LockedTask.as_locked``)."""
+    gold names a lock being compared with records per pin; a record whose gold differs, or whose statement's
+    closing was restated, also gets the hash it would have under the locked name with the earlier closing
+    (``LockedTask.as_locked``)."""
     tasks = []
     golds: dict[str, str] = {}
     for r in records:
         golds.setdefault(r.pin, r.gold_sha256)
         then = (locked_golds or {}).get(r.pin, "")
-        as_locked = record_sha256(under_gold(r, then)) if then and then != r.gold_sha256 else ""
+        first = as_first_written(r)
+        made = under_gold(first, then) if then and then != r.gold_sha256 else first
+        as_locked = record_sha256(made) if made != r else ""
         if r.split == "test":
-            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked))
+            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked, restated=first != r))
         else:
-            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked))
+            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked, first != r))
     return TaskLock(ledger_head, tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
                     tuple(sorted(set(partial))), tuple(sorted(golds.items())))
 
@@ -221,6 +230,8 @@ class LockDiff:
     # reproduced but for the gold name: the record with the locked gold name put back hashes as locked
     renamed: tuple[str, ...] = ()
     golds: tuple[tuple[str, str, str], ...] = ()  # (pin, locked gold, rebuilt gold) of the renamed tasks' pins
+    # reproduced but for the statement's closing (``core.closing``): with the earlier closing it hashes as locked
+    restated: tuple[str, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -228,12 +239,17 @@ class LockDiff:
 
     def summary(self) -> str:
         if self.same:
-            if not self.renamed:
+            if not (self.renamed or self.restated):
                 return "the rebuild reproduces the lock task for task"
-            moves = ", ".join(f"{p} {a[:12]} -> {b[:12]}" for p, a, b in self.golds[:3]) + (", ..." if len(self.golds) > 3 else "")
-            return (f"the rebuild reproduces the lock task for task, {len(self.renamed)} of them under a renamed gold "
-                    f"({moves}): each equals its locked record once the locked gold name is put back; re-key them "
-                    f"with `harvest corpus lock --pin PIN`")
+            known = []
+            if self.renamed:
+                moves = ", ".join(f"{p} {a[:12]} -> {b[:12]}" for p, a, b in self.golds[:3]) + (", ..." if len(self.golds) > 3 else "")
+                known.append(f"{len(self.renamed)} of them under a renamed gold ({moves})")
+            if self.restated:
+                known.append(f"{len(self.restated)} with a restated closing (no dbt test covers them)")
+            return (f"the rebuild reproduces the lock task for task, {' and '.join(known)}: each equals its locked "
+                    f"record once the locked gold name and the earlier closing are put back; re-key them with "
+                    f"`harvest corpus lock --pin PIN`")
         return (f"the rebuild differs from the lock: {len(self.missing)} locked task(s) missing, {len(self.extra)} "
                 f"not in the lock, {len(self.changed)} changed")
 
@@ -253,14 +269,18 @@ def compare(locked: TaskLock, rebuilt: TaskLock, pin_ids: Sequence[str] | None =
     a = {_key(t): t for t in locked.tasks if wanted is None or t.pin in wanted}
     b: dict[str, LockedTask] = {}
     renamed: list[str] = []
+    restated: list[str] = []
     for t in rebuilt.tasks:
         if wanted is not None and t.pin not in wanted:
             continue
-        if t.as_locked:  # its pin's gold was renamed: it is the locked task when it hashes so under the old name
-            under_old = replace(t, sha256=t.as_locked, as_locked="")
+        if t.as_locked:  # renamed gold or restated closing: it is the locked task when it hashes so as first made
+            under_old = replace(t, sha256=t.as_locked, as_locked="", restated=False)
             old = a.get(_key(under_old))
             if old is not None and (old.sha256, old.pin) == (under_old.sha256, under_old.pin):
-                renamed.append(_key(under_old))
+                if t.restated:
+                    restated.append(_key(under_old))
+                if rebuilt.gold_of(t.pin) != locked.gold_of(t.pin):
+                    renamed.append(_key(under_old))
                 b[_key(under_old)] = under_old
                 continue
         b[_key(t)] = t
@@ -268,7 +288,7 @@ def compare(locked: TaskLock, rebuilt: TaskLock, pin_ids: Sequence[str] | None =
     extra = tuple(sorted(k for k in b if k not in a and b[k].pin not in locked.partial))
     changed = tuple(sorted(k for k in a.keys() & b.keys() if (a[k].sha256, a[k].pin) != (b[k].sha256, b[k].pin)))
     moved = sorted({(b[k].pin, locked.gold_of(b[k].pin), rebuilt.gold_of(b[k].pin)) for k in renamed})
-    return LockDiff(missing, extra, changed, tuple(sorted(renamed)), tuple(moved))
+    return LockDiff(missing, extra, changed, tuple(sorted(renamed)), tuple(moved), tuple(sorted(restated)))
 
 
 def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:

@@ -150,12 +150,13 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     spec = completion_spec(pin, node, contract)
     if spec is None:
         return ShardResult((report(False, "not_graded", "no stable column of its table is documented"),), ())
-    statement = completion_statement(contract)
+    tests = suite(state.manifest, pin.known_failing_tests)
+    covering = tests.covering([job.model, *descendants(nodes, job.model)])
+    statement = completion_statement(contract, tested=bool(covering))
     leak = leaked_line(statement, original)
     if leak:
         return ShardResult((report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"),), ())
     gold = gold_path(pin.gold_sha256)
-    tests = suite(state.manifest, pin.known_failing_tests)
     from dbt_harvest.harvester.mint.pipeline import load_reports
 
     prior = {str(r.get("key")): r for r in load_reports(pin.id)}
@@ -212,8 +213,7 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     if not wrong and not job.allow_weak:
         return ShardResult((report(False, "no_wrong_completion", last),), ())
     broken = missing_breaks_parse(state.manifest, job.model)
-    chain = [job.model, *descendants(nodes, job.model)]
-    checks = LocalChecks(builds=not broken, tests_total=0, tests_failed=0, covering_tests=tests.covering(chain))
+    checks = LocalChecks(builds=not broken, tests_total=0, tests_failed=0, covering_tests=covering)
     broken_patch = make_patch(file, original, None)
     record = TaskRecord(
         instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
@@ -277,7 +277,8 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
         for parent, pfile, pcontract, pspec in parents[:MAX_PARENTS]:
             original, poriginal = (tree / file).read_text(encoding="utf-8"), (tree / pfile).read_text(encoding="utf-8")
             key = completion_key(f"{pfile}+{file}", poriginal + "\0" + original)
-            statement = completion_statement(contract, pcontract)
+            covering = tests.covering([parent, *descendants(nodes, parent)])
+            statement = completion_statement(contract, pcontract, tested=bool(covering))
             leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
             if leak:
                 reports.append(CandidateReport(key, pin.id, uid, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm",
@@ -288,9 +289,8 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
             spec = GradingSpec(gold=single.grading.gold, condition_tabs=(*pspec.condition_tabs, *single.grading.condition_tabs),
                                condition_cols=(*pspec.condition_cols, *single.grading.condition_cols),
                                ignore_orders=(*pspec.ignore_orders, *single.grading.ignore_orders))
-            chain = [parent, *descendants(nodes, parent)]
             checks = LocalChecks(builds=not missing_breaks_parse(state.manifest, uid, parent), tests_total=0,
-                                 tests_failed=0, covering_tests=tests.covering(chain))
+                                 tests_failed=0, covering_tests=covering)
             record = replace(
                 single, instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
                 broken_patch=broken_patch, fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),

@@ -3,7 +3,8 @@
 For one candidate, in fresh workspaces of the pin (or the pin's warm variant builder), the rules of
 ``CONFIRM_RULES`` run in that order and the first that says no is the rejection reason:
 
-1. the mutant builds (its dbt tests are the local checks);
+1. the mutant builds (its dbt tests are the local checks), and the dbt tests that cover the mutated
+   lineage are recorded (none: the task is labelled, not dropped; its statement then names no test);
 2. what the build shows (hooks included, not screening's prediction) passes the observation checks,
    and the graded tables and columns are chosen from it;
 3. the mutant scores 0 under official and strict;
@@ -14,8 +15,7 @@ For one candidate, in fresh workspaces of the pin (or the pin's warm variant bui
    repair that changes nothing the grader sees proves nothing the broken project does not); what it
    fixes and what it leaves is measured;
 7. the problem statement is written from the build's symptoms, leaks nothing, and every claim it makes
-   holds on the built tables; no kept task of the pin has the same statement;
-8. the dbt tests that cover the mutated lineage are recorded (none: the task is labelled, not dropped).
+   holds on the built tables; no kept task of the pin has the same statement.
 
 Each rule is a small function from ``Trial`` to ``Trial`` (raising ``Rejected``), so a candidate from
 elsewhere (augmented data, a hand-made mutation) goes through exactly the same admission.
@@ -259,6 +259,7 @@ def informative_wrong_repair(t: Trial) -> Trial:
 def described(t: Trial) -> Trial:
     """7a. The problem statement, written from the confirmed build's symptoms; it must not leak the edit."""
     from dbt_harvest.harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
+    from dbt_harvest.core.closing import repair_closing
     from dbt_harvest.harvester.mint.statement import statement_for
 
     assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None
@@ -266,8 +267,9 @@ def described(t: Trial) -> Trial:
                                       t.ctx.gold, t.mutant.gold_file))
     edit = t.cand.mutation.edit
     spans = [t.cand.original[edit.start:edit.end], edit.replacement]
+    assert t.checks is not None
     try:
-        statement = statement_for(list(symptoms), spans, t.writer)
+        statement = statement_for(list(symptoms), spans, t.writer, repair_closing(t.checks))
     except ValueError as exc:
         raise Rejected("statement_leaks", str(exc)) from None
     return replace(t, symptoms=symptoms, statement=statement, claims=claims_of(t.spec, symptoms))
@@ -294,7 +296,8 @@ def new_statement(t: Trial) -> Trial:
 
 
 def covered(t: Trial) -> Trial:
-    """8. The dbt tests over the mutated model and its descendants (recorded; none is labelled, not fatal)."""
+    """1b. The dbt tests over the mutated model and its descendants (recorded; none is labelled, not fatal;
+    the statement's closing names tests only when a test covers the lineage: ``core.closing``)."""
     assert t.checks is not None
     chain = [t.cand.model, *descendants(t.nodes, t.cand.model)]
     covering = t.tests.covering(chain) if t.tests is not None else ()
@@ -307,8 +310,8 @@ def covered(t: Trial) -> Trial:
 #: not three or four. The rules are independent checks, so the order decides only which reason a
 #: candidate failing several is reported with, never what is kept.
 CONFIRM_RULES: tuple[Callable[[Trial], Trial], ...] = (
-    mutant_builds, mutant_observed, mutant_scores_zero, new_bug, described, claims_hold, new_statement,
-    repair_restores, informative_wrong_repair, covered,
+    mutant_builds, covered, mutant_observed, mutant_scores_zero, new_bug, described, claims_hold, new_statement,
+    repair_restores, informative_wrong_repair,
 )
 
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dbt_harvest.core.closing import COMPLETION_TESTED, COMPLETION_UNTESTED
 from dbt_harvest.harvester.mint.lineage import ModelNode, depth
 
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -165,8 +166,9 @@ OPENING = ("The dbt model `{name}` is missing from this project: the file `{file
            "`{name}` table holds exactly what its documentation below says.")
 MATERIALIZED = "It is materialized as a {materialized}."
 READS = "It may read: {reads}."
-CLOSING = ("Use only what this project provides; other models that read `{name}` and the dbt tests must keep "
-           "passing.")
+#: the closing of a completion whose lineage dbt tests cover; one that no test covers closes with
+#: ``core.closing.COMPLETION_UNTESTED``, which names no test
+CLOSING = COMPLETION_TESTED
 
 
 def _section(contract: Contract, heading: str) -> list[str]:
@@ -192,7 +194,7 @@ def _and(items: list[str]) -> str:
 
 #: every fixed sentence of a completion statement (the contamination lint discounts them, as the repair template's)
 def templates() -> tuple[str, ...]:
-    return (OPENING, OPENING_MANY, MATERIALIZED, READS, CLOSING, "What the project says about {name}:",
+    return (OPENING, OPENING_MANY, MATERIALIZED, READS, COMPLETION_TESTED, COMPLETION_UNTESTED, "What the project says about {name}:",
             "Model tests: {tests}")
 
 
@@ -202,19 +204,21 @@ OPENING_MANY = ("The dbt models {names} are missing from this project: the files
                 "and each table holds exactly what its documentation below says.")
 
 
-def completion_statement(contract: Contract, *more: Contract) -> str:
+def completion_statement(contract: Contract, *more: Contract, tested: bool = True) -> str:
     """The instruction of a completion task, from the project's own documentation of the model (and of the
-    other models removed with it, ``more``: parents it reads, in the order they are written)."""
+    other models removed with it, ``more``: parents it reads, in the order they are written); ``tested``:
+    whether a dbt test covers the removed models or their descendants (else the closing names no test)."""
+    closing = COMPLETION_TESTED if tested else COMPLETION_UNTESTED
     if not more:
         lines = [OPENING.format(name=contract.name, file=contract.file), "",
                  *_section(contract, f"What the project says about `{contract.name}`:")]
-        lines += ["", CLOSING.format(name=contract.name)]
+        lines += ["", closing.format(name=contract.name)]
         return "\n".join(lines) + "\n"
     every = (contract, *more)
     lines = [OPENING_MANY.format(names=_and([f"`{c.name}`" for c in every]), files=_and([f"`{c.file}`" for c in every]))]
     for each in every:
         lines += ["", *_section(each, f"What the project says about `{each.name}` (`{each.file}`):")]
-    lines += ["", CLOSING.format(name="`, `".join(c.name for c in every))]
+    lines += ["", closing.format(name="`, `".join(c.name for c in every))]
     return "\n".join(lines) + "\n"
 
 

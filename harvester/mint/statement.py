@@ -21,6 +21,8 @@ import string
 from dataclasses import dataclass
 from functools import lru_cache
 
+from dbt_harvest.core.closing import CLOSINGS, REPAIR_TESTED
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -55,11 +57,9 @@ COLUMNS: dict[str, str] = {direction: "{column}{about} " + words for direction, 
 COLUMNS_OF = "In {table}{about}, {observed}."
 #: Said when no symptom could be put into words.
 FALLBACK = "Some reported figures do not match what the business expects."
-#: The last sentences, the same for every task.
-CLOSING = (
-    "The project builds and you may run its dbt tests. Find the cause in the project's models and fix it "
-    "so that the outputs follow the business rules the project documents."
-)
+#: The last sentences of a task whose broken lineage dbt tests cover; one that no test covers closes with
+#: ``core.closing.REPAIR_UNTESTED`` instead, which names no test (a statement never claims tests that do not exist).
+CLOSING = REPAIR_TESTED
 #: At most this many columns are named per table.
 MAX_COLUMNS = 3
 
@@ -103,19 +103,20 @@ def _table_sentences(s: Symptom) -> list[str]:
     return [COLUMNS_OF.format(table=table, about=about, observed="; ".join(observed))] if observed else []
 
 
-def template_statement(symptoms: list[Symptom]) -> str:
-    """The statement the template writes for ``symptoms`` (most downstream table first)."""
+def template_statement(symptoms: list[Symptom], closing: str = CLOSING) -> str:
+    """The statement the template writes for ``symptoms`` (most downstream table first), ending with
+    ``closing`` (``core.closing.repair_closing`` of the task's local checks)."""
     parts = [sentence for s in symptoms for sentence in _table_sentences(s)]
     if not parts:
-        return f"{FALLBACK} {CLOSING}"
+        return f"{FALLBACK} {closing}"
     opening = OPENINGS[next((s.kind for s in symptoms if _table_sentences(s)), "values")]
-    return " ".join([opening, *parts, CLOSING])
+    return " ".join([opening, *parts, closing])
 
 
 def _templates() -> tuple[str, ...]:
     from dbt_harvest.harvester.mint.contract import templates as completion_templates
 
-    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, CLOSING, *completion_templates())
+    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, *CLOSINGS, *completion_templates())
 
 
 @lru_cache(maxsize=1)
@@ -152,13 +153,14 @@ def leaks(statement: str, forbidden_spans: list[str], documented: str = "") -> l
     return found
 
 
-def writer_statement(url: str, symptoms: list[Symptom], model: str = "default", timeout: float = 60.0) -> str:
+def writer_statement(url: str, symptoms: list[Symptom], model: str = "default", timeout: float = 60.0,
+                     closing: str = CLOSING) -> str:
     """Ask an OpenAI-compatible endpoint (through the openai SDK, at ``url``) to rewrite the template in
     plain business words. Raises OSError when the endpoint cannot be reached or refuses, ValueError when
     its answer holds no text (statement_for then keeps the template)."""
     import openai
 
-    draft = template_statement(symptoms)
+    draft = template_statement(symptoms, closing)
     client = openai.OpenAI(base_url=url.rstrip("/"), api_key=os.environ.get("OPENAI_API_KEY") or "no-key",
                            timeout=timeout, max_retries=2)
     try:
@@ -182,16 +184,18 @@ def _documented(symptoms: list[Symptom]) -> str:
     return " ".join([s.description for s in symptoms] + [c[1] for s in symptoms for c in s.columns])
 
 
-def statement_for(symptoms: list[Symptom], forbidden_spans: list[str], writer: str | None = None) -> str:
-    """The writer's statement when it exists and does not leak, else the template (which must not leak)."""
+def statement_for(symptoms: list[Symptom], forbidden_spans: list[str], writer: str | None = None,
+                  closing: str = CLOSING) -> str:
+    """The writer's statement when it exists and does not leak, else the template (which must not leak);
+    ``closing``: the template's last sentences (:func:`template_statement`)."""
     if writer:
         try:
-            text = writer_statement(writer, symptoms)
+            text = writer_statement(writer, symptoms, closing=closing)
             if text and not leaks(text, forbidden_spans, _documented(symptoms)):
                 return text
         except (OSError, ValueError, KeyError):
             pass
-    text = template_statement(symptoms)
+    text = template_statement(symptoms, closing)
     bad = leaks(text, forbidden_spans, _documented(symptoms))
     if bad:
         raise ValueError(f"problem statement leaks {', '.join(bad)}")

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_harvest.cli import main
+from dbt_harvest.core.closing import completion_closing
 from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 pytestmark = pytest.mark.slow
@@ -82,6 +83,7 @@ def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_comple
         assert task.grading.condition_tabs == (name,) and task.grading.condition_cols[0]
         assert f"`{name}`" in task.problem_statement and leaked_line(task.problem_statement, original) == ""
         assert task.local_checks.covering_tests
+        assert task.problem_statement.endswith(completion_closing(task.local_checks, name) + "\n")
     dim = _task(completed, "models/marts/dim_customers.sql").problem_statement
     assert "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
 

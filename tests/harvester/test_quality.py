@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dbt_harvest.core.closing import repair_closing
 from dbt_harvest.harvester.mint.candidates import Candidate
 from dbt_harvest.mutators import Edit, Mutation, WrongRepair
 from tests.fixtures import PARCEL_BOUNDARY_KG, fixture_repo
@@ -323,6 +324,9 @@ def test_every_kept_task_holds_the_quality_rules(minted) -> None:  # type: ignor
     assert len({t.problem_statement for t in tasks}) == len(tasks)
     for task in tasks:
         assert task.wrong_repair_patches and len(task.wrong_repair_notes) == len(task.wrong_repair_patches)
+        # the statement names dbt tests only when some cover the broken lineage
+        assert task.problem_statement.endswith(repair_closing(task.local_checks))
+        assert ("dbt tests" in task.problem_statement) == bool(task.local_checks.tests_total or task.local_tests)
         assert task.claims and all(c.table in task.grading.condition_tabs for c in task.claims)
         assert task.database == "build" and task.effect in ("more_rows", "fewer_rows", "changed_values")
         # the database-name column is never graded
