@@ -2,7 +2,7 @@
 
 The template states, per graded table, one thing a data consumer sees: the table has more rows than
 it should, or is missing rows, or named columns came out higher / lower / true more often / empty more
-often / wrong. ``claims_of`` lists exactly those claims from the symptoms the statement is written from;
+often / wrong, or are missing from it altogether (a fix mined from history that added them, undone). ``claims_of`` lists exactly those claims from the symptoms the statement is written from;
 ``check_claims`` tests each one on the captured tables of gold and of the broken build with SQL of its
 own and the official check (not with the code that measured the symptoms), so a statement that says
 "missing rows" when the build adds one, or "wrong values" in a column that did not move, is caught
@@ -20,7 +20,7 @@ from dbt_harvest.core.scorer import official
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import Claim
 from dbt_harvest.harvester.mint.lineage import ModelNode
-from dbt_harvest.harvester.mint.observe import Observation, captures, relation
+from dbt_harvest.harvester.mint.observe import Observation, captures, column_names, relation
 from dbt_harvest.harvester.mint.statement import Symptom
 from dbt_harvest.harvester.sandbox.inside.harvest_names import full_graded_name
 
@@ -136,6 +136,9 @@ def _direction_holds(con, claim: Claim, g: str, b: str, same_rows: bool) -> tupl
         return False, f"`{claim.column}` is claimed to move ({claim.kind}) but the row count changed"
     if claim.kind == "different":
         return True, "the column's values differ"
+    if claim.kind == "missing":
+        return (claim.column.lower() not in column_names(con, b) and claim.column.lower() in column_names(con, g),
+                f"`{claim.column}` in gold's table, not in the broken build's")
     if claim.kind in ("nulls_more", "nulls_less"):
         sql = f"SELECT count(*) - count({col}) FROM {{}}"
     elif claim.kind in ("true_more", "true_less"):

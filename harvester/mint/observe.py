@@ -28,8 +28,9 @@ from dbt_harvest.harvester.sandbox.inside.harvest_names import full_graded_name
 
 _NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|REAL|DECIMAL.*)$", re.I)
 
-#: How a column of equal row count moved from gold to a variant (the statement's vocabulary).
-DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different")
+#: How a column of equal row count moved from gold to a variant (the statement's vocabulary); ``missing``: the
+#: variant's table has no such column at all (a fix mined from history that added it, undone)
+DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different", "missing")
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ def signatures(con: duckdb.DuckDBPyConnection, rel: str) -> dict[str, tuple[str,
             for i, d in enumerate(described)}
 
 
+def column_names(con: duckdb.DuckDBPyConnection, rel: str) -> frozenset[str]:
+    """The lower-case column names of ``rel``."""
+    return frozenset(str(d[0]).lower() for d in con.execute(f"DESCRIBE SELECT * FROM {rel}").fetchall())
+
+
 def row_count(con: duckdb.DuckDBPyConnection, rel: str) -> int:
     return int(con.execute(f"SELECT count(*) FROM {rel}").fetchone()[0])  # type: ignore[index]
 
@@ -102,10 +108,14 @@ def directions(con: duckdb.DuckDBPyConnection, record: TableRecord, positions: t
                gold: str = "gold", variant: str = "variant") -> dict[int, str]:
     """How each column at ``positions`` moved from ``gold`` to ``variant`` (same row count): more or fewer
     empty values first, then a numeric total higher or lower, a boolean true more or less often, else
-    'different'."""
+    'different'; 'missing' where ``variant`` has no such column."""
     out: dict[int, str] = {}
+    present = column_names(con, relation(variant, record.name))
     for i in positions:
         column = record.columns[i]
+        if column.name.lower() not in present:
+            out[i] = "missing"
+            continue
         name, kind = _quote(column.name), column.type.upper()
         if _NUMERIC.match(kind):
             value = f"sum({name})::DOUBLE"
@@ -217,5 +227,5 @@ def repair_effect(pin: Pin, spec: GradingSpec, gold: Path, broken: Path, repaire
     return RepairEffect(tuple(fixes), tuple(leaves))
 
 
-__all__ = ["DIRECTIONS", "Observation", "RepairEffect", "broken_signature", "captures", "directions",
+__all__ = ["DIRECTIONS", "Observation", "RepairEffect", "broken_signature", "captures", "column_names", "directions",
            "moved_columns", "observe_build", "relation", "repair_effect", "signatures"]

@@ -90,8 +90,9 @@ class ShardJob:
 #: was not found, or the rewritten SQL failed): a bug that was not planted (a fix mined from history, undone)
 #: goes on to the dbt builds of confirmation
 UNSCREENABLE = frozenset({"untransplantable", "sql_error"})
-#: wrong repairs confirmation builds at most for such a candidate, which screening could not rank
-UNRANKED_WRONG_TRIES = 8
+#: wrong repairs confirmation builds at most for such a candidate, which screening could not rank (every
+#: one a history candidate offers: ``history.candidate.MAX_SLIPS`` and its partial fixes)
+UNRANKED_WRONG_TRIES = 24
 
 #: the marker name of a pin's pairs shard
 PAIRS_SHARD = "_pairs.completion"

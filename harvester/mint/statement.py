@@ -27,7 +27,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 #: direction of a graded column's damage, as the confirmed build measured it (``mint/observe.py``)
-DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different")
+DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different", "missing")
 
 #: The first sentence, by the first symptom: rows added, rows lost, or values changed.
 OPENINGS: dict[str, str] = {
@@ -50,6 +50,7 @@ COLUMN_WORDS: dict[str, str] = {
     "true_more": "is true for more rows than it should be",
     "true_less": "is true for fewer rows than it should be",
     "different": "holds wrong values for some rows",
+    "missing": "is missing: the table has no such column",
 }
 #: What happened to one column (rows unchanged), by direction.
 COLUMNS: dict[str, str] = {direction: "{column}{about} " + words for direction, words in COLUMN_WORDS.items()}
