@@ -1,12 +1,13 @@
 """A problem statement's claims, and their check against the built tables.
 
-The template states, per graded table, one thing a data consumer sees: the table has more rows than
-it should, or is missing rows, or named columns came out higher / lower / true more often / empty more
-often / wrong, or are missing from it altogether (a fix mined from history that added them, undone). ``claims_of`` lists exactly those claims from the symptoms the statement is written from;
-``check_claims`` tests each one on the captured tables of gold and of the broken build with SQL of its
-own and the official check (not with the code that measured the symptoms), so a statement that says
-"missing rows" when the build adds one, or "wrong values" in a column that did not move, is caught
-before the task is kept. The verifier (``harvest tasks verify``) re-runs the same check on fresh builds.
+The template states, per graded table, one thing a data consumer sees: the table has more rows than it should,
+or is missing rows, or named columns came out higher / lower / true more often / empty more often / wrong, or
+are missing from it altogether (a fix mined from history that added them, undone). ``claims_of`` lists exactly
+those claims from the symptoms the statement is written from; ``check_claims`` tests each one on the captured
+tables of gold and of the broken build with SQL of its own and the official check (not with the code that
+measured the symptoms), so a statement that says "missing rows" when the build adds one, or "wrong values" in
+a column that did not move, is caught before the task is kept. The verifier (``harvest tasks verify``) re-runs
+the same check on fresh builds.
 """
 
 from __future__ import annotations

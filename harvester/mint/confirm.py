@@ -258,8 +258,8 @@ def informative_wrong_repair(t: Trial) -> Trial:
 
 def described(t: Trial) -> Trial:
     """7a. The problem statement, written from the confirmed build's symptoms; it must not leak the edit."""
-    from dbt_harvest.harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
     from dbt_harvest.core.closing import repair_closing
+    from dbt_harvest.harvester.mint.claims import claims_of, symptoms_of, visible_symptoms
     from dbt_harvest.harvester.mint.statement import statement_for
 
     assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None

@@ -166,9 +166,6 @@ OPENING = ("The dbt model `{name}` is missing from this project: the file `{file
            "`{name}` table holds exactly what its documentation below says.")
 MATERIALIZED = "It is materialized as a {materialized}."
 READS = "It may read: {reads}."
-#: the closing of a completion whose lineage dbt tests cover; one that no test covers closes with
-#: ``core.closing.COMPLETION_UNTESTED``, which names no test
-CLOSING = COMPLETION_TESTED
 
 
 def _section(contract: Contract, heading: str) -> list[str]:
@@ -194,7 +191,8 @@ def _and(items: list[str]) -> str:
 
 #: every fixed sentence of a completion statement (the contamination lint discounts them, as the repair template's)
 def templates() -> tuple[str, ...]:
-    return (OPENING, OPENING_MANY, MATERIALIZED, READS, COMPLETION_TESTED, COMPLETION_UNTESTED, "What the project says about {name}:",
+    return (OPENING, OPENING_MANY, MATERIALIZED, READS, COMPLETION_TESTED, COMPLETION_UNTESTED,
+            "What the project says about {name}:",
             "Model tests: {tests}")
 
 
@@ -222,5 +220,5 @@ def completion_statement(contract: Contract, *more: Contract, tested: bool = Tru
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLOSING", "ColumnContract", "Contract", "MATERIALIZED", "OPENING", "OPENING_MANY", "READS", "completion_statement",
+__all__ = ["ColumnContract", "Contract", "MATERIALIZED", "OPENING", "OPENING_MANY", "READS", "completion_statement",
            "contract_of", "graded_columns", "why_not_completable"]

@@ -66,8 +66,8 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
     code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0, err
     assert json.loads(out)["lock"] == {"same": True, "summary": "the rebuild reproduces the lock task for task",
-                                       "missing": [], "extra": [], "changed": [], "renamed": [], "restated": [], "golds_renamed": [],
-                                       "unfinished": []}
+                                       "missing": [], "extra": [], "changed": [], "renamed": [], "restated": [],
+                                       "golds_renamed": [], "unfinished": []}
 
     # a lock that lists one task fewer: the rebuild has one the lock does not, exit 1 with the id
     lock = read_lock(fresh_pins)
