@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from dbt_harvest.core.closing import repair_closing
 from dbt_harvest.core.errors import PinError
 from dbt_harvest.harvester.gitrepos import make_git_repo
 from tests.cli_home import cli_json, run_cli
@@ -131,6 +132,12 @@ def test_tasks_count_only_the_tests_that_pass_on_the_original(harbor: dict) -> N
     assert any("test.harbor_moorings.not_null_stay_revenue_revenue.4857b36ac6" in t.local_checks.covering_tests
                for t in tasks)
     assert max(t.local_tests for t in tasks) >= 2
+    # a statement names dbt tests only where some cover the bug: the untested mart's tasks name none
+    untested = [t for t in tasks if not t.local_tests]
+    assert untested and all(t.file == "models/marts/arrivals_by_day.sql" for t in untested)
+    for task in tasks:
+        assert task.problem_statement.endswith(repair_closing(task.local_checks))
+        assert ("dbt test" in task.problem_statement) == (task not in untested), task.problem_statement
 
 
 def test_the_environment_reports_the_pre_existing_failures_on_the_fast_path_and_the_build_alike(
