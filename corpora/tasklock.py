@@ -57,10 +57,9 @@ class LockedTask:
     sha256: str
     instance_id: str = ""
     # a rebuilt task whose pin's gold is not the one the lock names, or whose statement was restated
-    # (``core.closing``): the sha256 of its record with the locked gold name and the earlier closing put
-    # back (empty otherwise)
-    as_locked: str = ""
-    restated: bool = False  # its statement's closing was restated (what ``as_locked`` undoes besides the gold)
+    # (``core.closing``): the sha256 of its record as the lock may hold it, each with what was put back
+    # (the earlier closing, the locked gold name): the gold name, the closing, or both (empty otherwise)
+    as_locked: tuple[tuple[str, bool, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,20 +116,25 @@ def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[s
             locked_golds: Mapping[str, str] | None = None) -> TaskLock:
     """The lock of ``records`` (any splits; test ones are reduced to pin + hash). ``locked_golds``: the
     gold names a lock being compared with records per pin; a record whose gold differs, or whose statement's
-    closing was restated, also gets the hash it would have under the locked name with the earlier closing
-    (``LockedTask.as_locked``)."""
+    closing was restated, also gets the hashes it would have under the locked name, with the earlier closing,
+    and with both (``LockedTask.as_locked``): a lock re-keyed after one change still recognises the other."""
     tasks = []
     golds: dict[str, str] = {}
     for r in records:
         golds.setdefault(r.pin, r.gold_sha256)
         then = (locked_golds or {}).get(r.pin, "")
         first = as_first_written(r)
-        made = under_gold(first, then) if then and then != r.gold_sha256 else first
-        as_locked = record_sha256(made) if made != r else ""
+        renamed = then != "" and then != r.gold_sha256
+        ways = [(under_gold(r, then), False, True)] if renamed else []
+        if first != r:
+            ways.append((first, True, False))
+            if renamed:
+                ways.append((under_gold(first, then), True, True))
+        as_locked = tuple((record_sha256(made), restated, gold) for made, restated, gold in ways)
         if r.split == "test":
-            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked, restated=first != r))
+            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked))
         else:
-            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked, first != r))
+            tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked))
     return TaskLock(ledger_head, tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
                     tuple(sorted(set(partial))), tuple(sorted(golds.items())))
 
@@ -273,17 +277,20 @@ def compare(locked: TaskLock, rebuilt: TaskLock, pin_ids: Sequence[str] | None =
     for t in rebuilt.tasks:
         if wanted is not None and t.pin not in wanted:
             continue
-        if t.as_locked:  # renamed gold or restated closing: it is the locked task when it hashes so as first made
-            under_old = replace(t, sha256=t.as_locked, as_locked="", restated=False)
+        matched = False
+        for sha256, was_restated, was_renamed in t.as_locked:  # the locked task when it hashes so as the lock made it
+            under_old = replace(t, sha256=sha256, as_locked=())
             old = a.get(_key(under_old))
             if old is not None and (old.sha256, old.pin) == (under_old.sha256, under_old.pin):
-                if t.restated:
+                if was_restated:
                     restated.append(_key(under_old))
-                if rebuilt.gold_of(t.pin) != locked.gold_of(t.pin):
+                if was_renamed:
                     renamed.append(_key(under_old))
                 b[_key(under_old)] = under_old
-                continue
-        b[_key(t)] = t
+                matched = True
+                break
+        if not matched:
+            b[_key(t)] = t
     missing = tuple(sorted(k for k in a if k not in b and a[k].pin not in rebuilt.partial))
     extra = tuple(sorted(k for k in b if k not in a and b[k].pin not in locked.partial))
     changed = tuple(sorted(k for k in a.keys() & b.keys() if (a[k].sha256, a[k].pin) != (b[k].sha256, b[k].pin)))

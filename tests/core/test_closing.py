@@ -103,3 +103,17 @@ def test_the_lock_recognises_a_restated_task_and_nothing_else(tmp_path: Path) ->
     assert not compare(lock_of([old[1]], "head"), lock_of([claimed], "head")).same
     data = json.loads(rebuilt[0].to_json())
     assert data["problem_statement"].endswith(REPAIR_UNTESTED)
+
+
+def test_a_restated_task_whose_gold_was_renamed_too_is_recognised_either_way(tmp_path: Path) -> None:
+    """Locked before both changes, or re-keyed after the restatement and then renamed: the same task."""
+    from dbt_harvest.corpora.tasklock import under_gold
+
+    old = [_repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 1),
+           _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2)]
+    new_gold = "f" * 64
+    rebuilt = [under_gold(_written(r, tmp_path), new_gold) for r in old]
+    rekeyed = [_written(r, tmp_path) for r in old]  # restated and re-keyed under the old gold
+    for locked, restated_count in ((lock_of(old, "head"), 1), (lock_of(rekeyed, "head"), 0)):
+        diff = compare(locked, lock_of(rebuilt, "head", locked_golds=dict(locked.golds)))
+        assert diff.same and len(diff.renamed) == 2 and len(diff.restated) == restated_count, diff
