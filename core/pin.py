@@ -28,6 +28,8 @@ GITHUB_URL = re.compile(
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+#: the database (DuckDB file stem) of every pin whose SQL names none
+DEFAULT_DATABASE = "build"
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ class Pin:
     clock_frozen: bool = False
     # the DuckDB catalog (database file stem) the pin's profile builds into; gold's values were checked
     # against a rebuild under another name (TableRecord.database_columns)
-    database: str = "build"
+    database: str = DEFAULT_DATABASE
     # distinguishing data (harvester/augment.py): the sha256 of a patch that adds seed rows, applied after
     # the compat patch before every build of this pin, and the id of the pin it augments ("" for neither)
     augmentation_sha256: str = ""
@@ -188,7 +190,7 @@ class Pin:
     @property
     def database_named(self) -> bool:
         """The project's SQL names its database (``database`` is not the default ``build``): no build may rename it."""
-        return self.database != "build"
+        return self.database != DEFAULT_DATABASE
 
     @property
     def known_failing_tests(self) -> frozenset[str]:
@@ -235,7 +237,7 @@ class Pin:
 
 
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
-_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": "build", "augmentation_sha256": "",
+_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": DEFAULT_DATABASE, "augmentation_sha256": "",
                                        "augments": "", "recovers": (), "fix_commit": "", "fix_files": (),
                                        "fix_sha256": "", "fix_date": "", "mined_from": "",
                                        "baseline_tests": (), "compat_edits": ()}
@@ -310,7 +312,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         if not all(isinstance(c, str) for c in (*table.unstable_columns, *table.database_columns)):
             raise PinError(f"{where}: table {table.name!r} lists a column name that is not a string")
     clock_frozen = data.get("clock_frozen", False)
-    database = data.get("database", "build")
+    database = data.get("database", DEFAULT_DATABASE)
     if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not _DATABASE.match(database):
         raise PinError(f"{where}: clock_frozen must be a boolean and database a plain identifier (a DuckDB file's stem)")
     augmentation = data.get("augmentation_sha256", "")

@@ -46,6 +46,7 @@ from dbt_harvest.core.licenses import detect_license
 from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
 from dbt_harvest.core.patching import apply_patch
 from dbt_harvest.core.pin import (
+    DEFAULT_DATABASE,
     BaselineTest,
     Column,
     PackageRecord,
@@ -67,10 +68,8 @@ from dbt_harvest.harvester.specs import (
     parse_spec,
     spec_identity,
 )
-from dbt_harvest.harvester.state import DB_FILE, install_state
+from dbt_harvest.harvester.state import install_state
 from dbt_harvest.core.versions import versions
-
-DEFAULT_DATABASE = Path(DB_FILE).stem  # "build": the database of every pin whose SQL names none
 
 
 @dataclass(frozen=True)
@@ -313,7 +312,7 @@ class GoldBuilds:
     renamed: BuildResult
     repeat: BuildResult | None = None
     # the database (file stem) every build of the pin uses: "build", or the name the project's SQL needs
-    database: str = "build"
+    database: str = DEFAULT_DATABASE
     # the project's own tests that failed or warned on it (harvester.baseline); the builds above left the
     # failing ones out
     baseline: tuple[BaselineTest, ...] = ()

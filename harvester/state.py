@@ -18,9 +18,10 @@ from typing import Any
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import GoldError
 from dbt_harvest.core.home import state_dir
+from dbt_harvest.core.pin import DEFAULT_DATABASE
 from dbt_harvest.harvester.sandbox import safe_fs
 
-DB_FILE = "build.duckdb"
+DB_FILE = f"{DEFAULT_DATABASE}.duckdb"  # the database file of a pin whose SQL names no database
 #: Bound of the copied manifest (the database is bounded by the build's own disk bound).
 MANIFEST_BYTES = 1 << 30
 

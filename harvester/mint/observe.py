@@ -24,13 +24,10 @@ import duckdb
 
 from dbt_harvest.core.pin import Pin, TableRecord
 from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.harvester.mint.statement import DIRECTIONS  # how a column moved: the statement's vocabulary
 from dbt_harvest.harvester.sandbox.inside.harvest_names import full_graded_name
 
 _NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|REAL|DECIMAL.*)$", re.I)
-
-#: How a column of equal row count moved from gold to a variant (the statement's vocabulary); ``missing``: the
-#: variant's table has no such column at all (a fix mined from history that added it, undone)
-DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different", "missing")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from dbt_harvest.core.closing import CLOSINGS, REPAIR_TESTED
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-#: direction of a graded column's damage, as the confirmed build measured it (``mint/observe.py``)
+#: direction of a graded column's damage, as the confirmed build measured it (``mint/observe.py``); ``missing``:
+#: the broken table has no such column at all (a fix mined from history that added it, undone)
 DIRECTIONS = ("higher", "lower", "true_more", "true_less", "nulls_more", "nulls_less", "different", "missing")
 
 #: The first sentence, by the first symptom: rows added, rows lost, or values changed.
