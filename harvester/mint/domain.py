@@ -16,8 +16,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-import duckdb
-
+from dbt_harvest.core.locked_duckdb import connect_locked
 from dbt_harvest.mutators import Mutation, WrongRepair
 
 MAX_VALUES = 2
@@ -32,7 +31,9 @@ def gold_values(gold: Path) -> Callable[[str], tuple[str, ...]]:
 
     @lru_cache(maxsize=256)
     def values(column: str) -> tuple[str, ...]:
-        con = duckdb.connect(str(gold), read_only=True, config={"enable_external_access": False})
+        # locked like every other reader of gold in this process (the screening engine holds one open: DuckDB
+        # refuses a second connection to the same file under another configuration)
+        con = connect_locked(str(gold), read_only=True)
         try:
             found = con.execute(
                 "SELECT schema_name, table_name, column_name FROM duckdb_columns() "

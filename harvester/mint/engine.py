@@ -43,6 +43,25 @@ class Engine:
             f"USE \"{catalog}\"",
         ))
         self._fresh_mut()
+        self._gold: tuple[Path, duckdb.DuckDBPyConnection] | None = None
+
+    def gold_reader(self, gold: Path) -> duckdb.DuckDBPyConnection:
+        """The pin's gold database opened once for the shard, read-only and locked as the scorer opens it.
+
+        Screening grades every candidate and wrong repair against gold; opening a DuckDB file costs ~10 ms,
+        about a tenth of a shard's screening when each grade opened it again. Gold is the harvest's own
+        build (trusted), and the scorer only reads a connection it is given."""
+        if self._gold is None or self._gold[0] != gold:
+            from dbt_harvest.core.scorer.source import SCORER_LOCK
+
+            self._close_gold()
+            self._gold = (gold, connect_locked(str(gold), SCORER_LOCK, read_only=True))
+        return self._gold[1]
+
+    def _close_gold(self) -> None:
+        if self._gold is not None:
+            self._gold[1].close()
+            self._gold = None
 
     def _fresh_mut(self) -> None:
         self.con.execute(f"ATTACH ':memory:' AS {MUT}")
@@ -91,5 +110,6 @@ class Engine:
         return dest
 
     def close(self) -> None:
+        self._close_gold()
         self.con.close()
         safe_fs.rmtree(self.scratch)

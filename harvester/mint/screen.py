@@ -18,6 +18,7 @@ from pathlib import Path
 from dbt_harvest.core.clock import freeze_clock
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.core.scorer import official
+from dbt_harvest.core.scorer.source import Source
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.harvester.mint.candidates import Candidate
 from dbt_harvest.harvester.mint.checks import (  # noqa: F401  (re-exported: older imports read them from here)
@@ -140,7 +141,7 @@ class ScreenTrial:
     pin: Pin
     nodes: dict[str, ModelNode]
     cand: Candidate
-    gold: Path
+    gold: Source  # the gold file, or the engine's reader of it
     tests: Suite | None = None
     mutated_sql: str = ""
     observation: Observation | None = None
@@ -217,7 +218,7 @@ def _export(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], tag:
     )
 
 
-def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], gold: Path, tag: str) -> bool:
+def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode], gold: Source, tag: str) -> bool:
     """Whether the official check scores the re-run graded tables 0 (it sees a difference from gold)."""
     pred = _export(engine, spec, nodes, tag)
     try:
@@ -227,7 +228,7 @@ def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode
 
 
 def predict_wrong_repairs(
-    engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, spec: GradingSpec, gold: Path,
+    engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, spec: GradingSpec, gold: Source,
     tests: Suite | None, broken: Path | None = None,
 ) -> tuple[tuple[int, ...], str]:
     """The wrong repairs worth a dbt build, most promising first, and why the others are not.
@@ -279,7 +280,7 @@ def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidat
            tests: Suite | None = None) -> ScreenOutcome:
     """Run every screening rule on one candidate (``SCREEN_RULES``); the engine is reset afterwards."""
     started = time.perf_counter()
-    trial = ScreenTrial(engine, pin, nodes, cand, gold, tests)
+    trial = ScreenTrial(engine, pin, nodes, cand, engine.gold_reader(gold), tests)
     try:
         for rule in SCREEN_RULES:
             trial = rule(trial)
