@@ -64,7 +64,7 @@ def harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
                           "        length_m: double\n        berth: varchar\n")
     added = _json(root, "add", f"{repo.path}@{repo.commits[0]}", "--compat-patch", str(typed), "--allow-edits")
     _json(root, "split", "assign", "--test", "0", "--dev", "0")
-    minted = _json(root, "mint", added["id"])
+    minted = _json(root, "mint", added["id"], "--max-per-model", "1")
     return {"root": root, "repo": repo, "added": added, "minted": minted, "typed": typed}
 
 
