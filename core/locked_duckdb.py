@@ -122,7 +122,9 @@ def _joined_lock(conn: Any, database: str, lock: Lock, setup: Sequence[str]) -> 
         "current_setting('autoload_known_extensions'), current_setting('allowed_directories'), "
         "current_setting('allowed_paths')"
     ).fetchone()
-    own = tuple({database, os.path.abspath(database)})
+    # DuckDB names the file's own entries (the file, its .wal, its .tmp/) by the path it resolved: a
+    # database reached through a symlinked folder is listed under its real path
+    own = tuple({database, os.path.abspath(database), os.path.realpath(database)})
     granted_dirs = {d.rstrip("/") for d in (*lock.allowed_directories, lock.temp_directory) if d}
     extra = [d for d in directories or () if not d.startswith(own) and d.rstrip("/") not in granted_dirs]
     extra += [p for p in paths or () if not p.startswith(own) and p not in lock.allowed_paths]

@@ -40,6 +40,24 @@ def test_two_scorer_readers_of_one_gold_file_both_read_it(gold: Path) -> None:
         assert first.execute("select count(*) from orders").fetchone() == (5,)
 
 
+def test_two_readers_of_a_gold_file_reached_through_a_symlinked_folder(gold: Path, tmp_path: Path) -> None:
+    """A home whose gold folder is a symlink (the mint holds gold open for a shard while the scorer and the
+    gold-values reader open it again): DuckDB lists the file's own entries under its real path."""
+    from dbt_harvest.core.scorer.source import SCORER_LOCK, open_source
+
+    linked = tmp_path / "home-gold"
+    linked.symlink_to(gold.parent, target_is_directory=True)
+    held = connect_locked(str(linked / gold.name), SCORER_LOCK, read_only=True)
+    try:
+        with open_source(linked / gold.name, gold=True) as second:
+            assert second.execute("select count(*) from orders").fetchone() == (5,)
+        other = connect_locked(str(linked / gold.name), read_only=True)
+        assert other.execute("select count(*) from orders").fetchone() == (5,)
+        other.close()
+    finally:
+        held.close()
+
+
 def test_concurrent_readers_in_threads(gold: Path) -> None:
     from dbt_harvest.core.scorer.source import open_source
 
