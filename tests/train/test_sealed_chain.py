@@ -99,3 +99,46 @@ def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Pa
     assert not (tmp_path / "again").exists()
     assert len((pins / "_test_audits.jsonl").read_text().splitlines()) == 1
     assert len((pins / "_unseals.jsonl").read_text().splitlines()) == 1
+
+
+def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm(chain_world, tmp_path: Path) -> None:  # noqa: ANN001
+    """`harvest experiment` end to end in the default run (the e2e chain adds dev audits, the gates, GRPO and a
+    kill after training): SFT, freeze, the sealed split audited once by each arm, compared task by task; run
+    again, every step is kept and the report is the same."""
+    import tomli_w
+
+    source, _, sealed = chain_world
+    root = tmp_path / "world"  # a copy: this recipe's sealed audits stay out of the other test's ledger
+    shutil.copytree(source, root, symlinks=True)
+    env = {**os.environ, "HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins"),
+           "HF_HOME": str(root / "hf"), "OMP_NUM_THREADS": "1"}
+    env.pop("HARVEST_MANIFEST_KEY", None)
+    raw = tomllib.loads((CONFIGS / "sft-tiny.toml").read_text())
+    raw["run"].update(name="sft-exp")  # the experiment writes it under its own folder
+    raw["data"].update(max_rows=2)
+    raw["train"].update(max_steps=1)
+    write_config(raw, tmp_path / "sft.toml")
+    recipe = tmp_path / "experiment.toml"
+    recipe.write_text(tomli_w.dumps({
+        "experiment": {"name": "sealed-exp", "claim": "the protocol compares base and trained on the sealed split",
+                       "output_dir": str(tmp_path / "experiments"), "gate": False, "dev": False},
+        "train": {"sft": "sft.toml"},
+        "audit": {"driver": "hf", "workers": 1, "max_turns": 2, "max_new_tokens": 8},
+    }))
+
+    first = ok(harvest(env, "experiment", recipe, "--json"))
+    report = json.loads(first.stdout)
+    exp = report["sealed"]
+    assert exp["base"]["n"] == exp["trained"]["n"] == exp["n"] == len(sealed)
+    assert [t["instance_id"] for t in exp["tasks"]] == sorted(t["instance_id"] for t in exp["tasks"])
+    assert len(exp["tasks"]) == len(sealed) and exp["ci_low"] <= exp["difference"] <= exp["ci_high"]
+    assert report["recipe"].startswith("sft-exp@")
+    for name in ("report.md", "report.json", "report.png"):
+        assert (tmp_path / "experiments" / "sealed-exp" / name).stat().st_size > 0
+    ledger = [json.loads(line) for line in (root / "pins" / "_test_audits.jsonl").read_text().splitlines()]
+    assert sorted(e.get("arm", "recipe") for e in ledger if e["recipe"] == report["recipe"]) == ["base", "recipe"]
+
+    again = ok(harvest(env, "experiment", recipe, "--json"))
+    assert "sealed-base: done before, kept" in again.stderr and "sft: done before, kept" in again.stderr
+    assert json.loads(again.stdout)["sealed"] == exp
+    assert len((root / "pins" / "_test_audits.jsonl").read_text().splitlines()) == len(ledger)
