@@ -7,7 +7,8 @@ their measured time, longest first, is the classic longest-processing-time sched
 start at once and the many short modules fill in around them.
 
 The measured times live in ``tests/durations.json`` (module -> seconds of setup + call + teardown),
-refreshed by ``python -m pytest -n 2 --dist loadscope --store-durations``. A module it does not know yet
+refreshed by ``python -m pytest -n 2 --dist loadscope --tier all --store-durations`` (a run of fewer modules
+updates theirs and keeps the rest). A module it does not know yet
 (a new one) is placed at the median; a stale entry only costs balance, never a test. The order inside a
 module is kept, so module- and class-scoped fixtures behave exactly as before.
 """
@@ -75,5 +76,10 @@ class _Recorder:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(session.config, "workerinput"):  # a worker: the controller records
             return
-        ranked = dict(sorted(((m, round(s, 1)) for m, s in self.seconds.items()), key=lambda kv: (-kv[1], kv[0])))
+        try:  # a run of some modules (one tier, one folder) keeps the times of the others
+            known = {m: float(s) for m, s in json.loads(DURATIONS.read_text()).items()}
+        except (FileNotFoundError, ValueError):
+            known = {}
+        known.update((m, round(s, 1)) for m, s in self.seconds.items())
+        ranked = dict(sorted(known.items(), key=lambda kv: (-kv[1], kv[0])))
         DURATIONS.write_text(json.dumps(ranked, indent=1) + "\n")
