@@ -12,6 +12,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from dbt_harvest.core.scorer.source import fetch_frame  # fetchdf without duckdb's own pandas deprecation warning
+
 
 def _key(x: Any) -> tuple[bool, str, bool]:
     return (x is None, str(x), isinstance(x, (int, float)))
@@ -47,9 +49,9 @@ def compare_frames(gold: pd.DataFrame, pred: pd.DataFrame, cols: list[int], igno
 def table_verdict(
     gold: duckdb.DuckDBPyConnection, pred: duckdb.DuckDBPyConnection, table: str, cols: list[int], ignore_order: bool
 ) -> bool:
-    gold_frame = gold.execute(f"SELECT * FROM {table}").fetchdf()
+    gold_frame = fetch_frame(gold, f"SELECT * FROM {table}")
     try:
-        pred_frame = pred.execute(f"SELECT * FROM {table}").fetchdf()
+        pred_frame = fetch_frame(pred, f"SELECT * FROM {table}")
     except Exception:
         return False
     return compare_frames(gold_frame, pred_frame, cols, ignore_order)
