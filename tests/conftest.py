@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-# the order xdist workers take modules in: longest measured first (tests/scheduling.py)
-pytest_plugins = ["tests.scheduling"]
+# the order xdist workers take modules in: longest measured first (tests/scheduling.py); which tests a run
+# plays: the default tier, or with --tier the deep one of second paths (tests/tiers.py)
+pytest_plugins = ["tests.scheduling", "tests.tiers"]
 
 # Property-test case counts (tests/property_budget.py): the default run draws a fifth of the deep one;
 # `python -m pytest --hypothesis-profile=deep` draws them all. Registered here, before the hypothesis

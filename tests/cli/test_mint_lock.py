@@ -9,6 +9,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dbt_harvest.cli import main
@@ -81,6 +82,10 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
     assert code == 1 and "no _tasks.lock" in err
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
+    "tests/harvester/test_add.py::test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them",
+))
 def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(example_harvest, tmp_path: Path) -> None:
     """A pin that names its gold by the file's bytes (pins made before content naming), minted and locked,
     then rebuilt in a fresh home with --rename-gold: `--only-locked` re-mints just the locked tasks,

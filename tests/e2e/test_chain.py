@@ -152,6 +152,15 @@ LOAD_SCRIPT = (
 
 
 @pytest.mark.slow
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_add.py::test_a_package_repository_builds_its_integration_tests",
+    "tests/harvester/test_add.py::test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets",
+    "tests/corpora/test_dataset.py::test_cli_dataset_build",
+    "tests/corpora/test_publish.py::test_upload_arrives_byte_identical",
+    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+    "tests/train/test_sealed_chain.py::test_train_freeze_then_audit_the_sealed_split_once",
+    "tests/train/test_sealed_chain.py::test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm",
+))
 def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     from dbt_harvest.harvester.example import materialize_example
 

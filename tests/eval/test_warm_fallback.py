@@ -9,6 +9,8 @@ ends the child. All builds are real sandboxed dbt builds of the example's dev ta
 
 from __future__ import annotations
 
+import pytest
+
 from tests.eval.test_fast_checks import _texts
 from tests.property_budget import variants as variants_of
 
@@ -44,6 +46,10 @@ def _strip(found) -> dict:  # noqa: ANN001
     return out
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/eval/test_warm_fallback.py::test_the_environment_opens_its_warm_child_on_the_first_fallback_and_ends_it_when_it_closes",
+    "tests/eval/test_fast_checks.py::test_an_edit_the_fast_path_cannot_grade_is_built_fresh_and_agrees_with_the_workspace_build",
+))
 def test_fallback_builds_in_the_warm_child_give_the_cold_verdicts(dev_world) -> None:  # noqa: ANN001
     from dbt_harvest.harvester.grading import grade
     from dbt_harvest.harvester.grading.warm import WarmBuilds
@@ -78,6 +84,10 @@ def test_fallback_builds_in_the_warm_child_give_the_cold_verdicts(dev_world) -> 
         assert hot.official == 0 and warm.primes == 1 and warm.child_starts == 1, (hot, warm.primes)
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/sandbox/test_session.py::test_batches_share_one_child_and_a_restored_variant_matches_a_fresh_build",
+    "tests/harvester/test_mint_variants.py::test_a_warm_variant_is_what_a_fresh_workspace_builds_and_identical_inputs_build_once",
+))
 def test_a_build_in_the_warm_child_finds_nothing_an_earlier_build_left(dev_world) -> None:  # noqa: ANN001
     from dbt_harvest.harvester.grading import grade
     from dbt_harvest.harvester.grading.warm import WarmBuilds

@@ -158,6 +158,11 @@ def test_an_export_imports_as_dev_instances_with_their_reference(exported: Expor
         assert row["database"] == DB_FILE and row["graded_tables"] == list(task.grading.condition_tabs)
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/export/test_spider2.py::test_submit_grades_the_project_files_not_the_state_the_agents_database_reached",
+    "tests/export/test_spider2.py::test_an_export_imports_as_dev_instances_with_their_reference",
+    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+))
 def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(exported: Exported, tmp_path: Path) -> None:
     """Both audits keep what they graded in Spider2's results layout: `harvest score --spider2` (and, where
     SPIDER2_DIR names a local copy, the official evaluate.py run as a script) must give the same N/N and

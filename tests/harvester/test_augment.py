@@ -94,6 +94,12 @@ def test_the_augmentation_is_a_hashed_seed_patch_of_the_pin(gym) -> None:  # typ
     assert not read_pin(pin_path(base.id, gym["pins"])).augmentation_sha256
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_augment.py::test_a_tampered_augmentation_is_refused",
+    "tests/harvester/test_augment_lineage.py::test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy",
+    "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
+    "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
+))
 def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healthy(gym) -> None:  # type: ignore[no-untyped-def]
     from dbt_harvest.harvester.build import build_workspace
     from dbt_harvest.harvester.discovery import discover
@@ -297,6 +303,10 @@ def test_a_dataset_row_flags_and_carries_the_augmentation(gym) -> None:  # type:
     assert row_source(row, None).augment_text == patch
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_augment.py::test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing",
+    "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
+))
 def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduces_the_lock(gym, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The corpus chain: an augmentation made in one home is committed with the pins (the pin records the
     candidates it serves; its seed patch, rows cloned from the repository's seeds, is not committed) and

@@ -130,6 +130,10 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert code == 2 and "--kinds" in err
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_completion.py::test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion",
+    "tests/harvester/test_completion.py::test_completion_shards_resume_and_the_lock_holds_both_kinds",
+))
 def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(completed, example_harvest, tmp_path: Path) -> None:  # noqa: ANN001
     from dbt_harvest.corpora.store import load_tasks
     from tests.conftest import use_env
@@ -145,6 +149,11 @@ def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(complet
     assert fresh == {t.instance_id: t.to_json() for t in [*completed.repairs, *completed.completions]}
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_quality.py::test_verify_rebuilds_every_task_independently_and_catches_a_bad_one",
+    "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
+    "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
+))
 def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed) -> None:  # noqa: ANN001
     leaf = _task(completed, "models/marts/product_performance.sql")
     pair = next(t for t in completed.pairs if t.file == leaf.file)
@@ -159,6 +168,11 @@ def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed
     assert leaf.local_checks.builds and leaf.local_checks.covering_tests
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_completion.py::test_dataset_materialize_score_and_spider2_export_carry_the_kind",
+    "tests/harvester/test_completion.py::test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it",
+    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+))
 def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:  # noqa: ANN001
     # `--kind completion`: only the completions are played (the repairs have audits of their own elsewhere)
     home, pins = completed.home, completed.pins

@@ -401,6 +401,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_mint.py::test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart",
+    "tests/harvester/test_mint.py::test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in",
+))
 def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A real local Ray head on 127.0.0.1 with token auth: same screening decisions as the local pool."""
     pytest.importorskip("ray")

@@ -96,6 +96,10 @@ def test_the_project_is_pinned_with_its_failing_tests_known_and_every_model_buil
     assert all(not t.database_columns for t in pin.tables)  # the name cannot vary, so nothing moved with it
 
 
+@pytest.mark.deep(covered_by=(
+    "tests/harvester/test_add.py::test_bad_input_is_one_line_and_writes_no_pin",
+    "tests/harvester/test_reach.py::test_a_rebuild_that_finds_known_failures_or_a_database_says_so",
+))
 def test_a_model_that_fails_to_build_is_still_refused_with_its_error(harbor: dict) -> None:
     root, repo = harbor["root"], harbor["repo"]
     code, _, err = _run(root, "add", f"{repo.path}@{repo.commits[1]}", "--compat-patch", str(harbor["typed"]), "--allow-edits")

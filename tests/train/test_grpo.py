@@ -42,6 +42,9 @@ def test_harvester_backend_builds_and_scores_through_reward_build(world: World, 
 
 
 @pytest.mark.slow
+@pytest.mark.deep(covered_by=(
+    "tests/train/test_grpo.py::test_grpo_step_with_the_reward_pool",
+))
 def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) -> None:
     """Both trainers under torchrun: exit 0 with and without --json, one report (rank 0), and GRPO's manifest
     counts the rollouts of both processes (one completion each: 2)."""
