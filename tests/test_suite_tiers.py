@@ -3,7 +3,6 @@ default tests that cover its outcome, checked on small suites run by a real pyte
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tiers import cover_errors, defined_tests, runs
+from tests.tiers import cover_errors, defined_tests, runs, suite_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +40,7 @@ class TestGroup:
 
 
 def test_a_module_s_tests_are_found_with_whether_each_is_deep() -> None:
-    assert defined_tests(MODULE) == {"test_cheap": False, "test_second_path": True, "test_bare": True}
+    assert defined_tests(MODULE) == {"test_cheap": False, "test_second_path": True, "TestGroup::test_bare": True}
 
 
 def test_covered_by_must_name_existing_default_tests() -> None:
@@ -54,7 +53,7 @@ def test_covered_by_must_name_existing_default_tests() -> None:
         "b": (),
         "c": ("tests/test_m.py::test_missing",),
         "d": ("tests/gone.py::test_cheap",),
-        "e": ("tests/test_m.py::test_bare",),  # covered by another deep test: nothing covers it by default
+        "e": ("tests/test_m.py::TestGroup::test_bare",),  # covered by another deep test: nothing covers it by default
         "f": "tests/test_m.py::test_cheap",  # a string, not a tuple of them
     }, sources)
     assert [e.split(":", 1)[0] for e in errors] == ["a", "b", "c", "d", "e", "f"]
@@ -99,18 +98,18 @@ def test_a_real_pytest_run_plays_each_tier_and_refuses_a_deep_test_without_a_cov
     assert "TestGroup::test_bare: a deep test names the default tests that cover it" in refused.stderr
 
 
+def test_a_module_marked_deep_as_a_whole_is_refused(tmp_path: Path) -> None:
+    root = _suite(tmp_path, "import pytest\n\npytestmark = [pytest.mark.slow, pytest.mark.deep]\n\ndef test_a():\n    pass\n")
+    assert suite_errors(root, [root / "tests"]) == [
+        "tests/test_m.py::pytestmark: a deep test names the default tests that cover it: "
+        "@pytest.mark.deep(covered_by=('tests/...py::test_...', ...))"]
+    assert _collect(root).returncode == pytest.ExitCode.USAGE_ERROR
+
+
 def test_every_deep_test_of_this_suite_names_default_tests_that_exist() -> None:
-    marked: dict[str, object] = {}
-    sources: dict[str, str | None] = {}
-    for path in sorted((ROOT / "tests").rglob("test_*.py")):
-        text = path.read_text()
-        module = path.relative_to(ROOT).as_posix()
-        sources[module] = text
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.FunctionDef):
-                for decorator in node.decorator_list:
-                    if isinstance(decorator, ast.Call) and getattr(decorator.func, "attr", "") == "deep":
-                        covers = {k.arg: ast.literal_eval(k.value) for k in decorator.keywords}.get("covered_by")
-                        marked[f"{module}::{node.name}"] = covers
-    assert len(marked) >= 10  # the deep tier this suite has (tests/tiers.py)
-    assert cover_errors(marked, sources) == []
+    from tests.tiers import deep_markers
+
+    deep = [name for path in (ROOT / "tests").rglob("test_*.py")
+            for name, covers in deep_markers(path.read_text()).items() if isinstance(covers, tuple)]
+    assert len(deep) >= 10  # the deep tier this suite has (tests/tiers.py)
+    assert suite_errors(ROOT, [ROOT / "tests"]) == []

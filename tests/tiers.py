@@ -13,8 +13,10 @@ local pool's decisions, the README's whole chain end to end. Those are marked ``
 
 A deep test must say which default tests reach its outcome the cheap way:
 ``@pytest.mark.deep(covered_by=("tests/x/test_y.py::test_z", ...))``. Each named test must exist and must
-not be deep itself; the collection refuses the run otherwise (:func:`cover_errors`), so the deep tier cannot
-grow into a place where behaviours go untested by default.
+not be deep itself; the run is refused otherwise (:func:`cover_errors`), so the deep tier cannot
+grow into a place where behaviours go untested by default. The check reads the test files (the marker must be a
+decorator with a literal ``covered_by``; a ``pytestmark`` marking a whole module deep is refused) before
+anything is collected, once per run: under xdist in the controller, so a bad cover is one clean usage error.
 """
 
 from __future__ import annotations
@@ -39,18 +41,71 @@ def runs(tier: str, deep: bool, named: bool) -> bool:
 
 
 def defined_tests(source: str) -> dict[str, bool]:
-    """Test functions a module defines at its top level (or in a class), each with whether a decorator marks
-    it deep (``pytest.mark.deep(...)`` or ``mark.deep``)."""
-    found: dict[str, bool] = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            found[node.name] = any(_is_deep(d) for d in node.decorator_list)
+    """Test functions a module defines, by their node id's tail (``test_x``, ``TestGroup::test_x``), each with
+    whether a decorator marks it deep (``pytest.mark.deep(...)`` or ``mark.deep``)."""
+    return {name: covers is not _NOT_DEEP for name, covers in deep_markers(source).items() if name != "pytestmark"}
+
+
+_NOT_DEEP = object()
+
+
+def deep_markers(source: str) -> dict[str, object]:
+    """Every test function of a module by its node id's tail (``test_x`` or ``TestGroup::test_x``): the literal
+    ``covered_by`` of its deep marker (None when the marker has none or names it by something else than a
+    literal), or ``_NOT_DEEP``. A ``pytestmark`` that marks a whole module or class deep is reported under its
+    own name, ``pytestmark``, with None: deep tests are marked one by one, each with its cover."""
+    found: dict[str, object] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}::")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                found[prefix + node.name] = next((_covers(d) for d in node.decorator_list if _is_deep(d)), _NOT_DEEP)
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+                if any(_is_deep(n) for n in ast.walk(node.value) if isinstance(n, ast.expr)):
+                    found[prefix + "pytestmark"] = None
+
+    visit(ast.parse(source).body, "")
     return found
 
 
-def _is_deep(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+def _is_deep(node: ast.expr) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
     return isinstance(target, ast.Attribute) and target.attr == "deep"
+
+
+def _covers(decorator: ast.expr) -> object:
+    if not isinstance(decorator, ast.Call):
+        return None
+    for keyword in decorator.keywords:
+        if keyword.arg == "covered_by":
+            try:
+                return ast.literal_eval(keyword.value)
+            except ValueError:
+                return None
+    return None
+
+
+def suite_errors(root: Path, paths: Iterable[Path]) -> list[str]:
+    """:func:`cover_errors` over every deep test of the test files under ``paths`` (files or folders)."""
+    files = sorted({f for p in paths for f in ([p] if p.is_file() else p.rglob("test_*.py")) if f.suffix == ".py"})
+    marked: dict[str, object] = {}
+    sources: dict[str, str | None] = {}
+    for file in files:
+        if not file.resolve().is_relative_to(root.resolve()):
+            continue
+        module = file.resolve().relative_to(root.resolve()).as_posix()
+        sources[module] = file.read_text()
+        marked.update((f"{module}::{name}", covers) for name, covers in deep_markers(sources[module]).items()
+                      if covers is not _NOT_DEEP)
+    for covers in marked.values():
+        for cover in covers if isinstance(covers, tuple) else ():
+            module = str(cover).partition("::")[0]
+            if module not in sources:
+                path = root / module
+                sources[module] = path.read_text() if path.is_file() else None
+    return cover_errors(marked, sources)
 
 
 def cover_errors(deep_tests: Mapping[str, object], sources: Mapping[str, str | None]) -> list[str]:
@@ -102,32 +157,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "deep(covered_by): a second path to an outcome the named default tests check; runs with --tier deep|all")
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller checked
+        return
+    root = Path(config.rootpath)
+    paths = [Path(config.invocation_params.dir) / a.partition("::")[0] for a in config.args]
+    errors = suite_errors(root, [p for p in paths if p.exists()])
+    if errors:
+        raise pytest.UsageError("the deep tier: " + "; ".join(errors))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    deep = {item.nodeid: item.get_closest_marker("deep") for item in items}
-    marked = {nodeid: marker.kwargs.get("covered_by") for nodeid, marker in deep.items() if marker is not None}
-    errors = cover_errors(marked, _sources(Path(config.rootpath), (c for v in marked.values() if isinstance(v, tuple)
-                                                                   for c in v)))
-    if errors:
-        raise pytest.UsageError("the deep tier: " + "; ".join(errors))
     tier = config.getoption("--tier")
     named = _named_modules(config)
     keep, drop = [], []
     for item in items:
         is_named = any(item.nodeid == n or item.nodeid.startswith(n + "::") or item.nodeid.startswith(n + "[")
                        for n in named)
-        (keep if runs(tier, deep[item.nodeid] is not None, is_named) else drop).append(item)
+        deep = item.get_closest_marker("deep") is not None
+        (keep if runs(tier, deep, is_named) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-def _sources(root: Path, covers: Iterable[str]) -> dict[str, str | None]:
-    sources: dict[str, str | None] = {}
-    for cover in covers:
-        module = cover.partition("::")[0]
-        if module not in sources:
-            path = root / module
-            sources[module] = path.read_text() if path.is_file() else None
-    return sources
