@@ -1,7 +1,8 @@
 """Completion tasks end to end on the embedded example (real sandboxed builds, every stage through its CLI):
 `harvest mint --kinds completion` after the repair mint (one model, and a model with a parent), its resume and
 the lock; `harvest tasks verify` in fresh builds; the audit (oracle, noop: a missing model is graded by dbt);
-SFT rows and the GRPO reward; the dataset, `tasks materialize` and `score --task` on an empty home; `export spider2`."""
+SFT rows and the GRPO reward; the dataset, `tasks materialize` and `score --task` on an empty home; `export spider2`.
+One mint of both kinds, `tasks verify` and the audit are second paths, in the deep tier (tests/tiers.py)."""
 
 from __future__ import annotations
 
