@@ -29,6 +29,9 @@ import pytest
 
 TIERS = ("default", "deep", "all")
 
+#: what :func:`deep_markers` gives a test that is not marked deep
+_NOT_DEEP = object()
+
 
 def runs(tier: str, deep: bool, named: bool) -> bool:
     """Whether a test runs under ``tier``: ``deep`` says it is marked deep, ``named`` that its file or itself
@@ -43,10 +46,8 @@ def runs(tier: str, deep: bool, named: bool) -> bool:
 def defined_tests(source: str) -> dict[str, bool]:
     """Test functions a module defines, by their node id's tail (``test_x``, ``TestGroup::test_x``), each with
     whether a decorator marks it deep (``pytest.mark.deep(...)`` or ``mark.deep``)."""
-    return {name: covers is not _NOT_DEEP for name, covers in deep_markers(source).items() if name != "pytestmark"}
-
-
-_NOT_DEEP = object()
+    return {name: covers is not _NOT_DEEP for name, covers in deep_markers(source).items()
+            if name.rsplit("::", 1)[-1] != "pytestmark"}
 
 
 def deep_markers(source: str) -> dict[str, object]:
