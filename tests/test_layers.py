@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOT_PACKAGE = "dbt_harvest"
-PACKAGE = ROOT  # where the layer folders are: the top of the repository (setup.py maps them)
+PACKAGE = ROOT  # where the layer folders are: the top of the repository (src/dbt_harvest/<layer> links to them)
 SRC = ROOT / "src" / ROOT_PACKAGE  # the root package's own files
 LAYERS: tuple[str, ...] = ("core", "mutators", "harvester", "corpora", "eval", "train", "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
@@ -146,7 +146,7 @@ def test_the_checker_allows_arrows_down() -> None:
 
 
 def test_each_layer_is_imported_from_its_folder() -> None:
-    """``dbt_harvest.<layer>`` is the repository's ``<layer>/`` folder (the setup.py mapping), not a copy: a
+    """``dbt_harvest.<layer>`` is the repository's ``<layer>/`` folder (through src/dbt_harvest's link), not a copy: a
     test package named like a layer, or a stale install, would otherwise be what the suite exercises."""
     import importlib
 

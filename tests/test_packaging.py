@@ -1,7 +1,7 @@
 """The distribution: one import root, every file of every layer shipped, the console script pointing in.
 
-The wheel is built here from a copy of the source files (what an sdist holds: pyproject.toml, setup.py,
-the README, ``src/dbt_harvest/`` and the layer folders), offline with the setuptools already installed, and
+The wheel is built here from a copy of the source files (what an sdist holds: pyproject.toml, the
+README and ``src/dbt_harvest/`` with its layer links followed), offline with the setuptools already installed, and
 read back as a zip. A layer file the mapping misses (a new data folder, a SQL macro, a JSON table) is named
 by the test instead of surfacing as a missing file for users of a released package. CI additionally
 installs the wheel into a fresh virtualenv and runs the CLI from outside the checkout (``.ci/wheel``).
@@ -40,10 +40,9 @@ def _source_files() -> list[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     tree = tmp_path_factory.mktemp("sdist-tree")
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, tree / name)
-    for folder in ("src", *LAYERS):
-        shutil.copytree(ROOT / folder, tree / folder, ignore=_JUNK)
+    shutil.copytree(ROOT / "src", tree / "src", ignore=_JUNK)  # follows the layer links, as an sdist does
     out = tmp_path_factory.mktemp("wheelhouse")
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            "-w", str(out), str(tree)], capture_output=True, text=True, timeout=300)

@@ -2,10 +2,11 @@
 
 The distribution installs a single top-level package, ``dbt_harvest``. Its layers keep their folders at
 the top of the repository (``core/``, ``mutators/``, ``harvester/``, ``corpora/``, ``eval/``, ``train/``,
-``cli/``: the project's layout) and are mapped beneath this package at build time (``setup.py``), so
-``core/clock.py`` is imported as ``dbt_harvest.core.clock`` from an editable install and a wheel alike.
-This file lives in ``src/dbt_harvest/`` so that no folder named ``dbt_harvest`` at the top of the checkout
-shadows the mapped package. No generic name (``core``, ``cli``, ``eval``, ``train``) is put on ``sys.path``.
+``cli/``: the project's layout); ``src/dbt_harvest/<layer>`` is a committed symbolic link to each, so
+``core/clock.py`` is ``dbt_harvest.core.clock`` to Python, mypy, pyright and an editor alike, from a plain
+checkout (``src`` on the path), an editable install (a static ``.pth`` naming ``src``) and a wheel (the
+files copied through the links). No generic name (``core``, ``cli``, ``eval``, ``train``) is put on
+``sys.path``.
 """
 
 from __future__ import annotations

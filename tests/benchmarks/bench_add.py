@@ -60,7 +60,8 @@ def _env(home: Path) -> dict[str, str]:
 def importable(tree: Path, scratch: Path) -> tuple[Path, str]:
     """The PYTHONPATH entry and CLI module that run ``tree``'s code, not the installed one. A tree from
     before the one import root has its layers at the top (``cli``); a later one maps them beneath
-    ``dbt_harvest`` at install time (setup.py), so a folder of links stands in for that mapping."""
+    ``dbt_harvest`` (at install time through setup.py, later through src/dbt_harvest's own links), so a
+    folder of links stands in for either."""
     root = tree / "src" / "dbt_harvest"
     if not (root / "__init__.py").is_file():
         return tree, "cli"
