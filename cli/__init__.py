@@ -20,7 +20,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "show": ("dbt_harvest.cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
     "demo": ("dbt_harvest.cli.demo", "Harvest the embedded example project offline, end to end."),
     "score": ("dbt_harvest.cli.score", "Score a submission against gold (official mirror + strict)."),
-    "spider2": ("dbt_harvest.cli.spider2", "Spider 2.0-DBT as an audit target: import a local checkout, show its split."),
+    "spider2": (
+        "dbt_harvest.cli.spider2",
+        "Spider 2.0-DBT as an audit target: import a local checkout, show its split.",
+    ),
     "export": ("dbt_harvest.cli.export", "Write tasks in another benchmark's own layout (Spider 2.0-DBT)."),
     "mutants": ("dbt_harvest.cli.mutants", "Show the candidate mutations of dbt model files."),
     "mint": ("dbt_harvest.cli.mint", "Turn pinned projects into verified repair tasks."),
@@ -34,7 +37,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("dbt_harvest.cli.publish", "Upload a built dataset folder to the Hugging Face Hub."),
     "audit": ("dbt_harvest.cli.audit", "Run a model over a split in the tool environment and report."),
     "train": ("dbt_harvest.cli.train", "LoRA SFT and GRPO on the train split."),
-    "experiment": ("dbt_harvest.cli.experiment", "Base vs trained on the sealed split: train, freeze, audit both once, compare."),
+    "experiment": (
+        "dbt_harvest.cli.experiment",
+        "Base vs trained on the sealed split: train, freeze, audit both once, compare.",
+    ),
     "gc": ("dbt_harvest.cli.gc", "List (or with --yes remove) what killed runs left under HARVEST_HOME."),
 }
 

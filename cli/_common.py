@@ -69,8 +69,11 @@ def backstop(text: str) -> str:
     CSI sequences (what rich's styles and status line and progress bars write)."""
     out, pos = [], 0
     for match in _ALLOWED_CSI.finditer(text):
-        out.append(_CONTROL.sub(lambda m: _escape_char(m.group()) if m.group() not in "\n\r" else m.group(),
-                                text[pos:match.start()]))
+        out.append(
+            _CONTROL.sub(
+                lambda m: _escape_char(m.group()) if m.group() not in "\n\r" else m.group(), text[pos : match.start()]
+            )
+        )
         out.append(match.group())
         pos = match.end()
     out.append(_CONTROL.sub(lambda m: _escape_char(m.group()) if m.group() not in "\n\r" else m.group(), text[pos:]))

@@ -41,7 +41,7 @@ def end_process(code: object) -> NoReturn:
     shutdown = getattr(threading, "_shutdown", None)  # joins non-daemon threads, as Py_FinalizeEx does first
     if shutdown is not None:
         shutdown()
-    atexit._run_exitfuncs()  # noqa: SLF001 - the callbacks interpreter exit would run, in its order
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -122,8 +122,9 @@ def progress(label: str, total: int | None, unit: str) -> Iterator[Progress]:
     from rich.progress import Progress as RichProgress
 
     console = Console(stderr=True)
-    with RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as bar:
+    with RichProgress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
         tracker._bar = (bar, bar.add_task(label, total=total))
         yield tracker
 
@@ -153,4 +154,3 @@ def working(description: str) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
-

@@ -23,6 +23,7 @@ def print_table(table: Table, console: Console | None = None) -> None:
     console = console or Console()
     needed = console.measure(table, options=console.options.update_width(100_000)).maximum
     if needed > console.width:
-        console = Console(width=needed, file=console.file, force_terminal=console.is_terminal,
-                          no_color=console.no_color)
+        console = Console(
+            width=needed, file=console.file, force_terminal=console.is_terminal, no_color=console.no_color
+        )
     console.print(table)

@@ -12,43 +12,80 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @click.command("add")
 @click.argument("spec")
 @click.option("--project-dir", help="Folder of the dbt project inside the repository (default: discovered).")
-@click.option("--origin", help="Public URL this copy stands for, e.g. https://github.com/owner/name: the pin, "
-              "task ids, split groups and datasets use it (the local path is never recorded).")
-@click.option("--name", "repo_name", help="owner/name to record a repository without a public URL under "
-              "(default for a local copy: its origin remote, else its dbt project's name).")
-@click.option("--package-mirror", type=click.Path(path_type=Path, file_okay=False),
-              help="Offline dbt package mirror: DIR/<org>/<package> git repos (or $HARVEST_PACKAGE_MIRROR).")
-@click.option("--repo-mirror", type=click.Path(path_type=Path, file_okay=False),
-              help="Offline copies of repositories: DIR/<owner>/<name> git clones (bare or not; or "
-              "$HARVEST_REPO_MIRROR); owner/name@sha then builds from there with the same pin as from the network.")
+@click.option(
+    "--origin",
+    help="Public URL this copy stands for, e.g. https://github.com/owner/name: the pin, "
+    "task ids, split groups and datasets use it (the local path is never recorded).",
+)
+@click.option(
+    "--name",
+    "repo_name",
+    help="owner/name to record a repository without a public URL under "
+    "(default for a local copy: its origin remote, else its dbt project's name).",
+)
+@click.option(
+    "--package-mirror",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Offline dbt package mirror: DIR/<org>/<package> git repos (or $HARVEST_PACKAGE_MIRROR).",
+)
+@click.option(
+    "--repo-mirror",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Offline copies of repositories: DIR/<owner>/<name> git clones (bare or not; or "
+    "$HARVEST_REPO_MIRROR); owner/name@sha then builds from there with the same pin as from the network.",
+)
 @click.option("--resolve-ref", is_flag=True, help="Accept a branch or tag and record the commit it resolves to.")
 @click.option("--clock", help="Pinned build date (default: the day after the newest date in the seeds).")
-@click.option("--compat-patch", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="A unified diff applied before every build (stored with the pin and hashed). It adds new files "
-              "only, unless --allow-edits.")
-@click.option("--allow-edits", is_flag=True,
-              help="Let --compat-patch edit files the repository has (configuration, seeds, YAML, macros; never model "
-              "SQL). The edited files are recorded in the pin, every dataset row and the card.")
+@click.option(
+    "--compat-patch",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A unified diff applied before every build (stored with the pin and hashed). It adds new files "
+    "only, unless --allow-edits.",
+)
+@click.option(
+    "--allow-edits",
+    is_flag=True,
+    help="Let --compat-patch edit files the repository has (configuration, seeds, YAML, macros; never model "
+    "SQL). The edited files are recorded in the pin, every dataset row and the card.",
+)
 @click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
-@click.option("--rename-gold", is_flag=True,
-              help="With --rebuild: name the gold by its content digest even where the pin's older name (the sha256 "
-              "of the file's bytes, pins made before 2026-12-02) is reproduced. The pin's gold name changes, so "
-              "its tasks must be minted again.")
+@click.option(
+    "--rename-gold",
+    is_flag=True,
+    help="With --rebuild: name the gold by its content digest even where the pin's older name (the sha256 "
+    "of the file's bytes, pins made before 2026-12-02) is reproduced. The pin's gold name changes, so "
+    "its tasks must be minted again.",
+)
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
 @click.option("--timeout", type=float, default=900.0, show_default=True, help="Wall-time bound per build, seconds.")
 @json_option
 @fails_cleanly
-def command(spec: str, project_dir: str | None, origin: str | None, repo_name: str | None, package_mirror: Path | None, repo_mirror: Path | None, resolve_ref: bool, clock: str | None,
-            compat_patch: Path | None, allow_edits: bool, rebuild: bool, rename_gold: bool, no_sandbox: bool, timeout: float, as_json: bool) -> None:
+def command(
+    spec: str,
+    project_dir: str | None,
+    origin: str | None,
+    repo_name: str | None,
+    package_mirror: Path | None,
+    repo_mirror: Path | None,
+    resolve_ref: bool,
+    clock: str | None,
+    compat_patch: Path | None,
+    allow_edits: bool,
+    rebuild: bool,
+    rename_gold: bool,
+    no_sandbox: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Pin SPEC (owner/repo@sha, <git URL>@sha or <local path>@sha) and capture verified gold."""
     from rich.console import Console
 
     from dbt_harvest.cli._progress import working
-    from dbt_harvest.core.errors import SpecError
-    from dbt_harvest.harvester.specs import parse_spec
-    from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.cli.pin_view import pin_json, print_pin
+    from dbt_harvest.core.errors import SpecError
+    from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.harvester.sandbox import Limits
+    from dbt_harvest.harvester.specs import parse_spec
 
     if rename_gold and not rebuild:
         raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")
@@ -57,18 +94,37 @@ def command(spec: str, project_dir: str | None, origin: str | None, repo_name: s
     except SpecError as exc:
         raise click.BadParameter(str(exc), param_hint="SPEC") from None
     options = AddOptions(
-        project_dir=project_dir, origin=origin, name=repo_name, package_mirror=package_mirror, repo_mirror=repo_mirror, resolve_ref=resolve_ref, clock=clock,
-        sandboxed=not no_sandbox, rebuild=rebuild, rename_gold=rename_gold, compat_patch=compat_patch, allow_edits=allow_edits, limits=Limits(wall_s=timeout),
+        project_dir=project_dir,
+        origin=origin,
+        name=repo_name,
+        package_mirror=package_mirror,
+        repo_mirror=repo_mirror,
+        resolve_ref=resolve_ref,
+        clock=clock,
+        sandboxed=not no_sandbox,
+        rebuild=rebuild,
+        rename_gold=rename_gold,
+        compat_patch=compat_patch,
+        allow_edits=allow_edits,
+        limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
         result = add(spec, options)
     if as_json:
-        echo_json({**pin_json(result.pin, result.path), "status": result.status, "drift": list(result.drift),
-                   "seconds": round(result.seconds, 2)})
+        echo_json(
+            {
+                **pin_json(result.pin, result.path),
+                "status": result.status,
+                "drift": list(result.drift),
+                "seconds": round(result.seconds, 2),
+            }
+        )
         return
     out = Console()
     if result.status == "exists":
-        out.print(f"{markup(result.pin.id)} is already pinned at {markup(result.path)} (nothing to do; --rebuild to rebuild)")
+        out.print(
+            f"{markup(result.pin.id)} is already pinned at {markup(result.path)} (nothing to do; --rebuild to rebuild)"
+        )
         return
     print_pin(result.pin, result.path, out)
     if result.status == "rebuilt":

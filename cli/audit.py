@@ -38,58 +38,140 @@ def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
 
 
 @click.group("audit", invoke_without_command=True)
-@click.option("--benchmark", type=click.Choice(["corpus", "spider2-dbt"]), default="corpus", show_default=True,
-              help="corpus: our own splits (train, dev, test). spider2-dbt: the instances of a local Spider 2.0-DBT "
-                   "checkout (--spider2), in its predeclared parts (dev, sealed).")
-@click.option("--split", type=click.Choice(["train", "dev", "test", "sealed"]), default="dev", show_default=True,
-              help="Which split to audit: train, dev or test of the corpus; dev or sealed of spider2-dbt.")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(["repair", "completion"]),
-              help="train and dev only: audit just the tasks of this kind (repeatable; default: every kind). The "
-                   "run folder records it, and resuming it with another --kind is refused.")
-@click.option("--spider2", "spider2", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              envvar="SPIDER2_DIR", help="spider2-dbt: the checkout (its spider2-dbt folder with the DuckDB files "
-                                         "unpacked; default: $SPIDER2_DIR, else the one `harvest spider2 import` recorded).")
-@click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
-              help="spider2-dbt: grade an instance against a gold file shipped under another name than its metadata "
-                   "says (evaluate.py scores such an instance 0). Repeatable.")
-@click.option("--allow-unavailable", is_flag=True,
-              help="spider2-dbt sealed: start even though some instances cannot be played (they count 0).")
-@click.option("--results-dir", "results_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="spider2-dbt: also keep each submission's graded database here in Spider2's results layout "
-                   "(with results_metadata.jsonl), for `harvest score --spider2` or the official evaluate.py.")
-@click.option("--driver", type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
-              help="Who plays the episodes. Controls that check the environment, no model needed: oracle applies "
-                   "each task's true fix (must score N/N), noop submits the broken project unchanged and wrong applies "
-                   "the task's confirmed wrong repair (both must score 0/N). Models: openai talks to an "
-                   "OpenAI-compatible endpoint (--base-url, --model), hf loads a local transformers model (--model, "
-                   "--adapter). With --recipe the default is hf: the recipe's base model and adapter.")
+@click.option(
+    "--benchmark",
+    type=click.Choice(["corpus", "spider2-dbt"]),
+    default="corpus",
+    show_default=True,
+    help="corpus: our own splits (train, dev, test). spider2-dbt: the instances of a local Spider 2.0-DBT "
+    "checkout (--spider2), in its predeclared parts (dev, sealed).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["train", "dev", "test", "sealed"]),
+    default="dev",
+    show_default=True,
+    help="Which split to audit: train, dev or test of the corpus; dev or sealed of spider2-dbt.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(["repair", "completion"]),
+    help="train and dev only: audit just the tasks of this kind (repeatable; default: every kind). The "
+    "run folder records it, and resuming it with another --kind is refused.",
+)
+@click.option(
+    "--spider2",
+    "spider2",
+    default=None,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    envvar="SPIDER2_DIR",
+    help="spider2-dbt: the checkout (its spider2-dbt folder with the DuckDB files "
+    "unpacked; default: $SPIDER2_DIR, else the one `harvest spider2 import` recorded).",
+)
+@click.option(
+    "--gold-alias",
+    "gold_alias",
+    multiple=True,
+    metavar="ID=FILE",
+    help="spider2-dbt: grade an instance against a gold file shipped under another name than its metadata "
+    "says (evaluate.py scores such an instance 0). Repeatable.",
+)
+@click.option(
+    "--allow-unavailable",
+    is_flag=True,
+    help="spider2-dbt sealed: start even though some instances cannot be played (they count 0).",
+)
+@click.option(
+    "--results-dir",
+    "results_dir",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="spider2-dbt: also keep each submission's graded database here in Spider2's results layout "
+    "(with results_metadata.jsonl), for `harvest score --spider2` or the official evaluate.py.",
+)
+@click.option(
+    "--driver",
+    type=click.Choice(["oracle", "noop", "wrong", "openai", "hf"]),
+    help="Who plays the episodes. Controls that check the environment, no model needed: oracle applies "
+    "each task's true fix (must score N/N), noop submits the broken project unchanged and wrong applies "
+    "the task's confirmed wrong repair (both must score 0/N). Models: openai talks to an "
+    "OpenAI-compatible endpoint (--base-url, --model), hf loads a local transformers model (--model, "
+    "--adapter). With --recipe the default is hf: the recipe's base model and adapter.",
+)
 @click.option("--base-url", default="", help="openai: the endpoint, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--model", default="",
-              help="Depends on --driver. openai: the model name the endpoint serves (e.g. qwen3-4b); hf: a local "
-                   "model folder or Hub id to load (with --recipe: defaults to the recipe's base). Ignored by "
-                   "oracle, noop and wrong.")
-@click.option("--adapter", default=None, type=click.Path(file_okay=False),
-              help="hf: a peft adapter folder (with --recipe: the recipe's adapter, which is the only one allowed).")
-@click.option("--recipe", default=None, type=click.Path(exists=True, path_type=Path),
-              help="test split only: the frozen run folder (runs/<name>, or its manifest.json) to unseal it for, once per recipe.")
-@click.option("--arm", type=click.Choice(["recipe", "base"]), default="recipe", show_default=True,
-              help="test split with --recipe: who plays. recipe: the recipe's model with its adapter; base: the "
-                   "untrained base model it was trained from (no adapter), the control of the same frozen protocol. "
-                   "Each arm is audited once.")
-@click.option("--run-dir", default=None, type=click.Path(path_type=Path), help="Run folder (an existing one is resumed).")
+@click.option(
+    "--model",
+    default="",
+    help="Depends on --driver. openai: the model name the endpoint serves (e.g. qwen3-4b); hf: a local "
+    "model folder or Hub id to load (with --recipe: defaults to the recipe's base). Ignored by "
+    "oracle, noop and wrong.",
+)
+@click.option(
+    "--adapter",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="hf: a peft adapter folder (with --recipe: the recipe's adapter, which is the only one allowed).",
+)
+@click.option(
+    "--recipe",
+    default=None,
+    type=click.Path(exists=True, path_type=Path),
+    help="test split only: the frozen run folder (runs/<name>, or its manifest.json) to unseal it for, once per recipe.",
+)
+@click.option(
+    "--arm",
+    type=click.Choice(["recipe", "base"]),
+    default="recipe",
+    show_default=True,
+    help="test split with --recipe: who plays. recipe: the recipe's model with its adapter; base: the "
+    "untrained base model it was trained from (no adapter), the control of the same frozen protocol. "
+    "Each arm is audited once.",
+)
+@click.option(
+    "--run-dir", default=None, type=click.Path(path_type=Path), help="Run folder (an existing one is resumed)."
+)
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Episodes in parallel.")
 @click.option("--max-turns", default=30, show_default=True, type=click.IntRange(1, 1000), help="Turn cap per episode.")
-@click.option("--repeat-limit", default=3, show_default=True, type=click.IntRange(2, 100),
-              help="The same action this many times in a row ends the episode.")
-@click.option("--max-new-tokens", default=512, show_default=True, type=click.IntRange(1, 32768), help="hf/openai: tokens per reply.")
+@click.option(
+    "--repeat-limit",
+    default=3,
+    show_default=True,
+    type=click.IntRange(2, 100),
+    help="The same action this many times in a row ends the episode.",
+)
+@click.option(
+    "--max-new-tokens",
+    default=512,
+    show_default=True,
+    type=click.IntRange(1, 32768),
+    help="hf/openai: tokens per reply.",
+)
 @json_option
 @click.pass_context
 @fails_cleanly
 def command(
-    ctx: click.Context, benchmark: str, split: str, kinds: tuple[str, ...], spider2: Path | None, gold_alias: tuple[str, ...],
-    allow_unavailable: bool, results_dir: Path | None, driver: str | None, base_url: str, model: str, adapter: str | None,
-    recipe: Path | None, arm: str, run_dir: Path | None, workers: int, max_turns: int, repeat_limit: int,
-    max_new_tokens: int, as_json: bool,
+    ctx: click.Context,
+    benchmark: str,
+    split: str,
+    kinds: tuple[str, ...],
+    spider2: Path | None,
+    gold_alias: tuple[str, ...],
+    allow_unavailable: bool,
+    results_dir: Path | None,
+    driver: str | None,
+    base_url: str,
+    model: str,
+    adapter: str | None,
+    recipe: Path | None,
+    arm: str,
+    run_dir: Path | None,
+    workers: int,
+    max_turns: int,
+    repeat_limit: int,
+    max_new_tokens: int,
+    as_json: bool,
 ) -> None:
     """Run a driver over every task of a split; write transcripts, verdicts and a report.
 
@@ -109,16 +191,22 @@ def command(
         return
     sealed_split = "sealed" if benchmark == "spider2-dbt" else "test"
     if kinds and benchmark == "spider2-dbt":
-        raise click.UsageError("--kind only applies to the corpus's train and dev splits: spider2-dbt is audited over "
-                               "all the instances of its part")
+        raise click.UsageError(
+            "--kind only applies to the corpus's train and dev splits: spider2-dbt is audited over "
+            "all the instances of its part"
+        )
     if kinds and split == "test":
-        raise click.UsageError("--kind only applies to the corpus's train and dev splits: the sealed test split is "
-                               "audited once per recipe over all its tasks")
+        raise click.UsageError(
+            "--kind only applies to the corpus's train and dev splits: the sealed test split is "
+            "audited once per recipe over all its tasks"
+        )
     if benchmark == "spider2-dbt":
         if split not in ("dev", "sealed"):
             raise click.UsageError("spider2-dbt has a dev and a sealed part: pass --split dev or --split sealed")
         if driver == "wrong":
-            raise click.UsageError("spider2-dbt instances have no confirmed wrong repairs; use oracle, noop, openai or hf")
+            raise click.UsageError(
+                "spider2-dbt instances have no confirmed wrong repairs; use oracle, noop, openai or hf"
+            )
         spider2 = spider2 or _imported_checkout()
     else:
         if split == "sealed":
@@ -126,10 +214,13 @@ def command(
         if spider2 is not None and ctx.get_parameter_source("spider2") != click.core.ParameterSource.ENVIRONMENT:
             raise click.UsageError("--spider2 only applies with --benchmark spider2-dbt")
         if gold_alias or allow_unavailable or results_dir is not None:
-            raise click.UsageError("--gold-alias, --allow-unavailable and --results-dir only apply with --benchmark spider2-dbt")
+            raise click.UsageError(
+                "--gold-alias, --allow-unavailable and --results-dir only apply with --benchmark spider2-dbt"
+            )
     if split == sealed_split and recipe is None:
-        raise click.UsageError(f"the {split} split is sealed: pass --recipe runs/<run> (a run folder frozen by "
-                               "`harvest train freeze`)")
+        raise click.UsageError(
+            f"the {split} split is sealed: pass --recipe runs/<run> (a run folder frozen by `harvest train freeze`)"
+        )
     if split != sealed_split and recipe is not None:
         raise click.UsageError(f"--recipe only applies to --split {sealed_split}")
     if arm != "recipe" and recipe is None:
@@ -141,12 +232,25 @@ def command(
     prefix = "spider2-" if benchmark == "spider2-dbt" else ""
     only = "".join(f"-{k}" for k in sorted(set(kinds)))
     request = AuditRequest(
-        split=split, driver=driver or "hf", base_url=base_url, model=model, adapter=adapter, recipe=recipe, arm=arm,
+        split=split,
+        driver=driver or "hf",
+        base_url=base_url,
+        model=model,
+        adapter=adapter,
+        recipe=recipe,
+        arm=arm,
         kinds=kinds,
-        run_dir=run_dir or Path("runs") / f"audit-{prefix}{split}{only}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
-        workers=workers, max_turns=max_turns, repeat_limit=repeat_limit, max_new_tokens=max_new_tokens,
-        benchmark=benchmark, spider2=spider2, gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
-        allow_unavailable=allow_unavailable, spider2_results=results_dir,
+        run_dir=run_dir
+        or Path("runs") / f"audit-{prefix}{split}{only}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
+        workers=workers,
+        max_turns=max_turns,
+        repeat_limit=repeat_limit,
+        max_new_tokens=max_new_tokens,
+        benchmark=benchmark,
+        spider2=spider2,
+        gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
+        allow_unavailable=allow_unavailable,
+        spider2_results=results_dir,
     )
     from rich.console import Console
 
@@ -154,8 +258,12 @@ def command(
 
     console = Console(stderr=True)
     # progress on stderr in every mode: a bar on a terminal, one line per interval when piped (--json too)
-    report = run_split(request, progress=progress, note=None if as_json else shown,
-                       say=lambda line: console.print(shown(line), markup=False))
+    report = run_split(
+        request,
+        progress=progress,
+        note=None if as_json else shown,
+        say=lambda line: console.print(shown(line), markup=False),
+    )
     run_dir = request.run_dir
     if as_json:
         echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
@@ -169,7 +277,9 @@ def _imported_checkout() -> Path:
 
     folder = recorded_checkout()
     if folder is None:
-        raise click.UsageError("no Spider2 checkout: pass --spider2 DIR, set SPIDER2_DIR, or run `harvest spider2 import DIR` once")
+        raise click.UsageError(
+            "no Spider2 checkout: pass --spider2 DIR, set SPIDER2_DIR, or run `harvest spider2 import DIR` once"
+        )
     return folder
 
 
@@ -192,17 +302,32 @@ def report_command(run_dir: Path, as_json: bool) -> None:
 @command.command("compare")
 @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--out", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for compare.md, compare.json and compare.png (default: RUN_B/compare-<RUN_A name>).")
-@click.option("--alpha", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Significance level of the exact McNemar test.")
-@click.option("--resamples", default=10_000, show_default=True, type=click.IntRange(100, 1_000_000),
-              help="Paired bootstrap resamples for the interval of the difference.")
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for compare.md, compare.json and compare.png (default: RUN_B/compare-<RUN_A name>).",
+)
+@click.option(
+    "--alpha",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Significance level of the exact McNemar test.",
+)
+@click.option(
+    "--resamples",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(100, 1_000_000),
+    help="Paired bootstrap resamples for the interval of the difference.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Bootstrap seed (the report is reproducible).")
 @json_option
 @fails_cleanly
-def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, resamples: int, seed: int,
-                    as_json: bool) -> None:
+def compare_command(
+    run_a: Path, run_b: Path, out: Path | None, alpha: float, resamples: int, seed: int, as_json: bool
+) -> None:
     """Compare two audits of the same tasks (A = baseline, B = e.g. the adapter), task by task.
 
     Paired outcomes, the difference in k/N with a paired bootstrap interval, and exact McNemar: with the
@@ -219,6 +344,8 @@ def compare_command(run_a: Path, run_b: Path, out: Path | None, alpha: float, re
 
     console = Console()
     console.print(shown(comparison.summary(), lines=True), markup=False)
-    console.print(f"difference (B - A) {comparison.difference:+.3f}, paired bootstrap 95% interval "
-                  f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
-                  markup=False)
+    console.print(
+        f"difference (B - A) {comparison.difference:+.3f}, paired bootstrap 95% interval "
+        f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
+        markup=False,
+    )

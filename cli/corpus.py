@@ -20,8 +20,8 @@ def command() -> None:
 @fails_cleanly
 def check(as_json: bool) -> None:
     """Offline checks of pins/: digests, no machine paths, ledger, disjoint groups, licenses, lock (exit 1 on any)."""
-    from dbt_harvest.corpora.checks import check_pins_folder
     from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.checks import check_pins_folder
 
     problems = check_pins_folder(pins_dir())
     if as_json:
@@ -36,11 +36,21 @@ def check(as_json: bool) -> None:
 
 @command.command("lock")
 @click.option("--verify", is_flag=True, help="Compare the store with pins/_tasks.lock instead of writing it.")
-@click.option("--pin", "only", multiple=True, metavar="PIN_ID",
-              help="Only these pins (repeatable): their entries are rewritten from this home (or verified), every "
-                   "other pin's locked entries are kept as they are. Default: every pin.")
-@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
-              help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).")
+@click.option(
+    "--pin",
+    "only",
+    multiple=True,
+    metavar="PIN_ID",
+    help="Only these pins (repeatable): their entries are rewritten from this home (or verified), every "
+    "other pin's locked entries are kept as they are. Default: every pin.",
+)
+@click.option(
+    "--max-per-model",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).",
+)
 @json_option
 @fails_cleanly
 def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool) -> None:
@@ -62,15 +72,30 @@ def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool)
 
 
 @command.command("report")
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), required=True,
-              help="Folder for corpus_report.md, .json and .png.")
-@click.option("--timings", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="JSON {pin id: {add_s, mint_s}} from the rebuild driver (build and mint wall time per pin).")
-@click.option("--carry", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="A previous corpus_report.json: pins this HARVEST_HOME never minted keep its rows (a grown corpus).")
-@click.option("--kind", type=click.Choice(["repair", "completion"]), default="repair", show_default=True,
-              help="Which tasks to report: repairs (candidates are mutants) or completions (candidates are the "
-                   "models decided; rejections say why a model has no completion task).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Folder for corpus_report.md, .json and .png.",
+)
+@click.option(
+    "--timings",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="JSON {pin id: {add_s, mint_s}} from the rebuild driver (build and mint wall time per pin).",
+)
+@click.option(
+    "--carry",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A previous corpus_report.json: pins this HARVEST_HOME never minted keep its rows (a grown corpus).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["repair", "completion"]),
+    default="repair",
+    show_default=True,
+    help="Which tasks to report: repairs (candidates are mutants) or completions (candidates are the "
+    "models decided; rejections say why a model has no completion task).",
+)
 @json_option
 @fails_cleanly
 def report(out: Path, timings: Path | None, carry: Path | None, kind: str, as_json: bool) -> None:
@@ -89,7 +114,8 @@ def report(out: Path, timings: Path | None, carry: Path | None, kind: str, as_js
 
 def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
     """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
-    from dbt_harvest.harvester.mint.pipeline import MintOptions, unfinished as shards_left
+    from dbt_harvest.harvester.mint.pipeline import MintOptions
+    from dbt_harvest.harvester.mint.pipeline import unfinished as shards_left
 
     return sorted({pin_id for pin_id, _ in shards_left(pins, MintOptions(max_per_model=max_per_model))})
 
@@ -106,9 +132,13 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
         lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial)
         path = write_lock(lock, pins_dir())
         counts = {s: lock.count(s) for s in ("train", "dev", "test")}
-        return {"written": str(path), "counts": counts, "partial": list(lock.partial),
-                "summary": f"wrote {path}: {counts['train']} train, {counts['dev']} dev, {counts['test']} test "
-                           f"(hashes only); {len(lock.partial)} pin(s) partial"}
+        return {
+            "written": str(path),
+            "counts": counts,
+            "partial": list(lock.partial),
+            "summary": f"wrote {path}: {counts['train']} train, {counts['dev']} dev, {counts['test']} test "
+            f"(hashes only); {len(lock.partial)} pin(s) partial",
+        }
     locked = read_lock(pins_dir())
     if locked is None:
         raise TaskLockError(f"{pins_dir()} has no _tasks.lock; write one with `harvest corpus lock` first")
@@ -116,30 +146,70 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     diff = compare(locked, rebuilt, pin_ids)
     summary = diff.summary()
     if partial:  # a partial rebuild: say which pins' locked tasks were not reached
-        summary += (f"; {len(partial)} pin(s) not finished here, their locked tasks not yet reached: "
-                    f"{', '.join(sorted(partial)[:3])}{', ...' if len(partial) > 3 else ''}")
-    return {"same": diff.same, "summary": summary, "missing": list(diff.missing), "extra": list(diff.extra),
-            "changed": list(diff.changed), "renamed": list(diff.renamed), "restated": list(diff.restated),
-            "golds_renamed": [{"pin": p, "locked": a, "rebuilt": b} for p, a, b in diff.golds], "unfinished": sorted(partial)}
+        summary += (
+            f"; {len(partial)} pin(s) not finished here, their locked tasks not yet reached: "
+            f"{', '.join(sorted(partial)[:3])}{', ...' if len(partial) > 3 else ''}"
+        )
+    return {
+        "same": diff.same,
+        "summary": summary,
+        "missing": list(diff.missing),
+        "extra": list(diff.extra),
+        "changed": list(diff.changed),
+        "renamed": list(diff.renamed),
+        "restated": list(diff.restated),
+        "golds_renamed": [{"pin": p, "locked": a, "rebuilt": b} for p, a, b in diff.golds],
+        "unfinished": sorted(partial),
+    }
 
 
 @command.command("feed")
 @click.option("--pin", "only", multiple=True, metavar="PIN_ID", help="Only the train tasks of these pins (repeatable).")
-@click.option("--max-length", type=click.IntRange(64), default=4096, show_default=True,
-              help="The token budget rows are measured against ([train] max_length).")
-@click.option("--max-file-chars", type=click.IntRange(256), default=16000, show_default=True,
-              help="The prompt's file budget ([data] max_file_chars).")
-@click.option("--tokenizer", "tokenizer_path", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="A local tokenizer folder (default: the tokenizer the tiny CPU model trains locally).")
+@click.option(
+    "--max-length",
+    type=click.IntRange(64),
+    default=4096,
+    show_default=True,
+    help="The token budget rows are measured against ([train] max_length).",
+)
+@click.option(
+    "--max-file-chars",
+    type=click.IntRange(256),
+    default=16000,
+    show_default=True,
+    help="The prompt's file budget ([data] max_file_chars).",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_path",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A local tokenizer folder (default: the tokenizer the tiny CPU model trains locally).",
+)
 @click.option("--no-rewards", is_flag=True, help="Render and measure rows only; skip the reward builds.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write corpus_feed.json and corpus_feed.md here (e.g. docs/corpus).")
-@click.option("--fresh", is_flag=True,
-              help="Measure every task again, forgetting the results a stopped run of the same settings kept.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write corpus_feed.json and corpus_feed.md here (e.g. docs/corpus).",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Measure every task again, forgetting the results a stopped run of the same settings kept.",
+)
 @json_option
 @fails_cleanly
-def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_path: Path | None, no_rewards: bool,
-         out: Path | None, fresh: bool, as_json: bool) -> None:
+def feed(
+    only: tuple[str, ...],
+    max_length: int,
+    max_file_chars: int,
+    tokenizer_path: Path | None,
+    no_rewards: bool,
+    out: Path | None,
+    fresh: bool,
+    as_json: bool,
+) -> None:
     """Every train task through the stages after the dataset: SFT rows render (single-turn and agentic) and
     fit the token budget, the GRPO reward of the true repair is 1 and of the unrepaired project 0. Exit 1 when
     any task fails a stage (each is listed with why). Each finished task is kept under HARVEST_HOME/feed/ as it
@@ -150,9 +220,8 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
     from dbt_harvest.core import atomic
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.train import feed_log
-    from dbt_harvest.train.corpus_feed import AGENTIC_VARIANTS
+    from dbt_harvest.train.corpus_feed import AGENTIC_VARIANTS, markdown
     from dbt_harvest.train.corpus_feed import feed as run_feed
-    from dbt_harvest.train.corpus_feed import markdown
     from dbt_harvest.train.errors import TrainDataError
     from dbt_harvest.train.project import PinnedProjectSource
     from dbt_harvest.train.sft_data import load_train_tasks
@@ -172,8 +241,12 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
 
         tokenizer = train_tokenizer(TinySpec().vocab_size)
         name = f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
-    log = feed_log.log_path(harvest_home(), feed_log.settings_key(
-        max_file_chars=max_file_chars, tokenizer=name, rewards=not no_rewards, variants=AGENTIC_VARIANTS))
+    log = feed_log.log_path(
+        harvest_home(),
+        feed_log.settings_key(
+            max_file_chars=max_file_chars, tokenizer=name, rewards=not no_rewards, variants=AGENTIC_VARIANTS
+        ),
+    )
     if fresh:
         feed_log.restart(log)
     finished = feed_log.load(log, tasks)
@@ -182,15 +255,23 @@ def feed(only: tuple[str, ...], max_length: int, max_file_chars: int, tokenizer_
             bar.note(f"resuming: {len(finished)} of {len(tasks)} tasks were measured by an earlier run")
             bar.advance(len(finished))
 
-        def done(record, task) -> None:  # noqa: ANN001
+        def done(record, task) -> None:
             feed_log.append(log, record, task)
             if task.failure:
                 bar.note(f"{task.instance_id}: {task.failure}")
             bar.advance(detail=task.instance_id)
 
-        report = run_feed(tasks, PinnedProjectSource(pins_dir()), tokenizer, name, max_length=max_length,
-                          max_file_chars=max_file_chars, rewards=not no_rewards, on_task=done,
-                          finished=finished).to_dict()
+        report = run_feed(
+            tasks,
+            PinnedProjectSource(pins_dir()),
+            tokenizer,
+            name,
+            max_length=max_length,
+            max_file_chars=max_file_chars,
+            rewards=not no_rewards,
+            on_task=done,
+            finished=finished,
+        ).to_dict()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out / "corpus_feed.json", json.dumps(report, indent=1, sort_keys=True) + "\n")

@@ -43,8 +43,13 @@ def _workspace(home: Path) -> Iterator[None]:
 
 @click.command("demo")
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (the example is our own code).")
-@click.option("--mint/--no-mint", "do_mint", default=True, show_default=True,
-              help="Also reserve splits and mint repair tasks from the example (one per model).")
+@click.option(
+    "--mint/--no-mint",
+    "do_mint",
+    default=True,
+    show_default=True,
+    help="Also reserve splits and mint repair tasks from the example (one per model).",
+)
 @json_option
 @fails_cleanly
 def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
@@ -52,16 +57,19 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     from rich.console import Console
 
     from dbt_harvest.cli._progress import working
-    from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.cli.pin_view import pin_json, print_pin
-    from dbt_harvest.harvester.example import materialize_example
     from dbt_harvest.core.home import harvest_home
+    from dbt_harvest.harvester.add import AddOptions, add
+    from dbt_harvest.harvester.example import materialize_example
 
     console = Console(stderr=True)
     example = materialize_example(harvest_home() / "example", reuse=True)
     home = demo_home(harvest_home())
-    say(f"example repository: {example.project_repo}\npackage mirror: {example.mirror}\n"
-               f"the demo works in {home} (its own pins and tasks; your pins folder is not touched)", err=True)
+    say(
+        f"example repository: {example.project_repo}\npackage mirror: {example.mirror}\n"
+        f"the demo works in {home} (its own pins and tasks; your pins folder is not touched)",
+        err=True,
+    )
     with _workspace(home):
         console.print(markup(f"$ harvest add {example.spec} --package-mirror {example.mirror}"))
         with working("two sandboxed builds of the example…"):
@@ -78,7 +86,9 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     # plain echo, not rich: commands to paste must not be wrapped at the terminal's width
     if do_mint:
         kept = summary["mint"]["tasks_per_pin"].get(result.pin.id, 0)
-        click.echo(f"minted {kept} task(s) (silent {summary['mint']['silent']}, loud {summary['mint']['loud']}); see them with:")
+        click.echo(
+            f"minted {kept} task(s) (silent {summary['mint']['silent']}, loud {summary['mint']['loud']}); see them with:"
+        )
         click.echo(f"  HARVEST_HOME={home} HARVEST_PINS={home / 'pins'} harvest tasks list")
     click.echo("to harvest the example into your own pins:")
     click.echo(f"  harvest add {example.spec} --package-mirror {example.mirror} --name harvestlabs/shop_analytics")
@@ -86,11 +96,11 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
 
 def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def]
     """Reserve the demo's splits when none are (the example alone goes to train), then mint one task per model."""
-    from dbt_harvest.corpora.ledger import Params, SplitLedger, assign, split_of
+    from dbt_harvest.cli._progress import working
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.ledger import Params, SplitLedger, assign, split_of
     from dbt_harvest.corpora.store import mint_target
     from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, yield_report
-    from dbt_harvest.cli._progress import working
 
     if split_of(pin.id, pins_dir()) is None:
         first = SplitLedger.load(pins_dir()).reservation is None

@@ -36,13 +36,17 @@ def command(recipe: Path, as_json: bool) -> None:
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.train.experiment import run_experiment
 
-    report = run_experiment(recipe, say=lambda line: click.echo(f"experiment: {shown(line)}", err=True), progress=progress)
+    report = run_experiment(
+        recipe, say=lambda line: click.echo(f"experiment: {shown(line)}", err=True), progress=progress
+    )
     if as_json:
         echo_json(report)
         return
     sealed = report["sealed"]
-    say(f"sealed: base {sealed['base']['official']}/{sealed['base']['n']}, "
-        f"trained {sealed['trained']['official']}/{sealed['trained']['n']}")
+    say(
+        f"sealed: base {sealed['base']['official']}/{sealed['base']['n']}, "
+        f"trained {sealed['trained']['official']}/{sealed['trained']['n']}"
+    )
     if sealed["summary"]:
         say(shown(sealed["summary"]))
     say(f"report: {Path(report['folder']) / 'report.md'}")

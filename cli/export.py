@@ -20,10 +20,18 @@ def command() -> None:
 
 
 @command.command(name="spider2")
-@click.option("--split", type=click.Choice(["train", "dev", "test"]), required=True,
-              help="Which split to export (test is sealed and refused).")
-@click.option("--check-clock", default="", metavar="YYYY-MM-DD",
-              help="Date at which each true repair is built to check Spider2 can grade it (default: today, UTC).")
+@click.option(
+    "--split",
+    type=click.Choice(["train", "dev", "test"]),
+    required=True,
+    help="Which split to export (test is sealed and refused).",
+)
+@click.option(
+    "--check-clock",
+    default="",
+    metavar="YYYY-MM-DD",
+    help="Date at which each true repair is built to check Spider2 can grade it (default: today, UTC).",
+)
 @click.argument("out", type=click.Path(path_type=Path))
 @json_option
 @fails_cleanly
@@ -38,14 +46,20 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
     """
     from rich.progress import Progress
 
-    from dbt_harvest.eval.export.spider2 import export_spider2, preflight
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.eval.export.spider2 import export_spider2, preflight
 
     preflight(split, out)  # refusals come before any progress bar
     with Progress(transient=True, disable=as_json) as progress:
         bar = progress.add_task("exporting", total=None)
-        report = export_spider2(split, out, home=harvest_home(), pins=pins_dir(), check_clock=check_clock,
-                                progress=lambda _iid: progress.advance(bar))
+        report = export_spider2(
+            split,
+            out,
+            home=harvest_home(),
+            pins=pins_dir(),
+            check_clock=check_clock,
+            progress=lambda _iid: progress.advance(bar),
+        )
     if as_json:
         echo_json(report.to_dict())
         return
@@ -53,6 +67,8 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
         say(f"exported {task.instance_id}  answer_or_path {task.answer_or_path}")
     for skipped in report.skipped:
         say(f"skipped  {skipped.instance_id}  {skipped.reason}")
-    say(f"{len(report.exported)} task(s) of the {split} split in {report.out} "
-               f"({len(report.skipped)} skipped); run a Spider2 agent on {report.out}/examples/spider2-dbt.jsonl "
-               f"and score with `harvest score --spider2 --results DIR --gold {report.out}/evaluation_suite/gold`")
+    say(
+        f"{len(report.exported)} task(s) of the {split} split in {report.out} "
+        f"({len(report.skipped)} skipped); run a Spider2 agent on {report.out}/examples/spider2-dbt.jsonl "
+        f"and score with `harvest score --spider2 --results DIR --gold {report.out}/evaluation_suite/gold`"
+    )

@@ -19,8 +19,14 @@ def _mb(n: int) -> str:
 
 @click.command("gc")
 @click.option("--yes", "-y", "confirmed", is_flag=True, help="Remove the leftovers (default: only list them).")
-@click.option("--older-than", type=click.FloatRange(0), default=2.0, show_default=True, metavar="HOURS",
-              help="Only leftovers untouched for this many hours (a running command's staging stays).")
+@click.option(
+    "--older-than",
+    type=click.FloatRange(0),
+    default=2.0,
+    show_default=True,
+    metavar="HOURS",
+    help="Only leftovers untouched for this many hours (a running command's staging stays).",
+)
 @json_option
 @fails_cleanly
 def command(confirmed: bool, older_than: float, as_json: bool) -> None:
@@ -34,8 +40,14 @@ def command(confirmed: bool, older_than: float, as_json: bool) -> None:
     total = sum(item.bytes for item in leftovers)
     freed = remove(leftovers) if confirmed else 0
     if as_json:
-        echo_json({"home": str(home), "removed": confirmed, "bytes": total,
-                   "leftovers": [item.to_dict() for item in leftovers]})
+        echo_json(
+            {
+                "home": str(home),
+                "removed": confirmed,
+                "bytes": total,
+                "leftovers": [item.to_dict() for item in leftovers],
+            }
+        )
         return
     if not leftovers:
         click.echo(f"nothing to collect under {home}")
@@ -47,4 +59,6 @@ def command(confirmed: bool, older_than: float, as_json: bool) -> None:
     if confirmed:
         click.echo(f"removed {len(leftovers)} leftover(s), {_mb(freed)} freed")
     else:
-        click.echo(f"{len(leftovers)} leftover(s), {_mb(total)}; nothing removed (dry run): `harvest gc --yes` removes them")
+        click.echo(
+            f"{len(leftovers)} leftover(s), {_mb(total)}; nothing removed (dry run): `harvest gc --yes` removes them"
+        )

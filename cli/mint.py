@@ -10,58 +10,118 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
 @click.command("mint")
 @click.argument("pin_ids", nargs=-1)
 @click.option("--all", "all_pins", is_flag=True, help="Mint every pin under pins/.")
-@click.option("--split", "splits", multiple=True, type=click.Choice(["train", "dev", "test"]),
-              help="With --all: only the pins reserved to this split (repeatable).")
-@click.option("--kinds", default="repair", show_default=True,
-              help="Comma-separated task kinds: repair (undo one planted edit), completion (write a documented model "
-                   "whose file was removed, from its contract). Completion shards reuse the repair mint's screening "
-                   "where it ran, so mint repairs first or both together.")
+@click.option(
+    "--split",
+    "splits",
+    multiple=True,
+    type=click.Choice(["train", "dev", "test"]),
+    help="With --all: only the pins reserved to this split (repeatable).",
+)
+@click.option(
+    "--kinds",
+    default="repair",
+    show_default=True,
+    help="Comma-separated task kinds: repair (undo one planted edit), completion (write a documented model "
+    "whose file was removed, from its contract). Completion shards reuse the repair mint's screening "
+    "where it ran, so mint repairs first or both together.",
+)
 @click.option("--families", help="Comma-separated operator families (filter,null,join,grain,time,values).")
-@click.option("--max-per-model", type=click.IntRange(1), default=3, show_default=True,
-              help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run).")
+@click.option(
+    "--max-per-model",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run).",
+)
 @click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Local worker processes.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
 @click.option("--address", help="Ray cluster address (host:port); default starts a local instance.")
 @click.option("--allow-weak", is_flag=True, help="Keep tasks without a confirmed wrong repair, flagged weak.")
 @click.option("--writer", help="OpenAI-compatible base URL of a model that writes problem statements.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the candidate order (which survivors fill the per-model cap); same seed, same tasks.",
+)
 @click.option("--no-sandbox", is_flag=True, help="Confirm without bubblewrap (trusted projects only).")
-@click.option("--budget-s", type=click.FloatRange(min=1), default=None,
-              help="Wall-time budget in seconds, counted from the first shard: shards stop between candidates when it runs out, keeping "
-                   "everything decided; the next run resumes them and keeps the same tasks an unstopped run keeps.")
-@click.option("--verify-lock", is_flag=True,
-              help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.")
-@click.option("--write-lock", is_flag=True,
-              help="After minting, rewrite the lock entries of these pins (all with --all) from the store; "
-                   "other pins' locked entries are kept.")
-@click.option("--rebuild-sealed", is_flag=True,
-              help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
-                   "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "
-                   "disagrees with its seal). Check the result with --verify-lock.")
-@click.option("--only-locked", is_flag=True,
-              help="Try only the candidates whose tasks pins/_tasks.lock lists for these pins (train and dev; the "
-                   "test split is locked as hashes only): re-mints a pin's locked tasks at a fraction of a full mint, "
-                   "e.g. after `harvest add --rebuild --rename-gold`. Check with --verify-lock; not a full rebuild.")
-@click.option("--rename-gold", is_flag=True,
-              help="Augmented pins this run builds from their base name their gold by content even where an older "
-                   "byte name would reproduce (the move `harvest add --rebuild --rename-gold` makes for a base pin).")
-@click.option("--augment", is_flag=True,
-              help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
-                   "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
-                   "(kept only if the project still builds and passes its dbt tests), and mint them there.")
+@click.option(
+    "--budget-s",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Wall-time budget in seconds, counted from the first shard: shards stop between candidates when it runs out, keeping "
+    "everything decided; the next run resumes them and keeps the same tasks an unstopped run keeps.",
+)
+@click.option(
+    "--verify-lock",
+    is_flag=True,
+    help="After minting, compare the tasks of these pins with pins/_tasks.lock; exit 1 on any difference.",
+)
+@click.option(
+    "--write-lock",
+    is_flag=True,
+    help="After minting, rewrite the lock entries of these pins (all with --all) from the store; "
+    "other pins' locked entries are kept.",
+)
+@click.option(
+    "--rebuild-sealed",
+    is_flag=True,
+    help="This home's sealed store is empty (a fresh machine rebuilding the corpus): mint the test split "
+    "into it and re-seal pins/_sealed.json as tasks land (refused for a non-empty store that "
+    "disagrees with its seal). Check the result with --verify-lock.",
+)
+@click.option(
+    "--only-locked",
+    is_flag=True,
+    help="Try only the candidates whose tasks pins/_tasks.lock lists for these pins (train and dev; the "
+    "test split is locked as hashes only): re-mints a pin's locked tasks at a fraction of a full mint, "
+    "e.g. after `harvest add --rebuild --rename-gold`. Check with --verify-lock; not a full rebuild.",
+)
+@click.option(
+    "--rename-gold",
+    is_flag=True,
+    help="Augmented pins this run builds from their base name their gold by content even where an older "
+    "byte name would reproduce (the move `harvest add --rebuild --rename-gold` makes for a base pin).",
+)
+@click.option(
+    "--augment",
+    is_flag=True,
+    help="Distinguishing data: for candidates the seeds cannot tell from the original (equivalent/"
+    "invisible; null, time, filter-value, join and grain families), add the fewest seed rows that can, as an augmented pin "
+    "(kept only if the project still builds and passes its dbt tests), and mint them there.",
+)
 @json_option
 @fails_cleanly
-def command(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...], kinds: str, families: str | None, max_per_model: int, jobs: int,
-            executor: str, address: str | None, allow_weak: bool, writer: str | None, seed: int,
-            no_sandbox: bool, budget_s: float | None, rebuild_sealed: bool, augment: bool, rename_gold: bool, only_locked: bool, verify_lock: bool,
-            write_lock: bool, as_json: bool) -> None:
+def command(
+    pin_ids: tuple[str, ...],
+    all_pins: bool,
+    splits: tuple[str, ...],
+    kinds: str,
+    families: str | None,
+    max_per_model: int,
+    jobs: int,
+    executor: str,
+    address: str | None,
+    allow_weak: bool,
+    writer: str | None,
+    seed: int,
+    no_sandbox: bool,
+    budget_s: float | None,
+    rebuild_sealed: bool,
+    augment: bool,
+    rename_gold: bool,
+    only_locked: bool,
+    verify_lock: bool,
+    write_lock: bool,
+    as_json: bool,
+) -> None:
     """Mint tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
     from dbt_harvest.corpora.store import mint_target
     from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, plan, unfinished, yield_report
-    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
     from dbt_harvest.mutators import FAMILIES
 
     if not pin_ids and not all_pins:
@@ -87,9 +147,19 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...], k
         from dbt_harvest.corpora.ledger import split_of
 
         pins = [p for p in pins if split_of(p.id, pins_dir()) in splits]
-    options = MintOptions(families=chosen, max_per_model=max_per_model, jobs=jobs, executor=executor,
-                          address=address, sandboxed=not no_sandbox, allow_weak=allow_weak, writer=writer, seed=seed,
-                          only_ids=_locked_ids(pins) if only_locked else None, kinds=chosen_kinds)
+    options = MintOptions(
+        families=chosen,
+        max_per_model=max_per_model,
+        jobs=jobs,
+        executor=executor,
+        address=address,
+        sandboxed=not no_sandbox,
+        allow_weak=allow_weak,
+        writer=writer,
+        seed=seed,
+        only_ids=_locked_ids(pins) if only_locked else None,
+        kinds=chosen_kinds,
+    )
     counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
     plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment, rename_gold=rename_gold)
     shards = plan(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
@@ -113,17 +183,26 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...], k
                     counts["confirm_rejected"] += 1
             bar.advance(1, detail=_run_line(counts))
 
-        mint(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed), on_result=on_result, jobs=shards,
-             on_round=bar.grow)
+        mint(
+            plain,
+            options,
+            mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
+            on_result=on_result,
+            jobs=shards,
+            on_round=bar.grow,
+        )
     recovered = None
     if augment:
         from dbt_harvest.harvester.augment.run import AugmentOptions, recover
 
         with progress("augment", total=None, unit="model shards") as bar:
-            recovered = recover([p for p in pins if not p.augmentation_sha256], options,
-                                mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
-                                AugmentOptions(sandboxed=not no_sandbox, rename_gold=rename_gold),
-                                on_result=lambda job, reports: bar.advance(1)).to_dict()
+            recovered = recover(
+                [p for p in pins if not p.augmentation_sha256],
+                options,
+                mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
+                AugmentOptions(sandboxed=not no_sandbox, rename_gold=rename_gold),
+                on_result=lambda job, reports: bar.advance(1),
+            ).to_dict()
     report = yield_report([p.id for p in pins])
     from dbt_harvest.cli.corpus import lock_step
 
@@ -131,13 +210,21 @@ def command(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...], k
     left = sorted({pin_id for pin_id, _ in left_jobs})
     lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
     if as_json:
-        echo_json({"this_run": counts, **report, **({"augmentation": recovered} if recovered is not None else {}),
-                   **({"lock": lock} if lock else {}),
-                   **({"unfinished": {"model_shards": len(left_jobs), "pins": left}} if budget_s else {})})
+        echo_json(
+            {
+                "this_run": counts,
+                **report,
+                **({"augmentation": recovered} if recovered is not None else {}),
+                **({"lock": lock} if lock else {}),
+                **({"unfinished": {"model_shards": len(left_jobs), "pins": left}} if budget_s else {}),
+            }
+        )
     else:
         if left_jobs and budget_s:
-            click.echo(f"the budget ran out with {len(left_jobs)} model shard(s) left on {len(left)} pin(s); "
-                       "run the same command again to resume them")
+            click.echo(
+                f"the budget ran out with {len(left_jobs)} model shard(s) left on {len(left)} pin(s); "
+                "run the same command again to resume them"
+            )
         _print_report(report, counts)
         if recovered is not None:
             _print_augmentation(recovered)
@@ -162,8 +249,10 @@ def _locked_ids(pins: list) -> frozenset[str]:  # type: ignore[type-arg]
         raise click.UsageError(f"--only-locked needs {pins_dir()}/_tasks.lock; there is none")
     sealed = sorted(p.id for p in pins if split_of(p.id, pins_dir()) == "test")
     if sealed:
-        raise click.UsageError(f"--only-locked: {sealed[0]} is a test pin, whose tasks the lock lists as hashes only; "
-                               "mint the test pins in full (with --rebuild-sealed in a fresh home)")
+        raise click.UsageError(
+            f"--only-locked: {sealed[0]} is a test pin, whose tasks the lock lists as hashes only; "
+            "mint the test pins in full (with --rebuild-sealed in a fresh home)"
+        )
     chosen = {p.id for p in pins}
     return frozenset(t.instance_id for t in lock.tasks if t.pin in chosen and t.instance_id)
 
@@ -173,25 +262,45 @@ def _print_report(report: dict, counts: dict) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("family", "dead sites", "candidates", "screened out", "survived screen", "kept", "left at the cap",
-                  "top rejection")
+    table = Table(
+        "family",
+        "dead sites",
+        "candidates",
+        "screened out",
+        "survived screen",
+        "kept",
+        "left at the cap",
+        "top rejection",
+    )
     for family, row in sorted(report["families"].items()):
         reasons = {**row["screened_out"], **row["confirm_rejected"]}
         top = max(reasons.items(), key=lambda kv: kv[1]) if reasons else ("-", 0)
-        table.add_row(markup(family), str(sum(row["dead_sites"].values())), str(row["candidates"]),
-                      str(sum(row["screened_out"].values())), str(row["survived_screen"]), str(row["kept"]),
-                      str(row["not_confirmed_cap"]), markup(f"{top[0]} ({top[1]})"))
+        table.add_row(
+            markup(family),
+            str(sum(row["dead_sites"].values())),
+            str(row["candidates"]),
+            str(sum(row["screened_out"].values())),
+            str(row["survived_screen"]),
+            str(row["kept"]),
+            str(row["not_confirmed_cap"]),
+            markup(f"{top[0]} ({top[1]})"),
+        )
     console.print(table)
     q = report["quality"]
     rate = "-" if q["informative_rate"] is None else f"{100 * q['informative_rate']:.0f}%"
     console.print(f"this run: {_run_line(counts)}", markup=False)
-    console.print(f"tasks kept in total: {sum(report['tasks_per_pin'].values())} "
-                  f"(silent {report['silent']}, loud {report['loud']})", markup=False)
-    console.print(f"informative wrong repair: {q['informative_wrong_repair']}/{q['kept']} ({rate}); statement claims "
-                  f"checked: {q['claims_checked']} (statements rejected as false: {q['statement_false']}); duplicates "
-                  f"dropped: {q['duplicates_dropped']} bugs, {q['duplicate_statements_dropped']} statements; "
-                  f"local_tests: 0 on {q['local_tests_zero']} tasks; per repository: {report['tasks_per_repository']}",
-                  markup=False)
+    console.print(
+        f"tasks kept in total: {sum(report['tasks_per_pin'].values())} "
+        f"(silent {report['silent']}, loud {report['loud']})",
+        markup=False,
+    )
+    console.print(
+        f"informative wrong repair: {q['informative_wrong_repair']}/{q['kept']} ({rate}); statement claims "
+        f"checked: {q['claims_checked']} (statements rejected as false: {q['statement_false']}); duplicates "
+        f"dropped: {q['duplicates_dropped']} bugs, {q['duplicate_statements_dropped']} statements; "
+        f"local_tests: 0 on {q['local_tests_zero']} tasks; per repository: {report['tasks_per_repository']}",
+        markup=False,
+    )
 
 
 def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bool = False) -> list:
@@ -216,8 +325,11 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bo
                 built[pin.id] = rebuild_augmented(pin, AugmentOptions(sandboxed=sandboxed, rename_gold=rename_gold))
                 bar.advance(1, detail=pin.id)
     if waiting and not augment:
-        click.echo(f"{len(waiting)} augmented pin(s) not built here wait for `--augment`, which derives their seed "
-                   f"patches again: {', '.join(sorted(waiting))}", err=True)
+        click.echo(
+            f"{len(waiting)} augmented pin(s) not built here wait for `--augment`, which derives their seed "
+            f"patches again: {', '.join(sorted(waiting))}",
+            err=True,
+        )
     return [built.get(p.id, p) for p in pins if p.id not in waiting]
 
 
@@ -227,16 +339,31 @@ def _print_augmentation(recovered: dict) -> None:
     from rich.table import Table
 
     console = Console()
-    table = Table("family", "equivalent/invisible", "no informative wrong repair", "rows derived",
-                  "on kept augmentation", "recovered tasks")
+    table = Table(
+        "family",
+        "equivalent/invisible",
+        "no informative wrong repair",
+        "rows derived",
+        "on kept augmentation",
+        "recovered tasks",
+    )
     for family, row in sorted(recovered["families"].items()):
-        table.add_row(markup(family), str(row["invisible"]), str(row.get("no_wrong_repair", 0)), str(row["proposed"]),
-                      str(row["augmented"]), str(row["recovered"]))
+        table.add_row(
+            markup(family),
+            str(row["invisible"]),
+            str(row.get("no_wrong_repair", 0)),
+            str(row["proposed"]),
+            str(row["augmented"]),
+            str(row["recovered"]),
+        )
     console.print(table)
     for aug in recovered["augmentations"]:
         what = f"pin {aug['pin']}" if aug["pin"] else f"discarded ({aug['discarded']}: {aug['detail']})"
-        console.print(f"augmentation of {aug['base']}: {aug['rows']} seed rows for {len(aug['keys'])} candidates -> "
-                      f"{what} ({aug['seconds']:.0f}s)", markup=False)
+        console.print(
+            f"augmentation of {aug['base']}: {aug['rows']} seed rows for {len(aug['keys'])} candidates -> "
+            f"{what} ({aug['seconds']:.0f}s)",
+            markup=False,
+        )
     kept = len(recovered["kept_tasks"])
     per = f", {recovered['seconds'] / kept:.0f}s per recovered task" if kept else ""
     console.print(f"augmentation: {kept} tasks recovered in {recovered['seconds']:.0f}s{per}", markup=False)
@@ -244,5 +371,7 @@ def _print_augmentation(recovered: dict) -> None:
 
 def _run_line(counts: dict[str, int]) -> str:
     """``40 candidates, 31 screened out, 3 rejected at confirm, 6 kept``: this run's counts in words."""
-    return (f"{counts['candidates']} candidates, {counts['screened_out']} screened out, "
-            f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept")
+    return (
+        f"{counts['candidates']} candidates, {counts['screened_out']} screened out, "
+        f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept"
+    )

@@ -38,7 +38,9 @@ def _families(values: tuple[str, ...]) -> list[str] | None:
         return None
     unknown = sorted(set(names) - set(FAMILIES))
     if unknown:
-        raise click.BadParameter(f"unknown families {unknown}; choose from {', '.join(FAMILIES)}", param_hint="--families")
+        raise click.BadParameter(
+            f"unknown families {unknown}; choose from {', '.join(FAMILIES)}", param_hint="--families"
+        )
     return names
 
 
@@ -79,7 +81,11 @@ def report_file(path: Path, families: list[str] | None) -> dict[str, Any]:
 
 def _diff(before: str, after: str, name: str, label: str) -> str:
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')} ({label})", n=1
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        f"a/{name.lstrip('/')}",
+        f"b/{name.lstrip('/')} ({label})",
+        n=1,
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
@@ -106,8 +112,12 @@ def _print_human(report: dict[str, Any]) -> None:
 
 @click.command("mutants")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--families", multiple=True, metavar="NAMES",
-              help="Only these operator families (comma-separated or repeated): filter, null, join, grain, time, values.")
+@click.option(
+    "--families",
+    multiple=True,
+    metavar="NAMES",
+    help="Only these operator families (comma-separated or repeated): filter, null, join, grain, time, values.",
+)
 @json_option
 @fails_cleanly
 def command(paths: tuple[str, ...], families: tuple[str, ...], as_json: bool) -> None:

@@ -8,9 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dbt_harvest.cli._tables import id_table, print_table
-
 from dbt_harvest.cli._common import markup
+from dbt_harvest.cli._tables import id_table, print_table
 from dbt_harvest.core.pin import Pin
 
 
@@ -31,16 +30,26 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "clock_frozen": pin.clock_frozen,
         "database": pin.database,
         "license": pin.license,
-        "packages": [{"name": p.name, "source": p.source, "version": p.version, "commit": p.commit} for p in pin.packages],
+        "packages": [
+            {"name": p.name, "source": p.source, "version": p.version, "commit": p.commit} for p in pin.packages
+        ],
         "skipped": [{"path": s.path, "reason": s.reason} for s in pin.skipped],
         "tables": [
-            {"name": t.name, "rows": t.rows, "deterministic": t.deterministic, "empty": t.empty,
-             "gradable": t.gradable, "unstable_columns": list(t.unstable_columns),
-             "database_columns": list(t.database_columns)} for t in pin.tables
+            {
+                "name": t.name,
+                "rows": t.rows,
+                "deterministic": t.deterministic,
+                "empty": t.empty,
+                "gradable": t.gradable,
+                "unstable_columns": list(t.unstable_columns),
+                "database_columns": list(t.database_columns),
+            }
+            for t in pin.tables
         ],
         "versions": pin.versions,
-        "baseline_tests": [{"unique_id": t.unique_id, "status": t.status, "excluded": t.known_failure}
-                           for t in pin.baseline_tests],
+        "baseline_tests": [
+            {"unique_id": t.unique_id, "status": t.status, "excluded": t.known_failure} for t in pin.baseline_tests
+        ],
     }
 
 
@@ -51,8 +60,12 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     console.print(f"pin: {markup(path)}")
     ref = f"  (ref {pin.ref})" if pin.ref else ""
     console.print(markup(f"commit {pin.commit}{ref}  project {pin.project_dir}  license {pin.license}"))
-    console.print(markup(f"clock {pin.clock} ({'frozen' if pin.clock_frozen else 'ticking'})  database {pin.database}  "
-                         f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}"))
+    console.print(
+        markup(
+            f"clock {pin.clock} ({'frozen' if pin.clock_frozen else 'ticking'})  database {pin.database}  "
+            f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}"
+        )
+    )
     console.print(
         f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
         f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"
@@ -60,8 +73,13 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     table = id_table("table", "rows", "deterministic", "gradable", "never graded (unstable columns)", ids=("table",))
     for t in pin.tables:
         unstable = ", ".join(f"{c}{' (database name)' if c in t.database_columns else ''}" for c in t.unstable_columns)
-        table.add_row(markup(t.name), str(t.rows), "yes" if t.deterministic else "[red]no[/red]", "yes" if t.gradable else "no",
-                      markup(unstable or "-"))
+        table.add_row(
+            markup(t.name),
+            str(t.rows),
+            "yes" if t.deterministic else "[red]no[/red]",
+            "yes" if t.gradable else "no",
+            markup(unstable or "-"),
+        )
     print_table(table, console)
     if pin.packages:
         packages = Table("package", "source", "version", "commit")

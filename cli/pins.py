@@ -26,6 +26,13 @@ def command(as_json: bool) -> None:
         return
     table = id_table("pin", "commit", "tables", "gradable", "packages", "clock", "license", ids=("pin", "commit"))
     for p in pins:
-        table.add_row(markup(p.id), markup(p.commit[:12]), str(len(p.tables)), str(len(p.gradable_tables)),
-                      str(len(p.packages)), markup(p.clock), markup(p.license))
+        table.add_row(
+            markup(p.id),
+            markup(p.commit[:12]),
+            str(len(p.tables)),
+            str(len(p.gradable_tables)),
+            str(len(p.packages)),
+            markup(p.clock),
+            markup(p.license),
+        )
     print_table(table)

@@ -43,25 +43,57 @@ class ScoreUsageError(HarvestError):
 @click.command(name="score")
 @click.option("--spider2", is_flag=True, help="Score a Spider 2.0-DBT results folder against its metadata.")
 @click.option("--results", type=click.Path(path_type=Path), help="Spider 2.0-DBT results folder (with --spider2).")
-@click.option("--gold", type=click.Path(path_type=Path),
-              help="Gold DuckDB file, or with --spider2 the gold folder holding spider2_eval.jsonl.")
-@click.option("--task", "task_ref", metavar="DATASET:INSTANCE_ID",
-              help="Grade against a dataset row's spec and gold (DATASET: a built folder or a Hub repo id).")
-@click.option("--workspace", type=click.Path(path_type=Path, file_okay=False),
-              help="With --task: build this workspace (sandboxed, at the row's clock) and score the build.")
+@click.option(
+    "--gold",
+    type=click.Path(path_type=Path),
+    help="Gold DuckDB file, or with --spider2 the gold folder holding spider2_eval.jsonl.",
+)
+@click.option(
+    "--task",
+    "task_ref",
+    metavar="DATASET:INSTANCE_ID",
+    help="Grade against a dataset row's spec and gold (DATASET: a built folder or a Hub repo id).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="With --task: build this workspace (sandboxed, at the row's clock) and score the build.",
+)
 @click.option("--pred", type=click.Path(path_type=Path), help="Submitted DuckDB file (single-instance form).")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="Grading spec JSON (single-instance form).")
-@click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
-              help="Use FILE in ID's gold folder in place of the metadata's gold name (recorded with its sha256).")
-@click.option("--explain", "show_explain", is_flag=True, help="Single-instance form: explain the verdicts (people only).")
-@click.option("--fail-under", type=click.FloatRange(0, 1), default=None, metavar="X",
-              help="Exit 1 when the official score is below X (0..1): the instance's 0/1, or with --spider2 the "
-                   "honest k/N. Without it the exit status is 0 whenever scoring ran, even at score 0.")
+@click.option(
+    "--gold-alias",
+    "gold_alias",
+    multiple=True,
+    metavar="ID=FILE",
+    help="Use FILE in ID's gold folder in place of the metadata's gold name (recorded with its sha256).",
+)
+@click.option(
+    "--explain", "show_explain", is_flag=True, help="Single-instance form: explain the verdicts (people only)."
+)
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="X",
+    help="Exit 1 when the official score is below X (0..1): the instance's 0/1, or with --spider2 the "
+    "honest k/N. Without it the exit status is 0 whenever scoring ran, even at score 0.",
+)
 @json_option
 @fails_cleanly
-def command(spider2: bool, results: Path | None, gold: Path | None, task_ref: str | None, workspace: Path | None,
-            pred: Path | None, spec_path: Path | None, gold_alias: tuple[str, ...], show_explain: bool,
-            fail_under: float | None, as_json: bool) -> None:
+def command(
+    spider2: bool,
+    results: Path | None,
+    gold: Path | None,
+    task_ref: str | None,
+    workspace: Path | None,
+    pred: Path | None,
+    spec_path: Path | None,
+    gold_alias: tuple[str, ...],
+    show_explain: bool,
+    fail_under: float | None,
+    as_json: bool,
+) -> None:
     """Score a submission: the official Spider 2.0-DBT verdict, the strict verdict beside it, and why.
 
     Exit 0 when scoring ran (even at score 0), 1 when it could not, 2 on a usage error; --fail-under X
@@ -93,8 +125,9 @@ def command(spider2: bool, results: Path | None, gold: Path | None, task_ref: st
     _check_fail_under(_score_one(gold, pred, spec_path, show_explain, as_json), fail_under)
 
 
-def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_explain: bool,
-                as_json: bool) -> float | None:
+def _score_task(
+    task_ref: str, pred: Path | None, workspace: Path | None, show_explain: bool, as_json: bool
+) -> float | None:
     from dbt_harvest.corpora.materialize import load_task
     from dbt_harvest.harvester.gold import gold_path
 
@@ -116,11 +149,10 @@ def _score_task(task_ref: str, pred: Path | None, workspace: Path | None, show_e
 
 def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     """Build a materialized workspace in the sandbox at the row's clock (fresh database) -> its captured tables."""
+    from dbt_harvest.core.errors import HarvestError
     from dbt_harvest.corpora.materialize import row_pin
     from dbt_harvest.harvester.build import build_workspace
     from dbt_harvest.harvester.discovery import discover
-
-    from dbt_harvest.core.errors import HarvestError
     from dbt_harvest.harvester.sandbox import safe_fs
 
     root = workspace.resolve()
@@ -134,13 +166,24 @@ def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
     for depth in range(1, len(parts) + 1):  # a sandboxed build wrote this tree: follow no link in it
         entry = safe_fs.lstat(root, "/".join(parts[:depth]))
         if entry is not None and entry.kind == "link":
-            raise HarvestError(f"{'/'.join(parts[:depth])} in the workspace is a link; a workspace's project "
-                               "files are read without following links")
+            raise HarvestError(
+                f"{'/'.join(parts[:depth])} in the workspace is a link; a workspace's project "
+                "files are read without following links"
+            )
     found = discover(root, row["project_dir"])
     pin = row_pin(row)  # what the row says of its pin: known failing tests, database file
-    result = build_workspace(root, row["project_dir"], found.profile, row["profile_schema"], row["clock"],
-                             sandboxed=True, log_path=root / "harvest-score.log", capture=True,
-                             exclude_tests=pin.excluded_tests, db_file=pin.db_file)
+    result = build_workspace(
+        root,
+        row["project_dir"],
+        found.profile,
+        row["profile_schema"],
+        row["clock"],
+        sandboxed=True,
+        log_path=root / "harvest-score.log",
+        capture=True,
+        exclude_tests=pin.excluded_tests,
+        db_file=pin.db_file,
+    )
     if not result.models_ok or result.gold_file is None:
         return None, f"the workspace does not build: {result.first_error} (log: {root / 'harvest-score.log'})"
     return result.gold_file, ""
@@ -216,23 +259,35 @@ def report_lines(report: Spider2Report) -> list[str]:
         problem = f"  (not a sound task: {r.task_problem})" if r.task_problem and r.task_problem not in r.reason else ""
         alias = ""
         if r.gold_alias is not None:
-            alias = (f"  [gold {r.gold_alias.shipped_name} for {r.gold_alias.expected_name}, "
-                     f"sha256 {r.gold_alias.sha256[:12]}]")
-        lines.append(f"{r.instance_id:<{width}}  official {official}  strict {r.strict}{note}  {r.reason}{problem}{alias}")
+            alias = (
+                f"  [gold {r.gold_alias.shipped_name} for {r.gold_alias.expected_name}, "
+                f"sha256 {r.gold_alias.sha256[:12]}]"
+            )
+        lines.append(
+            f"{r.instance_id:<{width}}  official {official}  strict {r.strict}{note}  {r.reason}{problem}{alias}"
+        )
     if report.results_stopped:
         lines.append(f"note: {report.results_stopped}")
     if report.extra_results:
-        lines.append(f"note: {len(report.extra_results)} results line(s) name instances the gold does not have "
-                     f"(ignored): {', '.join(report.extra_results[:5])}")
-    lines.append(f"honest: {report.score}/{report.total} over all instances (not submitted, not mirrored or "
-                 f"unsound = 0); strict {report.strict_score}/{report.total}")
+        lines.append(
+            f"note: {len(report.extra_results)} results line(s) name instances the gold does not have "
+            f"(ignored): {', '.join(report.extra_results[:5])}"
+        )
+    lines.append(
+        f"honest: {report.score}/{report.total} over all instances (not submitted, not mirrored or "
+        f"unsound = 0); strict {report.strict_score}/{report.total}"
+    )
     if report.official_crash:
         lines.append(f"evaluate.py stops with an error on this folder and prints no score: {report.official_crash}")
     elif report.official_unknown:
-        lines.append(f"evaluate.py: {report.official_score} of {report.submitted} submitted instances pass here; "
-                     f"{report.official_unknown} submitted instance(s) use checks not mirrored here, so its "
-                     "last line is unknown")
+        lines.append(
+            f"evaluate.py: {report.official_score} of {report.submitted} submitted instances pass here; "
+            f"{report.official_unknown} submitted instance(s) use checks not mirrored here, so its "
+            "last line is unknown"
+        )
     else:
-        lines.append(f"evaluate.py prints: {report.official_line} ({report.official_score}/{report.submitted} "
-                     "over the submitted instances only)")
+        lines.append(
+            f"evaluate.py prints: {report.official_line} ({report.official_score}/{report.submitted} "
+            "over the submitted instances only)"
+        )
     return lines

@@ -22,11 +22,20 @@ def command() -> None:
 
 @command.command(name="import")
 @click.argument("spider2_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--gold-alias", "gold_alias", multiple=True, metavar="ID=FILE",
-              help="Use a gold file shipped under another name than the metadata says. Repeatable.")
-@click.option("--package-mirror", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
-              help="Offline dbt package mirror for examples that ship no dbt_packages: DIR/<org>/<package> git "
-                   "repos (or $HARVEST_PACKAGE_MIRROR); default: the dbt hub and git.")
+@click.option(
+    "--gold-alias",
+    "gold_alias",
+    multiple=True,
+    metavar="ID=FILE",
+    help="Use a gold file shipped under another name than the metadata says. Repeatable.",
+)
+@click.option(
+    "--package-mirror",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Offline dbt package mirror for examples that ship no dbt_packages: DIR/<org>/<package> git "
+    "repos (or $HARVEST_PACKAGE_MIRROR); default: the dbt hub and git.",
+)
 @json_option
 @fails_cleanly
 def import_command(spider2_dir: Path, gold_alias: tuple[str, ...], package_mirror: Path | None, as_json: bool) -> None:
@@ -52,8 +61,12 @@ def import_command(spider2_dir: Path, gold_alias: tuple[str, ...], package_mirro
     rows = data["rows"]
     table = id_table("instance", "part", "playable", "problems", ids=tuple(r["instance_id"] for r in rows))
     for row in rows:
-        table.add_row(markup(row["instance_id"]), str(row["part"] or "unscoreable"), "yes" if row["playable"] else "no",
-                      markup("; ".join(row["problems"]) or row["unscoreable"]))
+        table.add_row(
+            markup(row["instance_id"]),
+            str(row["part"] or "unscoreable"),
+            "yes" if row["playable"] else "no",
+            markup("; ".join(row["problems"]) or row["unscoreable"]),
+        )
     print_table(table, Console())
     parts = ", ".join(f"{name} {c['playable']}/{c['instances']} playable" for name, c in data["parts"].items())
     kind = "Spider 2.0-DBT" if data["benchmark"] else "not the benchmark (an export: every instance is dev)"
@@ -71,8 +84,10 @@ def split_command(as_json: bool) -> None:
     if as_json:
         echo_json(split.to_dict())
         return
-    say(f"Spider 2.0-DBT split (seed {split.seed}, drawn {split.drawn_on}): {len(split.dev)} dev, "
-        f"{len(split.sealed)} sealed, {len(split.unscoreable)} unscoreable")
+    say(
+        f"Spider 2.0-DBT split (seed {split.seed}, drawn {split.drawn_on}): {len(split.dev)} dev, "
+        f"{len(split.sealed)} sealed, {len(split.unscoreable)} unscoreable"
+    )
     say("dev: " + " ".join(split.dev))
     say("sealed: " + " ".join(split.sealed))
     for iid, why in split.unscoreable.items():

@@ -13,7 +13,9 @@ def command() -> None:
 
 
 @command.command("assign")
-@click.option("--test", "test", type=click.IntRange(min=0), default=None, help="How many split groups to draw for test.")
+@click.option(
+    "--test", "test", type=click.IntRange(min=0), default=None, help="How many split groups to draw for test."
+)
 @click.option("--dev", "dev", type=click.IntRange(min=0), default=None, help="How many split groups to draw for dev.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
 @click.option("--test-group", "test_groups", multiple=True, help="Name a group (id, repo or pin) for test; repeatable.")
@@ -21,14 +23,21 @@ def command() -> None:
 @click.option("--force", is_flag=True, help="Redraw even though splits are reserved (the ledger keeps the history).")
 @json_option
 @fails_cleanly
-def assign_cmd(test: int | None, dev: int | None, seed: int, test_groups: tuple[str, ...],
-               dev_groups: tuple[str, ...], force: bool, as_json: bool) -> None:
+def assign_cmd(
+    test: int | None,
+    dev: int | None,
+    seed: int,
+    test_groups: tuple[str, ...],
+    dev_groups: tuple[str, ...],
+    force: bool,
+    as_json: bool,
+) -> None:
     """Reserve test/dev groups (seeded draw or named); new repositories later join their group or train.
 
     With no --test/--dev after a reservation, only repositories pinned since are assigned.
     """
-    from dbt_harvest.corpora.ledger import Params, assign
     from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.ledger import Params, assign
 
     given = test is not None or dev is not None or test_groups or dev_groups
     params = Params(test or 0, dev or 0, seed, tuple(test_groups), tuple(dev_groups)) if given else None
@@ -40,8 +49,10 @@ def assign_cmd(test: int | None, dev: int | None, seed: int, test_groups: tuple[
         click.echo("every pinned repository already has a split; nothing to do")
         return
     counts = {s: sum(1 for g, sp in event.splits.items() if sp == s) for s in ("train", "dev", "test")}
-    click.echo(f"{event.action}: {counts['test']} test, {counts['dev']} dev, {counts['train']} train group(s) "
-               f"at {event.time}; commitment {event.commitment[:16]}")
+    click.echo(
+        f"{event.action}: {counts['test']} test, {counts['dev']} dev, {counts['train']} train group(s) "
+        f"at {event.time}; commitment {event.commitment[:16]}"
+    )
 
 
 @command.command("show")
@@ -52,10 +63,10 @@ def show_cmd(as_json: bool) -> None:
     from rich.console import Console
 
     from dbt_harvest.cli._tables import id_table, print_table
-    from dbt_harvest.corpora.groups import explain_groups
-    from dbt_harvest.corpora.ledger import SplitLedger
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.core.pin import list_pins
+    from dbt_harvest.corpora.groups import explain_groups
+    from dbt_harvest.corpora.ledger import SplitLedger
 
     pins = list_pins(pins_dir())
     ledger = SplitLedger.load(pins_dir())
@@ -66,8 +77,16 @@ def show_cmd(as_json: bool) -> None:
         found = {a.split for p in pin_ids if (a := ledger.assignment(by_id[p])) is not None}
         return "/".join(sorted(found)) if found else "-"
 
-    rows = [{"group": g.id, "split": split_of_group(g.pins), "pins": list(g.pins), "repos": list(g.repos),
-             "reasons": list(g.reasons)} for g in groups]
+    rows = [
+        {
+            "group": g.id,
+            "split": split_of_group(g.pins),
+            "pins": list(g.pins),
+            "repos": list(g.repos),
+            "reasons": list(g.reasons),
+        }
+        for g in groups
+    ]
     history = [{"seq": e.seq, "time": e.time, "action": e.action, "commitment": e.commitment} for e in ledger.events]
     if as_json:
         echo_json({"groups": rows, "history": history})
@@ -78,8 +97,12 @@ def show_cmd(as_json: bool) -> None:
         return
     table = id_table("group", "split", "pins", "why grouped", ids=("group", "pins"))
     for row in rows:
-        table.add_row(markup(row["group"]), markup(row["split"]), "\n".join(markup(p) for p in row["pins"]),
-                      "\n".join(markup(r) for r in row["reasons"]) or "-")
+        table.add_row(
+            markup(row["group"]),
+            markup(row["split"]),
+            "\n".join(markup(p) for p in row["pins"]),
+            "\n".join(markup(r) for r in row["reasons"]) or "-",
+        )
     print_table(table, console)
     for h in history:
         console.print(markup(f"#{h['seq']} {h['time']} {h['action']} commitment {h['commitment'][:16]}"))

@@ -17,8 +17,8 @@ def command() -> None:
 
 
 def _records(split: str | None):  # type: ignore[no-untyped-def]
-    from dbt_harvest.corpora.store import load_tasks
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import load_tasks
 
     splits = [split] if split else ["train", "dev"]
     found = []
@@ -37,18 +37,36 @@ def list_tasks(split: str | None, as_json: bool) -> None:
 
     records = _records(split)
     if as_json:
-        echo_json({"tasks": [{"instance_id": r.instance_id, "split": r.split, "family": r.family,
-                              "operator": r.operator, "silent": r.local_checks.silent, "weak": r.weak,
-                              "local_tests": r.local_tests}
-                             for r in records]})
+        echo_json(
+            {
+                "tasks": [
+                    {
+                        "instance_id": r.instance_id,
+                        "split": r.split,
+                        "family": r.family,
+                        "operator": r.operator,
+                        "silent": r.local_checks.silent,
+                        "weak": r.weak,
+                        "local_tests": r.local_tests,
+                    }
+                    for r in records
+                ]
+            }
+        )
         return
     if not records:
         click.echo("no tasks")
         return
     table = id_table("task", "split", "family", "operator", "local checks", "local tests", ids=("task",))
     for r in records:
-        table.add_row(markup(r.instance_id), markup(r.split), markup(r.family), markup(r.operator),
-                      "silent" if r.local_checks.silent else "loud", str(r.local_tests))
+        table.add_row(
+            markup(r.instance_id),
+            markup(r.split),
+            markup(r.family),
+            markup(r.operator),
+            "silent" if r.local_checks.silent else "loud",
+            str(r.local_tests),
+        )
     print_table(table)
 
 
@@ -86,7 +104,9 @@ def show_task(task_id: str, as_json: bool) -> None:
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
 @json_option
 @fails_cleanly
-def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, no_sandbox: bool, as_json: bool) -> None:
+def verify_tasks(
+    task_ids: tuple[str, ...], all_tasks: bool, split: str | None, no_sandbox: bool, as_json: bool
+) -> None:
     """Re-verify TASK_IDS (or --all) from their pins, in fresh sandboxed builds under another database name.
 
     Checks per task: the unmodified project matches gold; the broken project scores 0; the true repair
@@ -122,8 +142,10 @@ def verify_tasks(task_ids: tuple[str, ...], all_tasks: bool, split: str | None, 
     if as_json:
         echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
     else:
-        click.echo(f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: "
-                   + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items()))
+        click.echo(
+            f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: "
+            + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items())
+        )
     if totals["ok"] != totals["tasks"]:
         sys.exit(1)
 
@@ -143,14 +165,27 @@ def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]
 @click.argument("instance_id")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--split", type=click.Choice(["train", "dev"]), help="Look only in this split (default: every split).")
-@click.option("--repo-mirror", type=click.Path(path_type=Path, file_okay=False),
-              help="Offline: a folder holding the repository as <owner>/<name> or <owner>__<name> (bare or not).")
-@click.option("--package-mirror", type=click.Path(path_type=Path, file_okay=False),
-              help="Offline: the dbt package mirror (default $HARVEST_PACKAGE_MIRROR).")
+@click.option(
+    "--repo-mirror",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Offline: a folder holding the repository as <owner>/<name> or <owner>__<name> (bare or not).",
+)
+@click.option(
+    "--package-mirror",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Offline: the dbt package mirror (default $HARVEST_PACKAGE_MIRROR).",
+)
 @json_option
 @fails_cleanly
-def materialize(dataset: str, instance_id: str, out: Path, split: str | None, repo_mirror: Path | None,
-                package_mirror: Path | None, as_json: bool) -> None:
+def materialize(
+    dataset: str,
+    instance_id: str,
+    out: Path,
+    split: str | None,
+    repo_mirror: Path | None,
+    package_mirror: Path | None,
+    as_json: bool,
+) -> None:
     """Rebuild one task of a dataset (a `harvest dataset build` folder or a Hub repo id) into OUT/.
 
     OUT/project is the broken workspace an agent gets, OUT/grader the gold file and grading spec, OUT/task.json

@@ -19,7 +19,9 @@ config_option = click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run config (TOML)."
 )
 gate_option = click.option(
-    "--gate", is_flag=True, help="One optimizer step with the full config; report memory, step time, projected wall time; stop."
+    "--gate",
+    is_flag=True,
+    help="One optimizer step with the full config; report memory, step time, projected wall time; stop.",
 )
 
 
@@ -27,10 +29,12 @@ def _epilog(kind: str) -> str:
     from dbt_harvest.train.configs import config_keys_help
 
     keys = "\n".join(f"  {line}" for line in config_keys_help(kind).splitlines())
-    return (f"\b\nConfig keys (TOML sections):\n{keys}\n\n"
-            f"\b\nExample configs: train/configs/{kind}-qwen-4b.toml in the repository (copy one and edit it; "
-            f"[model] base = \"tiny://\" with [train] use_cpu = true, bf16 = false runs on a CPU). "
-            "report_to and the progress bar are trl's defaults unless [train] sets them.")
+    return (
+        f"\b\nConfig keys (TOML sections):\n{keys}\n\n"
+        f"\b\nExample configs: train/configs/{kind}-qwen-4b.toml in the repository (copy one and edit it; "
+        f'[model] base = "tiny://" with [train] use_cpu = true, bf16 = false runs on a CPU). '
+        "report_to and the progress bar are trl's defaults unless [train] sets them."
+    )
 
 
 @click.group(name="train")
@@ -73,7 +77,9 @@ def sft(config_path: Path, gate: bool, as_json: bool) -> None:
 
     config = load_config(config_path)
     if config.run.kind != "sft":
-        raise TrainConfigError(f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`")
+        raise TrainConfigError(
+            f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`"
+        )
     _report(run_sft(config, gate=gate), as_json)
 
 
@@ -90,7 +96,9 @@ def grpo(config_path: Path, gate: bool, as_json: bool) -> None:
 
     config = load_config(config_path)
     if config.run.kind != "grpo":
-        raise TrainConfigError(f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`")
+        raise TrainConfigError(
+            f"{config_path}: [run] kind = {config.run.kind!r}; use `harvest train {config.run.kind}`"
+        )
     _report(run_grpo(config, gate=gate), as_json)
 
 

@@ -78,7 +78,7 @@ def parse_clock(clock: str) -> dt.datetime:
     except (ValueError, AttributeError):
         raise ClockError(f"clock {clock!r} is not a date (use YYYY-MM-DD or 'YYYY-MM-DD HH:MM:SS')") from None
     if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
     if not 1970 <= value.year <= 9999:
         raise ClockError(f"clock {clock!r} is out of range (1970-9999)")
     return value.replace(microsecond=0)
@@ -134,8 +134,9 @@ def hand_build_prefix(clock: str) -> str:
     from one can come out in another order under another seed). A plain ``faketime '<clock>'`` starts a clock
     that ticks from there, and a column holding ``now()`` then differs from gold by the seconds of the build."""
     value = parse_clock(clock).strftime("%Y-%m-%d %H:%M:%S")
-    return (f"TZ=UTC PYTHONHASHSEED=0 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 "
-            f"faketime -f '{value}'")
+    return (
+        f"TZ=UTC PYTHONHASHSEED=0 FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 faketime -f '{value}'"
+    )
 
 
 # -- current-time calls in SQL run in-process -------------------------------------------------------
@@ -192,7 +193,7 @@ def freeze_clock(sql: str, clock: str, *, zoned: bool = False) -> str:
                         continue
                     break
                 j += 1
-            out.append(sql[i:j + 1])
+            out.append(sql[i : j + 1])
             i = code_start = j + 1
         elif sql.startswith("--", i):
             flush(i)

@@ -24,14 +24,19 @@ if TYPE_CHECKING:
     from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 
 #: A repair's closing when dbt tests cover the broken lineage (what every repair said before).
-REPAIR_TESTED = ("The project builds and you may run its dbt tests. Find the cause in the project's models and fix "
-                 "it so that the outputs follow the business rules the project documents.")
+REPAIR_TESTED = (
+    "The project builds and you may run its dbt tests. Find the cause in the project's models and fix "
+    "it so that the outputs follow the business rules the project documents."
+)
 #: A repair's closing when no dbt test covers the broken lineage.
-REPAIR_UNTESTED = ("The project builds. Find the cause in the project's models and fix it so that the outputs follow "
-                   "the business rules the project documents.")
+REPAIR_UNTESTED = (
+    "The project builds. Find the cause in the project's models and fix it so that the outputs follow "
+    "the business rules the project documents."
+)
 #: A completion's closing (``{name}``: the model, or the models joined by "`, `") when tests cover its lineage.
-COMPLETION_TESTED = ("Use only what this project provides; other models that read `{name}` and the dbt tests must "
-                     "keep passing.")
+COMPLETION_TESTED = (
+    "Use only what this project provides; other models that read `{name}` and the dbt tests must keep passing."
+)
 #: A completion's closing when no dbt test covers the models it removes or their descendants.
 COMPLETION_UNTESTED = "Use only what this project provides; other models that read `{name}` must keep building."
 
@@ -70,7 +75,7 @@ def _swapped(record: TaskRecord, repair: tuple[str, str], completion: tuple[str,
     start = text.rfind(head)
     if start < 0 or not text.endswith(tail) or start + len(head) > len(text) - len(tail):
         return record
-    name = text[start + len(head): len(text) - len(tail)]
+    name = text[start + len(head) : len(text) - len(tail)]
     return replace(record, problem_statement=text[:start] + new_head + name + new_tail)
 
 
@@ -86,5 +91,15 @@ def as_first_written(record: TaskRecord) -> TaskRecord:
     return _swapped(record, (REPAIR_UNTESTED, REPAIR_TESTED), (COMPLETION_UNTESTED, COMPLETION_TESTED))
 
 
-__all__ = ["CLOSINGS", "COMPLETION_TESTED", "COMPLETION_UNTESTED", "REPAIR_TESTED", "REPAIR_UNTESTED",
-           "as_first_written", "completion_closing", "repair_closing", "restated", "tested"]
+__all__ = [
+    "CLOSINGS",
+    "COMPLETION_TESTED",
+    "COMPLETION_UNTESTED",
+    "REPAIR_TESTED",
+    "REPAIR_UNTESTED",
+    "as_first_written",
+    "completion_closing",
+    "repair_closing",
+    "restated",
+    "tested",
+]

@@ -52,8 +52,15 @@ def pin_folder_name(pin_id: str) -> str:
     dataset row may carry any string) is refused here, so no per-pin folder can be anywhere but beneath its
     parent, whatever validation a caller did or did not do."""
     name = pin_id.replace("@", "_")
-    if (not name or name in (".", "..") or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name
-            or ".." in name):
+    if (
+        not name
+        or name in (".", "..")
+        or name.startswith(".")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or ".." in name
+    ):
         raise PinError(f"{pin_id[:80]!r} is not a pin id (one path component: owner__name@<sha>)")
     return name
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-_FILES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "LICENCE", "LICENCE.md", "COPYING", "COPYING.md", "license", "license.md")
+_FILES = (
+    "LICENSE",
+    "LICENSE.md",
+    "LICENSE.txt",
+    "LICENCE",
+    "LICENCE.md",
+    "COPYING",
+    "COPYING.md",
+    "license",
+    "license.md",
+)
 
 # (spdx id, phrases that must all appear, case-insensitive, whitespace-normalised); first match wins.
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -29,8 +39,20 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 #: licenses under which a harvested project's files may appear in a public dataset
 REDISTRIBUTABLE = frozenset(
-    {"Apache-2.0", "MIT", "BSD-3-Clause", "BSD-2-Clause", "MPL-2.0", "Unlicense", "CC0-1.0", "ISC",
-     "GPL-3.0", "GPL-2.0", "LGPL-3.0", "AGPL-3.0"}
+    {
+        "Apache-2.0",
+        "MIT",
+        "BSD-3-Clause",
+        "BSD-2-Clause",
+        "MPL-2.0",
+        "Unlicense",
+        "CC0-1.0",
+        "ISC",
+        "GPL-3.0",
+        "GPL-2.0",
+        "LGPL-3.0",
+        "AGPL-3.0",
+    }
 )
 
 

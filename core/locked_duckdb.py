@@ -54,7 +54,11 @@ class Lock:
                 raise LockedDuckDBError(f"invalid {name} {value!r}; use e.g. '2GB'")
         if self.threads < 0:
             raise LockedDuckDBError(f"threads must be 0 (DuckDB's default) or more, got {self.threads}")
-        for path in (*self.allowed_directories, *self.allowed_paths, *([self.temp_directory] if self.temp_directory else [])):
+        for path in (
+            *self.allowed_directories,
+            *self.allowed_paths,
+            *([self.temp_directory] if self.temp_directory else []),
+        ):
             if not path.startswith("/") or "\x00" in path:
                 raise LockedDuckDBError(f"locked DuckDB paths must be absolute, got {path!r}")
 
@@ -128,8 +132,15 @@ def _joined_lock(conn: Any, database: str, lock: Lock, setup: Sequence[str]) -> 
     granted_dirs = {d.rstrip("/") for d in (*lock.allowed_directories, lock.temp_directory) if d}
     extra = [d for d in directories or () if not d.startswith(own) and d.rstrip("/") not in granted_dirs]
     extra += [p for p in paths or () if not p.startswith(own) and p not in lock.allowed_paths]
-    problems = [name for name, on in (("external access", external), ("extension install", autoinstall),
-                                      ("extension load", autoload)) if on]
+    problems = [
+        name
+        for name, on in (
+            ("external access", external),
+            ("extension install", autoinstall),
+            ("extension load", autoload),
+        )
+        if on
+    ]
     if extra:
         problems.append(f"access to {', '.join(sorted(extra)[:3])}")
     if setup:
@@ -141,8 +152,9 @@ def _joined_lock(conn: Any, database: str, lock: Lock, setup: Sequence[str]) -> 
         )
 
 
-def connect_locked(database: str = ":memory:", lock: Lock = Lock(), *, read_only: bool = False,
-                   setup: Sequence[str] = ()) -> Any:
+def connect_locked(
+    database: str = ":memory:", lock: Lock = Lock(), *, read_only: bool = False, setup: Sequence[str] = ()
+) -> Any:
     """A DuckDB connection to ``database``, locked by ``lock`` before anything else runs on it.
 
     A second connection to a file this process already holds open joins DuckDB's one instance for that
@@ -188,8 +200,15 @@ def is_interrupt(exc: BaseException) -> bool:
 class LockedDuckDB:
     """A locked connection whose ``execute`` bounds every statement's wall time."""
 
-    def __init__(self, database: str = ":memory:", lock: Lock = Lock(), *, read_only: bool = False,
-                 setup: Sequence[str] = (), statement_seconds: float = STATEMENT_SECONDS) -> None:
+    def __init__(
+        self,
+        database: str = ":memory:",
+        lock: Lock = Lock(),
+        *,
+        read_only: bool = False,
+        setup: Sequence[str] = (),
+        statement_seconds: float = STATEMENT_SECONDS,
+    ) -> None:
         self.con = connect_locked(database, lock, read_only=read_only, setup=setup)
         self.statement_seconds = statement_seconds
 
@@ -209,6 +228,16 @@ class LockedDuckDB:
 
 
 __all__ = [
-    "LOCK_STATEMENT", "Lock", "LockedDuckDB", "LockedDuckDBError", "STATEMENT_SECONDS", "apply_lock", "bounded",
-    "connect_locked", "is_interrupt", "lock_statements", "setup_statements", "sql_string",
+    "LOCK_STATEMENT",
+    "Lock",
+    "LockedDuckDB",
+    "LockedDuckDBError",
+    "STATEMENT_SECONDS",
+    "apply_lock",
+    "bounded",
+    "connect_locked",
+    "is_interrupt",
+    "lock_statements",
+    "setup_statements",
+    "sql_string",
 ]

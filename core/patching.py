@@ -40,8 +40,12 @@ def make_patch(path: str, old: str | None, new: str | None, context: int = 3) ->
     if old == new:
         return ""
     lines = difflib.unified_diff(
-        _split(old or ""), _split(new or ""), fromfile=DEV_NULL if old is None else f"a/{path}",
-        tofile=DEV_NULL if new is None else f"b/{path}", n=context, lineterm=""
+        _split(old or ""),
+        _split(new or ""),
+        fromfile=DEV_NULL if old is None else f"a/{path}",
+        tofile=DEV_NULL if new is None else f"b/{path}",
+        n=context,
+        lineterm="",
     )
     out: list[str] = []
     for line in lines:
@@ -135,13 +139,13 @@ def apply_to_text(text: str, file_patch: FilePatch) -> str:
     out: list[str] = []
     cursor = 0
     for start, body in file_patch.hunks:
-        index = max(start - 1, 0) if any(l[0] in " -" for l in body) else start
+        index = max(start - 1, 0) if any(line[0] in " -" for line in body) else start
         if index < cursor or index > len(lines):
             raise PatchError(f"{file_patch.path}: hunk at line {start} does not apply")
         out.extend(lines[cursor:index])
         cursor = index
         for line in body:
-            content, no_eol = (line[1:-len(_NO_EOL)], True) if line.endswith(_NO_EOL) else (line[1:], False)
+            content, no_eol = (line[1 : -len(_NO_EOL)], True) if line.endswith(_NO_EOL) else (line[1:], False)
             full = content if no_eol else content + "\n"
             if line[0] in " -":
                 if cursor >= len(lines) or lines[cursor] != full:

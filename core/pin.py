@@ -237,10 +237,20 @@ class Pin:
 
 
 #: Pin fields written only when they differ from these values (so older pins keep their digest).
-_OPTIONAL_DEFAULTS: dict[str, Any] = {"clock_frozen": False, "database": DEFAULT_DATABASE, "augmentation_sha256": "",
-                                       "augments": "", "recovers": (), "fix_commit": "", "fix_files": (),
-                                       "fix_sha256": "", "fix_date": "", "mined_from": "",
-                                       "baseline_tests": (), "compat_edits": ()}
+_OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "clock_frozen": False,
+    "database": DEFAULT_DATABASE,
+    "augmentation_sha256": "",
+    "augments": "",
+    "recovers": (),
+    "fix_commit": "",
+    "fix_files": (),
+    "fix_sha256": "",
+    "fix_date": "",
+    "mined_from": "",
+    "baseline_tests": (),
+    "compat_edits": (),
+}
 
 
 def display_name(url: str) -> str:
@@ -255,7 +265,7 @@ def _order(data: dict[str, Any]) -> dict[str, Any]:
     return {**scalars, **rest}
 
 
-_FIELDS = {f for f in Pin.__dataclass_fields__}
+_FIELDS = set(Pin.__dataclass_fields__)
 
 
 def _require(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -277,8 +287,22 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     fmt = _require(data, "format", int, where)
     if fmt != PIN_FORMAT:
         raise PinError(f"{where}: pin format {fmt} is not supported (this harvester reads {PIN_FORMAT})")
-    strings = ["id", "spec", "url", "commit", "tree", "ref", "project_dir", "project_name",
-               "profile_schema", "clock", "license", "created_at", "gold_sha256", "compat_patch_sha256"]
+    strings = [
+        "id",
+        "spec",
+        "url",
+        "commit",
+        "tree",
+        "ref",
+        "project_dir",
+        "project_name",
+        "profile_schema",
+        "clock",
+        "license",
+        "created_at",
+        "gold_sha256",
+        "compat_patch_sha256",
+    ]
     values: dict[str, Any] = {k: _require(data, k, str, where) for k in strings}
     if not _HEX40.match(values["commit"]):
         raise PinError(f"{where}: commit {values['commit']!r} is not a 40-hex sha")
@@ -299,9 +323,14 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         packages = tuple(PackageRecord(**p) for p in _require(data, "packages", list, where))
         skipped = tuple(SkippedPath(**s) for s in data.get("skipped", []))
         tables = tuple(
-            TableRecord(**{**t, "columns": tuple(Column(**c) for c in t["columns"]),
-                           "unstable_columns": tuple(t.get("unstable_columns", ())),
-                           "database_columns": tuple(t.get("database_columns", ()))})
+            TableRecord(
+                **{
+                    **t,
+                    "columns": tuple(Column(**c) for c in t["columns"]),
+                    "unstable_columns": tuple(t.get("unstable_columns", ())),
+                    "database_columns": tuple(t.get("database_columns", ())),
+                }
+            )
             for t in _require(data, "tables", list, where)
         )
     except (TypeError, KeyError) as exc:
@@ -314,7 +343,9 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     clock_frozen = data.get("clock_frozen", False)
     database = data.get("database", DEFAULT_DATABASE)
     if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not _DATABASE.match(database):
-        raise PinError(f"{where}: clock_frozen must be a boolean and database a plain identifier (a DuckDB file's stem)")
+        raise PinError(
+            f"{where}: clock_frozen must be a boolean and database a plain identifier (a DuckDB file's stem)"
+        )
     augmentation = data.get("augmentation_sha256", "")
     augments = data.get("augments", "")
     if not isinstance(augmentation, str) or (augmentation and not _HEX64.match(augmentation)):
@@ -381,30 +412,41 @@ def baseline_tests_from(entries: Any, where: str) -> tuple[BaselineTest, ...]:
         if not isinstance(uid, str) or not is_test_uid(uid):
             raise PinError(f"{where}: baseline test {uid!r} is not a dbt test's unique id")
         if status not in _TEST_STATUSES:
-            raise PinError(f"{where}: baseline test {uid} has status {status!r}; expected one of {', '.join(_TEST_STATUSES)}")
+            raise PinError(
+                f"{where}: baseline test {uid} has status {status!r}; expected one of {', '.join(_TEST_STATUSES)}"
+            )
         out[uid] = BaselineTest(uid, status)
     return tuple(out[k] for k in sorted(out))
 
 
 def _history_fields(data: dict[str, Any], where: str) -> dict[str, Any]:
     """The history pin's fields, validated: all of them or none."""
-    fix_commit, fix_sha, fix_date, mined_from = (data.get(k, "") for k in ("fix_commit", "fix_sha256", "fix_date",
-                                                                           "mined_from"))
+    fix_commit, fix_sha, fix_date, mined_from = (
+        data.get(k, "") for k in ("fix_commit", "fix_sha256", "fix_date", "mined_from")
+    )
     files = data.get("fix_files", [])
     if not all(isinstance(v, str) for v in (fix_commit, fix_sha, fix_date, mined_from)):
         raise PinError(f"{where}: fix_commit, fix_sha256, fix_date and mined_from must be strings")
-    if not isinstance(files, list) or not all(isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/")
-                                              for f in files):
+    if not isinstance(files, list) or not all(
+        isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in files
+    ):
         raise PinError(f"{where}: fix_files must list repository-relative paths")
     given = [bool(fix_commit), bool(files), bool(fix_sha), bool(fix_date), bool(mined_from)]
     if any(given) and not all(given):
-        raise PinError(f"{where}: fix_commit, fix_files, fix_sha256, fix_date and mined_from go together (a history pin)")
+        raise PinError(
+            f"{where}: fix_commit, fix_files, fix_sha256, fix_date and mined_from go together (a history pin)"
+        )
     if fix_commit and not _HEX40.match(fix_commit):
         raise PinError(f"{where}: fix_commit {fix_commit!r} is not a 40-hex sha")
     if fix_sha and not _HEX64.match(fix_sha):
         raise PinError(f"{where}: fix_sha256 must be a sha256")
-    return {"fix_commit": fix_commit, "fix_files": tuple(files), "fix_sha256": fix_sha, "fix_date": fix_date,
-            "mined_from": mined_from}
+    return {
+        "fix_commit": fix_commit,
+        "fix_files": tuple(files),
+        "fix_sha256": fix_sha,
+        "fix_date": fix_date,
+        "mined_from": mined_from,
+    }
 
 
 def read_pin(path: Path) -> Pin:
@@ -419,7 +461,9 @@ def read_pin(path: Path) -> Pin:
         raise PinError(f"{path}: no digest line (not a pin written by `harvest add`, or truncated)")
     pin = pin_from_dict(data, where=str(path))
     if pin.to_toml() != path.read_text(encoding="utf-8"):
-        raise PinError(f"{path}: digest mismatch: the pin was truncated or edited by hand (re-run `harvest add --rebuild`)")
+        raise PinError(
+            f"{path}: digest mismatch: the pin was truncated or edited by hand (re-run `harvest add --rebuild`)"
+        )
     return pin
 
 

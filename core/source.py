@@ -14,4 +14,8 @@ def source_checkout() -> Path | None:
     """The checkout root (``pyproject.toml`` and ``src/dbt_harvest/`` beside the layer folders), or None
     when this code is an installed package."""
     root = Path(__file__).resolve().parents[1]  # <checkout>/core/source.py
-    return root if (root / "pyproject.toml").is_file() and (root / "src" / "dbt_harvest" / "__init__.py").is_file() else None
+    return (
+        root
+        if (root / "pyproject.toml").is_file() and (root / "src" / "dbt_harvest" / "__init__.py").is_file()
+        else None
+    )

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.core.scorer.spec import GradingSpec, SpecFormatError
 from dbt_harvest.core import atomic
 from dbt_harvest.core.closing import restated
 from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.scorer.spec import GradingSpec, SpecFormatError
 
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")
@@ -197,8 +197,10 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
         raw_checks["covering_tests"] = tuple(raw_checks.get("covering_tests", ()))
         checks = LocalChecks(**raw_checks)
         values = {k: data[k] for k in known if k not in nested and k in data}
-        notes = tuple(WrongRepairNote(str(n["intent"]), tuple(n.get("fixes", ())), tuple(n.get("leaves", ())))
-                      for n in data.get("wrong_repair_notes", ()))
+        notes = tuple(
+            WrongRepairNote(str(n["intent"]), tuple(n.get("fixes", ())), tuple(n.get("leaves", ())))
+            for n in data.get("wrong_repair_notes", ())
+        )
         claims = tuple(Claim(**c) for c in data.get("claims", ()))
         record = TaskRecord(
             **values,
@@ -217,7 +219,9 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
         raise TaskRecordError(f"{where}: operator {record.operator!r} does not go with kind {record.kind!r}")
     if record.source not in SOURCES:
         raise TaskRecordError(f"{where}: source {record.source!r} is not one of {', '.join(SOURCES)}")
-    if (record.source == "history") != bool(record.fix_commit) or (record.source == "history" and record.kind != "repair"):
+    if (record.source == "history") != bool(record.fix_commit) or (
+        record.source == "history" and record.kind != "repair"
+    ):
         raise TaskRecordError(f"{where}: a history task is a repair with its fix_commit; this record mixes them")
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")

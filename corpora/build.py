@@ -31,17 +31,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dbt_harvest.core import atomic
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.task_record import KINDS, LOCAL_TESTS_BUCKETS, SOURCES, TaskRecord, local_tests_bucket
 from dbt_harvest.corpora.card import CardFacts, RepoProvenance, render
+from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.errors import DatasetBuildError, LintError
 from dbt_harvest.corpora.exclusions import Exclusions, load_exclusions
 from dbt_harvest.corpora.features import task_features, to_row
 from dbt_harvest.corpora.lint import lint_project
 from dbt_harvest.corpora.sealed import sealed_count
-from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.store import load_tasks
-from dbt_harvest.core import atomic
-from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.task_record import KINDS, LOCAL_TESTS_BUCKETS, SOURCES, TaskRecord, local_tests_bucket
 from dbt_harvest.harvester.gold import matches
 
 MANIFEST = "build.json"
@@ -78,8 +78,9 @@ def _known_failures(records: dict[str, list[TaskRecord]], pins: Path) -> dict[st
     """Split -> tasks whose project has dbt tests that fail on the original (``baseline_tests``: never run)."""
     from dbt_harvest.core.pin import pin_path, read_pin
 
-    failing = {p for p in {r.pin for rows in records.values() for r in rows}
-               if read_pin(pin_path(p, pins)).known_failing_tests}
+    failing = {
+        p for p in {r.pin for rows in records.values() for r in rows} if read_pin(pin_path(p, pins)).known_failing_tests
+    }
     return {s: sum(1 for r in rows if r.pin in failing) for s, rows in records.items()}
 
 
@@ -116,8 +117,10 @@ def _copy_gold(shas: Sequence[str], home: Path, dest: Path) -> None:
         target = dest / "gold" / f"{sha}.duckdb"
         atomic.install_file(src, target)
         if not matches(target, sha):
-            raise DatasetBuildError(f"gold {sha[:12]} in {src.parent} is corrupted (neither its bytes nor its tables "
-                                    f"hash to its name; its bytes hash to {atomic.sha256_file(target)[:12]})")
+            raise DatasetBuildError(
+                f"gold {sha[:12]} in {src.parent} is corrupted (neither its bytes nor its tables "
+                f"hash to its name; its bytes hash to {atomic.sha256_file(target)[:12]})"
+            )
 
 
 def rows_fingerprint(rows: Sequence[dict]) -> str:
@@ -165,7 +168,8 @@ def _write_split(records: list[TaskRecord], split: str, dest: Path, shard_rows: 
 def _hash_tree(folder: Path) -> dict[str, str]:
     return {
         p.relative_to(folder).as_posix(): atomic.sha256_file(p)
-        for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
     }
 
 
@@ -188,7 +192,9 @@ def build_dataset(
     wanted = tuple(dict.fromkeys(splits))
     for split in wanted:
         if split == "test":
-            raise DatasetBuildError("the test split is sealed: it is read only by the audit and never built into a dataset")
+            raise DatasetBuildError(
+                "the test split is sealed: it is read only by the audit and never built into a dataset"
+            )
         if split not in BUILDABLE:
             raise DatasetBuildError(f"unknown split {split!r}; choose from {', '.join(BUILDABLE)}")
     if not wanted:
@@ -198,23 +204,33 @@ def build_dataset(
     exclusions = exclusions or load_exclusions()
     violations = lint_project(pins, home, exclusions)
     if violations:
-        raise LintError(f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`")
+        raise LintError(
+            f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`"
+        )
     loaded = {s: distinct(load_tasks(s, home, pins, purpose="dataset")) for s in wanted}
     records = {s: rows for s, (rows, _) in loaded.items()}
     if min_local_tests:  # tasks whose local checks are more than "it builds"
         records = {s: [r for r in rows if r.local_tests >= min_local_tests] for s, rows in records.items()}
     if since is not None:  # the view after a model's training cut-off: real fixes made on or after the date
-        records = {s: [r for r in rows if r.source == "history" and r.fix_date[:len(since)] >= since]
-                   for s, rows in records.items()}
+        records = {
+            s: [r for r in rows if r.source == "history" and r.fix_date[: len(since)] >= since]
+            for s, rows in records.items()
+        }
     duplicates = sum(n for _, n in loaded.values())
     if not any(records.values()):
         if min_local_tests:
-            raise DatasetBuildError(f"no task of {', '.join(wanted)} has {min_local_tests} or more covering dbt tests "
-                                    "(local_tests); give a lower --min-local-tests")
+            raise DatasetBuildError(
+                f"no task of {', '.join(wanted)} has {min_local_tests} or more covering dbt tests "
+                "(local_tests); give a lower --min-local-tests"
+            )
         if since is not None:
-            raise DatasetBuildError(f"no history task of {', '.join(wanted)} has a fix made on or after {since}; mine "
-                                    "newer fixes (`harvest mine`) or give an earlier --since")
-        raise DatasetBuildError(f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)")
+            raise DatasetBuildError(
+                f"no history task of {', '.join(wanted)} has a fix made on or after {since}; mine "
+                "newer fixes (`harvest mine`) or give an earlier --since"
+            )
+        raise DatasetBuildError(
+            f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)"
+        )
     kept, left_repos, left_tasks = _select(records, public)
     for split in wanted:
         if kept[split]:
@@ -248,9 +264,14 @@ def build_dataset(
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
         local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
-        local_tests_hist={s: {b: n for b in LOCAL_TESTS_BUCKETS
-                              if (n := sum(1 for r in kept[s] if local_tests_bucket(r.local_tests) == b))}
-                          for s in wanted},
+        local_tests_hist={
+            s: {
+                b: n
+                for b in LOCAL_TESTS_BUCKETS
+                if (n := sum(1 for r in kept[s] if local_tests_bucket(r.local_tests) == b))
+            }
+            for s in wanted
+        },
         min_local_tests=min_local_tests,
         augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
         known_failures=_known_failures(kept, pins),
@@ -288,10 +309,10 @@ def build_dataset(
 def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> dict[str, str]:
     """Per split, the corpus report (markdown) of the repositories with rows in it; each split's chart
     beside the card (a card published for one split shows that split's report alone)."""
+    from dbt_harvest.core.pin import pin_path, read_pin
     from dbt_harvest.corpora.card import report_chart
     from dbt_harvest.corpora.ledger import SplitLedger
     from dbt_harvest.corpora.report import build_report, chart, markdown
-    from dbt_harvest.core.pin import pin_path, read_pin
 
     ledger = SplitLedger.load(pins)
     out: dict[str, str] = {}
@@ -337,7 +358,9 @@ def read_manifest(folder: Path) -> dict:
         CardFacts.from_dict(manifest["facts"])
         manifest["gold"]
     except FileNotFoundError:
-        raise DatasetBuildError(f"{folder} is not a built dataset (no {MANIFEST}); run `harvest dataset build`") from None
+        raise DatasetBuildError(
+            f"{folder} is not a built dataset (no {MANIFEST}); run `harvest dataset build`"
+        ) from None
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise DatasetBuildError(f"{path}: malformed build manifest ({exc})") from None
     for rel, sha in sorted(files.items()):

@@ -74,15 +74,17 @@ class CardFacts:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CardFacts":
+    def from_dict(cls, data: dict[str, Any]) -> CardFacts:
         report = data.get("corpus_report")
-        return cls(**{
-            **data,
-            # a build made before the report was kept per split has one text for all of them: not shown
-            "corpus_report": dict(report) if isinstance(report, dict) else {},
-            "generator_versions": tuple(data["generator_versions"]),
-            "provenance": tuple(RepoProvenance(**p) for p in data["provenance"]),
-        })
+        return cls(
+            **{
+                **data,
+                # a build made before the report was kept per split has one text for all of them: not shown
+                "corpus_report": dict(report) if isinstance(report, dict) else {},
+                "generator_versions": tuple(data["generator_versions"]),
+                "provenance": tuple(RepoProvenance(**p) for p in data["provenance"]),
+            }
+        )
 
 
 def report_chart(split: str) -> str:
@@ -108,7 +110,9 @@ def data_files(facts: CardFacts, split: str) -> dict[str, str]:
     return {"split": split, "path": f"data/{split}-{fingerprint}-*" if fingerprint else f"data/{split}-*"}
 
 
-def card_data(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None) -> "DatasetCardData":
+def card_data(
+    facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None = None
+) -> DatasetCardData:
     """The card's metadata as huggingface_hub's ``DatasetCardData``; ``other_configs`` (split -> data-file
     path) lists splits of another build that the Hub repository already holds, so that publishing one split
     keeps loading the others."""
@@ -143,64 +147,119 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
     ex = facts.exclusions_counts
     src = facts.exclusions_source
     lines = [
-        f"# {facts.title}", "",
+        f"# {facts.title}",
+        "",
         "Repair tasks for data-engineering agents, minted from real public dbt repositories by",
         f"dbt-harvest (generator {', '.join(facts.generator_versions)}). Each row is one real",
         "project at an exact commit with one model file broken: the broken project builds, and in most tasks every",
         "dbt test passes; only a hidden comparison with the gold tables fails. The true repair scores 1; a",
-        "plausible wrong repair that passes the local checks scores 0.", "",
-        "## Splits", "",
-        "| split | rows |", "|---|---|",
+        "plausible wrong repair that passes the local checks scores 0.",
+        "",
+        "## Splits",
+        "",
+        "| split | rows |",
+        "|---|---|",
         *[f"| {s} | {n} |" for s, n in n_rows.items()],
-        *[f"| {s} | published from another build (see this repository's history) |" for s in sorted(other_configs or {})],
+        *[
+            f"| {s} | published from another build (see this repository's history) |"
+            for s in sorted(other_configs or {})
+        ],
         "",
         "Splits are repository-disjoint: repositories that share history, files, or a package family",
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
-        "before any task was minted (hash-committed ledger in the generator's `pins/` folder).", "",
-        "## Task kinds", "",
+        "before any task was minted (hash-committed ledger in the generator's `pins/` folder).",
+        "",
+        "## Task kinds",
+        "",
         "A `repair` task plants one edit in a model (`broken_patch`) for the agent to find and undo. A `completion`",
         "task removes a documented model's SQL file (`broken_patch` deletes it; `patch` writes it back): the agent",
         "writes the model from its documentation (`problem_statement`: description, columns, tests, the models it",
         "may read), Spider 2.0-DBT's own shape. Both are graded the same way against gold. Tasks per kind and split: "
-        + (", ".join(f"{s} " + " + ".join(f"{n} {k}" for k, n in sorted(((facts.kinds or {}).get(s) or {"repair": facts.splits[s]}).items()))
-                     for s in splits)) + ".",
-        "Keep one kind with `ds.filter(lambda row: row[\"kind\"] == \"completion\")`.", "",
-        "## Real fixes from history", "",
+        + (
+            ", ".join(
+                f"{s} "
+                + " + ".join(
+                    f"{n} {k}" for k, n in sorted(((facts.kinds or {}).get(s) or {"repair": facts.splits[s]}).items())
+                )
+                for s in splits
+            )
+        )
+        + ".",
+        'Keep one kind with `ds.filter(lambda row: row["kind"] == "completion")`.',
+        "",
+        "## Real fixes from history",
+        "",
         "A repair task whose `source` is `history` undoes a fix the repository's own engineers made: `base_commit` is",
         "the fix's parent with its data, built with the fix's model files (`fix_files` of `fix_commit`) applied, and",
         "`broken_patch` puts the parent's model back. `fix_commit`, `fix_date`, `fix_subject` and `fix_url` are",
         "provenance (the statement describes the symptom, never the commit message). Tasks per source and split: "
-        + (", ".join(f"{s} " + " + ".join(f"{n} {k}" for k, n in sorted(((facts.sources or {}).get(s) or {"mutation": facts.splits[s]}).items()))
-                     for s in splits)) + "."
-        + (f" This build keeps only fixes made on or after {facts.since} (`--since`): tasks newer than a model's "
-           "training cut-off." if facts.since else ""),
-        "Keep one source with `ds.filter(lambda row: row[\"source\"] == \"history\")`.", "",
-        "## Local checks", "",
+        + (
+            ", ".join(
+                f"{s} "
+                + " + ".join(
+                    f"{n} {k}"
+                    for k, n in sorted(((facts.sources or {}).get(s) or {"mutation": facts.splits[s]}).items())
+                )
+                for s in splits
+            )
+        )
+        + "."
+        + (
+            f" This build keeps only fixes made on or after {facts.since} (`--since`): tasks newer than a model's "
+            "training cut-off."
+            if facts.since
+            else ""
+        ),
+        'Keep one source with `ds.filter(lambda row: row["source"] == "history")`.',
+        "",
+        "## Local checks",
+        "",
         "`local_tests` counts the dbt tests over the broken model and its descendants. Where it is 0 the",
         "local checks only prove that the project builds: an agent gets no test signal for that bug.",
         "Tasks with `local_tests` = 0, per split: "
-        + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
-        "Keep only tested tasks with `ds.filter(lambda row: row[\"local_tests\"] > 0)`.",
+        + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits))
+        + ".",
+        'Keep only tested tasks with `ds.filter(lambda row: row["local_tests"] > 0)`.',
         *_local_tests_table(facts, splits),
-        *([] if facts.known_failures is None else [
-            "", "Some projects carry dbt tests that fail on the original project (`baseline_tests` with status fail or "
-            "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
-            "projects, per split: " + ", ".join(f"{s} {facts.known_failures.get(s, 0)} of {facts.splits[s]}" for s in splits)
-            + "."]), "",
-        *([] if facts.compat_edits is None else [
-            "## Compat patches", "",
-            "`compat_patch` makes a project build on DuckDB. Most add one new file (a `duckdb__` macro); a patch that "
-            "edits files of the repository lists them in `compat_edits` (declared when the pin was made: "
-            "configuration, seeds, YAML or macros, never model SQL, which the tasks change and grade). Tasks whose "
-            "patch edits files, per split: " + ", ".join(f"{s} {facts.compat_edits.get(s, 0)} of {facts.splits[s]}"
-                                                         for s in splits) + ".", ""]),
-        "## Augmented data", "",
+        *(
+            []
+            if facts.known_failures is None
+            else [
+                "",
+                "Some projects carry dbt tests that fail on the original project (`baseline_tests` with status fail or "
+                "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
+                "projects, per split: "
+                + ", ".join(f"{s} {facts.known_failures.get(s, 0)} of {facts.splits[s]}" for s in splits)
+                + ".",
+            ]
+        ),
+        "",
+        *(
+            []
+            if facts.compat_edits is None
+            else [
+                "## Compat patches",
+                "",
+                "`compat_patch` makes a project build on DuckDB. Most add one new file (a `duckdb__` macro); a patch that "
+                "edits files of the repository lists them in `compat_edits` (declared when the pin was made: "
+                "configuration, seeds, YAML or macros, never model SQL, which the tasks change and grade). Tasks whose "
+                "patch edits files, per split: "
+                + ", ".join(f"{s} {facts.compat_edits.get(s, 0)} of {facts.splits[s]}" for s in splits)
+                + ".",
+                "",
+            ]
+        ),
+        "## Augmented data",
+        "",
         "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
         "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",
         "builds and passes all its dbt tests on them). Tasks with `augmented` = true, per split: "
-        + (", ".join(f"{s} {(facts.augmented or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)) + ".",
-        "Keep only upstream data with `ds.filter(lambda row: not row[\"augmented\"])`.", "",
-        "## Columns", "",
+        + (", ".join(f"{s} {(facts.augmented or {}).get(s, 0)} of {facts.splits[s]}" for s in splits))
+        + ".",
+        'Keep only upstream data with `ds.filter(lambda row: not row["augmented"])`.',
+        "",
+        "## Columns",
+        "",
         "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
         "it names the repository (`origin_url`, `base_commit`, its git `tree`), the dbt packages at exact commits,",
         "the compat patch, the clock and the database file, so `harvest tasks materialize DATASET INSTANCE_ID OUT/`",
@@ -208,18 +267,30 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "export `base_commit` without history, vendor `packages` into `<project_dir>/dbt_packages`, apply",
         "`compat_patch`, then `broken_patch`. A model's answer is graded by building the repaired project with",
         "dbt-duckdb at `clock` and comparing `condition_tabs` with the gold file `gold_file` (Spider 2.0-DBT's",
-        "`duckdb_match` with `condition_cols` and `ignore_orders`; `harvest score --task DATASET:INSTANCE_ID`).", "",
-        "| column | meaning |", "|---|---|",
-        *[f"| `{name}` | {meaning} |" for name, meaning in COLUMNS.items()], "",
-        "### Reading it as SWE-bench / SWE-smith", "",
-        "| SWE-bench / SWE-smith | here |", "|---|---|",
-        *[f"| `{name}` | {meaning} |" for name, meaning in SWE_BENCH_MAPPING.items()], "",
-        "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.", "",
-        "## Provenance", "",
-        "| repository | commit | license | split | tasks |", "|---|---|---|---|---|",
-        *[f"| {_repo_cell(p)} | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows], "",
-        "Each task's files stay under the license of its source repository (column `license`).", "",
-        "## Non-contamination statement", "",
+        "`duckdb_match` with `condition_cols` and `ignore_orders`; `harvest score --task DATASET:INSTANCE_ID`).",
+        "",
+        "| column | meaning |",
+        "|---|---|",
+        *[f"| `{name}` | {meaning} |" for name, meaning in COLUMNS.items()],
+        "",
+        "### Reading it as SWE-bench / SWE-smith",
+        "",
+        "| SWE-bench / SWE-smith | here |",
+        "|---|---|",
+        *[f"| `{name}` | {meaning} |" for name, meaning in SWE_BENCH_MAPPING.items()],
+        "",
+        "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.",
+        "",
+        "## Provenance",
+        "",
+        "| repository | commit | license | split | tasks |",
+        "|---|---|---|---|---|",
+        *[f"| {_repo_cell(p)} | `{p.commit}` | {p.license} | {p.split} | {p.tasks} |" for p in rows],
+        "",
+        "Each task's files stay under the license of its source repository (column `license`).",
+        "",
+        "## Non-contamination statement",
+        "",
         f"- Benchmark: every repository was checked against the Spider 2.0-DBT exclusion list "
         f"({src.get('repo', '?')} at `{src.get('commit', '?')}`, {src.get('commit_date', '?')}): "
         f"{ex.get('project_names', 0)} benchmark dbt project names, {ex.get('domain_packages', 0)} domain packages "
@@ -239,16 +310,28 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
             "permit redistribution (or could not be determined) were left out of this public build."
         )
     else:
-        lines.append("- Licenses: private build; repositories without a redistributable license are included. Do not make public.")
+        lines.append(
+            "- Licenses: private build; repositories without a redistributable license are included. Do not make public."
+        )
     reported = [s for s in splits if facts.corpus_report.get(s)]
     if reported:
-        lines += ["", "## Corpus report", "",
-                  "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
-                  "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
-                  "mint wall time where measured):"]
+        lines += [
+            "",
+            "## Corpus report",
+            "",
+            "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
+            "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
+            "mint wall time where measured):",
+        ]
         for split in reported:
-            lines += ["", f"### {split}", "", facts.corpus_report[split].rstrip(), "",
-                      f"![kept tasks per repository and family, {split}]({report_chart(split)})"]
+            lines += [
+                "",
+                f"### {split}",
+                "",
+                facts.corpus_report[split].rstrip(),
+                "",
+                f"![kept tasks per repository and family, {split}]({report_chart(split)})",
+            ]
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
     lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
     return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
@@ -260,12 +343,17 @@ def _local_tests_table(facts: CardFacts, splits: Sequence[str]) -> list[str]:
 
     if facts.local_tests_hist is None:
         return []
-    lines = ["", "| covering dbt tests (`local_tests`) | " + " | ".join(splits) + " |",
-             "|---|" + "---|" * len(splits)]
+    lines = ["", "| covering dbt tests (`local_tests`) | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
     for bucket in LOCAL_TESTS_BUCKETS:
-        lines.append(f"| {bucket} | " + " | ".join(str((facts.local_tests_hist.get(s) or {}).get(bucket, 0))
-                                                   for s in splits) + " |")
+        lines.append(
+            f"| {bucket} | "
+            + " | ".join(str((facts.local_tests_hist.get(s) or {}).get(bucket, 0)) for s in splits)
+            + " |"
+        )
     if facts.min_local_tests:
-        lines += ["", f"This build keeps only tasks with at least {facts.min_local_tests} covering dbt test(s) "
-                      "(`harvest dataset build --min-local-tests`)."]
+        lines += [
+            "",
+            f"This build keeps only tasks with at least {facts.min_local_tests} covering dbt test(s) "
+            "(`harvest dataset build --min-local-tests`).",
+        ]
     return lines

@@ -19,17 +19,19 @@ import hashlib
 import re
 from pathlib import Path
 
+from dbt_harvest.core.errors import PinError
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import Pin, read_pin
 from dbt_harvest.corpora.errors import CorporaError
 from dbt_harvest.corpora.exclusions import load_exclusions
 from dbt_harvest.corpora.ledger import SplitLedger
 from dbt_harvest.corpora.lint import lint
 from dbt_harvest.corpora.tasklock import check_against_ledger, read_lock
-from dbt_harvest.core.errors import PinError
-from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.pin import Pin, read_pin
 
 #: what a path of the machine that made a pin looks like (absolute POSIX or Windows paths, file:// URLs)
-MACHINE_PATH = re.compile(r"""(?:^|["'\s=])(?:/(?:work|home|root|tmp|Users|var|opt|mnt|srv|private)/|[A-Za-z]:\\|file://)""")
+MACHINE_PATH = re.compile(
+    r"""(?:^|["'\s=])(?:/(?:work|home|root|tmp|Users|var|opt|mnt|srv|private)/|[A-Za-z]:\\|file://)"""
+)
 
 
 def _pin_problems(path: Path, pins: Path) -> tuple[Pin | None, list[str]]:
@@ -46,7 +48,9 @@ def _pin_problems(path: Path, pins: Path) -> tuple[Pin | None, list[str]]:
         problems.append(f"origin: {pin.id} is recorded under {pin.url!r}, not a public https URL")
     for pkg in pin.packages:
         if pkg.url and not pkg.url.startswith("https://"):
-            problems.append(f"origin: {pin.id} package {pkg.name} is recorded under {pkg.url!r}, not a public https URL")
+            problems.append(
+                f"origin: {pin.id} package {pkg.name} is recorded under {pkg.url!r}, not a public https URL"
+            )
     if pin.compat_patch_sha256:
         stored = pins / "patches" / f"{pin.compat_patch_sha256}.diff"
         if not stored.is_file():
@@ -63,11 +67,15 @@ def _pin_problems(path: Path, pins: Path) -> tuple[Pin | None, list[str]]:
         if not pin.recovers:
             problems.append(f"pin: {pin.id} records no candidates (`recovers`), so a rebuild cannot mint it as it was")
         if (pins / "patches" / f"{pin.augmentation_sha256}.diff").is_file():
-            problems.append(f"pin: {pin.id}'s augmentation patch sits beside the compat patches; it carries rows "
-                            "cloned from the repository's seeds and belongs under patches/augmentations/ (not committed)")
+            problems.append(
+                f"pin: {pin.id}'s augmentation patch sits beside the compat patches; it carries rows "
+                "cloned from the repository's seeds and belongs under patches/augmentations/ (not committed)"
+            )
     if pin.is_history and not (pins / f"{pin.mined_from}.toml").is_file():
-        problems.append(f"pin: {pin.id} was mined from {pin.mined_from}, which is not pinned (`harvest mine "
-                        f"{pin.mined_from} --rebuild` re-pins it from there)")
+        problems.append(
+            f"pin: {pin.id} was mined from {pin.mined_from}, which is not pinned (`harvest mine "
+            f"{pin.mined_from} --rebuild` re-pins it from there)"
+        )
     return pin, problems
 
 
@@ -93,9 +101,13 @@ def check_pins_folder(pins: Path) -> list[str]:
             continue  # the lint below reports it (unassigned)
         splits[pin.id] = assignment.split
         if assignment.split != "test" and pin.license not in REDISTRIBUTABLE:
-            problems.append(f"license: {pin.id} ({pin.license}) is reserved for {assignment.split}; only the sealed "
-                            "test split may hold a repository whose license does not allow redistribution")
-    problems += [f"groups: {v.kind} {v.subject}: {v.evidence}" for v in lint(found, [], load_exclusions(), splits=splits)]
+            problems.append(
+                f"license: {pin.id} ({pin.license}) is reserved for {assignment.split}; only the sealed "
+                "test split may hold a repository whose license does not allow redistribution"
+            )
+    problems += [
+        f"groups: {v.kind} {v.subject}: {v.evidence}" for v in lint(found, [], load_exclusions(), splits=splits)
+    ]
     try:
         lock = read_lock(pins)
     except CorporaError as exc:

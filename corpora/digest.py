@@ -70,7 +70,7 @@ def documented_spans(text: str, lines: frozenset[tuple[str, str, int]]) -> list[
     found = []
     for i, token in enumerate(tokens):
         for length in lengths.get(_sha16(token), ()):
-            span = " ".join(tokens[i:i + length])
+            span = " ".join(tokens[i : i + length])
             if _sha16(span) in wanted:
                 found.append(span)
     return found
@@ -86,7 +86,7 @@ def ngrams(text: str, n: int = NGRAM) -> dict[str, str]:
     tokens = words(text)
     out: dict[str, str] = {}
     for i in range(len(tokens) - n + 1):
-        gram = " ".join(tokens[i:i + n])
+        gram = " ".join(tokens[i : i + n])
         out[hashlib.sha256(gram.encode()).hexdigest()[:16]] = gram
     return out
 
@@ -106,7 +106,7 @@ def specific_runs(text: str) -> list[list[str]]:
         runs.append([])
         i = 0
         while i < len(tokens):
-            match = next((p for p in by_first.get(tokens[i], ()) if tuple(tokens[i:i + len(p)]) == p), None)
+            match = next((p for p in by_first.get(tokens[i], ()) if tuple(tokens[i : i + len(p)]) == p), None)
             if match is None:
                 runs[-1].append(tokens[i])
                 i += 1
@@ -121,7 +121,7 @@ def specific_ngrams(text: str, n: int = NGRAM) -> dict[str, str]:
     out: dict[str, str] = {}
     for run in specific_runs(text):
         for i in range(len(run) - n + 1):
-            gram = " ".join(run[i:i + n])
+            gram = " ".join(run[i : i + n])
             out[hashlib.sha256(gram.encode()).hexdigest()[:16]] = gram
     return out
 

@@ -26,12 +26,14 @@ from dbt_harvest.core.task_record import TaskRecord
 #: the file name of the DuckDB database every build of a task uses (the profile's ``path``)
 DATABASE_FILE = "build.duckdb"
 #: the one-line setup step of every row
-SETUP = ("export the repository at base_commit (without .git) -> vendor `packages` at their commits into "
-         "<project_dir>/dbt_packages -> apply compat_patch -> apply broken_patch; then seed + build with "
-         "dbt-duckdb, profile path ./" + DATABASE_FILE + " (`database_file`), schema profile_schema, the wall clock "
-         "frozen at `clock` (libfaketime: `FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '<clock>'`; a plain "
-         "`faketime '<clock>'` ticks), TZ=UTC, PYTHONHASHSEED=0, without the tests `baseline_tests` lists as failing "
-         "(`harvest tasks materialize` prints the command)")
+SETUP = (
+    "export the repository at base_commit (without .git) -> vendor `packages` at their commits into "
+    "<project_dir>/dbt_packages -> apply compat_patch -> apply broken_patch; then seed + build with "
+    "dbt-duckdb, profile path ./" + DATABASE_FILE + " (`database_file`), schema profile_schema, the wall clock "
+    "frozen at `clock` (libfaketime: `FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '<clock>'`; a plain "
+    "`faketime '<clock>'` ticks), TZ=UTC, PYTHONHASHSEED=0, without the tests `baseline_tests` lists as failing "
+    "(`harvest tasks materialize` prints the command)"
+)
 
 #: column -> one-line meaning, rendered into the dataset card
 COLUMNS: dict[str, str] = {
@@ -64,7 +66,7 @@ COLUMNS: dict[str, str] = {
     "compat_patch": "unified diff applied after vendoring and before broken_patch (DuckDB compatibility, data fixes); empty if none",
     "compat_patch_sha256": "sha256 of compat_patch (empty if none)",
     "compat_edits": "files of the repository the compat patch edits (declared with `harvest add --allow-edits`: configuration, "
-                    "seeds, YAML or macros, never model SQL); empty when it only adds files",
+    "seeds, YAML or macros, never model SQL); empty when it only adds files",
     "augmented": "true when the task's seeds carry distinguishing rows the harvester added (augmentation_patch); filter with `not row['augmented']` for upstream data only",
     "augmentation_patch": "unified diff adding seed rows, applied after compat_patch and before broken_patch; empty if none",
     "augmentation_patch_sha256": "sha256 of augmentation_patch (empty if none)",
@@ -72,7 +74,7 @@ COLUMNS: dict[str, str] = {
     "FAIL_TO_PASS": "graded checks that fail on the broken project and pass after the gold repair (the hidden duckdb_match)",
     "PASS_TO_PASS": "local checks that pass before and after the repair (the project's dbt build and tests)",
     "baseline_tests": "the project's own dbt tests that did not pass on the original project: unique_id and dbt's status; "
-                      "fail/error ones (SWE-bench's FAIL_TO_FAIL) are left out of every build (`--exclude`), warn ones run",
+    "fail/error ones (SWE-bench's FAIL_TO_FAIL) are left out of every build (`--exclude`), warn ones run",
     "version": "toolchain the task was verified with, as one string (SWE-bench's `version`)",
     "environment_setup": "pip requirement line that recreates the toolchain (SWE-bench's environment setup)",
     "license": "SPDX id of the source repository's license",
@@ -82,7 +84,7 @@ COLUMNS: dict[str, str] = {
     "weak": "true when no wrong repair was confirmed for the task",
     "local_tests": "dbt tests over the broken model and its descendants (0: the local checks only prove it builds)",
     "source": "mutation (a planted edit) or history (the task undoes a fix the repository's engineers made: base_commit is "
-              "the fix's parent, built with the fix applied)",
+    "the fix's parent, built with the fix applied)",
     "fix_commit": "history tasks: the fix commit (40-hex); its model files, over base_commit, are what gold was built from",
     "fix_date": "history tasks: the fix's author date (ISO 8601); `harvest dataset build --since DATE` keeps the newer ones",
     "fix_subject": "history tasks: the fix commit's subject line (provenance only: it often names the fix; never shown to an agent)",
@@ -96,66 +98,74 @@ def task_features():  # -> datasets.Features
     """The explicit schema of a public row (datasets imported here, not at module load)."""
     from datasets import Features, List, Value
 
-    return Features({
-        "instance_id": Value("string"),
-        "repo": Value("string"),
-        "base_commit": Value("string"),
-        "pin": Value("string"),
-        "project_dir": Value("string"),
-        "problem_statement": Value("string"),
-        "kind": Value("string"),
-        "family": Value("string"),
-        "operator": Value("string"),
-        "effect": Value("string"),
-        "file": Value("string"),
-        "broken_patch": Value("string"),
-        "patch": Value("string"),
-        "local_checks": {
-            "builds": Value("bool"),
-            "tests_total": Value("int32"),
-            "tests_failed": Value("int32"),
-        },
-        "condition_tabs": List(Value("string")),
-        "condition_cols": List(List(Value("int32"))),
-        "ignore_orders": List(Value("bool")),
-        "gold_file": Value("string"),
-        "gold_sha256": Value("string"),
-        "origin_url": Value("string"),
-        "tree": Value("string"),
-        "project_name": Value("string"),
-        "profile_schema": Value("string"),
-        "database_file": Value("string"),
-        "clock": Value("string"),
-        "packages": List({
-            "name": Value("string"), "source": Value("string"), "requested": Value("string"),
-            "version": Value("string"), "commit": Value("string"), "url": Value("string"),
-        }),
-        "compat_patch": Value("string"),
-        "compat_patch_sha256": Value("string"),
-        "compat_edits": List(Value("string")),
-        "augmented": Value("bool"),
-        "augmentation_patch": Value("string"),
-        "augmentation_patch_sha256": Value("string"),
-        "setup": Value("string"),
-        "FAIL_TO_PASS": List(Value("string")),
-        "PASS_TO_PASS": List(Value("string")),
-        "baseline_tests": List({"unique_id": Value("string"), "status": Value("string")}),
-        "version": Value("string"),
-        "environment_setup": Value("string"),
-        "license": Value("string"),
-        "split_group": Value("string"),
-        "source": Value("string"),
-        "fix_commit": Value("string"),
-        "fix_date": Value("string"),
-        "fix_subject": Value("string"),
-        "fix_url": Value("string"),
-        "fix_files": List(Value("string")),
-        "fix_sha256": Value("string"),
-        "generator_version": Value("string"),
-        "versions": List({"name": Value("string"), "version": Value("string")}),
-        "weak": Value("bool"),
-        "local_tests": Value("int32"),
-    })
+    return Features(
+        {
+            "instance_id": Value("string"),
+            "repo": Value("string"),
+            "base_commit": Value("string"),
+            "pin": Value("string"),
+            "project_dir": Value("string"),
+            "problem_statement": Value("string"),
+            "kind": Value("string"),
+            "family": Value("string"),
+            "operator": Value("string"),
+            "effect": Value("string"),
+            "file": Value("string"),
+            "broken_patch": Value("string"),
+            "patch": Value("string"),
+            "local_checks": {
+                "builds": Value("bool"),
+                "tests_total": Value("int32"),
+                "tests_failed": Value("int32"),
+            },
+            "condition_tabs": List(Value("string")),
+            "condition_cols": List(List(Value("int32"))),
+            "ignore_orders": List(Value("bool")),
+            "gold_file": Value("string"),
+            "gold_sha256": Value("string"),
+            "origin_url": Value("string"),
+            "tree": Value("string"),
+            "project_name": Value("string"),
+            "profile_schema": Value("string"),
+            "database_file": Value("string"),
+            "clock": Value("string"),
+            "packages": List(
+                {
+                    "name": Value("string"),
+                    "source": Value("string"),
+                    "requested": Value("string"),
+                    "version": Value("string"),
+                    "commit": Value("string"),
+                    "url": Value("string"),
+                }
+            ),
+            "compat_patch": Value("string"),
+            "compat_patch_sha256": Value("string"),
+            "compat_edits": List(Value("string")),
+            "augmented": Value("bool"),
+            "augmentation_patch": Value("string"),
+            "augmentation_patch_sha256": Value("string"),
+            "setup": Value("string"),
+            "FAIL_TO_PASS": List(Value("string")),
+            "PASS_TO_PASS": List(Value("string")),
+            "baseline_tests": List({"unique_id": Value("string"), "status": Value("string")}),
+            "version": Value("string"),
+            "environment_setup": Value("string"),
+            "license": Value("string"),
+            "split_group": Value("string"),
+            "source": Value("string"),
+            "fix_commit": Value("string"),
+            "fix_date": Value("string"),
+            "fix_subject": Value("string"),
+            "fix_url": Value("string"),
+            "fix_files": List(Value("string")),
+            "fix_sha256": Value("string"),
+            "generator_version": Value("string"),
+            "versions": List({"name": Value("string"), "version": Value("string")}),
+            "weak": Value("bool"),
+            "local_tests": Value("int32"),
+        }
+    )
 
 
 def gold_file(sha256: str) -> str:
@@ -198,7 +208,9 @@ def toolchain(versions: dict[str, str]) -> tuple[str, str]:
     return version, ("pip install " + version) if version else ""
 
 
-def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", augmentation: str = "") -> dict[str, Any]:
+def to_row(
+    record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", augmentation: str = ""
+) -> dict[str, Any]:
     """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch`` and
     ``augmentation`` the text of its patches).
 
@@ -207,12 +219,18 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", a
 
     if pin is not None and (pin.id != record.pin or pin.commit != record.base_commit):
         raise ValueError(f"{record.instance_id}: pin {pin.id} is not the task's pin {record.pin}")
-    if pin is not None and pin.compat_patch_sha256:
-        if hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256:
-            raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
-    if pin is not None and pin.augmentation_sha256:
-        if hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256:
-            raise ValueError(f"{record.instance_id}: augmentation patch text does not match the pin's sha256")
+    if (
+        pin is not None
+        and pin.compat_patch_sha256
+        and hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256
+    ):
+        raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
+    if (
+        pin is not None
+        and pin.augmentation_sha256
+        and hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256
+    ):
+        raise ValueError(f"{record.instance_id}: augmentation patch text does not match the pin's sha256")
     version, setup_env = toolchain(record.versions)
     return {
         "instance_id": record.instance_id,
@@ -245,8 +263,14 @@ def to_row(record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", a
         "database_file": pin.db_file if pin else DATABASE_FILE,
         "clock": pin.clock if pin else "",
         "packages": [
-            {"name": p.name, "source": p.source, "requested": p.requested, "version": p.version,
-             "commit": p.commit, "url": p.url}
+            {
+                "name": p.name,
+                "source": p.source,
+                "requested": p.requested,
+                "version": p.version,
+                "commit": p.commit,
+                "url": p.url,
+            }
             for p in (pin.packages if pin else ())
         ],
         "compat_patch": compat_patch if pin and pin.compat_patch_sha256 else "",

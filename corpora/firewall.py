@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from dbt_harvest.corpora.errors import FirewallError
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.corpora.errors import FirewallError
 
 
 def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) -> list[TaskRecord]:
@@ -19,13 +19,15 @@ def require_train(records: Iterable[TaskRecord], *, pins: Path | None = None) ->
     items = list(records)
     bad = [r for r in items if not isinstance(r, TaskRecord) or r.split != "train"]
     if bad:
-        names = ", ".join(f"{getattr(r, 'instance_id', r)!s} ({getattr(r, 'split', type(r).__name__)})" for r in bad[:3])
+        names = ", ".join(
+            f"{getattr(r, 'instance_id', r)!s} ({getattr(r, 'split', type(r).__name__)})" for r in bad[:3]
+        )
         raise FirewallError(
             f"{len(bad)} non-train task(s) handed to a training path: {names}; train only on the train split"
         )
     if pins is not None and items:
-        from dbt_harvest.corpora.ledger import SplitLedger
         from dbt_harvest.core.pin import pin_path, read_pin
+        from dbt_harvest.corpora.ledger import SplitLedger
 
         ledger = SplitLedger.load(pins)
         for record in items:

@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dbt_harvest.corpora.repos import is_empty_file_hash, owner_of, package_refs, pin_identities, repo_key
 from dbt_harvest.core.pin import Pin
+from dbt_harvest.corpora.repos import is_empty_file_hash, owner_of, package_refs, pin_identities, repo_key
 
 #: share of the smaller project's model files that must be identical for a same-name copy
 COPY_SHARE = 0.5
@@ -88,7 +88,7 @@ def edges(pins: Sequence[Pin]) -> list[Edge]:
         found.append(Edge(a.id, b.id, f"identical model file {sha[:12]} ({path_a} = {path_b})"))
     for name, members in by_name.items():
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 share = _identical_share(a, b)
                 if share >= COPY_SHARE:
                     found.append(Edge(a.id, b.id, f"same project name {name!r}, {share:.0%} of model files identical"))

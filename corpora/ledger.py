@@ -22,13 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core import atomic
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import Pin, list_pins, pin_path, read_pin
 from dbt_harvest.corpora.errors import LedgerError, ReservationError
 from dbt_harvest.corpora.groups import Group, explain_groups
 from dbt_harvest.corpora.locks import locked
 from dbt_harvest.corpora.repos import repo_key
-from dbt_harvest.core import atomic
-from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.pin import Pin, list_pins, pin_path, read_pin
 
 LEDGER_NAME = "_splits.jsonl"
 EVAL_SPLITS = ("dev", "test")
@@ -87,8 +87,17 @@ def _event_from_dict(data: Any, where: str) -> LedgerEvent:
     if not isinstance(data, dict):
         raise LedgerError(f"{where}: not a JSON object")
     try:
-        params = Params(**{**data["params"], "test_groups": tuple(data["params"]["test_groups"]),
-                           "dev_groups": tuple(data["params"]["dev_groups"])}) if data["params"] else None
+        params = (
+            Params(
+                **{
+                    **data["params"],
+                    "test_groups": tuple(data["params"]["test_groups"]),
+                    "dev_groups": tuple(data["params"]["dev_groups"]),
+                }
+            )
+            if data["params"]
+            else None
+        )
         event = LedgerEvent(
             seq=int(data["seq"]),
             time=str(data["time"]),
@@ -117,7 +126,7 @@ class SplitLedger:
     state: dict[str, Assignment] = field(default_factory=dict)  # repository identity -> assignment
 
     @classmethod
-    def load(cls, pins: Path) -> "SplitLedger":
+    def load(cls, pins: Path) -> SplitLedger:
         """Read and verify the hash chain; a missing ledger is an empty one (nothing reserved yet)."""
         path = pins / LEDGER_NAME
         if not path.exists():
@@ -179,9 +188,13 @@ def _resolve(names: Sequence[str], groups: Sequence[Group], kind: str) -> list[s
     out = []
     for name in names:
         low = name.lower()
-        match = [g.id for g in groups if low in {g.id.lower(), *(r.lower() for r in g.repos), *(p.lower() for p in g.pins)}]
+        match = [
+            g.id for g in groups if low in {g.id.lower(), *(r.lower() for r in g.repos), *(p.lower() for p in g.pins)}
+        ]
         if not match:
-            raise ReservationError(f"--{kind}-group {name!r} names no group, repository or pin (see `harvest split show`)")
+            raise ReservationError(
+                f"--{kind}-group {name!r} names no group, repository or pin (see `harvest split show`)"
+            )
         out.append(match[0])
     return out
 
@@ -204,7 +217,7 @@ def draw(groups: Sequence[Group], params: Params) -> dict[str, str]:
     rng = random.Random(params.seed)
     picked = rng.sample(rest, need)
     test += sorted(picked[: params.test])
-    dev += sorted(picked[params.test:])
+    dev += sorted(picked[params.test :])
     return {g: "test" if g in test else "dev" if g in dev else "train" for g in ids}
 
 
@@ -227,8 +240,13 @@ def plan(
             raise ReservationError("the first reservation needs --test N and --dev N (and --seed)")
         splits = draw(groups, params)
         return LedgerEvent(
-            seq=len(ledger.events), time=time, action="force" if reservation else "reserve", params=params,
-            groups={g.id: g.repos for g in groups}, splits=splits, prev=ledger.head,
+            seq=len(ledger.events),
+            time=time,
+            action="force" if reservation else "reserve",
+            params=params,
+            groups={g.id: g.repos for g in groups},
+            splits=splits,
+            prev=ledger.head,
         )
     if params is not None and params != reservation.params:
         raise ReservationError(
@@ -259,8 +277,13 @@ def plan(
     if not new_groups:
         return None
     return LedgerEvent(
-        seq=len(ledger.events), time=time, action="extend", params=None,
-        groups=new_groups, splits=new_splits, prev=ledger.head,
+        seq=len(ledger.events),
+        time=time,
+        action="extend",
+        params=None,
+        groups=new_groups,
+        splits=new_splits,
+        prev=ledger.head,
     )
 
 

@@ -26,12 +26,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbt_harvest.corpora.digest import NGRAM, TaskDigest, digest, documented_spans, ngrams, specific_ngrams, statement_sha
+from dbt_harvest.core.pin import Pin, list_pins
+from dbt_harvest.core.task_record import TaskRecord, task_from_dict
+from dbt_harvest.corpora.digest import (
+    NGRAM,
+    TaskDigest,
+    digest,
+    documented_spans,
+    ngrams,
+    specific_ngrams,
+    statement_sha,
+)
 from dbt_harvest.corpora.exclusions import Exclusions, load_exclusions
 from dbt_harvest.corpora.groups import split_groups
 from dbt_harvest.corpora.repos import is_empty_file_hash, package_refs, pin_identities
-from dbt_harvest.core.pin import Pin, list_pins
-from dbt_harvest.core.task_record import TaskRecord, task_from_dict
 
 EVAL = frozenset({"dev", "test"})
 
@@ -59,17 +67,21 @@ def check_exclusions(pins: Sequence[Pin], exclusions: Exclusions) -> list[Violat
         for pkg in pin.packages:
             hit = sorted(package_refs(pkg) & exclusions.domain_packages)
             if hit:
-                out.append(Violation(
-                    "benchmark-dependency", pin.id,
-                    f"depends on {bench} domain package {hit[0]} ({pkg.source}, requested {pkg.requested!r})",
-                ))
+                out.append(
+                    Violation(
+                        "benchmark-dependency",
+                        pin.id,
+                        f"depends on {bench} domain package {hit[0]} ({pkg.source}, requested {pkg.requested!r})",
+                    )
+                )
     return out
 
 
 def check_assigned(pins: Sequence[Pin], splits: Mapping[str, str]) -> list[Violation]:
     return [
         Violation("unassigned", p.id, "no reserved split; run `harvest split assign`")
-        for p in pins if p.id not in splits
+        for p in pins
+        if p.id not in splits
     ]
 
 
@@ -78,7 +90,11 @@ def check_task_splits(tasks: Sequence[TaskDigest], splits: Mapping[str, str]) ->
     for task in tasks:
         reserved = splits.get(task.pin)
         if reserved is not None and reserved != task.split:
-            out.append(Violation("split-mismatch", task.instance_id, f"task says {task.split}, pin {task.pin} is reserved {reserved}"))
+            out.append(
+                Violation(
+                    "split-mismatch", task.instance_id, f"task says {task.split}, pin {task.pin} is reserved {reserved}"
+                )
+            )
     return out
 
 
@@ -150,8 +166,14 @@ def check_ngrams(train: Sequence[TaskRecord | TaskDigest], evaluation: Sequence[
     for task in train:
         sha = statement_sha(task.problem_statement) if isinstance(task, TaskRecord) else task.statement_sha
         if sha in whole:
-            out.append(Violation("same-statement", task.instance_id, f"its problem statement is word for word that of {whole[sha]}"))
-        texts = specific_ngrams(task.problem_statement) if isinstance(task, TaskRecord) else {g: "" for g in task.ngrams}
+            out.append(
+                Violation(
+                    "same-statement", task.instance_id, f"its problem statement is word for word that of {whole[sha]}"
+                )
+            )
+        texts = (
+            specific_ngrams(task.problem_statement) if isinstance(task, TaskRecord) else dict.fromkeys(task.ngrams, "")
+        )
         excused = shared | _same_column_docs(task, documented)
         hits: dict[str, str] = {}
         for gram, text in texts.items():
@@ -192,13 +214,16 @@ def _folder_tasks(home: Path) -> tuple[list[TaskRecord], list[Violation]]:
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             record = task_from_dict(json.loads(path.read_text(encoding="utf-8")), where=str(path))
             if record.split != split:
-                out.append(Violation("split-mismatch", record.instance_id, f"says {record.split} but sits in tasks/{split}/"))
+                out.append(
+                    Violation("split-mismatch", record.instance_id, f"says {record.split} but sits in tasks/{split}/")
+                )
             records.append(record)
     return records, out
 
 
-def lint_project(pins_dir: Path, home: Path, exclusions: Exclusions | None = None, *,
-                 sealed: bool = True) -> list[Violation]:
+def lint_project(
+    pins_dir: Path, home: Path, exclusions: Exclusions | None = None, *, sealed: bool = True
+) -> list[Violation]:
     """Lint what is on disk: every pin, the reservation ledger, train/dev tasks, sealed test digests.
 
     ``sealed=False`` (a home that grew train/dev pins and never minted the test split) leaves the sealed

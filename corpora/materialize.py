@@ -69,7 +69,9 @@ def dataset_ref(dataset: str) -> DatasetRef:
         return DatasetRef(dataset, path.resolve())
     if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", dataset) and not path.exists():
         return DatasetRef(dataset, None)
-    raise MaterializeError(f"{dataset}: neither a dataset folder (`harvest dataset build --out`) nor a Hub repo id owner/name")
+    raise MaterializeError(
+        f"{dataset}: neither a dataset folder (`harvest dataset build --out`) nor a Hub repo id owner/name"
+    )
 
 
 def load_rows(ref: DatasetRef, split: str | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -83,7 +85,7 @@ def load_rows(ref: DatasetRef, split: str | None = None) -> dict[str, list[dict[
 
     try:
         loaded = load_dataset(ref.name)
-    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds; one line for the user
+    except Exception as exc:
         raise MaterializeError(f"cannot load dataset {ref.name}: {' '.join(str(exc).split())[:300]}") from None
     splits = [split] if split else list(loaded)
     missing = [s for s in splits if s not in loaded]
@@ -110,7 +112,9 @@ def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, 
         name = PurePosixPath(rel)
         if len(name.parts) == 2 and name.parts[0] == "data" and name.suffix == ".parquet":
             shards.setdefault(name.name.split("-", 1)[0], []).append(rel)
-    splits = [split] if split else sorted(shards, key=lambda s: ("train", "dev").index(s) if s in ("train", "dev") else 9)
+    splits = (
+        [split] if split else sorted(shards, key=lambda s: ("train", "dev").index(s) if s in ("train", "dev") else 9)
+    )
     missing = [s for s in splits if s not in shards]
     if missing:
         raise MaterializeError(f"dataset {folder} has no split {missing[0]!r} (it has {', '.join(shards) or 'none'})")
@@ -144,7 +148,8 @@ def find_row(rows: dict[str, list[dict[str, Any]]], instance_id: str, dataset: s
                 if missing:
                     raise MaterializeError(
                         f"{instance_id}: this row was built before rows were self-contained (no {', '.join(missing)}); "
-                        "rebuild the dataset with `harvest dataset build`")
+                        "rebuild the dataset with `harvest dataset build`"
+                    )
                 check_row(row)
                 return split, row
     raise MaterializeError(f"no task {instance_id!r} in dataset {dataset}")
@@ -156,17 +161,31 @@ def find_row(rows: dict[str, list[dict[str, Any]]], instance_id: str, dataset: s
 def row_pin(row: dict[str, Any]) -> Pin:
     """The part of a pin a row carries: enough to export, vendor, patch and build (no table records)."""
     return Pin(
-        id=row["pin"], spec=f"{row['repo']}@{row['base_commit']}", url=row["origin_url"], commit=row["base_commit"],
-        tree=row["tree"], ref="", root_commits=(), project_dir=row["project_dir"], project_name=row["project_name"],
-        profile_schema=row["profile_schema"], clock=row["clock"], license=row["license"], created_at="",
-        gold_sha256=row["gold_sha256"], compat_patch_sha256=row["compat_patch_sha256"],
+        id=row["pin"],
+        spec=f"{row['repo']}@{row['base_commit']}",
+        url=row["origin_url"],
+        commit=row["base_commit"],
+        tree=row["tree"],
+        ref="",
+        root_commits=(),
+        project_dir=row["project_dir"],
+        project_name=row["project_name"],
+        profile_schema=row["profile_schema"],
+        clock=row["clock"],
+        license=row["license"],
+        created_at="",
+        gold_sha256=row["gold_sha256"],
+        compat_patch_sha256=row["compat_patch_sha256"],
         augmentation_sha256=row.get("augmentation_patch_sha256", ""),
         augments=row["pin"].split("+aug-", 1)[0] if row.get("augmentation_patch_sha256") else "",
-        fix_commit=row.get("fix_commit", ""), fix_files=tuple(row.get("fix_files") or ()),
-        fix_sha256=row.get("fix_sha256", ""), fix_date=row.get("fix_date", ""),
+        fix_commit=row.get("fix_commit", ""),
+        fix_files=tuple(row.get("fix_files") or ()),
+        fix_sha256=row.get("fix_sha256", ""),
+        fix_date=row.get("fix_date", ""),
         mined_from=row["pin"].split("+fix-", 1)[0] if row.get("fix_commit") else "",
         versions={v["name"]: v["version"] for v in row["versions"]},
-        packages=tuple(PackageRecord(**p) for p in row["packages"]), tables=(),
+        packages=tuple(PackageRecord(**p) for p in row["packages"]),
+        tables=(),
         # a dataset built before baseline tests has no column: nothing was excluded then
         baseline_tests=baseline_tests_from(list(row.get("baseline_tests") or ()), f"row {row['instance_id']}"),
         database=str(row.get("database_file") or DATABASE_FILE).removesuffix(".duckdb"),
@@ -176,26 +195,48 @@ def row_pin(row: dict[str, Any]) -> Pin:
 
 def row_spec(row: dict[str, Any]) -> GradingSpec:
     """The row's grading spec (gold named by its file in the dataset)."""
-    return GradingSpec.from_dict({"gold": row["gold_file"], "condition_tabs": row["condition_tabs"],
-                                  "condition_cols": row["condition_cols"], "ignore_orders": row["ignore_orders"]})
+    return GradingSpec.from_dict(
+        {
+            "gold": row["gold_file"],
+            "condition_tabs": row["condition_tabs"],
+            "condition_cols": row["condition_cols"],
+            "ignore_orders": row["ignore_orders"],
+        }
+    )
 
 
 def row_task(row: dict[str, Any], split: str) -> TaskRecord:
     """A task record from a public row: no wrong repairs (they are never published)."""
     checks = row["local_checks"]
     return TaskRecord(
-        instance_id=row["instance_id"], pin=row["pin"], repo=row["repo"], base_commit=row["base_commit"],
-        project_dir=row["project_dir"], split=split, split_group=row["split_group"], family=row["family"],
-        operator=row["operator"], effect=row["effect"], file=row["file"], broken_patch=row["broken_patch"],
-        fix_patch=row["patch"], wrong_repair_patches=(), grading=row_spec(row), problem_statement=row["problem_statement"],
+        instance_id=row["instance_id"],
+        pin=row["pin"],
+        repo=row["repo"],
+        base_commit=row["base_commit"],
+        project_dir=row["project_dir"],
+        split=split,
+        split_group=row["split_group"],
+        family=row["family"],
+        operator=row["operator"],
+        effect=row["effect"],
+        file=row["file"],
+        broken_patch=row["broken_patch"],
+        fix_patch=row["patch"],
+        wrong_repair_patches=(),
+        grading=row_spec(row),
+        problem_statement=row["problem_statement"],
         local_checks=LocalChecks(bool(checks["builds"]), int(checks["tests_total"]), int(checks["tests_failed"])),
-        gold_sha256=row["gold_sha256"], license=row["license"],
+        gold_sha256=row["gold_sha256"],
+        license=row["license"],
         versions={v["name"]: v["version"] for v in row["versions"]},
-        generator_version=row["generator_version"], weak=bool(row["weak"]),
+        generator_version=row["generator_version"],
+        weak=bool(row["weak"]),
         kind=str(row.get("kind") or "repair"),  # a dataset built before completions has no kind column
         # and one built before history tasks has no source columns
-        source=str(row.get("source") or "mutation"), fix_commit=str(row.get("fix_commit") or ""),
-        fix_date=str(row.get("fix_date") or ""), fix_subject=str(row.get("fix_subject") or ""),
+        source=str(row.get("source") or "mutation"),
+        fix_commit=str(row.get("fix_commit") or ""),
+        fix_date=str(row.get("fix_date") or ""),
+        fix_subject=str(row.get("fix_subject") or ""),
     )
 
 
@@ -212,10 +253,17 @@ def mirror_location(origin_url: str, repo_mirror: Path | None) -> str | None:
     if len(parts) != 2:
         raise MaterializeError(f"cannot name {origin_url} as owner/name to find it in {repo_mirror}")
     owner, repo = parts
-    for candidate in (Path(owner) / repo, Path(owner) / f"{repo}.git", Path(f"{owner}__{repo}"), Path(f"{owner}__{repo}.git")):
+    for candidate in (
+        Path(owner) / repo,
+        Path(owner) / f"{repo}.git",
+        Path(f"{owner}__{repo}"),
+        Path(f"{owner}__{repo}.git"),
+    ):
         if (repo_mirror / candidate).is_dir():
             return str((repo_mirror / candidate).resolve())
-    raise MaterializeError(f"{repo_mirror} holds no copy of {owner}/{repo} (looked for {owner}/{repo}[.git] and {owner}__{repo}[.git])")
+    raise MaterializeError(
+        f"{repo_mirror} holds no copy of {owner}/{repo} (looked for {owner}/{repo}[.git] and {owner}__{repo}[.git])"
+    )
 
 
 def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
@@ -233,18 +281,24 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
         source = ref.folder / row["gold_file"]  # the row was checked: a relative path with no '..'
         entry = safe_fs.lstat(ref.folder, row["gold_file"])  # beneath the dataset folder, no link followed
         if entry is None or entry.kind != "file":
-            raise MaterializeError(f"{ref.name}: the gold file {row['gold_file']} is missing (or is not a plain file "
-                                   "inside the dataset folder)")
+            raise MaterializeError(
+                f"{ref.name}: the gold file {row['gold_file']} is missing (or is not a plain file "
+                "inside the dataset folder)"
+            )
     else:
         from huggingface_hub import hf_hub_download
 
         try:
             source = Path(hf_hub_download(ref.name, row["gold_file"], repo_type="dataset"))
-        except Exception as exc:  # noqa: BLE001
-            raise MaterializeError(f"cannot download {row['gold_file']} from {ref.name}: {' '.join(str(exc).split())[:200]}") from None
+        except Exception as exc:
+            raise MaterializeError(
+                f"cannot download {row['gold_file']} from {ref.name}: {' '.join(str(exc).split())[:200]}"
+            ) from None
     if not matches(source, sha):
-        raise MaterializeError(f"{row['instance_id']}: gold file {row['gold_file']} is not gold {sha[:12]} "
-                               "(neither its bytes nor its tables hash to that name)")
+        raise MaterializeError(
+            f"{row['instance_id']}: gold file {row['gold_file']} is not gold {sha[:12]} "
+            "(neither its bytes nor its tables hash to that name)"
+        )
     atomic.install_file(source, target)
     return target
 
@@ -253,8 +307,12 @@ def row_source(row: dict[str, Any], repo_mirror: Path | None) -> TreeSource:
     """How to rebuild a row's pin tree: the pin as the row states it, its compat and augmentation patch
     texts, the mirror its bytes come from (``harvester.task_tree``: the one way every consumer materializes
     a task)."""
-    return TreeSource(row_pin(row), row["compat_patch"], mirror_location(row["origin_url"], repo_mirror),
-                      row.get("augmentation_patch", ""))
+    return TreeSource(
+        row_pin(row),
+        row["compat_patch"],
+        mirror_location(row["origin_url"], repo_mirror),
+        row.get("augmentation_patch", ""),
+    )
 
 
 # --------------------------------------------------------------------------------------- materialize
@@ -277,13 +335,22 @@ class Materialized:
     build: str = "dbt seed && dbt build"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "instance_id": self.instance_id, "split": self.split,
-                "project": str(self.project), "gold": str(self.gold), "gold_sha256": self.gold_sha256,
-                "tree": self.tree, "checks": list(self.checks), "build": self.build}
+        return {
+            "out": str(self.out),
+            "instance_id": self.instance_id,
+            "split": self.split,
+            "project": str(self.project),
+            "gold": str(self.gold),
+            "gold_sha256": self.gold_sha256,
+            "tree": self.tree,
+            "checks": list(self.checks),
+            "build": self.build,
+        }
 
 
-def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: Path | None = None,
-                     split: str | None = None) -> Materialized:
+def materialize_task(
+    dataset: str, instance_id: str, out: Path, *, repo_mirror: Path | None = None, split: str | None = None
+) -> Materialized:
     """Write ``out`` (see the module docstring) for ``instance_id`` of ``dataset``; all or nothing."""
     from dbt_harvest.harvester.discovery import discover
     from dbt_harvest.harvester.sandbox.profile import plain_profile_text
@@ -314,13 +381,22 @@ def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: 
             raise MaterializeError(f"{instance_id}: the task cannot be rebuilt ({exc})") from None
         (staging / "grader").mkdir()
         shutil.copyfile(gold, staging / "grader" / "gold.duckdb")
-        atomic.write_text(staging / "grader" / "spec.json",
-                          json.dumps({**spec.to_dict(), "gold": "gold.duckdb"}, indent=1) + "\n")
-        checks = (f"tree {row['tree'][:12]} (git export of {row['base_commit'][:12]})",
-                  f"gold sha256 {row['gold_sha256'][:12]}",
-                  *( [f"compat patch sha256 {row['compat_patch_sha256'][:12]}"] if row["compat_patch_sha256"] else []),
-                  f"{len(row['packages'])} package(s) at their recorded commits")
-        record = {"dataset": ref.name, "split": task_split, "row": row, "checked": list(checks), "profile": found.profile}
+        atomic.write_text(
+            staging / "grader" / "spec.json", json.dumps({**spec.to_dict(), "gold": "gold.duckdb"}, indent=1) + "\n"
+        )
+        checks = (
+            f"tree {row['tree'][:12]} (git export of {row['base_commit'][:12]})",
+            f"gold sha256 {row['gold_sha256'][:12]}",
+            *([f"compat patch sha256 {row['compat_patch_sha256'][:12]}"] if row["compat_patch_sha256"] else []),
+            f"{len(row['packages'])} package(s) at their recorded commits",
+        )
+        record = {
+            "dataset": ref.name,
+            "split": task_split,
+            "row": row,
+            "checked": list(checks),
+            "profile": found.profile,
+        }
         atomic.write_text(staging / "task.json", json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
         if out.exists():
             out.rmdir()
@@ -330,11 +406,22 @@ def materialize_task(dataset: str, instance_id: str, out: Path, *, repo_mirror: 
     excluded = source.pin.excluded_tests
     dbt = "dbt seed && dbt build" + (" --exclude " + " ".join(f"'{e}'" for e in excluded) if excluded else "")
     build = f'{hand_build_prefix(row["clock"])} sh -c "{dbt}"'  # in project/, as every build of the task ran
-    return Materialized(out, instance_id, task_split, out / "project", out / "grader" / "gold.duckdb",
-                        row["gold_sha256"], row["tree"], checks, build)
+    return Materialized(
+        out,
+        instance_id,
+        task_split,
+        out / "project",
+        out / "grader" / "gold.duckdb",
+        row["gold_sha256"],
+        row["tree"],
+        checks,
+        build,
+    )
 
 
-def load_task(dataset: str, instance_id: str, split: str | None = None) -> tuple[TaskRecord, dict[str, Any], DatasetRef]:
+def load_task(
+    dataset: str, instance_id: str, split: str | None = None
+) -> tuple[TaskRecord, dict[str, Any], DatasetRef]:
     """(task record, row, where) of one row, the gold installed and verified (what `harvest score --task` needs)."""
     ref = dataset_ref(dataset)
     task_split, row = find_row(load_rows(ref, split), instance_id, dataset)

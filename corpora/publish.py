@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
+from dbt_harvest.core import atomic
 from dbt_harvest.corpora.build import read_manifest
 from dbt_harvest.corpora.card import CardFacts, data_files, render, report_chart
 from dbt_harvest.corpora.errors import PublishError
-from dbt_harvest.core import atomic
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -64,7 +64,9 @@ def check_allowed(split: str, private: bool, manifest: dict) -> None:
     if split == "dev" and not private:
         raise PublishError("the dev split is uploaded only to a private repo: add --private")
     if not manifest["facts"]["public"] and not private:
-        raise PublishError("this folder is a private build (it keeps repositories without a redistributable license): add --private")
+        raise PublishError(
+            "this folder is a private build (it keeps repositories without a redistributable license): add --private"
+        )
 
 
 def stage(folder: Path, split: str, dest: Path, hub_card: str | None = None) -> tuple[PlannedFile, ...]:
@@ -101,7 +103,11 @@ def card_configs(card: str | None) -> dict[str, str]:
     for config in (meta or {}).get("configs", []) if isinstance(meta, dict) else []:
         if isinstance(config, dict) and config.get("config_name", "default") == "default":
             for entry in config.get("data_files", []) or []:
-                if isinstance(entry, dict) and isinstance(entry.get("split"), str) and isinstance(entry.get("path"), str):
+                if (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("split"), str)
+                    and isinstance(entry.get("path"), str)
+                ):
                     out[entry["split"]] = entry["path"]
     return out
 
@@ -169,8 +175,16 @@ def _listed(staged: Path) -> tuple[str, ...]:
     return tuple(card_configs((staged / "README.md").read_text(encoding="utf-8")))
 
 
-def _upload(folder: Path, tmp: Path, repo_id: str, split: str, private: bool, timeout: float,
-            token: str | None, endpoint: str | None) -> tuple[str, tuple[PlannedFile, ...], bool]:
+def _upload(
+    folder: Path,
+    tmp: Path,
+    repo_id: str,
+    split: str,
+    private: bool,
+    timeout: float,
+    token: str | None,
+    endpoint: str | None,
+) -> tuple[str, tuple[PlannedFile, ...], bool]:
     """Check the repository's visibility, read its card, stage against it, create and upload; ->
     (commit URL, what was uploaded, whether the repository is private)."""
     import httpx2
@@ -196,8 +210,11 @@ def _upload(folder: Path, tmp: Path, repo_id: str, split: str, private: bool, ti
                 api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
             step = "upload the files (the repo exists now)"
             info = api.upload_folder(
-                folder_path=str(tmp / "staged"), repo_id=repo_id, repo_type="dataset",
-                commit_message=f"dbt-harvest: {split} split", delete_patterns=[f"data/{split}-*"],
+                folder_path=str(tmp / "staged"),
+                repo_id=repo_id,
+                repo_type="dataset",
+                commit_message=f"dbt-harvest: {split} split",
+                delete_patterns=[f"data/{split}-*"],
             )
     except (httpx2.ConnectError, httpx2.TimeoutException, httpx2.NetworkError) as exc:
         raise PublishError(

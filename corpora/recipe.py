@@ -31,12 +31,12 @@ import json
 import os
 import tomllib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.corpora.errors import FreezeError, ManifestError
 from dbt_harvest.core import atomic
+from dbt_harvest.corpora.errors import FreezeError, ManifestError
 
 MANIFEST_KEY_ENV = "HARVEST_MANIFEST_KEY"
 MANIFEST_NAME = "manifest.json"
@@ -45,16 +45,38 @@ ADAPTER_DIR = "adapter"
 CONFIG_NAME = "config.toml"
 #: Fields every run manifest carries (train/manifest.py writes them, this module checks them).
 REQUIRED_FIELDS = (
-    "format", "run", "kind", "status", "claim_under_test", "dataset", "config", "base_model", "adapter_sha256",
-    "project_git", "seed", "versions", "hardware", "timings", "metrics",
+    "format",
+    "run",
+    "kind",
+    "status",
+    "claim_under_test",
+    "dataset",
+    "config",
+    "base_model",
+    "adapter_sha256",
+    "project_git",
+    "seed",
+    "versions",
+    "hardware",
+    "timings",
+    "metrics",
 )
 FROZEN_FIELDS = (
-    "recipe", "run", "kind", "manifest_sha256", "adapter_sha256", "config_sha256", "recipe_sha256", "base_model",
-    "claim_under_test", "frozen_at",
+    "recipe",
+    "run",
+    "kind",
+    "manifest_sha256",
+    "adapter_sha256",
+    "config_sha256",
+    "recipe_sha256",
+    "base_model",
+    "claim_under_test",
+    "frozen_at",
 )
 
 
 # --- signatures ----------------------------------------------------------------------------------------
+
 
 def _canonical(body: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8")
@@ -74,7 +96,9 @@ def sign(body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     return {**unsigned, "signature": {"kind": "sha256", "value": hashlib.sha256(_canonical(unsigned)).hexdigest()}}
 
 
-def verify(signed: dict[str, Any], *, key: str | None = None, require_hmac: bool = False, where: str = "manifest") -> dict[str, Any]:
+def verify(
+    signed: dict[str, Any], *, key: str | None = None, require_hmac: bool = False, where: str = "manifest"
+) -> dict[str, Any]:
     """Check the signature of a signed document; return it unchanged or raise ManifestError."""
     signature = signed.get("signature")
     if not isinstance(signature, dict) or signature.get("kind") not in ("hmac-sha256", "sha256"):
@@ -87,7 +111,9 @@ def verify(signed: dict[str, Any], *, key: str | None = None, require_hmac: bool
         expected = hmac.new(key.encode("utf-8"), _canonical(body), hashlib.sha256).hexdigest()
     else:
         if require_hmac:
-            raise ManifestError(f"{where}: only a sha256 digest, but an HMAC signature is required (set {MANIFEST_KEY_ENV} when training)")
+            raise ManifestError(
+                f"{where}: only a sha256 digest, but an HMAC signature is required (set {MANIFEST_KEY_ENV} when training)"
+            )
         expected = hashlib.sha256(_canonical(body)).hexdigest()
     if not hmac.compare_digest(expected, str(signature.get("value", ""))):
         raise ManifestError(f"{where}: signature does not match its content; the file was altered after signing")
@@ -99,7 +125,9 @@ def folder_sha256(folder: Path) -> str:
     folder = Path(folder)
     if not folder.is_dir():
         raise ManifestError(f"no folder at {folder} to hash")
-    lines = sorted(f"{p.relative_to(folder).as_posix()} {atomic.sha256_file(p)}" for p in folder.rglob("*") if p.is_file())
+    lines = sorted(
+        f"{p.relative_to(folder).as_posix()} {atomic.sha256_file(p)}" for p in folder.rglob("*") if p.is_file()
+    )
     if not lines:
         raise ManifestError(f"{folder} is empty; nothing to hash")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
@@ -130,6 +158,7 @@ def read_manifest(run_dir: Path, *, require_hmac: bool = False) -> dict[str, Any
 
 # --- the run a recipe is ---------------------------------------------------------------------------------
 
+
 def _sha256_json(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
@@ -157,7 +186,9 @@ def resolve_run_dir(path: Path) -> Path:
         return path.parent
     if not path.exists():
         raise FreezeError(f"no run folder at {path}; pass the run folder of a finished training run (runs/<name>)")
-    raise FreezeError(f"{path} is not a run folder, nor its {MANIFEST_NAME} or {FROZEN_NAME}; pass the run folder (runs/<name>)")
+    raise FreezeError(
+        f"{path} is not a run folder, nor its {MANIFEST_NAME} or {FROZEN_NAME}; pass the run folder (runs/<name>)"
+    )
 
 
 @dataclass(frozen=True)
@@ -191,7 +222,9 @@ def inspect_run(run_dir: Path, *, require_hmac: bool = False) -> RunFacts:
         raise FreezeError(f"run {run_dir} has no {ADAPTER_DIR}/ folder; the adapter the manifest names is gone")
     adapter = folder_sha256(adapter_dir)
     if adapter != manifest["adapter_sha256"]:
-        raise FreezeError(f"run {run_dir}: the adapter changed (on disk {adapter[:12]}, manifest says {str(manifest['adapter_sha256'])[:12]})")
+        raise FreezeError(
+            f"run {run_dir}: the adapter changed (on disk {adapter[:12]}, manifest says {str(manifest['adapter_sha256'])[:12]})"
+        )
     config_path = run_dir / CONFIG_NAME
     try:
         stored = tomllib.loads(config_path.read_text(encoding="utf-8"))
@@ -203,8 +236,12 @@ def inspect_run(run_dir: Path, *, require_hmac: bool = False) -> RunFacts:
     if config_sha256(stored) != config:
         raise FreezeError(f"run {run_dir}: the config changed ({CONFIG_NAME} no longer holds the manifest's config)")
     return RunFacts(
-        run_dir=run_dir, manifest=manifest, manifest_sha256=atomic.sha256_file(run_dir / MANIFEST_NAME),
-        adapter_sha256=adapter, config_sha256=config, recipe_sha256=recipe_sha256(manifest),
+        run_dir=run_dir,
+        manifest=manifest,
+        manifest_sha256=atomic.sha256_file(run_dir / MANIFEST_NAME),
+        adapter_sha256=adapter,
+        config_sha256=config,
+        recipe_sha256=recipe_sha256(manifest),
     )
 
 
@@ -231,10 +268,16 @@ class FrozenRecipe:
 def _body(facts: RunFacts, frozen_at: str) -> dict[str, Any]:
     m = facts.manifest
     return {
-        "recipe": facts.recipe, "run": m["run"], "kind": m["kind"], "manifest_sha256": facts.manifest_sha256,
-        "adapter_sha256": facts.adapter_sha256, "config_sha256": facts.config_sha256,
-        "recipe_sha256": facts.recipe_sha256, "base_model": m["base_model"],
-        "claim_under_test": m["claim_under_test"], "frozen_at": frozen_at,
+        "recipe": facts.recipe,
+        "run": m["run"],
+        "kind": m["kind"],
+        "manifest_sha256": facts.manifest_sha256,
+        "adapter_sha256": facts.adapter_sha256,
+        "config_sha256": facts.config_sha256,
+        "recipe_sha256": facts.recipe_sha256,
+        "base_model": m["base_model"],
+        "claim_under_test": m["claim_under_test"],
+        "frozen_at": frozen_at,
     }
 
 
@@ -244,7 +287,7 @@ def freeze(run_dir: Path, *, require_hmac: bool = False, now: str | None = None)
     if (run_dir / FROZEN_NAME).exists():
         raise FreezeError(f"{run_dir} is already frozen; a frozen recipe is never re-frozen (train a new run instead)")
     facts = inspect_run(run_dir, require_hmac=require_hmac)
-    body = _body(facts, now or datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    body = _body(facts, now or datetime.now(UTC).isoformat(timespec="seconds"))
     atomic.write_text(run_dir / FROZEN_NAME, json.dumps(sign(body), sort_keys=True, indent=1) + "\n")
     return FrozenRecipe(run_dir=run_dir, **body)
 
@@ -256,16 +299,22 @@ def verify_frozen(path: Path, *, require_hmac: bool = False) -> FrozenRecipe:
     if not frozen_path.exists():
         raise FreezeError(f"{run_dir} is not frozen; run `harvest train freeze {run_dir}` first")
     try:
-        frozen = verify(_read_json(frozen_path, f"{frozen_path} vanished"), require_hmac=require_hmac, where=str(frozen_path))
+        frozen = verify(
+            _read_json(frozen_path, f"{frozen_path} vanished"), require_hmac=require_hmac, where=str(frozen_path)
+        )
     except ManifestError as exc:
         raise FreezeError(f"frozen recipe {run_dir} fails verification: {exc}") from None
     missing = [name for name in FROZEN_FIELDS if name not in frozen]
     if missing:
-        raise FreezeError(f"{frozen_path}: missing field(s) {', '.join(missing)}; freeze the run again from a fresh copy")
+        raise FreezeError(
+            f"{frozen_path}: missing field(s) {', '.join(missing)}; freeze the run again from a fresh copy"
+        )
     facts = inspect_run(run_dir, require_hmac=require_hmac)
     now = _body(facts, frozen["frozen_at"])
     for name in ("manifest_sha256", "adapter_sha256", "config_sha256", "recipe_sha256", "recipe"):
         if now[name] != frozen[name]:
             what = name.removesuffix("_sha256")
-            raise FreezeError(f"frozen recipe {run_dir}: the {what} changed after freezing ({str(now[name])[:12]}, frozen {str(frozen[name])[:12]})")
+            raise FreezeError(
+                f"frozen recipe {run_dir}: the {what} changed after freezing ({str(now[name])[:12]}, frozen {str(frozen[name])[:12]})"
+            )
     return FrozenRecipe(run_dir=run_dir, **{name: frozen[name] for name in FROZEN_FIELDS})

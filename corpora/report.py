@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.pin import Pin, list_pins
 from dbt_harvest.corpora.errors import CorporaError
 from dbt_harvest.corpora.ledger import SplitLedger
-from dbt_harvest.core.pin import Pin, list_pins
 
 FAMILY_ORDER = ("filter", "null", "join", "grain", "time", "values")
 REPORT_MD = "corpus_report.md"
@@ -86,8 +86,12 @@ class CorpusReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rows": [asdict(r) for r in self.rows], "families": self.families, "per_split": self.per_split(),
-                "per_split_family": self.per_split_family()}
+        return {
+            "rows": [asdict(r) for r in self.rows],
+            "families": self.families,
+            "per_split": self.per_split(),
+            "per_split_family": self.per_split_family(),
+        }
 
 
 def _sum_into(target: dict[str, int], more: Mapping[str, int]) -> None:
@@ -95,8 +99,13 @@ def _sum_into(target: dict[str, int], more: Mapping[str, int]) -> None:
         target[k] = target.get(k, 0) + int(v)
 
 
-def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str, Mapping[str, float]] | None = None,
-                 partial: Sequence[str] = (), kind: str | None = "repair") -> CorpusReport:
+def build_report(
+    pins: Sequence[Pin],
+    ledger: SplitLedger,
+    timings: Mapping[str, Mapping[str, float]] | None = None,
+    partial: Sequence[str] = (),
+    kind: str | None = "repair",
+) -> CorpusReport:
     """The report of ``pins`` from the mint reports under HARVEST_HOME (see the module docstring), of one
     task ``kind`` (a completion's candidates are the models it decided; None: both kinds together)."""
     from dbt_harvest.harvester.mint.pipeline import yield_report
@@ -118,8 +127,10 @@ def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str,
                 kept_fam[fam] = row["kept"]
             _sum_into(screened, row["screened_out"])
             _sum_into(rejected, row["confirm_rejected"])
-            agg = families.setdefault(fam, {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {},
-                                            "left_at_cap": 0, "repos": 0})
+            agg = families.setdefault(
+                fam,
+                {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {}, "left_at_cap": 0, "repos": 0},
+            )
             agg["candidates"] += row["candidates"]
             agg["kept"] += row["kept"]
             agg["left_at_cap"] += row["not_confirmed_cap"]
@@ -129,16 +140,28 @@ def build_report(pins: Sequence[Pin], ledger: SplitLedger, timings: Mapping[str,
         if kind == "completion" and not candidates:
             continue  # a pin that never minted completions (the sealed test split, augmented pins) has no row
         t = timings.get(pin.id, {})
-        rows.append(RepoRow(
-            pin=pin.id, repo=pin.id.split("@", 1)[0].replace("__", "/", 1), license=pin.license,
-            split=assignment.split if assignment else "-", group=assignment.group if assignment else "-",
-            candidates=candidates, kept=sum(kept_fam.values()), kept_per_family=dict(sorted(kept_fam.items())),
-            screened_out=dict(sorted(screened.items())), confirm_rejected=dict(sorted(rejected.items())),
-            left_at_cap=cap, silent=rep["silent"], loud=rep["loud"],
-            informative=rep["quality"]["informative_wrong_repair"],
-            add_s=t.get("add_s"), mint_s=t.get("mint_s"), partial=pin.id in partial,
-            local_tests=dict(rep["quality"].get("local_tests", {})),
-        ))
+        rows.append(
+            RepoRow(
+                pin=pin.id,
+                repo=pin.id.split("@", 1)[0].replace("__", "/", 1),
+                license=pin.license,
+                split=assignment.split if assignment else "-",
+                group=assignment.group if assignment else "-",
+                candidates=candidates,
+                kept=sum(kept_fam.values()),
+                kept_per_family=dict(sorted(kept_fam.items())),
+                screened_out=dict(sorted(screened.items())),
+                confirm_rejected=dict(sorted(rejected.items())),
+                left_at_cap=cap,
+                silent=rep["silent"],
+                loud=rep["loud"],
+                informative=rep["quality"]["informative_wrong_repair"],
+                add_s=t.get("add_s"),
+                mint_s=t.get("mint_s"),
+                partial=pin.id in partial,
+                local_tests=dict(rep["quality"].get("local_tests", {})),
+            )
+        )
     return CorpusReport(tuple(rows), dict(sorted(families.items())))
 
 
@@ -147,12 +170,27 @@ class ReportCarryError(CorporaError):
 
 
 #: the counts of a row (what a faithful re-mint reproduces; timings and the partial flag may differ)
-COUNTS = ("candidates", "kept", "kept_per_family", "screened_out", "confirm_rejected", "left_at_cap", "silent",
-          "loud", "informative")
+COUNTS = (
+    "candidates",
+    "kept",
+    "kept_per_family",
+    "screened_out",
+    "confirm_rejected",
+    "left_at_cap",
+    "silent",
+    "loud",
+    "informative",
+)
 
 
-def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[Pin], ledger: SplitLedger,
-               minted_here: set[str], reminted: Sequence[RepoRow] = ()) -> CorpusReport:
+def carry_over(
+    fresh: CorpusReport,
+    previous: Mapping[str, Any],
+    pins: Sequence[Pin],
+    ledger: SplitLedger,
+    minted_here: set[str],
+    reminted: Sequence[RepoRow] = (),
+) -> CorpusReport:
     """``fresh`` (the pins minted in this home) plus every other pin's row from ``previous`` (a report's
     JSON): a corpus grows by minting new repositories in a home that never minted the old ones.
 
@@ -167,7 +205,8 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
     if again:
         raise ReportCarryError(
             f"{len(again)} pin(s) of the previous report were minted again in this home ({again[0]}, ...): report "
-            "from one home that minted them all, or without --carry")
+            "from one home that minted them all, or without --carry"
+        )
     for row in reminted:
         old = old_rows.get(row.pin)
         if old is None:
@@ -177,7 +216,8 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
             raise ReportCarryError(
                 f"{row.pin} was minted again in this home with other counts than the previous report ({differ[0]}: "
                 f"{old.get(differ[0])} before, {getattr(row, differ[0])} here): report from one home that minted "
-                "them all, or without --carry")
+                "them all, or without --carry"
+            )
     rows = list(fresh.rows)
     for pin_id, data in sorted(old_rows.items()):
         if pin_id not in by_id:
@@ -189,8 +229,9 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
         rows.append(RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data}))
     families = {fam: dict(agg) for fam, agg in fresh.families.items()}
     for fam, agg in previous.get("families", {}).items():
-        into = families.setdefault(fam, {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {},
-                                         "left_at_cap": 0, "repos": 0})
+        into = families.setdefault(
+            fam, {"candidates": 0, "kept": 0, "screened_out": {}, "confirm_rejected": {}, "left_at_cap": 0, "repos": 0}
+        )
         for key in ("candidates", "kept", "left_at_cap", "repos"):
             into[key] = int(into.get(key, 0)) + int(agg.get(key, 0))
         for key in ("screened_out", "confirm_rejected"):
@@ -201,8 +242,9 @@ def carry_over(fresh: CorpusReport, previous: Mapping[str, Any], pins: Sequence[
     return CorpusReport(tuple(sorted(rows, key=lambda r: order.get(r.pin, len(order)))), dict(sorted(families.items())))
 
 
-def report_from_disk(pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None,
-                     kind: str = "repair") -> CorpusReport:
+def report_from_disk(
+    pins_dir: Path, timings_path: Path | None = None, carry: Path | None = None, kind: str = "repair"
+) -> CorpusReport:
     """The report of every pin under ``pins_dir`` (partial pins from the committed task lock). With
     ``carry`` (a previous ``corpus_report.json``), pins this home never minted keep that report's rows."""
     from dbt_harvest.core.home import mint_dir
@@ -234,29 +276,43 @@ def _secs(value: float | None) -> str:
 def markdown(report: CorpusReport) -> str:
     """The report as markdown: the per-repository table, the per-family table, totals per split."""
     fams = [f for f in FAMILY_ORDER if f in report.families] + [f for f in report.families if f not in FAMILY_ORDER]
-    lines = ["| repository | split | license | candidates | kept | " + " | ".join(fams)
-             + " | yield | silent/loud | informative | top screen rejections | build s | mint s |",
-             "|---|---|---|---|---|" + "---|" * len(fams) + "---|---|---|---|---|---|"]
+    lines = [
+        "| repository | split | license | candidates | kept | "
+        + " | ".join(fams)
+        + " | yield | silent/loud | informative | top screen rejections | build s | mint s |",
+        "|---|---|---|---|---|" + "---|" * len(fams) + "---|---|---|---|---|---|",
+    ]
     for r in sorted(report.rows, key=lambda r: (r.split, r.repo.lower())):
         rate = "-" if r.yield_rate is None else f"{100 * r.yield_rate:.0f}%"
         mint = _secs(r.mint_s) + (" (budget)" if r.partial else "")
-        lines.append(f"| {r.label} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
-                     + " | ".join(str(r.kept_per_family.get(f, 0)) for f in fams)
-                     + f" | {rate} | {r.silent}/{r.loud} | {r.informative} | {_top(r.screened_out)} | "
-                       f"{_secs(r.add_s)} | {mint} |")
-    lines += ["", "| family | candidates | kept | repositories with a kept task | left at the per-model cap | "
-                  "top screen rejections | confirm rejections |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r.label} | {r.split} | {r.license} | {r.candidates} | {r.kept} | "
+            + " | ".join(str(r.kept_per_family.get(f, 0)) for f in fams)
+            + f" | {rate} | {r.silent}/{r.loud} | {r.informative} | {_top(r.screened_out)} | "
+            f"{_secs(r.add_s)} | {mint} |"
+        )
+    lines += [
+        "",
+        "| family | candidates | kept | repositories with a kept task | left at the per-model cap | "
+        "top screen rejections | confirm rejections |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for fam in fams:
         f = report.families[fam]
-        lines.append(f"| {fam} | {f['candidates']} | {f['kept']} | {f['repos']} | {f['left_at_cap']} | "
-                     f"{_top(f['screened_out'], 3)} | {_top(f['confirm_rejected'], 3)} |")
+        lines.append(
+            f"| {fam} | {f['candidates']} | {f['kept']} | {f['repos']} | {f['left_at_cap']} | "
+            f"{_top(f['screened_out'], 3)} | {_top(f['confirm_rejected'], 3)} |"
+        )
     split = report.per_split()
     repositories = {r.repo for r in report.rows}  # an augmented pin's row is its repository's too
     contributing = len({r.repo for r in report.rows if r.kept})
-    lines += ["", f"Kept tasks: {report.total('kept')} of {report.total('candidates')} candidates "
-                  f"(train {split.get('train', 0)}, dev {split.get('dev', 0)}, test {split.get('test', 0)}); "
-                  f"{contributing} of {len(repositories)} repositories contribute; silent {report.total('silent')}, "
-                  f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}."]
+    lines += [
+        "",
+        f"Kept tasks: {report.total('kept')} of {report.total('candidates')} candidates "
+        f"(train {split.get('train', 0)}, dev {split.get('dev', 0)}, test {split.get('test', 0)}); "
+        f"{contributing} of {len(repositories)} repositories contribute; silent {report.total('silent')}, "
+        f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}.",
+    ]
     lines += local_tests_lines(report)
     return "\n".join(lines) + "\n"
 
@@ -272,8 +328,11 @@ def local_tests_lines(report: CorpusReport) -> list[str]:
     splits = [s for s in ("train", "dev", "test") if any(r.split == s for r in counted)]
     lines = ["", "| covering dbt tests (`local_tests`) | " + " | ".join(splits) + " |", "|---|" + "---|" * len(splits)]
     for bucket in LOCAL_TESTS_BUCKETS:
-        lines.append(f"| {bucket} | " + " | ".join(str(sum(r.local_tests.get(bucket, 0) for r in counted if r.split == s))
-                                                   for s in splits) + " |")
+        lines.append(
+            f"| {bucket} | "
+            + " | ".join(str(sum(r.local_tests.get(bucket, 0) for r in counted if r.split == s)) for s in splits)
+            + " |"
+        )
     missing = sum(r.kept for r in report.rows if r.kept and not r.local_tests)
     if missing:
         lines.append(f"\n({missing} kept tasks of rows carried from an older report are not counted here.)")

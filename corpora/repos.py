@@ -45,7 +45,7 @@ def _strip_name(name: str) -> set[str]:
     out = {name}
     for prefix in ("dbt_", "dbt-"):
         if name.startswith(prefix):
-            out.add(name[len(prefix):])
+            out.add(name[len(prefix) :])
     for suffix in ("_integration_tests", "-integration-tests"):
         for n in list(out):
             if n.endswith(suffix):

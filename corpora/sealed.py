@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core import atomic
+from dbt_harvest.core.task_record import TaskRecord, read_task, task_from_dict, write_task
 from dbt_harvest.corpora.chain import append_entry, read_chain
 from dbt_harvest.corpora.digest import TaskDigest, digest
 from dbt_harvest.corpora.errors import FreezeError, ManifestError, SealError, UnsealError
 from dbt_harvest.corpora.locks import locked
 from dbt_harvest.corpora.recipe import FrozenRecipe, verify_frozen
-from dbt_harvest.core import atomic
-from dbt_harvest.core.task_record import TaskRecord, read_task, task_from_dict, write_task
 
 SEAL_NAME = "_sealed.json"
 UNSEALS_NAME = "_unseals.jsonl"
@@ -153,6 +153,7 @@ def sealed_count(home: Path, pins: Path) -> int:
 
 # --- the audit's unseal path -------------------------------------------------------------------------
 
+
 def check_recipe(recipe: Path) -> FrozenRecipe:
     """Refuse unless ``recipe`` (a run folder, or its manifest.json) is a frozen recipe that still verifies."""
     try:
@@ -180,8 +181,10 @@ def unseal(recipe_path: Path, *, home: Path, pins: Path, now: str | None = None,
         for entry in lines:
             if entry["recipe"] == recipe and arm_of(entry) == arm:
                 who = "" if arm == "recipe" else f" for its {arm} arm"
-                raise UnsealError(f"recipe {recipe!r} was already unsealed{who} at {entry['time']}; a test split is read "
-                                  "once per recipe and arm")
+                raise UnsealError(
+                    f"recipe {recipe!r} was already unsealed{who} at {entry['time']}; a test split is read "
+                    "once per recipe and arm"
+                )
         body = {
             **({"arm": arm} if arm != "recipe" else {}),
             "recipe": recipe,
@@ -199,10 +202,15 @@ def check_token(token: object, home: Path, pins: Path) -> dict[str, str]:
     if not isinstance(token, UnsealToken):
         raise UnsealError("reading the test split needs an UnsealToken from corpora.sealed.unseal (the audit's path)")
     recorded = [e for e in _unseal_lines(pins) if e["commitment"] == token.commitment]
-    if not recorded or any(
-        recorded[0][k] != getattr(token, k) for k in ("recipe", "manifest_sha256", "seal_root")
-    ) or recorded[0]["time"] != token.issued_at or arm_of(recorded[0]) != token.arm:
-        raise UnsealError(f"unseal token for {token.recipe!r} is not in {pins / UNSEALS_NAME}; it was not issued by unseal()")
+    if (
+        not recorded
+        or any(recorded[0][k] != getattr(token, k) for k in ("recipe", "manifest_sha256", "seal_root"))
+        or recorded[0]["time"] != token.issued_at
+        or arm_of(recorded[0]) != token.arm
+    ):
+        raise UnsealError(
+            f"unseal token for {token.recipe!r} is not in {pins / UNSEALS_NAME}; it was not issued by unseal()"
+        )
     entries = verify(home, pins)
     if root_of(entries) != token.seal_root:
         raise UnsealError("the sealed store changed since this token was issued; unseal again for a new recipe")

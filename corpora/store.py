@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dbt_harvest.core.pin import pin_path, read_pin
+from dbt_harvest.core.task_record import SPLITS, TaskRecord, read_task, write_task
 from dbt_harvest.corpora import sealed
 from dbt_harvest.corpora.errors import FirewallError
 from dbt_harvest.corpora.firewall import require_train
 from dbt_harvest.corpora.ledger import SplitLedger
-from dbt_harvest.core.pin import pin_path, read_pin
-from dbt_harvest.core.task_record import SPLITS, TaskRecord, read_task, write_task
 
 if TYPE_CHECKING:
     from dbt_harvest.harvester.mint.pipeline import MintTarget
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 PURPOSES = ("train", "dataset", "eval", "inspect")
 
 
-def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> "MintTarget":
+def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> MintTarget:
     """The corpus as the mint sees it: each pin's reserved split from the ledger, kept tasks into the store.
     ``rebuild_sealed``: an empty sealed store may be re-minted against the committed seal (see
     :func:`corpora.sealed.seal_task`)."""
@@ -35,9 +35,11 @@ def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> "Min
         found = assignment_of(pin_id, pins)
         return (found.split, found.group) if found else None
 
-    return MintTarget(split_of=split_of,
-                      store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed),
-                      stored=lambda split, pin_id: stored_tasks(home, split, pin_id))
+    return MintTarget(
+        split_of=split_of,
+        store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed),
+        stored=lambda split, pin_id: stored_tasks(home, split, pin_id),
+    )
 
 
 def stored_tasks(home: Path, split: str, pin_id: str) -> list[TaskRecord]:
@@ -95,7 +97,9 @@ def load_tasks(
         raise FirewallError(f"purpose 'train' may read only the train split, not {split!r}")
     if split == "test":
         if token is None:
-            raise FirewallError("the test split is sealed; only the audit's unseal path (corpora.sealed.unseal) reads it")
+            raise FirewallError(
+                "the test split is sealed; only the audit's unseal path (corpora.sealed.unseal) reads it"
+            )
         records = sealed.read_sealed(home, pins, token)
     else:
         folder = split_dir(home, split)

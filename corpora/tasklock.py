@@ -31,13 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.corpora.errors import CorporaError
-from dbt_harvest.corpora.ledger import SplitLedger, split_of
 from dbt_harvest.core import atomic
 from dbt_harvest.core.closing import as_first_written
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.pin import list_pins
 from dbt_harvest.core.task_record import TaskRecord, read_task
+from dbt_harvest.corpora.errors import CorporaError
+from dbt_harvest.corpora.ledger import SplitLedger, split_of
 
 LOCK_NAME = "_tasks.lock"
 LOCK_FORMAT = 1
@@ -91,10 +91,16 @@ class TaskLock:
         if self.golds:  # absent from locks written before golds were recorded
             data["golds"] = dict(sorted(self.golds))
         for split in PUBLIC_SPLITS:
-            data[split] = {t.instance_id: {"pin": t.pin, "sha256": t.sha256}
-                           for t in sorted(self.tasks, key=lambda t: t.instance_id) if t.split == split}
-        data["test"] = [{"pin": t.pin, "sha256": t.sha256}
-                        for t in sorted(self.tasks, key=lambda t: (t.pin, t.sha256)) if t.split == "test"]
+            data[split] = {
+                t.instance_id: {"pin": t.pin, "sha256": t.sha256}
+                for t in sorted(self.tasks, key=lambda t: t.instance_id)
+                if t.split == split
+            }
+        data["test"] = [
+            {"pin": t.pin, "sha256": t.sha256}
+            for t in sorted(self.tasks, key=lambda t: (t.pin, t.sha256))
+            if t.split == "test"
+        ]
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
@@ -112,8 +118,12 @@ def under_gold(record: TaskRecord, name: str) -> TaskRecord:
     return replace(record, gold_sha256=name, grading=replace(record.grading, gold=gold_file))
 
 
-def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[str] = (),
-            locked_golds: Mapping[str, str] | None = None) -> TaskLock:
+def lock_of(
+    records: Iterable[TaskRecord],
+    ledger_head: str,
+    partial: Iterable[str] = (),
+    locked_golds: Mapping[str, str] | None = None,
+) -> TaskLock:
     """The lock of ``records`` (any splits; test ones are reduced to pin + hash). ``locked_golds``: the
     gold names a lock being compared with records per pin; a record whose gold differs, or whose statement's
     closing was restated, also gets the hashes it would have under the locked name, with the earlier closing,
@@ -135,12 +145,21 @@ def lock_of(records: Iterable[TaskRecord], ledger_head: str, partial: Iterable[s
             tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked))
         else:
             tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked))
-    return TaskLock(ledger_head, tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
-                    tuple(sorted(set(partial))), tuple(sorted(golds.items())))
+    return TaskLock(
+        ledger_head,
+        tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
+        tuple(sorted(set(partial))),
+        tuple(sorted(golds.items())),
+    )
 
 
-def lock_from_home(home: Path, pins: Path, pin_ids: Sequence[str] | None = None,
-                   partial: Iterable[str] = (), locked_golds: Mapping[str, str] | None = None) -> TaskLock:
+def lock_from_home(
+    home: Path,
+    pins: Path,
+    pin_ids: Sequence[str] | None = None,
+    partial: Iterable[str] = (),
+    locked_golds: Mapping[str, str] | None = None,
+) -> TaskLock:
     """The lock of the tasks minted under ``home`` (train/dev from the store, test from the verified
     sealed store, as hashes only), restricted to ``pin_ids`` when given (``locked_golds``: see
     :func:`lock_of`)."""
@@ -170,8 +189,9 @@ def _reserved_split(pin_id: str, pins: Path) -> str | None:
         return "test"  # to report; until then assume it may be sealed, so the seal is checked
 
 
-def updated_lock(previous: TaskLock | None, home: Path, pins: Path, pin_ids: Sequence[str],
-                 partial: Iterable[str] = ()) -> TaskLock:
+def updated_lock(
+    previous: TaskLock | None, home: Path, pins: Path, pin_ids: Sequence[str], partial: Iterable[str] = ()
+) -> TaskLock:
     """The lock with the entries of ``pin_ids`` replaced by what ``home`` minted for them.
 
     Every other pin's entries (and its ``partial`` mark) are carried over from ``previous`` unchanged, for
@@ -185,8 +205,12 @@ def updated_lock(previous: TaskLock | None, home: Path, pins: Path, pin_ids: Seq
     kept_partial = [p for p in (previous.partial if previous else ()) if p not in chosen and p in pinned]
     kept_golds = [(p, g) for p, g in (previous.golds if previous else ()) if p not in chosen and p in pinned]
     tasks = tuple(sorted([*kept, *fresh.tasks], key=lambda t: (t.split, t.pin, t.instance_id, t.sha256)))
-    return TaskLock(fresh.ledger_head, tasks, tuple(sorted({*fresh.partial, *kept_partial})),
-                    tuple(sorted([*kept_golds, *fresh.golds])))
+    return TaskLock(
+        fresh.ledger_head,
+        tasks,
+        tuple(sorted({*fresh.partial, *kept_partial})),
+        tuple(sorted([*kept_golds, *fresh.golds])),
+    )
 
 
 def read_lock(pins: Path) -> TaskLock | None:
@@ -204,17 +228,24 @@ def read_lock(pins: Path) -> TaskLock | None:
                 tasks.append(LockedTask(split, str(entry["pin"]), str(entry["sha256"]), str(iid)))
         for entry in data["test"]:
             tasks.append(LockedTask("test", str(entry["pin"]), str(entry["sha256"])))
-        lock = TaskLock(str(data["ledger_head"]), tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
-                        tuple(str(p) for p in data.get("partial", [])),
-                        tuple(sorted((str(p), str(g)) for p, g in data.get("golds", {}).items())))
+        lock = TaskLock(
+            str(data["ledger_head"]),
+            tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
+            tuple(str(p) for p in data.get("partial", [])),
+            tuple(sorted((str(p), str(g)) for p, g in data.get("golds", {}).items())),
+        )
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise TaskLockError(f"{path}: malformed task lock ({type(exc).__name__}: {exc}); restore it from git") from None
     counts = data.get("counts", {})
     for split in (*PUBLIC_SPLITS, "test"):
         if counts.get(split) != lock.count(split):
-            raise TaskLockError(f"{path}: counts say {counts.get(split)} {split} task(s), the lock lists {lock.count(split)}")
+            raise TaskLockError(
+                f"{path}: counts say {counts.get(split)} {split} task(s), the lock lists {lock.count(split)}"
+            )
     if lock.to_json() != path.read_text(encoding="utf-8"):
-        raise TaskLockError(f"{path}: not in canonical form (edited by hand?); rewrite it with `harvest mint --write-lock`")
+        raise TaskLockError(
+            f"{path}: not in canonical form (edited by hand?); rewrite it with `harvest mint --write-lock`"
+        )
     return lock
 
 
@@ -247,15 +278,21 @@ class LockDiff:
                 return "the rebuild reproduces the lock task for task"
             known = []
             if self.renamed:
-                moves = ", ".join(f"{p} {a[:12]} -> {b[:12]}" for p, a, b in self.golds[:3]) + (", ..." if len(self.golds) > 3 else "")
+                moves = ", ".join(f"{p} {a[:12]} -> {b[:12]}" for p, a, b in self.golds[:3]) + (
+                    ", ..." if len(self.golds) > 3 else ""
+                )
                 known.append(f"{len(self.renamed)} of them under a renamed gold ({moves})")
             if self.restated:
                 known.append(f"{len(self.restated)} with a restated closing (no dbt test covers them)")
-            return (f"the rebuild reproduces the lock task for task, {' and '.join(known)}: each equals its locked "
-                    f"record once the locked gold name and the earlier closing are put back; re-key them with "
-                    f"`harvest corpus lock --pin PIN`")
-        return (f"the rebuild differs from the lock: {len(self.missing)} locked task(s) missing, {len(self.extra)} "
-                f"not in the lock, {len(self.changed)} changed")
+            return (
+                f"the rebuild reproduces the lock task for task, {' and '.join(known)}: each equals its locked "
+                f"record once the locked gold name and the earlier closing are put back; re-key them with "
+                f"`harvest corpus lock --pin PIN`"
+            )
+        return (
+            f"the rebuild differs from the lock: {len(self.missing)} locked task(s) missing, {len(self.extra)} "
+            f"not in the lock, {len(self.changed)} changed"
+        )
 
 
 def _key(t: LockedTask) -> str:
@@ -305,7 +342,9 @@ def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:
     by_id = {p.id: p for p in list_pins(pins)}
     problems: list[str] = []
     if lock.ledger_head not in {e.commitment for e in ledger.events}:
-        problems.append(f"the lock was made under ledger state {lock.ledger_head[:12]!r}, which is not in {ledger.path}'s history")
+        problems.append(
+            f"the lock was made under ledger state {lock.ledger_head[:12]!r}, which is not in {ledger.path}'s history"
+        )
     for t in lock.tasks:
         pin = by_id.get(t.pin)
         name = t.instance_id or f"a sealed task of {t.pin}"
@@ -324,7 +363,9 @@ def check_against_ledger(lock: TaskLock, pins: Path) -> list[str]:
     for pin_id, gold in lock.golds:
         pin = by_id.get(pin_id)
         if pin is not None and pin.gold_sha256 != gold:
-            problems.append(f"pin {pin_id} names gold {pin.gold_sha256[:12]}, its locked tasks were minted against "
-                            f"{gold[:12]}: mint it again and re-key it (`harvest mint {pin_id} --only-locked --verify-lock`, "
-                            f"then `harvest corpus lock --pin {pin_id}`)")
+            problems.append(
+                f"pin {pin_id} names gold {pin.gold_sha256[:12]}, its locked tasks were minted against "
+                f"{gold[:12]}: mint it again and re-key it (`harvest mint {pin_id} --only-locked --verify-lock`, "
+                f"then `harvest corpus lock --pin {pin_id}`)"
+            )
     return problems

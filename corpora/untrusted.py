@@ -48,10 +48,34 @@ _NAME_ONLY = ("local://", "package://")
 #: the environment variable that lets a row's repository or package come over ssh
 ALLOW_SSH_ENV = "HARVEST_ALLOW_SSH_URLS"
 _PATCH_FIELDS = ("broken_patch", "patch", "compat_patch", "augmentation_patch")
-_STRING_FIELDS = ("kind", "instance_id", "pin", "repo", "base_commit", "project_dir", "file", "broken_patch", "patch",
-                  "gold_file", "gold_sha256", "origin_url", "tree", "database_file", "clock", "compat_patch",
-                  "compat_patch_sha256", "problem_statement", "profile_schema", "project_name", "source", "fix_commit",
-                  "fix_date", "fix_subject", "fix_url", "fix_sha256")
+_STRING_FIELDS = (
+    "kind",
+    "instance_id",
+    "pin",
+    "repo",
+    "base_commit",
+    "project_dir",
+    "file",
+    "broken_patch",
+    "patch",
+    "gold_file",
+    "gold_sha256",
+    "origin_url",
+    "tree",
+    "database_file",
+    "clock",
+    "compat_patch",
+    "compat_patch_sha256",
+    "problem_statement",
+    "profile_schema",
+    "project_name",
+    "source",
+    "fix_commit",
+    "fix_date",
+    "fix_subject",
+    "fix_url",
+    "fix_sha256",
+)
 
 
 class UntrustedRowError(HarvestError):
@@ -88,8 +112,10 @@ def env_name(bound: str) -> str:
 
 
 def _over(instance_id: str, what: str, size: int, bound: str, limit: int) -> UntrustedRowError:
-    return UntrustedRowError(f"{instance_id}: {what} is {size:,}, over the {limit:,} bound; "
-                             f"if you trust this dataset, raise ${env_name(bound)}")
+    return UntrustedRowError(
+        f"{instance_id}: {what} is {size:,}, over the {limit:,} bound; "
+        f"if you trust this dataset, raise ${env_name(bound)}"
+    )
 
 
 def check_relpath(value: object, field: str, where: str, *, allow_root: bool = False) -> str:
@@ -98,7 +124,7 @@ def check_relpath(value: object, field: str, where: str, *, allow_root: bool = F
         raise UntrustedRowError(f"{where}: {field} must be a string")
     if "\x00" in value or "\\" in value:
         raise UntrustedRowError(f"{where}: {field} {value!r} holds a NUL byte or a backslash")
-    if value.startswith("/") or _DRIVE.match(value) or value.startswith("~"):
+    if value.startswith(("/", "~")) or _DRIVE.match(value):
         raise UntrustedRowError(f"{where}: {field} {value!r} is absolute; a row's paths are relative to its tree")
     parts = [p for p in PurePosixPath(value).parts if p != "."]
     if ".." in parts:
@@ -128,7 +154,8 @@ def check_url(url: object, field: str, where: str, *, allow_ssh: bool, allow_emp
         raise UntrustedRowError(f"{where}: {field} {url!r} is an ssh URL; set ${ALLOW_SSH_ENV}=1 to let rows use ssh")
     raise UntrustedRowError(
         f"{where}: {field} {url!r} is not an https URL; a local path or file:// comes only from your own "
-        "--repo-mirror or --package-mirror, never from a row")
+        "--repo-mirror or --package-mirror, never from a row"
+    )
 
 
 def _check_patch(text: str, field: str, where: str, limits: RowLimits) -> tuple[int, int]:
@@ -172,8 +199,10 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         if name in row and not isinstance(row[name], str):
             raise UntrustedRowError(f"{where}: {name} must be a string")
     if not isinstance(raw_id, str) or not _ID.fullmatch(raw_id) or ".." in raw_id:
-        raise UntrustedRowError(f"a row's instance_id {str(raw_id)[:80]!r} is not a task id "
-                                "(letters, digits and _ . + @ -; one path component)")
+        raise UntrustedRowError(
+            f"a row's instance_id {str(raw_id)[:80]!r} is not a task id "
+            "(letters, digits and _ . + @ -; one path component)"
+        )
     kind = row.get("kind", "repair")
     if kind not in KINDS:
         raise UntrustedRowError(f"{where}: kind {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
@@ -187,7 +216,9 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         raise UntrustedRowError(f"{where}: fix_commit or fix_sha256 is not a hex digest")
     fix_files = row.get("fix_files") or []
     if not isinstance(fix_files, list) or len(fix_files) > 50 or bool(fix_files) != bool(fix_commit):
-        raise UntrustedRowError(f"{where}: fix_files must list the history fix's files (at most 50), and only for a history row")
+        raise UntrustedRowError(
+            f"{where}: fix_files must list the history fix's files (at most 50), and only for a history row"
+        )
     for name in fix_files:
         check_relpath(name, "fix_files", where)
     edits = row.get("compat_edits") or []
@@ -204,7 +235,9 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         raise UntrustedRowError(str(exc)) from None
     pin = row.get("pin", "")
     if not isinstance(pin, str) or not _PIN.fullmatch(pin) or ".." in pin:
-        raise UntrustedRowError(f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12> or +fix-<sha12>])")
+        raise UntrustedRowError(
+            f"{where}: pin {str(pin)[:80]!r} is not a pin id (owner__name@<sha>[+aug-<sha12> or +fix-<sha12>])"
+        )
     for name, pattern in (("base_commit", _HEX40), ("tree", _HEX40), ("gold_sha256", _HEX64)):
         if not pattern.fullmatch(str(row.get(name, ""))):
             raise UntrustedRowError(f"{where}: {name} {str(row.get(name, ''))[:80]!r} is not a hex digest")
@@ -214,15 +247,22 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
             raise UntrustedRowError(f"{where}: {name} {str(value)[:80]!r} is not a sha256")
     statement = row.get("problem_statement", "")
     if len(statement) > limits.max_statement_chars:
-        raise _over(where, "the problem statement (characters)", len(statement), "max_statement_chars",
-                    limits.max_statement_chars)
+        raise _over(
+            where,
+            "the problem statement (characters)",
+            len(statement),
+            "max_statement_chars",
+            limits.max_statement_chars,
+        )
     check_relpath(row.get("project_dir", ""), "project_dir", where, allow_root=True)
     check_relpath(row.get("file", ""), "file", where)
     check_relpath(row.get("gold_file", ""), "gold_file", where)
     database = check_relpath(row.get("database_file", ""), "database_file", where)
     if "/" in database or database.startswith(".") or not _DATABASE_FILE.fullmatch(database):
-        raise UntrustedRowError(f"{where}: database_file {database[:80]!r} must be a plain file name <identifier>.duckdb "
-                                "(e.g. build.duckdb)")
+        raise UntrustedRowError(
+            f"{where}: database_file {database[:80]!r} must be a plain file name <identifier>.duckdb "
+            "(e.g. build.duckdb)"
+        )
     check_url(row.get("origin_url", ""), "origin_url", where, allow_ssh=allow_ssh)
     created = added = 0
     for name in _PATCH_FIELDS:
@@ -232,8 +272,9 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         new, more = _check_patch(text, name, where, limits)
         created, added = created + new, added + more
     if created > limits.max_created_files:
-        raise _over(where, "the number of files its patches create", created, "max_created_files",
-                    limits.max_created_files)
+        raise _over(
+            where, "the number of files its patches create", created, "max_created_files", limits.max_created_files
+        )
     if added > limits.max_written_bytes:
         raise _over(where, "the bytes its patches write", added, "max_written_bytes", limits.max_written_bytes)
     _check_packages(row.get("packages") or [], row.get("project_dir", ""), where, allow_ssh)

@@ -22,28 +22,17 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
 from dbt_harvest.core import atomic
-from dbt_harvest.harvester.baseline import baseline_tests, ungated_build
-from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
-from dbt_harvest.harvester.compat_edits import review
-from dbt_harvest.harvester.sandbox.parallel import ParallelChild
-from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
-from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
 from dbt_harvest.core.clock import default_clock, normalise_clock
-from dbt_harvest.harvester.discovery import Project, discover
 from dbt_harvest.core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
-from dbt_harvest.harvester.gitstore import GitStore
-from dbt_harvest.harvester.history.fix import Fix, apply_fix, read_fix
-from dbt_harvest.harvester.gold import differing_columns, install_gold
 from dbt_harvest.core.home import builds_dir, mirrors_dir, pins_dir
 from dbt_harvest.core.licenses import detect_license
-from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
 from dbt_harvest.core.patching import apply_patch
 from dbt_harvest.core.pin import (
     DEFAULT_DATABASE,
@@ -57,8 +46,20 @@ from dbt_harvest.core.pin import (
     read_pin,
     write_pin,
 )
+from dbt_harvest.core.versions import versions
+from dbt_harvest.harvester.baseline import baseline_tests, ungated_build
+from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
+from dbt_harvest.harvester.compat_edits import review
+from dbt_harvest.harvester.discovery import Project, discover
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.gold import differing_columns, install_gold
+from dbt_harvest.harvester.history.fix import Fix, apply_fix, read_fix
+from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
 from dbt_harvest.harvester.sandbox import Limits, safe_fs, sandbox_available
 from dbt_harvest.harvester.sandbox.command import python_binds
+from dbt_harvest.harvester.sandbox.parallel import ParallelChild
+from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
+from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
 from dbt_harvest.harvester.specs import (
     Identity,
     RepoSpec,
@@ -69,7 +70,6 @@ from dbt_harvest.harvester.specs import (
     spec_identity,
 )
 from dbt_harvest.harvester.state import install_state
-from dbt_harvest.core.versions import versions
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Source:
 
 def _now() -> str:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    moment = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -259,9 +259,17 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
         fix = read_fix(resolved.repo, resolved.commit, options.fix.commit, options.fix.files)
         apply_fix(root, fix)
     return Source(
-        spec=resolved.spec, commit=resolved.commit, ref=resolved.ref, tree=exported.tree,
-        root_commits=store.root_commits(resolved.repo, resolved.commit), root=root, project=project,
-        packages=packages, skipped=exported.skipped, compat_patch=patch_text, fix=fix,
+        spec=resolved.spec,
+        commit=resolved.commit,
+        ref=resolved.ref,
+        tree=exported.tree,
+        root_commits=store.root_commits(resolved.repo, resolved.commit),
+        root=root,
+        project=project,
+        packages=packages,
+        skipped=exported.skipped,
+        compat_patch=patch_text,
+        fix=fix,
         compat_edits=edits,
     )
 
@@ -292,8 +300,13 @@ def _fill_workspace(source: Source, dest: Path) -> Path:
     """Copy the source tree into ``dest``, a fresh workspace a parallel child already binds (holding
     only the runner's folders: the profile folder and scratch, which the tree's own copies never replace)."""
     top = str(source.root)
-    shutil.copytree(source.root, dest, symlinks=True, dirs_exist_ok=True,
-                    ignore=lambda folder, names: {PROFILE_DIR, SCRATCH_DIR} & set(names) if folder == top else set())
+    shutil.copytree(
+        source.root,
+        dest,
+        symlinks=True,
+        dirs_exist_ok=True,
+        ignore=lambda folder, names: {PROFILE_DIR, SCRATCH_DIR} & set(names) if folder == top else set(),
+    )
     return dest
 
 
@@ -318,43 +331,79 @@ class GoldBuilds:
     baseline: tuple[BaselineTest, ...] = ()
 
 
-def _build(source: Source, clock: str, options: AddOptions, run_dir: Path, index: int, db_file: str,
-           exclude_tests: tuple[str, ...] = ()) -> BuildResult:
+def _build(
+    source: Source,
+    clock: str,
+    options: AddOptions,
+    run_dir: Path,
+    index: int,
+    db_file: str,
+    exclude_tests: tuple[str, ...] = (),
+) -> BuildResult:
     workspace = _fresh_workspace(source, run_dir / f"build{index}")
     return build_workspace(
-        workspace, source.project.rel_dir, source.project.profile, source.project.schema, clock,
-        sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / f"build{index}.log", db_file=db_file,
+        workspace,
+        source.project.rel_dir,
+        source.project.profile,
+        source.project.schema,
+        clock,
+        sandboxed=options.sandboxed,
+        limits=options.limits,
+        log_path=run_dir / f"build{index}.log",
+        db_file=db_file,
         exclude_tests=exclude_tests,
     )
 
 
-def _gold_child(project: Project, clock: str, options: AddOptions, run_dir: Path,
-                names: tuple[str, str] = ("build1", "build2")) -> ParallelChild:
+def _gold_child(
+    project: Project, clock: str, options: AddOptions, run_dir: Path, names: tuple[str, str] = ("build1", "build2")
+) -> ParallelChild:
     """The child of the first two gold builds, over two fresh, empty workspaces (not started yet)."""
     workspaces = [run_dir / name for name in names]
     for workspace in workspaces:
         workspace.mkdir(parents=True)
-    return ParallelChild(workspaces, project.rel_dir, clock=clock, log_path=run_dir / "builds.log",
-                         sandboxed=options.sandboxed, limits=options.limits)
+    return ParallelChild(
+        workspaces,
+        project.rel_dir,
+        clock=clock,
+        log_path=run_dir / "builds.log",
+        sandboxed=options.sandboxed,
+        limits=options.limits,
+    )
 
 
-def _pair(source: Source, clock: str, options: AddOptions, run_dir: Path, database: str,
-          excluded: tuple[str, ...] = (), child: ParallelChild | None = None,
-          names: tuple[str, str] = ("build1", "build2")) -> tuple[BuildResult, BuildResult]:
+def _pair(
+    source: Source,
+    clock: str,
+    options: AddOptions,
+    run_dir: Path,
+    database: str,
+    excluded: tuple[str, ...] = (),
+    child: ParallelChild | None = None,
+    names: tuple[str, str] = ("build1", "build2"),
+) -> tuple[BuildResult, BuildResult]:
     """The first two gold builds at once in one child, the second in another workspace (another absolute
     root) and, unless the project needs its database's name, under another database file name."""
     second = RENAMED_DB_FILE if database == DEFAULT_DATABASE else f"{database}.duckdb"
     with child or _gold_child(source.project, clock, options, run_dir, names) as pair:
         for workspace in pair.workspaces:
             _fill_workspace(source, workspace)
-        first, renamed = build_in_parallel(pair, source.project.profile, source.project.schema,
-                                           (f"{database}.duckdb", second), exclude_tests=excluded)
+        first, renamed = build_in_parallel(
+            pair, source.project.profile, source.project.schema, (f"{database}.duckdb", second), exclude_tests=excluded
+        )
     return first, renamed
 
 
-def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
-                 child: ParallelChild | None = None, database: str = DEFAULT_DATABASE,
-                 excluded: tuple[str, ...] = (), find_baseline: bool = True) -> GoldBuilds:
+def _gold_builds(
+    source: Source,
+    clock: str,
+    options: AddOptions,
+    run_dir: Path,
+    child: ParallelChild | None = None,
+    database: str = DEFAULT_DATABASE,
+    excluded: tuple[str, ...] = (),
+    find_baseline: bool = True,
+) -> GoldBuilds:
     """The first two builds at once in one child (dbt imported once, a fork per build, each in its own
     fresh workspace and database file: ``harvester.sandbox.parallel``); a third alone when they differ.
     ``child`` is one ``_gold_child`` made (and perhaps started) for this source and clock; ``database`` the
@@ -372,17 +421,28 @@ def _gold_builds(source: Source, clock: str, options: AddOptions, run_dir: Path,
     if find_baseline and (first.tests_failed or renamed.tests_failed):
         # the project's own tests fail on it: find every one with the models built regardless, then build
         # gold again with those left out, as every later build of the pin leaves them out (harvester.baseline)
-        ungated = require_ok(ungated_build(
-            _fresh_workspace(source, run_dir / "ungated"), source.project.rel_dir, source.project.profile,
-            source.project.schema, clock, sandboxed=options.sandboxed, limits=options.limits,
-            log_path=run_dir / "ungated.log", db_file=f"{database}.duckdb",
-        ), "build with the project's own tests not gating its models")
+        ungated = require_ok(
+            ungated_build(
+                _fresh_workspace(source, run_dir / "ungated"),
+                source.project.rel_dir,
+                source.project.profile,
+                source.project.schema,
+                clock,
+                sandboxed=options.sandboxed,
+                limits=options.limits,
+                log_path=run_dir / "ungated.log",
+                db_file=f"{database}.duckdb",
+            ),
+            "build with the project's own tests not gating its models",
+        )
         baseline = baseline_tests([ungated])
         excluded = excluded_selectors(baseline)
         first, renamed = _pair(source, clock, options, run_dir, database, excluded, names=("build4", "build5"))
     require_ok(first, "build")
-    require_ok(renamed, "second build (in another folder" + (", under another database name)" if
-                                                                database == DEFAULT_DATABASE else ")"))
+    require_ok(
+        renamed,
+        "second build (in another folder" + (", under another database name)" if database == DEFAULT_DATABASE else ")"),
+    )
     other = {t.name: t for t in renamed.tables}
     if all(other.get(t.name) is not None and other[t.name].fingerprint == t.fingerprint for t in first.tables):
         return GoldBuilds(first, renamed, baseline=baseline, database=database)
@@ -406,7 +466,7 @@ def _unstable(first: BuildResult, other: BuildResult) -> dict[str, tuple[str, ..
     """Per table of ``first``: the columns that differ in ``other`` (lower-case), None for the whole table."""
     twins = {t.name: t for t in other.tables}
     same = [t.name for t in first.tables if t.name in twins and twins[t.name].fingerprint == t.fingerprint]
-    out: dict[str, tuple[str, ...] | None] = {name: () for name in same}
+    out: dict[str, tuple[str, ...] | None] = dict.fromkeys(same, ())
     rest = [t.name for t in first.tables if t.name not in out]
     if rest and first.gold_file is not None and other.gold_file is not None:
         out.update(differing_columns(first.gold_file, other.gold_file, rest))
@@ -425,12 +485,19 @@ def _tables(builds: GoldBuilds) -> tuple[TableRecord, ...]:
         unstable = set(by_name or ()) | set(by_build or ())
         # columns that moved with the database's name alone (a pin whose SQL names its database never varies it)
         database = set(by_name or ()) - set(by_build or ()) if builds.database == DEFAULT_DATABASE else set()
-        records.append(TableRecord(
-            name=table.name, rows=table.rows, fingerprint=table.fingerprint, deterministic=deterministic,
-            empty=table.rows == 0, columns=tuple(Column(n, t) for n, t in table.columns), model=table.model,
-            unstable_columns=tuple(names[c] for c in sorted(unstable) if c in names) if deterministic else (),
-            database_columns=tuple(names[c] for c in sorted(database) if c in names) if deterministic else (),
-        ))
+        records.append(
+            TableRecord(
+                name=table.name,
+                rows=table.rows,
+                fingerprint=table.fingerprint,
+                deterministic=deterministic,
+                empty=table.rows == 0,
+                columns=tuple(Column(n, t) for n, t in table.columns),
+                model=table.model,
+                unstable_columns=tuple(names[c] for c in sorted(unstable) if c in names) if deterministic else (),
+                database_columns=tuple(names[c] for c in sorted(database) if c in names) if deterministic else (),
+            )
+        )
     if not records:
         raise GoldError("the build produced no model tables at all")
     if all(r.empty for r in records):
@@ -472,9 +539,12 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
     if previous is not None and options.compat_patch is None and previous.compat_patch_sha256:
         # a rebuild applies the patch the pin records (stored by hash), unless a new one is given
-        options = replace(options, compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff",
-                          allow_edits=options.allow_edits or bool(previous.compat_edits))
-    run_dir = builds_dir() / identity.slug / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        options = replace(
+            options,
+            compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff",
+            allow_edits=options.allow_edits or bool(previous.compat_edits),
+        )
+    run_dir = builds_dir() / identity.slug / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=1) as early:
         # what every sandboxed child binds of this interpreter (a walk of the installed distributions
@@ -498,46 +568,81 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
             safe_fs.rmtree(run_dir / "build1")
             safe_fs.rmtree(run_dir / "build2")
             child = _gold_child(source.project, clock, options, run_dir)
-        builds = _gold_builds(source, clock, options, run_dir, child,
-                              previous.database if previous is not None else DEFAULT_DATABASE)
+        builds = _gold_builds(
+            source, clock, options, run_dir, child, previous.database if previous is not None else DEFAULT_DATABASE
+        )
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
-    gold_sha = install_gold(first.gold_file,
-                            previous=previous.gold_sha256 if previous and not options.rename_gold else "")
-    install_state(pin_id, first.workspace, source.project.rel_dir, max_bytes=options.limits.workspace_bytes,
-                  db_file=f"{builds.database}.duckdb")
+    gold_sha = install_gold(
+        first.gold_file, previous=previous.gold_sha256 if previous and not options.rename_gold else ""
+    )
+    install_state(
+        pin_id,
+        first.workspace,
+        source.project.rel_dir,
+        max_bytes=options.limits.workspace_bytes,
+        db_file=f"{builds.database}.duckdb",
+    )
     # a commit given by a prefix is recorded in full: a short sha can become ambiguous as the repository
     # grows, and a rebuild from the full sha must write the same pin
     rev = source.commit if spec.rev_is_sha and source.commit.startswith(spec.rev.lower()) else spec.rev
     pin = Pin(
-        id=pin_id, spec=f"{identity.display}@{rev}", url=identity.url, commit=source.commit,
-        tree=source.tree, ref=source.ref, root_commits=source.root_commits, project_dir=source.project.rel_dir,
-        project_name=source.project.name, profile_schema=source.project.schema, clock=clock,
-        license=detect_license(source.root), created_at=previous.created_at if previous else _now(),
-        gold_sha256=gold_sha, compat_patch_sha256=source.compat_patch_sha256, versions=versions(),
-        packages=source.packages, tables=tables, skipped=tuple(source.skipped), model_files=_model_files(source),
-        clock_frozen=True, database=builds.database, baseline_tests=builds.baseline, compat_edits=source.compat_edits,
+        id=pin_id,
+        spec=f"{identity.display}@{rev}",
+        url=identity.url,
+        commit=source.commit,
+        tree=source.tree,
+        ref=source.ref,
+        root_commits=source.root_commits,
+        project_dir=source.project.rel_dir,
+        project_name=source.project.name,
+        profile_schema=source.project.schema,
+        clock=clock,
+        license=detect_license(source.root),
+        created_at=previous.created_at if previous else _now(),
+        gold_sha256=gold_sha,
+        compat_patch_sha256=source.compat_patch_sha256,
+        versions=versions(),
+        packages=source.packages,
+        tables=tables,
+        skipped=tuple(source.skipped),
+        model_files=_model_files(source),
+        clock_frozen=True,
+        database=builds.database,
+        baseline_tests=builds.baseline,
+        compat_edits=source.compat_edits,
         **_history_fields(source, options),
     )
     drift = _drift(previous, pin) if previous else ()
     if source.compat_patch:
         atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
-    if (previous is not None and pin.gold_sha256 != previous.gold_sha256
-            and replace(pin, versions=previous.versions, gold_sha256=previous.gold_sha256) == previous):
+    if (
+        previous is not None
+        and pin.gold_sha256 != previous.gold_sha256
+        and replace(pin, versions=previous.versions, gold_sha256=previous.gold_sha256) == previous
+    ):
         # a rename (--rename-gold, or bytes that did not reproduce): the same tables under the gold's content
         # name, everything else reproduced; the pin keeps the versions it was made with, so its tasks minted
         # again differ from the locked ones only in the gold name (`harvest mint --verify-lock` says so)
         pin = replace(pin, versions=previous.versions)
-        drift = tuple(f"{note} (the pin keeps the versions it was made with: only the gold's name moved)"
-                      if note.startswith("versions changed") else note for note in drift)
+        drift = tuple(
+            f"{note} (the pin keeps the versions it was made with: only the gold's name moved)"
+            if note.startswith("versions changed")
+            else note
+            for note in drift
+        )
     if previous is not None and replace(pin, versions=previous.versions) == previous:
         # the rebuild reproduced the pin in all but the tool versions of this machine: the committed pin (and
         # so every task record, which carries its versions, and the task lock) stays as it is
         path = existing_path
         pin = previous
-        drift = tuple(f"{note} (the pin keeps the versions it was made with: everything else is reproduced)"
-                      if note.startswith("versions changed") else note for note in drift)
+        drift = tuple(
+            f"{note} (the pin keeps the versions it was made with: everything else is reproduced)"
+            if note.startswith("versions changed")
+            else note
+            for note in drift
+        )
     else:
         path = write_pin(pin, pins_dir())
     for index in (1, 2, 3):  # keep logs and the first workspace's target/ for inspection, drop the bulk
@@ -552,8 +657,13 @@ def _history_fields(source: Source, options: AddOptions) -> dict[str, Any]:
     """The pin fields of a history pin's fix (none for a plain pin)."""
     if source.fix is None or options.fix is None:
         return {}
-    return {"fix_commit": source.fix.commit, "fix_files": source.fix.files, "fix_sha256": source.fix.sha256,
-            "fix_date": options.fix.date, "mined_from": options.fix.mined_from}
+    return {
+        "fix_commit": source.fix.commit,
+        "fix_files": source.fix.files,
+        "fix_sha256": source.fix.sha256,
+        "fix_date": options.fix.date,
+        "mined_from": options.fix.mined_from,
+    }
 
 
 def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
@@ -570,8 +680,10 @@ def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
             notes.append(f"{name}: rows {a.rows} -> {b.rows}, fingerprint {a.fingerprint[:8]} -> {b.fingerprint[:8]}")
     if old.baseline_tests != new.baseline_tests:
         # tests that fail on the original are left out of every build from now on: the pin's tasks change
-        notes.append(f"baseline tests: {len(old.baseline_tests)} -> {len(new.baseline_tests)} "
-                     f"({len(new.excluded_tests)} known failures left out of every build; re-mint the pin)")
+        notes.append(
+            f"baseline tests: {len(old.baseline_tests)} -> {len(new.baseline_tests)} "
+            f"({len(new.excluded_tests)} known failures left out of every build; re-mint the pin)"
+        )
     if old.database != new.database:
         notes.append(f"database {old.database} -> {new.database}")
     if old.versions != new.versions:
@@ -580,5 +692,14 @@ def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
     return tuple(notes)
 
 
-__all__ = ["AddOptions", "AddResult", "Exported", "add", "export_source", "finish_source", "prepare_source",
-           "HarvestError", "BuildError"]
+__all__ = [
+    "AddOptions",
+    "AddResult",
+    "Exported",
+    "add",
+    "export_source",
+    "finish_source",
+    "prepare_source",
+    "HarvestError",
+    "BuildError",
+]

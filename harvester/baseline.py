@@ -41,21 +41,42 @@ def baseline_tests(results: Iterable[BuildResult]) -> tuple[BaselineTest, ...]:
                 continue
             for node in step.detail.get("nodes", []):
                 uid, status = str(node.get("unique_id", "")), str(node.get("status", ""))
-                if node.get("resource_type") in _TEST_TYPES and status in _RECORDED:
-                    if rank[status] > rank.get(worst.get(uid, ""), -1):
-                        worst[uid] = status
+                if (
+                    node.get("resource_type") in _TEST_TYPES
+                    and status in _RECORDED
+                    and rank[status] > rank.get(worst.get(uid, ""), -1)
+                ):
+                    worst[uid] = status
     # an id no pin can record (a singular test named with a dash) is not one: left in, it fails the build as before
     return tuple(BaselineTest(uid, worst[uid]) for uid in sorted(worst) if is_test_uid(uid))
 
 
-def ungated_build(workspace: Path, project_dir: str, profile: str, schema: str, clock: str, *, sandboxed: bool,
-                  limits: Limits, log_path: Path, db_file: str) -> BuildResult:
+def ungated_build(
+    workspace: Path,
+    project_dir: str,
+    profile: str,
+    schema: str,
+    clock: str,
+    *,
+    sandboxed: bool,
+    limits: Limits,
+    log_path: Path,
+    db_file: str,
+) -> BuildResult:
     """Build every model with the project's tests not gating any (``UNGATED_STEPS``) and capture the tables;
     never raises on dbt failures (``interpret`` says what failed: a model that errors is still an error)."""
     write_profile(workspace, project_dir, profile, schema, db_file=db_file)
     steps = list(UNGATED_STEPS)
-    run = run_steps(workspace, project_dir, steps, clock=clock, sandboxed=sandboxed, limits=limits,
-                    log_path=log_path, stop_on_failure=False)
+    run = run_steps(
+        workspace,
+        project_dir,
+        steps,
+        clock=clock,
+        sandboxed=sandboxed,
+        limits=limits,
+        log_path=log_path,
+        stop_on_failure=False,
+    )
     return interpret(workspace, steps, run)
 
 

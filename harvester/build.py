@@ -89,8 +89,15 @@ def build_workspace(
     if capture:
         steps.append(CaptureStep())
     run = run_steps(
-        workspace, project_dir, steps, clock=clock, sandboxed=sandboxed,
-        limits=limits or Limits(), log_path=log_path, stop_on_failure=False, duckdb_scope=duckdb_scope,
+        workspace,
+        project_dir,
+        steps,
+        clock=clock,
+        sandboxed=sandboxed,
+        limits=limits or Limits(),
+        log_path=log_path,
+        stop_on_failure=False,
+        duckdb_scope=duckdb_scope,
     )
     return interpret(workspace, steps, run)
 
@@ -100,7 +107,11 @@ GOLD_STEPS: tuple[Any, ...] = (DbtStep(("seed",)), DbtStep(("build",)), CaptureS
 
 
 def build_in_parallel(
-    child: ParallelChild, profile: str, schema: str, db_files: Sequence[str], exclude_tests: tuple[str, ...] = (),
+    child: ParallelChild,
+    profile: str,
+    schema: str,
+    db_files: Sequence[str],
+    exclude_tests: tuple[str, ...] = (),
 ) -> tuple[BuildResult, ...]:
     """What ``build_workspace`` does (seed, build, capture; never raises on dbt failures) in each of the
     child's workspaces, under the database file ``db_files[i]``, all at once in that one child (dbt
@@ -150,7 +161,9 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
         else:
             tables = tuple(
                 CapturedTable(
-                    name=str(t["name"]), model=str(t.get("unique_id", "")), rows=int(t["rows"]),
+                    name=str(t["name"]),
+                    model=str(t.get("unique_id", "")),
+                    rows=int(t["rows"]),
                     columns=tuple((str(c[0]), str(c[1])) for c in t["columns"]),
                     fingerprint=str(t["fingerprint"]),
                 )
@@ -159,18 +172,26 @@ def interpret(workspace: Path, steps: list[Any], run: SandboxRun) -> BuildResult
             seed_rows = int(capture_step.detail.get("seed_rows", 0))
             gold_file = Path(capture_step.detail["file"])  # the runner's checked host copy
     return BuildResult(
-        workspace=workspace, run=run, models_ok=models_ok, first_error=first_error.splitlines()[0] if first_error else "",
-        tests_total=len(tests), tests_failed=len(failed_tests),
+        workspace=workspace,
+        run=run,
+        models_ok=models_ok,
+        first_error=first_error.splitlines()[0] if first_error else "",
+        tests_total=len(tests),
+        tests_failed=len(failed_tests),
         failed_tests=tuple(str(n.get("unique_id")) for n in failed_tests),
-        tables=tables, seed_rows=seed_rows, gold_file=gold_file,
+        tables=tables,
+        seed_rows=seed_rows,
+        gold_file=gold_file,
     )
 
 
 def _only_tests_failed(step: Any) -> bool:
     nodes = step.detail.get("nodes", [])
     bad = [n for n in nodes if n.get("status") in _FAILED or n.get("status") == "skipped"]
-    return bool(nodes) and all(n.get("resource_type") in {"test", "unit_test", "model"} for n in bad) and not any(
-        n.get("resource_type") in _BUILD_RESOURCES and n.get("status") in _FAILED for n in bad
+    return (
+        bool(nodes)
+        and all(n.get("resource_type") in {"test", "unit_test", "model"} for n in bad)
+        and not any(n.get("resource_type") in _BUILD_RESOURCES and n.get("status") in _FAILED for n in bad)
     )
 
 

@@ -48,14 +48,18 @@ def review(patch: str, model_paths: Sequence[str], *, allow_edits: bool) -> tupl
         return ()
     shown = ", ".join(edits[:5]) + (f" and {len(edits) - 5} more" if len(edits) > 5 else "")
     if not allow_edits:
-        raise CompatEditError(f"the compat patch edits files of the repository ({shown}); a compat patch adds new "
-                              "files only unless its edits are declared: pass --allow-edits (and say why in "
-                              "pins/patches/NOTES.md)")
+        raise CompatEditError(
+            f"the compat patch edits files of the repository ({shown}); a compat patch adds new "
+            "files only unless its edits are declared: pass --allow-edits (and say why in "
+            "pins/patches/NOTES.md)"
+        )
     models = [path for path in edits if is_model_file(path, model_paths)]
     if models:
-        raise CompatEditError(f"the compat patch edits model SQL ({', '.join(models[:5])}); tasks mutate, complete "
-                              "and grade models, so an edit may change configuration, seeds, YAML or macros, never a "
-                              "model (override a macro in a new file instead)")
+        raise CompatEditError(
+            f"the compat patch edits model SQL ({', '.join(models[:5])}); tasks mutate, complete "
+            "and grade models, so an edit may change configuration, seeds, YAML or macros, never a "
+            "model (override a macro in a new file instead)"
+        )
     return edits
 
 

@@ -120,8 +120,12 @@ def _describe(tree: Path, project: Path, reason: str) -> Project:
     rel_dir = str(project.relative_to(tree)) if project != tree else "."
     folders = {
         key: _paths(config, key, legacy, default)
-        for key, legacy, default in (("seed-paths", "data-paths", "seeds"), ("model-paths", "source-paths", "models"),
-                                     ("macro-paths", None, "macros"), ("test-paths", None, "tests"))
+        for key, legacy, default in (
+            ("seed-paths", "data-paths", "seeds"),
+            ("model-paths", "source-paths", "models"),
+            ("macro-paths", None, "macros"),
+            ("test-paths", None, "tests"),
+        )
     }
     where = "dbt_project.yml" if rel_dir == "." else f"{rel_dir}/dbt_project.yml"
     for key, values in folders.items():

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from dbt_harvest.core.errors import HarvestError
 
@@ -58,7 +58,7 @@ class Gitlink:
 
 
 #: What an overlay may put at a path: file text, file bytes, a symlink, a submodule, or None (delete).
-FileContent = Union[str, bytes, Symlink, Gitlink, None]
+FileContent: TypeAlias = str | bytes | Symlink | Gitlink | None
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,12 @@ def make_git_repo(
         when = pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, BASE_TIME + index * TIME_STEP, 0)
         message = str(step.get("message") or f"commit {index}")
         oid = repo.create_commit(
-            f"refs/heads/{branch}", when, when, message if message.endswith("\n") else message + "\n",
-            tree, parents,
+            f"refs/heads/{branch}",
+            when,
+            when,
+            message if message.endswith("\n") else message + "\n",
+            tree,
+            parents,
         )
         ids.append(str(oid))
         parents = [oid]

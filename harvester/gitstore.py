@@ -67,7 +67,7 @@ def normalize_url(url: str) -> str:
     """A canonical form of a repository location: local paths become absolute ``file://`` URLs."""
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url):
         if url.startswith("file://"):
-            return "file://" + str(Path(url[len("file://"):]).resolve())
+            return "file://" + str(Path(url[len("file://") :]).resolve())
         return url.rstrip("/")
     if re.match(r"^[^/@]+@[^/:]+:", url):  # scp-like git@host:owner/repo
         return url.rstrip("/")
@@ -78,7 +78,7 @@ def _clone_source(url: str) -> str:
     """What libgit2 should clone from: a plain path for local repositories, else the URL."""
     normalized = normalize_url(url)
     if normalized.startswith("file://"):
-        return normalized[len("file://"):]
+        return normalized[len("file://") :]
     return normalized
 
 
@@ -242,7 +242,7 @@ class GitStore:
                 target = repo.references[name].peel(pygit2.Commit)
             except (pygit2.GitError, ValueError, KeyError, pygit2.InvalidSpecError):
                 continue
-            result[name[len("refs/tags/"):]] = str(target.id)
+            result[name[len("refs/tags/") :]] = str(target.id)
         return dict(sorted(result.items()))
 
     def read_file(self, repo: pygit2.Repository, commit: str, path: str) -> bytes | None:
@@ -376,8 +376,7 @@ def _commits_with_prefix(repo: pygit2.Repository, prefix: str) -> list[str]:
         if "ambiguous" not in str(exc).lower():
             return []
         return sorted(
-            str(oid) for oid in repo.odb
-            if str(oid).startswith(prefix) and isinstance(repo.get(oid), pygit2.Commit)
+            str(oid) for oid in repo.odb if str(oid).startswith(prefix) and isinstance(repo.get(oid), pygit2.Commit)
         )
     except (KeyError, pygit2.GitError):
         return []
@@ -399,14 +398,7 @@ def _subtree(repo: pygit2.Repository, tree: pygit2.Tree, subdir: str, commit: st
 
 def _check_name(name: str, parent: str) -> None:
     """Refuse a tree entry name that could write outside the export or into a ``.git`` folder."""
-    bad = (
-        not name
-        or name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or "\0" in name
-        or name.lower() == ".git"
-    )
+    bad = not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or name.lower() == ".git"
     if bad:
         shown = posixpath.join(parent, name) if parent else name
         raise FetchError(
@@ -453,15 +445,11 @@ class _TreeWriter:
     def _write_blob(self, entry: pygit2.Object, rel: str, mode: int) -> None:
         _, size = self.repo.odb.read_header(entry.id)
         if size > self.max_file_bytes:
-            self.skipped.append(
-                SkippedPath(rel, f"file of {size} bytes is over the {self.max_file_bytes}-byte bound")
-            )
+            self.skipped.append(SkippedPath(rel, f"file of {size} bytes is over the {self.max_file_bytes}-byte bound"))
             return
         self.files += 1
         if self.files > self.max_files:
-            raise FetchError(
-                f"refusing to export: the tree has more than {self.max_files} files (raise the bound)"
-            )
+            raise FetchError(f"refusing to export: the tree has more than {self.max_files} files (raise the bound)")
         path = self.root / rel
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)

@@ -69,8 +69,10 @@ def gold_path(name: str, *, verify: bool = True) -> Path:
         key = (name, stat.st_size, stat.st_mtime_ns)
         if not _verified.get(key):
             if not matches(path, name):
-                raise GoldError(f"gold {name[:12]} is corrupted: neither its bytes nor its tables hash to its name "
-                                f"(bytes {atomic.sha256_file(path)[:12]}); re-run `harvest add --rebuild` for its pin")
+                raise GoldError(
+                    f"gold {name[:12]} is corrupted: neither its bytes nor its tables hash to its name "
+                    f"(bytes {atomic.sha256_file(path)[:12]}); re-run `harvest add --rebuild` for its pin"
+                )
             _verified[key] = True
     return path
 
@@ -79,10 +81,10 @@ def _check_tables_only(path: Path) -> None:
     """Gold is opened outside the sandbox: it must hold base tables only, no views or macros."""
     con = connect_locked(str(path), read_only=True)
     try:
-        views = con.execute(
-            "select schema_name || '.' || view_name from duckdb_views() where not internal"
+        views = con.execute("select schema_name || '.' || view_name from duckdb_views() where not internal").fetchall()
+        macros = con.execute(
+            "select function_name from duckdb_functions() where not internal and function_type like '%macro%'"
         ).fetchall()
-        macros = con.execute("select function_name from duckdb_functions() where not internal and function_type like '%macro%'").fetchall()
     finally:
         con.close()
     if views or macros:
@@ -90,6 +92,7 @@ def _check_tables_only(path: Path) -> None:
 
 
 # -- comparing two captures of the same project ------------------------------------------------------
+
 
 def _open_capture(path: Path) -> duckdb.DuckDBPyConnection:
     """A capture of a sandboxed build, opened on the host: the one locked-down DuckDB (no file access)."""
@@ -113,8 +116,9 @@ def column_signatures(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str
         return {}
     parts = ", ".join(f"count({_quote(str(d[0]))}), sum(hash({_quote(str(d[0]))}))::HUGEINT" for d in described)
     row = con.execute(f"SELECT {parts} FROM {relation}").fetchone() or ()
-    return {str(d[0]).lower(): (str(d[1]), int(row[2 * i] or 0), int(row[2 * i + 1] or 0))
-            for i, d in enumerate(described)}
+    return {
+        str(d[0]).lower(): (str(d[1]), int(row[2 * i] or 0), int(row[2 * i + 1] or 0)) for i, d in enumerate(described)
+    }
 
 
 def differing_columns(first: Path, second: Path, tables: list[str]) -> dict[str, tuple[str, ...] | None]:

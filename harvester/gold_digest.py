@@ -36,8 +36,8 @@ def content_digest(path: Path) -> str:
     try:
         h = hashlib.sha256(DIGEST_FORMAT)
         tables = con.execute(
-            "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal "
-            "ORDER BY schema_name, table_name").fetchall()
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal ORDER BY schema_name, table_name"
+        ).fetchall()
         for schema, name in tables:
             _table(con, str(schema), str(name), h)
         return h.hexdigest()
@@ -49,10 +49,12 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _table(con: Any, schema: str, name: str, h: "hashlib._Hash") -> None:
+def _table(con: Any, schema: str, name: str, h: hashlib._Hash) -> None:
     columns = con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE schema_name = ? AND table_name = ? "
-        "ORDER BY column_index", [schema, name]).fetchall()
+        "ORDER BY column_index",
+        [schema, name],
+    ).fetchall()
     h.update(_text("table", f"{schema}.{name}"))
     for column, type_ in columns:
         h.update(_text("column", f"{column} {type_}"))
@@ -90,7 +92,7 @@ def encode(value: Any) -> bytes:
         return b"x" + bytes(value).hex().encode()
     if isinstance(value, dt.datetime):  # before date: a datetime is a date
         if value.tzinfo is not None:
-            return b"Z" + value.astimezone(dt.timezone.utc).isoformat().encode()
+            return b"Z" + value.astimezone(dt.UTC).isoformat().encode()
         return b"T" + value.isoformat().encode()
     if isinstance(value, dt.date):
         return b"D" + value.isoformat().encode()

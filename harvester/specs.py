@@ -156,9 +156,7 @@ def parse_spec(text: str, *, cwd: Path | None = None) -> RepoSpec:
     if match:
         owner, repo = match["owner"], match["repo"].removesuffix(".git")
         return RepoSpec(text, "github", f"https://github.com/{owner}/{repo}.git", owner, repo, rev)
-    raise SpecError(
-        f"malformed spec {text!r}: expected owner/repo@sha, <git URL>@sha or <local path>@sha"
-    )
+    raise SpecError(f"malformed spec {text!r}: expected owner/repo@sha, <git URL>@sha or <local path>@sha")
 
 
 def _local(text: str, path: Path, rev: str, cwd: Path | None) -> RepoSpec:

@@ -32,8 +32,9 @@ class BuiltState:
     manifest: dict[str, Any]
 
 
-def install_state(pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30,
-                  db_file: str = DB_FILE) -> None:
+def install_state(
+    pin_id: str, workspace: Path, project_dir: str, *, max_bytes: int = 4 << 30, db_file: str = DB_FILE
+) -> None:
     """Copy the build's database (``db_file`` in the workspace; kept as ``DB_FILE``: a copy for a build is
     named after the pin's database, ``Pin.db_file``) and manifest into the pin's state folder (meta last).
 

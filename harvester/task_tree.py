@@ -48,16 +48,20 @@ class TreeSource:
         """The pin's materialized tree (cached under HARVEST_HOME/templates, made on first use)."""
         from dbt_harvest.harvester.workspace import template
 
-        return template(self.pin, compat_text=self.compat_text, fetch_from=self.fetch_from,
-                        augment_text=self.augment_text)
+        return template(
+            self.pin, compat_text=self.compat_text, fetch_from=self.fetch_from, augment_text=self.augment_text
+        )
 
 
 def strip_vcs(root: Path) -> None:
     """Remove every ``.git`` under ``root`` (history would leak the original), by fd, links not followed."""
     from dbt_harvest.harvester.sandbox import safe_fs
 
-    found = [rel for rel, _ in safe_fs.walk(root, descend=lambda rel, _: PurePosixPath(rel).name != ".git")
-             if PurePosixPath(rel).name == ".git"]
+    found = [
+        rel
+        for rel, _ in safe_fs.walk(root, descend=lambda rel, _: PurePosixPath(rel).name != ".git")
+        if PurePosixPath(rel).name == ".git"
+    ]
     for rel in found:
         entry = safe_fs.lstat(root, rel)
         if entry is not None and entry.kind == "dir":
@@ -88,8 +92,9 @@ def is_hidden(parts: tuple[str, ...]) -> bool:
     return parts[0].startswith(HIDDEN_PREFIXES) or (len(parts) == 1 and parts[0].endswith(HIDDEN_SUFFIXES))
 
 
-def project_files(root: Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES,
-                  max_bytes: int = MAX_TEXT_BYTES) -> dict[str, str]:
+def project_files(
+    root: Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES, max_bytes: int = MAX_TEXT_BYTES
+) -> dict[str, str]:
     """Repository-relative path -> UTF-8 text of every project file of the tree at ``root`` with one of
     ``suffixes``: what an agent can list and read there. Nothing under ``NOT_PROJECT`` folders, no sandbox
     file, no link (read beneath the root by fd, never followed), no file over ``max_bytes`` or not UTF-8."""

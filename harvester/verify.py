@@ -73,8 +73,12 @@ class TaskVerdict:
         return all(c.ok for c in self.checks)
 
     def to_dict(self) -> dict[str, object]:
-        return {"instance_id": self.instance_id, "pin": self.pin, "ok": self.ok,
-                "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.checks}}
+        return {
+            "instance_id": self.instance_id,
+            "pin": self.pin,
+            "ok": self.ok,
+            "checks": {c.name: {"ok": c.ok, "detail": c.detail} for c in self.checks},
+        }
 
 
 @dataclass
@@ -94,8 +98,11 @@ class _PinBuilds:
 
     def build_files(self, texts: dict[str, str | None]) -> BuildResult:
         """The pin with each file holding its text (None: removed), built fresh; identical inputs once."""
-        key = tuple(sorted((f, "missing" if t is None else hashlib.sha256(t.encode("utf-8")).hexdigest())
-                           for f, t in texts.items()))
+        key = tuple(
+            sorted(
+                (f, "missing" if t is None else hashlib.sha256(t.encode("utf-8")).hexdigest()) for f, t in texts.items()
+            )
+        )
         if key not in self.built:
             self.count += 1
             workspace = self.scratch / f"v{self.count:03d}"
@@ -103,15 +110,23 @@ class _PinBuilds:
             for file, text in texts.items():
                 target = workspace / file
                 if target.is_symlink():
-                    raise VerifyError(f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it")
+                    raise VerifyError(
+                        f"{self.pin.id}: {file} is a symlink in the pin's tree; refusing to write through it"
+                    )
                 if text is None:
                     target.unlink(missing_ok=True)
                 else:
                     target.write_text(text, encoding="utf-8")
             profile = discover(workspace, self.pin.project_dir).profile
             self.built[key] = build_workspace(
-                workspace, self.pin.project_dir, profile, self.pin.profile_schema, self.pin.clock,
-                sandboxed=self.sandboxed, limits=self.limits, log_path=self.scratch / f"v{self.count:03d}.log",
+                workspace,
+                self.pin.project_dir,
+                profile,
+                self.pin.profile_schema,
+                self.pin.clock,
+                sandboxed=self.sandboxed,
+                limits=self.limits,
+                log_path=self.scratch / f"v{self.count:03d}.log",
                 # another database name than gold's, unless the project's SQL names its database
                 db_file=self.pin.db_file if self.pin.database_named else VERIFY_DB_FILE,
                 exclude_tests=self.pin.excluded_tests,
@@ -137,8 +152,11 @@ def _gold_matches(original: BuildResult, gold: Path, spec: GradingSpec) -> Check
     if not original.models_ok or original.gold_file is None:
         return CheckResult("gold_matches", False, f"the unmodified project does not build: {original.first_error}")
     verdict = score(gold, original.gold_file, spec)
-    return CheckResult("gold_matches", verdict.official.passed and verdict.strict.passed,
-                       verdict.official.reason or verdict.strict.reason or "official 1, strict 1")
+    return CheckResult(
+        "gold_matches",
+        verdict.official.passed and verdict.strict.passed,
+        verdict.official.reason or verdict.strict.reason or "official 1, strict 1",
+    )
 
 
 def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[TaskVerdict, str]:
@@ -164,8 +182,13 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
     else:
         signature = _signature(broken, pin)
         verdict = score(gold, broken.gold_file, spec)
-        checks.append(CheckResult("broken_fails", not verdict.official.passed and not verdict.strict.passed,
-                                  f"official {verdict.official.score}, strict {verdict.strict.score}"))
+        checks.append(
+            CheckResult(
+                "broken_fails",
+                not verdict.official.passed and not verdict.strict.passed,
+                f"official {verdict.official.score}, strict {verdict.strict.score}",
+            )
+        )
 
     repair = builds.build(record.file, repaired_text)
     if repaired_text != original_text:
@@ -175,8 +198,13 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
         checks.append(CheckResult("repair_passes", False, f"the repaired project does not build: {repair.first_error}"))
     else:
         verdict = score(gold, repair.gold_file, spec)
-        checks.append(CheckResult("repair_passes", verdict.official.passed and verdict.strict.passed,
-                                  verdict.official.reason or verdict.strict.reason or "official 1, strict 1"))
+        checks.append(
+            CheckResult(
+                "repair_passes",
+                verdict.official.passed and verdict.strict.passed,
+                verdict.official.reason or verdict.strict.reason or "official 1, strict 1",
+            )
+        )
 
     checks.append(_wrong_repair(record, builds, gold, broken, repair, broken_text))
 
@@ -189,12 +217,19 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
         false = [r for r in results if not r.holds]
         graded = set(spec.condition_tabs)
         stray = [c for c in record.claims if c.table not in graded]
-        checks.append(CheckResult(
-            "claims", not false and not stray,
-            f"{len(results) - len(false)}/{len(results)} hold"
-            + (f"; false: {false[0].claim.kind} {false[0].claim.table}.{false[0].claim.column} ({false[0].detail})" if false else "")
-            + (f"; about a table not graded: {stray[0].table}" if stray else ""),
-        ))
+        checks.append(
+            CheckResult(
+                "claims",
+                not false and not stray,
+                f"{len(results) - len(false)}/{len(results)} hold"
+                + (
+                    f"; false: {false[0].claim.kind} {false[0].claim.table}.{false[0].claim.column} ({false[0].detail})"
+                    if false
+                    else ""
+                )
+                + (f"; about a table not graded: {stray[0].table}" if stray else ""),
+            )
+        )
     return TaskVerdict(record.instance_id, record.pin, tuple(checks)), signature
 
 
@@ -220,28 +255,48 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
     originals = {p.path: (tree / p.path).read_text(encoding="utf-8") for p in removed if (tree / p.path).is_file()}
     original = builds.build_files(dict(originals))
     checks.append(_gold_matches(original, gold, spec))
-    if len(originals) != len(removed) or not all(p.deleted and apply_to_text(originals[p.path], p) == "" for p in removed):
+    if len(originals) != len(removed) or not all(
+        p.deleted and apply_to_text(originals[p.path], p) == "" for p in removed
+    ):
         checks.append(CheckResult("broken_fails", False, "the broken patch does not remove the models' files"))
     else:
-        missing = builds.build_files({path: None for path in originals})
+        missing = builds.build_files(dict.fromkeys(originals))
         built = missing.models_ok and missing.gold_file is not None
         if built != record.local_checks.builds:
             said = "builds" if record.local_checks.builds else "does not build"
-            checks.append(CheckResult("broken_fails", False, f"the record says the project {said} without the files; "
-                                                             f"a fresh build says otherwise ({missing.first_error[:80]})"))
+            checks.append(
+                CheckResult(
+                    "broken_fails",
+                    False,
+                    f"the record says the project {said} without the files; "
+                    f"a fresh build says otherwise ({missing.first_error[:80]})",
+                )
+            )
         elif not built:
-            checks.append(CheckResult("broken_fails", True, f"without the files the project does not build: "
-                                                            f"{missing.first_error[:120]}"))
+            checks.append(
+                CheckResult(
+                    "broken_fails", True, f"without the files the project does not build: {missing.first_error[:120]}"
+                )
+            )
         else:
             verdict = score(gold, missing.gold_file, spec)
-            checks.append(CheckResult("broken_fails", not verdict.official.passed and not verdict.strict.passed,
-                                      f"without the files: official {verdict.official.score}, strict {verdict.strict.score}"))
+            checks.append(
+                CheckResult(
+                    "broken_fails",
+                    not verdict.official.passed and not verdict.strict.passed,
+                    f"without the files: official {verdict.official.score}, strict {verdict.strict.score}",
+                )
+            )
     if _created(record.fix_patch, "fix patch") != originals:
         checks.append(CheckResult("repair_passes", False, "the fix patch does not write the pin's files back"))
     elif not original.models_ok or original.gold_file is None:
-        checks.append(CheckResult("repair_passes", False, f"the completed project does not build: {original.first_error}"))
+        checks.append(
+            CheckResult("repair_passes", False, f"the completed project does not build: {original.first_error}")
+        )
     else:
-        checks.append(CheckResult("repair_passes", checks[0].ok, "the fix writes the original files: " + checks[0].detail))
+        checks.append(
+            CheckResult("repair_passes", checks[0].ok, "the fix writes the original files: " + checks[0].detail)
+        )
     why = "the task has no wrong completion" + (" (kept weak)" if record.weak else "")
     ok = False
     for index, patch in enumerate(record.wrong_repair_patches):
@@ -259,10 +314,13 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
     return TaskVerdict(record.instance_id, record.pin, tuple(checks))
 
 
-def _wrong_repair(record: TaskRecord, builds: _PinBuilds, gold: Path, broken: BuildResult, repair: BuildResult,
-                  broken_text: str) -> CheckResult:
+def _wrong_repair(
+    record: TaskRecord, builds: _PinBuilds, gold: Path, broken: BuildResult, repair: BuildResult, broken_text: str
+) -> CheckResult:
     if not record.wrong_repair_patches:
-        return CheckResult("wrong_repair", False, "the task has no wrong repair" + (" (kept weak)" if record.weak else ""))
+        return CheckResult(
+            "wrong_repair", False, "the task has no wrong repair" + (" (kept weak)" if record.weak else "")
+        )
     why = "no wrong repair qualifies"
     for index, patch in enumerate(record.wrong_repair_patches):
         wrong = builds.build(record.file, _apply(broken_text, patch, f"wrong repair {index}"))
@@ -278,13 +336,21 @@ def _wrong_repair(record: TaskRecord, builds: _PinBuilds, gold: Path, broken: Bu
         if broken.gold_file is not None and official(broken.gold_file, wrong.gold_file, record.grading).passed:
             why = f"wrong repair {index} is not informative: its graded output matches the broken build's"
             continue
-        return CheckResult("wrong_repair", True, f"wrong repair {index}: builds, passes the repair's tests, "
-                                                  "scores 0, differs from the broken output")
+        return CheckResult(
+            "wrong_repair",
+            True,
+            f"wrong repair {index}: builds, passes the repair's tests, scores 0, differs from the broken output",
+        )
     return CheckResult("wrong_repair", False, why)
 
 
-def verify(records: Sequence[TaskRecord], *, sandboxed: bool = True, limits: Limits | None = None,
-           on_result: Callable[[TaskVerdict], None] | None = None) -> list[TaskVerdict]:
+def verify(
+    records: Sequence[TaskRecord],
+    *,
+    sandboxed: bool = True,
+    limits: Limits | None = None,
+    on_result: Callable[[TaskVerdict], None] | None = None,
+) -> list[TaskVerdict]:
     """Verify ``records`` (grouped by pin, one set of fresh builds per pin); see the module docstring."""
     verdicts: list[TaskVerdict] = []
     by_pin: dict[str, list[TaskRecord]] = {}
@@ -308,11 +374,18 @@ def verify(records: Sequence[TaskRecord], *, sandboxed: bool = True, limits: Lim
                 digest = hashlib.sha256(" ".join(record.problem_statement.split()).encode()).hexdigest()
                 twin = seen_signatures.get(signature) if signature else None
                 same_words = seen_statements.get(digest)
-                detail = (f"the same broken outputs as {twin}" if twin else
-                          f"the same statement as {same_words}" if same_words else "no other task of the pin shares "
-                                                                                    "its broken outputs or statement")
-                verdict = TaskVerdict(verdict.instance_id, verdict.pin,
-                                      (*verdict.checks, CheckResult("distinct", not twin and not same_words, detail)))
+                detail = (
+                    f"the same broken outputs as {twin}"
+                    if twin
+                    else f"the same statement as {same_words}"
+                    if same_words
+                    else "no other task of the pin shares its broken outputs or statement"
+                )
+                verdict = TaskVerdict(
+                    verdict.instance_id,
+                    verdict.pin,
+                    (*verdict.checks, CheckResult("distinct", not twin and not same_words, detail)),
+                )
                 if signature:
                     seen_signatures.setdefault(signature, record.instance_id)
                 seen_statements.setdefault(digest, record.instance_id)
@@ -329,8 +402,13 @@ def summary(verdicts: Sequence[TaskVerdict]) -> dict[str, object]:
     return {
         "tasks": len(verdicts),
         "ok": sum(v.ok for v in verdicts),
-        "checks": {name: {"ok": sum(c.ok for v in verdicts for c in v.checks if c.name == name),
-                          "of": sum(1 for v in verdicts for c in v.checks if c.name == name)} for name in CHECKS},
+        "checks": {
+            name: {
+                "ok": sum(c.ok for v in verdicts for c in v.checks if c.name == name),
+                "of": sum(1 for v in verdicts for c in v.checks if c.name == name),
+            }
+            for name in CHECKS
+        },
     }
 
 

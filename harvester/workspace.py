@@ -14,24 +14,28 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dbt_harvest.core import atomic
+from dbt_harvest.core import atomic, home
 from dbt_harvest.core.errors import PinError
-from dbt_harvest.harvester.gitstore import GitStore
-from dbt_harvest.harvester.history.fix import apply_fix, pin_fix
-from dbt_harvest.core import home
 from dbt_harvest.core.home import mirrors_dir, pins_dir
-from dbt_harvest.harvester.packages import vendor_packages
 from dbt_harvest.core.patching import apply_patch
 from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.gitstore import GitStore
+from dbt_harvest.harvester.history.fix import apply_fix, pin_fix
+from dbt_harvest.harvester.packages import vendor_packages
 
 TEMPLATE_MARKER = ".harvest-template.json"
 
 
 def _marker(pin: Pin) -> str:
     return json.dumps(
-        {"commit": pin.commit, "tree": pin.tree, "compat": pin.compat_patch_sha256,
-         "augmentation": pin.augmentation_sha256, **({"fix": pin.fix_sha256} if pin.is_history else {}),
-         "packages": [[p.name, p.commit, p.source] for p in pin.packages]},
+        {
+            "commit": pin.commit,
+            "tree": pin.tree,
+            "compat": pin.compat_patch_sha256,
+            "augmentation": pin.augmentation_sha256,
+            **({"fix": pin.fix_sha256} if pin.is_history else {}),
+            "packages": [[p.name, p.commit, p.source] for p in pin.packages],
+        },
         sort_keys=True,
     )
 
@@ -45,8 +49,9 @@ def augmentation_path(sha256: str, pins: Path | None = None) -> Path:
     return (pins or pins_dir()) / AUGMENTATIONS / f"{sha256}.diff"
 
 
-def _stored_patch(pin: Pin, sha256: str, what: str, pins: Path | None, folder: str = "patches",
-                  missing: str = "") -> str:
+def _stored_patch(
+    pin: Pin, sha256: str, what: str, pins: Path | None, folder: str = "patches", missing: str = ""
+) -> str:
     """A patch the pin records by hash, from ``pins``/``folder`` (default: the pins folder), verified."""
     if not sha256:
         return ""
@@ -67,12 +72,19 @@ def compat_patch_text(pin: Pin, pins: Path | None = None) -> str:
 def augmentation_text(pin: Pin, pins: Path | None = None) -> str:
     """The pin's seed augmentation patch (distinguishing data) from ``pins``/patches/augmentations,
     verified against its hash."""
-    return _stored_patch(pin, pin.augmentation_sha256, "augmentation patch", pins, AUGMENTATIONS,
-                         missing=f" (derive it again: `harvest mint {pin.augments} --augment`)")
+    return _stored_patch(
+        pin,
+        pin.augmentation_sha256,
+        "augmentation patch",
+        pins,
+        AUGMENTATIONS,
+        missing=f" (derive it again: `harvest mint {pin.augments} --augment`)",
+    )
 
 
-def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None,
-             augment_text: str | None = None) -> None:
+def populate(
+    pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None, augment_text: str | None = None
+) -> None:
     """Write the pin's tree at ``tree`` (must not exist): export the commit (checked against the pin's
     tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256),
     then the pin's seed augmentation (``augment_text``, default: read from the pins folder; checked too), then a
@@ -91,15 +103,17 @@ def populate(pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None =
     if pin.augmentation_sha256:
         text = augmentation_text(pin) if augment_text is None else augment_text
         if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
-            raise PinError(f"{pin.id}: the augmentation patch does not match its recorded sha256 "
-                           f"{pin.augmentation_sha256[:12]}")
+            raise PinError(
+                f"{pin.id}: the augmentation patch does not match its recorded sha256 {pin.augmentation_sha256[:12]}"
+            )
         apply_patch(tree, text)
     if pin.is_history:  # the fix, read again from the repository's history (a pin never stores code)
         apply_fix(tree, pin_fix(pin, repo))
 
 
-def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None,
-             augment_text: str | None = None) -> Path:
+def template(
+    pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None, augment_text: str | None = None
+) -> Path:
     """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use.
 
     ``compat_text`` defaults to the pin's compat patch under the pins folder (a dataset row carries its own)."""
@@ -111,8 +125,13 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
         tree = staging / "tree"
-        populate(pin, tree, compat_patch_text(pin) if compat_text is None else compat_text, fetch_from=fetch_from,
-                 augment_text=augment_text)
+        populate(
+            pin,
+            tree,
+            compat_patch_text(pin) if compat_text is None else compat_text,
+            fetch_from=fetch_from,
+            augment_text=augment_text,
+        )
         atomic.write_text(tree / TEMPLATE_MARKER, _marker(pin))
         old = None
         if dest.exists():
@@ -127,10 +146,19 @@ def template(pin: Pin, *, compat_text: str | None = None, fetch_from: str | None
     return dest
 
 
-def fresh_workspace(pin: Pin, dest: Path, *, compat_text: str | None = None, fetch_from: str | None = None,
-                    augment_text: str | None = None) -> Path:
+def fresh_workspace(
+    pin: Pin,
+    dest: Path,
+    *,
+    compat_text: str | None = None,
+    fetch_from: str | None = None,
+    augment_text: str | None = None,
+) -> Path:
     """A new copy of the pin's template at ``dest`` (which must not exist)."""
-    shutil.copytree(template(pin, compat_text=compat_text, fetch_from=fetch_from, augment_text=augment_text), dest,
-                    symlinks=True,
-                    ignore=shutil.ignore_patterns(TEMPLATE_MARKER))
+    shutil.copytree(
+        template(pin, compat_text=compat_text, fetch_from=fetch_from, augment_text=augment_text),
+        dest,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(TEMPLATE_MARKER),
+    )
     return dest

@@ -13,6 +13,19 @@ from dbt_harvest.mutators.registry import REGISTRY, candidates
 from dbt_harvest.mutators.transplanting import transplant
 
 __all__ = [
-    "EFFECTS", "FAMILIES", "REGISTRY", "Edit", "MaskedFile", "Mutation", "Operator", "Region", "Site", "WrongRepair",
-    "candidates", "difference", "is_equivalent", "mask_file", "transplant",
+    "EFFECTS",
+    "FAMILIES",
+    "REGISTRY",
+    "Edit",
+    "MaskedFile",
+    "Mutation",
+    "Operator",
+    "Region",
+    "Site",
+    "WrongRepair",
+    "candidates",
+    "difference",
+    "is_equivalent",
+    "mask_file",
+    "transplant",
 ]

@@ -22,13 +22,39 @@ from dbt_harvest.mutators.sqlfacts import predicate_clauses
 
 #: Nodes that make a predicate depend on the rows (or on something outside the text): never constant.
 _ROW_DEPENDENT: tuple[type[exp.Expression], ...] = (
-    exp.Column, exp.Subquery, exp.Select, exp.Exists, exp.AggFunc, exp.Window, exp.CurrentDate,
-    exp.CurrentTimestamp, exp.CurrentDatetime, exp.CurrentTime, exp.Rand, exp.Anonymous,
+    exp.Column,
+    exp.Subquery,
+    exp.Select,
+    exp.Exists,
+    exp.AggFunc,
+    exp.Window,
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.CurrentDatetime,
+    exp.CurrentTime,
+    exp.Rand,
+    exp.Anonymous,
 )
 #: Boolean-valued nodes inside a predicate that are checked for constancy one by one.
 _PREDICATE_NODES: tuple[type[exp.Expression], ...] = (
-    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Is, exp.Boolean, exp.Not, exp.Paren,
-    exp.And, exp.Or, exp.Like, exp.ILike, exp.Between, exp.NullSafeEQ, exp.NullSafeNEQ,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.In,
+    exp.Is,
+    exp.Boolean,
+    exp.Not,
+    exp.Paren,
+    exp.And,
+    exp.Or,
+    exp.Like,
+    exp.ILike,
+    exp.Between,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
 )
 
 #: Parents that make a node a condition of its own.
@@ -56,13 +82,11 @@ def is_constant(parsed: MaskedFile, node: exp.Expression) -> bool:
 
 def always_false(parsed: MaskedFile, condition: exp.Expression) -> bool:
     """True when a condition without Jinja values simplifies to FALSE (``1 = 0``, ``false``, ``1 = 2``)."""
-    if not is_constant(parsed, condition) or any(
-        isinstance(n, exp.Column) for n in condition.walk()
-    ):
+    if not is_constant(parsed, condition) or any(isinstance(n, exp.Column) for n in condition.walk()):
         return False
     try:
         simplified = simplify(condition.copy())
-    except Exception:  # noqa: BLE001 - sqlglot's simplifier on odd input: not provably false
+    except Exception:
         return False
     return isinstance(simplified, exp.Boolean) and simplified.this is False
 

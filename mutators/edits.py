@@ -32,7 +32,7 @@ class Edit:
             raise EditRangeError(f"edit ends at {self.end} but the text has {len(text)} characters")
         return text[: self.start] + self.replacement + text[self.end :]
 
-    def inverse(self, text: str) -> "Edit":
+    def inverse(self, text: str) -> Edit:
         """The edit over ``self.apply(text)`` that restores ``text`` exactly."""
         if self.end > len(text):
             raise EditRangeError(f"edit ends at {self.end} but the text has {len(text)} characters")
@@ -66,7 +66,7 @@ def difference(before: str, after: str) -> Edit:
     suffix = 0
     while suffix < limit - prefix and before[len(before) - 1 - suffix] == after[len(after) - 1 - suffix]:
         suffix += 1
-    return Edit(prefix, len(before) - suffix, after[prefix:len(after) - suffix])
+    return Edit(prefix, len(before) - suffix, after[prefix : len(after) - suffix])
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,12 @@ from dbt_harvest.mutators.edits import Edit, WrongRepair
 from dbt_harvest.mutators.masking import MaskedFile
 from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
-    conjuncts, drop_conjunct_edit, looks_temporal, predicate_clauses, same_case, text_of,
+    conjuncts,
+    drop_conjunct_edit,
+    looks_temporal,
+    predicate_clauses,
+    same_case,
+    text_of,
     token_between,
 )
 
@@ -133,7 +138,7 @@ def _other_side(parsed: MaskedFile, item: exp.Expression, span: tuple[int, int])
     text = parsed.text[span[0] : span[1]]
     old = parsed.text[tok.start : tok.end + 1]
     at = tok.start - span[0]
-    return text[:at] + _STRICTNESS[old] + text[at + len(old):]
+    return text[:at] + _STRICTNESS[old] + text[at + len(old) :]
 
 
 def _one_value_less(parsed: MaskedFile, item: exp.Expression, span: tuple[int, int]) -> str | None:
@@ -145,7 +150,7 @@ def _one_value_less(parsed: MaskedFile, item: exp.Expression, span: tuple[int, i
         return None
     cut = (spans[-2][1] - span[0], spans[-1][1] - span[0])  # type: ignore[index]
     text = parsed.text[span[0] : span[1]]
-    return text[: cut[0]] + text[cut[1]:]
+    return text[: cut[0]] + text[cut[1] :]
 
 
 def _other_literal(parsed: MaskedFile, item: exp.Expression, col: exp.Column) -> str | None:
@@ -197,9 +202,7 @@ class ChangeLiteral(Operator):
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
         parent = node.parent
-        if isinstance(parent, exp.In):
-            parent_cmp = parent
-        elif isinstance(parent, _COMPARISONS):
+        if isinstance(parent, (exp.In, _COMPARISONS)):
             parent_cmp = parent
         else:
             return []
@@ -225,8 +228,9 @@ class ChangeLiteral(Operator):
         owner = parent_cmp.parent if isinstance(parent_cmp.parent, exp.Not) else parent_cmp
         wrong: list[Edit | WrongRepair | None] = [drop_mutated_conjunct(parsed, owner, edit)]
         if re.fullmatch(r"\d+", raw) and int(raw) >= 1:
-            wrong.append(WrongRepair(span[0], span[0] + len(new), str(int(raw) - 1),
-                                     "move the value back, past the right one"))
+            wrong.append(
+                WrongRepair(span[0], span[0] + len(new), str(int(raw) - 1), "move the value back, past the right one")
+            )
         return self.site(parsed, *span, new, wrong)
 
 
@@ -302,7 +306,7 @@ class OrToAnd(_SwapConnective):
     source, target = "OR", "and"
 
 
-def comparison_token(parsed: MaskedFile, node: exp.Expression, words: Iterable[str]):  # noqa: ANN201
+def comparison_token(parsed: MaskedFile, node: exp.Expression, words: Iterable[str]):
     left, right = parsed.span(node.this), parsed.span(node.expression)
     if left is None or right is None:
         return None
@@ -350,6 +354,12 @@ class FlipEquality(Operator):
 
 
 OPERATORS: tuple[Operator, ...] = (
-    DropConjunct(), NegateConjunct(), ChangeLiteral(), DropInElement(), AndToOr(), OrToAnd(),
-    FlipStrictness(), FlipEquality(),
+    DropConjunct(),
+    NegateConjunct(),
+    ChangeLiteral(),
+    DropInElement(),
+    AndToOr(),
+    OrToAnd(),
+    FlipStrictness(),
+    FlipEquality(),
 )

@@ -12,8 +12,14 @@ from dbt_harvest.mutators.edits import Edit, WrongRepair
 from dbt_harvest.mutators.masking import MaskedFile
 from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
-    add_distinct_edit, enclosing_select, list_drop, looks_temporal, same_case, token_between, tokens_in,
+    add_distinct_edit,
+    enclosing_select,
+    list_drop,
+    looks_temporal,
+    same_case,
     sibling_column,
+    token_between,
+    tokens_in,
 )
 
 _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
@@ -24,7 +30,7 @@ _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
 }
 
 
-def _delete_word(parsed: MaskedFile, tok) -> Edit:  # noqa: ANN001
+def _delete_word(parsed: MaskedFile, tok) -> Edit:
     """Delete a keyword token and the whitespace after it."""
     end = tok.end + 1
     while end < len(parsed.text) and parsed.text[end] in " \t":
@@ -80,8 +86,14 @@ class CountDistinctToCount(Operator):
             col_span = parsed.span(distinct.expressions[0])
             assert col_span is not None
             at = col_span[0] + edit.delta
-            wrong.append(WrongRepair(edit.start, at + (col_span[1] - col_span[0]), f"distinct {other}",
-                                     "count distinct values of another key"))
+            wrong.append(
+                WrongRepair(
+                    edit.start,
+                    at + (col_span[1] - col_span[0]),
+                    f"distinct {other}",
+                    "count distinct values of another key",
+                )
+            )
         return self.site(parsed, edit.start, edit.end, "", wrong)
 
 
@@ -106,7 +118,9 @@ class SwapAggregate(Operator):
         if second == "avg" and (looks_temporal(node.this) or not _numeric_looking(node.this)):
             second = ""  # an average of dates or of text is no repair anyone would write
         new = same_case(name, first)
-        wrong: list[Edit | WrongRepair | None] = [Edit(start, start + len(new), same_case(name, second))] if second else []
+        wrong: list[Edit | WrongRepair | None] = (
+            [Edit(start, start + len(new), same_case(name, second))] if second else []
+        )
         if span[0] == start:  # the call starts with its name: `max(x)`, not `x.max()`
             wrong.append(_other_column(parsed, node, name, new))
         return self.site(parsed, start, end, new, wrong)
@@ -170,8 +184,14 @@ class FlipDedupOrder(Operator):
         sort_key = first.this if isinstance(first, exp.Ordered) else first
         other = _sibling(parsed, sort_key)
         if other is not None and edit.start >= inner[1]:  # the right direction, on another timestamp
-            wrong.append(WrongRepair(inner[0], wrong_pos, other + parsed.text[inner[1] : edit.end],
-                                     "keep the direction, sort on another timestamp"))
+            wrong.append(
+                WrongRepair(
+                    inner[0],
+                    wrong_pos,
+                    other + parsed.text[inner[1] : edit.end],
+                    "keep the direction, sort on another timestamp",
+                )
+            )
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong)
 
 
@@ -238,6 +258,11 @@ class UnionAllToUnion(_UnionToggle):
 
 
 OPERATORS: tuple[Operator, ...] = (
-    CountDistinctToCount(), SwapAggregate(), DropPartitionKey(), FlipDedupOrder(), DropSelectDistinct(),
-    UnionToUnionAll(), UnionAllToUnion(),
+    CountDistinctToCount(),
+    SwapAggregate(),
+    DropPartitionKey(),
+    FlipDedupOrder(),
+    DropSelectDistinct(),
+    UnionToUnionAll(),
+    UnionAllToUnion(),
 )

@@ -12,7 +12,14 @@ from dbt_harvest.mutators.filters import is_join_key
 from dbt_harvest.mutators.masking import MaskedFile
 from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
-    add_distinct_edit, conjuncts, enclosing_select, list_drop, same_case, sibling_column, text_of, tokens_in,
+    add_distinct_edit,
+    conjuncts,
+    enclosing_select,
+    list_drop,
+    same_case,
+    sibling_column,
+    text_of,
+    tokens_in,
 )
 
 
@@ -117,7 +124,7 @@ def _key_against_another_column(parsed: MaskedFile, item: exp.Expression, edit: 
         return None
     removed = parsed.text[edit.start : edit.end]
     at = right_span[0] - edit.start
-    restored = removed[:at] + other + removed[at + right_span[1] - right_span[0]:]
+    restored = removed[:at] + other + removed[at + right_span[1] - right_span[0] :]
     return WrongRepair(edit.start, edit.start, restored, "restore the join key against the wrong column")
 
 

@@ -113,14 +113,26 @@ def mask_file(text: str) -> MaskedFile:
             continue
         tree = tree_or_error
         return MaskedFile(
-            text, masked, True, None, regions, tuple(tags), dialect, name,
-            tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
+            text,
+            masked,
+            True,
+            None,
+            regions,
+            tuple(tags),
+            dialect,
+            name,
+            tree=tree,
+            tokens=tuple(tokens or ()),
+            spans=compute_spans(tree, masked),
         )
     # a macro that expands to a WHERE clause among others that expand to expressions: try each macro
     # call that stands alone on its line, one at a time, as the WHERE (a file-wide rendering gives
     # several WHEREs; a call inside a select list shares its line with a comma or an alias)
-    calls = [t for t in tags if _is_macro_call(t) and t.word != "config" and _alone_on_its_line(text, t)
-             and t.end - t.start >= 8][:MAX_WHERE_TRIES]
+    calls = [
+        t
+        for t in tags
+        if _is_macro_call(t) and t.word != "config" and _alone_on_its_line(text, t) and t.end - t.start >= 8
+    ][:MAX_WHERE_TRIES]
     for call in calls:
         masked = _without_bom(_mask(text, tags, blocks, "first", "ident", where_at=call.start))
         dialect, tree_or_error, tokens = first_parse(masked)
@@ -128,8 +140,17 @@ def mask_file(text: str) -> MaskedFile:
             continue
         tree = tree_or_error
         return MaskedFile(
-            text, masked, True, None, regions, tuple(tags), dialect, f"first-branch/where-macro@{call.start}",
-            tree=tree, tokens=tuple(tokens or ()), spans=compute_spans(tree, masked),
+            text,
+            masked,
+            True,
+            None,
+            regions,
+            tuple(tags),
+            dialect,
+            f"first-branch/where-macro@{call.start}",
+            tree=tree,
+            tokens=tuple(tokens or ()),
+            spans=compute_spans(tree, masked),
         )
     return MaskedFile(text, first_masked, False, first_reason, regions, tuple(tags))
 

@@ -45,7 +45,8 @@ class IsNotTrueToNot(Operator):
         fill = "true" if truth else "false"
         wrong = [
             Edit(span[0], span[0] + len(new), f"not coalesce({parsed.text[slice(*parsed.span(inner.this))]}, {fill})")
-            if truth else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
+            if truth
+            else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
             Edit(span[0], span[0] + len(new), f"{value} = {'false' if truth else 'true'}"),
         ]
         # it drops rows only where it filters; in a select list or a LEFT JOIN's ON it changes values
@@ -128,8 +129,9 @@ class FlipIsNull(Operator):
             owner = node
         # in a filter the flip swaps the rows kept (more or fewer); elsewhere it changes values
         effect = "changed_rows" if is_positive_predicate(owner) else ""
-        return self.site(parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)],
-                         effect=effect)
+        return self.site(
+            parsed, edit.start, edit.end, edit.replacement, [drop_mutated_conjunct(parsed, owner, edit)], effect=effect
+        )
 
 
 class DropCoalesceDefault(Operator):
@@ -156,10 +158,18 @@ class DropCoalesceDefault(Operator):
         edit = Edit(span[0], span[1], value)
         mutated_outer = parsed.text[outer[0] : span[0]] + value + parsed.text[span[1] : outer[1]]
         default = text_of(parsed, rest[0])
-        wrong: list[Edit | WrongRepair] = [Edit(outer[0], outer[1] + edit.delta, f"coalesce({mutated_outer}, {default})")]
+        wrong: list[Edit | WrongRepair] = [
+            Edit(outer[0], outer[1] + edit.delta, f"coalesce({mutated_outer}, {default})")
+        ]
         other = "1" if default != "1" else "0"
-        wrong.append(WrongRepair(span[0], span[0] + len(value), f"coalesce({text_of(parsed, node.this)}, {other})",
-                                 "coalesce to the wrong default"))
+        wrong.append(
+            WrongRepair(
+                span[0],
+                span[0] + len(value),
+                f"coalesce({text_of(parsed, node.this)}, {other})",
+                "coalesce to the wrong default",
+            )
+        )
         return self.site(parsed, *span, value, wrong)
 
 
@@ -189,9 +199,11 @@ def _plain_column(parsed: MaskedFile, select: exp.Select) -> str | None:
     """The first column a projection uses outside any aggregate."""
     for proj in select.expressions:
         for col in proj.find_all(exp.Column):
-            if col.find_ancestor(exp.AggFunc, exp.Select) is select or col.find_ancestor(exp.AggFunc) is None:
-                if clause_of(col) == "projection" and col.find_ancestor(exp.Select) is select:
-                    return text_of(parsed, col)
+            outside_aggregates = (
+                col.find_ancestor(exp.AggFunc, exp.Select) is select or col.find_ancestor(exp.AggFunc) is None
+            )
+            if outside_aggregates and clause_of(col) == "projection" and col.find_ancestor(exp.Select) is select:
+                return text_of(parsed, col)
     return None
 
 
@@ -216,6 +228,11 @@ class CountColumnToStar(Operator):
 
 
 OPERATORS: tuple[Operator, ...] = (
-    IsNotTrueToNot(), DistinctFromToNeq(), DropCoalesceBool(), FlipIsNull(), DropCoalesceDefault(),
-    CountStarToColumn(), CountColumnToStar(),
+    IsNotTrueToNot(),
+    DistinctFromToNeq(),
+    DropCoalesceBool(),
+    FlipIsNull(),
+    DropCoalesceDefault(),
+    CountStarToColumn(),
+    CountColumnToStar(),
 )

@@ -32,8 +32,9 @@ def _check() -> None:
 _check()
 
 
-def candidates(text: str, families: Collection[str] | None = None,
-               dead: list[tuple[str, str, str]] | None = None) -> list[Mutation]:
+def candidates(
+    text: str, families: Collection[str] | None = None, dead: list[tuple[str, str, str]] | None = None
+) -> list[Mutation]:
     """Every mutation of a model file that parses, stays outside off-limits regions and dead code
     (``deadcode``: constant predicates, SELECTs that can return no row), and is not statically
     equivalent to the original. Sites skipped as dead code are appended to ``dead`` as
@@ -63,7 +64,7 @@ def candidates(text: str, families: Collection[str] | None = None,
     return out
 
 
-def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -> Mutation | None:  # noqa: ANN001
+def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -> Mutation | None:
     edit = op.apply(site)
     mutant = edit.apply(parsed.text)
     masked_mutant = mask_file(mutant)
@@ -72,8 +73,12 @@ def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -
     if original_canon is not None and canonical(masked_mutant) == original_canon:
         return None
     return Mutation(
-        operator=op.id, family=op.family, effect=site.effect or op.effect, edit=edit,
-        wrong_repairs=tuple(op.wrong_repairs(site)), description=site.description,
+        operator=op.id,
+        family=op.family,
+        effect=site.effect or op.effect,
+        edit=edit,
+        wrong_repairs=tuple(op.wrong_repairs(site)),
+        description=site.description,
     )
 
 

@@ -23,9 +23,21 @@ _TEMPORAL = re.compile(
     re.IGNORECASE,
 )
 _TEMPORAL_NODES: tuple[type[exp.Expression], ...] = (
-    exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentDatetime, exp.Interval, exp.DateTrunc,
-    exp.TimestampTrunc, exp.DateAdd, exp.DateSub, exp.TsOrDsAdd, exp.DateDiff, exp.StrToDate,
-    exp.StrToTime, exp.TimeToStr, exp.Date, exp.Timestamp,
+    exp.CurrentDate,
+    exp.CurrentTimestamp,
+    exp.CurrentDatetime,
+    exp.Interval,
+    exp.DateTrunc,
+    exp.TimestampTrunc,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.TsOrDsAdd,
+    exp.DateDiff,
+    exp.StrToDate,
+    exp.StrToTime,
+    exp.TimeToStr,
+    exp.Date,
+    exp.Timestamp,
 )
 
 
@@ -184,10 +196,19 @@ def sibling_column(parsed: Any, node: exp.Expression) -> str | None:
     temporal, kind = looks_temporal(node), value_kind(node.name)
     if not temporal and kind is None:
         return None
-    names = sorted({c.name for c in parsed.tree.find_all(exp.Column)
-                    if c.table == node.table and c.name and c.name != node.name
-                    and looks_temporal(c) == temporal and value_kind(c.name) == kind
-                    and parsed.span(c) is not None and parsed.text[slice(*parsed.span(c))].endswith(c.name)})
+    names = sorted(
+        {
+            c.name
+            for c in parsed.tree.find_all(exp.Column)
+            if c.table == node.table
+            and c.name
+            and c.name != node.name
+            and looks_temporal(c) == temporal
+            and value_kind(c.name) == kind
+            and parsed.span(c) is not None
+            and parsed.text[slice(*parsed.span(c))].endswith(c.name)
+        }
+    )
     if not names:
         return None
     return f"{node.table}.{names[0]}" if node.table else names[0]
@@ -215,8 +236,9 @@ def looks_temporal(node: exp.Expression) -> bool:
     return False
 
 
-def drop_conjunct_edit(parsed: Any, clause: str, owner: exp.Expression, items: list[exp.Expression],
-                       index: int) -> Edit | None:
+def drop_conjunct_edit(
+    parsed: Any, clause: str, owner: exp.Expression, items: list[exp.Expression], index: int
+) -> Edit | None:
     """The edit over the original text that removes one conjunct (or the whole lone WHERE/HAVING)."""
     if len(items) >= 2:
         span = list_drop(parsed, items, index)

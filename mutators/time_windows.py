@@ -84,8 +84,10 @@ class IntervalAmount(Operator):
             return []
         value = int(match.group(0))
         edit = Edit(match.start(), match.end(), str(value + 1))
-        wrong = [Edit(match.start(), match.start() + len(edit.replacement), str(max(value - 1, 0))),
-                 bound_dropped(parsed, node, edit)]
+        wrong = [
+            Edit(match.start(), match.start() + len(edit.replacement), str(max(value - 1, 0))),
+            bound_dropped(parsed, node, edit),
+        ]
         # a longer interval added to a bound moves it later; subtracted, earlier (window_effect flips it)
         return self.site(parsed, edit.start, edit.end, edit.replacement, wrong, effect=window_effect(node, False))
 
@@ -105,14 +107,18 @@ class IntervalUnit(Operator):
         return _unit_site(self, parsed, span, node)
 
 
-def _unit_site(op: Operator, parsed: MaskedFile, span: tuple[int, int], node: exp.Expression | None = None) -> list[Site]:
+def _unit_site(
+    op: Operator, parsed: MaskedFile, span: tuple[int, int], node: exp.Expression | None = None
+) -> list[Site]:
     match = _UNIT_WORD.search(parsed.text, span[0], span[1])
     if match is None:
         return []
     unit, plural = match.group(1), match.group(2)
     first, second = _UNITS[unit.lower()]
     new = same_case(unit, first) + plural
-    wrong: list[Edit | WrongRepair | None] = [Edit(match.start(), match.start() + len(new), same_case(unit, second) + plural)]
+    wrong: list[Edit | WrongRepair | None] = [
+        Edit(match.start(), match.start() + len(new), same_case(unit, second) + plural)
+    ]
     if node is not None:
         wrong.append(bound_dropped(parsed, node, Edit(match.start(), match.end(), new)))
     effect = ""
@@ -172,8 +178,10 @@ class ShiftAnchor(Operator):
         if not re.fullmatch(r"[A-Za-z_]+(\(\s*\))?", raw):
             return []
         new = f"({raw} - interval '1 day')"
-        wrong = [Edit(span[0], span[0] + len(new), f"({raw} + interval '1 day')"),
-                 bound_dropped(parsed, node, Edit(span[0], span[1], new))]
+        wrong = [
+            Edit(span[0], span[0] + len(new), f"({raw} + interval '1 day')"),
+            bound_dropped(parsed, node, Edit(span[0], span[1], new)),
+        ]
         return self.site(parsed, *span, new, wrong, effect=window_effect(node, True))
 
 
@@ -197,8 +205,11 @@ class SwapTimestampColumns(Operator):
         if parsed.text[start:end] != node.name:
             return []  # quoted identifiers: leave alone
         siblings = sorted(
-            {c.name for c in parsed.tree.find_all(exp.Column)
-             if c.table == node.table and c.name != node.name and looks_like_a_point_in_time(c.name)}
+            {
+                c.name
+                for c in parsed.tree.find_all(exp.Column)
+                if c.table == node.table and c.name != node.name and looks_like_a_point_in_time(c.name)
+            }
         )
         if not siblings:
             return []
@@ -207,5 +218,10 @@ class SwapTimestampColumns(Operator):
 
 
 OPERATORS: tuple[Operator, ...] = (
-    IntervalAmount(), IntervalUnit(), TruncUnit(), Boundary(), ShiftAnchor(), SwapTimestampColumns(),
+    IntervalAmount(),
+    IntervalUnit(),
+    TruncUnit(),
+    Boundary(),
+    ShiftAnchor(),
+    SwapTimestampColumns(),
 )

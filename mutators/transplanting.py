@@ -133,7 +133,7 @@ def _places(lazy: re.Pattern[str], greedy: re.Pattern[str], text: str) -> tuple[
 def _mapped(match: re.Match[str], edit: Edit, raw: str, inner: list[Tag]) -> Edit | None:
     replacement = edit.replacement
     if inner:
-        mid_groups = [g for g in range(1, (match.re.groups or 0) + 1)]
+        mid_groups = list(range(1, (match.re.groups or 0) + 1))
         # the middle's tag groups are the last len(inner) groups inside "mid"
         rendered = tuple(match.group(g) for g in mid_groups[-len(inner) :])
         for tag, text in zip(inner, rendered):

@@ -19,6 +19,8 @@ _ARITH: dict[type[exp.Expression], tuple[str, str, str]] = {
     exp.Mul: ("*", "/", "/"),
     exp.Div: ("/", "*", "/"),
 }
+
+
 class SwapThenBranches(Operator):
     id = "values.swap_then_branches"
     family = "values"
@@ -38,7 +40,7 @@ class SwapThenBranches(Operator):
         if len(values) == 1 and default is not None:
             pairs.append((values[0], default, None))
         out: list[Site] = []
-        for a, b, cond_pair in pairs:
+        for a, b, _cond in pairs:
             sa, sb = parsed.span(a), parsed.span(b)
             if sa is None or sb is None or sa[1] > sb[0]:
                 continue
@@ -47,7 +49,9 @@ class SwapThenBranches(Operator):
             new = tb + middle + ta
             # restore one branch and leave the other: the first result back in place, the second still
             # holding it too (a person who fixed the first rows they looked at)
-            wrong: list[Edit | WrongRepair] = [WrongRepair(sa[0], sa[0] + len(tb), ta, "restore one branch, leave the other")]
+            wrong: list[Edit | WrongRepair] = [
+                WrongRepair(sa[0], sa[0] + len(tb), ta, "restore one branch, leave the other")
+            ]
             out += self.site(parsed, sa[0], sb[1], new, wrong)
         return out
 
@@ -108,8 +112,14 @@ class SwapArithmetic(Operator):
         if other is not None and other.rsplit(".", 1)[-1] != getattr(node.this, "name", None):
             between = parsed.text[left[1] : tok.start]
             after = parsed.text[tok.end + 1 : right[0]]
-            wrong.append(WrongRepair(left[0], gap_end, f"{lt}{between}{old}{after}{other}",
-                                     "restore the operator, over another column of the same kind"))
+            wrong.append(
+                WrongRepair(
+                    left[0],
+                    gap_end,
+                    f"{lt}{between}{old}{after}{other}",
+                    "restore the operator, over another column of the same kind",
+                )
+            )
         return self.site(parsed, tok.start, tok.end + 1, new, wrong)
 
 
@@ -135,9 +145,11 @@ class SwapSiblingColumn(Operator):
             return []
         # only siblings spelled in the file itself: a name made of a Jinja placeholder is no column
         siblings = sorted(
-            {c.name for c in parsed.tree.find_all(exp.Column)
-             if c.table == node.table and c.name != node.name and _kind(c.name) == kind
-             and _spelled(parsed, c)}
+            {
+                c.name
+                for c in parsed.tree.find_all(exp.Column)
+                if c.table == node.table and c.name != node.name and _kind(c.name) == kind and _spelled(parsed, c)
+            }
         )
         if not siblings:
             return []

@@ -77,6 +77,5 @@ def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
             (shared / _VALUE).write_bytes(pickle.dumps(value))
             (shared / _DONE).touch()
     private = factory.mktemp(name)
-    shutil.copytree(shared, private, symlinks=True, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns(_DONE, _VALUE))
+    shutil.copytree(shared, private, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(_DONE, _VALUE))
     return rebase(pickle.loads((shared / _VALUE).read_bytes()), shared, private)

@@ -16,7 +16,9 @@ from dbt_harvest.cli import main
 
 def run_cli(root: Path, *args: str) -> tuple[int, str, str]:
     """``harvest ARGS`` with HARVEST_HOME=<root>/home and HARVEST_PINS=<root>/pins: (exit code, stdout, stderr)."""
-    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")})
+    result = CliRunner().invoke(
+        main, list(args), env={"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")}
+    )
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -123,16 +123,22 @@ def mint_world(example_harvest: Harvested, tmp_path_factory: pytest.TempPathFact
         state = load_state(pin.id)
         gold = gold_path(pin.gold_sha256)
         original = (template(pin) / "models/marts/product_performance.sql").read_text()
-    return {"pin": pin, "state": state, "nodes": models(state.manifest), "gold": gold,
-            "original": original, "harvest": example_harvest, "scratch": tmp_path_factory.mktemp("mint-world")}
+    return {
+        "pin": pin,
+        "state": state,
+        "nodes": models(state.manifest),
+        "gold": gold,
+        "original": original,
+        "harvest": example_harvest,
+        "scratch": tmp_path_factory.mktemp("mint-world"),
+    }
 
 
 def _mint_into(harvested: Harvested, dest: Path) -> Minted:
     """Copy a harvest, reserve its only repository to train, and mint one task per model."""
-    from dbt_harvest.corpora.ledger import Params, assign
-    from dbt_harvest.corpora.store import load_tasks
     from dbt_harvest.core.home import harvest_home, pins_dir
-    from dbt_harvest.corpora.store import mint_target
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks, mint_target
     from dbt_harvest.harvester.mint.pipeline import MintOptions, mint
 
     home, pins = dest / "home", dest / "pins"

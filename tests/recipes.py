@@ -21,15 +21,28 @@ def finished_run(folder: Path, name: str, *, weights: bytes | None = None, datas
     run_dir = folder / name
     (run_dir / ADAPTER_DIR).mkdir(parents=True, exist_ok=True)
     (run_dir / ADAPTER_DIR / "adapter_model.safetensors").write_bytes(weights or b"weights of " + name.encode())
-    config = {"run": {"kind": "sft", "name": name, "output_dir": str(folder), "claim_under_test": "a test recipe"},
-              "model": {"base": "tiny://"}, "train": {"learning_rate": 0.0001}}
+    config = {
+        "run": {"kind": "sft", "name": name, "output_dir": str(folder), "claim_under_test": "a test recipe"},
+        "model": {"base": "tiny://"},
+        "train": {"learning_rate": 0.0001},
+    }
     (run_dir / CONFIG_NAME).write_text(tomli_w.dumps(config))
     body = {
-        "format": 1, "run": name, "kind": "sft", "status": "completed", "claim_under_test": "a test recipe",
-        "dataset": {"sha256": dataset, "split": "train", "tasks": 1, "format": "single_turn"}, "config": config,
+        "format": 1,
+        "run": name,
+        "kind": "sft",
+        "status": "completed",
+        "claim_under_test": "a test recipe",
+        "dataset": {"sha256": dataset, "split": "train", "tasks": 1, "format": "single_turn"},
+        "config": config,
         "base_model": {"id": "tiny://", "revision": "local", "path": "base-tiny"},
-        "adapter_sha256": folder_sha256(run_dir / ADAPTER_DIR), "project_git": {"commit": None, "dirty": None},
-        "seed": 0, "versions": {}, "hardware": {}, "timings": {}, "metrics": {"global_step": 1},
+        "adapter_sha256": folder_sha256(run_dir / ADAPTER_DIR),
+        "project_git": {"commit": None, "dirty": None},
+        "seed": 0,
+        "versions": {},
+        "hardware": {},
+        "timings": {},
+        "metrics": {"global_step": 1},
     }
     (run_dir / MANIFEST_NAME).write_text(json.dumps(sign(body), sort_keys=True, indent=1) + "\n")
     return run_dir

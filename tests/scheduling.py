@@ -43,8 +43,12 @@ def longest_first(nodeids: Sequence[str], seconds: Mapping[str, float]) -> list[
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--store-durations", action="store_true", default=False,
-                     help=f"Write each module's measured seconds to {DURATIONS.name} (the longest-first order).")
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        default=False,
+        help=f"Write each module's measured seconds to {DURATIONS.name} (the longest-first order).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

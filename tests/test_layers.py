@@ -115,22 +115,27 @@ def test_the_sandbox_child_imports_nothing_of_ours() -> None:
 
 
 def test_only_the_cli_imports_train() -> None:
-    users = sorted({
-        module_name(path)
-        for path in project_modules()
-        if path.relative_to(PACKAGE).parts[0] not in ("train", "cli")
-        for arrow in arrows(path.read_text(), module_name(path))
-        if layer_of(arrow.target) == "train"
-    })
+    users = sorted(
+        {
+            module_name(path)
+            for path in project_modules()
+            if path.relative_to(PACKAGE).parts[0] not in ("train", "cli")
+            for arrow in arrows(path.read_text(), module_name(path))
+            if layer_of(arrow.target) == "train"
+        }
+    )
     assert not users, f"modules outside train/ and cli/ importing train: {users}"
 
 
-@pytest.mark.parametrize("source", [
-    "from dbt_harvest.eval.env import RepairEnvironment\n",
-    "def f():\n    from dbt_harvest.corpora.store import store_task\n",
-    "import importlib\nimportlib.import_module('dbt_harvest.train.grpo')\n",
-    "ENV = 'dbt_harvest.eval.env:RepairEnvironment'\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from dbt_harvest.eval.env import RepairEnvironment\n",
+        "def f():\n    from dbt_harvest.corpora.store import store_task\n",
+        "import importlib\nimportlib.import_module('dbt_harvest.train.grpo')\n",
+        "ENV = 'dbt_harvest.eval.env:RepairEnvironment'\n",
+    ],
+)
 def test_the_checker_sees_hidden_arrows(source: str) -> None:
     """The checker itself can fail: each of these, written in the harvester, is an arrow up."""
     found = arrows(source, "dbt_harvest.harvester.mint.pipeline")
@@ -138,10 +143,16 @@ def test_the_checker_sees_hidden_arrows(source: str) -> None:
 
 
 def test_the_checker_allows_arrows_down() -> None:
-    source = ("from dbt_harvest.core.errors import HarvestError\nfrom dbt_harvest.mutators import candidates\n"
-              "from . import shard\n")
+    source = (
+        "from dbt_harvest.core.errors import HarvestError\nfrom dbt_harvest.mutators import candidates\n"
+        "from . import shard\n"
+    )
     found = arrows(source, "dbt_harvest.harvester.mint.pipeline")
-    assert [a.target for a in found] == ["dbt_harvest.core.errors", "dbt_harvest.mutators", "dbt_harvest.harvester.mint"]
+    assert [a.target for a in found] == [
+        "dbt_harvest.core.errors",
+        "dbt_harvest.mutators",
+        "dbt_harvest.harvester.mint",
+    ]
     assert not any(a.upward for a in found)
 
 
@@ -203,11 +214,14 @@ def test_only_one_name_is_importable_at_the_top_level(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    probe = ("import importlib.util as u, json; "
-             f"print(json.dumps({{n: u.find_spec(n) is not None for n in {[ROOT_PACKAGE, *LAYERS]!r}}}))")
+    probe = (
+        "import importlib.util as u, json; "
+        f"print(json.dumps({{n: u.find_spec(n) is not None for n in {[ROOT_PACKAGE, *LAYERS]!r}}}))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    ).stdout
     import json
 
     found = json.loads(out)

@@ -30,7 +30,8 @@ def _source_files() -> list[str]:
     ``dbt_harvest/core/x.py``, ``src/dbt_harvest/__init__.py`` -> ``dbt_harvest/__init__.py``)."""
     return sorted(
         str(path.relative_to(folder.parent if folder.name == ROOT_PACKAGE else ROOT))
-        if folder.name == ROOT_PACKAGE else f"{ROOT_PACKAGE}/{path.relative_to(ROOT)}"
+        if folder.name == ROOT_PACKAGE
+        else f"{ROOT_PACKAGE}/{path.relative_to(ROOT)}"
         for folder in (ROOT / "src" / ROOT_PACKAGE, *(ROOT / layer for layer in LAYERS))
         for path in folder.rglob("*")
         if path.is_file() and not {"__pycache__"} & set(path.parts) and path.suffix != ".pyc"
@@ -44,8 +45,12 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         shutil.copy2(ROOT / name, tree / name)
     shutil.copytree(ROOT / "src", tree / "src", ignore=_JUNK)  # follows the layer links, as an sdist does
     out = tmp_path_factory.mktemp("wheelhouse")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(out), str(tree)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (built,) = out.glob("dbt_harvest-*.whl")
     return zipfile.ZipFile(built)

@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import settings
-
 import pytest
+from hypothesis import settings
 
 from tests.property_budget import DEEP_EXAMPLES, cases, variants
 
@@ -47,9 +46,25 @@ def test_the_command_line_profile_reaches_the_test_modules(tmp_path: Path) -> No
     try:
         seen = {}
         for profile in ("harvest", "deep"):
-            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                   f"--hypothesis-profile={profile}", str(probe)], capture_output=True, text=True,
-                                  cwd=ROOT, timeout=300)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-s",
+                    "-p",
+                    "no:cacheprovider",
+                    "-p",
+                    "no:xdist",
+                    f"--hypothesis-profile={profile}",
+                    str(probe),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stdout[-2000:]
             seen[profile] = int(done.stdout.split("CASES ", 1)[1].split()[0])
         assert seen == {"harvest": 500, "deep": 2500}

@@ -35,9 +35,21 @@ def test_mypy_resolves_an_import_to_its_real_signature(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-site-packages", "--config-file", str(ROOT / "pyproject.toml"),
-         "--cache-dir", str(tmp_path / "cache"), str(probe)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-site-packages",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(probe),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert 'Revealed type is "def (path: pathlib.Path) -> builtins.str"' in done.stdout, done.stdout + done.stderr
 
@@ -46,10 +58,18 @@ def test_mypy_resolves_an_import_to_its_real_signature(tmp_path: Path) -> None:
 def test_pyright_resolves_an_import_to_its_real_signature(tmp_path: Path) -> None:
     (tmp_path / "probe.py").write_text(PROBE)
     # the checkout's configuration, pointed at the probe; no interpreter, so no site-packages to fall back on
-    (tmp_path / "pyrightconfig.json").write_text(json.dumps(
-        {"extraPaths": [str(ROOT / "src")], "pythonVersion": "3.11", "venvPath": str(tmp_path), "venv": "none"}))
-    done = subprocess.run([sys.executable, "-m", "pyright", "--outputjson", "probe.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    (tmp_path / "pyrightconfig.json").write_text(
+        json.dumps(
+            {"extraPaths": [str(ROOT / "src")], "pythonVersion": "3.11", "venvPath": str(tmp_path), "venv": "none"}
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pyright", "--outputjson", "probe.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     report = json.loads(done.stdout)
     said = [d["message"] for d in report["generalDiagnostics"]]
     assert 'Type of "sha256_file" is "(path: Path) -> str"' in said, said

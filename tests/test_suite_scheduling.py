@@ -13,13 +13,27 @@ from tests.scheduling import longest_first
 
 
 def test_modules_run_longest_first_unknown_at_the_median_and_each_module_keeps_its_order() -> None:
-    ids = ["tests/a.py::t1", "tests/a.py::t2", "tests/b.py::t1", "tests/new.py::t1", "tests/c.py::t1",
-           "tests/c.py::t2[x]", "tests/c.py::t2[y]"]
+    ids = [
+        "tests/a.py::t1",
+        "tests/a.py::t2",
+        "tests/b.py::t1",
+        "tests/new.py::t1",
+        "tests/c.py::t1",
+        "tests/c.py::t2[x]",
+        "tests/c.py::t2[y]",
+    ]
     seconds = {"tests/a.py": 5.0, "tests/b.py": 30.0, "tests/c.py": 100.0, "tests/gone.py": 1.0}
     ordered = [ids[i] for i in longest_first(ids, seconds)]
     # median of (5, 30, 100, 1) is 17.5: the new module goes between b and a
-    assert ordered == ["tests/c.py::t1", "tests/c.py::t2[x]", "tests/c.py::t2[y]", "tests/b.py::t1",
-                       "tests/new.py::t1", "tests/a.py::t1", "tests/a.py::t2"]
+    assert ordered == [
+        "tests/c.py::t1",
+        "tests/c.py::t2[x]",
+        "tests/c.py::t2[y]",
+        "tests/b.py::t1",
+        "tests/new.py::t1",
+        "tests/a.py::t1",
+        "tests/a.py::t2",
+    ]
     assert longest_first(ids, {}) == list(range(len(ids)))  # nothing measured: collection order
 
 
@@ -41,16 +55,29 @@ class _Outer:
 
 def test_rebase_moves_every_path_under_the_old_root_and_nothing_else(tmp_path: Path) -> None:
     old, new = tmp_path / "shared", tmp_path / "private"
-    value = _Outer(home=old / "home", inner=_Inner(old / "repo", f"{old / 'repo'}@abc"), files=[old / "a", old / "b"],
-                   named={"x": old / "x"}, elsewhere=tmp_path / "other", count=3)
+    value = _Outer(
+        home=old / "home",
+        inner=_Inner(old / "repo", f"{old / 'repo'}@abc"),
+        files=[old / "a", old / "b"],
+        named={"x": old / "x"},
+        elsewhere=tmp_path / "other",
+        count=3,
+    )
     moved = rebase(value, old, new)
-    assert moved == _Outer(home=new / "home", inner=_Inner(new / "repo", f"{new / 'repo'}@abc"), files=[new / "a", new / "b"],
-                           named={"x": new / "x"}, elsewhere=tmp_path / "other", count=3)
+    assert moved == _Outer(
+        home=new / "home",
+        inner=_Inner(new / "repo", f"{new / 'repo'}@abc"),
+        files=[new / "a", new / "b"],
+        named={"x": new / "x"},
+        elsewhere=tmp_path / "other",
+        count=3,
+    )
     assert value.home == old / "home"  # the original is untouched
 
 
 def test_built_once_builds_once_across_workers_and_each_gets_a_private_copy(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw9")  # as under xdist: the build folder is shared by the run
     builds: list[Path] = []
 
@@ -72,7 +99,8 @@ def test_built_once_builds_once_across_workers_and_each_gets_a_private_copy(
 
 
 def test_a_build_that_died_is_started_again_from_an_empty_folder(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw9")
     name = f"probe-{uuid.uuid4().hex[:8]}"
 

@@ -22,7 +22,7 @@ def test_the_default_tier_leaves_deep_tests_out_unless_named_and_the_others_sele
     assert all(runs("all", deep=d, named=n) for d in (True, False) for n in (True, False))
 
 
-MODULE = '''
+MODULE = """
 import pytest
 
 def test_cheap():
@@ -36,7 +36,7 @@ class TestGroup:
     @pytest.mark.deep
     def test_bare(self):
         pass
-'''
+"""
 
 
 def test_a_module_s_tests_are_found_with_whether_each_is_deep() -> None:
@@ -48,14 +48,19 @@ def test_covered_by_must_name_existing_default_tests() -> None:
     assert cover_errors({"tests/test_m.py::test_second_path": ("tests/test_m.py::test_cheap",)}, sources) == []
     # a parametrized test is named with or without its parameters
     assert cover_errors({"x": ("tests/test_m.py::test_cheap[a-1]",)}, sources) == []
-    errors = cover_errors({
-        "a": None,  # the bare marker
-        "b": (),
-        "c": ("tests/test_m.py::test_missing",),
-        "d": ("tests/gone.py::test_cheap",),
-        "e": ("tests/test_m.py::TestGroup::test_bare",),  # covered by another deep test: nothing covers it by default
-        "f": "tests/test_m.py::test_cheap",  # a string, not a tuple of them
-    }, sources)
+    errors = cover_errors(
+        {
+            "a": None,  # the bare marker
+            "b": (),
+            "c": ("tests/test_m.py::test_missing",),
+            "d": ("tests/gone.py::test_cheap",),
+            "e": (
+                "tests/test_m.py::TestGroup::test_bare",
+            ),  # covered by another deep test: nothing covers it by default
+            "f": "tests/test_m.py::test_cheap",  # a string, not a tuple of them
+        },
+        sources,
+    )
     assert [e.split(":", 1)[0] for e in errors] == ["a", "b", "c", "d", "e", "f"]
     assert "does not exist" in errors[2] and "does not exist" in errors[3] and "deep itself" in errors[4]
 
@@ -72,8 +77,14 @@ def _suite(tmp_path: Path, body: str) -> Path:
 
 def _collect(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", *args], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _collected(proc: subprocess.CompletedProcess[str]) -> set[str]:
@@ -81,7 +92,9 @@ def _collected(proc: subprocess.CompletedProcess[str]) -> set[str]:
 
 
 def test_a_real_pytest_run_plays_each_tier_and_refuses_a_deep_test_without_a_cover(tmp_path: Path) -> None:
-    body = MODULE.replace("    @pytest.mark.deep\n", '    @pytest.mark.deep(covered_by=("tests/test_m.py::test_cheap",))\n')
+    body = MODULE.replace(
+        "    @pytest.mark.deep\n", '    @pytest.mark.deep(covered_by=("tests/test_m.py::test_cheap",))\n'
+    )
     root = _suite(tmp_path / "good", body)
     default = _collect(root)
     assert default.returncode == 0, default.stdout + default.stderr
@@ -99,17 +112,24 @@ def test_a_real_pytest_run_plays_each_tier_and_refuses_a_deep_test_without_a_cov
 
 
 def test_a_module_marked_deep_as_a_whole_is_refused(tmp_path: Path) -> None:
-    root = _suite(tmp_path, "import pytest\n\npytestmark = [pytest.mark.slow, pytest.mark.deep]\n\ndef test_a():\n    pass\n")
+    root = _suite(
+        tmp_path, "import pytest\n\npytestmark = [pytest.mark.slow, pytest.mark.deep]\n\ndef test_a():\n    pass\n"
+    )
     assert suite_errors(root, [root / "tests"]) == [
         "tests/test_m.py::pytestmark: a deep test names the default tests that cover it: "
-        "@pytest.mark.deep(covered_by=('tests/...py::test_...', ...))"]
+        "@pytest.mark.deep(covered_by=('tests/...py::test_...', ...))"
+    ]
     assert _collect(root).returncode == pytest.ExitCode.USAGE_ERROR
 
 
 def test_every_deep_test_of_this_suite_names_default_tests_that_exist() -> None:
     from tests.tiers import deep_markers
 
-    deep = [name for path in (ROOT / "tests").rglob("test_*.py")
-            for name, covers in deep_markers(path.read_text()).items() if isinstance(covers, tuple)]
+    deep = [
+        name
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for name, covers in deep_markers(path.read_text()).items()
+        if isinstance(covers, tuple)
+    ]
     assert len(deep) >= 10  # the deep tier this suite has (tests/tiers.py)
     assert suite_errors(ROOT, [ROOT / "tests"]) == []

@@ -46,8 +46,11 @@ def runs(tier: str, deep: bool, named: bool) -> bool:
 def defined_tests(source: str) -> dict[str, bool]:
     """Test functions a module defines, by their node id's tail (``test_x``, ``TestGroup::test_x``), each with
     whether a decorator marks it deep (``pytest.mark.deep(...)`` or ``mark.deep``)."""
-    return {name: covers is not _NOT_DEEP for name, covers in deep_markers(source).items()
-            if name.rsplit("::", 1)[-1] != "pytestmark"}
+    return {
+        name: covers is not _NOT_DEEP
+        for name, covers in deep_markers(source).items()
+        if name.rsplit("::", 1)[-1] != "pytestmark"
+    }
 
 
 def deep_markers(source: str) -> dict[str, object]:
@@ -63,9 +66,12 @@ def deep_markers(source: str) -> dict[str, object]:
                 visit(node.body, f"{prefix}{node.name}::")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
                 found[prefix + node.name] = next((_covers(d) for d in node.decorator_list if _is_deep(d)), _NOT_DEEP)
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
-                if any(_is_deep(n) for n in ast.walk(node.value) if isinstance(n, ast.expr)):
-                    found[prefix + "pytestmark"] = None
+            elif (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+                and any(_is_deep(n) for n in ast.walk(node.value) if isinstance(n, ast.expr))
+            ):
+                found[prefix + "pytestmark"] = None
 
     visit(ast.parse(source).body, "")
     return found
@@ -98,8 +104,11 @@ def suite_errors(root: Path, paths: Iterable[Path]) -> list[str]:
             continue
         module = file.resolve().relative_to(root.resolve()).as_posix()
         sources[module] = file.read_text()
-        marked.update((f"{module}::{name}", covers) for name, covers in deep_markers(sources[module]).items()
-                      if covers is not _NOT_DEEP)
+        marked.update(
+            (f"{module}::{name}", covers)
+            for name, covers in deep_markers(sources[module]).items()
+            if covers is not _NOT_DEEP
+        )
     for covers in marked.values():
         for cover in covers if isinstance(covers, tuple) else ():
             module = str(cover).partition("::")[0]
@@ -117,8 +126,10 @@ def cover_errors(deep_tests: Mapping[str, object], sources: Mapping[str, str | N
     errors = []
     for nodeid, covered_by in sorted(deep_tests.items()):
         if not isinstance(covered_by, tuple) or not covered_by or not all(isinstance(c, str) for c in covered_by):
-            errors.append(f"{nodeid}: a deep test names the default tests that cover it: "
-                          f"@pytest.mark.deep(covered_by=('tests/...py::test_...', ...))")
+            errors.append(
+                f"{nodeid}: a deep test names the default tests that cover it: "
+                f"@pytest.mark.deep(covered_by=('tests/...py::test_...', ...))"
+            )
             continue
         for cover in covered_by:
             module, _, name = cover.partition("::")
@@ -149,15 +160,20 @@ def _named_modules(config: pytest.Config) -> set[str]:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--tier", choices=TIERS, default="default",
-                     help="default: tests not marked deep (the README's run); deep: only the deep tier (second paths "
-                          "to outcomes a default test checks); all: both. CI runs default, then deep.")
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="default",
+        help="default: tests not marked deep (the README's run); deep: only the deep tier (second paths "
+        "to outcomes a default test checks); all: both. CI runs default, then deep.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "deep(covered_by): a second path to an outcome the named default tests check; runs with --tier deep|all")
+        "deep(covered_by): a second path to an outcome the named default tests check; runs with --tier deep|all",
+    )
     if hasattr(config, "workerinput"):  # an xdist worker: the controller checked
         return
     root = Path(config.rootpath)
@@ -172,8 +188,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     named = _named_modules(config)
     keep, drop = [], []
     for item in items:
-        is_named = any(item.nodeid == n or item.nodeid.startswith(n + "::") or item.nodeid.startswith(n + "[")
-                       for n in named)
+        is_named = any(
+            item.nodeid == n or item.nodeid.startswith(n + "::") or item.nodeid.startswith(n + "[") for n in named
+        )
         deep = item.get_closest_marker("deep") is not None
         (keep if runs(tier, deep, is_named) else drop).append(item)
     if drop:

@@ -27,11 +27,11 @@ def resolve_base(config: RunConfig) -> tuple[str, str]:
     """(path or id to load, revision) for the config's base model; builds tiny:// on first use."""
     base = config.model.base
     if base.startswith(TINY_SCHEME):
-        from dbt_harvest.train.tiny import TinySpec, build_tiny
-
         import os
         import shutil
         import tempfile
+
+        from dbt_harvest.train.tiny import TinySpec, build_tiny
 
         folder = config.run_dir / "base-tiny"
         if not (folder / "config.json").is_file():  # build aside, rename into place: ranks may race here
@@ -63,7 +63,9 @@ def load_base(config: RunConfig) -> BaseModel:
         tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model.dtype), **kwargs)
     except (OSError, ValueError) as exc:
-        raise TrainError(f"cannot load base model {config.model.base!r} at {revision!r}: {str(exc).splitlines()[0]}") from None
+        raise TrainError(
+            f"cannot load base model {config.model.base!r} at {revision!r}: {str(exc).splitlines()[0]}"
+        ) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return BaseModel(model, tokenizer, config.model.base, revision, path)
@@ -94,7 +96,9 @@ def trainable_model(config: RunConfig, base: BaseModel) -> tuple[Any, Any]:
     try:
         return PeftModel.from_pretrained(base.model, str(folder), is_trainable=True), None
     except (OSError, ValueError, RuntimeError) as exc:
-        raise TrainError(f"cannot load [model] init_adapter {folder} on {config.model.base}: {str(exc).splitlines()[0]}") from None
+        raise TrainError(
+            f"cannot load [model] init_adapter {folder} on {config.model.base}: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def init_adapter_record(config: RunConfig) -> dict[str, str] | None:

@@ -77,7 +77,9 @@ def measure(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[RowLength]:
     return lengths
 
 
-def cut(rows: Sequence[dict[str, Any]], lengths: Sequence[RowLength], max_length: int) -> tuple[list[dict[str, Any]], list[BudgetCut]]:
+def cut(
+    rows: Sequence[dict[str, Any]], lengths: Sequence[RowLength], max_length: int
+) -> tuple[list[dict[str, Any]], list[BudgetCut]]:
     """(rows that fit ``max_length``, the rows left out with why)."""
     kept: list[dict[str, Any]] = []
     cuts: list[BudgetCut] = []
@@ -88,17 +90,23 @@ def cut(rows: Sequence[dict[str, Any]], lengths: Sequence[RowLength], max_length
         if "messages" in row:
             why = f"{length.total_tokens} tokens > max_length {max_length}: the episode's last turns would be cut"
         elif length.prompt_tokens >= max_length:
-            why = (f"prompt alone is {length.prompt_tokens} tokens >= max_length {max_length}: "
-                   "no completion token would be trained")
+            why = (
+                f"prompt alone is {length.prompt_tokens} tokens >= max_length {max_length}: "
+                "no completion token would be trained"
+            )
         else:
-            why = (f"{length.total_tokens} tokens > max_length {max_length}: the corrected file would be cut "
-                   f"after {max_length - length.prompt_tokens} of {length.total_tokens - length.prompt_tokens} "
-                   "completion tokens")
+            why = (
+                f"{length.total_tokens} tokens > max_length {max_length}: the corrected file would be cut "
+                f"after {max_length - length.prompt_tokens} of {length.total_tokens - length.prompt_tokens} "
+                "completion tokens"
+            )
         cuts.append(BudgetCut(length.instance_id, length.total_tokens, length.prompt_tokens, why))
     return kept, cuts
 
 
-def fit(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int) -> tuple[list[dict[str, Any]], list[BudgetCut]]:
+def fit(
+    rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int
+) -> tuple[list[dict[str, Any]], list[BudgetCut]]:
     """Rows that fit, the cuts; TrainDataError when no row fits (one line: what to raise or lower)."""
     lengths = measure(rows, tokenizer)
     kept, cuts = cut(rows, lengths, max_length)
@@ -106,7 +114,8 @@ def fit(rows: Sequence[dict[str, Any]], tokenizer: Any, max_length: int) -> tupl
         shortest = min(length.total_tokens for length in lengths)
         raise TrainDataError(
             f"no trainable row: all {len(rows)} rows are longer than [train] max_length = {max_length} tokens "
-            f"(the shortest is {shortest}); raise max_length or lower [data] max_file_chars")
+            f"(the shortest is {shortest}); raise max_length or lower [data] max_file_chars"
+        )
     return kept, cuts
 
 

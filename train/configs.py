@@ -143,7 +143,7 @@ class RunConfig:
     def is_tiny(self) -> bool:
         return self.model.base.startswith(TINY_SCHEME)
 
-    def with_overrides(self, **sections: Any) -> "RunConfig":
+    def with_overrides(self, **sections: Any) -> RunConfig:
         """A copy with whole sections replaced (used by --gate and tests)."""
         return dataclasses.replace(self, **sections)
 
@@ -189,7 +189,7 @@ def config_from_dict(raw: dict[str, Any], where: str = "config") -> RunConfig:
     if run.kind == "sft":
         for only_grpo in ("grpo", "reward"):
             if only_grpo in raw:
-                raise TrainConfigError(f"{where}: section [{only_grpo}] is for kind = \"grpo\", not \"sft\"")
+                raise TrainConfigError(f'{where}: section [{only_grpo}] is for kind = "grpo", not "sft"')
     config = RunConfig(
         run=run,
         model=sections["model"],
@@ -250,7 +250,9 @@ def _check_trl_value(value: Any, annotation: Any, label: str) -> None:
     None); richer annotations (unions, lists, enums) are left to trl's own checks when the run starts."""
     if value is None:
         return
-    args = [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
+    args = (
+        [a for a in typing.get_args(annotation) if a is not type(None)] if typing.get_args(annotation) else [annotation]
+    )
     plain = {bool: "bool", int: "int", float: "float", str: "str"}
     if len(args) == 1 and args[0] in plain:
         _coerce(value, plain[args[0]], label)
@@ -323,7 +325,10 @@ def _check_values(config: RunConfig, where: str) -> None:
     if not config.model.base:
         raise bad("[model] base", "must name a model id, a local folder, or tiny://")
     if config.model.init_adapter and not (Path(config.model.init_adapter) / "adapter_config.json").is_file():
-        raise bad("[model] init_adapter", f"= {config.model.init_adapter!r} is not a peft adapter folder (no adapter_config.json)")
+        raise bad(
+            "[model] init_adapter",
+            f"= {config.model.init_adapter!r} is not a peft adapter folder (no adapter_config.json)",
+        )
     if config.lora.r < 1 or config.lora.alpha < 1:
         raise bad("[lora]", "r and alpha must be >= 1")
     if not 0.0 <= config.lora.dropout < 1.0:
@@ -340,7 +345,9 @@ def _check_values(config: RunConfig, where: str) -> None:
     if config.data.episodes not in EPISODE_KINDS:
         raise bad("[data] episodes", f"= {config.data.episodes!r}; use one of {', '.join(EPISODE_KINDS)}")
     if config.data.format == "agentic" and config.data.episodes == "environment" and config.data.repos:
-        raise bad("[data] episodes", '= "environment" needs each task\'s pin; with [data] repos use episodes = "scripted"')
+        raise bad(
+            "[data] episodes", '= "environment" needs each task\'s pin; with [data] repos use episodes = "scripted"'
+        )
     if not 1 <= config.data.variants <= 16:
         raise bad("[data] variants", "must be between 1 and 16")
     if config.data.max_rows < 0 or config.data.max_file_chars < 256:
@@ -350,7 +357,13 @@ def _check_values(config: RunConfig, where: str) -> None:
         raise bad("[train] max_steps", "must be -1 (use num_train_epochs) or >= 1")
     if t.max_steps == -1 and t.num_train_epochs <= 0:
         raise bad("[train] num_train_epochs", "must be > 0 when max_steps = -1")
-    for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "save_steps", "logging_steps"):
+    for name in (
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_length",
+        "save_steps",
+        "logging_steps",
+    ):
         if getattr(t, name) < 1:
             raise bad(f"[train] {name}", "must be >= 1")
     if t.learning_rate <= 0:
@@ -384,7 +397,7 @@ def _check_values(config: RunConfig, where: str) -> None:
         if r.workers < 0 or r.timeout_s <= 0:
             raise bad("[reward]", "workers must be >= 0 and timeout_s > 0")
         if r.backend == "duckdb_sql" and not r.inputs:
-            raise bad("[reward] inputs", "is required for backend = \"duckdb_sql\" (folder of <pin>.duckdb)")
+            raise bad("[reward] inputs", 'is required for backend = "duckdb_sql" (folder of <pin>.duckdb)')
 
 
 def config_keys_help(kind: str) -> str:

@@ -90,17 +90,24 @@ class FeedReport:
 
         def sizes(kind: str) -> dict[str, Any]:
             rows = [getattr(t, kind) for t in self.tasks if getattr(t, kind) is not None]
-            return {"rows": len(rows), "chars": percentiles([r.chars for r in rows]),
-                    "tokens": percentiles([r.total_tokens for r in rows]),
-                    "over_max_length": len(self.cuts.get(kind, []))}
+            return {
+                "rows": len(rows),
+                "chars": percentiles([r.chars for r in rows]),
+                "tokens": percentiles([r.total_tokens for r in rows]),
+                "over_max_length": len(self.cuts.get(kind, [])),
+            }
 
         return {
             "train_tasks": len(self.tasks),
             "pins": len({t.pin for t in self.tasks}),
             "layouts": dict(Counter(t.layout for t in self.tasks)),
-            "rendered": sum((t.single_turn is not None or bool(t.single_turn_left_out)) and t.agentic is not None
-                            for t in self.tasks),
-            "single_turn_left_out": {t.instance_id: t.single_turn_left_out for t in self.tasks if t.single_turn_left_out},
+            "rendered": sum(
+                (t.single_turn is not None or bool(t.single_turn_left_out)) and t.agentic is not None
+                for t in self.tasks
+            ),
+            "single_turn_left_out": {
+                t.instance_id: t.single_turn_left_out for t in self.tasks if t.single_turn_left_out
+            },
             "max_length": self.max_length,
             "max_file_chars": self.max_file_chars,
             "tokenizer": self.tokenizer,
@@ -130,16 +137,24 @@ class FeedReport:
 
 def _task_dict(task: TaskFeed) -> dict[str, Any]:
     return {
-        "instance_id": task.instance_id, "pin": task.pin, "project_dir": task.project_dir,
-        "files_in_tree": task.files_in_tree, "files_shown": task.files_shown,
-        "files_left_out": list(task.files_left_out), "investigation_lengths": list(task.investigation_lengths),
+        "instance_id": task.instance_id,
+        "pin": task.pin,
+        "project_dir": task.project_dir,
+        "files_in_tree": task.files_in_tree,
+        "files_shown": task.files_shown,
+        "files_left_out": list(task.files_left_out),
+        "investigation_lengths": list(task.investigation_lengths),
         "single_turn_chars": task.single_turn.chars if task.single_turn else None,
         "single_turn_tokens": task.single_turn.total_tokens if task.single_turn else None,
         "agentic_chars": task.agentic.chars if task.agentic else None,
         "agentic_tokens": task.agentic.total_tokens if task.agentic else None,
-        "fixed": task.fixed, "fixed_path": task.fixed_path, "unrepaired": task.unrepaired,
-        "unrepaired_path": task.unrepaired_path, "reward_seconds": round(task.reward_seconds, 2),
-        "failure": task.failure, "single_turn_left_out": task.single_turn_left_out,
+        "fixed": task.fixed,
+        "fixed_path": task.fixed_path,
+        "unrepaired": task.unrepaired,
+        "unrepaired_path": task.unrepaired_path,
+        "reward_seconds": round(task.reward_seconds, 2),
+        "failure": task.failure,
+        "single_turn_left_out": task.single_turn_left_out,
     }
 
 
@@ -147,16 +162,14 @@ def _task_dict(task: TaskFeed) -> dict[str, Any]:
 AGENTIC_VARIANTS = DataSection().variants
 
 
-def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int,
-              rewards: bool) -> TaskFeed:
+def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int, rewards: bool) -> TaskFeed:
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
     from dbt_harvest.harvester.grading.edited import build_and_score, release
     from dbt_harvest.train.completion import missing_files, parse_completion, render_files
     from dbt_harvest.train.errors import PromptCoverageError
+    from dbt_harvest.train.lineage import symptom_view
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
-
-    from dbt_harvest.train.lineage import symptom_view
 
     base = TaskFeed(task.instance_id, task.pin, task.project_dir, file=task.file)
     try:
@@ -172,12 +185,19 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         single_length = measure(single, tokenizer)[0] if single else None
         (agentic_length,) = measure(agentic[:1], tokenizer)
         investigations = tuple(investigation_length(plan(task, broken, v)) for v in range(AGENTIC_VARIANTS))
-    except Exception as exc:  # noqa: BLE001 - a task that fails a stage is reported, the run goes on
+    except Exception as exc:
         return replace(base, failure=f"render: {_one_line(exc)}")
-    rendered = replace(base, files_in_tree=len(broken), files_shown=len(shown), files_left_out=view.skipped,
-                       shown=tuple(shown), single_turn=single_length, agentic=agentic_length,
-                       investigation_lengths=investigations,
-                       single_turn_left_out=left_out[0][1] if left_out else "")
+    rendered = replace(
+        base,
+        files_in_tree=len(broken),
+        files_shown=len(shown),
+        files_left_out=view.skipped,
+        shown=tuple(shown),
+        single_turn=single_length,
+        agentic=agentic_length,
+        investigation_lengths=investigations,
+        single_turn_left_out=left_out[0][1] if left_out else "",
+    )
     if not rewards:
         return rendered
     started = time.perf_counter()
@@ -185,7 +205,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         edits = parse_completion(render_files(corrected_files(task, broken)), broken, creatable=missing_files(task))
         fixed = build_and_score(task, edits)
         unrepaired = build_and_score(task, {})
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return replace(rendered, reward_seconds=time.perf_counter() - started, failure=f"reward: {_one_line(exc)}")
     finally:
         release(task)
@@ -194,8 +214,15 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         failure = f"reward: the true repair scores {fixed.official} ({fixed.reason or fixed.first_error})"
     elif unrepaired.official != 0:
         failure = "reward: the unrepaired project scores 1"
-    return replace(rendered, fixed=fixed.official, fixed_path=fixed.path, unrepaired=unrepaired.official,
-                   unrepaired_path=unrepaired.path, reward_seconds=time.perf_counter() - started, failure=failure)
+    return replace(
+        rendered,
+        fixed=fixed.official,
+        fixed_path=fixed.path,
+        unrepaired=unrepaired.official,
+        unrepaired_path=unrepaired.path,
+        reward_seconds=time.perf_counter() - started,
+        failure=failure,
+    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -203,10 +230,18 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def feed(tasks: Sequence[TaskRecord], project: ProjectSource, tokenizer: Any, tokenizer_name: str, *,
-         max_length: int, max_file_chars: int, rewards: bool = True,
-         on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
-         finished: Mapping[str, TaskFeed] | None = None) -> FeedReport:
+def feed(
+    tasks: Sequence[TaskRecord],
+    project: ProjectSource,
+    tokenizer: Any,
+    tokenizer_name: str,
+    *,
+    max_length: int,
+    max_file_chars: int,
+    rewards: bool = True,
+    on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
+    finished: Mapping[str, TaskFeed] | None = None,
+) -> FeedReport:
     """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``.
 
     ``finished``: results an earlier run of the same settings kept (``feed_log``), taken as they are;
@@ -232,8 +267,9 @@ def feed(tasks: Sequence[TaskRecord], project: ProjectSource, tokenizer: Any, to
         _, dropped = cut(rows, [length for _, length in measured], max_length)
         cuts[kind] = [c.line() for c in dropped]
     resumed = sum(t.instance_id in finished for t in tasks)
-    return FeedReport(tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts,
-                      resumed)
+    return FeedReport(
+        tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts, resumed
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -254,17 +290,25 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for kind in ("single_turn", "agentic"):
         sizes = report[kind]
-        lines.append(f"- {kind.replace('_', '-')} rows: chars {_pcts(sizes['chars'])}; tokens {_pcts(sizes['tokens'])}; "
-                     f"{sizes['over_max_length']} over max_length")
-    lines.append(f"- files of the reported tables' lineage left out by max_file_chars: "
-                 f"{report['lineage_files_left_out_by_chars']} (in {report['tasks_with_lineage_files_left_out']} tasks)")
+        lines.append(
+            f"- {kind.replace('_', '-')} rows: chars {_pcts(sizes['chars'])}; tokens {_pcts(sizes['tokens'])}; "
+            f"{sizes['over_max_length']} over max_length"
+        )
+    lines.append(
+        f"- files of the reported tables' lineage left out by max_file_chars: "
+        f"{report['lineage_files_left_out_by_chars']} (in {report['tasks_with_lineage_files_left_out']} tasks)"
+    )
     probed = report["position_probe"]
-    lines.append(f"- position probe (does the broken model's place among the prompt's model files give it away?): "
-                 f"best rule {probed['rule'] or '-'} is right on {probed['accuracy']:.1%} of {probed['held_out']} held-out "
-                 f"rows; chance {probed['chance']:.1%}")
+    lines.append(
+        f"- position probe (does the broken model's place among the prompt's model files give it away?): "
+        f"best rule {probed['rule'] or '-'} is right on {probed['accuracy']:.1%} of {probed['held_out']} held-out "
+        f"rows; chance {probed['chance']:.1%}"
+    )
     inv = report["investigation_lengths"]
-    lines.append(f"- agentic investigations ({inv['episodes']}): inspecting steps before the fix min {inv['min']}, "
-                 f"median {inv['median']}, max {inv['max']}; histogram {inv['histogram']}")
+    lines.append(
+        f"- agentic investigations ({inv['episodes']}): inspecting steps before the fix min {inv['min']}, "
+        f"median {inv['median']}, max {inv['max']}; histogram {inv['histogram']}"
+    )
     if reward["tasks"]:
         lines += [
             f"- GRPO reward, true repair through the completion parser: {reward['fixed_scores_1']}/{reward['tasks']} score 1 "

@@ -21,6 +21,7 @@ from typing import Any
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.errors import TrainDataError
 
+
 def _play_plan(env: Any, task: TaskRecord, steps: Sequence[Any]) -> None:
     """Play an investigation plan (``train.investigation.plan``) through the environment's tools. The
     fix is applied to what the environment reads back, so a plan never writes text the agent did not see."""
@@ -39,14 +40,18 @@ def _play_plan(env: Any, task: TaskRecord, steps: Sequence[Any]) -> None:
             try:
                 fixed = apply_to_text(current, patches[path])
             except PatchError as exc:
-                raise TrainDataError(f"{task.instance_id}: the fix patch does not apply in the environment: {exc}") from None
+                raise TrainDataError(
+                    f"{task.instance_id}: the fix patch does not apply in the environment: {exc}"
+                ) from None
             answer = env.write_file(path, fixed)
             if answer.startswith("error:"):
                 raise TrainDataError(f"{task.instance_id}: the environment refused to write {path}: {answer}")
             continue
         answer = getattr(env, step.tool)(**step.args)
         if step.tool in ("list_files", "read_file", "query") and str(answer).startswith(("error:", "query error:")):
-            raise TrainDataError(f"{task.instance_id}: the oracle's {step.tool}({step.args}) failed in the environment: {answer}")
+            raise TrainDataError(
+                f"{task.instance_id}: the oracle's {step.tool}({step.args}) failed in the environment: {answer}"
+            )
 
 
 def _last_read(env: Any, path: str) -> str | None:
@@ -72,10 +77,13 @@ def render_transcript(task: TaskRecord, transcript: Sequence[Mapping[str, Any]])
         if event.get("kind") != "action":
             continue
         arguments = json.loads(json.dumps(event["args"] or {}))
-        messages.append({
-            "role": "assistant", "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": event["tool"], "arguments": arguments}}],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": event["tool"], "arguments": arguments}}],
+            }
+        )
         messages.append({"role": "tool", "name": event["tool"], "content": event["observation"]})
     return messages
 
@@ -98,14 +106,17 @@ class EnvironmentOracle:
 
         return tool_schemas()
 
-    def __call__(self, task: TaskRecord, broken: Mapping[str, str], max_file_chars: int, *,
-                 variant: int = 0) -> list[dict[str, Any]]:
+    def __call__(
+        self, task: TaskRecord, broken: Mapping[str, str], max_file_chars: int, *, variant: int = 0
+    ) -> list[dict[str, Any]]:
         from dbt_harvest.eval.env import EnvSettings, RepairEnvironment
         from dbt_harvest.train.investigation import plan
 
         if not broken:
-            raise TrainDataError(f"{task.instance_id}: the environment oracle plans from the broken project's files; "
-                                 "pass a project source to agentic_rows")
+            raise TrainDataError(
+                f"{task.instance_id}: the environment oracle plans from the broken project's files; "
+                "pass a project source to agentic_rows"
+            )
         steps = plan(task, broken, variant)
         settings = EnvSettings(pins=self.pins, scratch=self.scratch)
         with RepairEnvironment({task.instance_id: task}, settings) as env:

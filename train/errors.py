@@ -7,8 +7,11 @@ both training and the sealed audit use; they are re-exported here for training's
 
 from __future__ import annotations
 
-from dbt_harvest.corpora.errors import FreezeError, ManifestError  # the frozen-recipe contract's errors (corpora/recipe.py)
 from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.corpora.errors import (  # the frozen-recipe contract's errors (corpora/recipe.py)
+    FreezeError,
+    ManifestError,
+)
 
 __all__ = ["FreezeError", "ManifestError", "PromptCoverageError", "TrainConfigError", "TrainDataError", "TrainError"]
 

@@ -39,8 +39,19 @@ from dbt_harvest.core import atomic
 from dbt_harvest.train.errors import TrainConfigError, TrainError
 
 STATE_NAME = "experiment.json"
-STEPS = ("dev-base", "gate-sft", "sft", "gate-grpo", "grpo", "dev-trained", "freeze", "sealed-trained",
-         "sealed-base", "compare", "report")
+STEPS = (
+    "dev-base",
+    "gate-sft",
+    "sft",
+    "gate-grpo",
+    "grpo",
+    "dev-trained",
+    "freeze",
+    "sealed-trained",
+    "sealed-base",
+    "compare",
+    "report",
+)
 
 
 class ExperimentError(TrainError):
@@ -112,15 +123,23 @@ def load_recipe(path: Path) -> Recipe:
     except TypeError as exc:
         raise TrainConfigError(f"{path}: [audit] {exc}") from None
     if settings.driver != "hf":
-        raise TrainConfigError(f"{path}: [audit] driver = {settings.driver!r}; the experiment plays the recipe's own "
-                               "model with the hf driver (an endpoint cannot prove it serves the frozen adapter)")
+        raise TrainConfigError(
+            f"{path}: [audit] driver = {settings.driver!r}; the experiment plays the recipe's own "
+            "model with the hf driver (an endpoint cannot prove it serves the frozen adapter)"
+        )
     if min(settings.workers, settings.max_turns, settings.max_new_tokens) < 1 or settings.repeat_limit < 2:
         raise TrainConfigError(f"{path}: [audit] workers, max_turns and max_new_tokens must be >= 1, repeat_limit >= 2")
     grpo = train.get("grpo") or None
     return Recipe(
-        name=name, output_dir=Path(str(exp.get("output_dir", "runs"))), claim=str(exp["claim"]).strip(),
-        sft=here / str(train["sft"]), grpo=here / str(grpo) if grpo else None, gate=bool(exp.get("gate", True)),
-        dev=bool(exp.get("dev", True)), audit=settings, source=path,
+        name=name,
+        output_dir=Path(str(exp.get("output_dir", "runs"))),
+        claim=str(exp["claim"]).strip(),
+        sft=here / str(train["sft"]),
+        grpo=here / str(grpo) if grpo else None,
+        gate=bool(exp.get("gate", True)),
+        dev=bool(exp.get("dev", True)),
+        audit=settings,
+        source=path,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
     )
 
@@ -144,8 +163,9 @@ def _config(path: Path, recipe: Recipe, **model: str) -> Any:
 class Experiment:
     """One experiment folder: its recipe, its state, and the steps still to run."""
 
-    def __init__(self, recipe: Recipe, say: Callable[[str], None] = lambda _: None,
-                 progress: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, recipe: Recipe, say: Callable[[str], None] = lambda _: None, progress: Callable[..., Any] | None = None
+    ) -> None:
         self.recipe, self.say, self.progress = recipe, say, progress
         self.folder = recipe.folder
         self.state = self._load_state()
@@ -158,11 +178,15 @@ class Experiment:
         try:
             state = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ExperimentError(f"{path}: unreadable experiment state ({exc}); it is written atomically, so restore it "
-                                  "or start a new experiment name") from None
+            raise ExperimentError(
+                f"{path}: unreadable experiment state ({exc}); it is written atomically, so restore it "
+                "or start a new experiment name"
+            ) from None
         if state.get("recipe_sha256") != self.recipe.sha256:
-            raise ExperimentError(f"{self.recipe.source} changed since experiment {self.recipe.name!r} started; a running "
-                                  "experiment's recipe is fixed: give the changed recipe a new [experiment] name")
+            raise ExperimentError(
+                f"{self.recipe.source} changed since experiment {self.recipe.name!r} started; a running "
+                "experiment's recipe is fixed: give the changed recipe a new [experiment] name"
+            )
         return state
 
     def _done(self, step: str, result: dict[str, Any], seconds: float) -> None:
@@ -199,13 +223,26 @@ class Experiment:
         from dbt_harvest.eval.audit.session import AuditRequest, run_split
 
         a = self.recipe.audit
-        req = AuditRequest(split=split, driver=a.driver, run_dir=self.folder / "audits" / run_name, workers=a.workers,
-                           max_turns=a.max_turns, repeat_limit=a.repeat_limit, max_new_tokens=a.max_new_tokens, **request)
+        req = AuditRequest(
+            split=split,
+            driver=a.driver,
+            run_dir=self.folder / "audits" / run_name,
+            workers=a.workers,
+            max_turns=a.max_turns,
+            repeat_limit=a.repeat_limit,
+            max_new_tokens=a.max_new_tokens,
+            **request,
+        )
         kwargs: dict[str, Any] = {"say": self.say}
         if self.progress is not None:
             kwargs["progress"] = self.progress
         report = run_split(req, **kwargs)
-        return {"run_dir": str(req.run_dir), "n": report["n"], "official": report["official"], "strict": report["strict"]}
+        return {
+            "run_dir": str(req.run_dir),
+            "n": report["n"],
+            "official": report["official"],
+            "strict": report["strict"],
+        }
 
     def _base_model(self) -> tuple[str, str | None]:
         from dbt_harvest.train.base_model import resolve_base
@@ -236,8 +273,11 @@ class Experiment:
         if (config.run_dir / "manifest.json").is_file():  # finished before the state was written
             return {"run_dir": str(config.run_dir)}
         result = run_sft(config)
-        return {"run_dir": str(result.run_dir), "rows": result.manifest.get("rows"),
-                "rows_left_out": len(result.manifest.get("rows_left_out") or [])}
+        return {
+            "run_dir": str(result.run_dir),
+            "rows": result.manifest.get("rows"),
+            "rows_left_out": len(result.manifest.get("rows_left_out") or []),
+        }
 
     def _grpo_config(self) -> Any:
         """The GRPO run continues the SFT adapter on the SFT run's own base model."""
@@ -245,8 +285,14 @@ class Experiment:
         sft = _config(self.recipe.sft, self.recipe)
         assert self.recipe.grpo is not None
         base = str(sft_dir / "base-tiny") if sft.is_tiny else sft.model.base
-        return _config(self.recipe.grpo, self.recipe, base=base, revision=sft.model.revision, dtype=sft.model.dtype,
-                       init_adapter=str(sft_dir / "adapter"))
+        return _config(
+            self.recipe.grpo,
+            self.recipe,
+            base=base,
+            revision=sft.model.revision,
+            dtype=sft.model.dtype,
+            init_adapter=str(sft_dir / "adapter"),
+        )
 
     def _gate_grpo(self) -> dict[str, Any]:
         return self._gate(self._grpo_config(), "grpo")
@@ -291,9 +337,16 @@ class Experiment:
         if recorded is not None:  # the audit finished and was recorded; only this state file missed it
             report = write_report(RunDir(run_dir)) if (run_dir / "run.json").exists() else None
             if report is None or report["official"] != recorded["official"]:
-                raise ExperimentError(f"the {arm} arm of recipe {frozen['recipe']} was audited outside this experiment "
-                                      f"({recorded['time']}); its sealed result cannot be claimed here")
-            return {"run_dir": str(run_dir), "n": report["n"], "official": report["official"], "strict": report["strict"]}
+                raise ExperimentError(
+                    f"the {arm} arm of recipe {frozen['recipe']} was audited outside this experiment "
+                    f"({recorded['time']}); its sealed result cannot be claimed here"
+                )
+            return {
+                "run_dir": str(run_dir),
+                "n": report["n"],
+                "official": report["official"],
+                "strict": report["strict"],
+            }
         return self._audit("test", name, recipe=Path(frozen["run_dir"]), arm=arm)
 
     def _sealed_trained(self) -> dict[str, Any]:
@@ -310,11 +363,15 @@ class Experiment:
         if "dev-base" in self.planned():
             pairs.append(("dev", "dev-base", "dev-trained"))
         for label, a, b in pairs:
-            comparison = compare_runs(Path(self.result(a)["run_dir"]), Path(self.result(b)["run_dir"]),
-                                      label_a="base", label_b="trained")
+            comparison = compare_runs(
+                Path(self.result(a)["run_dir"]), Path(self.result(b)["run_dir"]), label_a="base", label_b="trained"
+            )
             paths = write_comparison(comparison, self.folder / f"compare-{label}")
-            out[label] = {**{k: v for k, v in comparison.to_dict().items() if k not in ("tasks", "by_repo", "by_family")},
-                          "tasks": comparison.tasks, "files": {k: str(p) for k, p in paths.items()}}
+            out[label] = {
+                **{k: v for k, v in comparison.to_dict().items() if k not in ("tasks", "by_repo", "by_family")},
+                "tasks": comparison.tasks,
+                "files": {k: str(p) for k, p in paths.items()},
+            }
         return out
 
     def _report(self) -> dict[str, Any]:
@@ -335,8 +392,9 @@ def _run_base(run_dir: Path, base: dict[str, Any]) -> tuple[str, str | None]:
     return str(base.get("id")), (revision if revision not in ("", "local") else None)
 
 
-def run_experiment(path: Path, say: Callable[[str], None] = lambda _: None,
-                   progress: Callable[..., Any] | None = None) -> dict[str, Any]:
+def run_experiment(
+    path: Path, say: Callable[[str], None] = lambda _: None, progress: Callable[..., Any] | None = None
+) -> dict[str, Any]:
     """Run (or continue) the experiment of the recipe at ``path``; -> the report's file paths and summary."""
     recipe = load_recipe(path)
     experiment = Experiment(recipe, say, progress)

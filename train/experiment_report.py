@@ -88,8 +88,10 @@ def to_markdown(report: dict[str, Any]) -> str:
             "",
             "| task | base | trained | rung (base → trained) |",
             "|---|---|---|---|",
-            *[f"| `{t['instance_id']}` | {t['official_a']} | {t['official_b']} | {t['rung_a']} → {t['rung_b']} |"
-              for t in sealed["tasks"]],
+            *[
+                f"| `{t['instance_id']}` | {t['official_a']} | {t['official_b']} | {t['rung_a']} → {t['rung_b']} |"
+                for t in sealed["tasks"]
+            ],
             "",
         ]
     lines += ["## Dev split (a report, never a selection signal)", ""]
@@ -103,13 +105,17 @@ def to_markdown(report: dict[str, Any]) -> str:
     for kind in ("sft", "grpo"):
         run = report["training"][kind]
         if run:
-            lines.append(f"- {kind}: `{run['run_dir']}`" + (f", {run['rows']} rows, {run['rows_left_out']} left out"
-                                                            if run.get("rows") is not None else ""))
+            lines.append(
+                f"- {kind}: `{run['run_dir']}`"
+                + (f", {run['rows']} rows, {run['rows_left_out']} left out" if run.get("rows") is not None else "")
+            )
         gate = report["gate"][kind]
         if gate:
-            lines.append(f"  - gate: one step {gate['step_seconds']:.2f} s, peak memory "
-                         f"{gate['peak_memory_bytes'] / 2**30:.2f} GiB ({gate['peak_memory_source']}), "
-                         f"{gate['total_steps']} steps projected at {gate['projected_seconds']:.0f} s")
+            lines.append(
+                f"  - gate: one step {gate['step_seconds']:.2f} s, peak memory "
+                f"{gate['peak_memory_bytes'] / 2**30:.2f} GiB ({gate['peak_memory_source']}), "
+                f"{gate['total_steps']} steps projected at {gate['projected_seconds']:.0f} s"
+            )
     lines += ["", "## Wall time per step", "", *[f"- {step}: {sec} s" for step, sec in report["seconds"].items()], ""]
     return "\n".join(lines)
 
@@ -132,7 +138,9 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
     sealed = report["sealed"]
     if sealed["difference"] is not None:
         d = sealed["difference"]
-        right.errorbar([0], [d], yerr=[[d - sealed["ci_low"]], [sealed["ci_high"] - d]], fmt="o", capsize=6, color="#1f77b4")
+        right.errorbar(
+            [0], [d], yerr=[[d - sealed["ci_low"]], [sealed["ci_high"] - d]], fmt="o", capsize=6, color="#1f77b4"
+        )
         right.axhline(0, color="#555555", linewidth=0.8)
         right.set_xlim(-1, 1)
         right.set_xticks([])

@@ -27,8 +27,16 @@ from dbt_harvest.train.corpus_feed import TaskFeed
 
 def settings_key(*, max_file_chars: int, tokenizer: str, rewards: bool, variants: int) -> str:
     """The name of the log for these settings: results measured under other settings are never mixed in."""
-    text = json.dumps({"max_file_chars": max_file_chars, "tokenizer": tokenizer, "rewards": rewards,
-                       "variants": variants, "records": GENERATOR_VERSION}, sort_keys=True)
+    text = json.dumps(
+        {
+            "max_file_chars": max_file_chars,
+            "tokenizer": tokenizer,
+            "rewards": rewards,
+            "variants": variants,
+            "records": GENERATOR_VERSION,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

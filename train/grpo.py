@@ -34,10 +34,17 @@ from dbt_harvest.train.pool import BackendFactory, RewardPool
 from dbt_harvest.train.project import ProjectSource
 from dbt_harvest.train.reward import EditingBackend, RewardTally, gather_tally, make_reward_func, tallied_environment
 from dbt_harvest.train.runner import (
-    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
+    CHECKPOINTS_DIR,
+    RunResult,
+    finish_run,
+    latest_checkpoint,
+    logs_to_stderr,
+    prepare_run_dir,
+    trl_arguments,
 )
 from dbt_harvest.train.sft import default_project
 from dbt_harvest.train.sft_data import dataset_sha256, grpo_prompt_rows, load_train_tasks
+
 
 def backend_factory(config: RunConfig, project: ProjectSource) -> BackendFactory:
     """A picklable factory of the configured RewardBackend (workers call it once each)."""
@@ -56,7 +63,9 @@ def load_environment_class(spec: str) -> type:
     try:
         return getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
-        raise TrainError(f"[grpo] environment = {spec!r} cannot be imported ({exc}); is the eval environment installed?") from None
+        raise TrainError(
+            f"[grpo] environment = {spec!r} cannot be imported ({exc}); is the eval environment installed?"
+        ) from None
 
 
 def run_grpo(
@@ -80,14 +89,19 @@ def run_grpo(
     if multi_turn:
         from dbt_harvest.corpora.firewall import require_train
 
-        rows = [{"prompt": [{"role": "user", "content": t.problem_statement}], "instance_id": t.instance_id} for t in require_train(tasks)]
+        rows = [
+            {"prompt": [{"role": "user", "content": t.problem_statement}], "instance_id": t.instance_id}
+            for t in require_train(tasks)
+        ]
     else:
         rows = grpo_prompt_rows(tasks, project, config.data.max_file_chars, left_out=left_out)
         for _, why in left_out:
             print(f"left out (prompt) {why}", file=sys.stderr)
         if not rows:
-            raise TrainDataError(f"no train task's prompt shows its broken file within [data] max_file_chars = "
-                                 f"{config.data.max_file_chars}; raise it")
+            raise TrainDataError(
+                f"no train task's prompt shows its broken file within [data] max_file_chars = "
+                f"{config.data.max_file_chars}; raise it"
+            )
         kept = {row["instance_id"] for row in rows}
         tasks = [t for t in tasks if t.instance_id in kept]
     from datasets import Dataset
@@ -99,7 +113,10 @@ def run_grpo(
     output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
     g = config.grpo
     args = trl_arguments(
-        GRPOConfig, config, output_dir, gate,
+        GRPOConfig,
+        config,
+        output_dir,
+        gate,
         num_generations=g.num_generations,
         max_completion_length=g.max_completion_length,
         temperature=g.temperature,
@@ -122,14 +139,16 @@ def run_grpo(
         if pool is not None:
             pool.start()
         model, peft_config = trainable_model(config, base)
-        trainer = logs_to_stderr(GRPOTrainer(
-            model=model,
-            args=args,
-            train_dataset=dataset,
-            processing_class=base.tokenizer,
-            peft_config=peft_config,
-            **trainer_kwargs,
-        ))
+        trainer = logs_to_stderr(
+            GRPOTrainer(
+                model=model,
+                args=args,
+                train_dataset=dataset,
+                processing_class=base.tokenizer,
+                peft_config=peft_config,
+                **trainer_kwargs,
+            )
+        )
         if gate:
             t = config.train
             per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps * trainer.args.world_size

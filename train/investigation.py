@@ -81,8 +81,15 @@ def _completion_plan(task: TaskRecord, files: Mapping[str, str], rng: random.Ran
     for path in dict.fromkeys(p for w in written for p in docs.get(w, ())):
         steps.append(Step("read_file", {"path": path}))
     named = models_by_name(files)
-    parents = list(dict.fromkeys(p for line in task.problem_statement.splitlines() if line.startswith(_READS_PREFIX)
-                                 for ref_name in _backticked(line) for p in named.get(ref_name, ())))
+    parents = list(
+        dict.fromkeys(
+            p
+            for line in task.problem_statement.splitlines()
+            if line.startswith(_READS_PREFIX)
+            for ref_name in _backticked(line)
+            for p in named.get(ref_name, ())
+        )
+    )
     if rng.random() < 0.5:
         rng.shuffle(parents)
     for path in parents[:6]:
@@ -161,5 +168,10 @@ def length_summary(lengths: Sequence[int]) -> dict[str, Any]:
     histogram: dict[str, int] = {}
     for n in sorted(lengths):
         histogram[str(n)] = histogram.get(str(n), 0) + 1
-    return {"episodes": len(lengths), "min": min(lengths), "median": median(lengths), "max": max(lengths),
-            "histogram": histogram}
+    return {
+        "episodes": len(lengths),
+        "min": min(lengths),
+        "median": median(lengths),
+        "max": max(lengths),
+        "histogram": histogram,
+    }

@@ -66,8 +66,16 @@ def refs(sql: str) -> tuple[str, ...]:
     (``ref('pkg', 'model')`` gives both, and a package name matches no model file; ``ref('a' if x else
     'b')`` gives both branches; ``version='2'`` and the arguments of a call inside, ``var('x')``, give
     nothing)."""
-    return tuple(sorted({q.group(3) for call in _REF_CALL.finditer(sql)
-                         for q in _QUOTED.finditer(_INNER_CALL.sub("", call.group(1))) if not q.group(1)}))
+    return tuple(
+        sorted(
+            {
+                q.group(3)
+                for call in _REF_CALL.finditer(sql)
+                for q in _QUOTED.finditer(_INNER_CALL.sub("", call.group(1)))
+                if not q.group(1)
+            }
+        )
+    )
 
 
 def table_models(files: Mapping[str, str], table: str) -> tuple[str, ...]:
@@ -75,13 +83,15 @@ def table_models(files: Mapping[str, str], table: str) -> tuple[str, ...]:
     named = models_by_name(files)
     if table in named:
         return named[table]
-    return tuple(p for p in sorted(files) if is_model(p) and any(m.group(2) == table for m in _ALIAS.finditer(files[p])))
+    return tuple(
+        p for p in sorted(files) if is_model(p) and any(m.group(2) == table for m in _ALIAS.finditer(files[p]))
+    )
 
 
 def upstream(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, int]:
     """Model path -> ref() distance from the nearest root model path (roots are 0), breadth first."""
     named = models_by_name(files)
-    depth = {root: 0 for root in roots}
+    depth = dict.fromkeys(roots, 0)
     frontier = sorted(depth)
     while frontier:
         nxt: list[str] = []

@@ -17,14 +17,24 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.corpora.recipe import MANIFEST_NAME, REQUIRED_FIELDS, sign
 from dbt_harvest.core import atomic
+from dbt_harvest.corpora.recipe import MANIFEST_NAME, REQUIRED_FIELDS, sign
 from dbt_harvest.train.errors import ManifestError
 
 MANIFEST_FORMAT = 1
 _PACKAGES = (
-    "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "duckdb", "dbt-core",
-    "dbt-duckdb", "pandas", "dbt-harvest",
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "tokenizers",
+    "duckdb",
+    "dbt-core",
+    "dbt-duckdb",
+    "pandas",
+    "dbt-harvest",
 )
 
 
@@ -85,7 +95,13 @@ def project_git(checkout: Path | None = None) -> dict[str, Any]:
 
 def build_manifest(**fields: Any) -> dict[str, Any]:
     """Assemble a manifest from its fields (see REQUIRED_FIELDS); environment facts are filled in here."""
-    body = {"format": MANIFEST_FORMAT, "versions": versions(), "hardware": hardware(), "project_git": project_git(), **fields}
+    body = {
+        "format": MANIFEST_FORMAT,
+        "versions": versions(),
+        "hardware": hardware(),
+        "project_git": project_git(),
+        **fields,
+    }
     missing = [name for name in REQUIRED_FIELDS if name not in body]
     if missing:
         raise ManifestError(f"manifest is missing field(s): {', '.join(missing)}")

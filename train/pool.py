@@ -75,9 +75,7 @@ class _Worker:
 class RewardPool:
     """Score many (task, completion) pairs on warm workers; use as a context manager."""
 
-    def __init__(
-        self, factory: BackendFactory, workers: int, timeout_s: float, start_timeout_s: float = 120.0
-    ) -> None:
+    def __init__(self, factory: BackendFactory, workers: int, timeout_s: float, start_timeout_s: float = 120.0) -> None:
         self.factory = factory
         self.workers = workers
         self.timeout_s = timeout_s
@@ -87,7 +85,7 @@ class RewardPool:
         self._inline: RewardBackend | None = None
         self.replaced = 0
 
-    def __enter__(self) -> "RewardPool":
+    def __enter__(self) -> RewardPool:
         self.start()
         return self
 

@@ -106,7 +106,9 @@ class PinnedProjectSource(_TreeSource):
         except HarvestError as exc:
             raise TrainDataError(f"{task.instance_id}: its pin {task.pin} cannot be read ({exc})") from None
         if pin.commit != task.base_commit:
-            raise TrainDataError(f"{task.instance_id}: its pin {task.pin} is at {pin.commit[:12]}, the task at {task.base_commit[:12]}")
+            raise TrainDataError(
+                f"{task.instance_id}: its pin {task.pin} is at {pin.commit[:12]}, the task at {task.base_commit[:12]}"
+            )
         try:
             return TreeSource(pin).template()
         except HarvestError as exc:
@@ -234,7 +236,9 @@ def contract_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
     if any(path in files for path in missing):
         raise TrainDataError(f"{task.instance_id}: a completion task's project still has one of {', '.join(missing)}")
     original = {**files, **corrected_files(task, files)}
-    view = symptom_view(original, task.grading.condition_tabs, max_chars + sum(len(original.get(p, "")) for p in missing))
+    view = symptom_view(
+        original, task.grading.condition_tabs, max_chars + sum(len(original.get(p, "")) for p in missing)
+    )
     return {path: files[path] for path in view.paths if path in files}
 
 

@@ -107,7 +107,7 @@ class RewardTally:
         self.malformed += result.reason.startswith("malformed")
         self.seconds.append(result.seconds)
 
-    def merge(self, other: "RewardTally") -> None:
+    def merge(self, other: RewardTally) -> None:
         """Add another tally's counts (another process's rollouts) to this one."""
         self.rollouts += other.rollouts
         self.official += other.official
@@ -166,8 +166,8 @@ def tallied_environment(environment: type, tally: RewardTally) -> type:
         reward = environment.get_reward(self)
         official = int(float(reward) >= 1.0)
         try:
-            strict = int(getattr(self, "outcome").strict)
-        except Exception:  # noqa: BLE001 - an environment without an outcome (or no episode yet)
+            strict = int(self.outcome.strict)
+        except Exception:
             strict = official
         reason = "" if getattr(self, "_tally_started", None) is not None else "no reset"
         seconds = time.perf_counter() - getattr(self, "_tally_started", time.perf_counter())
@@ -176,10 +176,16 @@ def tallied_environment(environment: type, tally: RewardTally) -> type:
 
     reset.__doc__ = environment.reset.__doc__
     get_reward.__doc__ = environment.get_reward.__doc__
-    return type(environment.__name__, (environment,), {
-        "reset": reset, "get_reward": get_reward, "__module__": environment.__module__,
-        "__doc__": environment.__doc__,
-    })
+    return type(
+        environment.__name__,
+        (environment,),
+        {
+            "reset": reset,
+            "get_reward": get_reward,
+            "__module__": environment.__module__,
+            "__doc__": environment.__doc__,
+        },
+    )
 
 
 ScoreMany = Callable[[Sequence[tuple[TaskRecord, str]]], list[RewardResult]]

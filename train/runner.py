@@ -19,10 +19,10 @@ import tomli_w
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256
 from dbt_harvest.train.base_model import BaseModel
 from dbt_harvest.train.configs import RunConfig
 from dbt_harvest.train.errors import TrainError
-from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, MANIFEST_NAME, folder_sha256
 from dbt_harvest.train.manifest import build_manifest, write_manifest
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -67,7 +67,9 @@ def _no_hub_telemetry() -> None:
 
 def latest_checkpoint(run_dir: Path) -> str | None:
     folder = run_dir / CHECKPOINTS_DIR
-    found = sorted(folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+    found = sorted(
+        folder.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1
+    )
     return str(found[-1]) if found else None
 
 
@@ -144,12 +146,16 @@ def logs_to_stderr(trainer: Any) -> Any:
         return {k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in logs.items() if k != "total_flos"}
 
     class StderrPrinter(TrainerCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
             if state.is_local_process_zero and logs is not None:
                 print(shown(logs), file=sys.stderr, flush=True)
 
     class StderrProgress(ProgressCallback):
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
             if state.is_world_process_zero and self.training_bar is not None and logs is not None:
                 self.training_bar.write(str(shown(logs)), file=sys.stderr)
 
@@ -206,7 +212,12 @@ def finish_run(
         kind=config.run.kind,
         status="completed",
         claim_under_test=config.run.claim_under_test,
-        dataset={"sha256": dataset_sha256, "split": config.data.split, "tasks": len(tasks), "format": config.data.format},
+        dataset={
+            "sha256": dataset_sha256,
+            "split": config.data.split,
+            "tasks": len(tasks),
+            "format": config.data.format,
+        },
         config=config.raw,
         config_source=config.source,
         base_model=base_model_record(base, run_dir),

@@ -23,7 +23,13 @@ from dbt_harvest.train.errors import TrainDataError
 from dbt_harvest.train.gate import GateReport, planned_steps, run_gate
 from dbt_harvest.train.project import GitProjectSource, PinnedProjectSource, ProjectSource
 from dbt_harvest.train.runner import (
-    CHECKPOINTS_DIR, RunResult, finish_run, latest_checkpoint, logs_to_stderr, prepare_run_dir, trl_arguments,
+    CHECKPOINTS_DIR,
+    RunResult,
+    finish_run,
+    latest_checkpoint,
+    logs_to_stderr,
+    prepare_run_dir,
+    trl_arguments,
 )
 from dbt_harvest.train.sft_data import agentic_rows, dataset_sha256, load_train_tasks, single_turn_rows, to_dataset
 
@@ -37,8 +43,9 @@ def default_project(config: RunConfig) -> ProjectSource:
     return PinnedProjectSource(pins_dir(), fallback=GitProjectSource(mirrors_dir()))
 
 
-def training_rows(config: RunConfig, tasks: Sequence[TaskRecord], project: ProjectSource
-                  ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+def training_rows(
+    config: RunConfig, tasks: Sequence[TaskRecord], project: ProjectSource
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The run's SFT rows and the tasks left out before rendering (id, why): single-turn prompts (a task
     whose prompt cannot show its bug is left out, one stderr line each), or ``[data] variants``
     investigations per task, played in the environment or scripted (``[data] episodes``)."""
@@ -56,7 +63,9 @@ def training_rows(config: RunConfig, tasks: Sequence[TaskRecord], project: Proje
     for _, why in left_out:
         print(f"left out (prompt) {why}", file=sys.stderr)
     if not rows:
-        raise TrainDataError(f"no train task's prompt shows its broken file within [data] max_file_chars = {d.max_file_chars}; raise it")
+        raise TrainDataError(
+            f"no train task's prompt shows its broken file within [data] max_file_chars = {d.max_file_chars}; raise it"
+        )
     return rows, left_out
 
 
@@ -75,8 +84,11 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
     for item in cuts:
         print(f"left out (over the token budget) {item.line()}", file=sys.stderr)
     if cuts:
-        print(f"{len(cuts)} of {len(rows) + len(cuts)} rows left out by [train] max_length = "
-              f"{config.train.max_length}; {len(rows)} train", file=sys.stderr)
+        print(
+            f"{len(cuts)} of {len(rows) + len(cuts)} rows left out by [train] max_length = "
+            f"{config.train.max_length}; {len(rows)} train",
+            file=sys.stderr,
+        )
     kept_ids = {row["instance_id"] for row in rows}
     tasks = [task for task in tasks if task.instance_id in kept_ids]
     dataset = to_dataset(rows)
@@ -86,15 +98,20 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
     output_dir = Path(scratch.name) if scratch else run_dir / CHECKPOINTS_DIR
     agentic = config.data.format == "agentic"
     args = trl_arguments(
-        SFTConfig, config, output_dir, gate,
+        SFTConfig,
+        config,
+        output_dir,
+        gate,
         max_length=config.train.max_length,
         assistant_only_loss=agentic,
         completion_only_loss=None if agentic else True,
     )
     model, peft_config = trainable_model(config, base)
-    trainer = logs_to_stderr(SFTTrainer(
-        model=model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=peft_config
-    ))
+    trainer = logs_to_stderr(
+        SFTTrainer(
+            model=model, args=args, train_dataset=dataset, processing_class=base.tokenizer, peft_config=peft_config
+        )
+    )
     try:
         if gate:
             t = config.train
@@ -111,10 +128,19 @@ def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool 
             "total_seconds": round(time.perf_counter() - started, 3),
         }
         return finish_run(
-            trainer, config, base, tasks, dataset_sha256(tasks), timings,
-            {"resumed_from": resume, "rows": len(rows), "init_adapter": init_adapter_record(config),
-             "rows_left_out": [{"instance_id": i, "tokens": None, "reason": why} for i, why in unrendered]
-             + [{"instance_id": c.instance_id, "tokens": c.total_tokens, "reason": c.reason} for c in cuts]},
+            trainer,
+            config,
+            base,
+            tasks,
+            dataset_sha256(tasks),
+            timings,
+            {
+                "resumed_from": resume,
+                "rows": len(rows),
+                "init_adapter": init_adapter_record(config),
+                "rows_left_out": [{"instance_id": i, "tokens": None, "reason": why} for i, why in unrendered]
+                + [{"instance_id": c.instance_id, "tokens": c.total_tokens, "reason": c.reason} for c in cuts],
+            },
         )
     finally:
         if scratch:

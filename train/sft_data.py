@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core.task_record import TaskRecord, read_task
+from dbt_harvest.corpora.firewall import require_train
 from dbt_harvest.train.completion import render_files
 from dbt_harvest.train.errors import PromptCoverageError, TrainDataError
-from dbt_harvest.corpora.firewall import require_train
 from dbt_harvest.train.project import ProjectSource, corrected_files, relevant_files
 
 #: the system prompt of a completion task's single-turn row: the file is missing, not broken
@@ -54,13 +54,15 @@ def load_train_tasks(tasks_dir: str, max_rows: int = 0) -> list[TaskRecord]:
     a train record: a dev or test record there is refused (FirewallError), not skipped.
     """
     if not tasks_dir:
-        from dbt_harvest.corpora.store import load_tasks
         from dbt_harvest.core.home import harvest_home, pins_dir
+        from dbt_harvest.corpora.store import load_tasks
 
         records = load_tasks("train", harvest_home(), pins_dir(), purpose="train")
         where = "the train split of HARVEST_HOME"
     else:
-        records = require_train(sorted((read_task(p) for p in Path(tasks_dir).glob("*.json")), key=lambda r: r.instance_id))
+        records = require_train(
+            sorted((read_task(p) for p in Path(tasks_dir).glob("*.json")), key=lambda r: r.instance_id)
+        )
         where = tasks_dir
     if not records:
         raise TrainDataError(f"no train task records in {where}; mint tasks first (harvest mint)")
@@ -79,12 +81,16 @@ def repair_prompt(task: TaskRecord, files: Mapping[str, str], max_file_chars: in
     shown = relevant_files(task, files, max_file_chars)
     body = "\n\n".join(f'<file path="{path}">\n{text}</file>' for path, text in shown.items())
     if task.kind == "completion":
-        user = (f"{task.problem_statement.strip()}\n\nThe models upstream of the missing model and the YAML that "
-                f"documents them:\n\n{body}")
+        user = (
+            f"{task.problem_statement.strip()}\n\nThe models upstream of the missing model and the YAML that "
+            f"documents them:\n\n{body}"
+        )
         return [{"role": "system", "content": COMPLETION_SYSTEM_PROMPT}, {"role": "user", "content": user}]
     tables = ", ".join(f"`{t}`" for t in task.grading.condition_tabs)
-    user = (f"{task.problem_statement.strip()}\n\nThe models behind {tables}, their upstream models and the YAML "
-            f"that documents them:\n\n{body}")
+    user = (
+        f"{task.problem_statement.strip()}\n\nThe models behind {tables}, their upstream models and the YAML "
+        f"that documents them:\n\n{body}"
+    )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -92,8 +98,9 @@ def repair_prompt(task: TaskRecord, files: Mapping[str, str], max_file_chars: in
 LeftOut = tuple[str, str]
 
 
-def _prompt_or_left_out(task: TaskRecord, files: Mapping[str, str], max_file_chars: int,
-                        left_out: list[LeftOut] | None) -> list[dict[str, str]] | None:
+def _prompt_or_left_out(
+    task: TaskRecord, files: Mapping[str, str], max_file_chars: int, left_out: list[LeftOut] | None
+) -> list[dict[str, str]] | None:
     try:
         return repair_prompt(task, files, max_file_chars)
     except PromptCoverageError as exc:
@@ -103,8 +110,9 @@ def _prompt_or_left_out(task: TaskRecord, files: Mapping[str, str], max_file_cha
         return None
 
 
-def single_turn_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int,
-                     left_out: list[LeftOut] | None = None) -> list[dict[str, Any]]:
+def single_turn_rows(
+    tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int, left_out: list[LeftOut] | None = None
+) -> list[dict[str, Any]]:
     """One prompt-completion row per task. With a ``left_out`` list, a task whose prompt cannot show its
     broken file is recorded there (its id, why) instead of raising PromptCoverageError."""
     rows = []
@@ -115,16 +123,19 @@ def single_turn_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_fi
         if prompt is None:
             continue
         fixed = corrected_files(task, broken)
-        rows.append({
-            "prompt": prompt,
-            "completion": [{"role": "assistant", "content": render_files(fixed)}],
-            "instance_id": task.instance_id,
-        })
+        rows.append(
+            {
+                "prompt": prompt,
+                "completion": [{"role": "assistant", "content": render_files(fixed)}],
+                "instance_id": task.instance_id,
+            }
+        )
     return rows
 
 
-def grpo_prompt_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int,
-                     left_out: list[LeftOut] | None = None) -> list[dict[str, Any]]:
+def grpo_prompt_rows(
+    tasks: Iterable[TaskRecord], project: ProjectSource, max_file_chars: int, left_out: list[LeftOut] | None = None
+) -> list[dict[str, Any]]:
     """GRPO rows: the single-turn prompt and the task id the reward function looks up."""
     rows = []
     for task in tasks:
@@ -136,7 +147,11 @@ def grpo_prompt_rows(tasks: Iterable[TaskRecord], project: ProjectSource, max_fi
 
 
 def _call(name: str, **arguments: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
 
 
 def _result(name: str, content: str) -> dict[str, Any]:
@@ -148,8 +163,9 @@ def _listing(files: Mapping[str, str], folder: str) -> str:
     return "\n".join(p for p in sorted(files) if p.startswith(prefix)) or f"no files under {folder}"
 
 
-def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars: int, *,
-                     variant: int = 0) -> list[dict[str, Any]]:
+def scripted_episode(
+    task: TaskRecord, broken: Mapping[str, str], max_file_chars: int, *, variant: int = 0
+) -> list[dict[str, Any]]:
     """Investigation ``variant`` of the oracle, rendered without an environment: file listings and reads
     from the broken project, the fix from the task, the checks' results from the task's local checks.
     A query is answered with what the statement reports (no database is built here)."""
@@ -168,7 +184,10 @@ def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars
             text = fixed[path]
             messages += [_call("write_file", path=path, content=text), _result("write_file", f"updated {path}")]
         elif step.tool == "list_files":
-            messages += [_call("list_files", **step.args), _result("list_files", _listing(broken, step.args["path"])[:max_file_chars])]
+            messages += [
+                _call("list_files", **step.args),
+                _result("list_files", _listing(broken, step.args["path"])[:max_file_chars]),
+            ]
         elif step.tool == "read_file":
             messages += [_call("read_file", **step.args), _result("read_file", broken[step.args["path"]])]
         elif step.tool == "query":
@@ -176,8 +195,12 @@ def scripted_episode(task: TaskRecord, broken: Mapping[str, str], max_file_chars
         elif step.tool == "dbt":
             messages += [_call("dbt", **step.args), _result("dbt", "dbt build: OK")]
         elif step.tool == "validate":
-            messages += [_call("validate"), _result("validate", f"local checks PASS: the project builds and all "
-                                                               f"{checks.tests_total} dbt tests pass")]
+            messages += [
+                _call("validate"),
+                _result(
+                    "validate", f"local checks PASS: the project builds and all {checks.tests_total} dbt tests pass"
+                ),
+            ]
         elif step.tool == "submit":
             messages += [_call("submit"), _result("submit", "submitted")]
     return messages
@@ -190,7 +213,10 @@ oracle_episode: Episode = scripted_episode
 
 
 def agentic_rows(
-    tasks: Iterable[TaskRecord], project: ProjectSource | None, max_file_chars: int, episode: Episode = oracle_episode,
+    tasks: Iterable[TaskRecord],
+    project: ProjectSource | None,
+    max_file_chars: int,
+    episode: Episode = oracle_episode,
     variants: int = 1,
 ) -> list[dict[str, Any]]:
     """``variants`` tool-calling conversations per task (investigations 0..variants-1). ``project`` may be
@@ -210,7 +236,9 @@ def agentic_rows(
             if key in seen:
                 continue
             seen.add(key)
-            rows.append({"messages": messages, "tools": list(tools), "instance_id": task.instance_id, "variant": variant})
+            rows.append(
+                {"messages": messages, "tools": list(tools), "instance_id": task.instance_id, "variant": variant}
+            )
     return rows
 
 
@@ -227,8 +255,14 @@ def to_dataset(rows: list[dict[str, Any]]):  # -> datasets.Dataset
             "tool_calls": List({"type": Value("string"), "function": {"name": Value("string"), "arguments": Json()}}),
             "name": Value("string"),
         }
-        features = Features({"messages": List(message), "tools": List(Json()), "instance_id": Value("string"),
-                             "variant": Value("int32")})
+        features = Features(
+            {
+                "messages": List(message),
+                "tools": List(Json()),
+                "instance_id": Value("string"),
+                "variant": Value("int32"),
+            }
+        )
         return Dataset.from_list(rows, features=features)
     return Dataset.from_list(rows)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from dbt_harvest.core.locked_duckdb import Lock, LockedDuckDB, is_interrupt
 from dbt_harvest.core.task_record import TaskRecord
-from dbt_harvest.train.project import ProjectSource
 from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.train.project import ProjectSource
 from dbt_harvest.train.reward import EditingBackend, RewardResult
 
 _REF = re.compile(r"\{\{\s*ref\(\s*['\"]([A-Za-z0-9_]+)['\"]\s*\)\s*\}\}")
@@ -76,8 +76,9 @@ def compile_models(files: Mapping[str, str], project_dir: str) -> list[tuple[str
 class DuckDBSqlBackend:
     """RewardBackend for plain-SQL projects (see module docstring). Picklable: pool workers build one."""
 
-    def __init__(self, project: ProjectSource, inputs: Path, *, statement_seconds: float = 30.0,
-                 memory_limit: str = "2GB") -> None:
+    def __init__(
+        self, project: ProjectSource, inputs: Path, *, statement_seconds: float = 30.0, memory_limit: str = "2GB"
+    ) -> None:
         self.project = project
         self.inputs = Path(inputs)
         self.statement_seconds = statement_seconds
@@ -111,8 +112,12 @@ class DuckDBSqlBackend:
         with tempfile.TemporaryDirectory(prefix="reward-") as tmp:
             submission = Path(tmp) / "submission.duckdb"
             shutil.copyfile(source, submission)
-            lock = Lock(allowed_directories=(str(Path(tmp).resolve()),), temp_directory=str(Path(tmp).resolve()),
-                        memory_limit=self.memory_limit, threads=1)
+            lock = Lock(
+                allowed_directories=(str(Path(tmp).resolve()),),
+                temp_directory=str(Path(tmp).resolve()),
+                memory_limit=self.memory_limit,
+                threads=1,
+            )
             con = LockedDuckDB(str(submission), lock, statement_seconds=self.statement_seconds)
             try:
                 for name, sql in order:
@@ -120,7 +125,9 @@ class DuckDBSqlBackend:
                 con.execute("checkpoint")
             except duckdb.Error as exc:
                 if is_interrupt(exc):
-                    return Graded.not_built(f"build failed: a statement ran past {self.statement_seconds:g} s", path="sql")
+                    return Graded.not_built(
+                        f"build failed: a statement ran past {self.statement_seconds:g} s", path="sql"
+                    )
                 return Graded.not_built(f"build failed: {str(exc).splitlines()[0][:200]}", path="sql")
             finally:
                 con.close()

@@ -18,7 +18,8 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 #: Tokens the chat template emits around tool calls; added as special tokens so they stay whole.
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>")
 
-_CORPUS = """
+_CORPUS = (
+    """
 select id, customer_id, status, amount from {{ ref('stg_orders') }} where status = 'completed'
 with orders as ( select * from {{ ref('stg_orders') }} ), payments as ( select * from {{ ref('stg_payments') }} )
 select order_id, sum(amount) as total_amount, count(*) as n from payments group by order_id order by 1
@@ -30,7 +31,9 @@ You are a data engineer. Fix the dbt model so that the hidden check passes. The 
 <file path="models/orders.sql"> </file> --- a/models/orders.sql +++ b/models/orders.sql @@ -1,3 +1,3 @@
 {"name": "read_file", "arguments": {"path": "models/orders.sql"}} {"name": "submit", "arguments": {}}
 list_files read_file write_file run_sql build submit The build passed. 3 tests passed, 0 failed.
-""" * 4
+"""
+    * 4
+)
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,7 @@ def build_tiny(folder: Path, spec: TinySpec = TinySpec()) -> Path:
         pad_token_id=tokenizer.pad_token_id,
     )
     model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
-    )
+    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

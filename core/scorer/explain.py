@@ -128,9 +128,7 @@ def _explain_columns(work: TableWork) -> tuple[ColumnExplanation, ...]:
         if best is None:
             out.append(ColumnExplanation(gj, gname, None))
         else:
-            out.append(
-                ColumnExplanation(gj, gname, None, pred.columns[best[0]].name, best[1], tuple(best[2]))
-            )
+            out.append(ColumnExplanation(gj, gname, None, pred.columns[best[0]].name, best[1], tuple(best[2])))
     return tuple(out)
 
 

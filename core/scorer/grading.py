@@ -17,7 +17,7 @@ import duckdb
 
 from dbt_harvest.core.scorer import literal
 from dbt_harvest.core.scorer.errors import GoldTableError
-from dbt_harvest.core.scorer.source import LoadedTable, fetch_frame, Source, SubmissionFailure, load_table, open_source
+from dbt_harvest.core.scorer.source import LoadedTable, Source, SubmissionFailure, fetch_frame, load_table, open_source
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.scorer.vectors import Scratch, Side, TablePair, strict_rows_match
 from dbt_harvest.core.scorer.verdict import TableVerdict, Verdict
@@ -130,9 +130,7 @@ def _grade_table(
         reason = f"row count {pred.n_rows} != {gold.n_rows} in table {name}"
         work.official = work.strict = TableVerdict(name, False, reason, gold.n_rows, pred.n_rows)
         return
-    exotic = any(gold.columns[j].kind == "exotic" for j in work.graded) or any(
-        c.kind == "exotic" for c in pred.columns
-    )
+    exotic = any(gold.columns[j].kind == "exotic" for j in work.graded) or any(c.kind == "exotic" for c in pred.columns)
     width = len(pred.columns)
     matched: list[tuple[int, int | None]] = []
     unmatched: int | None = None
@@ -179,9 +177,7 @@ def _grade_table(
         return
     for mapping in literal.candidate_mappings(work.candidates, MAX_STRICT_MAPPINGS):
         if exotic:
-            ok = literal.rows_match(
-                [gvals[j] for j in work.graded], [pvals[j] for j in mapping], work.ignore_order
-            )
+            ok = literal.rows_match([gvals[j] for j in work.graded], [pvals[j] for j in mapping], work.ignore_order)
         else:
             ok = pair.rows_agree(work.graded, list(mapping)) or strict_rows_match(g, work.graded, p, list(mapping))
         if ok:

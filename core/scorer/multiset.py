@@ -51,7 +51,7 @@ class Form:
     #: body holds a count per value (else the values, sorted)
     counted: bool = False
 
-    def same(self, other: "Form | TextForm") -> bool:
+    def same(self, other: Form | TextForm) -> bool:
         """True exactly when both forms describe the same multiset."""
         if not isinstance(other, Form) or self.signature != other.signature:
             return False
@@ -80,7 +80,7 @@ class TextForm:
         """True when every string occurs once."""
         return len(self.values) == self.size
 
-    def same(self, other: "Form | TextForm") -> bool:
+    def same(self, other: Form | TextForm) -> bool:
         """True exactly when both forms describe the same multiset of strings."""
         if not isinstance(other, TextForm) or self.size != other.size or len(self.values) != len(other.values):
             return False

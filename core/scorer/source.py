@@ -48,8 +48,18 @@ Source = str | Path | duckdb.DuckDBPyConnection
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}$")
 
 _NUMERIC_TYPES = {
-    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
-    "UBIGINT", "HUGEINT", "FLOAT", "DOUBLE",
+    "BOOLEAN",
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "HUGEINT",
+    "FLOAT",
+    "DOUBLE",
 }
 _TS_TYPES = {"DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS"}
 _TSTZ_TYPES = {"TIMESTAMP WITH TIME ZONE"}
@@ -316,7 +326,9 @@ def _load_small(name: str, names: list[str], types: list[str], frame: Any) -> Lo
         try:
             if kind == "num":
                 if pytype == "float":
-                    arrays[f"v{j}"] = pa.array([0.0 if m else float(x) for x, m in zip(col, na)], pa.float64(), mask=mask)
+                    arrays[f"v{j}"] = pa.array(
+                        [0.0 if m else float(x) for x, m in zip(col, na)], pa.float64(), mask=mask
+                    )
                 else:
                     ints = [0 if m else int(x) for x, m in zip(col, na)]
                     typ = pa.bool_() if pytype == "bool" else (pa.uint64() if max(ints) >= 1 << 63 else pa.int64())
@@ -344,8 +356,17 @@ def _load_small(name: str, names: list[str], types: list[str], frame: Any) -> Lo
 #: read through Arrow. DECIMAL and HUGEINT become floats inside DuckDB's pandas conversion, so those are
 #: read with fetchdf() to get that conversion's own rounding.
 _ARROW_NUMERIC = {
-    "BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
-    "FLOAT", "DOUBLE",
+    "BOOLEAN",
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "FLOAT",
+    "DOUBLE",
 }
 
 

@@ -43,7 +43,7 @@ class GradingSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "GradingSpec":
+    def from_dict(cls, data: dict[str, Any]) -> GradingSpec:
         try:
             tabs = data["condition_tabs"]
             n = len(tabs)

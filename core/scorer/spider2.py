@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.atomic import sha256_file
+from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.scorer.errors import GoldFileError, GoldTableError
 from dbt_harvest.core.scorer.source import is_plain_identifier, open_source
 from dbt_harvest.core.scorer.spec import GradingSpec
-from dbt_harvest.core.atomic import sha256_file
-from dbt_harvest.core.errors import HarvestError
 
 METADATA_NAME = "spider2_eval.jsonl"
 RESULTS_METADATA_NAME = "results_metadata.jsonl"
@@ -233,8 +233,14 @@ def check_jsonl_names(folder: Path, expected: str, what: str) -> Path:
         raise Spider2LayoutError(f"{what} folder {folder} does not exist")
     found = sorted(name for name in os.listdir(folder) if name.endswith(".jsonl"))
     if expected not in found:
-        hint = (f"; write one JSON line per instance: instance_id, answer_type (file), answer_or_path "
-                f"(the DuckDB file, relative to {folder}/<instance_id>/)") if expected == RESULTS_METADATA_NAME else ""
+        hint = (
+            (
+                f"; write one JSON line per instance: instance_id, answer_type (file), answer_or_path "
+                f"(the DuckDB file, relative to {folder}/<instance_id>/)"
+            )
+            if expected == RESULTS_METADATA_NAME
+            else ""
+        )
         raise Spider2LayoutError(f"{what} folder {folder} has no {expected}{hint}")
     others = [name for name in found if name != expected]
     if others:
@@ -252,7 +258,9 @@ def _read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise Spider2LayoutError(f"{what} {path} is not UTF-8 ({exc.reason}): evaluate.py stops on it; re-save it as UTF-8") from None
+        raise Spider2LayoutError(
+            f"{what} {path} is not UTF-8 ({exc.reason}): evaluate.py stops on it; re-save it as UTF-8"
+        ) from None
 
 
 def _key(record: Any, where: str) -> Any:
@@ -360,8 +368,11 @@ def _plan_file(iid: Any, answer: Any, entries: list[Any], results: str, gold_dir
         assert pred is not None  # iid and answer are strings here
         decision = Plan(GRADED, pred=pred, gold=gold, parameters=dict(params))
     if decision is None:
-        return _fixed(0, "no duckdb_match or table_match entry in evaluation: evaluate.py scores 0",
-                      "its evaluation has no duckdb_match entry")
+        return _fixed(
+            0,
+            "no duckdb_match or table_match entry in evaluation: evaluate.py scores 0",
+            "its evaluation has no duckdb_match entry",
+        )
     return decision
 
 
@@ -404,7 +415,9 @@ def resolve_call(params: dict[str, Any], gold_tables: Callable[[], list[str]]) -
     if tabs is None:
         tabs = gold_tables()
     if not isinstance(tabs, list) or not all(isinstance(t, str) for t in tabs):
-        return DuckdbCall(None, reason=f"condition_tabs {tabs!r} is not a list of table names: not mirrored", mirrored=False)
+        return DuckdbCall(
+            None, reason=f"condition_tabs {tabs!r} is not a list of table names: not mirrored", mirrored=False
+        )
     odd = [t for t in tabs if not is_plain_identifier(t)]
     if odd:
         return DuckdbCall(None, reason=f"table name {odd[0]!r} is not a plain identifier: not mirrored", mirrored=False)
@@ -425,9 +438,14 @@ def resolve_call(params: dict[str, Any], gold_tables: Callable[[], list[str]]) -
     orders = [False] * n if orders is None else orders
     cols = [[] for _ in range(n)] if cols is None else cols
     for entry in cols:
-        if not isinstance(entry, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in entry):
-            return DuckdbCall(None, reason=f"condition_cols entry {entry!r} is not a list of column positions: not mirrored",
-                              mirrored=False)
+        if not isinstance(entry, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in entry
+        ):
+            return DuckdbCall(
+                None,
+                reason=f"condition_cols entry {entry!r} is not a list of column positions: not mirrored",
+                mirrored=False,
+            )
     spec = GradingSpec(
         gold=str(params.get("gold", "")),
         condition_tabs=tuple(tabs),
@@ -447,14 +465,23 @@ def show_tables(gold: Path) -> list[str]:
         return [str(row[0]) for row in con.execute("SHOW TABLES").fetchall()]
 
 
-def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], results: Path, gold_dir: Path,
-                   alias: str | None = None, results_stopped: str = "") -> InstanceResult:
+def score_instance(
+    record: dict[str, Any] | None,
+    gold_record: dict[str, Any],
+    results: Path,
+    gold_dir: Path,
+    alias: str | None = None,
+    results_stopped: str = "",
+) -> InstanceResult:
     """Score one instance; ``record`` is the merged line (None when the instance was not submitted)."""
     from dbt_harvest.core.scorer import score
 
     iid = str(gold_record["instance_id"])
-    overridden = sorted(k for k in (record or {}) if k != "instance_id" and k in gold_record
-                        and record[k] != gold_record[k]) if record is not None else []
+    overridden = (
+        sorted(k for k in (record or {}) if k != "instance_id" and k in gold_record and record[k] != gold_record[k])
+        if record is not None
+        else []
+    )
     task_problem = f"the results line replaces the gold's {', '.join(overridden)}" if overridden else ""
     if record is None:
         why = "not submitted (no results line" + (f" read: {results_stopped}" if results_stopped else "") + ")"
@@ -464,8 +491,16 @@ def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], r
     task_problem = task_problem or plan.task_problem
     if plan.status != GRADED:
         sound = not task_problem and plan.status == FIXED
-        return InstanceResult(iid, plan.status, plan.official, 0, int(sound and plan.official == 1), plan.reason,
-                              answer_type, task_problem)
+        return InstanceResult(
+            iid,
+            plan.status,
+            plan.official,
+            0,
+            int(sound and plan.official == 1),
+            plan.reason,
+            answer_type,
+            task_problem,
+        )
     gold_file, gold_alias = Path(plan.gold), None
     if alias is not None:
         shipped = gold_file.parent / alias
@@ -485,8 +520,17 @@ def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], r
     if call.spec is None:
         status = FIXED if call.mirrored else NOT_MIRRORED
         sound = not (task_problem or call.task_problem) and status == FIXED
-        return InstanceResult(iid, status, call.official, 0, int(sound and call.official == 1), call.reason,
-                              answer_type, task_problem or call.task_problem, gold_alias)
+        return InstanceResult(
+            iid,
+            status,
+            call.official,
+            0,
+            int(sound and call.official == 1),
+            call.reason,
+            answer_type,
+            task_problem or call.task_problem,
+            gold_alias,
+        )
     try:
         result = score(gold_file, Path(plan.pred), call.spec)
     except GoldTableError as exc:
@@ -494,8 +538,17 @@ def score_instance(record: dict[str, Any] | None, gold_record: dict[str, Any], r
     official, strict = result.official.score, result.strict.score
     reason = result.official.reason or result.strict.reason
     sound = not task_problem
-    return InstanceResult(iid, GRADED, official, strict if sound else 0, official if sound else 0, reason,
-                          answer_type, task_problem, gold_alias)
+    return InstanceResult(
+        iid,
+        GRADED,
+        official,
+        strict if sound else 0,
+        official if sound else 0,
+        reason,
+        answer_type,
+        task_problem,
+        gold_alias,
+    )
 
 
 def validate_aliases(aliases: dict[str, str], known: Iterable[str]) -> None:
@@ -528,14 +581,20 @@ def read_folders(results: Path, gold: Path) -> Folder:
     return Folder(gold_lines, lines, stopped, extra)
 
 
-def score_folder(results: Path, gold: Path, aliases: dict[str, str] | None = None,
-                 progress: Callable[[], None] | None = None) -> Spider2Report:
+def score_folder(
+    results: Path, gold: Path, aliases: dict[str, str] | None = None, progress: Callable[[], None] | None = None
+) -> Spider2Report:
     """Score every instance of ``<gold>/spider2_eval.jsonl`` against the results folder ``results``."""
     return score_read(read_folders(results, gold), results, gold, aliases, progress)
 
 
-def score_read(folder: Folder, results: Path, gold: Path, aliases: dict[str, str] | None = None,
-               progress: Callable[[], None] | None = None) -> Spider2Report:
+def score_read(
+    folder: Folder,
+    results: Path,
+    gold: Path,
+    aliases: dict[str, str] | None = None,
+    progress: Callable[[], None] | None = None,
+) -> Spider2Report:
     """Score the instances of folders already read by :func:`read_folders` (``progress`` is called after each)."""
     aliases = dict(aliases or {})
     validate_aliases(aliases, (str(k) for k in folder.gold))

@@ -265,8 +265,13 @@ class Side:
             with np.errstate(over="ignore", invalid="ignore"):
                 if finite.size:
                     magnitude = np.abs(finite)
-                    bounds = (float(finite.min()), float(finite.max()), float(finite.sum()),
-                              float(magnitude.sum()), float(magnitude.max()))
+                    bounds = (
+                        float(finite.min()),
+                        float(finite.max()),
+                        float(finite.sum()),
+                        float(magnitude.sum()),
+                        float(magnitude.max()),
+                    )
                 else:
                     bounds = (0.0, 0.0, 0.0, 0.0, 0.0)
             self._num[j] = NumStats(len(arr) - live.size, n_posinf, n_neginf, *bounds)
@@ -444,9 +449,7 @@ class TablePair:
                 return False
             if not agree_on_sample(self.g.identity(gj), self.p.identity(pj), self.rows):
                 return False
-        return all(
-            agree_under(self.g.identity(gj), self.p.identity(pj), self.rows) for gj, pj in zip(gcols, pcols)
-        )
+        return all(agree_under(self.g.identity(gj), self.p.identity(pj), self.rows) for gj, pj in zip(gcols, pcols))
 
 
 def table_pair_match(g: Side, gj: int, p: Side, pj: int, ordered: bool) -> bool:

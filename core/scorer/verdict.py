@@ -56,7 +56,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_tables(cls, tables: tuple[TableVerdict, ...]) -> "Verdict":
+    def from_tables(cls, tables: tuple[TableVerdict, ...]) -> Verdict:
         for table in tables:
             if not table.passed:
                 return cls(False, table.reason, tables)

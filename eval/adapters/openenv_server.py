@@ -26,6 +26,7 @@ code only through the sandbox, like every other entry point.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -35,8 +36,6 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
-
-import threading
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.eval.env.environment import DatasetTasks, EnvSettings, RepairEnvironment
@@ -74,6 +73,8 @@ class Slots:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
 ToolName = Literal["list_files", "read_file", "write_file", "query", "dbt", "validate", "submit"]
 
 
@@ -106,8 +107,9 @@ class RepairOpenEnv(Environment[RepairAction, RepairObservation, State]):
         self._state = State(episode_id=None, step_count=0)
         self._instance_id = ""
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, instance_id: str | None = None,
-              **kwargs: Any) -> RepairObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, instance_id: str | None = None, **kwargs: Any
+    ) -> RepairObservation:
         if not isinstance(instance_id, str) or not instance_id:
             raise BadRequest("reset needs instance_id: the id of the task to play")
         try:
@@ -142,21 +144,31 @@ class RepairOpenEnv(Environment[RepairAction, RepairObservation, State]):
             slots.give()
 
 
-def make_app(dataset: str, split: str = "train", *, repo_mirror: Path | None = None, max_concurrent_envs: int = 4,
-             settings: EnvSettings | None = None):  # -> fastapi.FastAPI
+def make_app(
+    dataset: str,
+    split: str = "train",
+    *,
+    repo_mirror: Path | None = None,
+    max_concurrent_envs: int = 4,
+    settings: EnvSettings | None = None,
+):  # -> fastapi.FastAPI
     """The OpenEnv FastAPI app serving ``dataset``'s ``split`` (rows read once, shared by every session)."""
     from dataclasses import replace
 
-    from openenv.core.env_server.http_server import create_app
-
     from fastapi import Request
     from fastapi.responses import JSONResponse
+    from openenv.core.env_server.http_server import create_app
 
     tasks = DatasetTasks(dataset, split, repo_mirror=repo_mirror)
     session_settings = replace(settings or EnvSettings(), statement_in_observation=True)
     slots = Slots(max_concurrent_envs)
-    app = create_app(lambda: RepairOpenEnv(tasks, session_settings, slots), RepairAction, RepairObservation,
-                     env_name="dbt-repair", max_concurrent_envs=max_concurrent_envs)
+    app = create_app(
+        lambda: RepairOpenEnv(tasks, session_settings, slots),
+        RepairAction,
+        RepairObservation,
+        env_name="dbt-repair",
+        max_concurrent_envs=max_concurrent_envs,
+    )
 
     async def bad_request(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": _one_line(exc)}, status_code=400)
@@ -168,12 +180,14 @@ def make_app(dataset: str, split: str = "train", *, repo_mirror: Path | None = N
     app.add_exception_handler(ServerBusy, busy)
 
     @app.middleware("http")
-    async def bounded(request: Request, call_next):  # noqa: ANN001, ANN202
+    async def bounded(request: Request, call_next):
         length = request.headers.get("content-length", "")
         if (length and (not length.isdigit() or int(length) > MAX_REQUEST_BYTES)) or (
-                not length and request.headers.get("transfer-encoding")):
-            return JSONResponse({"detail": f"request body over {MAX_REQUEST_BYTES:,} bytes (or of no stated length)"},
-                                status_code=413)
+            not length and request.headers.get("transfer-encoding")
+        ):
+            return JSONResponse(
+                {"detail": f"request body over {MAX_REQUEST_BYTES:,} bytes (or of no stated length)"}, status_code=413
+            )
         return await call_next(request)
 
     return app
@@ -188,8 +202,12 @@ class RepairEnvClient(EnvClient[RepairAction, RepairObservation, State]):
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[RepairObservation]:
         obs = payload.get("observation", {})
         observation = RepairObservation(
-            text=obs.get("text", ""), instance_id=obs.get("instance_id", ""), tool=obs.get("tool", ""),
-            done=payload.get("done", False), reward=payload.get("reward"), metadata=obs.get("metadata", {}),
+            text=obs.get("text", ""),
+            instance_id=obs.get("instance_id", ""),
+            tool=obs.get("tool", ""),
+            done=payload.get("done", False),
+            reward=payload.get("reward"),
+            metadata=obs.get("metadata", {}),
         )
         return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False))
 

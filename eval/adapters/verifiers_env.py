@@ -39,8 +39,14 @@ def _bridge_compat() -> None:
         GenericEnvClient._base_url = property(lambda self: self._ws_url.removesuffix("/ws"))  # type: ignore[attr-defined]
 
 
-def load_environment(dataset: str, split: str = "train", *, base_url: str = "http://127.0.0.1:8000",
-                     instance_ids: Sequence[str] | None = None, **env_args: Any):  # -> verifiers OpenEnvEnv
+def load_environment(
+    dataset: str,
+    split: str = "train",
+    *,
+    base_url: str = "http://127.0.0.1:8000",
+    instance_ids: Sequence[str] | None = None,
+    **env_args: Any,
+):  # -> verifiers OpenEnvEnv
     """A verifiers environment over ``dataset``'s ``split``, played through the OpenEnv server at ``base_url``."""
     from verifiers.v1.tasksets.openenv import OpenEnvConfig, OpenEnvEnv, OpenEnvEnvConfig
 

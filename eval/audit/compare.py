@@ -71,8 +71,9 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def paired_bootstrap(a: list[int], b: list[int], resamples: int = 10_000, seed: int = 0,
-                     level: float = 0.95) -> tuple[float, float]:
+def paired_bootstrap(
+    a: list[int], b: list[int], resamples: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile interval for mean(b) − mean(a), resampling task indices with replacement."""
     n = len(a)
     if n == 0:
@@ -126,8 +127,10 @@ class Comparison:
             if self.distinguishable
             else f"NOT distinguishable from noise (exact McNemar p = {self.p_value:.3g} ≥ {self.alpha})"
         )
-        return (f"{self.label_b} {self.official_b}/{self.n} vs {self.label_a} {self.official_a}/{self.n} "
-                f"({delta:+d} tasks; {self.table.only_b} gained, {self.table.only_a} lost): {verdict}")
+        return (
+            f"{self.label_b} {self.official_b}/{self.n} vs {self.label_a} {self.official_a}/{self.n} "
+            f"({delta:+d} tasks; {self.table.only_b} gained, {self.table.only_a} lost): {verdict}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -136,7 +139,9 @@ class Comparison:
         return data
 
 
-def _grouped(rows_a: dict[str, dict], rows_b: dict[str, dict], key: str, default: str = "?") -> dict[str, dict[str, int]]:
+def _grouped(
+    rows_a: dict[str, dict], rows_b: dict[str, dict], key: str, default: str = "?"
+) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for instance_id, row in rows_a.items():
         bucket = out.setdefault(str(row.get(key) or default), {"n": 0, "official_a": 0, "official_b": 0})
@@ -146,16 +151,26 @@ def _grouped(rows_a: dict[str, dict], rows_b: dict[str, dict], key: str, default
     return dict(sorted(out.items()))
 
 
-def compare_reports(report_a: dict[str, Any], report_b: dict[str, Any], *, run_a: str = "A", run_b: str = "B",
-                    alpha: float = 0.05, resamples: int = 10_000, seed: int = 0,
-                    label_a: str = "", label_b: str = "") -> Comparison:
+def compare_reports(
+    report_a: dict[str, Any],
+    report_b: dict[str, Any],
+    *,
+    run_a: str = "A",
+    run_b: str = "B",
+    alpha: float = 0.05,
+    resamples: int = 10_000,
+    seed: int = 0,
+    label_a: str = "",
+    label_b: str = "",
+) -> Comparison:
     """Compare two audit reports (``eval.audit.report.build_report``) of the same task set. Labels default
     to each run's model (or driver) name."""
     if report_a["split"] != report_b["split"]:
         raise CompareError(f"the runs audit different splits ({report_a['split']!r} vs {report_b['split']!r})")
     if report_a["task_set_sha256"] != report_b["task_set_sha256"]:
-        raise CompareError("the runs audit different task sets (task_set_sha256 differs); "
-                           "compare runs made over the same tasks")
+        raise CompareError(
+            "the runs audit different task sets (task_set_sha256 differs); compare runs made over the same tasks"
+        )
     if not 0 < alpha < 1:
         raise CompareError(f"alpha must be between 0 and 1, not {alpha}")
     rows_a = {r["instance_id"]: r for r in report_a["episodes"]}
@@ -168,23 +183,42 @@ def compare_reports(report_a: dict[str, Any], report_b: dict[str, Any], *, run_a
     low, high = paired_bootstrap(a, b, resamples=resamples, seed=seed)
     moves = Counter(f"{rows_a[i]['rung']}->{rows_b[i]['rung']}" for i in ids if rows_a[i]["rung"] != rows_b[i]["rung"])
     return Comparison(
-        run_a=run_a, run_b=run_b,
+        run_a=run_a,
+        run_b=run_b,
         label_a=label_a or str(report_a["driver"].get("model") or report_a["driver"].get("name") or "A"),
         label_b=label_b or str(report_b["driver"].get("model") or report_b["driver"].get("name") or "B"),
-        split=report_a["split"], n=len(ids),
-        official_a=sum(a), official_b=sum(b),
-        strict_a=report_a["strict"], strict_b=report_b["strict"],
-        table=table, p_value=p_value, alpha=alpha, ci_low=low, ci_high=high,
+        split=report_a["split"],
+        n=len(ids),
+        official_a=sum(a),
+        official_b=sum(b),
+        strict_a=report_a["strict"],
+        strict_b=report_b["strict"],
+        table=table,
+        p_value=p_value,
+        alpha=alpha,
+        ci_low=low,
+        ci_high=high,
         distinguishable=p_value < alpha,
-        ladder_a=dict(report_a["ladder"]), ladder_b=dict(report_b["ladder"]),
+        ladder_a=dict(report_a["ladder"]),
+        ladder_b=dict(report_b["ladder"]),
         ladder_labels=dict(report_a["ladder_labels"]),
         rung_moves=dict(sorted(moves.items())),
-        by_family=_grouped(rows_a, rows_b, "family"), by_repo=_grouped(rows_a, rows_b, "repo"),
+        by_family=_grouped(rows_a, rows_b, "family"),
+        by_repo=_grouped(rows_a, rows_b, "repo"),
         by_kind=_grouped(rows_a, rows_b, "kind", "repair"),
-        tasks=[{"instance_id": i, "kind": rows_a[i].get("kind") or "repair", "family": rows_a[i].get("family"),
+        tasks=[
+            {
+                "instance_id": i,
+                "kind": rows_a[i].get("kind") or "repair",
+                "family": rows_a[i].get("family"),
                 "repo": rows_a[i].get("repo"),
-                "official_a": rows_a[i]["official"], "official_b": rows_b[i]["official"],
-                "rung_a": rows_a[i]["rung"], "rung_b": rows_b[i]["rung"]} for i in ids],
+                "official_a": rows_a[i]["official"],
+                "official_b": rows_b[i]["official"],
+                "rung_a": rows_a[i]["rung"],
+                "rung_b": rows_b[i]["rung"],
+            }
+            for i in ids
+        ],
     )
 
 
@@ -206,23 +240,35 @@ def to_markdown(c: Comparison) -> str:
         f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]",
         f"- exact McNemar on the {c.table.discordant} discordant tasks: p = {c.p_value:.4g} (alpha {c.alpha})",
         "",
-        "## Paired outcomes (official)", "",
-        "| | B passes | B fails |", "|---|---|---|",
+        "## Paired outcomes (official)",
+        "",
+        "| | B passes | B fails |",
+        "|---|---|---|",
         f"| **A passes** | {c.table.both} | {c.table.only_a} |",
         f"| **A fails** | {c.table.only_b} | {c.table.neither} |",
-        "", "## Failure ladder", "", "| rung | meaning | A | B |", "|---|---|---|---|",
+        "",
+        "## Failure ladder",
+        "",
+        "| rung | meaning | A | B |",
+        "|---|---|---|---|",
     ]
-    lines += [f"| {r} | {c.ladder_labels[r]} | {c.ladder_a.get(r, 0)} | {c.ladder_b.get(r, 0)} |" for r in c.ladder_labels]
+    lines += [
+        f"| {r} | {c.ladder_labels[r]} | {c.ladder_a.get(r, 0)} | {c.ladder_b.get(r, 0)} |" for r in c.ladder_labels
+    ]
     if c.rung_moves:
         lines += ["", "Tasks that moved rung (A → B): " + ", ".join(f"{m}: {k}" for m, k in c.rung_moves.items())]
     for title, groups in (("By kind", c.by_kind), ("By family", c.by_family), ("By repository", c.by_repo)):
         lines += ["", f"## {title}", "", "| name | n | A | B | B − A |", "|---|---|---|---|---|"]
-        lines += [f"| {name} | {g['n']} | {g['official_a']} | {g['official_b']} | {g['official_b'] - g['official_a']:+d} |"
-                  for name, g in groups.items()]
+        lines += [
+            f"| {name} | {g['n']} | {g['official_a']} | {g['official_b']} | {g['official_b'] - g['official_a']:+d} |"
+            for name, g in groups.items()
+        ]
     lines += ["", "## Tasks that differ", ""]
     differ = [t for t in c.tasks if t["official_a"] != t["official_b"]]
-    lines += [f"- `{t['instance_id']}`: A {t['official_a']} (rung {t['rung_a']}) → B {t['official_b']} (rung {t['rung_b']})"
-              for t in differ] or ["- none"]
+    lines += [
+        f"- `{t['instance_id']}`: A {t['official_a']} (rung {t['rung_a']}) → B {t['official_b']} (rung {t['rung_b']})"
+        for t in differ
+    ] or ["- none"]
     return "\n".join(lines) + "\n"
 
 
@@ -236,12 +282,23 @@ def compare_png(c: Comparison, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     rungs = list(c.ladder_labels)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), dpi=100,
-                                      gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), dpi=100, gridspec_kw={"width_ratios": [3, 2]})
     width = 0.4
     xs = range(len(rungs))
-    left.bar([x - width / 2 for x in xs], [c.ladder_a.get(r, 0) for r in rungs], width, label=f"A: {c.label_a}", color="#9e9e9e")
-    left.bar([x + width / 2 for x in xs], [c.ladder_b.get(r, 0) for r in rungs], width, label=f"B: {c.label_b}", color="#1f77b4")
+    left.bar(
+        [x - width / 2 for x in xs],
+        [c.ladder_a.get(r, 0) for r in rungs],
+        width,
+        label=f"A: {c.label_a}",
+        color="#9e9e9e",
+    )
+    left.bar(
+        [x + width / 2 for x in xs],
+        [c.ladder_b.get(r, 0) for r in rungs],
+        width,
+        label=f"B: {c.label_b}",
+        color="#1f77b4",
+    )
     left.set_xticks(list(xs), [f"{r}" for r in rungs])
     left.set_xlabel("rung (" + "; ".join(f"{r} {c.ladder_labels[r]}" for r in rungs) + ")", fontsize=7, wrap=True)
     left.set_ylabel("episodes")
@@ -250,8 +307,20 @@ def compare_png(c: Comparison, path: Path) -> Path:
     families = list(c.by_family)
     ys = range(len(families))
     rate = lambda g, k: g[k] / g["n"] if g["n"] else 0.0  # noqa: E731
-    right.barh([y + width / 2 for y in ys], [rate(c.by_family[f], "official_a") for f in families], width, color="#9e9e9e", label="A")
-    right.barh([y - width / 2 for y in ys], [rate(c.by_family[f], "official_b") for f in families], width, color="#1f77b4", label="B")
+    right.barh(
+        [y + width / 2 for y in ys],
+        [rate(c.by_family[f], "official_a") for f in families],
+        width,
+        color="#9e9e9e",
+        label="A",
+    )
+    right.barh(
+        [y - width / 2 for y in ys],
+        [rate(c.by_family[f], "official_b") for f in families],
+        width,
+        color="#1f77b4",
+        label="B",
+    )
     right.set_yticks(list(ys), [f"{f} (n={c.by_family[f]['n']})" for f in families], fontsize=8)
     right.set_xlim(0, 1)
     right.set_xlabel("official pass rate")

@@ -12,9 +12,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core import atomic
 from dbt_harvest.eval.audit.rundir import RunDir, kinds_label
 from dbt_harvest.eval.ladder import MISSING, RUNGS
-from dbt_harvest.core import atomic
 
 CRASHED = "crashed"
 
@@ -36,12 +36,19 @@ def build_report(run: RunDir) -> dict[str, Any]:
             verdict = {**entry, "status": "missing", "official": 0, "strict": 0, "rung": MISSING}
         elif verdict.get("status") == CRASHED:
             crashed.append(entry["instance_id"])
-        rows.append({
-            **entry, "status": verdict.get("status"), "official": int(bool(verdict.get("official"))),
-            "strict": int(bool(verdict.get("strict"))), "rung": int(verdict.get("rung", MISSING)),
-            "turns": int(verdict.get("turns", 0) or 0), "invalid_actions": int(verdict.get("invalid_actions", 0) or 0),
-            "reason": verdict.get("reason", ""), "error": verdict.get("error", ""),
-        })
+        rows.append(
+            {
+                **entry,
+                "status": verdict.get("status"),
+                "official": int(bool(verdict.get("official"))),
+                "strict": int(bool(verdict.get("strict"))),
+                "rung": int(verdict.get("rung", MISSING)),
+                "turns": int(verdict.get("turns", 0) or 0),
+                "invalid_actions": int(verdict.get("invalid_actions", 0) or 0),
+                "reason": verdict.get("reason", ""),
+                "error": verdict.get("error", ""),
+            }
+        )
     n = len(rows)
     ladder = Counter(r["rung"] for r in rows)
 
@@ -94,30 +101,45 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"- **official: {_ratio(report['official'], n)}**",
         f"- strict: {_ratio(report['strict'], n)}",
         f"- submitted: {report['submitted']} of {n}"
-        + (f" (evaluate.py divides by the submitted: {_ratio(report['official'], report['submitted'])})"
-           if report.get("benchmark") == "spider2-dbt" else ""),
+        + (
+            f" (evaluate.py divides by the submitted: {_ratio(report['official'], report['submitted'])})"
+            if report.get("benchmark") == "spider2-dbt"
+            else ""
+        ),
         f"- missing: {len(report['missing'])}, crashed: {len(report['crashed'])} (each counts 0)",
         f"- mean turns: {report['mean_turns']}, invalid actions: {report['invalid_actions']}",
     ]
     if report.get("sealed"):
         what = "sealed Spider2 part" if report.get("benchmark") == "spider2-dbt" else "sealed test split"
-        lines.append(f"- {what}, recipe `{report['sealed'].get('recipe')}`, arm {report['sealed'].get('arm') or 'recipe'}")
+        lines.append(
+            f"- {what}, recipe `{report['sealed'].get('recipe')}`, arm {report['sealed'].get('arm') or 'recipe'}"
+        )
     lines += ["", "## Failure ladder", "", "| rung | meaning | episodes |", "|---|---|---|"]
     for rung, count in report["ladder"].items():
         lines.append(f"| {rung} | {report['ladder_labels'][rung]} | {count} |")
     for title, key in (("By kind", "by_kind"), ("By family", "by_family"), ("By repository", "by_repo")):
         lines += ["", f"## {title}", "", "| name | official | strict |", "|---|---|---|"]
         for name, bucket in (report.get(key) or {}).items():
-            lines.append(f"| {name} | {_ratio(bucket['official'], bucket['n'])} | {_ratio(bucket['strict'], bucket['n'])} |")
+            lines.append(
+                f"| {name} | {_ratio(bucket['official'], bucket['n'])} | {_ratio(bucket['strict'], bucket['n'])} |"
+            )
     if report["missing"] or report["crashed"]:
         lines += ["", "## Missing and crashed", ""]
         lines += [f"- missing: `{i}`" for i in report["missing"]]
         by_id = {r["instance_id"]: r for r in report["episodes"]}
         lines += [f"- crashed: `{i}`: {by_id[i].get('error', '')}" for i in report["crashed"]]
-    lines += ["", "## Episodes", "", "| task | rung | official | strict | turns | reason |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Episodes",
+        "",
+        "| task | rung | official | strict | turns | reason |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in report["episodes"]:
         reason = " ".join(str(r.get("reason") or r.get("error") or r["status"]).split())[:160].replace("|", "\\|")
-        lines.append(f"| `{r['instance_id']}` | {r['rung']} | {r['official']} | {r['strict']} | {r['turns']} | {reason} |")
+        lines.append(
+            f"| `{r['instance_id']}` | {r['rung']} | {r['official']} | {r['strict']} | {r['turns']} | {reason} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -136,8 +158,9 @@ def ladder_figure(report: dict[str, Any]) -> Any:
     labels = [textwrap.fill(f"{r}: {report['ladder_labels'][r]}", 28) for r in rungs]
     families = report.get("by_family") or {}
     rows = max(len(rungs), len(families), 1)
-    fig, (ladder, per_family) = plt.subplots(1, 2, figsize=(12, 1.2 + 0.5 * rows), dpi=100,
-                                             gridspec_kw={"width_ratios": [1.15, 1]})
+    fig, (ladder, per_family) = plt.subplots(
+        1, 2, figsize=(12, 1.2 + 0.5 * rows), dpi=100, gridspec_kw={"width_ratios": [1.15, 1]}
+    )
     colors = ["#9e9e9e", "#d62728", "#ff7f0e", "#e6b800", "#bcbd22", "#1f77b4", "#2ca02c"][: len(rungs)]
     bars = ladder.barh(range(len(rungs)), counts, color=colors)
     ladder.set_yticks(range(len(rungs)), labels, fontsize=8)
@@ -146,8 +169,14 @@ def ladder_figure(report: dict[str, Any]) -> Any:
     ladder.set_title("failure ladder", fontsize=10)
     ladder.set_xlim(0, max([*counts, 1]) * 1.15)
     for bar, count in zip(bars, counts):
-        ladder.annotate(str(count), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                        xytext=(3, 0), textcoords="offset points", va="center", fontsize=8)
+        ladder.annotate(
+            str(count),
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
     names = list(families)
     if names:
         y = range(len(names))
@@ -158,8 +187,14 @@ def ladder_figure(report: dict[str, Any]) -> Any:
         per_family.set_yticks(list(y), [f"{f} (n={families[f]['n']})" for f in names], fontsize=8)
         for i, f in enumerate(names):
             text = f"{families[f]['official']}/{families[f]['n']} · {families[f]['strict']}/{families[f]['n']}"
-            per_family.annotate(text, (max(official[i], strict[i]), i), xytext=(3, 0), textcoords="offset points",
-                                va="center", fontsize=7)
+            per_family.annotate(
+                text,
+                (max(official[i], strict[i]), i),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=7,
+            )
         per_family.invert_yaxis()
         per_family.legend(loc="lower right", fontsize=7)
     per_family.set_xlim(0, 1.3)
@@ -167,7 +202,8 @@ def ladder_figure(report: dict[str, Any]) -> Any:
     per_family.set_title("per family", fontsize=10)
     fig.suptitle(
         f"{report['split']} / {report['driver'].get('name')}: official {report['official']}/{report['n']}, "
-        f"strict {report['strict']}/{report['n']}", fontsize=11,
+        f"strict {report['strict']}/{report['n']}",
+        fontsize=11,
     )
     fig.tight_layout()
     return fig

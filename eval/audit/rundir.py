@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.core import atomic
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.eval.env.errors import EnvError
 
 RUN_FORMAT = 1
 
@@ -37,8 +37,13 @@ def task_set_sha256(tasks: list[TaskRecord]) -> str:
 
 
 def task_entry(task: TaskRecord) -> dict[str, str]:
-    return {"instance_id": task.instance_id, "kind": task.kind, "family": task.family, "operator": task.operator,
-            "repo": task.repo}
+    return {
+        "instance_id": task.instance_id,
+        "kind": task.kind,
+        "family": task.family,
+        "operator": task.operator,
+        "repo": task.repo,
+    }
 
 
 def kinds_label(kinds: list[str] | None) -> str:
@@ -94,9 +99,13 @@ class RunDir:
                         "choose another --run-dir"
                     )
             if old.get("driver", {}).get("name") != description.get("driver", {}).get("name"):
-                raise RunDirError(f"{self.root} was run with driver {old['driver'].get('name')!r}; choose another --run-dir")
+                raise RunDirError(
+                    f"{self.root} was run with driver {old['driver'].get('name')!r}; choose another --run-dir"
+                )
             return old
-        atomic.write_text(self.run_file, json.dumps({"format": RUN_FORMAT, **description}, sort_keys=True, indent=1) + "\n")
+        atomic.write_text(
+            self.run_file, json.dumps({"format": RUN_FORMAT, **description}, sort_keys=True, indent=1) + "\n"
+        )
         return self.read_run()
 
     # episodes --------------------------------------------------------------------------------------
@@ -113,7 +122,9 @@ class RunDir:
     def write_episode(self, verdict: dict[str, Any], transcript: list[dict[str, Any]]) -> None:
         lines = "".join(json.dumps(event, sort_keys=True, default=str) + "\n" for event in transcript)
         atomic.write_text(self.transcript_file(verdict["instance_id"]), lines)
-        atomic.write_text(self.episode_file(verdict["instance_id"]), json.dumps(verdict, sort_keys=True, indent=1) + "\n")
+        atomic.write_text(
+            self.episode_file(verdict["instance_id"]), json.dumps(verdict, sort_keys=True, indent=1) + "\n"
+        )
 
     def read_transcript(self, instance_id: str) -> list[dict[str, Any]]:
         path = self.transcript_file(instance_id)

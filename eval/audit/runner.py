@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.audit.rundir import RunDir, task_entry, task_set_sha256
 from dbt_harvest.eval.drivers.base import Driver
 from dbt_harvest.eval.env.benchmark import BenchmarkTasks
@@ -22,7 +23,6 @@ from dbt_harvest.eval.env.environment import EnvSettings, RepairEnvironment
 from dbt_harvest.eval.env.episode import EpisodeLimits, EpisodeOutcome
 from dbt_harvest.eval.env.tools import RunSettings
 from dbt_harvest.eval.ladder import classify
-from dbt_harvest.core.task_record import TaskRecord
 
 CRASHED = "crashed"
 
@@ -54,20 +54,25 @@ def _explain(task: TaskRecord, outcome: EpisodeOutcome, benchmark: BenchmarkTask
         assert submission.capture is not None
         gold = benchmark.gold(task) if benchmark is not None else gold_path(task.gold_sha256)
         return explain(gold, submission.capture, task.grading).to_text()
-    except Exception as exc:  # noqa: BLE001 - the explanation is a courtesy; the verdict stands without it
+    except Exception as exc:
         return f"(explainer failed: {type(exc).__name__}: {exc})"
 
 
 def verdict_record(task: TaskRecord, outcome: EpisodeOutcome, reason: str, wall_s: float) -> dict[str, Any]:
     ladder = classify(outcome)
     return {
-        **task_entry(task), **outcome.to_dict(), "rung": ladder.rung, "rung_label": ladder.label,
-        "reason": reason, "wall_s": round(wall_s, 3),
+        **task_entry(task),
+        **outcome.to_dict(),
+        "rung": ladder.rung,
+        "rung_label": ladder.label,
+        "reason": reason,
+        "wall_s": round(wall_s, 3),
     }
 
 
-def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings,
-             benchmark: BenchmarkTasks | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def play_one(
+    task: TaskRecord, driver: Driver, settings: EnvSettings, benchmark: BenchmarkTasks | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Play one episode; never raises (a crash is a verdict with status 'crashed')."""
     started = time.perf_counter()
     env = RepairEnvironment(benchmark if benchmark is not None else {task.instance_id: task}, settings)
@@ -84,17 +89,28 @@ def play_one(task: TaskRecord, driver: Driver, settings: EnvSettings,
             finally:
                 transcript = list(env.episode.transcript)
         return verdict_record(task, outcome, reason, time.perf_counter() - started), transcript
-    except Exception as exc:  # noqa: BLE001 - one crashed episode must not stop the audit
+    except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         transcript.append({"kind": "crash", "error": error, "traceback": traceback.format_exc()[-4000:]})
         return {
-            **task_entry(task), "status": CRASHED, "error": " ".join(error.split())[:600], "official": 0, "strict": 0,
-            "rung": 0, "rung_label": "missing or crashed", "turns": 0, "invalid_actions": 0, "submission": None,
-            "reason": "the episode crashed", "wall_s": round(time.perf_counter() - started, 3),
+            **task_entry(task),
+            "status": CRASHED,
+            "error": " ".join(error.split())[:600],
+            "official": 0,
+            "strict": 0,
+            "rung": 0,
+            "rung_label": "missing or crashed",
+            "turns": 0,
+            "invalid_actions": 0,
+            "submission": None,
+            "reason": "the episode crashed",
+            "wall_s": round(time.perf_counter() - started, 3),
         }, transcript
 
 
-def describe_run(split: str, tasks: list[TaskRecord], driver: Driver, options: AuditOptions, sealed: dict[str, Any] | None) -> dict[str, Any]:
+def describe_run(
+    split: str, tasks: list[TaskRecord], driver: Driver, options: AuditOptions, sealed: dict[str, Any] | None
+) -> dict[str, Any]:
     return {
         "split": split,
         "driver": driver.describe(),
@@ -102,8 +118,11 @@ def describe_run(split: str, tasks: list[TaskRecord], driver: Driver, options: A
         "tasks": [task_entry(t) for t in sorted(tasks, key=lambda t: t.instance_id)],
         "limits": {"max_turns": options.limits.max_turns, "repeat_limit": options.limits.repeat_limit},
         "sandboxed": options.run.sandboxed,
-        **({"benchmark": options.benchmark.name, "clock": getattr(options.benchmark, "clock", "")}
-           if options.benchmark is not None else {}),
+        **(
+            {"benchmark": options.benchmark.name, "clock": getattr(options.benchmark, "clock", "")}
+            if options.benchmark is not None
+            else {}
+        ),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sealed": sealed,
         # None: every kind of the split (also what a run folder written before the filter existed means)

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.corpora.chain import append_entry, read_chain
 from dbt_harvest.corpora.recipe import FrozenRecipe
 from dbt_harvest.corpora.sealed import ARMS, arm_of
 from dbt_harvest.eval.env.errors import EnvError
-from dbt_harvest.core.task_record import TaskRecord
 
 RESULTS_NAME = "_test_audits.jsonl"
 RESULT_FIELDS = ("recipe", "time", "official", "n", "prev")
@@ -83,16 +83,21 @@ def recipe_driver_options(frozen: FrozenRecipe, model: str, adapter: str | None,
     recipe_adapter = frozen.run_dir / ADAPTER_DIR
     if arm == "base" and adapter:
         raise SealedAuditError("the base arm plays the recipe's base model without an adapter; leave --adapter out")
-    if adapter and Path(adapter).resolve() != recipe_adapter.resolve():
-        if not Path(adapter).is_dir() or folder_sha256(Path(adapter)) != frozen.adapter_sha256:
-            raise SealedAuditError(
-                f"--adapter {adapter} is not the adapter of the frozen recipe {frozen.recipe}; leave --adapter out "
-                "(the recipe's own adapter plays)"
-            )
+    if (
+        adapter
+        and Path(adapter).resolve() != recipe_adapter.resolve()
+        and (not Path(adapter).is_dir() or folder_sha256(Path(adapter)) != frozen.adapter_sha256)
+    ):
+        raise SealedAuditError(
+            f"--adapter {adapter} is not the adapter of the frozen recipe {frozen.recipe}; leave --adapter out "
+            "(the recipe's own adapter plays)"
+        )
     base = frozen.base_model
     revision = str(base.get("revision") or "")
-    options: dict[str, Any] = {"adapter": str(recipe_adapter) if arm == "recipe" else None,
-                               "revision": revision if revision not in ("", "local") else None}
+    options: dict[str, Any] = {
+        "adapter": str(recipe_adapter) if arm == "recipe" else None,
+        "revision": revision if revision not in ("", "local") else None,
+    }
     if model:
         return {**options, "model": model}
     local = local_base(frozen.run_dir, base)
@@ -136,8 +141,10 @@ def resume_tasks(sealed: dict[str, Any], home: Path, pins: Path) -> list[TaskRec
     arm = str(sealed.get("arm") or "recipe")
     refuse_if_audited(pins, str(sealed.get("recipe")), arm)
     try:
-        token = UnsealToken(**{k: str(sealed[k]) for k in ("recipe", "manifest_sha256", "seal_root", "issued_at", "commitment")},
-                            arm=arm)
+        token = UnsealToken(
+            **{k: str(sealed[k]) for k in ("recipe", "manifest_sha256", "seal_root", "issued_at", "commitment")},
+            arm=arm,
+        )
     except KeyError as exc:
         raise SealedAuditError(f"the run folder's seal token lacks {exc}; it cannot be resumed") from None
     return load_tasks("test", home, pins, purpose="eval", token=token)

@@ -39,7 +39,9 @@ class AuditRequest:
     gold_aliases: tuple[tuple[str, str], ...] = ()  # spider2-dbt: instance id -> gold file shipped under another name
     allow_unavailable: bool = False  # spider2-dbt sealed: play even when instances cannot be (they count 0)
     spider2_results: Path | None = None  # spider2-dbt: also keep each graded database in Spider2's results layout
-    kinds: tuple[str, ...] = ()  # corpus train/dev only: audit just the tasks of these kinds (repair, completion); (): all
+    kinds: tuple[
+        str, ...
+    ] = ()  # corpus train/dev only: audit just the tasks of these kinds (repair, completion); (): all
 
 
 class _Quiet:
@@ -60,8 +62,12 @@ def driver_options(request: AuditRequest, frozen: Any) -> dict[str, Any]:
     if request.driver == "openai":
         return {"base_url": request.base_url, "model": request.model, "max_tokens": request.max_new_tokens}
     if request.driver == "hf":
-        options: dict[str, Any] = {"model": request.model, "adapter": request.adapter, "max_new_tokens": request.max_new_tokens,
-                                   "revision": request.revision}
+        options: dict[str, Any] = {
+            "model": request.model,
+            "adapter": request.adapter,
+            "max_new_tokens": request.max_new_tokens,
+            "revision": request.revision,
+        }
         if frozen is not None:
             from dbt_harvest.eval.audit.sealed import recipe_driver_options
 
@@ -80,15 +86,22 @@ def audited_kinds(request: AuditRequest) -> tuple[str, ...]:
     if not kinds:
         return ()
     if request.benchmark != "corpus" or request.split == "test":
-        raise SealedAuditError("a kind filter applies to the corpus's train and dev splits only: the sealed test "
-                               "split and spider2-dbt are audited over all their tasks")
+        raise SealedAuditError(
+            "a kind filter applies to the corpus's train and dev splits only: the sealed test "
+            "split and spider2-dbt are audited over all their tasks"
+        )
     if unknown := sorted(set(kinds) - set(KINDS)):
         raise SealedAuditError(f"kind {', '.join(unknown)} is not one of {', '.join(KINDS)}")
     return () if set(kinds) == set(KINDS) else kinds
 
 
-def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progress,
-              note: Callable[[str], str] | None = None, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_split(
+    request: AuditRequest,
+    *,
+    progress: Callable[..., Any] = _no_progress,
+    note: Callable[[str], str] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Audit ``request.split`` with ``request.driver`` into ``request.run_dir`` (resumed when it exists);
     -> the report (``eval.audit.report``). ``progress(label, total=, unit=)`` is a context manager with
     ``note``/``advance`` (the CLI's bar); ``note`` renders each episode's verdict line for it (None: no
@@ -104,7 +117,9 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
     if request.benchmark == "spider2-dbt":
         from dbt_harvest.eval.spider2.audit import run_spider2
 
-        return run_spider2(request, pins, play=lambda *args, **kw: _play(*args, **kw, progress=progress, note=note, say=say))
+        return run_spider2(
+            request, pins, play=lambda *args, **kw: _play(*args, **kw, progress=progress, note=note, say=say)
+        )
     frozen = None
     if request.split == "test":
         from dbt_harvest.eval.audit.sealed import check_recipe
@@ -122,8 +137,10 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
         if run.run_file.exists() and run.read_run().get("sealed"):
             sealed = run.read_run()["sealed"]
             if str(sealed.get("arm") or "recipe") != request.arm:
-                raise SealedAuditError(f"{request.run_dir} holds the {sealed.get('arm') or 'recipe'} arm's audit, "
-                                       f"not the {request.arm} arm's; pass that arm or another run folder")
+                raise SealedAuditError(
+                    f"{request.run_dir} holds the {sealed.get('arm') or 'recipe'} arm's audit, "
+                    f"not the {request.arm} arm's; pass that arm or another run folder"
+                )
             tasks = resume_tasks(sealed, home, pins)
         else:
             assert request.recipe is not None
@@ -137,9 +154,14 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
     if not tasks:
         what = f"{' or '.join(kinds)} tasks" if kinds else "tasks"
         raise SealedAuditError(f"the {request.split} split has no {what} in {home}")
-    options = AuditOptions(workers=request.workers, kinds=kinds,
-                           limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
-    report = _play(run, request, request.split, tasks, agent, options, pins, sealed, progress=progress, note=note, say=say)
+    options = AuditOptions(
+        workers=request.workers,
+        kinds=kinds,
+        limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit),
+    )
+    report = _play(
+        run, request, request.split, tasks, agent, options, pins, sealed, progress=progress, note=note, say=say
+    )
     if sealed is not None:
         from dbt_harvest.eval.audit.sealed import record_result
 
@@ -147,9 +169,20 @@ def run_split(request: AuditRequest, *, progress: Callable[..., Any] = _no_progr
     return report
 
 
-def _play(run: Any, request: AuditRequest, split: str, tasks: list[Any], agent: Any, options: Any, pins: Path,
-          sealed: dict[str, Any] | None, *, progress: Callable[..., Any], note: Callable[[str], str] | None,
-          say: Callable[[str], None] | None) -> dict[str, Any]:
+def _play(
+    run: Any,
+    request: AuditRequest,
+    split: str,
+    tasks: list[Any],
+    agent: Any,
+    options: Any,
+    pins: Path,
+    sealed: dict[str, Any] | None,
+    *,
+    progress: Callable[..., Any],
+    note: Callable[[str], str] | None,
+    say: Callable[[str], None] | None,
+) -> dict[str, Any]:
     """Play every pending episode of the run folder and write its report; -> the report."""
     from dbt_harvest.eval.audit.report import write_report
     from dbt_harvest.eval.audit.runner import run_audit

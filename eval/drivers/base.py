@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.env.environment import RepairEnvironment
 from dbt_harvest.eval.env.errors import EnvError
-from dbt_harvest.core.task_record import TaskRecord
+
 
 class DriverError(EnvError):
     """A driver cannot play at all: its model does not load, or its endpoint cannot be reached or lacks the model."""

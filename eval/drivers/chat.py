@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dbt_harvest.eval.env.environment import RepairEnvironment, tool_schemas
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.eval.env.environment import RepairEnvironment, tool_schemas
 
 SYSTEM_PROMPT = (
     "You are a data engineer fixing a dbt project whose output is wrong. Use the tools to inspect the "
@@ -54,8 +54,7 @@ class ContextFull(Exception):
 
 
 class ChatModel(Protocol):
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
-        ...
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn: ...
 
 
 def parse_arguments(raw: Any) -> Any:
@@ -89,22 +88,32 @@ def play_chat(model: ChatModel, env: RepairEnvironment, task: TaskRecord, observ
         except ContextFull as exc:
             episode.abandon(f"context full: {exc}")
             return
-        episode.record({
-            "kind": "message", "role": "assistant", "content": turn.content,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
-        })
+        episode.record(
+            {
+                "kind": "message",
+                "role": "assistant",
+                "content": turn.content,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls],
+            }
+        )
         if not turn.tool_calls:
             messages.append({"role": "assistant", "content": turn.content})
             messages.append({"role": "user", "content": episode.no_tool_call(turn.content)})
             continue
-        messages.append({
-            "role": "assistant",
-            "content": turn.content,
-            "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _as_json_text(c.arguments)}}
-                for c in turn.tool_calls
-            ],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": turn.content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": _as_json_text(c.arguments)},
+                    }
+                    for c in turn.tool_calls
+                ],
+            }
+        )
         for call in turn.tool_calls:
             answer = episode.act(call.name, parse_arguments(call.arguments))
             messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": answer})

@@ -20,10 +20,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.drivers.base import DriverError
 from dbt_harvest.eval.drivers.chat import AssistantTurn, ContextFull, ToolCall, play_chat
 from dbt_harvest.eval.env.environment import RepairEnvironment
-from dbt_harvest.core.task_record import TaskRecord
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
@@ -52,7 +52,10 @@ def parse_tool_calls(text: str) -> tuple[str, tuple[ToolCall, ...]]:
 def response_parser(tokenizer: Any) -> str:
     """Give ``tokenizer`` trl's response template when trl recognises its chat template; return which
     parser :func:`parse_reply` will use for it: ``"trl"`` or ``"hermes"`` (our regex)."""
-    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+    if (
+        getattr(tokenizer, "response_template", None) is not None
+        or getattr(tokenizer, "response_schema", None) is not None
+    ):
         return "trl"
     try:
         from trl.chat_template_utils import add_response_schema
@@ -66,7 +69,10 @@ def response_parser(tokenizer: Any) -> str:
 
 
 def parse_reply(
-    tokenizer: Any, ids: list[int], prefix: list[int] | None = None, tools: list[dict[str, Any]] | None = None,
+    tokenizer: Any,
+    ids: list[int],
+    prefix: list[int] | None = None,
+    tools: list[dict[str, Any]] | None = None,
     parser: str = "trl",
 ) -> tuple[str, tuple[ToolCall, ...]]:
     """Split generated token ids (``prefix``: the prompt's ids) into prose and tool calls, with trl's
@@ -82,8 +88,11 @@ def parse_reply(
     if not found and "<tool_call>" in text:
         return parse_tool_calls(text)  # trl fell back to plain text on a malformed call: record it as one
     calls = tuple(
-        ToolCall(id=f"call_{index}", name=str(call.get("function", {}).get("name", "")),
-                 arguments=call.get("function", {}).get("arguments", {}))
+        ToolCall(
+            id=f"call_{index}",
+            name=str(call.get("function", {}).get("name", "")),
+            arguments=call.get("function", {}).get("arguments", {}),
+        )
         for index, call in enumerate(found)
     )
     prose = str(parsed.get("content") or "")
@@ -105,7 +114,9 @@ def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         arguments = json.loads(arguments)
                     except json.JSONDecodeError:
                         arguments = {"raw": arguments}
-                calls.append({"type": "function", "function": {"name": call["function"]["name"], "arguments": arguments}})
+                calls.append(
+                    {"type": "function", "function": {"name": call["function"]["name"], "arguments": arguments}}
+                )
             message = {**message, "tool_calls": calls}
         out.append(message)
     return out
@@ -115,7 +126,11 @@ class HFChat:
     """A loaded model + tokenizer that answers a conversation greedily."""
 
     def __init__(
-        self, model_path: str, adapter: str | None = None, max_new_tokens: int = 512, device: str | None = None,
+        self,
+        model_path: str,
+        adapter: str | None = None,
+        max_new_tokens: int = 512,
+        device: str | None = None,
         revision: str | None = None,
     ) -> None:
         import torch
@@ -140,16 +155,24 @@ class HFChat:
         import torch
 
         encoded = self.tokenizer.apply_chat_template(
-            _template_messages(messages), tools=tools, add_generation_prompt=True, tokenize=True,
-            return_dict=True, return_tensors="pt",
+            _template_messages(messages),
+            tools=tools,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
         )
         length = int(encoded["input_ids"].shape[-1])
         if length + self.max_new_tokens > self.context:
-            raise ContextFull(f"{length} prompt tokens + {self.max_new_tokens} new exceed the context of {self.context}")
+            raise ContextFull(
+                f"{length} prompt tokens + {self.max_new_tokens} new exceed the context of {self.context}"
+            )
         inputs = {k: v.to(self.device) for k, v in encoded.items()}
         with self._lock, torch.no_grad():
             output = self.model.generate(
-                **inputs, do_sample=False, max_new_tokens=self.max_new_tokens,
+                **inputs,
+                do_sample=False,
+                max_new_tokens=self.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
             )
         ids = output[0][length:].tolist()
@@ -170,7 +193,12 @@ class HFDriver:
     parallel_safe = False  # one model, one generate at a time; episodes run one after another
 
     def __init__(
-        self, model: str = "", adapter: str | None = None, max_new_tokens: int = 512, revision: str | None = None, **_: Any
+        self,
+        model: str = "",
+        adapter: str | None = None,
+        max_new_tokens: int = 512,
+        revision: str | None = None,
+        **_: Any,
     ) -> None:
         if not model:
             raise DriverError("the hf driver needs --model (a local model folder)")
@@ -179,8 +207,12 @@ class HFDriver:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "name": self.name, "model": self.model_path, "revision": self.revision, "adapter": self.adapter,
-            "decoding": "greedy", "max_new_tokens": self.max_new_tokens,
+            "name": self.name,
+            "model": self.model_path,
+            "revision": self.revision,
+            "adapter": self.adapter,
+            "decoding": "greedy",
+            "max_new_tokens": self.max_new_tokens,
         }
 
     def prepare(self) -> None:
@@ -188,13 +220,21 @@ class HFDriver:
         if self._chat is not None:
             return
         if _looks_like_path(self.model_path) and not Path(self.model_path).expanduser().is_dir():
-            raise DriverError(f"the hf driver has no model folder at {self.model_path}; pass --model a local model folder")
+            raise DriverError(
+                f"the hf driver has no model folder at {self.model_path}; pass --model a local model folder"
+            )
         if self.adapter and not Path(self.adapter).is_dir():
-            raise DriverError(f"the hf driver has no adapter folder at {self.adapter}; pass --adapter a peft adapter folder")
+            raise DriverError(
+                f"the hf driver has no adapter folder at {self.adapter}; pass --adapter a peft adapter folder"
+            )
         try:
-            self._chat = HFChat(str(Path(self.model_path).expanduser()) if _looks_like_path(self.model_path) else self.model_path,
-                                self.adapter, self.max_new_tokens, revision=self.revision)
-        except Exception as exc:  # noqa: BLE001 - transformers/peft raise many kinds; all mean "cannot play"
+            self._chat = HFChat(
+                str(Path(self.model_path).expanduser()) if _looks_like_path(self.model_path) else self.model_path,
+                self.adapter,
+                self.max_new_tokens,
+                revision=self.revision,
+            )
+        except Exception as exc:
             what = f"model {self.model_path}" + (f" with adapter {self.adapter}" if self.adapter else "")
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise DriverError(f"the hf driver cannot load {what}: {type(exc).__name__}: {first}") from None

@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.drivers.base import DriverError
 from dbt_harvest.eval.drivers.chat import AssistantTurn, ToolCall, play_chat
 from dbt_harvest.eval.env.environment import RepairEnvironment
-from dbt_harvest.core.task_record import TaskRecord
 
 #: sent as the key to a server that needs none (the SDK requires one); never a real credential
 NO_KEY = "no-key"
@@ -29,12 +29,18 @@ class EndpointError(DriverError):
     """The chat endpoint failed or answered something that is not a chat completion."""
 
 
-def openai_client(base_url: str, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 300.0, retries: int = 2) -> Any:
+def openai_client(
+    base_url: str, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 300.0, retries: int = 2
+) -> Any:
     """An ``openai.OpenAI`` client for ``base_url`` (the key from ``api_key_env``, or a placeholder)."""
     import openai
 
-    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=os.environ.get(api_key_env) or NO_KEY,
-                         timeout=timeout_s, max_retries=retries)
+    return openai.OpenAI(
+        base_url=base_url.rstrip("/"),
+        api_key=os.environ.get(api_key_env) or NO_KEY,
+        timeout=timeout_s,
+        max_retries=retries,
+    )
 
 
 def _status_detail(exc: Any) -> str:
@@ -74,13 +80,18 @@ class OpenAIChat:
 
         url = self.base_url.rstrip("/") + "/models"
         try:
-            listed = [str(m.id) for m in self.client.with_options(timeout=min(self.timeout_s, 30.0), max_retries=0).models.list()]
+            listed = [
+                str(m.id)
+                for m in self.client.with_options(timeout=min(self.timeout_s, 30.0), max_retries=0).models.list()
+            ]
         except openai.APIStatusError as exc:
             if exc.status_code in (404, 405, 501):
                 return
             raise EndpointError(f"{url} answered HTTP {exc.status_code}: {_status_detail(exc)}") from None
         except openai.APIConnectionError as exc:
-            raise EndpointError(f"cannot reach {url}: {exc.__cause__ or exc}; is the server running at --base-url {self.base_url}?") from None
+            raise EndpointError(
+                f"cannot reach {url}: {exc.__cause__ or exc}; is the server running at --base-url {self.base_url}?"
+            ) from None
         except (openai.APIResponseValidationError, ValueError, TypeError, AttributeError):
             return  # not a model list: reachable is all we can say
         if listed and self.model not in listed:
@@ -94,8 +105,14 @@ class OpenAIChat:
         url = self.base_url.rstrip("/") + "/chat/completions"
         try:
             answer = self.client.chat.completions.create(
-                model=self.model, messages=messages, tools=[_openai_tool(t) for t in tools], tool_choice="auto",
-                temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens, **self.extra,
+                model=self.model,
+                messages=messages,
+                tools=[_openai_tool(t) for t in tools],
+                tool_choice="auto",
+                temperature=self.temperature,
+                seed=self.seed,
+                max_tokens=self.max_tokens,
+                **self.extra,
             )
         except openai.APIStatusError as exc:
             raise EndpointError(f"HTTP {exc.status_code} from {url}: {_status_detail(exc)}") from None
@@ -110,13 +127,16 @@ class OpenAIChat:
         calls = []
         for index, call in enumerate(message.tool_calls or []):
             function = getattr(call, "function", None)
-            calls.append(ToolCall(
-                id=str(getattr(call, "id", None) or f"call_{index}"),
-                name=str(getattr(function, "name", "") or ""),
-                arguments=getattr(function, "arguments", None) or "{}",
-            ))
-        return AssistantTurn(content=message.content or "", tool_calls=tuple(calls),
-                             raw=message.model_dump(exclude_none=True))
+            calls.append(
+                ToolCall(
+                    id=str(getattr(call, "id", None) or f"call_{index}"),
+                    name=str(getattr(function, "name", "") or ""),
+                    arguments=getattr(function, "arguments", None) or "{}",
+                )
+            )
+        return AssistantTurn(
+            content=message.content or "", tool_calls=tuple(calls), raw=message.model_dump(exclude_none=True)
+        )
 
 
 def _openai_tool(schema: dict[str, Any]) -> dict[str, Any]:
@@ -145,8 +165,12 @@ class OpenAIDriver:
     def describe(self) -> dict[str, Any]:
         c = self.chat
         return {
-            "name": self.name, "base_url": c.base_url, "model": c.model, "temperature": c.temperature,
-            "seed": c.seed, "max_tokens": c.max_tokens,
+            "name": self.name,
+            "base_url": c.base_url,
+            "model": c.model,
+            "temperature": c.temperature,
+            "seed": c.seed,
+            "max_tokens": c.max_tokens,
         }
 
     def play(self, env: RepairEnvironment, task: TaskRecord, observation: str) -> None:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbt_harvest.eval.env.environment import RepairEnvironment
 from dbt_harvest.core.patching import apply_to_text, parse_patch
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.eval.env.environment import RepairEnvironment
 
 
 def _apply_patch_through_tools(env: RepairEnvironment, patch: str) -> bool:

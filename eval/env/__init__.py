@@ -18,11 +18,24 @@ from dbt_harvest.eval.env.episode import (
     EpisodeOutcome,
 )
 from dbt_harvest.eval.env.errors import EnvError, InvalidAction
-from dbt_harvest.harvester.grading.verdict import Graded
 from dbt_harvest.eval.env.tools import TOOL_NAMES, RunSettings
+from dbt_harvest.harvester.grading.verdict import Graded
 
 __all__ = [
-    "ABANDONED", "LOOPED", "RUNNING", "SUBMITTED", "TURN_CAP", "EnvError", "EnvSettings", "Episode",
-    "EpisodeLimits", "EpisodeOutcome", "InvalidAction", "RepairEnvironment", "RunSettings", "Graded",
-    "TOOL_NAMES", "tool_schemas",
+    "ABANDONED",
+    "LOOPED",
+    "RUNNING",
+    "SUBMITTED",
+    "TURN_CAP",
+    "EnvError",
+    "EnvSettings",
+    "Episode",
+    "EpisodeLimits",
+    "EpisodeOutcome",
+    "InvalidAction",
+    "RepairEnvironment",
+    "RunSettings",
+    "Graded",
+    "TOOL_NAMES",
+    "tool_schemas",
 ]

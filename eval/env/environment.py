@@ -34,12 +34,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.env import tools
 from dbt_harvest.eval.env.benchmark import BenchmarkTasks
 from dbt_harvest.eval.env.episode import Episode, EpisodeLimits, EpisodeOutcome
 from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.eval.env.workspace import TaskWorkspace, discard, materialize
-from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.grading.warm import WarmBuilds
 
 TaskSource = Callable[[str], TaskRecord]
@@ -89,8 +89,8 @@ class EnvSettings:
 
 
 def _train_tasks() -> TaskSource:
-    from dbt_harvest.corpora.store import load_tasks
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import load_tasks
 
     by_id = {t.instance_id: t for t in load_tasks("train", harvest_home(), pins_dir(), purpose="train")}
 
@@ -98,7 +98,9 @@ def _train_tasks() -> TaskSource:
         try:
             return by_id[instance_id]
         except KeyError:
-            raise EnvError(f"no train task {instance_id!r}; the training environment serves the train split only") from None
+            raise EnvError(
+                f"no train task {instance_id!r}; the training environment serves the train split only"
+            ) from None
 
     return lookup
 
@@ -132,11 +134,14 @@ class RepairEnvironment:
         self._warm: WarmBuilds | None = None  # the warm sandboxed child of fallback builds, made on first need
 
     @classmethod
-    def from_dataset(cls, dataset: str, split: str = "train", *, repo_mirror: Path | None = None,
-                     settings: EnvSettings | None = None) -> "RepairEnvironment":
+    def from_dataset(
+        cls, dataset: str, split: str = "train", *, repo_mirror: Path | None = None, settings: EnvSettings | None = None
+    ) -> RepairEnvironment:
         """An environment over a dataset's rows (see the module docstring); the statement opens each reset."""
-        return cls(DatasetTasks(dataset, split, repo_mirror=repo_mirror),
-                   replace(settings or EnvSettings(), statement_in_observation=True))
+        return cls(
+            DatasetTasks(dataset, split, repo_mirror=repo_mirror),
+            replace(settings or EnvSettings(), statement_in_observation=True),
+        )
 
     # -- trl protocol: reset and reward ----------------------------------------------------------
     def reset(self, **row: Any) -> str:
@@ -153,8 +158,13 @@ class RepairEnvironment:
         if isinstance(self._source, BenchmarkTasks):  # another benchmark's instance: its own tree and check
             workspace = self._source.materialize(task, self._settings.scratch)
             self._workspace = workspace
-            self._episode = Episode(task, workspace, replace(self._settings.run, graded_edits=False),
-                                    self._settings.limits, grader=self._source.grade)
+            self._episode = Episode(
+                task,
+                workspace,
+                replace(self._settings.run, graded_edits=False),
+                self._settings.limits,
+                grader=self._source.grade,
+            )
         else:
             source = self._source.source(instance_id) if isinstance(self._source, DatasetTasks) else None
             workspace = materialize(task, self._settings.pins or pins_dir(), self._settings.scratch, source=source)
@@ -249,7 +259,7 @@ class RepairEnvironment:
             self._warm.close()
             self._warm = None
 
-    def __enter__(self) -> "RepairEnvironment":
+    def __enter__(self) -> RepairEnvironment:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -258,7 +268,7 @@ class RepairEnvironment:
     def __del__(self) -> None:  # best effort: trl never closes its pooled environments (atexit closes the child)
         try:
             self._shutdown()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
 
@@ -270,7 +280,8 @@ def tool_schemas() -> list[dict[str, Any]]:
 
     env = RepairEnvironment.__new__(RepairEnvironment)
     names = [
-        name for name, _ in inspect.getmembers(RepairEnvironment, predicate=inspect.isfunction)
+        name
+        for name, _ in inspect.getmembers(RepairEnvironment, predicate=inspect.isfunction)
         if not name.startswith("_") and name not in ("reset", "get_reward")
     ]
     return [get_json_schema(getattr(env, name)) for name in names]

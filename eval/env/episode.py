@@ -19,18 +19,19 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.env import tools
 from dbt_harvest.eval.env.errors import InvalidAction
 from dbt_harvest.eval.env.grading import grade
-from dbt_harvest.harvester.grading.verdict import Graded
-from dbt_harvest.harvester.grading.warm import WarmBuilds
 from dbt_harvest.eval.env.guard import WorkspaceGuard
 from dbt_harvest.eval.env.workspace import TaskWorkspace
-from dbt_harvest.core.errors import HarvestError
-from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.harvester.grading.warm import WarmBuilds
 
 RUNNING, SUBMITTED, LOOPED, TURN_CAP, ABANDONED = "running", "submitted", "looped", "turn_cap", "abandoned"
 NO_TOOL_CALL = "<no tool call>"
@@ -48,7 +49,9 @@ class EpisodeLimits:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.repeat_limit < 2 or self.observation_chars < 200:
-            raise ValueError(f"invalid episode limits {self}: max_turns >= 1, repeat_limit >= 2, observation_chars >= 200")
+            raise ValueError(
+                f"invalid episode limits {self}: max_turns >= 1, repeat_limit >= 2, observation_chars >= 200"
+            )
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,12 @@ class EpisodeOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "instance_id": self.instance_id, "status": self.status, "turns": self.turns,
-            "invalid_actions": self.invalid_actions, "official": self.official, "strict": self.strict,
+            "instance_id": self.instance_id,
+            "status": self.status,
+            "turns": self.turns,
+            "invalid_actions": self.invalid_actions,
+            "official": self.official,
+            "strict": self.strict,
             "submission": self.submission.to_dict() if self.submission else None,
         }
 
@@ -156,9 +163,7 @@ class Episode:
         invalid = False
         if self._repeats >= self.limits.repeat_limit:
             self.status = LOOPED
-            observation = (
-                f"error: the same action was repeated {self._repeats} times in a row; the episode ends without a submission"
-            )
+            observation = f"error: the same action was repeated {self._repeats} times in a row; the episode ends without a submission"
         else:
             try:
                 observation = self._dispatch(tool, args)
@@ -172,13 +177,22 @@ class Episode:
                 observation = f"error: the {tool} action could not run: {' '.join(str(exc).split())}"
         if not self.done and self.turns >= self.limits.max_turns:
             self.status = TURN_CAP
-            observation += f"\n(turn cap of {self.limits.max_turns} actions reached; the episode ends without a submission)"
+            observation += (
+                f"\n(turn cap of {self.limits.max_turns} actions reached; the episode ends without a submission)"
+            )
         if tool != "read_file" or invalid:  # a file is returned whole (policy caps its size) so it can be edited
             observation = _clip(observation, self.limits.observation_chars)
-        self.record({
-            "kind": "action", "turn": self.turns, "tool": tool, "args": args, "invalid": invalid,
-            "observation": observation, "wall_s": round(time.monotonic() - started, 3),
-        })
+        self.record(
+            {
+                "kind": "action",
+                "turn": self.turns,
+                "tool": tool,
+                "args": args,
+                "invalid": invalid,
+                "observation": observation,
+                "wall_s": round(time.monotonic() - started, 3),
+            }
+        )
         if self.done:
             self.record({"kind": "end", **self.outcome.to_dict()})
         return observation
@@ -233,8 +247,9 @@ class Episode:
         holder = self.workspace.root / ".harvest_fast"
         safe_fs.rmtree(holder)
         holder.mkdir()
-        return submit_edits(self.task, self.edits, holder / "capture.duckdb", limits=self.settings.limits,
-                            warm=self._warm)
+        return submit_edits(
+            self.task, self.edits, holder / "capture.duckdb", limits=self.settings.limits, warm=self._warm
+        )
 
     def _guarded(self, tool: str, clean: dict[str, Any]) -> str:
         """Run a dbt/SQL tool, then hold the write policy: any other change to the project is undone and

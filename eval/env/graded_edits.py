@@ -33,21 +33,34 @@ from dbt_harvest.harvester.sandbox import Limits
 FALLBACK = "naive"
 
 
-def graded_edits(task: TaskRecord, edits: Mapping[str, str], *, capture_to: Path | None = None,
-                 limits: Limits | None = None, fallback: str | None = FALLBACK,
-                 warm: WarmBuilds | None = None) -> Graded | None:
+def graded_edits(
+    task: TaskRecord,
+    edits: Mapping[str, str],
+    *,
+    capture_to: Path | None = None,
+    limits: Limits | None = None,
+    fallback: str | None = FALLBACK,
+    warm: WarmBuilds | None = None,
+) -> Graded | None:
     """The edits graded with the project's dbt tests, or None when this machine cannot grade them here (no
     built state of the pin) or, with ``fallback=None``, when only a dbt build can answer. ``warm``: the
     environment's warm sandboxed child, where the fallback builds run (None: a cold child per build)."""
     try:
-        return grade(task, edits, "fast", fallback=fallback, tests=True, capture_to=capture_to, limits=limits,
-                     warm=warm)
+        return grade(
+            task, edits, "fast", fallback=fallback, tests=True, capture_to=capture_to, limits=limits, warm=warm
+        )
     except (Unsupported, HarvestError, OSError):
         return None
 
 
-def validate_edits(task: TaskRecord, edits: Mapping[str, str], *, limits: Limits | None = None,
-                   fallback: str | None = FALLBACK, warm: WarmBuilds | None = None) -> str | None:
+def validate_edits(
+    task: TaskRecord,
+    edits: Mapping[str, str],
+    *,
+    limits: Limits | None = None,
+    fallback: str | None = FALLBACK,
+    warm: WarmBuilds | None = None,
+) -> str | None:
     """The ``validate`` observation, or None (see ``graded_edits``)."""
     graded = graded_edits(task, edits, limits=limits, fallback=fallback, warm=warm)
     if graded is None:
@@ -59,8 +72,14 @@ def validate_edits(task: TaskRecord, edits: Mapping[str, str], *, limits: Limits
     return validate_answer(graded.built, graded.first_error, graded.tests_total, graded.failed_tests, known=known)
 
 
-def submit_edits(task: TaskRecord, edits: Mapping[str, str], capture_to: Path, *,
-                 limits: Limits | None = None, warm: WarmBuilds | None = None) -> Graded | None:
+def submit_edits(
+    task: TaskRecord,
+    edits: Mapping[str, str],
+    capture_to: Path,
+    *,
+    limits: Limits | None = None,
+    warm: WarmBuilds | None = None,
+) -> Graded | None:
     """The graded submission (graded tables written to ``capture_to`` for the audit's explainer), or None
     (see ``graded_edits``)."""
     return graded_edits(task, edits, capture_to=capture_to, limits=limits, warm=warm)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.eval.env.tools import DUCKDB_SCOPE, LOG_NAME, RunSettings
 from dbt_harvest.eval.env.workspace import TaskWorkspace
-from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.grading.verdict import Graded, grade_build
 from dbt_harvest.harvester.sandbox import safe_fs
 
@@ -36,11 +36,28 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
     started = time.perf_counter()
     _clean_build_state(ws)
     result = build_workspace(
-        ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=True, db_file=ws.db_file,
-        duckdb_scope=DUCKDB_SCOPE, exclude_tests=ws.exclude_tests,
+        ws.root,
+        ws.project_dir,
+        ws.profile,
+        ws.schema,
+        ws.clock,
+        sandboxed=settings.sandboxed,
+        limits=settings.limits,
+        log_path=ws.root / LOG_NAME,
+        capture=True,
+        db_file=ws.db_file,
+        duckdb_scope=DUCKDB_SCOPE,
+        exclude_tests=ws.exclude_tests,
     )
-    return grade_build(gold_path(task.gold_sha256), result.gold_file, task.grading, built_ok=result.models_ok,
-                       first_error=result.first_error, tests_total=result.tests_total,
-                       failed_tests=result.failed_tests, capture=result.gold_file if result.models_ok else None,
-                       path="workspace", seconds=time.perf_counter() - started)
+    return grade_build(
+        gold_path(task.gold_sha256),
+        result.gold_file,
+        task.grading,
+        built_ok=result.models_ok,
+        first_error=result.first_error,
+        tests_total=result.tests_total,
+        failed_tests=result.failed_tests,
+        capture=result.gold_file if result.models_ok else None,
+        path="workspace",
+        seconds=time.perf_counter() - started,
+    )

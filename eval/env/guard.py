@@ -169,7 +169,7 @@ class WorkspaceGuard:
                     same = False
                 if not same:
                     changes.append(Change(rel, "changed"))
-        for rel, want in self.expected.items():
+        for rel in self.expected:
             if rel not in seen and not self.is_output(rel):
                 changes.append(Change(rel, "removed"))
         return changes

@@ -156,7 +156,9 @@ def write_text(policy: PathPolicy, target: Path, rel: str, content: str) -> None
     if len(content) > MAX_WRITE_CHARS:
         raise InvalidAction(f"content is {len(content)} characters, over the {MAX_WRITE_CHARS} limit")
     try:
-        safe_fs.write_bytes(policy.root, rel, content.encode("utf-8"))  # replaces a link itself, never writes through one
+        safe_fs.write_bytes(
+            policy.root, rel, content.encode("utf-8")
+        )  # replaces a link itself, never writes through one
     except safe_fs.UnsafePathError as exc:
         raise InvalidAction(f"{rel} cannot be written ({exc})") from None
 
@@ -171,8 +173,11 @@ def list_tree(policy: PathPolicy, start: Path, rel: str, limit: int = 400) -> li
 
     def heavy(path: str) -> bool:
         name = PurePosixPath(path).name
-        return name == ".git" or is_hidden(PurePosixPath(path).parts) or (
-            skip_heavy and name in ("dbt_packages", "target", "logs"))
+        return (
+            name == ".git"
+            or is_hidden(PurePosixPath(path).parts)
+            or (skip_heavy and name in ("dbt_packages", "target", "logs"))
+        )
 
     for path, info in safe_fs.walk(policy.root, "" if rel == "." else rel, descend=lambda p, _: not heavy(p)):
         parts = PurePosixPath(path).parts

@@ -127,13 +127,21 @@ def dbt(ws: TaskWorkspace, settings: RunSettings, command: str, select: str = ""
     _profile(ws)
     args = (command, *(("--select", *tokens) if tokens else ()))
     run = run_steps(
-        ws.root, ws.project_dir, [DbtStep(args)], clock=ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, duckdb_scope=DUCKDB_SCOPE,
+        ws.root,
+        ws.project_dir,
+        [DbtStep(args)],
+        clock=ws.clock,
+        sandboxed=settings.sandboxed,
+        limits=settings.limits,
+        log_path=ws.root / LOG_NAME,
+        duckdb_scope=DUCKDB_SCOPE,
     )
     lines = [f"dbt {' '.join(args)}: {'OK' if run.ok else 'FAILED'}"]
     nodes = run.steps[0].detail.get("nodes", []) if run.steps else []
     for node in nodes[:80]:
-        message = f" — {node['message']}" if node.get("message") and node.get("status") not in ("success", "pass") else ""
+        message = (
+            f" — {node['message']}" if node.get("message") and node.get("status") not in ("success", "pass") else ""
+        )
         lines.append(f"  {node.get('status', '?'):8} {node.get('unique_id', '?')}{message}")
     if len(nodes) > 80:
         lines.append(f"  … and {len(nodes) - 80} more nodes")
@@ -154,8 +162,13 @@ def query(ws: TaskWorkspace, settings: RunSettings, sql: str) -> str:
         raise InvalidAction("there is no built database yet; run the dbt tool with command 'build' first")
     _profile(ws)
     run = run_steps(
-        ws.root, ws.project_dir, [QueryStep(ws.db_file, sql, settings.query_rows)], clock=ws.clock,
-        sandboxed=settings.sandboxed, limits=settings.limits, log_path=ws.root / LOG_NAME,
+        ws.root,
+        ws.project_dir,
+        [QueryStep(ws.db_file, sql, settings.query_rows)],
+        clock=ws.clock,
+        sandboxed=settings.sandboxed,
+        limits=settings.limits,
+        log_path=ws.root / LOG_NAME,
         duckdb_scope=DUCKDB_SCOPE,
     )
     step = run.steps[0] if run.steps else None
@@ -177,16 +190,27 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
     from dbt_harvest.harvester.build import build_workspace
 
     result = build_workspace(
-        ws.root, ws.project_dir, ws.profile, ws.schema, ws.clock, sandboxed=settings.sandboxed,
-        limits=settings.limits, log_path=ws.root / LOG_NAME, capture=False, db_file=ws.db_file,
-        duckdb_scope=DUCKDB_SCOPE, exclude_tests=ws.exclude_tests,
+        ws.root,
+        ws.project_dir,
+        ws.profile,
+        ws.schema,
+        ws.clock,
+        sandboxed=settings.sandboxed,
+        limits=settings.limits,
+        log_path=ws.root / LOG_NAME,
+        capture=False,
+        db_file=ws.db_file,
+        duckdb_scope=DUCKDB_SCOPE,
+        exclude_tests=ws.exclude_tests,
     )
-    return validate_answer(result.models_ok, result.first_error, result.tests_total, result.failed_tests,
-                           known=ws.exclude_tests)
+    return validate_answer(
+        result.models_ok, result.first_error, result.tests_total, result.failed_tests, known=ws.exclude_tests
+    )
 
 
-def validate_answer(built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...],
-                    known: tuple[str, ...] = ()) -> str:
+def validate_answer(
+    built: bool, first_error: str, tests_total: int, failed_tests: tuple[str, ...], known: tuple[str, ...] = ()
+) -> str:
     """What ``validate`` says, whichever path built the project (a dbt build or the fast checks). ``known``:
     selectors of the tests that already failed on the original project (not run, not counted: said last)."""
     if not built:
@@ -198,8 +222,10 @@ def validate_answer(built: bool, first_error: str, tests_total: int, failed_test
         answer = f"local checks PASS: the project builds and all {tests_total} dbt tests pass"
     if known:
         names = ", ".join(k.split(",", 1)[-1] for k in known[:20])
-        answer += (f" ({len(known)} pre-existing failing dbt test{'s' if len(known) != 1 else ''} of the original "
-                   f"project not run: {names})")
+        answer += (
+            f" ({len(known)} pre-existing failing dbt test{'s' if len(known) != 1 else ''} of the original "
+            f"project not run: {names})"
+        )
     return answer
 
 

@@ -13,10 +13,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbt_harvest.eval.env.errors import EnvError
-from dbt_harvest.eval.env.policy import PathPolicy, policy_for
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.eval.env.errors import EnvError
+from dbt_harvest.eval.env.policy import PathPolicy, policy_for
 from dbt_harvest.harvester.task_tree import TreeSource
 
 
@@ -35,14 +35,16 @@ class TaskWorkspace:
     exclude_tests: tuple[str, ...] = ()
 
 
-def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: TreeSource | None = None) -> TaskWorkspace:
+def materialize(
+    task: TaskRecord, pins: Path, scratch: Path | None = None, *, source: TreeSource | None = None
+) -> TaskWorkspace:
     """A fresh workspace of ``task`` under ``scratch`` (a new temporary folder); EnvError if it cannot be made.
 
     The tree is ``harvester.task_tree.broken_tree``'s, the one every consumer of a task gets. ``source``, for
     a task read from a dataset row, says how to rebuild its tree (the row's pin facts, compat patch and
     repository mirror); otherwise the pin is read from ``pins``."""
-    from dbt_harvest.harvester.discovery import discover
     from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.discovery import discover
     from dbt_harvest.harvester.task_tree import broken_tree
 
     try:
@@ -50,7 +52,9 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
     except HarvestError as exc:
         raise EnvError(f"{task.instance_id}: its pin {task.pin} cannot be read ({exc})") from None
     if pin.commit != task.base_commit:
-        raise EnvError(f"{task.instance_id}: task is for commit {task.base_commit[:12]}, pin {pin.id} is at {pin.commit[:12]}")
+        raise EnvError(
+            f"{task.instance_id}: task is for commit {task.base_commit[:12]}, pin {pin.id} is at {pin.commit[:12]}"
+        )
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
     holder = Path(tempfile.mkdtemp(prefix="episode-", dir=scratch))
@@ -66,8 +70,13 @@ def materialize(task: TaskRecord, pins: Path, scratch: Path | None = None, *, so
         shutil.rmtree(holder, ignore_errors=True)
         raise
     return TaskWorkspace(
-        root=root.resolve(), project_dir=pin.project_dir, profile=project.profile,
-        schema=pin.profile_schema, clock=pin.clock, policy=policy, exclude_tests=pin.excluded_tests,
+        root=root.resolve(),
+        project_dir=pin.project_dir,
+        profile=project.profile,
+        schema=pin.profile_schema,
+        clock=pin.clock,
+        policy=policy,
+        exclude_tests=pin.excluded_tests,
         db_file=pin.db_file,
     )
 

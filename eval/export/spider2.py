@@ -123,8 +123,10 @@ def profile_text(profile: str, schema: str, db_file: str = DB_FILE) -> str:
 
 def repair_fails(reason: str, clock: str) -> str:
     """Why a task is skipped: its true repair, built as a Spider2 agent would build it, fails the check."""
-    return (f"its true repair, built at {clock} as Spider2 would build it (no pinned clock, graded tables "
-            f"looked up in main), scores 0 against its gold ({reason})")
+    return (
+        f"its true repair, built at {clock} as Spider2 would build it (no pinned clock, graded tables "
+        f"looked up in main), scores 0 against its gold ({reason})"
+    )
 
 
 def _make_readable(root: Path) -> None:
@@ -167,8 +169,9 @@ class PinDatabases:
     built: Path
 
 
-def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str, sandboxed: bool,
-                   limits: Any) -> PinDatabases:
+def _pin_databases(
+    task: TaskRecord, pins: Path, scratch: Path, check_clock: str, sandboxed: bool, limits: Any
+) -> PinDatabases:
     """Seed the task's project in the sandbox (keep that file), then apply the true repair (it restores
     the original file) and build at ``check_clock``. Mutations only touch models and every true repair
     restores the pin's tree, so one pass serves every task of the pin."""
@@ -185,10 +188,19 @@ def _pin_databases(task: TaskRecord, pins: Path, scratch: Path, check_clock: str
         # each copy keeps the file name: dbt-duckdb's views name their catalog, which is the file's stem
         keep = {"seed": scratch / name / "seeds" / ws.db_file, "build": scratch / name / "built" / ws.db_file}
         for what, args, clock in (("dbt seed", ("seed",), ws.clock), ("dbt build", ("build",), check_clock)):
-            run = run_steps(ws.root, ws.project_dir, [DbtStep(args)], clock=clock, sandboxed=sandboxed,
-                            limits=limits or Limits(), stop_on_failure=False)
+            run = run_steps(
+                ws.root,
+                ws.project_dir,
+                [DbtStep(args)],
+                clock=clock,
+                sandboxed=sandboxed,
+                limits=limits or Limits(),
+                stop_on_failure=False,
+            )
             if what == "dbt seed" and not run.ok:
-                raise ExportError(f"{task.pin}: `dbt seed` failed in the sandbox ({run.first_error}); logs: {run.log_path}")
+                raise ExportError(
+                    f"{task.pin}: `dbt seed` failed in the sandbox ({run.first_error}); logs: {run.log_path}"
+                )
             if not db.is_file() or (ws.root / (ws.db_file + ".wal")).exists():
                 raise ExportError(f"{task.pin}: `{what}` left no complete {ws.db_file}; logs: {run.log_path}")
             keep[args[0]].parent.mkdir(parents=True)
@@ -226,7 +238,7 @@ def export_spider2(
     scratch = Path(tempfile.mkdtemp(prefix="spider2-export-"))  # workspaces: never inside OUT
     exported: list[ExportedTask] = []
     skipped: list[SkippedTask] = []
-    clock = check_clock or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    clock = check_clock or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
     try:
         prepared: dict[str, PinDatabases] = {}
         gold_folder = staging / GOLD_DIR
@@ -264,11 +276,18 @@ def export_spider2(
             shutil.copyfile(gold, gold_folder / task.instance_id / f"{task.database}.duckdb")
             (staging / REFERENCE_DIR).mkdir(parents=True, exist_ok=True)
             atomic.write_text(staging / REFERENCE_DIR / f"{task.instance_id}.patch", task.fix_patch)
-            exported.append(ExportedTask(task.instance_id, task.pin, answer_path(ws.project_dir, ws.db_file),
-                                         tuple(task.grading.condition_tabs)))
+            exported.append(
+                ExportedTask(
+                    task.instance_id,
+                    task.pin,
+                    answer_path(ws.project_dir, ws.db_file),
+                    tuple(task.grading.condition_tabs),
+                )
+            )
         if not exported:
-            raise ExportError(f"none of the {split} split's {len(tasks)} tasks can be graded by Spider2: "
-                              f"{skipped[0].reason}")
+            raise ExportError(
+                f"none of the {split} split's {len(tasks)} tasks can be graded by Spider2: {skipped[0].reason}"
+            )
         kept = [t for t in tasks if t.instance_id in {e.instance_id for e in exported}]
         lines = jsonl([task_line(t) for t in kept])
         atomic.write_text(staging / EXAMPLES / TASKS_FILE, lines)

@@ -43,9 +43,13 @@ def part_instances(checkout: Checkout, split: Spider2Split, part: str) -> list[S
     if not split.is_benchmark(set(found)):  # not the benchmark: an export of our own (never of our test split)
         return sorted(found.values(), key=lambda i: i.instance_id) if part == DEV else []
     names = split.dev if part == DEV else split.sealed
-    return [found.get(iid) or Spider2Instance(iid, "", None, checkout.folder / "examples" / iid,
-                                              problems=("not in this checkout's metadata",))
-            for iid in sorted(names)]
+    return [
+        found.get(iid)
+        or Spider2Instance(
+            iid, "", None, checkout.folder / "examples" / iid, problems=("not in this checkout's metadata",)
+        )
+        for iid in sorted(names)
+    ]
 
 
 def read_parts(checkout_dir: Path, aliases: dict[str, str]) -> tuple[Checkout, Spider2Split]:
@@ -71,7 +75,9 @@ def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]
 
     part = request.split
     if part not in PARTS:
-        raise Spider2AuditError(f"Spider2 has a dev and a sealed part, not {part!r}: pass --split dev or --split sealed")
+        raise Spider2AuditError(
+            f"Spider2 has a dev and a sealed part, not {part!r}: pass --split dev or --split sealed"
+        )
     if request.spider2 is None:
         raise Spider2AuditError("no Spider2 checkout: pass --spider2 DIR (or run `harvest spider2 import DIR` once)")
     if part == SEALED and request.recipe is None:
@@ -79,7 +85,9 @@ def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]
     checkout, split = read_parts(request.spider2, dict(request.gold_aliases))
     instances = part_instances(checkout, split, part)
     if not instances:
-        raise Spider2AuditError(f"{checkout.folder} has no {part} instances (an export of our own tasks has no sealed part)")
+        raise Spider2AuditError(
+            f"{checkout.folder} has no {part} instances (an export of our own tasks has no sealed part)"
+        )
     unavailable = [i for i in instances if not i.playable]
     if part == SEALED and unavailable and not request.allow_unavailable:
         raise Spider2AuditError(
@@ -95,22 +103,31 @@ def run_spider2(request: Any, pins: Path, *, play: Callable[..., dict[str, Any]]
         assert request.recipe is not None
         if sealed:
             if sealed.get("arm") != request.arm:
-                raise Spider2AuditError(f"{request.run_dir} holds the {sealed.get('arm')} arm's sealed audit, not the "
-                                        f"{request.arm} arm's; pass that arm or another run folder")
+                raise Spider2AuditError(
+                    f"{request.run_dir} holds the {sealed.get('arm')} arm's sealed audit, not the "
+                    f"{request.arm} arm's; pass that arm or another run folder"
+                )
             ledger.resumable(pins, sealed)
             frozen = ledger.check_recipe(request.recipe, pins, request.arm, resuming=sealed)
         else:
             frozen = ledger.check_recipe(request.recipe, pins, request.arm)
-    source = Spider2Tasks(instances, {i.instance_id: part for i in instances}, clock=str(recorded.get("clock") or ""),
-                          results=request.spider2_results)
+    source = Spider2Tasks(
+        instances,
+        {i.instance_id: part for i in instances},
+        clock=str(recorded.get("clock") or ""),
+        results=request.spider2_results,
+    )
     tasks = source.tasks
     agent = make_driver(request.driver, **driver_options(request, frozen))
     agent.prepare()  # before the sealed start: a driver that cannot play costs the recipe nothing
     if part == SEALED and not sealed:
         assert frozen is not None
         sealed = ledger.start(pins, frozen, request.arm, task_set_sha256(tasks))
-    options = AuditOptions(workers=request.workers, benchmark=source,
-                           limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit))
+    options = AuditOptions(
+        workers=request.workers,
+        benchmark=source,
+        limits=EpisodeLimits(max_turns=request.max_turns, repeat_limit=request.repeat_limit),
+    )
     report = play(run, request, SPLIT_LABEL.format(part=part), tasks, agent, options, pins, sealed)
     source.write_results_metadata()
     if sealed:

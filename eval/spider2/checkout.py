@@ -66,10 +66,15 @@ class Spider2Instance:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "instance_id": self.instance_id, "playable": self.playable, "problems": list(self.problems),
-            "project_dir": self.project_dir, "database": self.database,
-            "gold": str(self.gold) if self.gold else None, "has_reference": bool(self.reference),
-            "needs_packages": self.needs_packages, "packages": [f"{p.name}@{p.version or p.commit[:12]}" for p in self.packages],
+            "instance_id": self.instance_id,
+            "playable": self.playable,
+            "problems": list(self.problems),
+            "project_dir": self.project_dir,
+            "database": self.database,
+            "gold": str(self.gold) if self.gold else None,
+            "has_reference": bool(self.reference),
+            "needs_packages": self.needs_packages,
+            "packages": [f"{p.name}@{p.version or p.commit[:12]}" for p in self.packages],
             "graded_tables": list(self.grading.condition_tabs) if self.grading else [],
         }
 
@@ -166,9 +171,13 @@ def find_project(example: Path) -> tuple[str, str]:
     if (example / "dbt_project.yml").is_file() and (example / "profiles.yml").is_file():
         return ".", ""
     found = sorted(
-        (p.parent for p in example.rglob("profiles.yml")
-         if (p.parent / "dbt_project.yml").is_file() and not NOT_PROJECT & set(p.relative_to(example).parts)
-         and not p.is_symlink()),
+        (
+            p.parent
+            for p in example.rglob("profiles.yml")
+            if (p.parent / "dbt_project.yml").is_file()
+            and not NOT_PROJECT & set(p.relative_to(example).parts)
+            and not p.is_symlink()
+        ),
         key=lambda p: (len(p.parts), str(p)),
     )
     if not found:
@@ -222,18 +231,25 @@ def _project_facts(example: Path) -> tuple[dict[str, Any], list[str]]:
     if output is None:
         return {"project_dir": project_dir, "profile": profile}, [why]
     database, why = database_path(project_dir, output.get("path"))
-    facts = {"project_dir": project_dir, "profile": profile, "schema": str(output.get("schema") or "main"),
-             "database": database, "needs_packages": packages_missing(project)}
+    facts = {
+        "project_dir": project_dir,
+        "profile": profile,
+        "schema": str(output.get("schema") or "main"),
+        "database": database,
+        "needs_packages": packages_missing(project),
+    }
     if why:
         problems.append(why)
     elif not safe_fs.is_file(example, database):  # a regular file reached without a link
-        problems.append(f"no database {EXAMPLES}/{example.name}/{database} (unpack the benchmark's DuckDB archive: "
-                        "its setup.py)")
+        problems.append(
+            f"no database {EXAMPLES}/{example.name}/{database} (unpack the benchmark's DuckDB archive: its setup.py)"
+        )
     return facts, problems
 
 
-def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
-             alias: str | None) -> tuple[GradingSpec | None, Path | None, list[str]]:
+def _grading(
+    iid: str, record: dict[str, Any] | None, gold_dir: Path, alias: str | None
+) -> tuple[GradingSpec | None, Path | None, list[str]]:
     from dbt_harvest.core.scorer.spider2 import resolve_call, show_tables
 
     if record is None:
@@ -266,8 +282,11 @@ def _grading(iid: str, record: dict[str, Any] | None, gold_dir: Path,
     return call.spec, gold, problems
 
 
-def read_checkout(root: Path, aliases: dict[str, str] | None = None,
-                  packages: dict[str, tuple[PackageRecord, ...] | str] | None = None) -> Checkout:
+def read_checkout(
+    root: Path,
+    aliases: dict[str, str] | None = None,
+    packages: dict[str, tuple[PackageRecord, ...] | str] | None = None,
+) -> Checkout:
     """Every instance of the checkout's gold metadata, located, with its problems (see the module docstring).
 
     ``aliases``: instance id -> the gold file to use when the benchmark ships it under another name than its
@@ -302,14 +321,27 @@ def read_checkout(root: Path, aliases: dict[str, str] | None = None,
             problems.append(f"its packages are not installed in dbt_packages/ and could not be resolved ({resolved})")
             resolved = ()
         elif needs and not resolved:
-            problems.append("its packages are not installed in dbt_packages/: `harvest spider2 import` resolves them "
-                            "(from the dbt hub, or --package-mirror DIR offline)")
+            problems.append(
+                "its packages are not installed in dbt_packages/: `harvest spider2 import` resolves them "
+                "(from the dbt hub, or --package-mirror DIR offline)"
+            )
         patch = folder / REFERENCE_DIR / f"{iid}.patch"
         reference = patch.read_text(encoding="utf-8") if patch.is_file() and not patch.is_symlink() else ""
-        instances.append(Spider2Instance(
-            instance_id=iid, instruction=instruction, grading=grading, example=example,
-            project_dir=facts.get("project_dir", "."), profile=facts.get("profile", ""),
-            schema=facts.get("schema", "main"), database=facts.get("database", ""), gold=gold,
-            reference=reference, problems=tuple(problems), needs_packages=needs, packages=tuple(resolved),
-        ))
+        instances.append(
+            Spider2Instance(
+                instance_id=iid,
+                instruction=instruction,
+                grading=grading,
+                example=example,
+                project_dir=facts.get("project_dir", "."),
+                profile=facts.get("profile", ""),
+                schema=facts.get("schema", "main"),
+                database=facts.get("database", ""),
+                gold=gold,
+                reference=reference,
+                problems=tuple(problems),
+                needs_packages=needs,
+                packages=tuple(resolved),
+            )
+        )
     return Checkout(folder, digest, tuple(instances))

@@ -50,22 +50,33 @@ class ImportReport:
         if self.benchmark:
             missing = (set(self.split.dev) | set(self.split.sealed)) - set(self.checkout.by_id())
             for iid in missing:
-                out.setdefault(self.split.part_of(iid) or "unscoreable", {"instances": 0, "playable": 0})["instances"] += 1
+                out.setdefault(self.split.part_of(iid) or "unscoreable", {"instances": 0, "playable": 0})[
+                    "instances"
+                ] += 1
         return dict(sorted(out.items()))
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "folder": str(self.checkout.folder), "metadata_sha256": self.checkout.metadata_sha256,
-            "benchmark": self.benchmark, "instances": len(self.checkout.instances), "parts": self.counts(),
+            "folder": str(self.checkout.folder),
+            "metadata_sha256": self.checkout.metadata_sha256,
+            "benchmark": self.benchmark,
+            "instances": len(self.checkout.instances),
+            "parts": self.counts(),
             "split_seed": self.split.seed,
-            "rows": [{**i.to_dict(), "part": self.part(i.instance_id),
-                      "unscoreable": self.split.unscoreable.get(i.instance_id, "") if self.benchmark else ""}
-                     for i in self.checkout.instances],
+            "rows": [
+                {
+                    **i.to_dict(),
+                    "part": self.part(i.instance_id),
+                    "unscoreable": self.split.unscoreable.get(i.instance_id, "") if self.benchmark else "",
+                }
+                for i in self.checkout.instances
+            ],
         }
 
 
-def resolve_missing(checkout: Checkout, package_mirror: Path | None = None,
-                    network: bool | None = None) -> dict[str, tuple[PackageRecord, ...] | str]:
+def resolve_missing(
+    checkout: Checkout, package_mirror: Path | None = None, network: bool | None = None
+) -> dict[str, tuple[PackageRecord, ...] | str]:
     """For every instance whose packages are not installed: its packages resolved to exact commits (mirrored
     under HARVEST_HOME), or why they cannot be."""
     from dbt_harvest.core.errors import HarvestError
@@ -81,15 +92,22 @@ def resolve_missing(checkout: Checkout, package_mirror: Path | None = None,
         if not instance.needs_packages:
             continue
         try:
-            out[instance.instance_id] = resolve_packages(instance.example / instance.project_dir, store, mirror,
-                                                         network=network, tree=instance.example)
+            out[instance.instance_id] = resolve_packages(
+                instance.example / instance.project_dir, store, mirror, network=network, tree=instance.example
+            )
         except HarvestError as exc:
             out[instance.instance_id] = " ".join(str(exc).split())[:300]
     return out
 
 
-def import_checkout(root: Path, home: Path, aliases: dict[str, str] | None = None, *,
-                    package_mirror: Path | None = None, network: bool | None = None) -> ImportReport:
+def import_checkout(
+    root: Path,
+    home: Path,
+    aliases: dict[str, str] | None = None,
+    *,
+    package_mirror: Path | None = None,
+    network: bool | None = None,
+) -> ImportReport:
     """Read the checkout at ``root``, resolve the packages it lacks, and record both under ``home`` (see the
     module docstring)."""
     from dbt_harvest.core import atomic
@@ -97,10 +115,14 @@ def import_checkout(root: Path, home: Path, aliases: dict[str, str] | None = Non
     packages = resolve_missing(read_checkout(root, aliases), package_mirror, network)
     checkout, split = read_checkout(root, aliases, packages), committed()
     report = ImportReport(checkout, split, split.is_benchmark(set(checkout.by_id())))
-    record = {"folder": str(checkout.folder), "metadata_sha256": checkout.metadata_sha256,
-              "gold_aliases": dict(sorted((aliases or {}).items())),
-              "packages": {iid: [asdict(r) for r in found] for iid, found in sorted(packages.items())
-                           if not isinstance(found, str)}}
+    record = {
+        "folder": str(checkout.folder),
+        "metadata_sha256": checkout.metadata_sha256,
+        "gold_aliases": dict(sorted((aliases or {}).items())),
+        "packages": {
+            iid: [asdict(r) for r in found] for iid, found in sorted(packages.items()) if not isinstance(found, str)
+        },
+    }
     atomic.write_text(home / RECORD, json.dumps(record, sort_keys=True, indent=1) + "\n")
     return report
 

@@ -51,8 +51,10 @@ def check_recipe(recipe: Path, pins: Path, arm: str, *, resuming: dict[str, Any]
     except (FreezeError, ManifestError) as exc:
         raise Spider2SealedError(f"the sealed Spider2 split needs a frozen recipe: {exc}") from None
     if resuming is not None and resuming.get("recipe") != frozen.recipe:
-        raise Spider2SealedError(f"the run folder holds recipe {resuming.get('recipe')!r}'s sealed audit, not "
-                                 f"{frozen.recipe!r}'s; pass that recipe or another run folder")
+        raise Spider2SealedError(
+            f"the run folder holds recipe {resuming.get('recipe')!r}'s sealed audit, not "
+            f"{frozen.recipe!r}'s; pass that recipe or another run folder"
+        )
     for entry in entries(pins):
         if resuming is not None and entry.get("commitment") == resuming.get("commitment"):
             continue
@@ -71,9 +73,15 @@ def start(pins: Path, frozen: FrozenRecipe, arm: str, task_set_sha256: str, now:
     with locked(pins):
         check_recipe(frozen.run_dir, pins, arm)
         lines = entries(pins)
-        body = {"event": START, "recipe": frozen.recipe, "arm": arm, "manifest_sha256": frozen.manifest_sha256,
-                "task_set_sha256": task_set_sha256, "time": now or _now(),
-                "prev": lines[-1]["commitment"] if lines else ""}
+        body = {
+            "event": START,
+            "recipe": frozen.recipe,
+            "arm": arm,
+            "manifest_sha256": frozen.manifest_sha256,
+            "task_set_sha256": task_set_sha256,
+            "time": now or _now(),
+            "prev": lines[-1]["commitment"] if lines else "",
+        }
         return append_entry(pins / LEDGER_NAME, body)
 
 
@@ -84,8 +92,10 @@ def resumable(pins: Path, sealed: dict[str, Any]) -> None:
         raise Spider2SealedError("the run folder's sealed start is not in the ledger; it cannot be resumed")
     for entry in lines:
         if entry["event"] == RESULT and entry.get("start") == sealed.get("commitment"):
-            raise Spider2SealedError(f"this sealed Spider2 audit already ended ({entry['time']}: official "
-                                     f"{entry['official']}/{entry['n']}); it is not run again")
+            raise Spider2SealedError(
+                f"this sealed Spider2 audit already ended ({entry['time']}: official "
+                f"{entry['official']}/{entry['n']}); it is not run again"
+            )
 
 
 def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], now: str | None = None) -> dict[str, Any]:
@@ -95,9 +105,19 @@ def record_result(pins: Path, sealed: dict[str, Any], report: dict[str, Any], no
     with locked(pins):
         resumable(pins, sealed)
         lines = entries(pins)
-        body = {"event": RESULT, "recipe": sealed["recipe"], "arm": sealed["arm"], "start": sealed["commitment"],
-                "task_set_sha256": report["task_set_sha256"], "time": now or _now(),
-                "driver": report["driver"].get("name"), "n": report["n"], "official": report["official"],
-                "strict": report["strict"], "missing": len(report["missing"]), "crashed": len(report["crashed"]),
-                "prev": lines[-1]["commitment"] if lines else ""}
+        body = {
+            "event": RESULT,
+            "recipe": sealed["recipe"],
+            "arm": sealed["arm"],
+            "start": sealed["commitment"],
+            "task_set_sha256": report["task_set_sha256"],
+            "time": now or _now(),
+            "driver": report["driver"].get("name"),
+            "n": report["n"],
+            "official": report["official"],
+            "strict": report["strict"],
+            "missing": len(report["missing"]),
+            "crashed": len(report["crashed"]),
+            "prev": lines[-1]["commitment"] if lines else "",
+        }
         return append_entry(pins / LEDGER_NAME, body)

@@ -62,9 +62,15 @@ class Spider2Split:
         return bool(set(instance_ids) & self.names)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "seed": self.seed, "drawn_on": self.drawn_on,
-                "dev_size": len(self.dev), "dev": list(self.dev), "sealed": list(self.sealed),
-                "unscoreable": dict(sorted(self.unscoreable.items()))}
+        return {
+            "benchmark": self.benchmark,
+            "seed": self.seed,
+            "drawn_on": self.drawn_on,
+            "dev_size": len(self.dev),
+            "dev": list(self.dev),
+            "sealed": list(self.sealed),
+            "unscoreable": dict(sorted(self.unscoreable.items())),
+        }
 
 
 def draw(scoreable: list[str], seed: int, dev_size: int = DEV_SIZE) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -82,8 +88,11 @@ def parse(data: Any) -> Spider2Split:
     what ``draw`` gives for the recorded seed (a hand-edited part is refused)."""
     try:
         split = Spider2Split(
-            benchmark=str(data["benchmark"]), seed=int(data["seed"]), drawn_on=str(data["drawn_on"]),
-            dev=tuple(str(i) for i in data["dev"]), sealed=tuple(str(i) for i in data["sealed"]),
+            benchmark=str(data["benchmark"]),
+            seed=int(data["seed"]),
+            drawn_on=str(data["drawn_on"]),
+            dev=tuple(str(i) for i in data["dev"]),
+            sealed=tuple(str(i) for i in data["sealed"]),
             unscoreable={str(k): str(v) for k, v in dict(data["unscoreable"]).items()},
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -92,8 +101,10 @@ def parse(data: Any) -> Spider2Split:
     if len(set(scoreable)) != len(scoreable) or set(scoreable) & set(split.unscoreable):
         raise SplitFileError("the Spider2 split file names an instance twice; restore it from git")
     if (split.dev, split.sealed) != draw(scoreable, split.seed, len(split.dev)):
-        raise SplitFileError("the Spider2 split file's parts are not the recorded seed's draw (it is never redrawn "
-                             "or edited); restore it from git")
+        raise SplitFileError(
+            "the Spider2 split file's parts are not the recorded seed's draw (it is never redrawn "
+            "or edited); restore it from git"
+        )
     return split
 
 

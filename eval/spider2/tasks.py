@@ -50,12 +50,26 @@ _UNPLAYABLE = GradingSpec(gold="", condition_tabs=("(none)",), condition_cols=((
 def instance_task(instance: Spider2Instance, part: str) -> TaskRecord:
     """The task record of one instance (see the module docstring); ``part`` is its split part."""
     return TaskRecord(
-        instance_id=instance.instance_id, pin=f"{BENCHMARK}:{instance.instance_id}", repo=SOURCE_REPO,
-        base_commit="", project_dir=instance.project_dir, split=part, split_group=BENCHMARK, family=BENCHMARK,
-        operator=BENCHMARK, effect="", file="", broken_patch="", fix_patch=instance.reference,
-        wrong_repair_patches=(), grading=instance.grading or _UNPLAYABLE, problem_statement=instance.instruction,
+        instance_id=instance.instance_id,
+        pin=f"{BENCHMARK}:{instance.instance_id}",
+        repo=SOURCE_REPO,
+        base_commit="",
+        project_dir=instance.project_dir,
+        split=part,
+        split_group=BENCHMARK,
+        family=BENCHMARK,
+        operator=BENCHMARK,
+        effect="",
+        file="",
+        broken_patch="",
+        fix_patch=instance.reference,
+        wrong_repair_patches=(),
+        grading=instance.grading or _UNPLAYABLE,
+        problem_statement=instance.instruction,
         local_checks=LocalChecks(builds=False, tests_total=0, tests_failed=0),
-        gold_sha256=sha256_file(instance.gold) if instance.playable and instance.gold else "", license="", versions={},
+        gold_sha256=sha256_file(instance.gold) if instance.playable and instance.gold else "",
+        license="",
+        versions={},
         database=Path(instance.database).stem or "build",
     )
 
@@ -76,8 +90,9 @@ class Spider2Tasks(BenchmarkTasks):
 
     name = BENCHMARK
 
-    def __init__(self, instances: list[Spider2Instance], parts: dict[str, str], clock: str = "",
-                 results: Path | None = None) -> None:
+    def __init__(
+        self, instances: list[Spider2Instance], parts: dict[str, str], clock: str = "", results: Path | None = None
+    ) -> None:
         self.clock = clock or today_clock()
         self.results = results  # also keep each graded database here, in Spider2's results layout
         self._by_id = {i.instance_id: _Located(i, instance_task(i, parts[i.instance_id])) for i in instances}
@@ -115,7 +130,9 @@ class Spider2Tasks(BenchmarkTasks):
         root = holder / "ws"
         name = Path(instance.database).name
         try:
-            shutil.copytree(instance.example, root, symlinks=True, ignore=shutil.ignore_patterns(".git", "target", "logs"))
+            shutil.copytree(
+                instance.example, root, symlinks=True, ignore=shutil.ignore_patterns(".git", "target", "logs")
+            )
             if instance.packages:  # what `dbt deps` would install; episodes have no network
                 from dbt_harvest.core.home import mirrors_dir
                 from dbt_harvest.harvester.gitstore import GitStore
@@ -124,7 +141,9 @@ class Spider2Tasks(BenchmarkTasks):
                 vendor_packages(root / instance.project_dir, instance.packages, GitStore(mirrors_dir()), workspace=root)
             shipped = root / instance.database
             if not safe_fs.is_file(root, instance.database):  # no link anywhere on the way: never moves a host file
-                raise EnvError(f"{instance.instance_id}: {instance.database} is not a regular file reached without a link")
+                raise EnvError(
+                    f"{instance.instance_id}: {instance.database} is not a regular file reached without a link"
+                )
             for stale in (root / (name + ".wal"), root / (instance.database + ".wal")):
                 if stale.is_file() and not stale.is_symlink():
                     stale.unlink()
@@ -142,8 +161,15 @@ class Spider2Tasks(BenchmarkTasks):
         except BaseException:
             shutil.rmtree(holder, ignore_errors=True)
             raise
-        return TaskWorkspace(root=root.resolve(), project_dir=instance.project_dir, profile=project.profile,
-                             schema=instance.schema, clock=self.clock, policy=policy, db_file=name)
+        return TaskWorkspace(
+            root=root.resolve(),
+            project_dir=instance.project_dir,
+            profile=project.profile,
+            schema=instance.schema,
+            clock=self.clock,
+            policy=policy,
+            db_file=name,
+        )
 
     def grade(self, task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
         from dbt_harvest.core.scorer import score
@@ -159,22 +185,40 @@ class Spider2Tasks(BenchmarkTasks):
         with os.fdopen(fd, "wb") as out, open(holder / PRISTINE / ws.db_file, "rb") as pristine:
             shutil.copyfileobj(pristine, out)
         write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, db_file=ws.db_file)
-        run = run_steps(ws.root, ws.project_dir, [DbtStep(("seed",)), DbtStep(("run",))], clock=ws.clock,
-                        sandboxed=settings.sandboxed, limits=settings.limits, log_path=ws.root / LOG_NAME,
-                        stop_on_failure=False, duckdb_scope=DUCKDB_SCOPE)
+        run = run_steps(
+            ws.root,
+            ws.project_dir,
+            [DbtStep(("seed",)), DbtStep(("run",))],
+            clock=ws.clock,
+            sandboxed=settings.sandboxed,
+            limits=settings.limits,
+            log_path=ws.root / LOG_NAME,
+            stop_on_failure=False,
+            duckdb_scope=DUCKDB_SCOPE,
+        )
         graded = holder / GRADED_COPY / ws.db_file  # read on the host from a copy, never through the workspace
         shutil.rmtree(graded.parent, ignore_errors=True)
         try:
             safe_fs.copy_out(ws.root, ws.db_file, graded, max_bytes=MAX_DATABASE_BYTES)
         except HarvestError as exc:
-            return Graded.not_built(f"the built database cannot be read: {exc}", run.first_error, path=BENCHMARK,
-                                    seconds=time.perf_counter() - started)
+            return Graded.not_built(
+                f"the built database cannot be read: {exc}",
+                run.first_error,
+                path=BENCHMARK,
+                seconds=time.perf_counter() - started,
+            )
         if self.results is not None:
             from dbt_harvest.core import atomic
 
             atomic.install_file(graded, self.results / task.instance_id / ws.db_file)
-        return Graded.from_score(score(gold, graded, task.grading), built=run.ok, first_error=run.first_error,
-                                 capture=graded, path=BENCHMARK, seconds=time.perf_counter() - started)
+        return Graded.from_score(
+            score(gold, graded, task.grading),
+            built=run.ok,
+            first_error=run.first_error,
+            capture=graded,
+            path=BENCHMARK,
+            seconds=time.perf_counter() - started,
+        )
 
     def write_results_metadata(self) -> Path | None:
         """``results_metadata.jsonl`` over the graded databases kept in ``results`` (one line each: Spider2's

@@ -24,9 +24,9 @@ from __future__ import annotations
 import csv
 import io
 import re
-from datetime import datetime, timedelta
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlglot
@@ -152,7 +152,9 @@ def changed_comparison(original_sql: str, mutated_sql: str) -> tuple[exp.Express
     return None
 
 
-def seed_with_column(column: str, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int = 0) -> SeedTable | None:
+def seed_with_column(
+    column: str, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int = 0
+) -> SeedTable | None:
     """The ``choose``-th seed holding ``column``, those upstream of the model first (None past the last)."""
     holders = [s for s in seeds if s.column(column) is not None and s.rows]
     holders.sort(key=lambda s: (s.name not in upstream, s.name))
@@ -170,9 +172,20 @@ def _format_like(existing: Sequence[str], stamp: str) -> str:
     return stamp[:10]
 
 
-def propose(key: str, family: str, operator: str, original_span: str, replacement: str,
-            original_sql: str, mutated_sql: str, seeds: Sequence[SeedTable], upstream: frozenset[str],
-            probe: Probe, choose: int = 0, lineage: Lineage | None = None) -> Proposal:
+def propose(
+    key: str,
+    family: str,
+    operator: str,
+    original_span: str,
+    replacement: str,
+    original_sql: str,
+    mutated_sql: str,
+    seeds: Sequence[SeedTable],
+    upstream: frozenset[str],
+    probe: Probe,
+    choose: int = 0,
+    lineage: Lineage | None = None,
+) -> Proposal:
     """The row that distinguishes one candidate, or NoProposal saying why there is none.
 
     ``original_span``/``replacement``: the mutated text before and after (in the compiled SQL);
@@ -182,18 +195,34 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
     models' SELECT expressions back to seed columns (``traced``) come first, then those found by name.
     """
     if lineage is not None:
-        alternatives = traced(key, family, operator, original_span, replacement, original_sql, mutated_sql,
-                              {s.name: s for s in seeds}, lineage, probe)
+        alternatives = traced(
+            key,
+            family,
+            operator,
+            original_span,
+            replacement,
+            original_sql,
+            mutated_sql,
+            {s.name: s for s in seeds},
+            lineage,
+            probe,
+        )
         if choose < len(alternatives):
             return alternatives[choose]
         choose -= len(alternatives)
         if family == "join" and operator == "join.drop_on_key":
-            raise NoProposal("the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
-                             if not alternatives else "no traced seed column left to try")
+            raise NoProposal(
+                "the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
+                if not alternatives
+                else "no traced seed column left to try"
+            )
         if operator in COUNT_OPERATORS:  # a same-named column of another seed never reaches this count
-            raise NoProposal("the counted column traces to no seed column (a constant such as source_relation, "
-                             "or SQL lineage cannot follow): count(col) equals count(*) on any data"
-                             if not alternatives else "no traced seed column left to try")
+            raise NoProposal(
+                "the counted column traces to no seed column (a constant such as source_relation, "
+                "or SQL lineage cannot follow): count(col) equals count(*) on any data"
+                if not alternatives
+                else "no traced seed column left to try"
+            )
     if family == "null":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         if not columns:
@@ -201,8 +230,13 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         for column in columns:
             seed = seed_with_column(column, seeds, upstream, choose)
             if seed is not None:
-                return Proposal(key, family, operator, f"{column} is NULL",
-                                SeedRow(seed.name, _template_row(seed, column), ((column, ""),)))
+                return Proposal(
+                    key,
+                    family,
+                    operator,
+                    f"{column} is NULL",
+                    SeedRow(seed.name, _template_row(seed, column), ((column, ""),)),
+                )
         raise NoProposal(f"no seed holds {', '.join(sorted(set(columns)))}")
     if family in ("time", "filter"):
         pair = changed_comparison(original_sql, mutated_sql)
@@ -220,7 +254,8 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
 
         def bind(node: exp.Expression) -> str:
             bound = node.copy().transform(
-                lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n)
+                lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
+            )
             return bound.sql(dialect="duckdb")
 
         index = seed.column(column)
@@ -236,10 +271,17 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         else:
             found = probe(bind(original), bind(mutated), placeholder, ())
             if found is None:
-                raise NoProposal(f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons")
+                raise NoProposal(
+                    f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons"
+                )
             value = _format_like([r[index] for r in seed.rows], found)
-        return Proposal(key, family, operator, f"{column} = {found[:19]}",
-                        SeedRow(seed.name, _template_row(seed, column), ((column, value),)))
+        return Proposal(
+            key,
+            family,
+            operator,
+            f"{column} = {found[:19]}",
+            SeedRow(seed.name, _template_row(seed, column), ((column, value),)),
+        )
     if family == "join":
         if operator not in UNMATCHED_JOIN_OPERATORS:
             raise NoProposal(f"{operator} has no derivation yet")
@@ -256,16 +298,28 @@ def propose(key: str, family: str, operator: str, original_span: str, replacemen
         index = seed.column(column)
         assert index is not None
         existing = [r[index] for r in seed.rows]
-        return Proposal(key, family, operator, f"{column} has no match",
-                        SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)))
+        return Proposal(
+            key,
+            family,
+            operator,
+            f"{column} has no match",
+            SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)),
+        )
     if family == "grain":
         columns = _fragment_columns(original_span) + _fragment_columns(replacement)
         for column in columns or ():
             seed = seed_with_column(column, seeds, upstream, choose)
             if seed is not None:  # a twin of a real row (a fresh key only): the duplicate the grain hides
-                return Proposal(key, family, operator, f"two rows share {column}",
-                                SeedRow(seed.name, _template_row(seed, column), ()))
-        raise NoProposal("no seed holds a column of the mutated node" if columns else "the mutated node reads no column")
+                return Proposal(
+                    key,
+                    family,
+                    operator,
+                    f"two rows share {column}",
+                    SeedRow(seed.name, _template_row(seed, column), ()),
+                )
+        raise NoProposal(
+            "no seed holds a column of the mutated node" if columns else "the mutated node reads no column"
+        )
     raise NoProposal(f"family {family} has no derivation yet")
 
 
@@ -322,7 +376,7 @@ def _join_keys(join: exp.Join) -> list[tuple[exp.Column, exp.Column]]:
     joined = join.this.alias_or_name if isinstance(join.this, exp.Expression) else ""
     condition = join.args.get("on")
     out = []
-    for eq in (condition.find_all(exp.EQ) if isinstance(condition, exp.Expression) else ()):
+    for eq in condition.find_all(exp.EQ) if isinstance(condition, exp.Expression) else ():
         sides = [eq.this, eq.expression]
         if all(isinstance(c, exp.Column) for c in sides):
             inner = [c for c in sides if c.table == joined]
@@ -332,8 +386,9 @@ def _join_keys(join: exp.Join) -> list[tuple[exp.Column, exp.Column]]:
     return out
 
 
-def _traced_rows(sql: str, table: str, column: str, value: str, seeds: Mapping[str, SeedTable],
-                 lineage: Lineage) -> list[SeedRow]:
+def _traced_rows(
+    sql: str, table: str, column: str, value: str, seeds: Mapping[str, SeedTable], lineage: Lineage
+) -> list[SeedRow]:
     """One row per seed column ``table.column`` is computed from, that column set to ``value``."""
     out = []
     for seed_name, seed_column in trace(sql, table, column, lineage):
@@ -343,8 +398,18 @@ def _traced_rows(sql: str, table: str, column: str, value: str, seeds: Mapping[s
     return out
 
 
-def traced(key: str, family: str, operator: str, original_span: str, replacement: str, original_sql: str,
-           mutated_sql: str, seeds: Mapping[str, SeedTable], lineage: Lineage, probe: Probe) -> list[Proposal]:
+def traced(
+    key: str,
+    family: str,
+    operator: str,
+    original_span: str,
+    replacement: str,
+    original_sql: str,
+    mutated_sql: str,
+    seeds: Mapping[str, SeedTable],
+    lineage: Lineage,
+    probe: Probe,
+) -> list[Proposal]:
     """The alternatives found by tracing the columns the node reads back to seed columns, likeliest first:
 
     - ``null``: where the column belongs to the joined side of a LEFT JOIN, an outer row whose join key
@@ -365,6 +430,7 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
       (``extra``) a value both comparisons reject, so that removing the bound (the operators' wrong repair)
       differs from the mutant as well as from the original.
     """
+
     def make(condition: str, row: SeedRow, extra: tuple[SeedRow, ...] = ()) -> Proposal:
         return Proposal(key, family, operator, condition, row, extra)
 
@@ -376,54 +442,79 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
         # the same row (a fresh key only), so col repeats within its group and the wrong repair,
         # count(distinct col), differs from the mutant as well as from the original
         for table, column in dict.fromkeys(_qualified_columns(original_span) + _qualified_columns(replacement)):
-            out += [make(f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})", row,
-                         (SeedRow(row.seed, row.template, ()),))
-                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage)]
+            out += [
+                make(
+                    f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})",
+                    row,
+                    (SeedRow(row.seed, row.template, ()),),
+                )
+                for row in _traced_rows(original_sql, table, column, "", seeds, lineage)
+            ]
     elif family == "null":
         columns = _qualified_columns(original_span) + _qualified_columns(replacement)
         for table, column in dict.fromkeys(columns):
-            for join in (tree.find_all(exp.Join) if tree is not None and table else ()):
-                if join.side != "LEFT" or not isinstance(join.this, exp.Expression) \
-                        or join.this.alias_or_name != table:
+            for join in tree.find_all(exp.Join) if tree is not None and table else ():
+                if join.side != "LEFT" or not isinstance(join.this, exp.Expression) or join.this.alias_or_name != table:
                     continue
                 for outer, _ in _join_keys(join):
-                    out += [make(f"{outer.sql()} has no match in {table}", row)
-                            for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)]
+                    out += [
+                        make(f"{outer.sql()} has no match in {table}", row)
+                        for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)
+                    ]
             groups = _aggregate_group_columns(tree, original_span) if operator == "null.drop_coalesce_default" else None
             for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
                 # sum/min/max skip a NULL: it shows only in a group whose every row is NULL, so the row
                 # first gets fresh values in the seed columns the GROUP BY keys come from (a group of its own)
-                alone = tuple(dict.fromkeys(
-                    (seed_column, FRESH) for t, c in (groups or ()) for s_, seed_column in trace(original_sql, t, c, lineage)
-                    if s_ == row.seed and seed_column != row.values[0][0]))
+                alone = tuple(
+                    dict.fromkeys(
+                        (seed_column, FRESH)
+                        for t, c in (groups or ())
+                        for s_, seed_column in trace(original_sql, t, c, lineage)
+                        if s_ == row.seed and seed_column != row.values[0][0]
+                    )
+                )
                 if alone:
-                    out.append(make(f"{column} is NULL in a group of its own (seed {row.seed}.{row.values[0][0]})",
-                                    SeedRow(row.seed, row.template, row.values + alone)))
+                    out.append(
+                        make(
+                            f"{column} is NULL in a group of its own (seed {row.seed}.{row.values[0][0]})",
+                            SeedRow(row.seed, row.template, row.values + alone),
+                        )
+                    )
                 out.append(make(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row))
     elif family == "join" and operator in UNMATCHED_JOIN_OPERATORS:
         pair = changed_join(original_sql, mutated_sql)
-        for outer, inner in (_join_keys(pair[0]) if pair is not None else []):
-            orphans = tuple(_traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)[:1]) \
-                if operator in ORPHAN_WRONG_REPAIR_OPERATORS else ()
-            out += [make(f"{outer.sql()} has no match", row, tuple(o for o in orphans if o.seed != row.seed))
-                    for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)]
+        for outer, inner in _join_keys(pair[0]) if pair is not None else []:
+            orphans = (
+                tuple(_traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)[:1])
+                if operator in ORPHAN_WRONG_REPAIR_OPERATORS
+                else ()
+            )
+            out += [
+                make(f"{outer.sql()} has no match", row, tuple(o for o in orphans if o.seed != row.seed))
+                for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)
+            ]
     elif family == "join" and operator == "join.drop_on_key":
         pair = changed_join(original_sql, mutated_sql)
         if pair is not None:
             kept = {c.sql(dialect="duckdb") for c in (pair[1].find_all(exp.EQ) if pair[1] is not None else ())}
             for outer, inner in _join_keys(pair[0]):
-                if exp.EQ(this=outer.copy(), expression=inner.copy()).sql(dialect="duckdb") in kept or \
-                        exp.EQ(this=inner.copy(), expression=outer.copy()).sql(dialect="duckdb") in kept:
+                if (
+                    exp.EQ(this=outer.copy(), expression=inner.copy()).sql(dialect="duckdb") in kept
+                    or exp.EQ(this=inner.copy(), expression=outer.copy()).sql(dialect="duckdb") in kept
+                ):
                     continue  # a key the mutant still has
-                out += [make(f"two {inner.table} rows agree on every key but {inner.name}", row)
-                        for row in _traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)]
+                out += [
+                    make(f"two {inner.table} rows agree on every key but {inner.name}", row)
+                    for row in _traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)
+                ]
     elif operator == "time.swap_timestamp_columns":
         before, after = _qualified_columns(original_span), _qualified_columns(replacement)
         if before and after:
             (table, column), (other_table, other) = before[0], after[0]
             for seed_name, seed_column in trace(original_sql, table, column, lineage):
-                traced_other = {c for s_, c in trace(original_sql, other_table or table, other, lineage)
-                                if s_ == seed_name}
+                traced_other = {
+                    c for s_, c in trace(original_sql, other_table or table, other, lineage) if s_ == seed_name
+                }
                 seed = seeds.get(seed_name)
                 if seed is None or not seed.rows or not traced_other - {seed_column}:
                     continue
@@ -435,43 +526,60 @@ def traced(key: str, family: str, operator: str, original_span: str, replacement
                 # row apart, so a wrong repair reading a third column differs from the mutant too
                 moved = dict(spread.values).get(seed.header[index].strip())
                 if moved is not None:
-                    out.append(make(f"{column} and {other} differ",
-                                    SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
-                                    (spread,)))
+                    out.append(
+                        make(
+                            f"{column} and {other} differ",
+                            SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
+                            (spread,),
+                        )
+                    )
     elif family in ("time", "filter"):
         pair = changed_comparison(original_sql, mutated_sql)
         if pair is not None:
             cols = {(c.table, c.name) for c in pair[0].find_all(exp.Column) if c.name}
             if len(cols) == 1:
-                (table, column), = cols
+                ((table, column),) = cols
                 placeholder = "__harvest_probe"
 
                 def bind(node: exp.Expression) -> str:
-                    return node.copy().transform(
-                        lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
-                    ).sql(dialect="duckdb")
+                    return (
+                        node.copy()
+                        .transform(
+                            lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
+                        )
+                        .sql(dialect="duckdb")
+                    )
 
                 values = literal_probes(*pair) if family == "filter" else ()
-                found = probe(bind(pair[0]), bind(pair[1]), placeholder, values) \
-                    if family == "time" or values else None
+                found = probe(bind(pair[0]), bind(pair[1]), placeholder, values) if family == "time" or values else None
                 # a value both comparisons reject: removing the bound (a wrong repair) then keeps a row
                 # that neither the original nor the mutant keeps, so it differs from the mutant too
-                outside = probe(f"({bind(pair[0])}) or ({bind(pair[1])})", "true", placeholder, values) \
-                    if found is not None else None
+                outside = (
+                    probe(f"({bind(pair[0])}) or ({bind(pair[1])})", "true", placeholder, values)
+                    if found is not None
+                    else None
+                )
                 if found is not None:
                     for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
                         seed = seeds[row.seed]
                         index = seed.column(row.values[0][0])
                         assert index is not None
 
-                        def shaped(v: str) -> str:
+                        def shaped(v: str, seed: SeedTable = seed, index: int = index) -> str:
                             return v if family == "filter" else _format_like([r[index] for r in seed.rows], v)
 
-                        extra = (SeedRow(row.seed, row.template, ((row.values[0][0], shaped(outside)),)),) \
-                            if outside is not None and outside != found else ()
-                        out.append(make(f"{column} = {found[:19]}", SeedRow(row.seed, row.template,
-                                                                              ((row.values[0][0], shaped(found)),)),
-                                        extra))
+                        extra = (
+                            (SeedRow(row.seed, row.template, ((row.values[0][0], shaped(outside)),)),)
+                            if outside is not None and outside != found
+                            else ()
+                        )
+                        out.append(
+                            make(
+                                f"{column} = {found[:19]}",
+                                SeedRow(row.seed, row.template, ((row.values[0][0], shaped(found)),)),
+                                extra,
+                            )
+                        )
     if family == "null":
         out += _unmasking(key, family, operator, original_sql, mutated_sql, seeds, lineage)
     return list(dict.fromkeys(out))
@@ -495,8 +603,15 @@ def changed_projection(original_sql: str, mutated_sql: str) -> str | None:
     return None
 
 
-def _unmasking(key: str, family: str, operator: str, original_sql: str, mutated_sql: str,
-               seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+def _unmasking(
+    key: str,
+    family: str,
+    operator: str,
+    original_sql: str,
+    mutated_sql: str,
+    seeds: Mapping[str, SeedTable],
+    lineage: Lineage,
+) -> list[Proposal]:
     """Where the value the edit changes (a SELECT expression's output) is read only as a fallback of a later
     ``coalesce(a, changed)`` and ``a`` is never NULL on the seeds, the change never shows: a clone whose seed
     columns ``a`` is computed from are all NULL, so the coalesce falls back to the changed value
@@ -521,9 +636,15 @@ def _unmasking(key: str, family: str, operator: str, original_sql: str, mutated_
                 if seed is None or not seed.rows or any(seed.column(c) is None for c in columns):
                     continue
                 values = tuple((c, "") for c in dict.fromkeys(columns))
-                out.append(Proposal(key, family, operator,
-                                    f"{', '.join(c for c, _ in values)} NULL, so coalesce falls back to {changed}",
-                                    SeedRow(seed.name, _template_row(seed, columns[0]), values)))
+                out.append(
+                    Proposal(
+                        key,
+                        family,
+                        operator,
+                        f"{', '.join(c for c, _ in values)} NULL, so coalesce falls back to {changed}",
+                        SeedRow(seed.name, _template_row(seed, columns[0]), values),
+                    )
+                )
     return out
 
 
@@ -541,13 +662,16 @@ def unmatched_join_column(original_sql: str, mutated_sql: str) -> tuple[str, str
     tables = {t.alias_or_name: t.name for t in a.find_all(exp.Table)}
     joined = changed.this.alias_or_name if isinstance(changed.this, exp.Expression) else ""
     condition = changed.args.get("on")
-    for eq in (condition.find_all(exp.EQ) if condition is not None else ()):
+    for eq in condition.find_all(exp.EQ) if condition is not None else ():
         sides = [eq.this, eq.expression]
         if all(isinstance(s, exp.Column) for s in sides):
             outer = [s for s in sides if s.table and s.table != joined]
             if outer:
-                return (outer[0].name, tables.get(outer[0].table, outer[0].table).lower(),
-                        tables.get(joined, joined).lower())
+                return (
+                    outer[0].name,
+                    tables.get(outer[0].table, outer[0].table).lower(),
+                    tables.get(joined, joined).lower(),
+                )
     return None
 
 
@@ -593,8 +717,15 @@ def retemplate(proposal: Proposal, template: int) -> Proposal:
     def moved(row: SeedRow) -> SeedRow:
         return SeedRow(row.seed, template, row.values) if (row.seed, row.template) == (old.seed, old.template) else row
 
-    return Proposal(proposal.key, proposal.family, proposal.operator, proposal.condition, moved(old),
-                    tuple(moved(r) for r in proposal.extra), proposal.for_wrong_repair)
+    return Proposal(
+        proposal.key,
+        proposal.family,
+        proposal.operator,
+        proposal.condition,
+        moved(old),
+        tuple(moved(r) for r in proposal.extra),
+        proposal.for_wrong_repair,
+    )
 
 
 def _template_row(seed: SeedTable, column: str) -> int:
@@ -604,6 +735,7 @@ def _template_row(seed: SeedTable, column: str) -> int:
 
 def key_columns(seed: SeedTable) -> tuple[int, ...]:
     """Columns a new row must not repeat: ``id`` (any case) if unique, else the first unique ``…id`` column."""
+
     def unique(i: int) -> bool:
         values = [r[i] for r in seed.rows]
         return all(values) and len(set(values)) == len(values)
@@ -644,7 +776,9 @@ def _fresh(values: Sequence[str], taken: set[str]) -> str:
     return f"{base}_h{n}"
 
 
-def render(seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+def render(
+    seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]
+) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]:
     """The seed patch adding ``rows`` (unified diff over the seed CSVs, fresh keys assigned in order) and
     the rows as written ((seed, values) each). Identical rows are added once."""
     unique_rows = list(dict.fromkeys(rows))
@@ -685,8 +819,11 @@ def render(seeds: Mapping[str, SeedTable], rows: Sequence[SeedRow]) -> tuple[str
 def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     """Seeds the model reads, through models and through sources whose table a seed of that name builds."""
     nodes: dict[str, Any] = {**manifest.get("nodes", {}), **manifest.get("sources", {})}
-    seeds_by_name = {str(n.get("name", "")).lower(): uid for uid, n in manifest.get("nodes", {}).items()
-                     if n.get("resource_type") == "seed"}
+    seeds_by_name = {
+        str(n.get("name", "")).lower(): uid
+        for uid, n in manifest.get("nodes", {}).items()
+        if n.get("resource_type") == "seed"
+    }
     found: set[str] = set()
     stack, seen = [model], set()
     while stack:
@@ -706,5 +843,25 @@ def upstream_seeds(manifest: Mapping[str, Any], model: str) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["COUNT_OPERATORS", "spread_timestamps", "WEAK_REASONS", "FRESH", "Lineage", "traced", "changed_join", "FAMILIES", "INVISIBLE_REASONS", "NoProposal", "Proposal", "SeedRow", "SeedTable", "changed_comparison",
-           "changed_projection", "key_columns", "propose", "render", "retemplate", "upstream_seeds"]
+__all__ = [
+    "COUNT_OPERATORS",
+    "spread_timestamps",
+    "WEAK_REASONS",
+    "FRESH",
+    "Lineage",
+    "traced",
+    "changed_join",
+    "FAMILIES",
+    "INVISIBLE_REASONS",
+    "NoProposal",
+    "Proposal",
+    "SeedRow",
+    "SeedTable",
+    "changed_comparison",
+    "changed_projection",
+    "key_columns",
+    "propose",
+    "render",
+    "retemplate",
+    "upstream_seeds",
+]

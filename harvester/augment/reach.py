@@ -29,8 +29,11 @@ def seed_feeds(manifest: Mapping[str, Any]) -> dict[str, str]:
     of a package's integration tests names the seed's table: same relation)."""
     seeds = {uid: node for uid, node in manifest.get("nodes", {}).items() if node.get("resource_type") == "seed"}
     feeds = {uid: str(node.get("name", "")).lower() for uid, node in seeds.items()}
-    by_relation = {_unquoted(str(node.get("relation_name") or "")): str(node.get("name", "")).lower()
-                   for node in seeds.values() if node.get("relation_name")}
+    by_relation = {
+        _unquoted(str(node.get("relation_name") or "")): str(node.get("name", "")).lower()
+        for node in seeds.values()
+        if node.get("relation_name")
+    }
     for uid, source in (manifest.get("sources") or {}).items():
         name = by_relation.get(_unquoted(str(source.get("relation_name") or "")))
         if name:
@@ -38,8 +41,9 @@ def seed_feeds(manifest: Mapping[str, Any]) -> dict[str, str]:
     return feeds
 
 
-def models_to_rerun(nodes: Mapping[str, ModelNode], feeds: Mapping[str, str], touched: Collection[str],
-                    model: str) -> frozenset[str]:
+def models_to_rerun(
+    nodes: Mapping[str, ModelNode], feeds: Mapping[str, str], touched: Collection[str], model: str
+) -> frozenset[str]:
     """The models a probe with rows in the seeds ``touched`` must re-run to compare ``model`` and its
     descendants: those, and their ancestors that the rows reach."""
     touched_names = {t.lower() for t in touched}
@@ -52,9 +56,11 @@ def models_to_rerun(nodes: Mapping[str, ModelNode], feeds: Mapping[str, str], to
                 reached[uid] = True
             else:
                 reached[uid] = any(
-                    feeds.get(p, "") in touched_names if p not in nodes
+                    feeds.get(p, "") in touched_names
+                    if p not in nodes
                     else (p not in trail and reaches(p, trail | {uid}))
-                    for p in node.parents)
+                    for p in node.parents
+                )
         return reached[uid]
 
     targets = {model, *descendants(dict(nodes), model)}

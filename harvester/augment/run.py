@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dbt_harvest.core import atomic
@@ -42,12 +42,22 @@ from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.home import builds_dir, pins_dir
 from dbt_harvest.core.locked_duckdb import Lock, bounded, connect_locked
 from dbt_harvest.core.patching import apply_patch
-from dbt_harvest.core.pin import Pin, read_pin, pin_path, write_pin
-from dbt_harvest.harvester.augment.trace import Lineage, relation_key
+from dbt_harvest.core.pin import Pin, pin_path, read_pin, write_pin
 from dbt_harvest.harvester.augment.derive import (
-    FAMILIES, INVISIBLE_REASONS, PROBE_DAYS, WEAK_REASONS, NoProposal, Proposal, SeedRow, SeedTable, propose, render,
-    retemplate, upstream_seeds,
+    FAMILIES,
+    INVISIBLE_REASONS,
+    PROBE_DAYS,
+    WEAK_REASONS,
+    NoProposal,
+    Proposal,
+    SeedRow,
+    SeedTable,
+    propose,
+    render,
+    retemplate,
+    upstream_seeds,
 )
+from dbt_harvest.harvester.augment.trace import Lineage, relation_key
 from dbt_harvest.harvester.mint.pipeline import MintOptions, MintTarget, mint
 from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob
 from dbt_harvest.harvester.sandbox import Limits
@@ -110,9 +120,13 @@ class RecoverReport:
     mint_reports: tuple[CandidateReport, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict:
-        return {"families": self.families, "no_proposal": self.no_proposal, "kept_tasks": list(self.kept_tasks),
-                "seconds": round(self.seconds, 2),
-                "augmentations": [a.__dict__ for a in self.augmentations]}
+        return {
+            "families": self.families,
+            "no_proposal": self.no_proposal,
+            "kept_tasks": list(self.kept_tasks),
+            "seconds": round(self.seconds, 2),
+            "augmentations": [a.__dict__ for a in self.augmentations],
+        }
 
 
 def time_probe(clock: str) -> Callable[..., str | None]:
@@ -125,22 +139,28 @@ def time_probe(clock: str) -> Callable[..., str | None]:
         low, high = PROBE_DAYS
         if values:  # filter values: the first literal (in order) on which the comparisons disagree
             rows = ", ".join(f"({v}, {i})" for i, v in enumerate(values))
-            sql = (f"SELECT CAST({placeholder} AS VARCHAR) FROM (VALUES {rows}) t({placeholder}, k) "
-                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
+            sql = (
+                f"SELECT CAST({placeholder} AS VARCHAR) FROM (VALUES {rows}) t({placeholder}, k) "
+                f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1"
+            )
         else:  # whole days around the clock, then hours and minutes near it (windows of hours)
-            steps = [f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, abs(k) * 1440 AS k "
-                     f"FROM range({low}, {high}) t(k)",
-                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 HOUR AS {placeholder}, abs(k) * 60 + 1 AS k "
-                     "FROM range(-96, 4) t(k)",
-                     f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 MINUTE AS {placeholder}, abs(k) + 2 AS k "
-                     "FROM range(-180, 5) t(k)"]
-            sql = (f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM ({' UNION ALL '.join(steps)}) "
-                   f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1")
+            steps = [
+                f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 DAY AS {placeholder}, abs(k) * 1440 AS k "
+                f"FROM range({low}, {high}) t(k)",
+                f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 HOUR AS {placeholder}, abs(k) * 60 + 1 AS k "
+                "FROM range(-96, 4) t(k)",
+                f"SELECT TIMESTAMP '{anchor}' + k * INTERVAL 1 MINUTE AS {placeholder}, abs(k) + 2 AS k "
+                "FROM range(-180, 5) t(k)",
+            ]
+            sql = (
+                f"SELECT strftime({placeholder}, '%Y-%m-%d %H:%M:%S') FROM ({' UNION ALL '.join(steps)}) "
+                f"WHERE ({original}) IS DISTINCT FROM ({mutated}) ORDER BY k LIMIT 1"
+            )
         con = connect_locked(":memory:")
         try:
             with bounded(con, PROBE_SECONDS):
                 row = con.execute(freeze_clock(sql, clock)).fetchone()
-        except Exception:  # noqa: BLE001 - any SQL the comparison cannot take means "no probe"
+        except Exception:
             return None
         finally:
             con.close()
@@ -158,8 +178,9 @@ def read_seeds(tree: Path, project_dir: str, manifest: dict) -> dict[str, SeedTa
         rel = (Path(project_dir) / str(node["original_file_path"])).as_posix()
         path = tree / rel
         if path.is_file() and not path.is_symlink() and path.resolve().is_relative_to(tree.resolve()):
-            out[str(node.get("name", "")).lower()] = SeedTable.parse(str(node.get("name", "")), rel,
-                                                                     path.read_text(encoding="utf-8"))
+            out[str(node.get("name", "")).lower()] = SeedTable.parse(
+                str(node.get("name", "")), rel, path.read_text(encoding="utf-8")
+            )
     return out
 
 
@@ -188,8 +209,8 @@ def lineage_of(manifest: dict, database: Path) -> Lineage:
     try:
         con.execute(f"ATTACH '{path}' AS db (READ_ONLY)")
         for cat, schema, table, column in con.execute(
-                "SELECT table_catalog, table_schema, table_name, column_name FROM information_schema.columns "
-                "WHERE table_catalog = 'db' ORDER BY table_catalog, table_schema, table_name, ordinal_position"
+            "SELECT table_catalog, table_schema, table_name, column_name FROM information_schema.columns "
+            "WHERE table_catalog = 'db' ORDER BY table_catalog, table_schema, table_name, ordinal_position"
         ).fetchall():
             columns.setdefault(".".join(x.lower() for x in (cat, schema, table)), []).append(column.lower())
     finally:
@@ -204,8 +225,16 @@ def lineage_of(manifest: dict, database: Path) -> Lineage:
     return Lineage(models, renamed, seeds)
 
 
-def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
-                scratch: Path, model: str, touched: Sequence[str] = ()):  # -> Engine | None
+def _rerun_with(
+    pin: Pin,
+    manifest: dict,
+    nodes: dict,
+    seeds: dict[str, SeedTable],
+    rows: Sequence,
+    scratch: Path,
+    model: str,
+    touched: Sequence[str] = (),
+):  # -> Engine | None
     """An Engine over a copy of the pin's built data with ``rows`` inserted into their seeds and the models
     that matter to ``model``'s outputs re-run from their compiled SQL in the locked-down DuckDB (as
     screening re-runs a mutant): ``model``, its descendants, and their ancestors that rows in the seeds
@@ -222,10 +251,16 @@ def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     db = scratch / "augmented.duckdb"
     shutil.copyfile(load_state(pin.id).database, db)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
-    relations = {str(n.get("name", "")).lower(): str(n.get("relation_name") or "")
-                 for n in manifest.get("nodes", {}).values() if n.get("resource_type") == "seed"}
-    con = connect_locked(":memory:", Lock(allowed_directories=(str(scratch.resolve()),)),
-                         setup=(f"ATTACH '{db.resolve()}' AS \"{catalog}\"", f'USE "{catalog}"'))
+    relations = {
+        str(n.get("name", "")).lower(): str(n.get("relation_name") or "")
+        for n in manifest.get("nodes", {}).values()
+        if n.get("resource_type") == "seed"
+    }
+    con = connect_locked(
+        ":memory:",
+        Lock(allowed_directories=(str(scratch.resolve()),)),
+        setup=(f"ATTACH '{db.resolve()}' AS \"{catalog}\"", f'USE "{catalog}"'),
+    )
     try:
         with bounded(con, 120.0):
             for seed_name, values in rows:
@@ -240,10 +275,10 @@ def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
                 for kind in ("VIEW", "TABLE"):
                     try:
                         con.execute(f"DROP {kind} IF EXISTS {node.relation}")
-                    except Exception:  # noqa: BLE001 - the relation is of the other kind
+                    except Exception:
                         pass
                 con.execute(f"CREATE TABLE {node.relation} AS {freeze_clock(node.compiled_code, pin.clock)}")
-    except Exception:  # noqa: BLE001 - the rows or the project's SQL do not run here: the screen cannot tell
+    except Exception:
         shutil.rmtree(scratch, ignore_errors=True)
         return None
     finally:
@@ -251,8 +286,16 @@ def _rerun_with(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
     return Engine(db, catalog, scratch / "engine")
 
 
-def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence,
-                model: str, mutated_sql: str, scratch: Path) -> bool:
+def screen_rows(
+    pin: Pin,
+    manifest: dict,
+    nodes: dict,
+    seeds: dict[str, SeedTable],
+    rows: Sequence,
+    model: str,
+    mutated_sql: str,
+    scratch: Path,
+) -> bool:
     """Whether, on the pin's built data plus ``rows`` (re-run through every model in DuckDB, as screening
     re-runs compiled SQL), the mutant's outputs differ from the original's: milliseconds per model instead
     of an augmented pin's two dbt builds."""
@@ -271,15 +314,23 @@ def screen_rows(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTabl
             if engine.fingerprint(_mut_relation(node)) != engine.fingerprint(node.relation):
                 return True
         return False
-    except Exception:  # noqa: BLE001 - a mutant that fails here is decided by the real mint, not by us
+    except Exception:
         return False
     finally:
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _outputs(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], rows: Sequence, model: str,
-             scratch: Path, touched: Sequence[str]) -> tuple | None:
+def _outputs(
+    pin: Pin,
+    manifest: dict,
+    nodes: dict,
+    seeds: dict[str, SeedTable],
+    rows: Sequence,
+    model: str,
+    scratch: Path,
+    touched: Sequence[str],
+) -> tuple | None:
     """The fingerprints of ``model`` and its descendants (those not ephemeral) on the pin's data plus
     ``rows``, re-run as ``screen_rows`` re-runs them (the same models for every ``rows`` in the seeds
     ``touched``, so fingerprints compare like with like); None where they do not run."""
@@ -289,17 +340,28 @@ def _outputs(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable],
     if engine is None:
         return None
     try:
-        return tuple(engine.fingerprint(nodes[uid].relation) for uid in [model, *descendants(nodes, model)]
-                     if nodes[uid].materialized != "ephemeral")
-    except Exception:  # noqa: BLE001 - an output that does not run tells nothing
+        return tuple(
+            engine.fingerprint(nodes[uid].relation)
+            for uid in [model, *descendants(nodes, model)]
+            if nodes[uid].materialized != "ephemeral"
+        )
+    except Exception:
         return None
     finally:
         engine.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def reaching_templates(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, SeedTable], seed: str, model: str,
-                       scratch: Path, limit: int = MAX_TEMPLATES) -> tuple[int, ...]:
+def reaching_templates(
+    pin: Pin,
+    manifest: dict,
+    nodes: dict,
+    seeds: dict[str, SeedTable],
+    seed: str,
+    model: str,
+    scratch: Path,
+    limit: int = MAX_TEMPLATES,
+) -> tuple[int, ...]:
     """Rows of ``seed`` (indices, at most ``limit`` tried, in file order) whose twin (a fresh key only)
     changes the outputs of ``model`` or a descendant: real rows that reach the mutated model. A clone of a
     row that a staging filter drops (``where not coalesce(is_intraday, true)``, a soft-deleted row) never
@@ -313,13 +375,17 @@ def reaching_templates(pin: Pin, manifest: dict, nodes: dict, seeds: dict[str, S
     out = []
     for index in range(min(limit, len(table.rows))):
         _, written = render(seeds, [SeedRow(seed, index, ())])
-        if _outputs(pin, manifest, nodes, seeds, written, model, scratch / f"reach-{index}", [seed]) not in (None, base):
+        if _outputs(pin, manifest, nodes, seeds, written, model, scratch / f"reach-{index}", [seed]) not in (
+            None,
+            base,
+        ):
             out.append(index)
     return tuple(out)
 
 
-def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], dict[str, dict[str, int]],
-                                                               dict[str, int]]:
+def proposals_for(
+    pin: Pin, families: Sequence[str]
+) -> tuple[list[Proposal], dict[str, dict[str, int]], dict[str, int]]:
     """Proposals for the pin's candidates rejected as invisible, and for those rejected for want of an
     informative wrong repair (``WEAK_REASONS``: only proposals with rows aimed at the wrong repairs, which
     the re-mint then judges); per family the rejected counts (``invisible``, ``no_wrong_repair``); and why
@@ -331,9 +397,11 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     from dbt_harvest.harvester.workspace import template
     from dbt_harvest.mutators import transplant
 
-    rejected = [r for r in load_reports(pin.id)
-                if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS)
-                and r.get("family") in families]
+    rejected = [
+        r
+        for r in load_reports(pin.id)
+        if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS) and r.get("family") in families
+    ]
     per_family: dict[str, dict[str, int]] = {}
     weak: set[str] = set()
     for r in rejected:
@@ -350,8 +418,12 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
     seeds = read_seeds(tree, pin.project_dir, state.manifest)
     probe = time_probe(pin.clock)
     lineage = lineage_of(state.manifest, state.database)
-    scratch = Path(tempfile.mkdtemp(prefix="augment-screen-", dir=builds_dir().parent / "tmp"
-                                    if (builds_dir().parent / "tmp").is_dir() else None))
+    scratch = Path(
+        tempfile.mkdtemp(
+            prefix="augment-screen-",
+            dir=builds_dir().parent / "tmp" if (builds_dir().parent / "tmp").is_dir() else None,
+        )
+    )
     wanted: dict[str, set[str]] = {}
     for r in rejected:
         wanted.setdefault(r["model"], set()).add(r["key"])
@@ -375,9 +447,20 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
             reason = ""
             for choose in range(MAX_ALTERNATIVES):
                 try:
-                    proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
-                                       compiled[placed.start:placed.end], placed.replacement, compiled,
-                                       mutated, tuple(seeds.values()), upstream, probe, choose, lineage)
+                    proposal = propose(
+                        cand.key,
+                        cand.mutation.family,
+                        cand.mutation.operator,
+                        compiled[placed.start : placed.end],
+                        placed.replacement,
+                        compiled,
+                        mutated,
+                        tuple(seeds.values()),
+                        upstream,
+                        probe,
+                        choose,
+                        lineage,
+                    )
                 except NoProposal as exc:
                     reason = reason or str(exc)
                     break
@@ -397,14 +480,16 @@ def proposals_for(pin: Pin, families: Sequence[str]) -> tuple[list[Proposal], di
                 # it): the same values on a real row that does reach it
                 reach_key = (proposal.row.seed, uid)
                 if reach_key not in reaching:
-                    reaching[reach_key] = reaching_templates(pin, state.manifest, nodes, seeds, proposal.row.seed,
-                                                             uid, scratch / "reach")
+                    reaching[reach_key] = reaching_templates(
+                        pin, state.manifest, nodes, seeds, proposal.row.seed, uid, scratch / "reach"
+                    )
                 found = None
                 for index in [i for i in reaching[reach_key] if i != proposal.row.template][:RETEMPLATE_TRIES]:
                     moved = retemplate(proposal, index)
                     _, written = render(seeds, list(moved.rows))
-                    if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated,
-                                   scratch / f"{cand.key}-{index}"):
+                    if screen_rows(
+                        pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / f"{cand.key}-{index}"
+                    ):
                         found = moved
                         break
                 if found is not None:
@@ -422,8 +507,13 @@ class AugmentRebuildError(HarvestError):
     """A committed augmented pin does not rebuild here to the gold it records (or its base is not built)."""
 
 
-def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentOptions = AugmentOptions(),
-                  recovers: Sequence[tuple[str, str]] = ()) -> Pin:
+def augmented_pin(
+    base: Pin,
+    patch_text: str,
+    added_rows: int,
+    options: AugmentOptions = AugmentOptions(),
+    recovers: Sequence[tuple[str, str]] = (),
+) -> Pin:
     """Build ``base`` + ``patch_text`` like ``harvest add`` builds a pin (twice, sandboxed, at the base
     clock), check the original project stays healthy, and write the augmented pin, recording the
     candidates it was made for (``recovers``: (model, key) pairs); AugmentRejected if not healthy.
@@ -446,8 +536,15 @@ def augmented_pin(base: Pin, patch_text: str, added_rows: int, options: AugmentO
         return pin
     gold_sha, tables = _build_augmentation(base, pin_id, patch_text, added_rows, options)
     atomic.write_text(augmentation_path(sha), patch_text)
-    pin = replace(base, id=pin_id, gold_sha256=gold_sha, tables=tables, augmentation_sha256=sha, augments=base.id,
-                  recovers=tuple(sorted(set(recovers))))
+    pin = replace(
+        base,
+        id=pin_id,
+        gold_sha256=gold_sha,
+        tables=tables,
+        augmentation_sha256=sha,
+        augments=base.id,
+        recovers=tuple(sorted(set(recovers))),
+    )
     write_pin(pin, pins_dir())
     return pin
 
@@ -483,11 +580,13 @@ def rebuild_augmented(pin: Pin, options: AugmentOptions = AugmentOptions()) -> P
         raise AugmentRebuildError(f"{pin.id}: its base pin {pin.augments} is not in {pins_dir()}")
     base = read_pin(base_path)
     if not built_here(base):
-        raise AugmentRebuildError(f"{pin.id}: its base pin {base.id} is not built in this home; "
-                                  f"run `harvest add {base.spec} --rebuild` first")
+        raise AugmentRebuildError(
+            f"{pin.id}: its base pin {base.id} is not built in this home; run `harvest add {base.spec} --rebuild` first"
+        )
     patch_text = augmentation_text(pin)
-    gold_sha, _ = _build_augmentation(base, pin.id, patch_text, patch_rows(patch_text), options,
-                                      expect=pin.gold_sha256, recorded=pin.tables)
+    gold_sha, _ = _build_augmentation(
+        base, pin.id, patch_text, patch_rows(patch_text), options, expect=pin.gold_sha256, recorded=pin.tables
+    )
     if gold_sha == pin.gold_sha256:
         return pin
     renamed = replace(pin, gold_sha256=gold_sha)
@@ -504,13 +603,20 @@ def patch_rows(patch_text: str) -> int:
     return added - removed
 
 
-def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int, options: AugmentOptions,
-                        expect: str = "", recorded: tuple = ()) -> tuple[str, tuple]:
+def _build_augmentation(
+    base: Pin,
+    pin_id: str,
+    patch_text: str,
+    added_rows: int,
+    options: AugmentOptions,
+    expect: str = "",
+    recorded: tuple = (),
+) -> tuple[str, tuple]:
     """Build base + patch twice (sandboxed), check the project stays healthy, install gold and state under
     ``pin_id``; the gold's name and the tables. ``expect``: the gold name the build must give (a committed
     pin rebuilt), unless its tables are the ``recorded`` ones (then the gold is installed under its content
     name, see :func:`rebuild_augmented`), else nothing is installed."""
-    from dbt_harvest.harvester.add import Source, _gold_builds, _tables, AddOptions
+    from dbt_harvest.harvester.add import AddOptions, Source, _gold_builds, _tables
     from dbt_harvest.harvester.discovery import discover
     from dbt_harvest.harvester.gold import gold_path, install_gold, matches
     from dbt_harvest.harvester.gold_digest import content_digest
@@ -518,20 +624,37 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     from dbt_harvest.harvester.workspace import compat_patch_text, template
 
     sha = hashlib.sha256(patch_text.encode()).hexdigest()
-    run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}"
+    run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     root = run_dir / "source"
     shutil.copytree(template(base), root, symlinks=True, ignore=shutil.ignore_patterns(".harvest-template.json"))
     apply_patch(root, patch_text)
     project = discover(root, base.project_dir)
     # only root and project are read by the builds; the rest restates the base pin
-    source = Source(spec=None, commit=base.commit, ref=base.ref, tree=base.tree,  # type: ignore[arg-type]
-                    root_commits=base.root_commits, root=root, project=project, packages=base.packages,
-                    skipped=base.skipped, compat_patch=compat_patch_text(base), compat_edits=base.compat_edits)
+    source = Source(
+        spec=None,
+        commit=base.commit,
+        ref=base.ref,
+        tree=base.tree,  # type: ignore[arg-type]
+        root_commits=base.root_commits,
+        root=root,
+        project=project,
+        packages=base.packages,
+        skipped=base.skipped,
+        compat_patch=compat_patch_text(base),
+        compat_edits=base.compat_edits,
+    )
     add_options = AddOptions(sandboxed=options.sandboxed, limits=options.limits)
     try:
-        builds = _gold_builds(source, base.clock, add_options, run_dir, database=base.database,
-                              excluded=base.excluded_tests, find_baseline=False)
+        builds = _gold_builds(
+            source,
+            base.clock,
+            add_options,
+            run_dir,
+            database=base.database,
+            excluded=base.excluded_tests,
+            find_baseline=False,
+        )
     except HarvestError as exc:
         line = str(exc).splitlines()[0][:300]
         # dbt skips what depends on a failed test, and a build with skipped models did not build
@@ -549,13 +672,16 @@ def _build_augmentation(base: Pin, pin_id: str, patch_text: str, added_rows: int
     if expect and not matches(first.gold_file, expect):
         if not recorded or tuple(tables) != tuple(recorded):
             got = content_digest(first.gold_file)
-            raise AugmentRebuildError(f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
-                                      f"not the {expect[:12]} the pin records, and its tables differ from the pin's; "
-                                      "its tasks cannot be re-minted here")
+            raise AugmentRebuildError(
+                f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
+                f"not the {expect[:12]} the pin records, and its tables differ from the pin's; "
+                "its tasks cannot be re-minted here"
+            )
         rename = True  # the recorded tables in other bytes: the same gold, named by its content
     gold_sha = install_gold(first.gold_file, previous="" if rename else expect)
-    install_state(pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes,
-                  db_file=base.db_file)
+    install_state(
+        pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes, db_file=base.db_file
+    )
     shutil.rmtree(root, ignore_errors=True)
     return gold_sha, tables
 
@@ -568,9 +694,18 @@ def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> se
 
     workspace = fresh_workspace(base, run_dir / "base")
     project = discover(workspace, base.project_dir)
-    result = build_workspace(workspace, project.rel_dir, project.profile, project.schema, base.clock,
-                             sandboxed=options.sandboxed, limits=options.limits, log_path=run_dir / "base.log",
-                             exclude_tests=base.excluded_tests, db_file=base.db_file)
+    result = build_workspace(
+        workspace,
+        project.rel_dir,
+        project.profile,
+        project.schema,
+        base.clock,
+        sandboxed=options.sandboxed,
+        limits=options.limits,
+        log_path=run_dir / "base.log",
+        exclude_tests=base.excluded_tests,
+        db_file=base.db_file,
+    )
     return set(result.failed_tests)
 
 
@@ -590,18 +725,24 @@ def _check_outputs(base: Pin, base_gold: Path, new_gold: Path, tables: Sequence,
             cols = ", ".join('"' + table.columns[i].name.replace('"', '""') + '"' for i in table.stable_positions)
             schema, _, name = table.name.partition(".")
             rel = f'"{schema}"."{name}"'
-            lost = con.execute(f"SELECT count(*) FROM (SELECT {cols} FROM a.{rel} EXCEPT ALL "
-                               f"SELECT {cols} FROM b.{rel})").fetchone()[0]
+            lost = con.execute(
+                f"SELECT count(*) FROM (SELECT {cols} FROM a.{rel} EXCEPT ALL SELECT {cols} FROM b.{rel})"
+            ).fetchone()[0]
             if lost > added_rows:
-                raise AugmentRejected("outputs_changed", f"{table.name}: {lost} gold rows changed for {added_rows} "
-                                                         "added seed rows")
+                raise AugmentRejected(
+                    "outputs_changed", f"{table.name}: {lost} gold rows changed for {added_rows} added seed rows"
+                )
     finally:
         con.close()
 
 
-def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
-            options: AugmentOptions = AugmentOptions(),
-            on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None) -> RecoverReport:
+def recover(
+    pins: Sequence[Pin],
+    mint_options: MintOptions,
+    target: MintTarget,
+    options: AugmentOptions = AugmentOptions(),
+    on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
+) -> RecoverReport:
     """Augment and re-mint each pin's invisible candidates (module docstring); the report per family."""
 
     started = time.perf_counter()
@@ -629,8 +770,11 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
         # all rows; else without the rows aimed at wrong repairs (an orphan may break a relationships
         # test); else a few proposals alone
         plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
-        tried = [proposals] + ([plain] if plain and plain != proposals else []) \
+        tried = (
+            [proposals]
+            + ([plain] if plain and plain != proposals else [])
             + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
+        )
         for group in tried:
             t0 = time.perf_counter()
             patch, written = render(seeds, [row for p in group for row in p.rows])
@@ -639,27 +783,42 @@ def recover(pins: Sequence[Pin], mint_options: MintOptions, target: MintTarget,
             try:
                 pin = augmented_pin(base, patch, len(written), options, recovers=recovers)
             except AugmentRejected as exc:
-                augmentations.append(Augmentation(base.id, keys, len(written), discarded=exc.reason, detail=exc.detail,
-                                                  seconds=time.perf_counter() - t0))
+                augmentations.append(
+                    Augmentation(
+                        base.id,
+                        keys,
+                        len(written),
+                        discarded=exc.reason,
+                        detail=exc.detail,
+                        seconds=time.perf_counter() - t0,
+                    )
+                )
                 continue
             for p in group:
                 families[p.family]["augmented"] += 1
             split_target = MintTarget(
                 split_of=lambda pid, _b=base.id, _a=pin.id: target.split_of(_b if pid == _a else pid),
-                store=target.store)
+                store=target.store,
+            )
             models = frozenset(m for m, _ in recovers)
-            reports = mint([pin], replace(mint_options, only_keys=frozenset(keys), only_models=models),
-                           split_target, on_result=on_result)
+            reports = mint(
+                [pin],
+                replace(mint_options, only_keys=frozenset(keys), only_models=models),
+                split_target,
+                on_result=on_result,
+            )
             all_reports.extend(reports)
             for r in reports:
                 if r.kept and r.task_id:
                     kept.append(r.task_id)
                     families.setdefault(r.family, _row())["recovered"] += 1
-            augmentations.append(Augmentation(base.id, keys, len(written), pin=pin.id,
-                                              seconds=time.perf_counter() - t0))
+            augmentations.append(
+                Augmentation(base.id, keys, len(written), pin=pin.id, seconds=time.perf_counter() - t0)
+            )
             break  # the first healthy augmentation serves its proposals; singles only when the whole one failed
-    return RecoverReport(families, no_proposal, tuple(augmentations), tuple(kept), time.perf_counter() - started,
-                         tuple(all_reports))
+    return RecoverReport(
+        families, no_proposal, tuple(augmentations), tuple(kept), time.perf_counter() - started, tuple(all_reports)
+    )
 
 
 def _row() -> dict[str, int]:
@@ -680,5 +839,18 @@ def _models_of(pin_id: str) -> dict[str, str]:
     return {r["key"]: r["model"] for r in load_reports(pin_id) if r.get("key")}
 
 
-__all__ = ["AugmentOptions", "AugmentRebuildError", "AugmentRejected", "Augmentation", "RecoverReport", "augmented_pin",
-           "built_here", "patch_rows", "proposals_for", "read_seeds", "rebuild_augmented", "recover", "time_probe"]
+__all__ = [
+    "AugmentOptions",
+    "AugmentRebuildError",
+    "AugmentRejected",
+    "Augmentation",
+    "RecoverReport",
+    "augmented_pin",
+    "built_here",
+    "patch_rows",
+    "proposals_for",
+    "read_seeds",
+    "rebuild_augmented",
+    "recover",
+    "time_probe",
+]

@@ -41,7 +41,7 @@ class Lineage:
             parts = relation.split(".")
             if len(parts) != 3:
                 continue
-            out.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = {c: "text" for c in cols}
+            out.setdefault(parts[0], {}).setdefault(parts[1], {})[parts[2]] = dict.fromkeys(cols, "text")
         return out
 
 
@@ -68,7 +68,7 @@ def _leaves(column: str, sql: str | exp.Expression, lin: Lineage) -> list[tuple[
     """(relation, column) of every table column the output ``column`` of ``sql`` is computed from."""
     try:
         root = sqlglot_lineage(column, sql, schema=lin.schema(), dialect="duckdb")
-    except Exception:  # noqa: BLE001 - sqlglot cannot resolve it: nothing traced
+    except Exception:
         return []
     out = []
     for node in root.walk():

@@ -51,11 +51,7 @@ class Example:
 
 def example_packages() -> dict[str, Path]:
     """Hub id -> folder of version folders, for :func:`harvester.gitrepos.make_package_mirror`."""
-    return {
-        f"{HUB_ORG}/{folder.name}": folder
-        for folder in sorted(PACKAGES_DIR.iterdir())
-        if folder.is_dir()
-    }
+    return {f"{HUB_ORG}/{folder.name}": folder for folder in sorted(PACKAGES_DIR.iterdir()) if folder.is_dir()}
 
 
 def materialize_example(dest: Path, *, reuse: bool = False) -> Example:

@@ -19,5 +19,13 @@ from dbt_harvest.harvester.grading.edited import (
 from dbt_harvest.harvester.grading.fast import Unsupported
 from dbt_harvest.harvester.grading.verdict import Graded
 
-__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt", "grade",
-           "release"]
+__all__ = [
+    "MODES",
+    "Graded",
+    "RewardBuildError",
+    "Unsupported",
+    "build_and_score",
+    "build_and_score_dbt",
+    "grade",
+    "release",
+]

@@ -31,24 +31,21 @@ the next one, so one rollout cannot influence another's reward.
 from __future__ import annotations
 
 import atexit
-import time
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from dbt_harvest.harvester.build import BuildResult, build_workspace
 from dbt_harvest.core.errors import HarvestError
-from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.core.home import harvest_home, pins_dir, tmp_dir
-from dbt_harvest.harvester.mint.candidates import model_file
-from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.core.patching import PatchError, parse_patch
 from dbt_harvest.core.pin import Pin, pin_path, read_pin
-from dbt_harvest.harvester.grading.verdict import Graded, grade_build
-from dbt_harvest.harvester.grading.warm import WarmBuilds
+from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.harvester.build import BuildResult, build_workspace
+from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.harvester.grading.fast import (
     DataTest,
     FastScorer,
@@ -59,12 +56,13 @@ from dbt_harvest.harvester.grading.fast import (
     data_tests,
     drop_relations,
 )
+from dbt_harvest.harvester.grading.verdict import Graded, grade_build
+from dbt_harvest.harvester.grading.warm import WarmBuilds
+from dbt_harvest.harvester.mint.candidates import model_file
+from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
 from dbt_harvest.harvester.state import load_state
-from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.task_tree import TreeSource, broken_tree
-
-
 
 MODES = ("fast", "dbt", "naive")
 #: wall-time bound of one sandboxed reward build (the reward pool's own per-rollout timeout also applies)
@@ -143,8 +141,10 @@ def _prepare(task: TaskRecord) -> TaskContext:
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     if pin.gold_sha256 != task.gold_sha256:
-        raise RewardBuildError(f"{task.instance_id}: the task's gold {task.gold_sha256[:12]} is not its pin's "
-                               f"({pin.gold_sha256[:12]}); re-mint the task")
+        raise RewardBuildError(
+            f"{task.instance_id}: the task's gold {task.gold_sha256[:12]} is not its pin's "
+            f"({pin.gold_sha256[:12]}); re-mint the task"
+        )
     state = load_state(pin.id)
     nodes = models(state.manifest)
     # repo-relative model files, as the mint names ``task.file`` (a ``local: ../`` package's models too)
@@ -162,22 +162,36 @@ def _prepare(task: TaskRecord) -> TaskContext:
         safe_fs.rmtree(root)
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
-    write_profile(pristine, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file,
-                  exclude_tests=pin.excluded_tests)
+    write_profile(
+        pristine, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file, exclude_tests=pin.excluded_tests
+    )
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     try:
         tests: list[DataTest] | str = data_tests(state.manifest, pin.known_failing_tests)
     except Unsupported as exc:
         tests = str(exc)
     outside = frozenset(
-        parent for node in dict(state.manifest.get("nodes") or {}).values()
-        if node.get("resource_type") == "snapshot" for parent in (node.get("depends_on") or {}).get("nodes") or ()
+        parent
+        for node in dict(state.manifest.get("nodes") or {}).values()
+        if node.get("resource_type") == "snapshot"
+        for parent in (node.get("depends_on") or {}).get("nodes") or ()
     )
     return TaskContext(
-        task=task, pin=pin, nodes=nodes, by_file=by_file, task_model=by_file[task.file],
-        database=state.database, gold=gold_path(pin.gold_sha256), root=root, pristine=pristine,
-        originals=originals, profile=profile, catalog=catalog, tests=tests,
-        children=build_children(state.manifest), outside=outside,
+        task=task,
+        pin=pin,
+        nodes=nodes,
+        by_file=by_file,
+        task_model=by_file[task.file],
+        database=state.database,
+        gold=gold_path(pin.gold_sha256),
+        root=root,
+        pristine=pristine,
+        originals=originals,
+        profile=profile,
+        catalog=catalog,
+        tests=tests,
+        children=build_children(state.manifest),
+        outside=outside,
         missing=tuple(p.path for p in parse_patch(task.broken_patch) if p.deleted and p.path in by_file),
     )
 
@@ -212,8 +226,9 @@ def _base(ctx: TaskContext, roots: tuple[str, ...]) -> Path:
     """The pin's built state without the relations ``roots`` and their descendants rebuild (cached)."""
     if roots not in ctx.bases:
         order = closure(ctx.nodes, roots)
-        ctx.bases[roots] = drop_relations(ctx.database, ctx.root / f"base-{len(ctx.bases)}.duckdb",
-                                          [ctx.nodes[uid] for uid in order])
+        ctx.bases[roots] = drop_relations(
+            ctx.database, ctx.root / f"base-{len(ctx.bases)}.duckdb", [ctx.nodes[uid] for uid in order]
+        )
     return ctx.bases[roots]
 
 
@@ -225,16 +240,26 @@ def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, captu
         raise Unsupported("a model file is missing: dbt decides what its absence breaks")
     if tests and isinstance(ctx.tests, str):
         raise Unsupported(ctx.tests)
-    compiled = {ctx.by_file[path]: compiled_after_edit(ctx.nodes[ctx.by_file[path]], ctx.originals[path], text)
-                for path, text in changed.items() if text is not None}
+    compiled = {
+        ctx.by_file[path]: compiled_after_edit(ctx.nodes[ctx.by_file[path]], ctx.originals[path], text)
+        for path, text in changed.items()
+        if text is not None
+    }
     roots = _roots(ctx, changed)
     order = closure(ctx.nodes, roots)
     if any(uid in ctx.outside for uid in order):
         raise Unsupported("a snapshot is built from a model this edit rebuilds")
     scorer = ctx.scorers.get(roots)
     if scorer is None:
-        scorer = FastScorer(_base(ctx, roots), ctx.catalog, ctx.root / f"engine-{len(ctx.scorers)}", ctx.nodes,
-                            order, ctx.pin.clock, ctx.gold)
+        scorer = FastScorer(
+            _base(ctx, roots),
+            ctx.catalog,
+            ctx.root / f"engine-{len(ctx.scorers)}",
+            ctx.nodes,
+            order,
+            ctx.pin.clock,
+            ctx.gold,
+        )
         ctx.scorers[roots] = scorer
     if not scorer.covers(ctx.task.grading):
         raise Unsupported("a graded table is not rebuilt by this rollout")
@@ -254,8 +279,15 @@ def _prime(ctx: TaskContext) -> None:
     work = ctx.root / "prime"
     safe_fs.rmtree(work)
     shutil.copytree(ctx.pristine, work, symlinks=True)
-    run = run_steps(work, ctx.pin.project_dir, [DbtStep(("parse",))], clock=ctx.pin.clock,
-                    limits=REWARD_LIMITS, log_path=ctx.root / "prime.log", duckdb_scope=REWARD_DUCKDB_SCOPE)
+    run = run_steps(
+        work,
+        ctx.pin.project_dir,
+        [DbtStep(("parse",))],
+        clock=ctx.pin.clock,
+        limits=REWARD_LIMITS,
+        log_path=ctx.root / "prime.log",
+        duckdb_scope=REWARD_DUCKDB_SCOPE,
+    )
     state = f"{ctx.pin.project_dir}/target/{_PARTIAL_PARSE}"
     if run.ok and safe_fs.is_file(work, state):
         # read beneath the workspace the child wrote, never through a link it planted
@@ -281,26 +313,55 @@ def _write_edits(work: Path, edits: Mapping[str, str]) -> None:
             raise Unsupported(f"edit path {path!r} goes through a link") from None
 
 
-def _build_and_grade(ctx: TaskContext, work: Path, select: tuple[str, ...], seed: bool, path: str,
-                     limits: Limits, capture_to: Path | None) -> Graded:
+def _build_and_grade(
+    ctx: TaskContext,
+    work: Path,
+    select: tuple[str, ...],
+    seed: bool,
+    path: str,
+    limits: Limits,
+    capture_to: Path | None,
+) -> Graded:
     result = build_workspace(
-        work, ctx.pin.project_dir, ctx.profile, ctx.pin.profile_schema, ctx.pin.clock, limits=limits,
-        log_path=ctx.root / "rollout.log", select=select, seed=seed, duckdb_scope=REWARD_DUCKDB_SCOPE,
-        exclude_tests=ctx.pin.excluded_tests, db_file=ctx.pin.db_file,
+        work,
+        ctx.pin.project_dir,
+        ctx.profile,
+        ctx.pin.profile_schema,
+        ctx.pin.clock,
+        limits=limits,
+        log_path=ctx.root / "rollout.log",
+        select=select,
+        seed=seed,
+        duckdb_scope=REWARD_DUCKDB_SCOPE,
+        exclude_tests=ctx.pin.excluded_tests,
+        db_file=ctx.pin.db_file,
     )
     return _graded(ctx, result, path, capture_to)
 
 
 def _graded(ctx: TaskContext, result: BuildResult, path: str, capture_to: Path | None) -> Graded:
     if result.run.timed_out:
-        return Graded.not_built(f"timeout: {result.first_error}", result.first_error, tests_total=result.tests_total,
-                                failed_tests=tuple(sorted(result.failed_tests)), path=path)
+        return Graded.not_built(
+            f"timeout: {result.first_error}",
+            result.first_error,
+            tests_total=result.tests_total,
+            failed_tests=tuple(sorted(result.failed_tests)),
+            path=path,
+        )
     built = result.gold_file if result.models_ok else None
     if built is not None and capture_to is not None:  # the host's own copy of the captured tables
         built = Path(shutil.move(str(built), str(capture_to)))
-    return grade_build(ctx.gold, built, ctx.task.grading, built_ok=result.models_ok, first_error=result.first_error,
-                       tests_total=result.tests_total, failed_tests=result.failed_tests,
-                       capture=built if capture_to is not None else None, path=path)
+    return grade_build(
+        ctx.gold,
+        built,
+        ctx.task.grading,
+        built_ok=result.models_ok,
+        first_error=result.first_error,
+        tests_total=result.tests_total,
+        failed_tests=result.failed_tests,
+        capture=built if capture_to is not None else None,
+        path=path,
+    )
 
 
 def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:
@@ -312,8 +373,15 @@ def _dbt(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to:
     base = _base(ctx, roots)
     work = _restore(ctx, edits)
     shutil.copyfile(base, work / ctx.pin.db_file)
-    return _build_and_grade(ctx, work, tuple(f"{ctx.nodes[uid].name}+" for uid in roots), seed=False, path="dbt",
-                            limits=limits, capture_to=capture_to)
+    return _build_and_grade(
+        ctx,
+        work,
+        tuple(f"{ctx.nodes[uid].name}+" for uid in roots),
+        seed=False,
+        path="dbt",
+        limits=limits,
+        capture_to=capture_to,
+    )
 
 
 def _naive(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None) -> Graded:
@@ -324,8 +392,9 @@ def _naive(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_t
     return _build_and_grade(ctx, work, (), seed=True, path="naive", limits=limits, capture_to=capture_to)
 
 
-def _warm(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None,
-          warm: WarmBuilds) -> Graded:
+def _warm(
+    ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to: Path | None, warm: WarmBuilds
+) -> Graded:
     """The naive strategy's build (a full seed + build from nothing) in ``warm``'s child."""
     if not ctx.primed:  # once per task, as _prime (a failed parse leaves full parses to each build)
         ctx.primed = True
@@ -338,9 +407,17 @@ def _warm(ctx: TaskContext, edits: Mapping[str, str], limits: Limits, capture_to
     return _graded(ctx, result, "warm", capture_to)
 
 
-def grade(task: TaskRecord, edits: Mapping[str, str], mode: str = "fast", *, fallback: str | None = "dbt",
-          tests: bool = False, capture_to: Path | None = None, limits: Limits | None = None,
-          warm: WarmBuilds | None = None) -> Graded:
+def grade(
+    task: TaskRecord,
+    edits: Mapping[str, str],
+    mode: str = "fast",
+    *,
+    fallback: str | None = "dbt",
+    tests: bool = False,
+    capture_to: Path | None = None,
+    limits: Limits | None = None,
+    warm: WarmBuilds | None = None,
+) -> Graded:
     """THE way to grade an edited task: ``task``'s broken project with ``edits`` (repo-relative path -> full
     new text) applied, built by the strategy ``mode`` names and scored against the pin's gold.
 
@@ -407,5 +484,13 @@ def release(task: TaskRecord | None = None) -> None:
 
 atexit.register(release)
 
-__all__ = ["MODES", "Graded", "RewardBuildError", "Unsupported", "build_and_score", "build_and_score_dbt", "grade",
-           "release"]
+__all__ = [
+    "MODES",
+    "Graded",
+    "RewardBuildError",
+    "Unsupported",
+    "build_and_score",
+    "build_and_score_dbt",
+    "grade",
+    "release",
+]

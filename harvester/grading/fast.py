@@ -25,13 +25,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbt_harvest.core.clock import freeze_clock
 from dbt_harvest.core.locked_duckdb import connect_locked
 from dbt_harvest.core.scorer import score
 from dbt_harvest.core.scorer.spec import GradingSpec
-from dbt_harvest.harvester.mint.engine import MUT, Engine, ScreenSQLError
-from dbt_harvest.core.clock import freeze_clock
-from dbt_harvest.harvester.mint.lineage import ModelNode
 from dbt_harvest.harvester.grading.verdict import Graded
+from dbt_harvest.harvester.mint.engine import MUT, Engine, ScreenSQLError
+from dbt_harvest.harvester.mint.lineage import ModelNode
 from dbt_harvest.harvester.sandbox.inside.harvest_names import GRADED_SCHEMA, full_graded_name
 from dbt_harvest.mutators import transplant
 from dbt_harvest.mutators.edits import Edit
@@ -74,12 +74,18 @@ def data_tests(manifest: Mapping[str, object], known_failures: frozenset[str] = 
             raise Unsupported(f"{uid} has no compiled SQL in the manifest")
         config = node.get("config") or {}
         limit = config.get("limit")
-        tests.append(DataTest(
-            unique_id=uid, compiled_code=code, severity=str(config.get("severity") or "error").lower(),
-            fail_calc=str(config.get("fail_calc") or "count(*)"), warn_if=str(config.get("warn_if") or "!= 0"),
-            error_if=str(config.get("error_if") or "!= 0"), limit=int(limit) if limit is not None else None,
-            depends_on=tuple((node.get("depends_on") or {}).get("nodes") or ()),
-        ))
+        tests.append(
+            DataTest(
+                unique_id=uid,
+                compiled_code=code,
+                severity=str(config.get("severity") or "error").lower(),
+                fail_calc=str(config.get("fail_calc") or "count(*)"),
+                warn_if=str(config.get("warn_if") or "!= 0"),
+                error_if=str(config.get("error_if") or "!= 0"),
+                limit=int(limit) if limit is not None else None,
+                depends_on=tuple((node.get("depends_on") or {}).get("nodes") or ()),
+            )
+        )
     if dict(manifest.get("unit_tests") or {}):  # type: ignore[union-attr]
         raise Unsupported("the project has unit tests; dbt runs them")
     return tests
@@ -98,8 +104,10 @@ def build_children(manifest: Mapping[str, object]) -> dict[str, int]:
 def dbt_test_sql(test: DataTest, sql: str) -> str:
     """The statement dbt's test materialization runs for ``test`` (compiled SQL ``sql``)."""
     limit = f"limit {test.limit}" if test.limit is not None else ""
-    return (f"select {test.fail_calc} as failures, {test.fail_calc} {test.warn_if} as should_warn, "
-            f"{test.fail_calc} {test.error_if} as should_error from (\n{sql}\n{limit}\n) dbt_internal_test")
+    return (
+        f"select {test.fail_calc} as failures, {test.fail_calc} {test.warn_if} as should_warn, "
+        f"{test.fail_calc} {test.error_if} as should_error from (\n{sql}\n{limit}\n) dbt_internal_test"
+    )
 
 
 def enclosing_edit(old: str, new: str) -> Edit | None:
@@ -134,7 +142,7 @@ def line_edits(old: str, new: str) -> list[Edit]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        block = enclosing_edit(old[old_at[i1]:old_at[i2]], new[new_at[j1]:new_at[j2]])
+        block = enclosing_edit(old[old_at[i1] : old_at[i2]], new[new_at[j1] : new_at[j2]])
         if block is not None:
             edits.append(Edit(old_at[i1] + block.start, old_at[i1] + block.end, block.replacement))
     return edits
@@ -228,8 +236,17 @@ def drop_relations(database: Path, dest: Path, nodes: Iterable[ModelNode]) -> Pa
 class FastScorer:
     """One locked-down engine over a pin's state minus one rebuild set, reused across rollouts."""
 
-    def __init__(self, base: Path, catalog: str, scratch: Path, nodes: Mapping[str, ModelNode], order: list[str],
-                 clock: str, gold: Path, statement_seconds: float = 20.0) -> None:
+    def __init__(
+        self,
+        base: Path,
+        catalog: str,
+        scratch: Path,
+        nodes: Mapping[str, ModelNode],
+        order: list[str],
+        clock: str,
+        gold: Path,
+        statement_seconds: float = 20.0,
+    ) -> None:
         self.nodes = nodes
         self.order = order
         self.clock = clock
@@ -239,10 +256,18 @@ class FastScorer:
 
     def covers(self, grading: GradingSpec) -> bool:
         """Whether every graded table is rebuilt here (the others are not in the engine at all)."""
-        return all(full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs)
+        return all(
+            full_graded_name(name).lower() in {t.lower() for t in self.tables} for name in grading.condition_tabs
+        )
 
-    def score(self, compiled: Mapping[str, str], grading: GradingSpec, tests: Sequence[DataTest] = (),
-              children: Mapping[str, int] | None = None, capture_to: Path | None = None) -> Graded:
+    def score(
+        self,
+        compiled: Mapping[str, str],
+        grading: GradingSpec,
+        tests: Sequence[DataTest] = (),
+        children: Mapping[str, int] | None = None,
+        capture_to: Path | None = None,
+    ) -> Graded:
         """Materialize the rebuild set with ``compiled`` overrides (uid -> SQL), run ``tests`` over the result
         (a test that errors counts as failed, as in dbt), score against gold, and, with ``capture_to``, write
         the graded tables there as a capture file the scorer's explainer reads."""
@@ -268,15 +293,23 @@ class FastScorer:
             if capture_to is not None:  # the engine may write only in its scratch folder: export there, then move
                 written = self.engine.export(
                     {bare: f'{MUT}."{GRADED_SCHEMA}"."{bare}"' for bare in grading.condition_tabs},
-                    self.engine.scratch / "capture.duckdb")
+                    self.engine.scratch / "capture.duckdb",
+                )
                 capture = Path(shutil.move(str(written), str(capture_to)))
         finally:
             self.engine.reset()
-        return Graded.from_score(verdicts, tests_total=len(tests), failed_tests=failed, blocking_failures=blocking,
-                                 capture=capture, path="fast")
+        return Graded.from_score(
+            verdicts,
+            tests_total=len(tests),
+            failed_tests=failed,
+            blocking_failures=blocking,
+            capture=capture,
+            path="fast",
+        )
 
-    def _run_tests(self, tests: Sequence[DataTest], replaced: Mapping[str, str],
-                   children: Mapping[str, int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _run_tests(
+        self, tests: Sequence[DataTest], replaced: Mapping[str, str], children: Mapping[str, int]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         failed: list[str] = []
         blocking: list[str] = []
         for test in tests:

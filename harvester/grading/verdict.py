@@ -68,24 +68,43 @@ class Graded:
         """The environment's and the audit's view. ``capture`` is a host path and stays out; so does
         ``path``: which path graded a submission must not change its audit record."""
         return {
-            "built": self.built, "first_error": self.first_error, "tests_total": self.tests_total,
-            "tests_failed": self.tests_failed, "failed_tests": list(self.failed_tests),
-            "local_checks_pass": self.local_checks_pass, "official": self.official, "strict": self.strict,
+            "built": self.built,
+            "first_error": self.first_error,
+            "tests_total": self.tests_total,
+            "tests_failed": self.tests_failed,
+            "failed_tests": list(self.failed_tests),
+            "local_checks_pass": self.local_checks_pass,
+            "official": self.official,
+            "strict": self.strict,
             "wall_s": round(self.seconds, 3),
         }
 
 
-def grade_build(gold: Path, built: Path | None, grading: GradingSpec, *, built_ok: bool, first_error: str = "",
-                tests_total: int = 0, failed_tests: tuple[str, ...] = (), capture: Path | None = None,
-                path: str = "", seconds: float = 0.0) -> Graded:
+def grade_build(
+    gold: Path,
+    built: Path | None,
+    grading: GradingSpec,
+    *,
+    built_ok: bool,
+    first_error: str = "",
+    tests_total: int = 0,
+    failed_tests: tuple[str, ...] = (),
+    capture: Path | None = None,
+    path: str = "",
+    seconds: float = 0.0,
+) -> Graded:
     """A finished build of an edited project, graded: 0 and 0 with the build's error when it failed or
     captured nothing, else the scorer's verdicts on ``built`` (a capture of its tables) against ``gold``.
     The dbt strategies of ``grade``, the environment's workspace build and the mint's confirmation all
     turn a build into a verdict here."""
     from dbt_harvest.core.scorer import score
 
-    facts: dict[str, Any] = {"tests_total": tests_total, "failed_tests": tuple(sorted(failed_tests)), "path": path,
-                             "seconds": seconds}
+    facts: dict[str, Any] = {
+        "tests_total": tests_total,
+        "failed_tests": tuple(sorted(failed_tests)),
+        "path": path,
+        "seconds": seconds,
+    }
     if not built_ok or built is None:
         return Graded.not_built(f"build failed: {first_error}", first_error, **facts)
     return Graded.from_score(score(gold, built, grading), capture=capture, **facts)

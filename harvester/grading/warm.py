@@ -49,7 +49,7 @@ from dbt_harvest.harvester.sandbox.session import SandboxSession
 
 PARTIAL_PARSE = "target/partial_parse.msgpack"  # under the dbt project folder
 
-_OPEN: "weakref.WeakSet[WarmBuilds]" = weakref.WeakSet()
+_OPEN: weakref.WeakSet[WarmBuilds] = weakref.WeakSet()
 
 
 class WarmBuilds:
@@ -94,8 +94,14 @@ class WarmBuilds:
         shutil.copytree(pristine / PROFILE_DIR, workspace / PROFILE_DIR, symlinks=True)
         self._root, self._key = root, key
         self._session = SandboxSession(
-            workspace, pin.project_dir, clock=pin.clock, sandboxed=True, limits=limits,
-            log_path=root / "warm.log", duckdb_scope=self._scope, isolate=True,
+            workspace,
+            pin.project_dir,
+            clock=pin.clock,
+            sandboxed=True,
+            limits=limits,
+            log_path=root / "warm.log",
+            duckdb_scope=self._scope,
+            isolate=True,
         )
         self.opened += 1
         return workspace
@@ -182,7 +188,7 @@ def close_all() -> None:
     for warm in list(_OPEN):
         try:
             warm.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: close what can be closed
+        except Exception:
             pass
 
 

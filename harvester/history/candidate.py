@@ -20,7 +20,8 @@ import pygit2
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.harvester.history.fix import Fix, pin_fix
 from dbt_harvest.harvester.mint.candidates import Candidate
-from dbt_harvest.mutators import Mutation, WrongRepair, candidates as mutations_of, difference
+from dbt_harvest.mutators import Mutation, WrongRepair, difference
+from dbt_harvest.mutators import candidates as mutations_of
 
 #: the operator and family of every history task (its id segment, its row's family)
 HISTORY_OPERATOR = HISTORY_FAMILY = "history"
@@ -32,8 +33,11 @@ MAX_SLIPS = 24
 def _hunks(before: str, after: str) -> list[tuple[int, int, list[str]]]:
     """The fix's changed places as (first line, last line + 1 of ``before``, replacement lines)."""
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    return [(i1, i2, b[j1:j2]) for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-            if tag != "equal"]
+    return [
+        (i1, i2, b[j1:j2])
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if tag != "equal"
+    ]
 
 
 def partial_fixes(before: str, after: str) -> list[str]:
@@ -43,7 +47,7 @@ def partial_fixes(before: str, after: str) -> list[str]:
     if len(hunks) < 2:
         return []
     lines = before.splitlines(keepends=True)
-    subsets = [(h,) for h in hunks] + ([c for c in combinations(hunks, len(hunks) - 1)] if len(hunks) > 2 else [])
+    subsets = [(h,) for h in hunks] + (list(combinations(hunks, len(hunks) - 1)) if len(hunks) > 2 else [])
     out: list[str] = []
     for subset in subsets:
         text = list(lines)
@@ -59,8 +63,10 @@ def slips(after: str, near: tuple[int, int]) -> list[tuple[str, str]]:
     """Mutants of the fixed text as (text, what the slip does), those overlapping ``near`` (a character span
     of the fix in ``after``) first, at most ``MAX_SLIPS``."""
     found = mutations_of(after)
+
     def distance(m: Mutation) -> int:
         return max(0, m.edit.start - near[1], near[0] - m.edit.end)
+
     ordered = sorted(found, key=lambda m: (distance(m), m.edit.start, m.operator))
     out: list[tuple[str, str]] = []
     for mutation in ordered:
@@ -88,16 +94,26 @@ def history_candidate(pin_id: str, model: str, file: str, fix: Fix) -> Candidate
     for text, intent in (item for pair in zip_longest(parts, slipped) for item in pair if item is not None):
         edit = difference(before, text)
         wrong.append(WrongRepair(edit.start, edit.end, edit.replacement, intent=intent))
-    mutation = Mutation(operator=HISTORY_OPERATOR, family=HISTORY_FAMILY, effect="changed_rows", edit=back,
-                        wrong_repairs=tuple(wrong), description=f"the model as it was before commit {fix.commit[:12]}")
+    mutation = Mutation(
+        operator=HISTORY_OPERATOR,
+        family=HISTORY_FAMILY,
+        effect="changed_rows",
+        edit=back,
+        wrong_repairs=tuple(wrong),
+        description=f"the model as it was before commit {fix.commit[:12]}",
+    )
     return Candidate(pin=pin_id, model=model, file=file, original=after, mutation=mutation, planted=False)
 
 
 def provenance(pin: Pin, repo: pygit2.Repository) -> dict[str, str]:
     """The task record fields of a history pin's tasks: source, fix commit, its date and subject line."""
     commit = repo.revparse_single(pin.fix_commit).peel(pygit2.Commit)
-    return {"source": "history", "fix_commit": pin.fix_commit, "fix_date": pin.fix_date,
-            "fix_subject": commit.message.partition("\n")[0].strip()}
+    return {
+        "source": "history",
+        "fix_commit": pin.fix_commit,
+        "fix_date": pin.fix_date,
+        "fix_subject": commit.message.partition("\n")[0].strip(),
+    }
 
 
 def pin_candidates(pin: Pin, model: str, file: str | None) -> tuple[list[Candidate], dict[str, str]]:

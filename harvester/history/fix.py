@@ -16,8 +16,8 @@ from pathlib import Path
 import pygit2
 
 from dbt_harvest.core.errors import HarvestError, PinError
-from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.home import mirrors_dir
+from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.harvester.gitstore import GitStore
 from dbt_harvest.harvester.sandbox import safe_fs
@@ -71,8 +71,13 @@ def read_fix(repo: pygit2.Repository, parent: str, commit: str, files: Sequence[
         except (KeyError, ValueError, pygit2.GitError):
             raise FixError(f"commit {sha[:12]} is not in the repository's history (fetch its mirror again)") from None
     ordered = tuple(sorted(files))
-    return Fix(commit, parent, ordered, tuple(file_text(repo, parent, f) for f in ordered),
-               tuple(file_text(repo, commit, f) for f in ordered))
+    return Fix(
+        commit,
+        parent,
+        ordered,
+        tuple(file_text(repo, parent, f) for f in ordered),
+        tuple(file_text(repo, commit, f) for f in ordered),
+    )
 
 
 def pin_fix(pin: Pin, repo: pygit2.Repository) -> Fix:
@@ -81,9 +86,11 @@ def pin_fix(pin: Pin, repo: pygit2.Repository) -> Fix:
         raise PinError(f"{pin.id} is not a history pin (it records no fix commit)")
     fix = read_fix(repo, pin.commit, pin.fix_commit, pin.fix_files)
     if fix.sha256 != pin.fix_sha256:
-        raise PinError(f"{pin.id}: the change of {', '.join(pin.fix_files)} from {pin.commit[:12]} to "
-                       f"{pin.fix_commit[:12]} does not match the pin's fix_sha256 {pin.fix_sha256[:12]} "
-                       "(the repository's history was rewritten?)")
+        raise PinError(
+            f"{pin.id}: the change of {', '.join(pin.fix_files)} from {pin.commit[:12]} to "
+            f"{pin.fix_commit[:12]} does not match the pin's fix_sha256 {pin.fix_sha256[:12]} "
+            "(the repository's history was rewritten?)"
+        )
     return fix
 
 
@@ -94,7 +101,9 @@ def apply_fix(root: Path, fix: Fix) -> None:
         try:  # beneath ``root`` and never through a link the repository planted (a dataset row names the files)
             present = safe_fs.read_text(root, file) if safe_fs.is_file(root, file) else None
             if present != before:
-                raise FixError(f"cannot apply the fix {fix.commit[:12]} to {file}: the tree does not hold its parent text")
+                raise FixError(
+                    f"cannot apply the fix {fix.commit[:12]} to {file}: the tree does not hold its parent text"
+                )
             if after is None:
                 safe_fs.remove(root, file)
             else:

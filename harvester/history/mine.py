@@ -14,9 +14,9 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pygit2
-from pathlib import Path
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import HarvestError
@@ -57,8 +57,13 @@ class Pinned:
     drift: tuple[str, ...] = ()  # a rebuild's differences from the committed pin
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.verdict.to_dict(), "pin": self.pin_id, "refused": self.refused, "status": self.status,
-                "drift": list(self.drift)}
+        return {
+            **self.verdict.to_dict(),
+            "pin": self.pin_id,
+            "refused": self.refused,
+            "status": self.status,
+            "drift": list(self.drift),
+        }
 
 
 @dataclass(frozen=True)
@@ -82,11 +87,17 @@ class MineReport:
             if p.refused:
                 key = refusal_class(p.refused)
                 refused[key] = refused.get(key, 0) + 1
-        return {"pin": self.base, "commits": len(self.verdicts), "candidates": sum(v.taken for v in self.verdicts),
-                "rejected": dict(sorted(rejected.items(), key=lambda kv: -kv[1])), "pinned": len(self.pin_ids),
-                "pin_refused": refused, "taken": [v.to_dict() for v in self.verdicts if v.taken],
-                "fixes": [p.to_dict() for p in self.pinned],
-                "not_taken": [v.to_dict() for v in self.verdicts if not v.taken]}
+        return {
+            "pin": self.base,
+            "commits": len(self.verdicts),
+            "candidates": sum(v.taken for v in self.verdicts),
+            "rejected": dict(sorted(rejected.items(), key=lambda kv: -kv[1])),
+            "pinned": len(self.pin_ids),
+            "pin_refused": refused,
+            "taken": [v.to_dict() for v in self.verdicts if v.taken],
+            "fixes": [p.to_dict() for p in self.pinned],
+            "not_taken": [v.to_dict() for v in self.verdicts if not v.taken],
+        }
 
 
 def refusal_class(reason: str) -> str:
@@ -128,21 +139,32 @@ def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tup
     # the project where the base pin has it, else wherever discovery finds one at the parent (a package whose
     # integration_tests/ came later, a project that moved)
     where = f"{base.project_dir.strip('/')}/dbt_project.yml" if base.project_dir not in ("", ".") else "dbt_project.yml"
-    project_dir = base.project_dir if GitStore(mirrors_dir()).read_file(repo, verdict.parent, where) is not None else None
-    common = AddOptions(project_dir=project_dir, package_mirror=options.package_mirror,
-                        repo_mirror=options.repo_mirror, sandboxed=options.sandboxed, limits=options.limits,
-                        compat_patch=compat, allow_edits=bool(base.compat_edits), fix=fix, rebuild=options.rebuild)
+    project_dir = (
+        base.project_dir if GitStore(mirrors_dir()).read_file(repo, verdict.parent, where) is not None else None
+    )
+    common = AddOptions(
+        project_dir=project_dir,
+        package_mirror=options.package_mirror,
+        repo_mirror=options.repo_mirror,
+        sandboxed=options.sandboxed,
+        limits=options.limits,
+        compat_patch=compat,
+        allow_edits=bool(base.compat_edits),
+        fix=fix,
+        rebuild=options.rebuild,
+    )
     if options.source is not None:
         identity = {"origin": base.url} if is_public_url(base.url) else {"name": base.url.removeprefix(LOCAL_SCHEME)}
         return f"{options.source}@{verdict.parent}", replace(common, **identity)
     return f"{base.spec.rsplit('@', 1)[0]}@{verdict.parent}", common
 
 
-def mine(base: Pin, options: MineOptions = MineOptions(),
-         on_fix: Callable[[Pinned], None] | None = None) -> MineReport:
+def mine(base: Pin, options: MineOptions = MineOptions(), on_fix: Callable[[Pinned], None] | None = None) -> MineReport:
     """Scan the base pin's history; pin every fix candidate's parent with its fix (newest first)."""
     if base.is_history or base.augmentation_sha256:
-        raise HarvestError(f"{base.id} is a derived pin; mine the history of the pin it was made from ({base.mined_from or base.augments})")
+        raise HarvestError(
+            f"{base.id} is a derived pin; mine the history of the pin it was made from ({base.mined_from or base.augments})"
+        )
     repo = _repository(base, options)
     if options.rebuild:
         pinned = history_pins(base.id)
@@ -156,7 +178,7 @@ def mine(base: Pin, options: MineOptions = MineOptions(),
         report = MineReport(base.id, verdicts)
         if options.scan_only:
             return report
-        taken = [v for v in verdicts if v.taken][:options.max_fixes]
+        taken = [v for v in verdicts if v.taken][: options.max_fixes]
     pinned: list[Pinned] = []
     remembered = Refusals(base.id)
     for verdict in taken:
@@ -187,8 +209,14 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
     folder, and the toolchain (dbt-core, dbt-duckdb, duckdb...): another toolchain tries it again."""
     from dbt_harvest.core.versions import versions
 
-    data = {"parent": verdict.parent, "fix": verdict.sha, "files": list(verdict.files), "project_dir": options.project_dir,
-            "compat": base.compat_patch_sha256, "versions": versions()}
+    data = {
+        "parent": verdict.parent,
+        "fix": verdict.sha,
+        "files": list(verdict.files),
+        "project_dir": options.project_dir,
+        "compat": base.compat_patch_sha256,
+        "versions": versions(),
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 

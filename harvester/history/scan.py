@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 import pygit2
@@ -37,8 +37,11 @@ FIX_WORDS = re.compile(
     re.IGNORECASE,
 )
 #: a fix of something that is not model logic, said in so many words
-NOT_LOGIC = re.compile(r"(?<![a-z])(typos?|docs?|documentation|readme|changelog|lint(ing)?|sqlfluff|ci|"
-                       r"yml|yaml|tests?)(?![a-z])", re.IGNORECASE)
+NOT_LOGIC = re.compile(
+    r"(?<![a-z])(typos?|docs?|documentation|readme|changelog|lint(ing)?|sqlfluff|ci|"
+    r"yml|yaml|tests?)(?![a-z])",
+    re.IGNORECASE,
+)
 
 #: fix words that say nothing about what was fixed (beside "typo" or "docs" they are not about logic)
 _PLAIN_FIX = frozenset({"fix", "fixes", "fixed", "fixing"})
@@ -75,15 +78,23 @@ class Verdict:
     files: tuple[str, ...]  # the model files a taken fix changes
 
     def to_dict(self) -> dict[str, object]:
-        return {"commit": self.sha, "parent": self.parent, "date": self.date, "subject": self.subject,
-                "taken": self.taken, "reason": self.reason, "files": list(self.files)}
+        return {
+            "commit": self.sha,
+            "parent": self.parent,
+            "date": self.date,
+            "subject": self.subject,
+            "taken": self.taken,
+            "reason": self.reason,
+            "files": list(self.files),
+        }
 
 
 def is_model_sql(path: str) -> bool:
     """A dbt model's SQL file: ``.sql`` under a ``models`` folder, outside vendored packages and build output."""
     parts = PurePosixPath(path).parts
-    return (path.endswith(".sql") and "models" in parts[:-1]
-            and not {"dbt_packages", "dbt_modules", "target"} & set(parts))
+    return (
+        path.endswith(".sql") and "models" in parts[:-1] and not {"dbt_packages", "dbt_modules", "target"} & set(parts)
+    )
 
 
 def _kind(path: str) -> str:
@@ -150,8 +161,12 @@ def judge(commit: CommitInfo, text: Callable[[str, str], str | None], max_files:
     return Verdict(commit.sha, parent, commit.date, commit.subject, True, "", models)
 
 
-_STATUS = {pygit2.enums.DeltaStatus.ADDED: "added", pygit2.enums.DeltaStatus.DELETED: "deleted",
-           pygit2.enums.DeltaStatus.MODIFIED: "modified", pygit2.enums.DeltaStatus.RENAMED: "renamed"}
+_STATUS = {
+    pygit2.enums.DeltaStatus.ADDED: "added",
+    pygit2.enums.DeltaStatus.DELETED: "deleted",
+    pygit2.enums.DeltaStatus.MODIFIED: "modified",
+    pygit2.enums.DeltaStatus.RENAMED: "renamed",
+}
 
 
 def commit_info(repo: pygit2.Repository, commit: pygit2.Commit) -> CommitInfo:
@@ -159,21 +174,29 @@ def commit_info(repo: pygit2.Repository, commit: pygit2.Commit) -> CommitInfo:
     changes: tuple[Change, ...] = ()
     if commit.parents:
         diff = repo.diff(commit.parents[0].tree, commit.tree)
-        changes = tuple(Change(d.new_file.path if d.status != pygit2.enums.DeltaStatus.DELETED else d.old_file.path,
-                               _STATUS.get(d.status, "other")) for d in diff.deltas)
-    when = datetime.fromtimestamp(commit.author.time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        changes = tuple(
+            Change(
+                d.new_file.path if d.status != pygit2.enums.DeltaStatus.DELETED else d.old_file.path,
+                _STATUS.get(d.status, "other"),
+            )
+            for d in diff.deltas
+        )
+    when = datetime.fromtimestamp(commit.author.time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     subject, _, body = commit.message.partition("\n")
-    return CommitInfo(str(commit.id), tuple(str(p) for p in commit.parent_ids), when, subject.strip(), body.strip(),
-                      changes)
+    return CommitInfo(
+        str(commit.id), tuple(str(p) for p in commit.parent_ids), when, subject.strip(), body.strip(), changes
+    )
 
 
-def walk(repo: pygit2.Repository, start: str, *, since: str | None = None, max_commits: int = 500) -> Iterator[CommitInfo]:
+def walk(
+    repo: pygit2.Repository, start: str, *, since: str | None = None, max_commits: int = 500
+) -> Iterator[CommitInfo]:
     """First-parent history from ``start`` (included), newest first, down to ``since`` (an ISO date, inclusive)
     and at most ``max_commits`` commits."""
     commit = repo.revparse_single(start).peel(pygit2.Commit)
     for _ in range(max_commits):
         info = commit_info(repo, commit)
-        if since and info.date[:len(since)] < since:
+        if since and info.date[: len(since)] < since:
             return
         yield info
         if not commit.parents:
@@ -190,11 +213,13 @@ def reader(repo: pygit2.Repository) -> Callable[[str, str], str | None]:
             return file_text(repo, sha, path)
         except FixError:
             return None
+
     return text
 
 
-def scan(repo: pygit2.Repository, start: str, *, since: str | None = None, max_commits: int = 500,
-         max_files: int = 1) -> list[Verdict]:
+def scan(
+    repo: pygit2.Repository, start: str, *, since: str | None = None, max_commits: int = 500, max_files: int = 1
+) -> list[Verdict]:
     """Every commit of the walk judged, newest first."""
     text = reader(repo)
     return [judge(info, text, max_files) for info in walk(repo, start, since=since, max_commits=max_commits)]

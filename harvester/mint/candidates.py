@@ -15,15 +15,16 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from itertools import zip_longest
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
+from dbt_harvest.core.pin import Pin
 from dbt_harvest.harvester.mint.domain import with_data_values
 from dbt_harvest.harvester.mint.lineage import ModelNode
-from dbt_harvest.core.pin import Pin
-from dbt_harvest.mutators import Mutation, candidates as mutations_of, mask_file, transplant
+from dbt_harvest.mutators import Mutation, mask_file, transplant
+from dbt_harvest.mutators import candidates as mutations_of
 from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
 
 
@@ -79,8 +80,14 @@ def model_file(node: ModelNode, pin: Pin) -> str | None:
     if node.package == pin.project_name or not node.package:
         base = Path(pin.project_dir)
     else:
-        local = next((p.source.removeprefix("local:") for p in pin.packages
-                      if p.name == node.package and p.source.startswith("local:")), None)
+        local = next(
+            (
+                p.source.removeprefix("local:")
+                for p in pin.packages
+                if p.name == node.package and p.source.startswith("local:")
+            ),
+            None,
+        )
         if local is None:
             return None
         base = Path(pin.project_dir) / local
@@ -104,8 +111,13 @@ def why_not_mutable(node: ModelNode, pin: Pin) -> str:
 
 
 def model_candidates(
-    pin: Pin, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int,
-    dead: list[DeadSite] | None = None, values: Callable[[str], tuple[str, ...]] | None = None,
+    pin: Pin,
+    node: ModelNode,
+    tree: Path,
+    families: Collection[str] | None,
+    seed: int,
+    dead: list[DeadSite] | None = None,
+    values: Callable[[str], tuple[str, ...]] | None = None,
 ) -> Iterator[Candidate]:
     """Candidates of one model in a deterministic, seeded order (so --max-per-model picks fairly); sites
     that are dead where DuckDB runs the model are left out and appended to ``dead``; with ``values`` (a

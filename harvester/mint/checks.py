@@ -121,12 +121,26 @@ OBSERVATION_CHECKS = ("changed", "gradable", "catastrophic", "effect")
 
 def check_observation(obs: Observation, pin: Pin, effect: str) -> Check:
     """Every observation check in order (``OBSERVATION_CHECKS``); the first failure, else ok."""
-    for check in (check_changed(obs, pin), check_gradable(obs, pin), check_catastrophic(obs, pin),
-                  check_effect(obs, effect)):
+    for check in (
+        check_changed(obs, pin),
+        check_gradable(obs, pin),
+        check_catastrophic(obs, pin),
+        check_effect(obs, effect),
+    ):
         if not check.ok:
             return check
     return Check(True)
 
 
-__all__ = ["Check", "OBSERVATION_CHECKS", "Rejected", "check_catastrophic", "check_changed", "check_effect",
-           "check_gradable", "check_observation", "choose_grading", "require"]
+__all__ = [
+    "Check",
+    "OBSERVATION_CHECKS",
+    "Rejected",
+    "check_catastrophic",
+    "check_changed",
+    "check_effect",
+    "check_gradable",
+    "check_observation",
+    "choose_grading",
+    "require",
+]

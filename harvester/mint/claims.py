@@ -51,8 +51,11 @@ def symptoms_of(spec: GradingSpec, obs: Observation, pin: Pin, nodes: dict[str, 
                 if pos in differing:
                     column = tables[full].columns[pos].name
                     columns.append((column, node.columns.get(column, "") if node else "", moved.get(pos, "different")))
-        found.append(Symptom(node.name if node else name, node.description if node else "", gold_rows,
-                             mutant_rows, tuple(columns)))
+        found.append(
+            Symptom(
+                node.name if node else name, node.description if node else "", gold_rows, mutant_rows, tuple(columns)
+            )
+        )
     return found
 
 
@@ -76,15 +79,19 @@ def claims_of(spec: GradingSpec, symptoms: Sequence[Symptom]) -> tuple[Claim, ..
     return tuple(out)
 
 
-def visible_symptoms(pin: Pin, spec: GradingSpec, symptoms: Sequence[Symptom], gold: Path,
-                     broken: Path) -> list[Symptom]:
+def visible_symptoms(
+    pin: Pin, spec: GradingSpec, symptoms: Sequence[Symptom], gold: Path, broken: Path
+) -> list[Symptom]:
     """``symptoms`` without the columns the official check cannot tell from gold (a total that moved in
     its last digits, within the 0.01 tolerance): a statement must not send anyone after them."""
     out = []
     for table, symptom in zip(spec.condition_tabs, symptoms):
-        columns = tuple(c for c in symptom.columns
-                        if (pos := _column_position(pin, table, c[0])) is not None
-                        and _visible(gold, broken, table, pos, f"{pin.gold_sha256}.duckdb"))[:MAX_COLUMNS]
+        columns = tuple(
+            c
+            for c in symptom.columns
+            if (pos := _column_position(pin, table, c[0])) is not None
+            and _visible(gold, broken, table, pos, f"{pin.gold_sha256}.duckdb")
+        )[:MAX_COLUMNS]
         out.append(Symptom(symptom.table, symptom.description, symptom.gold_rows, symptom.mutant_rows, columns))
     return out
 
@@ -112,7 +119,7 @@ def check_claims(pin: Pin, claims: Sequence[Claim], gold: Path, broken: Path) ->
             try:
                 rows_g = int(con.execute(f"SELECT count(*) FROM {g}").fetchone()[0])  # type: ignore[index]
                 rows_b = int(con.execute(f"SELECT count(*) FROM {b}").fetchone()[0])  # type: ignore[index]
-            except Exception as exc:  # noqa: BLE001 - a claim about a table that is not there is false
+            except Exception as exc:
                 results.append(ClaimCheck(claim, False, f"`{claim.table}` cannot be read: {exc}"))
                 continue
             if claim.kind in ROW_CLAIMS:
@@ -124,22 +131,26 @@ def check_claims(pin: Pin, claims: Sequence[Claim], gold: Path, broken: Path) ->
                 results.append(ClaimCheck(claim, False, f"no column `{claim.column}` in gold's `{claim.table}`"))
                 continue
             if not _visible(gold, broken, claim.table, position, f"{pin.gold_sha256}.duckdb"):
-                results.append(ClaimCheck(claim, False, f"`{claim.column}` is the same as gold's under the official check"))
+                results.append(
+                    ClaimCheck(claim, False, f"`{claim.column}` is the same as gold's under the official check")
+                )
                 continue
             holds, detail = _direction_holds(con, claim, g, b, rows_g == rows_b)
             results.append(ClaimCheck(claim, holds, detail))
     return tuple(results)
 
 
-def _direction_holds(con, claim: Claim, g: str, b: str, same_rows: bool) -> tuple[bool, str]:  # noqa: ANN001
+def _direction_holds(con, claim: Claim, g: str, b: str, same_rows: bool) -> tuple[bool, str]:
     col = '"' + claim.column.replace('"', '""') + '"'
     if not same_rows:  # with rows added or missing every column differs as a whole: the rows are the symptom
         return False, f"`{claim.column}` is claimed to move ({claim.kind}) but the row count changed"
     if claim.kind == "different":
         return True, "the column's values differ"
     if claim.kind == "missing":
-        return (claim.column.lower() not in column_names(con, b) and claim.column.lower() in column_names(con, g),
-                f"`{claim.column}` in gold's table, not in the broken build's")
+        return (
+            claim.column.lower() not in column_names(con, b) and claim.column.lower() in column_names(con, g),
+            f"`{claim.column}` in gold's table, not in the broken build's",
+        )
     if claim.kind in ("nulls_more", "nulls_less"):
         sql = f"SELECT count(*) - count({col}) FROM {{}}"
     elif claim.kind in ("true_more", "true_less"):

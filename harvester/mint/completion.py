@@ -40,13 +40,26 @@ from pathlib import Path
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin
 from dbt_harvest.core.scorer.spec import GradingSpec
-from dbt_harvest.core.task_record import COMPLETE_OPERATOR, LocalChecks, TaskRecord, WrongRepairNote, task_from_dict, task_id
+from dbt_harvest.core.task_record import (
+    COMPLETE_OPERATOR,
+    LocalChecks,
+    TaskRecord,
+    WrongRepairNote,
+    task_from_dict,
+    task_id,
+)
 from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.harvester.grading.verdict import grade_build
 from dbt_harvest.harvester.mint.candidates import Candidate, model_candidates, model_file, why_not_mutable
 from dbt_harvest.harvester.mint.checks import Rejected
 from dbt_harvest.harvester.mint.confirm import BuildContext, Trial, mutant_builds
-from dbt_harvest.harvester.mint.contract import Contract, completion_statement, contract_of, graded_columns, why_not_completable
+from dbt_harvest.harvester.mint.contract import (
+    Contract,
+    completion_statement,
+    contract_of,
+    graded_columns,
+    why_not_completable,
+)
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
 from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
@@ -68,8 +81,19 @@ MAX_PARENTS = 2  # pairs per kept completion: a model and one of its first paren
 _SCREEN_OK = frozenset({"", "no_wrong_repair", "effect_mismatch", "invisible"})
 #: confirmation reasons of the repair mint that a completion does not care about (its mutant built and
 #: scored 0: the rules after that are about repairs and statements)
-_CONFIRM_OK = frozenset({"", "duplicate", "duplicate_statement", "statement_false", "statement_leaks",
-                         "repair_build_fails", "repair_fails", "repair_not_minimal", "no_wrong_repair"})
+_CONFIRM_OK = frozenset(
+    {
+        "",
+        "duplicate",
+        "duplicate_statement",
+        "statement_false",
+        "statement_leaks",
+        "repair_build_fails",
+        "repair_fails",
+        "repair_not_minimal",
+        "no_wrong_repair",
+    }
+)
 
 
 def completion_key(file: str, original: str) -> str:
@@ -83,12 +107,14 @@ def completion_spec(pin: Pin, node: ModelNode, contract: Contract) -> GradingSpe
     graded = graded_name(node.table) if record is not None else None
     if record is None or graded is None:
         return None
-    cols = graded_columns(contract, tuple(c.name for c in record.columns), frozenset(record.stable_positions),
-                          node.raw_code)
+    cols = graded_columns(
+        contract, tuple(c.name for c in record.columns), frozenset(record.stable_positions), node.raw_code
+    )
     if not cols:
         return None
-    return GradingSpec(gold=f"{pin.gold_sha256}.duckdb", condition_tabs=(graded,), condition_cols=(cols,),
-                       ignore_orders=(True,))
+    return GradingSpec(
+        gold=f"{pin.gold_sha256}.duckdb", condition_tabs=(graded,), condition_cols=(cols,), ignore_orders=(True,)
+    )
 
 
 def missing_breaks_parse(manifest: dict, uid: str, *more: str) -> bool:
@@ -98,9 +124,11 @@ def missing_breaks_parse(manifest: dict, uid: str, *more: str) -> bool:
     model is gone and leaves it out (measured: 19 verified tasks, 9 whose models are read by a model fail
     to parse, the 10 others build without the file although 6 of them have tests on it)."""
     gone = {uid, *more}
-    return any(gone & set((node.get("depends_on") or {}).get("nodes") or ())
-               for other, node in (manifest.get("nodes") or {}).items()
-               if other not in gone and node.get("resource_type") != "test")
+    return any(
+        gone & set((node.get("depends_on") or {}).get("nodes") or ())
+        for other, node in (manifest.get("nodes") or {}).items()
+        if other not in gone and node.get("resource_type") != "test"
+    )
 
 
 def leaked_line(statement: str, sql: str, min_chars: int = 24) -> str:
@@ -140,8 +168,21 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
 
     def report(kept: bool, reason: str, detail: str, **kw: object) -> CandidateReport:
         timings = {"confirm": round(time.perf_counter() - started, 3)}
-        return CandidateReport(key, pin.id, job.model, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm", kept,
-                               reason, detail, timings=timings, **kw)  # type: ignore[arg-type]
+        return CandidateReport(
+            key,
+            pin.id,
+            job.model,
+            file,
+            COMPLETE_OPERATOR,
+            FAMILY,
+            EFFECT,
+            "confirm",
+            kept,
+            reason,
+            detail,
+            timings=timings,
+            **kw,
+        )  # type: ignore[arg-type]
 
     contract = contract_of(state.manifest, nodes, job.model, file, pin.known_failing_tests)
     why = why_not_completable(contract)
@@ -166,7 +207,9 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
         if rank is not None:
             ranked.append((rank, i, cand))
     ranked.sort(key=lambda item: item[:2])
-    scratch = Path(tempfile.mkdtemp(prefix="complete-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None))
+    scratch = Path(
+        tempfile.mkdtemp(prefix="complete-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None)
+    )
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     engine: Engine | None = None
     builder = None
@@ -187,9 +230,16 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
             if builder is None and job.incremental:
                 builder = warm_builder(pin, job, state.database, limits)
             tries += 1
-            ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
-                               base_db=state.database if job.incremental else None, select=(f"{node.name}+",),
-                               builder=builder)
+            ctx = BuildContext(
+                pin,
+                gold,
+                scratch / cand.key,
+                job.sandboxed,
+                limits,
+                base_db=state.database if job.incremental else None,
+                select=(f"{node.name}+",),
+                builder=builder,
+            )
             try:
                 built = mutant_builds(Trial(ctx, cand, nodes, tests)).mutant
             except Rejected as rejected:
@@ -217,17 +267,33 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
     broken_patch = make_patch(file, original, None)
     record = TaskRecord(
         instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
-        pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir, split=job.split,
-        split_group=job.split_group, family=FAMILY, operator=COMPLETE_OPERATOR, effect=EFFECT, file=file,
-        broken_patch=broken_patch, fix_patch=make_patch(file, None, original),
-        wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong), grading=spec,
-        problem_statement=statement, local_checks=checks, gold_sha256=pin.gold_sha256, license=pin.license,
-        versions=dict(pin.versions), weak=not wrong,
+        pin=pin.id,
+        repo=pin.repo,
+        base_commit=pin.commit,
+        project_dir=pin.project_dir,
+        split=job.split,
+        split_group=job.split_group,
+        family=FAMILY,
+        operator=COMPLETE_OPERATOR,
+        effect=EFFECT,
+        file=file,
+        broken_patch=broken_patch,
+        fix_patch=make_patch(file, None, original),
+        wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong),
+        grading=spec,
+        problem_statement=statement,
+        local_checks=checks,
+        gold_sha256=pin.gold_sha256,
+        license=pin.license,
+        versions=dict(pin.versions),
+        weak=not wrong,
         wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c in wrong),
-        database=pin.database, kind="completion",
+        database=pin.database,
+        kind="completion",
     )
-    kept = report(True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests,
-                  informative=bool(wrong))
+    kept = report(
+        True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests, informative=bool(wrong)
+    )
     return ShardResult((kept,), (record,))
 
 
@@ -241,8 +307,10 @@ def singles(records: list[TaskRecord]) -> list[TaskRecord]:
     """The completion tasks of one model each among a pin's kept ``records``, by id."""
     from dbt_harvest.core.patching import parse_patch
 
-    return sorted((r for r in records if r.kind == "completion" and len(parse_patch(r.broken_patch)) == 1),
-                  key=lambda r: r.instance_id)
+    return sorted(
+        (r for r in records if r.kind == "completion" and len(parse_patch(r.broken_patch)) == 1),
+        key=lambda r: r.instance_id,
+    )
 
 
 def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult
@@ -281,28 +349,84 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
             statement = completion_statement(contract, pcontract, tested=bool(covering))
             leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
             if leak:
-                reports.append(CandidateReport(key, pin.id, uid, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm",
-                                               False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"))
+                reports.append(
+                    CandidateReport(
+                        key,
+                        pin.id,
+                        uid,
+                        file,
+                        COMPLETE_OPERATOR,
+                        FAMILY,
+                        EFFECT,
+                        "confirm",
+                        False,
+                        "statement_leaks",
+                        f"the documentation quotes the SQL: {leak[:80]}",
+                    )
+                )
                 continue
             wrong_texts = [apply_to_text("", parse_patch(p)[0]) for p in single.wrong_repair_patches]
             broken_patch = make_patch(pfile, poriginal, None) + make_patch(file, original, None)
-            spec = GradingSpec(gold=single.grading.gold, condition_tabs=(*pspec.condition_tabs, *single.grading.condition_tabs),
-                               condition_cols=(*pspec.condition_cols, *single.grading.condition_cols),
-                               ignore_orders=(*pspec.ignore_orders, *single.grading.ignore_orders))
-            checks = LocalChecks(builds=not missing_breaks_parse(state.manifest, uid, parent), tests_total=0,
-                                 tests_failed=0, covering_tests=covering)
+            spec = GradingSpec(
+                gold=single.grading.gold,
+                condition_tabs=(*pspec.condition_tabs, *single.grading.condition_tabs),
+                condition_cols=(*pspec.condition_cols, *single.grading.condition_cols),
+                ignore_orders=(*pspec.ignore_orders, *single.grading.ignore_orders),
+            )
+            checks = LocalChecks(
+                builds=not missing_breaks_parse(state.manifest, uid, parent),
+                tests_total=0,
+                tests_failed=0,
+                covering_tests=covering,
+            )
             record = replace(
-                single, instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
-                broken_patch=broken_patch, fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),
-                wrong_repair_patches=tuple(make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts),
-                grading=spec, problem_statement=statement, local_checks=checks, split=job.split, split_group=job.split_group,
+                single,
+                instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
+                broken_patch=broken_patch,
+                fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),
+                wrong_repair_patches=tuple(
+                    make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts
+                ),
+                grading=spec,
+                problem_statement=statement,
+                local_checks=checks,
+                split=job.split,
+                split_group=job.split_group,
             )
             tasks.append(record)
-            reports.append(CandidateReport(key, pin.id, uid, file, COMPLETE_OPERATOR, FAMILY, EFFECT, "confirm", True,
-                                           "", "", task_id=record.instance_id, silent=False,
-                                           local_tests=record.local_tests, informative=bool(wrong_texts)))
+            reports.append(
+                CandidateReport(
+                    key,
+                    pin.id,
+                    uid,
+                    file,
+                    COMPLETE_OPERATOR,
+                    FAMILY,
+                    EFFECT,
+                    "confirm",
+                    True,
+                    "",
+                    "",
+                    task_id=record.instance_id,
+                    silent=False,
+                    local_tests=record.local_tests,
+                    informative=bool(wrong_texts),
+                )
+            )
     return ShardResult(tuple(reports), tuple(tasks))
 
 
-__all__ = ["EFFECT", "FAMILY", "MAX_PARENTS", "MAX_WRONG_COMPLETIONS", "completion_key", "completion_spec", "leaked_line",
-           "missing_breaks_parse", "pairs_key", "run_completion_shard", "run_pairs_shard", "singles"]
+__all__ = [
+    "EFFECT",
+    "FAMILY",
+    "MAX_PARENTS",
+    "MAX_WRONG_COMPLETIONS",
+    "completion_key",
+    "completion_spec",
+    "leaked_line",
+    "missing_breaks_parse",
+    "pairs_key",
+    "run_completion_shard",
+    "run_pairs_shard",
+    "singles",
+]

@@ -102,9 +102,17 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
     if incremental:
         shutil.copyfile(ctx.base_db, workspace / ctx.pin.db_file)  # type: ignore[arg-type]
     return build_workspace(
-        workspace, ctx.pin.project_dir, _profile(workspace, ctx.pin), ctx.pin.profile_schema, ctx.pin.clock,
-        sandboxed=ctx.sandboxed, limits=ctx.limits, log_path=ctx.scratch / f"{name}.log",
-        select=ctx.select if incremental else (), seed=not incremental, exclude_tests=ctx.pin.excluded_tests,
+        workspace,
+        ctx.pin.project_dir,
+        _profile(workspace, ctx.pin),
+        ctx.pin.profile_schema,
+        ctx.pin.clock,
+        sandboxed=ctx.sandboxed,
+        limits=ctx.limits,
+        log_path=ctx.scratch / f"{name}.log",
+        select=ctx.select if incremental else (),
+        seed=not incremental,
+        exclude_tests=ctx.pin.excluded_tests,
         db_file=ctx.pin.db_file,
     )
 
@@ -230,7 +238,7 @@ def informative_wrong_repair(t: Trial) -> Trial:
     last = "no wrong repair offered"
     allowed_failures = set(t.repair.failed_tests)
     repairs = t.cand.mutation.wrong_repairs
-    order = range(min(t.wrong_tries, len(repairs))) if t.wrong_order is None else t.wrong_order[:t.wrong_tries]
+    order = range(min(t.wrong_tries, len(repairs))) if t.wrong_order is None else t.wrong_order[: t.wrong_tries]
     for index in order:
         text = repairs[index].apply(t.cand.broken)
         started = time.perf_counter()
@@ -263,10 +271,13 @@ def described(t: Trial) -> Trial:
     from dbt_harvest.harvester.mint.statement import statement_for
 
     assert t.spec is not None and t.observation is not None and t.mutant is not None and t.mutant.gold_file is not None
-    symptoms = tuple(visible_symptoms(t.ctx.pin, t.spec, symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes),
-                                      t.ctx.gold, t.mutant.gold_file))
+    symptoms = tuple(
+        visible_symptoms(
+            t.ctx.pin, t.spec, symptoms_of(t.spec, t.observation, t.ctx.pin, t.nodes), t.ctx.gold, t.mutant.gold_file
+        )
+    )
     edit = t.cand.mutation.edit
-    spans = [t.cand.original[edit.start:edit.end], edit.replacement]
+    spans = [t.cand.original[edit.start : edit.end], edit.replacement]
     assert t.checks is not None
     try:
         statement = statement_for(list(symptoms), spans, t.writer, repair_closing(t.checks))
@@ -284,7 +295,9 @@ def claims_hold(t: Trial) -> Trial:
         raise Rejected("statement_false", "the statement claims nothing a data consumer could check")
     for check in check_claims(t.ctx.pin, t.claims, t.ctx.gold, t.mutant.gold_file):
         if not check.holds:
-            raise Rejected("statement_false", f"{check.claim.kind} {check.claim.table}.{check.claim.column}: {check.detail}")
+            raise Rejected(
+                "statement_false", f"{check.claim.kind} {check.claim.table}.{check.claim.column}: {check.detail}"
+            )
     return t
 
 
@@ -310,15 +323,33 @@ def covered(t: Trial) -> Trial:
 #: not three or four. The rules are independent checks, so the order decides only which reason a
 #: candidate failing several is reported with, never what is kept.
 CONFIRM_RULES: tuple[Callable[[Trial], Trial], ...] = (
-    mutant_builds, covered, mutant_observed, mutant_scores_zero, new_bug, described, claims_hold, new_statement,
-    repair_restores, informative_wrong_repair,
+    mutant_builds,
+    covered,
+    mutant_observed,
+    mutant_scores_zero,
+    new_bug,
+    described,
+    claims_hold,
+    new_statement,
+    repair_restores,
+    informative_wrong_repair,
 )
 
 
-def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None, *, allow_weak: bool = False,
-            wrong_order: tuple[int, ...] | None = None, nodes: dict[str, ModelNode] | None = None,
-            tests: Suite | None = None, writer: str | None = None, seen: Seen = Seen(),
-            rules: tuple[Callable[[Trial], Trial], ...] = CONFIRM_RULES, wrong_tries: int = MAX_WRONG_TRIES) -> ConfirmOutcome:
+def confirm(
+    ctx: BuildContext,
+    cand: Candidate,
+    spec: GradingSpec | None = None,
+    *,
+    allow_weak: bool = False,
+    wrong_order: tuple[int, ...] | None = None,
+    nodes: dict[str, ModelNode] | None = None,
+    tests: Suite | None = None,
+    writer: str | None = None,
+    seen: Seen = Seen(),
+    rules: tuple[Callable[[Trial], Trial], ...] = CONFIRM_RULES,
+    wrong_tries: int = MAX_WRONG_TRIES,
+) -> ConfirmOutcome:
     """Build and score the variants of one candidate through ``rules``; the first refusal is the rejection.
 
     ``spec`` (screening's prediction) is not used for the decision: the grading comes from the confirmed
@@ -340,13 +371,32 @@ def confirm(ctx: BuildContext, cand: Candidate, spec: GradingSpec | None = None,
         for rule in rules:
             trial = rule(trial)
     except Rejected as rejected:
-        return ConfirmOutcome(cand.key, False, rejected.reason, rejected.detail, local_checks=trial.checks,
-                              timings=trial.timings, grading=trial.spec)
+        return ConfirmOutcome(
+            cand.key,
+            False,
+            rejected.reason,
+            rejected.detail,
+            local_checks=trial.checks,
+            timings=trial.timings,
+            grading=trial.spec,
+        )
     safe_fs.rmtree(ctx.scratch)
     assert trial.observation is not None
     return ConfirmOutcome(
-        cand.key, True, "", "", local_checks=trial.checks, broken_patch=make_patch(cand.file, cand.original, cand.broken),
-        fix_patch=trial.fix_patch, wrong_patches=trial.wrong_patches, weak=trial.weak, timings=trial.timings,
-        grading=trial.spec, effect=trial.observation.effect, statement=trial.statement, claims=trial.claims,
-        wrong_notes=trial.wrong_notes, signature=trial.signature,
+        cand.key,
+        True,
+        "",
+        "",
+        local_checks=trial.checks,
+        broken_patch=make_patch(cand.file, cand.original, cand.broken),
+        fix_patch=trial.fix_patch,
+        wrong_patches=trial.wrong_patches,
+        weak=trial.weak,
+        timings=trial.timings,
+        grading=trial.spec,
+        effect=trial.observation.effect,
+        statement=trial.statement,
+        claims=trial.claims,
+        wrong_notes=trial.wrong_notes,
+        signature=trial.signature,
     )

@@ -83,8 +83,13 @@ def _test_words(node: dict[str, Any]) -> str:
     return label
 
 
-def contract_of(manifest: dict[str, Any], nodes: dict[str, ModelNode], uid: str, file: str,
-                known_failures: frozenset[str] = frozenset()) -> Contract:
+def contract_of(
+    manifest: dict[str, Any],
+    nodes: dict[str, ModelNode],
+    uid: str,
+    file: str,
+    known_failures: frozenset[str] = frozenset(),
+) -> Contract:
     """The contract of model ``uid`` (its repo-relative ``file``) as the manifest records it; a test in
     ``known_failures`` (it fails on the original project, ``core.pin.BaselineTest``) is no part of it."""
     node = nodes[uid]
@@ -121,9 +126,15 @@ def contract_of(manifest: dict[str, Any], nodes: dict[str, ModelNode], uid: str,
         elif parent.startswith("snapshot."):
             reads.append(f"snapshot {parent.rsplit('.', 1)[-1]}")
     return Contract(
-        model=uid, name=node.name, file=file, description=" ".join(node.description.split()),
-        materialized=node.materialized, columns=columns, model_tests=tuple(model_tests),
-        reads=tuple(dict.fromkeys(reads)), depth=depth(nodes, uid),
+        model=uid,
+        name=node.name,
+        file=file,
+        description=" ".join(node.description.split()),
+        materialized=node.materialized,
+        columns=columns,
+        model_tests=tuple(model_tests),
+        reads=tuple(dict.fromkeys(reads)),
+        depth=depth(nodes, uid),
     )
 
 
@@ -138,8 +149,9 @@ def why_not_completable(contract: Contract) -> str:
     return ""
 
 
-def graded_columns(contract: Contract, table_columns: tuple[str, ...], stable: frozenset[int],
-                   raw_sql: str) -> tuple[int, ...]:
+def graded_columns(
+    contract: Contract, table_columns: tuple[str, ...], stable: frozenset[int], raw_sql: str
+) -> tuple[int, ...]:
     """Positions (in the built table) of the columns the contract names and a completion is graded on.
 
     Only documented columns count (a column the contract does not name cannot be asked for), only stable
@@ -161,9 +173,11 @@ def graded_columns(contract: Contract, table_columns: tuple[str, ...], stable: f
 
 
 #: The statement's fixed sentences (public, like the repair template's: the contamination lint discounts them).
-OPENING = ("The dbt model `{name}` is missing from this project: the file `{file}` that defines it has been "
-           "removed, but the project still documents it. Write `{file}` so that `dbt build` succeeds and the "
-           "`{name}` table holds exactly what its documentation below says.")
+OPENING = (
+    "The dbt model `{name}` is missing from this project: the file `{file}` that defines it has been "
+    "removed, but the project still documents it. Write `{file}` so that `dbt build` succeeds and the "
+    "`{name}` table holds exactly what its documentation below says."
+)
 MATERIALIZED = "It is materialized as a {materialized}."
 READS = "It may read: {reads}."
 
@@ -181,7 +195,9 @@ def _section(contract: Contract, heading: str) -> list[str]:
         lines += ["", "Model tests: " + "; ".join(contract.model_tests)]
     lines += ["", MATERIALIZED.format(materialized=contract.materialized)]
     if contract.reads:
-        lines.append(READS.format(reads=", ".join(f"`{r.split(' ', 1)[1]}` ({r.split(' ', 1)[0]})" for r in contract.reads)))
+        lines.append(
+            READS.format(reads=", ".join(f"`{r.split(' ', 1)[1]}` ({r.split(' ', 1)[0]})" for r in contract.reads))
+        )
     return lines
 
 
@@ -191,15 +207,24 @@ def _and(items: list[str]) -> str:
 
 #: every fixed sentence of a completion statement (the contamination lint discounts them, as the repair template's)
 def templates() -> tuple[str, ...]:
-    return (OPENING, OPENING_MANY, MATERIALIZED, READS, COMPLETION_TESTED, COMPLETION_UNTESTED,
-            "What the project says about {name}:",
-            "Model tests: {tests}")
+    return (
+        OPENING,
+        OPENING_MANY,
+        MATERIALIZED,
+        READS,
+        COMPLETION_TESTED,
+        COMPLETION_UNTESTED,
+        "What the project says about {name}:",
+        "Model tests: {tests}",
+    )
 
 
 #: the opening of a task that removes several models (a model and parents of it): "create these tables"
-OPENING_MANY = ("The dbt models {names} are missing from this project: the files {files} that define them have "
-                "been removed, but the project still documents them. Write each file so that `dbt build` succeeds "
-                "and each table holds exactly what its documentation below says.")
+OPENING_MANY = (
+    "The dbt models {names} are missing from this project: the files {files} that define them have "
+    "been removed, but the project still documents them. Write each file so that `dbt build` succeeds "
+    "and each table holds exactly what its documentation below says."
+)
 
 
 def completion_statement(contract: Contract, *more: Contract, tested: bool = True) -> str:
@@ -208,17 +233,32 @@ def completion_statement(contract: Contract, *more: Contract, tested: bool = Tru
     whether a dbt test covers the removed models or their descendants (else the closing names no test)."""
     closing = COMPLETION_TESTED if tested else COMPLETION_UNTESTED
     if not more:
-        lines = [OPENING.format(name=contract.name, file=contract.file), "",
-                 *_section(contract, f"What the project says about `{contract.name}`:")]
+        lines = [
+            OPENING.format(name=contract.name, file=contract.file),
+            "",
+            *_section(contract, f"What the project says about `{contract.name}`:"),
+        ]
         lines += ["", closing.format(name=contract.name)]
         return "\n".join(lines) + "\n"
     every = (contract, *more)
-    lines = [OPENING_MANY.format(names=_and([f"`{c.name}`" for c in every]), files=_and([f"`{c.file}`" for c in every]))]
+    lines = [
+        OPENING_MANY.format(names=_and([f"`{c.name}`" for c in every]), files=_and([f"`{c.file}`" for c in every]))
+    ]
     for each in every:
         lines += ["", *_section(each, f"What the project says about `{each.name}` (`{each.file}`):")]
     lines += ["", closing.format(name="`, `".join(c.name for c in every))]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ColumnContract", "Contract", "MATERIALIZED", "OPENING", "OPENING_MANY", "READS", "completion_statement",
-           "contract_of", "graded_columns", "why_not_completable"]
+__all__ = [
+    "ColumnContract",
+    "Contract",
+    "MATERIALIZED",
+    "OPENING",
+    "OPENING_MANY",
+    "READS",
+    "completion_statement",
+    "contract_of",
+    "graded_columns",
+    "why_not_completable",
+]

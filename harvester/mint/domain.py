@@ -37,11 +37,14 @@ def gold_values(gold: Path) -> Callable[[str], tuple[str, ...]]:
         try:
             found = con.execute(
                 "SELECT schema_name, table_name, column_name FROM duckdb_columns() "
-                "WHERE lower(column_name) = lower(?) AND data_type = 'VARCHAR'", [column]).fetchall()
+                "WHERE lower(column_name) = lower(?) AND data_type = 'VARCHAR'",
+                [column],
+            ).fetchall()
             out: set[str] = set()
             for schema, table, name in found[:20]:
                 rows = con.execute(
-                    f'SELECT DISTINCT "{name}" FROM "{schema}"."{table}" WHERE "{name}" IS NOT NULL LIMIT 50').fetchall()
+                    f'SELECT DISTINCT "{name}" FROM "{schema}"."{table}" WHERE "{name}" IS NOT NULL LIMIT 50'
+                ).fetchall()
                 out.update(str(r[0]) for r in rows if str(r[0]).strip())
             return tuple(sorted(out))
         finally:
@@ -57,29 +60,38 @@ def with_data_values(mutation: Mutation, original: str, values: Callable[[str], 
     edit = mutation.edit
     extra: list[WrongRepair] = []
     if mutation.operator == "filter.drop_conjunct":
-        removed = original[edit.start:edit.end]
+        removed = original[edit.start : edit.end]
         matches = list(_COMPARISON.finditer(removed))
         if len(matches) != 1:
             return mutation
         match = matches[0]
         for other in _others(values, match.group("col"), match.group("lit")):
-            restored = removed[: match.start("lit")] + other.replace("'", "''") + removed[match.end("lit"):]
-            extra.append(WrongRepair(edit.start, edit.start, restored, "restore the filter with another value of the column"))
+            restored = removed[: match.start("lit")] + other.replace("'", "''") + removed[match.end("lit") :]
+            extra.append(
+                WrongRepair(edit.start, edit.start, restored, "restore the filter with another value of the column")
+            )
     else:  # change_literal: the literal restored as another real value instead of the right one
-        literal = original[edit.start:edit.end]
-        before = _LEFT_SIDE.search(original[max(0, edit.start - 120): edit.start])
+        literal = original[edit.start : edit.end]
+        before = _LEFT_SIDE.search(original[max(0, edit.start - 120) : edit.start])
         if before is None or not (literal.startswith("'") and literal.endswith("'")):
             return mutation
         for other in _others(values, before.group("col"), literal[1:-1]):
             quoted = "'" + other.replace("'", "''") + "'"
-            extra.append(WrongRepair(edit.start, edit.start + len(edit.replacement), quoted,
-                                     "restore the filter with another value of the column"))
+            extra.append(
+                WrongRepair(
+                    edit.start,
+                    edit.start + len(edit.replacement),
+                    quoted,
+                    "restore the filter with another value of the column",
+                )
+            )
     if not extra:
         return mutation
     known = {(w.start, w.end, w.replacement) for w in mutation.wrong_repairs}
     broken = edit.apply(original)
-    fresh = tuple(w for w in extra if (w.start, w.end, w.replacement) not in known
-                  and w.apply(broken) not in (original, broken))
+    fresh = tuple(
+        w for w in extra if (w.start, w.end, w.replacement) not in known and w.apply(broken) not in (original, broken)
+    )
     return replace(mutation, wrong_repairs=mutation.wrong_repairs + fresh)
 
 

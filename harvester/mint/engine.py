@@ -28,8 +28,9 @@ class ScreenSQLError(HarvestError):
 class Engine:
     """One connection per shard: the base database attached read-only under dbt's catalog name."""
 
-    def __init__(self, database: Path, catalog: str, scratch: Path, *, memory_limit: str = "2GB",
-                 statement_seconds: float = 30.0) -> None:
+    def __init__(
+        self, database: Path, catalog: str, scratch: Path, *, memory_limit: str = "2GB", statement_seconds: float = 30.0
+    ) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
         local = scratch / "base.duckdb"
         shutil.copyfile(database, local)
@@ -37,11 +38,15 @@ class Engine:
         self.catalog = catalog
         self.statement_seconds = statement_seconds
         lock = Lock(allowed_directories=(str(scratch.resolve()),), memory_limit=memory_limit, threads=1)
-        self.con = connect_locked(":memory:", lock, setup=(
-            "SET enable_progress_bar = false",  # a long statement would print a bar over `--json` output
-            f"ATTACH {sql_string(str(local.resolve()))} AS \"{catalog}\" (READ_ONLY)",
-            f"USE \"{catalog}\"",
-        ))
+        self.con = connect_locked(
+            ":memory:",
+            lock,
+            setup=(
+                "SET enable_progress_bar = false",  # a long statement would print a bar over `--json` output
+                f'ATTACH {sql_string(str(local.resolve()))} AS "{catalog}" (READ_ONLY)',
+                f'USE "{catalog}"',
+            ),
+        )
         self._fresh_mut()
         self._gold: tuple[Path, duckdb.DuckDBPyConnection] | None = None
 
@@ -68,7 +73,7 @@ class Engine:
 
     def reset(self) -> None:
         """Forget every relation made for the previous candidate."""
-        self.con.execute(f"USE \"{self.catalog}\"")
+        self.con.execute(f'USE "{self.catalog}"')
         self.con.execute(f"DETACH {MUT}")
         self._fresh_mut()
 

@@ -39,8 +39,12 @@ def run_ray(jobs: Sequence[ShardJob], address: str | None) -> Iterator[tuple[Sha
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}},
+            )
         except Exception as exc:  # ray raises many types for an unreachable cluster
             raise ExecutorError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from None
     remote = ray.remote(run_shard)

@@ -30,8 +30,9 @@ from dbt_harvest.harvester.mint.lineage import ModelNode
 _CODE = (Path(__file__).resolve().parents[2] / "mutators", Path(__file__).resolve().parent / "candidates.py")
 
 
-def family_plan(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path,
-                families: Collection[str] | None) -> dict[str, tuple[str, ...]]:
+def family_plan(
+    pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Collection[str] | None
+) -> dict[str, tuple[str, ...]]:
     """Per model, the order in which its families are confirmed, so a capped pin covers many families.
 
     Candidate counts come from the pure mutators (no build, no DuckDB). Families are taken rarest
@@ -50,8 +51,10 @@ def family_plan(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path,
         if options:
             uid = min(options, key=lambda u: (len(per_model[u]), u))
             assigned[uid] = family
-    return {uid: ((assigned[uid],) if uid in assigned else ()) + tuple(f for f in rarest if f != assigned.get(uid))
-            for uid in per_model}
+    return {
+        uid: ((assigned[uid],) if uid in assigned else ()) + tuple(f for f in rarest if f != assigned.get(uid))
+        for uid in per_model
+    }
 
 
 def plan_key(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Collection[str] | None) -> str:
@@ -65,8 +68,16 @@ def plan_key(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Col
     return digest.hexdigest()
 
 
-def shard_key(pin: Pin, uid: str, node: ModelNode, tree: Path, families: Collection[str] | None, seed: int,
-              only_keys: Collection[str] | None, only_ids: Collection[str] | None = None) -> str:
+def shard_key(
+    pin: Pin,
+    uid: str,
+    node: ModelNode,
+    tree: Path,
+    families: Collection[str] | None,
+    seed: int,
+    only_keys: Collection[str] | None,
+    only_ids: Collection[str] | None = None,
+) -> str:
     """A digest of everything that decides one model's candidates and their order: its file and compiled
     SQL, the families, the seed, the candidate keys or task ids a run is restricted to, the mutator code and
     sqlglot. A shard that finished under the same key with no survivor left at the cap has nothing left to
@@ -83,8 +94,15 @@ def shard_key(pin: Pin, uid: str, node: ModelNode, tree: Path, families: Collect
 
 
 def _header(pin: Pin, families: Collection[str] | None) -> bytes:
-    return json.dumps({"pin": pin.id, "families": sorted(families) if families is not None else None,
-                       "code": _code_digest(), "sqlglot": sqlglot.__version__}, sort_keys=True).encode()
+    return json.dumps(
+        {
+            "pin": pin.id,
+            "families": sorted(families) if families is not None else None,
+            "code": _code_digest(),
+            "sqlglot": sqlglot.__version__,
+        },
+        sort_keys=True,
+    ).encode()
 
 
 def _model_part(pin: Pin, uid: str, node: ModelNode, tree: Path) -> bytes:
@@ -95,8 +113,9 @@ def _model_part(pin: Pin, uid: str, node: ModelNode, tree: Path) -> bytes:
     return b"".join(p.encode("utf-8", "surrogatepass") + b"\0" for p in parts) + hashlib.sha256(source).digest()
 
 
-def planned_orders(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path,
-                   families: Collection[str] | None) -> dict[str, tuple[str, ...]]:
+def planned_orders(
+    pin: Pin, nodes: Mapping[str, ModelNode], tree: Path, families: Collection[str] | None
+) -> dict[str, tuple[str, ...]]:
     """:func:`family_plan`, read from the pin's cache when its key matches, else computed and cached."""
     key = plan_key(pin, nodes, tree, families)
     path = home.mint_dir(pin.id) / "shards" / "family.plan"
@@ -115,7 +134,9 @@ def planned_orders(pin: Pin, nodes: Mapping[str, ModelNode], tree: Path,
 def _history_digest() -> bytes:
     """The code that makes a history pin's candidate (harvester/history)."""
     folder = Path(__file__).resolve().parents[1] / "history"
-    return hashlib.sha256(b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(folder.glob("*.py")))).digest()
+    return hashlib.sha256(
+        b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in sorted(folder.glob("*.py")))
+    ).digest()
 
 
 def _code_digest() -> str:

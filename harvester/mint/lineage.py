@@ -50,7 +50,9 @@ def models(manifest: dict[str, Any]) -> dict[str, ModelNode]:
         return str(node.get("alias") or node.get("name", ""))
 
     names = captured_names(
-        (uid, str(node.get("schema", "")), alias(node)) for uid, node in nodes.items() if materialized(node) != "ephemeral"
+        (uid, str(node.get("schema", "")), alias(node))
+        for uid, node in nodes.items()
+        if materialized(node) != "ephemeral"
     )
     found: dict[str, ModelNode] = {}
     for uid, node in nodes.items():

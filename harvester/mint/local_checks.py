@@ -68,15 +68,17 @@ def suite(manifest: dict[str, Any], known_failures: frozenset[str] = frozenset()
             continue
         config = node.get("config") or {}
         limit = config.get("limit")
-        tests.append(DataTest(
-            unique_id=uid,
-            sql=str(node.get("compiled_code") or ""),
-            parents=frozenset((node.get("depends_on") or {}).get("nodes", ())),
-            fail_calc=str(config.get("fail_calc") or "count(*)"),
-            error_if=str(config.get("error_if") or "!= 0"),
-            limit=int(limit) if isinstance(limit, int) else None,
-            counts=str(config.get("severity") or "error").lower() == "error",
-        ))
+        tests.append(
+            DataTest(
+                unique_id=uid,
+                sql=str(node.get("compiled_code") or ""),
+                parents=frozenset((node.get("depends_on") or {}).get("nodes", ())),
+                fail_calc=str(config.get("fail_calc") or "count(*)"),
+                error_if=str(config.get("error_if") or "!= 0"),
+                limit=int(limit) if isinstance(limit, int) else None,
+                counts=str(config.get("severity") or "error").lower() == "error",
+            )
+        )
     unit_tested: set[str] = set()
     unit_tests: list[tuple[str, frozenset[str]]] = []
     for uid, node in sorted((manifest.get("unit_tests") or {}).items()):
@@ -97,8 +99,10 @@ def failing(engine: Engine, tests: tuple[DataTest, ...], rewrite: Callable[[str]
     for test in tests:
         limit = f"limit {test.limit}" if test.limit is not None else ""
         # newlines as in dbt's own wrapper: the compiled SQL may end in a line comment
-        sql = (f"select ({test.fail_calc}) {test.error_if} as should_error\n"
-               f"from (\n{rewrite(test.sql)}\n{limit}\n) dbt_internal_test")
+        sql = (
+            f"select ({test.fail_calc}) {test.error_if} as should_error\n"
+            f"from (\n{rewrite(test.sql)}\n{limit}\n) dbt_internal_test"
+        )
         try:
             row = engine.query_one(sql)
         except ScreenSQLError:

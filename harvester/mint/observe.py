@@ -81,8 +81,9 @@ def signatures(con: duckdb.DuckDBPyConnection, rel: str) -> dict[str, tuple[str,
         return {}
     parts = ", ".join(f"count({_quote(str(d[0]))}), sum(hash({_quote(str(d[0]))}))::HUGEINT" for d in described)
     row = con.execute(f"SELECT {parts} FROM {rel}").fetchone() or ()
-    return {str(d[0]).lower(): (str(d[1]), int(row[2 * i] or 0), int(row[2 * i + 1] or 0))
-            for i, d in enumerate(described)}
+    return {
+        str(d[0]).lower(): (str(d[1]), int(row[2 * i] or 0), int(row[2 * i + 1] or 0)) for i, d in enumerate(described)
+    }
 
 
 def column_names(con: duckdb.DuckDBPyConnection, rel: str) -> frozenset[str]:
@@ -97,12 +98,20 @@ def row_count(con: duckdb.DuckDBPyConnection, rel: str) -> int:
 def moved_columns(con: duckdb.DuckDBPyConnection, record: TableRecord, left: str, right: str) -> tuple[int, ...]:
     """Positions (in gold's column order) of the table's stable columns whose multiset differs."""
     a, b = signatures(con, relation(left, record.name)), signatures(con, relation(right, record.name))
-    return tuple(i for i in record.stable_positions
-                 if a.get(record.columns[i].name.lower()) != b.get(record.columns[i].name.lower()))
+    return tuple(
+        i
+        for i in record.stable_positions
+        if a.get(record.columns[i].name.lower()) != b.get(record.columns[i].name.lower())
+    )
 
 
-def directions(con: duckdb.DuckDBPyConnection, record: TableRecord, positions: tuple[int, ...],
-               gold: str = "gold", variant: str = "variant") -> dict[int, str]:
+def directions(
+    con: duckdb.DuckDBPyConnection,
+    record: TableRecord,
+    positions: tuple[int, ...],
+    gold: str = "gold",
+    variant: str = "variant",
+) -> dict[int, str]:
     """How each column at ``positions`` moved from ``gold`` to ``variant`` (same row count): more or fewer
     empty values first, then a numeric total higher or lower, a boolean true more or less often, else
     'different'; 'missing' where ``variant`` has no such column."""
@@ -123,7 +132,10 @@ def directions(con: duckdb.DuckDBPyConnection, record: TableRecord, positions: t
         sql = "SELECT count(*) - count({c}), {v} FROM {r}"
         try:
             before = con.execute(sql.format(c=name, v=value, r=relation(gold, record.name))).fetchone() or (None, None)
-            after = con.execute(sql.format(c=name, v=value, r=relation(variant, record.name))).fetchone() or (None, None)
+            after = con.execute(sql.format(c=name, v=value, r=relation(variant, record.name))).fetchone() or (
+                None,
+                None,
+            )
         except duckdb.Error:
             out[i] = "different"
             continue
@@ -139,8 +151,9 @@ def directions(con: duckdb.DuckDBPyConnection, record: TableRecord, positions: t
     return out
 
 
-def observe_build(pin: Pin, root_table: str, models: int, gold: Path, variant: Path,
-                  captured: dict[str, tuple[int, str]]) -> Observation:
+def observe_build(
+    pin: Pin, root_table: str, models: int, gold: Path, variant: Path, captured: dict[str, tuple[int, str]]
+) -> Observation:
     """Compare a variant's capture with gold: ``captured`` maps each captured table to (rows, fingerprint).
 
     A table counts as changed when its row count moved or a stable column's values did; a table whose
@@ -224,5 +237,17 @@ def repair_effect(pin: Pin, spec: GradingSpec, gold: Path, broken: Path, repaire
     return RepairEffect(tuple(fixes), tuple(leaves))
 
 
-__all__ = ["DIRECTIONS", "Observation", "RepairEffect", "broken_signature", "captures", "column_names", "directions",
-           "moved_columns", "observe_build", "relation", "repair_effect", "signatures"]
+__all__ = [
+    "DIRECTIONS",
+    "Observation",
+    "RepairEffect",
+    "broken_signature",
+    "captures",
+    "column_names",
+    "directions",
+    "moved_columns",
+    "observe_build",
+    "relation",
+    "repair_effect",
+    "signatures",
+]

@@ -36,18 +36,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dbt_harvest.core import atomic
+from dbt_harvest.core import atomic, home
 from dbt_harvest.core.errors import GoldError, HarvestError, PinError
-from dbt_harvest.core import home
+from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.task_record import TaskRecord, local_tests_bucket
 from dbt_harvest.harvester.mint.candidates import model_file, why_not_mutable
 from dbt_harvest.harvester.mint.executors import run_local, run_ray
 from dbt_harvest.harvester.mint.family_order import planned_orders, shard_key
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob, ShardResult
-from dbt_harvest.core.pin import Pin
-from dbt_harvest.core.task_record import TaskRecord, local_tests_bucket
 from dbt_harvest.harvester.state import load_state
 from dbt_harvest.harvester.workspace import template
+
 
 class MintError(HarvestError):
     """A pin cannot be minted (no split reserved, no built state, …)."""
@@ -68,7 +68,9 @@ class MintOptions:
     incremental: bool = True  # confirm by rebuilding the mutated model's descendants on the pin's state
     only_keys: frozenset[str] | None = None  # try only these candidate keys (augmented pins: the recovered ones)
     only_models: frozenset[str] | None = None  # plan shards only for these models (None: every mutable one)
-    only_ids: frozenset[str] | None = None  # try only candidates whose task would get one of these ids (`--only-locked`)
+    only_ids: frozenset[str] | None = (
+        None  # try only candidates whose task would get one of these ids (`--only-locked`)
+    )
     deadline: float | None = None  # epoch second after which shards stop between candidates (`--budget-s`)
     kinds: tuple[str, ...] = ("repair",)  # which tasks to mint: "repair", "completion" (`--kinds`)
 
@@ -184,8 +186,10 @@ def _split_of(pin: Pin, target: MintTarget) -> tuple[str, str]:
     """The pin's reserved split and split group; refuse a pin that has none."""
     found = target.split_of(pin.id)
     if found is None:
-        raise MintError(f"{pin.id} has no split: reserve splits first (`harvest split assign`) — minting before "
-                        "the reservation would let test repositories leak into training")
+        raise MintError(
+            f"{pin.id} has no split: reserve splits first (`harvest split assign`) — minting before "
+            "the reservation would let test repositories leak into training"
+        )
     return found
 
 
@@ -195,10 +199,12 @@ def _require_current_names(pin: Pin, nodes: dict[str, ModelNode]) -> None:
     expected = {n.table.lower() for n in nodes.values() if n.materialized != "ephemeral"}
     stale = sorted(t.name for t in pin.tables if t.name.lower() not in expected)
     if stale:
-        raise PinError(f"{pin.id}: its table records use names this version no longer captures ({stale[0]}"
-                       f"{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}); "
-                       f"run `harvest add --rebuild {pin.spec}` (for a local copy: `harvest add --rebuild "
-                       f"<path>@{pin.commit[:12]}` with the --origin/--name it was pinned with)")
+        raise PinError(
+            f"{pin.id}: its table records use names this version no longer captures ({stale[0]}"
+            f"{f' and {len(stale) - 1} more' if len(stale) > 1 else ''}); "
+            f"run `harvest add --rebuild {pin.spec}` (for a local copy: `harvest add --rebuild "
+            f"<path>@{pin.commit[:12]}` with the --origin/--name it was pinned with)"
+        )
 
 
 def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
@@ -239,20 +245,38 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
         for uid, key, vouched, finished, kept, done in todo:
             resumed = not shard_finished(pin.id, uid) and bool(vouched)  # a shard a time budget stopped
             before = tuple(sorted((r["key"], bool(r["kept"])) for r in finished if r.get("stage") == "confirm"))
-            jobs.append(ShardJob(
-                pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families,
-                max_per_model=options.max_per_model, already_kept=kept, done_keys=done, seed=options.seed,
-                sandboxed=options.sandboxed, allow_weak=options.allow_weak, writer=options.writer,
-                screen_only=options.screen_only, incremental=options.incremental, family_order=orders.get(uid, ()),
-                only_keys=only_keys, only_ids=options.only_ids,
-                known_signatures=frozenset(index["signatures"]), known_statements=frozenset(index["statements"]),
-                deadline=options.deadline, confirmed_before=before if resumed else (), candidates_key=key,
-            ))
+            jobs.append(
+                ShardJob(
+                    pin_id=pin.id,
+                    model=uid,
+                    split=split,
+                    split_group=group,
+                    families=options.families,
+                    max_per_model=options.max_per_model,
+                    already_kept=kept,
+                    done_keys=done,
+                    seed=options.seed,
+                    sandboxed=options.sandboxed,
+                    allow_weak=options.allow_weak,
+                    writer=options.writer,
+                    screen_only=options.screen_only,
+                    incremental=options.incremental,
+                    family_order=orders.get(uid, ()),
+                    only_keys=only_keys,
+                    only_ids=options.only_ids,
+                    known_signatures=frozenset(index["signatures"]),
+                    known_statements=frozenset(index["statements"]),
+                    deadline=options.deadline,
+                    confirmed_before=before if resumed else (),
+                    candidates_key=key,
+                )
+            )
     return jobs
 
 
-def _completion_key(pin: Pin, uid: str, nodes: dict[str, ModelNode], manifest: dict, tree: Path,
-                    options: MintOptions) -> tuple[str, str] | None:
+def _completion_key(
+    pin: Pin, uid: str, nodes: dict[str, ModelNode], manifest: dict, tree: Path, options: MintOptions
+) -> tuple[str, str] | None:
     """(digest of what a completion shard of ``uid`` reads, the id its task would get), or None when the model
     has no completion shard: an augmented pin's (its models' contracts are the base pin's), or a model that
     cannot be mutated (a package's, an ephemeral one). The digest covers the model's file, its manifest
@@ -270,17 +294,25 @@ def _completion_key(pin: Pin, uid: str, nodes: dict[str, ModelNode], manifest: d
     if pin.recovers or why_not_mutable(node, pin) or file is None or not (tree / file).is_file():
         return None
     original = (tree / file).read_text(encoding="utf-8")
-    prospective = task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None))
+    prospective = task_id(
+        pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None)
+    )
     if options.only_ids is not None and prospective not in options.only_ids:
         return None
     contract = contract_of(manifest, nodes, uid, file, pin.known_failing_tests)
-    digest = hashlib.sha256(json.dumps([GENERATOR_VERSION, file, original, repr(node), repr(contract), options.families,
-                                        options.seed], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps(
+            [GENERATOR_VERSION, file, original, repr(node), repr(contract), options.families, options.seed],
+            sort_keys=True,
+            default=str,
+        ).encode()
+    ).hexdigest()[:16]
     return digest, prospective
 
 
-def _completion_jobs(pin: Pin, nodes: dict[str, ModelNode], manifest: dict, tree: Path, options: MintOptions,
-                     split: str, group: str) -> list[ShardJob]:
+def _completion_jobs(
+    pin: Pin, nodes: dict[str, ModelNode], manifest: dict, tree: Path, options: MintOptions, split: str, group: str
+) -> list[ShardJob]:
     """One completion shard per mutable model whose shard did not finish on the same inputs."""
     jobs: list[ShardJob] = []
     for uid in sorted(nodes):
@@ -291,14 +323,32 @@ def _completion_jobs(pin: Pin, nodes: dict[str, ModelNode], manifest: dict, tree
             continue
         name = f"{uid}.completion"
         vouched = completed_keys(pin.id, name)
-        if shard_finished(pin.id, name) and _key_matches(pin.id, name, found[0]) and _markers_read(pin.id, name, vouched):
+        if (
+            shard_finished(pin.id, name)
+            and _key_matches(pin.id, name, found[0])
+            and _markers_read(pin.id, name, vouched)
+        ):
             continue
-        jobs.append(ShardJob(
-            pin_id=pin.id, model=uid, split=split, split_group=group, families=options.families, max_per_model=1,
-            already_kept=0, done_keys=frozenset(), seed=options.seed, sandboxed=options.sandboxed,
-            allow_weak=options.allow_weak, writer=options.writer, incremental=options.incremental,
-            deadline=options.deadline, candidates_key=found[0], kind="completion",
-        ))
+        jobs.append(
+            ShardJob(
+                pin_id=pin.id,
+                model=uid,
+                split=split,
+                split_group=group,
+                families=options.families,
+                max_per_model=1,
+                already_kept=0,
+                done_keys=frozenset(),
+                seed=options.seed,
+                sandboxed=options.sandboxed,
+                allow_weak=options.allow_weak,
+                writer=options.writer,
+                incremental=options.incremental,
+                deadline=options.deadline,
+                candidates_key=found[0],
+                kind="completion",
+            )
+        )
     return jobs
 
 
@@ -368,9 +418,13 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
         if "completion" in options.kinds and not pin.recovers and not pin.is_history:
             from dbt_harvest.harvester.mint.shard import PAIRS_SHARD
 
-            left.extend((pin.id, f"{uid}.completion") for uid, node in sorted(nodes.items())
-                        if not why_not_mutable(node, pin) and not shard_finished(pin.id, f"{uid}.completion")
-                        and (options.only_models is None or uid in options.only_models))
+            left.extend(
+                (pin.id, f"{uid}.completion")
+                for uid, node in sorted(nodes.items())
+                if not why_not_mutable(node, pin)
+                and not shard_finished(pin.id, f"{uid}.completion")
+                and (options.only_models is None or uid in options.only_models)
+            )
             if not shard_finished(pin.id, PAIRS_SHARD):
                 left.append((pin.id, PAIRS_SHARD))
         if "repair" not in options.kinds:
@@ -396,8 +450,9 @@ def _kept(pin_id: str, key: str) -> bool:
         return False
 
 
-def in_plan_order(jobs: Sequence[ShardJob], results: Iterable[tuple[ShardJob, ShardResult]]
-                  ) -> Iterator[tuple[ShardJob, ShardResult]]:
+def in_plan_order(
+    jobs: Sequence[ShardJob], results: Iterable[tuple[ShardJob, ShardResult]]
+) -> Iterator[tuple[ShardJob, ShardResult]]:
     """``results`` (in any order: a pool or Ray yields them as shards finish) re-ordered so that each pin's
     results come in the order of ``jobs``; a result waits until every earlier job of its pin has come.
     Duplicates are decided per pin against an index that grows as results are applied, so this order is
@@ -414,10 +469,14 @@ def in_plan_order(jobs: Sequence[ShardJob], results: Iterable[tuple[ShardJob, Sh
             yield held.pop(queue.popleft())
 
 
-def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
-         on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
-         jobs: Sequence[ShardJob] | None = None,
-         on_round: Callable[[int], None] | None = None) -> list[CandidateReport]:
+def mint(
+    pins: Sequence[Pin],
+    options: MintOptions,
+    target: MintTarget,
+    on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
+    jobs: Sequence[ShardJob] | None = None,
+    on_round: Callable[[int], None] | None = None,
+) -> list[CandidateReport]:
     """Mint every pin; returns the reports written by this run. ``jobs``: the caller's :func:`plan` of
     the same pins and options (planned here when not given).
 
@@ -450,8 +509,11 @@ def mint(pins: Sequence[Pin], options: MintOptions, target: MintTarget,
         if stopped:
             break
         again = [pin for pin in pins if pin.id in dropped]  # only there can a finished shard be under the cap
-        jobs = [job for job in (plan(again, options, target) if again else [])
-                if (job.pin_id, job.shard_name, job.done_keys) not in ran]
+        jobs = [
+            job
+            for job in (plan(again, options, target) if again else [])
+            if (job.pin_id, job.shard_name, job.done_keys) not in ran
+        ]
         if jobs and on_round:
             on_round(len(jobs))
     return written
@@ -470,13 +532,28 @@ def _pairs_job(pin: Pin, options: MintOptions, target: MintTarget) -> ShardJob |
     if options.only_ids is not None:
         kept = [t for t in kept if t.instance_id in options.only_ids]
     key = pairs_key(kept)
-    if shard_finished(pin.id, PAIRS_SHARD) and _key_matches(pin.id, PAIRS_SHARD, key) and \
-            _markers_read(pin.id, PAIRS_SHARD, completed_keys(pin.id, PAIRS_SHARD)):
+    if (
+        shard_finished(pin.id, PAIRS_SHARD)
+        and _key_matches(pin.id, PAIRS_SHARD, key)
+        and _markers_read(pin.id, PAIRS_SHARD, completed_keys(pin.id, PAIRS_SHARD))
+    ):
         return None
-    return ShardJob(pin_id=pin.id, model="", split=split, split_group=group, families=options.families, max_per_model=1,
-                    already_kept=0, done_keys=frozenset(), seed=options.seed, sandboxed=options.sandboxed,
-                    deadline=options.deadline, candidates_key=key, kind="completion-pairs",
-                    records=tuple(t.to_json() for t in kept))
+    return ShardJob(
+        pin_id=pin.id,
+        model="",
+        split=split,
+        split_group=group,
+        families=options.families,
+        max_per_model=1,
+        already_kept=0,
+        done_keys=frozenset(),
+        seed=options.seed,
+        sandboxed=options.sandboxed,
+        deadline=options.deadline,
+        candidates_key=key,
+        kind="completion-pairs",
+        records=tuple(t.to_json() for t in kept),
+    )
 
 
 def plan_pairs(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[ShardJob]:
@@ -484,9 +561,12 @@ def plan_pairs(pins: Sequence[Pin], options: MintOptions, target: MintTarget) ->
     return [job for pin in pins if (job := _pairs_job(pin, options, target)) is not None]
 
 
-def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarget,
-               on_result: Callable[[ShardJob, list[CandidateReport]], None] | None
-               ) -> tuple[list[CandidateReport], bool, set[str]]:
+def _run_round(
+    jobs: Sequence[ShardJob],
+    options: MintOptions,
+    target: MintTarget,
+    on_result: Callable[[ShardJob, list[CandidateReport]], None] | None,
+) -> tuple[list[CandidateReport], bool, set[str]]:
     """Run ``jobs`` and apply their results in plan order: the reports written, whether any shard was
     stopped by the time budget, and the pins where the duplicate check dropped a kept task."""
     runner = run_ray(jobs, options.address) if options.executor == "ray" else run_local(jobs, options.jobs)
@@ -502,8 +582,9 @@ def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarge
         for record in tasks:
             target.store(record)
         for report in reports:  # the report after its task: a report means its task is already stored
-            atomic.write_text(reports_dir(report.pin) / f"{report.key}.json",
-                              json.dumps(report.to_dict(), sort_keys=True))
+            atomic.write_text(
+                reports_dir(report.pin) / f"{report.key}.json", json.dumps(report.to_dict(), sort_keys=True)
+            )
             written.append(report)
         keys = sorted(job.done_keys | {r.key for r in result.reports})
         if result.stopped:  # the budget ran out: vouch for what it decided; the shard is not finished
@@ -516,12 +597,20 @@ def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarge
             continue
         pending_file = _pending_path(job.pin_id, job.shard_name)
         if result.pending:
-            atomic.write_text(pending_file, json.dumps(
-                [{"key": k, "operator": op, "family": fam} for k, op, fam in result.pending], sort_keys=True))
+            atomic.write_text(
+                pending_file,
+                json.dumps(
+                    [{"key": k, "operator": op, "family": fam} for k, op, fam in result.pending], sort_keys=True
+                ),
+            )
         else:
             pending_file.unlink(missing_ok=True)
-        atomic.write_text(_dead_path(job.pin_id, job.shard_name), json.dumps(
-            [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True))
+        atomic.write_text(
+            _dead_path(job.pin_id, job.shard_name),
+            json.dumps(
+                [{"operator": d.operator, "family": d.family, "why": d.why} for d in result.dead], sort_keys=True
+            ),
+        )
         atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
         if job.candidates_key:
             atomic.write_text(_key_path(job.pin_id, job.shard_name), job.candidates_key)
@@ -534,7 +623,9 @@ def _run_round(jobs: Sequence[ShardJob], options: MintOptions, target: MintTarge
     return written, stopped, dropped
 
 
-def distinct_bugs(result: ShardResult, index: dict[str, dict[str, str]]) -> tuple[list[CandidateReport], list[TaskRecord]]:
+def distinct_bugs(
+    result: ShardResult, index: dict[str, dict[str, str]]
+) -> tuple[list[CandidateReport], list[TaskRecord]]:
     """The shard's reports and tasks with duplicates of the pin's kept tasks dropped; ``index`` grows.
 
     A kept task whose broken-output signature or statement digest the index maps to another task is
@@ -558,8 +649,15 @@ def distinct_bugs(result: ShardResult, index: dict[str, dict[str, str]]) -> tupl
             if other and other != report.task_id:
                 reason = "duplicate_statement"
         if reason:
-            reports.append(_replace(report, kept=False, reason=reason, task_id="",
-                                    detail=f"the same {'broken outputs' if reason == 'duplicate' else 'statement'} as {other}"))
+            reports.append(
+                _replace(
+                    report,
+                    kept=False,
+                    reason=reason,
+                    task_id="",
+                    detail=f"the same {'broken outputs' if reason == 'duplicate' else 'statement'} as {other}",
+                )
+            )
             continue
         if report.signature:
             index["signatures"][report.signature] = report.task_id
@@ -589,9 +687,18 @@ def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
     per_pin: dict[str, int] = {}
     per_repo: dict[str, int] = {}
     silent = loud = 0
-    quality = {"kept": 0, "informative_wrong_repair": 0, "weak": 0, "claims_checked": 0, "statement_false": 0,
-               "duplicates_dropped": 0, "duplicate_statements_dropped": 0, "local_tests_zero": 0,
-               "dead_sites": 0, "local_tests": {}}
+    quality = {
+        "kept": 0,
+        "informative_wrong_repair": 0,
+        "weak": 0,
+        "claims_checked": 0,
+        "statement_false": 0,
+        "duplicates_dropped": 0,
+        "duplicate_statements_dropped": 0,
+        "local_tests_zero": 0,
+        "dead_sites": 0,
+        "local_tests": {},
+    }
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
             if not _of_kind(r, kind):
@@ -628,23 +735,38 @@ def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
                 if r.get("local_tests") is not None:
                     bucket = local_tests_bucket(int(r["local_tests"]))
                     quality["local_tests"][bucket] = quality["local_tests"].get(bucket, 0) + 1
-        for r in (pending(pin_id) if kind != "completion" else ()):
+        for r in pending(pin_id) if kind != "completion" else ():
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())
                 row["candidates"] += 1
                 row["survived_screen"] += 1
                 row["not_confirmed_cap"] += 1
-        for r in (dead_sites(pin_id) if kind != "completion" else ()):
+        for r in dead_sites(pin_id) if kind != "completion" else ():
             quality["dead_sites"] += 1
             for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
                 row = table.setdefault(key, _row())
                 row["dead_sites"][r.get("why", "?")] = row["dead_sites"].get(r.get("why", "?"), 0) + 1
     kept = quality["kept"]
     quality["informative_rate"] = round(quality["informative_wrong_repair"] / kept, 4) if kept else None
-    return {"operators": per_op, "families": per_family, "tasks_per_model": per_model, "tasks_per_pin": per_pin,
-            "tasks_per_repository": per_repo, "silent": silent, "loud": loud, "quality": quality}
+    return {
+        "operators": per_op,
+        "families": per_family,
+        "tasks_per_model": per_model,
+        "tasks_per_pin": per_pin,
+        "tasks_per_repository": per_repo,
+        "silent": silent,
+        "loud": loud,
+        "quality": quality,
+    }
 
 
 def _row() -> dict:
-    return {"candidates": 0, "dead_sites": {}, "screened_out": {}, "confirm_rejected": {}, "survived_screen": 0,
-            "kept": 0, "not_confirmed_cap": 0}
+    return {
+        "candidates": 0,
+        "dead_sites": {},
+        "screened_out": {},
+        "confirm_rejected": {},
+        "survived_screen": 0,
+        "kept": 0,
+        "not_confirmed_cap": 0,
+    }

@@ -22,19 +22,30 @@ from dbt_harvest.core.scorer.source import Source
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.harvester.mint.candidates import Candidate
 from dbt_harvest.harvester.mint.checks import (  # noqa: F401  (re-exported: older imports read them from here)
-    CATASTROPHIC_MIN_TABLES, CATASTROPHIC_ROW_FACTOR, CATASTROPHIC_TABLE_FRACTION, MAX_GRADED, Check, Rejected,
-    check_catastrophic, check_changed, check_effect, check_gradable, check_observation, choose_grading, require,
+    CATASTROPHIC_MIN_TABLES,
+    CATASTROPHIC_ROW_FACTOR,
+    CATASTROPHIC_TABLE_FRACTION,
+    MAX_GRADED,
+    Check,
+    Rejected,
+    check_catastrophic,
+    check_changed,
+    check_effect,
+    check_gradable,
+    check_observation,
+    choose_grading,
+    require,
 )
 from dbt_harvest.harvester.mint.confirm import MAX_WRONG_TRIES
-
-#: Wrong repairs re-run per candidate in screening (cheap); confirmation builds at most MAX_WRONG_TRIES.
-MAX_WRONG_SCREENED = 8
 from dbt_harvest.harvester.mint.engine import MUT, Engine, ScreenSQLError
 from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
 from dbt_harvest.harvester.mint.local_checks import Suite, failing
 from dbt_harvest.harvester.mint.observe import Observation
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
 from dbt_harvest.mutators import difference, transplant
+
+#: Wrong repairs re-run per candidate in screening (cheap); confirmation builds at most MAX_WRONG_TRIES.
+MAX_WRONG_SCREENED = 8
 
 
 @dataclass(frozen=True)
@@ -121,17 +132,21 @@ def observe(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candida
             changed[node.table] = (gold_rows, rows)
         elif fingerprint != record.fingerprint:
             stable = set(record.stable_positions)
-            moved = tuple(i for i in _differing(column_signatures(engine, _base_relation(node)),
-                                                 column_signatures(engine, _mut_relation(node))) if i in stable)
+            moved = tuple(
+                i
+                for i in _differing(
+                    column_signatures(engine, _base_relation(node)), column_signatures(engine, _mut_relation(node))
+                )
+                if i in stable
+            )
             if moved or rows != gold_rows:  # only unstable columns moved: nothing gradable changed
                 changed[node.table] = (gold_rows, rows)
                 differing[node.table] = moved
     return Observation(changed, differing, nodes[cand.model].table, root_rows, len(nodes))
 
 
-
-
 # --- the screening rules, in order ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ScreenTrial:
@@ -193,8 +208,9 @@ def wrong_repairs_can_qualify(t: ScreenTrial) -> ScreenTrial:
     """At least one wrong repair may qualify; the order confirmation tries them in."""
     assert t.spec is not None and t.broken_export is not None
     try:
-        order, why_not = predict_wrong_repairs(t.engine, t.pin, t.nodes, t.cand, t.spec, t.gold, t.tests,
-                                               t.broken_export)
+        order, why_not = predict_wrong_repairs(
+            t.engine, t.pin, t.nodes, t.cand, t.spec, t.gold, t.tests, t.broken_export
+        )
     except ScreenSQLError as exc:  # a dbt test's SQL failing on the pin's own tables: leave it to dbt
         order, why_not = tuple(range(min(MAX_WRONG_TRIES, len(t.cand.mutation.wrong_repairs)))), str(exc)
     if not order:
@@ -204,7 +220,12 @@ def wrong_repairs_can_qualify(t: ScreenTrial) -> ScreenTrial:
 
 #: Screening, in order. Each rule takes the trial and returns it, or raises Rejected(reason, detail).
 SCREEN_RULES: tuple[Callable[[ScreenTrial], ScreenTrial], ...] = (
-    transplanted, observed, observation_holds, graded, visible, wrong_repairs_can_qualify,
+    transplanted,
+    observed,
+    observation_holds,
+    graded,
+    visible,
+    wrong_repairs_can_qualify,
 )
 
 
@@ -228,8 +249,14 @@ def _official_sees(engine: Engine, spec: GradingSpec, nodes: dict[str, ModelNode
 
 
 def predict_wrong_repairs(
-    engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, spec: GradingSpec, gold: Source,
-    tests: Suite | None, broken: Path | None = None,
+    engine: Engine,
+    pin: Pin,
+    nodes: dict[str, ModelNode],
+    cand: Candidate,
+    spec: GradingSpec,
+    gold: Source,
+    tests: Suite | None,
+    broken: Path | None = None,
 ) -> tuple[tuple[int, ...], str]:
     """The wrong repairs worth a dbt build, most promising first, and why the others are not.
 
@@ -269,15 +296,16 @@ def predict_wrong_repairs(
             pred.unlink(missing_ok=True)
         if selected is None:
             unknown.append(index)
-        elif failing(engine, selected, lambda sql: _rewrite(sql, replaced)) <= base_failed:
+        elif failing(engine, selected, lambda sql, replaced=replaced: _rewrite(sql, replaced)) <= base_failed:
             good.append(index)
         else:
             last = f"wrong repair {index} fails dbt tests"
     return tuple(good + unknown), last
 
 
-def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path,
-           tests: Suite | None = None) -> ScreenOutcome:
+def screen(
+    engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidate, gold: Path, tests: Suite | None = None
+) -> ScreenOutcome:
     """Run every screening rule on one candidate (``SCREEN_RULES``); the engine is reset afterwards."""
     started = time.perf_counter()
     trial = ScreenTrial(engine, pin, nodes, cand, engine.gold_reader(gold), tests)
@@ -285,12 +313,27 @@ def screen(engine: Engine, pin: Pin, nodes: dict[str, ModelNode], cand: Candidat
         for rule in SCREEN_RULES:
             trial = rule(trial)
     except Rejected as rejected:
-        outcome = ScreenOutcome(cand.key, False, rejected.reason, rejected.detail, grading=trial.spec,
-                                observation=trial.observation, seconds=time.perf_counter() - started)
+        outcome = ScreenOutcome(
+            cand.key,
+            False,
+            rejected.reason,
+            rejected.detail,
+            grading=trial.spec,
+            observation=trial.observation,
+            seconds=time.perf_counter() - started,
+        )
     else:
-        outcome = ScreenOutcome(cand.key, True, "", "", grading=trial.spec, observation=trial.observation,
-                                seconds=time.perf_counter() - started, compiled_sql=trial.mutated_sql,
-                                wrong_order=trial.wrong_order)
+        outcome = ScreenOutcome(
+            cand.key,
+            True,
+            "",
+            "",
+            grading=trial.spec,
+            observation=trial.observation,
+            seconds=time.perf_counter() - started,
+            compiled_sql=trial.mutated_sql,
+            wrong_order=trial.wrong_order,
+        )
     finally:
         if trial.broken_export is not None:
             trial.broken_export.unlink(missing_ok=True)

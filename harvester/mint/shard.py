@@ -12,13 +12,16 @@ import multiprocessing.util
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from itertools import zip_longest
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.core.home import harvest_home, pins_dir
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.core.pin import Pin, pin_path, read_pin
+from dbt_harvest.core.task_record import TaskRecord, task_id
+from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_candidates, model_file, why_not_mutable
 from dbt_harvest.harvester.mint.confirm import MAX_WRONG_TRIES, BuildContext, Seen, confirm, statement_digest
 from dbt_harvest.harvester.mint.domain import gold_values
@@ -27,11 +30,8 @@ from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.local_checks import suite
 from dbt_harvest.harvester.mint.screen import screen
 from dbt_harvest.harvester.mint.variants import VariantBuilder
-from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
 from dbt_harvest.harvester.state import load_state
-from dbt_harvest.core.patching import make_patch
-from dbt_harvest.core.task_record import TaskRecord, task_id
 from dbt_harvest.harvester.workspace import template
 
 
@@ -140,8 +140,9 @@ class ShardResult:
 
 def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, **kw: Any) -> CandidateReport:
     m = cand.mutation
-    return CandidateReport(cand.key, cand.pin, cand.model, cand.file, m.operator, m.family, m.effect,
-                           stage, kept, reason, detail, **kw)
+    return CandidateReport(
+        cand.key, cand.pin, cand.model, cand.file, m.operator, m.family, m.effect, stage, kept, reason, detail, **kw
+    )
 
 
 Survivor = tuple[Candidate, Any, str, dict[str, float]]
@@ -207,7 +208,9 @@ def _slug(pin: Pin) -> str:
 def prospective_id(pin: Pin, cand: Candidate) -> str:
     """The instance id the candidate's task gets if it is kept (``task_id`` over the broken patch that
     confirmation records), known before anything is built."""
-    return task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, make_patch(cand.file, cand.original, cand.broken))
+    return task_id(
+        _slug(pin), pin.commit, cand.mutation.operator, cand.file, make_patch(cand.file, cand.original, cand.broken)
+    )
 
 
 def _past(deadline: float | None) -> bool:
@@ -250,7 +253,9 @@ def run_shard(job: ShardJob) -> ShardResult:
     gold = gold_path(pin.gold_sha256)
     tree = template(pin)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
-    scratch = Path(tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None))
+    scratch = Path(
+        tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None)
+    )
     engine = Engine(state.database, catalog, scratch / "engine")
     tests = suite(state.manifest, pin.known_failing_tests)
     reports: list[CandidateReport] = []
@@ -301,8 +306,9 @@ def run_shard(job: ShardJob) -> ShardResult:
                 continue
             survivors.append((cand, outcome, "", timings))
         confirmed_keys: set[str] = set()
-        for cand, outcome, statement, timings in (() if stopped else
-                                                   confirmation_order(survivors, job.family_order, kept_families)):
+        for cand, outcome, _statement, timings in (
+            () if stopped else confirmation_order(survivors, job.family_order, kept_families)
+        ):
             if kept >= job.max_per_model:
                 break
             confirmed_keys.add(cand.key)
@@ -316,13 +322,29 @@ def run_shard(job: ShardJob) -> ShardResult:
                 break
             if builder is None and job.incremental:
                 builder = warm_builder(pin, job, state.database, limits)
-            ctx = BuildContext(pin, gold, scratch / cand.key, job.sandboxed, limits,
-                               base_db=state.database if job.incremental else None, select=(f"{node.name}+",),
-                               builder=builder)
+            ctx = BuildContext(
+                pin,
+                gold,
+                scratch / cand.key,
+                job.sandboxed,
+                limits,
+                base_db=state.database if job.incremental else None,
+                select=(f"{node.name}+",),
+                builder=builder,
+            )
             started = time.perf_counter()
-            confirmed = confirm(ctx, cand, outcome.grading, allow_weak=job.allow_weak, wrong_order=outcome.wrong_order,
-                                nodes=nodes, tests=tests, writer=job.writer, seen=seen,
-                                wrong_tries=UNRANKED_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES)
+            confirmed = confirm(
+                ctx,
+                cand,
+                outcome.grading,
+                allow_weak=job.allow_weak,
+                wrong_order=outcome.wrong_order,
+                nodes=nodes,
+                tests=tests,
+                writer=job.writer,
+                seen=seen,
+                wrong_tries=UNRANKED_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES,
+            )
             timings.update({k: round(v, 3) for k, v in confirmed.timings})
             timings["confirm"] = round(time.perf_counter() - started, 3)
             if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
@@ -330,25 +352,55 @@ def run_shard(job: ShardJob) -> ShardResult:
                 continue
             record = TaskRecord(
                 instance_id=task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
-                pin=pin.id, repo=pin.repo, base_commit=pin.commit, project_dir=pin.project_dir,
-                split=job.split, split_group=job.split_group, family=cand.mutation.family,
-                operator=cand.mutation.operator, effect=confirmed.effect, file=cand.file,
-                broken_patch=confirmed.broken_patch, fix_patch=confirmed.fix_patch,
-                wrong_repair_patches=confirmed.wrong_patches, grading=confirmed.grading,
-                problem_statement=confirmed.statement, local_checks=confirmed.local_checks, gold_sha256=pin.gold_sha256,
-                license=pin.license, versions=dict(pin.versions), weak=confirmed.weak,
-                wrong_repair_notes=confirmed.wrong_notes, claims=confirmed.claims, database=pin.database,
-                broken_signature=confirmed.signature, **origin,
+                pin=pin.id,
+                repo=pin.repo,
+                base_commit=pin.commit,
+                project_dir=pin.project_dir,
+                split=job.split,
+                split_group=job.split_group,
+                family=cand.mutation.family,
+                operator=cand.mutation.operator,
+                effect=confirmed.effect,
+                file=cand.file,
+                broken_patch=confirmed.broken_patch,
+                fix_patch=confirmed.fix_patch,
+                wrong_repair_patches=confirmed.wrong_patches,
+                grading=confirmed.grading,
+                problem_statement=confirmed.statement,
+                local_checks=confirmed.local_checks,
+                gold_sha256=pin.gold_sha256,
+                license=pin.license,
+                versions=dict(pin.versions),
+                weak=confirmed.weak,
+                wrong_repair_notes=confirmed.wrong_notes,
+                claims=confirmed.claims,
+                database=pin.database,
+                broken_signature=confirmed.signature,
+                **origin,
             )
             tasks.append(record)
             kept += 1
             kept_families.add(cand.mutation.family)
-            seen = Seen(seen.signatures | {confirmed.signature}, seen.statements | {statement_digest(confirmed.statement)})
-            reports.append(_report(cand, "confirm", True, "", "", task_id=record.instance_id,
-                                   silent=confirmed.local_checks.silent, timings=timings,
-                                   local_tests=record.local_tests, claims_checked=len(record.claims),
-                                   informative=bool(record.wrong_repair_patches), signature=confirmed.signature,
-                                   statement_digest=statement_digest(confirmed.statement)))
+            seen = Seen(
+                seen.signatures | {confirmed.signature}, seen.statements | {statement_digest(confirmed.statement)}
+            )
+            reports.append(
+                _report(
+                    cand,
+                    "confirm",
+                    True,
+                    "",
+                    "",
+                    task_id=record.instance_id,
+                    silent=confirmed.local_checks.silent,
+                    timings=timings,
+                    local_tests=record.local_tests,
+                    claims_checked=len(record.claims),
+                    informative=bool(record.wrong_repair_patches),
+                    signature=confirmed.signature,
+                    statement_digest=statement_digest(confirmed.statement),
+                )
+            )
     finally:
         if builder is not None:
             builder.forget()
@@ -356,5 +408,7 @@ def run_shard(job: ShardJob) -> ShardResult:
         safe_fs.rmtree(scratch)
     if stopped:
         return ShardResult(tuple(reports), tuple(tasks), (), tuple(dead), stopped=True)
-    pending = tuple((c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys)
+    pending = tuple(
+        (c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys
+    )
     return ShardResult(tuple(reports), tuple(tasks), pending, tuple(dead))

@@ -118,7 +118,15 @@ def template_statement(symptoms: list[Symptom], closing: str = CLOSING) -> str:
 def _templates() -> tuple[str, ...]:
     from dbt_harvest.harvester.mint.contract import templates as completion_templates
 
-    return (*OPENINGS.values(), *ROWS.values(), *COLUMNS.values(), COLUMNS_OF, FALLBACK, *CLOSINGS, *completion_templates())
+    return (
+        *OPENINGS.values(),
+        *ROWS.values(),
+        *COLUMNS.values(),
+        COLUMNS_OF,
+        FALLBACK,
+        *CLOSINGS,
+        *completion_templates(),
+    )
 
 
 @lru_cache(maxsize=1)
@@ -155,22 +163,31 @@ def leaks(statement: str, forbidden_spans: list[str], documented: str = "") -> l
     return found
 
 
-def writer_statement(url: str, symptoms: list[Symptom], model: str = "default", timeout: float = 60.0,
-                     closing: str = CLOSING) -> str:
+def writer_statement(
+    url: str, symptoms: list[Symptom], model: str = "default", timeout: float = 60.0, closing: str = CLOSING
+) -> str:
     """Ask an OpenAI-compatible endpoint (through the openai SDK, at ``url``) to rewrite the template in
     plain business words. Raises OSError when the endpoint cannot be reached or refuses, ValueError when
     its answer holds no text (statement_for then keeps the template)."""
     import openai
 
     draft = template_statement(symptoms, closing)
-    client = openai.OpenAI(base_url=url.rstrip("/"), api_key=os.environ.get("OPENAI_API_KEY") or "no-key",
-                           timeout=timeout, max_retries=2)
+    client = openai.OpenAI(
+        base_url=url.rstrip("/"), api_key=os.environ.get("OPENAI_API_KEY") or "no-key", timeout=timeout, max_retries=2
+    )
     try:
-        answer = client.chat.completions.create(model=model, temperature=0, messages=[
-            {"role": "system", "content": "Rewrite this bug report as a data consumer would write it. Do not "
-             "mention SQL, code, numbers, or how to fix it. Keep table and column names in backticks."},
-            {"role": "user", "content": draft},
-        ])
+        answer = client.chat.completions.create(
+            model=model,
+            temperature=0,
+            messages=[
+                {
+                    "role": "system",
+                    "content": "Rewrite this bug report as a data consumer would write it. Do not "
+                    "mention SQL, code, numbers, or how to fix it. Keep table and column names in backticks.",
+                },
+                {"role": "user", "content": draft},
+            ],
+        )
     except openai.APIError as exc:
         raise OSError(f"statement writer at {url}: {exc}") from None
     try:
@@ -186,8 +203,9 @@ def _documented(symptoms: list[Symptom]) -> str:
     return " ".join([s.description for s in symptoms] + [c[1] for s in symptoms for c in s.columns])
 
 
-def statement_for(symptoms: list[Symptom], forbidden_spans: list[str], writer: str | None = None,
-                  closing: str = CLOSING) -> str:
+def statement_for(
+    symptoms: list[Symptom], forbidden_spans: list[str], writer: str | None = None, closing: str = CLOSING
+) -> str:
     """The writer's statement when it exists and does not leak, else the template (which must not leak);
     ``closing``: the template's last sentences (:func:`template_statement`)."""
     if writer:

@@ -24,10 +24,10 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from dbt_harvest.harvester.build import BuildResult, interpret
-from dbt_harvest.harvester.discovery import discover
 from dbt_harvest.core.errors import BuildError
 from dbt_harvest.core.pin import Pin
+from dbt_harvest.harvester.build import BuildResult, interpret
+from dbt_harvest.harvester.discovery import discover
 from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, RestoreDbStep, WriteStep, safe_fs, write_profile
 from dbt_harvest.harvester.sandbox.session import SandboxSession
 from dbt_harvest.harvester.workspace import fresh_workspace, template
@@ -51,8 +51,14 @@ class VariantBuilder:
         shutil.copyfile(base_db, self.workspace / BASE_DB)
         (self.workspace / OUT_DIR).mkdir()
         profile = discover(self.workspace, pin.project_dir).profile
-        write_profile(self.workspace, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file,
-                      exclude_tests=pin.excluded_tests)
+        write_profile(
+            self.workspace,
+            pin.project_dir,
+            profile,
+            pin.profile_schema,
+            db_file=pin.db_file,
+            exclude_tests=pin.excluded_tests,
+        )
         self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
         self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}
         self._outs: list[str] = []  # captures the child wrote in the workspace (their host copies are in the memo)
@@ -60,7 +66,11 @@ class VariantBuilder:
         self.builds = 0
         self.reused = 0
         self.session = SandboxSession(
-            self.workspace, pin.project_dir, clock=pin.clock, sandboxed=sandboxed, limits=limits,
+            self.workspace,
+            pin.project_dir,
+            clock=pin.clock,
+            sandboxed=sandboxed,
+            limits=limits,
             log_path=scratch / "variants.log",
         )
 

@@ -20,6 +20,7 @@ from typing import Any
 import pygit2
 
 from dbt_harvest.core.errors import FetchError, PackageError
+from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.harvester.gitstore import GitStore, normalize_url
 from dbt_harvest.harvester.packages.sources import Locator, PackageMirror, is_local_location, mirror_name
 from dbt_harvest.harvester.packages.specs import (
@@ -35,7 +36,6 @@ from dbt_harvest.harvester.packages.specs import (
     read_lock,
 )
 from dbt_harvest.harvester.packages.versions import VersionRequest, choose_version, tag_versions
-from dbt_harvest.core.pin import PackageRecord
 
 ROOT_REQUESTER = "the root project"
 LOCK_REQUESTER = "package-lock.yml"
@@ -91,7 +91,7 @@ def git_source(url: str, subdir: str) -> str:
 
 def split_git_source(source: str) -> tuple[str, str]:
     """(url, subdirectory) of a ``git:`` source."""
-    body = source[len("git:"):]
+    body = source[len("git:") :]
     url, _, subdir = body.partition(SUBDIR_MARK)
     return url, subdir
 
@@ -142,10 +142,15 @@ class _Resolver:
                 record = resolution.record
                 resolution = _Resolution(
                     record=PackageRecord(
-                        name=record.name, source=record.source, requested=_requested([original]),
-                        version=record.version, commit=record.commit, url=record.url,
+                        name=record.name,
+                        source=record.source,
+                        requested=_requested([original]),
+                        version=record.version,
+                        commit=record.commit,
+                        url=record.url,
                     ),
-                    repo_location=resolution.repo_location, subdir=resolution.subdir,
+                    repo_location=resolution.repo_location,
+                    subdir=resolution.subdir,
                     local_path=resolution.local_path,
                 )
             resolutions.append(resolution)
@@ -180,7 +185,7 @@ class _Resolver:
             return self._resolve_hub(spec.package, requests)
         if isinstance(spec, GitSpec):
             return self._resolve_git(spec, requests)
-        return self._resolve_local(Path(key[len("local:"):]), requests)
+        return self._resolve_local(Path(key[len("local:") :]), requests)
 
     def _resolve_hub(self, hub_id: str, requests: list[_Request]) -> _Resolution:
         location = self.locator.hub(hub_id)
@@ -192,14 +197,20 @@ class _Resolver:
             for r in requests
         ]
         version = choose_version(
-            hub_id, asks, sorted(versions),
+            hub_id,
+            asks,
+            sorted(versions),
             compatible=lambda v: self._dbt_compatible(repo, versions[v][1]),
         )
         commit = versions[version][1]
         name = self._project_name(repo, location, commit, "", hub_id)
         record = PackageRecord(
-            name=name, source=f"hub:{hub_id}", requested=_requested([r.spec for r in requests]),
-            version=version, commit=commit, url=public,
+            name=name,
+            source=f"hub:{hub_id}",
+            requested=_requested([r.spec for r in requests]),
+            version=version,
+            commit=commit,
+            url=public,
         )
         return _Resolution(record=record, repo_location=location)
 
@@ -219,7 +230,12 @@ class _Resolver:
             raise PackageError(f"cannot resolve git package {spec.git} at {revision!r}: {exc}") from None
         name = self._project_name(repo, location, commit, spec.subdirectory, spec.git)
         record = PackageRecord(
-            name=name, source=source, requested=revision, version="", commit=commit, url=public,
+            name=name,
+            source=source,
+            requested=revision,
+            version="",
+            commit=commit,
+            url=public,
         )
         return _Resolution(record=record, repo_location=location, subdir=spec.subdirectory)
 
@@ -308,8 +324,10 @@ def _name_of(data: bytes, where: str) -> str:
 def _requested(specs: list[PackageSpec]) -> str:
     texts: list[str] = []
     for spec in specs:
-        values = spec.versions if isinstance(spec, HubSpec) else (
-            (spec.revision or "HEAD",) if isinstance(spec, GitSpec) else (spec.local,)
+        values = (
+            spec.versions
+            if isinstance(spec, HubSpec)
+            else ((spec.revision or "HEAD",) if isinstance(spec, GitSpec) else (spec.local,))
         )
         for value in values:
             if value not in texts:
@@ -333,8 +351,6 @@ def _checked(project_dir: Path, resolutions: list[_Resolution]) -> tuple[Package
             raise PackageError(f"package {record.source} has the same name as the root project ({record.name})")
         other = by_name.get(record.name)
         if other is not None and other != record:
-            raise PackageError(
-                f"two packages are both named {record.name}: {other.source} and {record.source}"
-            )
+            raise PackageError(f"two packages are both named {record.name}: {other.source} and {record.source}")
         by_name[record.name] = record
     return tuple(by_name[name] for name in sorted(by_name))

@@ -109,9 +109,7 @@ def mirror_name(source: str) -> str:
 
 def is_local_location(location: str) -> bool:
     """A path or file:// URL (always reachable), as opposed to a network URL."""
-    return location.startswith("file://") or not (
-        _URL_SCHEME.match(location) or re.match(r"^[^/@]+@[^/:]+:", location)
-    )
+    return location.startswith("file://") or not (_URL_SCHEME.match(location) or re.match(r"^[^/@]+@[^/:]+:", location))
 
 
 @functools.lru_cache(maxsize=32)
@@ -138,7 +136,7 @@ def hub_git_url(hub_id: str, timeout: float = 15.0) -> str:
     """The git URL of a hub package, from the hub's API (its tarball links point at GitHub)."""
     url = f"{HUB_API}/{hub_id}.json"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (fixed https host)
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             data = json.load(response)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:

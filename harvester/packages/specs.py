@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import yaml
 
@@ -49,7 +49,7 @@ class LocalSpec:
     local: str
 
 
-PackageSpec = Union[HubSpec, GitSpec, LocalSpec]
+PackageSpec: TypeAlias = HubSpec | GitSpec | LocalSpec
 
 
 @dataclass(frozen=True)
@@ -75,17 +75,13 @@ def parse_yaml(text: str | bytes, where: str) -> dict[str, Any]:
     return data
 
 
-def declared_from_texts(packages_yml: str | bytes | None, dependencies_yml: str | bytes | None,
-                        where: str) -> Declared:
+def declared_from_texts(packages_yml: str | bytes | None, dependencies_yml: str | bytes | None, where: str) -> Declared:
     """The package specs of one project, from the texts of its two possible files (None = absent)."""
     packages = parse_yaml(packages_yml, f"{where}/{PACKAGES_FILE}") if packages_yml is not None else {}
-    dependencies = (
-        parse_yaml(dependencies_yml, f"{where}/{DEPENDENCIES_FILE}") if dependencies_yml is not None else {}
-    )
+    dependencies = parse_yaml(dependencies_yml, f"{where}/{DEPENDENCIES_FILE}") if dependencies_yml is not None else {}
     if "packages" in packages and "packages" in dependencies:
         raise PackageError(
-            f"{where}: both {PACKAGES_FILE} and {DEPENDENCIES_FILE} declare packages (dbt refuses this); "
-            "keep one"
+            f"{where}: both {PACKAGES_FILE} and {DEPENDENCIES_FILE} declare packages (dbt refuses this); keep one"
         )
     if "packages" in dependencies:
         data, file = {"packages": dependencies["packages"]}, DEPENDENCIES_FILE
@@ -194,6 +190,4 @@ def _from_dbt(contract: Any, where: str) -> PackageSpec:
     if isinstance(contract, LocalPackage):
         return LocalSpec(local=contract.local)
     kind = type(contract).__name__.replace("Package", "").lower() or "unknown"
-    raise PackageError(
-        f"{where}: {kind} packages are not supported offline; use a hub, git or local package"
-    )
+    raise PackageError(f"{where}: {kind} packages are not supported offline; use a hub, git or local package")

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dbt_harvest.core.errors import FetchError, PackageError
+from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.harvester.gitstore import GitStore
 from dbt_harvest.harvester.packages.resolver import split_git_source
 from dbt_harvest.harvester.packages.sources import MIRROR_ENV, load_mirror, mirror_name
 from dbt_harvest.harvester.packages.specs import parse_yaml
-from dbt_harvest.core.pin import PackageRecord
 
 DEFAULT_INSTALL_PATH = "dbt_packages"
 
@@ -38,8 +38,7 @@ def install_path(project_dir: Path) -> Path:
     target = (project_dir / relative).resolve()
     if relative.is_absolute() or not target.is_relative_to(project_dir.resolve()):
         raise PackageError(
-            f"{project_file}: packages-install-path {configured!r} leaves the project; "
-            "it must be a folder inside it"
+            f"{project_file}: packages-install-path {configured!r} leaves the project; it must be a folder inside it"
         )
     return project_dir / relative
 
@@ -105,7 +104,9 @@ def _mirror_of(record: PackageRecord, store: GitStore) -> tuple[str, str | None]
     kind, _, rest = record.source.partition(":")
     location = None
     if mirror is not None:
-        location = mirror.hub_location(rest) if kind == "hub" else mirror.git_location(split_git_source(record.source)[0])
+        location = (
+            mirror.hub_location(rest) if kind == "hub" else mirror.git_location(split_git_source(record.source)[0])
+        )
     if location is None:
         raise PackageError(
             f"package {record.name} ({record.source}) was resolved from a local package mirror that this "
@@ -115,12 +116,10 @@ def _mirror_of(record: PackageRecord, store: GitStore) -> tuple[str, str | None]
 
 
 def _link_local(project_dir: Path, record: PackageRecord, dest: Path, workspace: Path | None) -> None:
-    source = (project_dir / record.source[len("local:"):]).resolve()
+    source = (project_dir / record.source[len("local:") :]).resolve()
     inside = Path(workspace if workspace is not None else project_dir).resolve()
     if source != inside and inside not in source.parents:
-        raise PackageError(
-            f"local package {record.name} points outside the workspace; refusing to vendor it"
-        )
+        raise PackageError(f"local package {record.name} points outside the workspace; refusing to vendor it")
     if not (source / "dbt_project.yml").is_file():
         raise PackageError(f"local package {record.name} ({source}) has no dbt_project.yml")
     os.symlink(os.path.relpath(source, dest.parent.resolve()), dest, target_is_directory=True)

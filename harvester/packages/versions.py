@@ -78,7 +78,8 @@ def choose_version(
     prerelease = any(r.install_prerelease for r in requests) or any(s.prerelease for s in specifiers)
     installable = semver.filter_installable(list(available), prerelease)
     in_range = [
-        v for v in installable
+        v
+        for v in installable
         if semver.versions_compatible(semver.VersionSpecifier.from_version_string(v), combined.start, combined.end)
     ]
     in_range.sort(key=semver.VersionSpecifier.from_version_string, reverse=True)
@@ -88,8 +89,7 @@ def choose_version(
     wanted = _range_text(requests)
     if in_range:
         raise PackageError(
-            f"no version of {package} in {wanted} supports the installed dbt-core "
-            f"(tried {', '.join(in_range)})"
+            f"no version of {package} in {wanted} supports the installed dbt-core (tried {', '.join(in_range)})"
         )
     shown = ", ".join(installable) if installable else "none"
     raise PackageError(f"no version of {package} satisfies {wanted} (available: {shown})")

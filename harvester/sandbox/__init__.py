@@ -11,8 +11,16 @@ from dbt_harvest.harvester.sandbox.inside.harvest_fingerprint import fingerprint
 from dbt_harvest.harvester.sandbox.limits import Limits
 from dbt_harvest.harvester.sandbox.profile import write_profile
 from dbt_harvest.harvester.sandbox.runner import run_steps
-from dbt_harvest.harvester.sandbox.steps import (CaptureStep, DbtStep, QueryStep, RestoreDbStep, SandboxRun, Step, StepResult,
-                                     WriteStep)
+from dbt_harvest.harvester.sandbox.steps import (
+    CaptureStep,
+    DbtStep,
+    QueryStep,
+    RestoreDbStep,
+    SandboxRun,
+    Step,
+    StepResult,
+    WriteStep,
+)
 
 __all__ = [
     "CaptureStep",

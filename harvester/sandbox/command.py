@@ -269,12 +269,18 @@ def python_binds() -> PythonBinds:
         files.append(real)
     hidden: list[Path] = []
     for key in ("purelib", "platlib"):
-        own = Path(os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})[key]))
+        own = Path(
+            os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})[key])
+        )
         if own.is_dir() and own not in site_dirs and stdlib in own.parents and own not in hidden:
             hidden.append(own)  # the base install's packages, not needed by this (virtual) environment
     kept_dirs = minimal_roots(dirs)
-    kept_files = [f for f in dict.fromkeys(files) if not _under_system(f) and not any(d in f.parents for d in kept_dirs)]
-    kept_links = [(t, p) for t, p in dict.fromkeys(links) if not any(d == Path(p) or d in Path(p).parents for d in kept_dirs)]
+    kept_files = [
+        f for f in dict.fromkeys(files) if not _under_system(f) and not any(d in f.parents for d in kept_dirs)
+    ]
+    kept_links = [
+        (t, p) for t, p in dict.fromkeys(links) if not any(d == Path(p) or d in Path(p).parents for d in kept_dirs)
+    ]
     return PythonBinds(tuple(kept_dirs), tuple(kept_files), tuple(kept_links), tuple(hidden))
 
 

@@ -33,7 +33,12 @@ class Limits:
 
     def __post_init__(self) -> None:
         wall = self.wall_s
-        if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not math.isfinite(wall) or not 0 < wall <= self.MAX_WALL_S:
+        if (
+            isinstance(wall, bool)
+            or not isinstance(wall, (int, float))
+            or not math.isfinite(wall)
+            or not 0 < wall <= self.MAX_WALL_S
+        ):
             raise SandboxError(
                 f"invalid sandbox limits: wall_s {wall!r} out of range; the wall-time bound must be a finite "
                 f"number of seconds above 0 and at most {self.MAX_WALL_S:g} (e.g. --timeout 900)"

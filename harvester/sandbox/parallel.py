@@ -64,15 +64,24 @@ class ParallelChild:
         duckdb_scope: str = "workspace",
     ) -> None:
         if len(workspaces) < 2:
-            raise SandboxError(f"a parallel child needs at least two workspaces, got {len(workspaces)}; "
-                               "use run_steps for one")
+            raise SandboxError(
+                f"a parallel child needs at least two workspaces, got {len(workspaces)}; use run_steps for one"
+            )
         if any(_inside(Path(w), Path(log_path)) for w in workspaces):
             raise SandboxError(f"the parallel child's log {log_path} must lie outside every workspace")
         self.project_dir = project_dir
         self.limits = limits
         self.log_path = Path(os.path.abspath(log_path))
-        self._launch = prepare(Path(workspaces[0]), project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
-                               body={"steps": []}, duckdb_scope=duckdb_scope, siblings=[Path(w) for w in workspaces[1:]])
+        self._launch = prepare(
+            Path(workspaces[0]),
+            project_dir,
+            clock=clock,
+            sandboxed=sandboxed,
+            limits=limits,
+            body={"steps": []},
+            duckdb_scope=duckdb_scope,
+            siblings=[Path(w) for w in workspaces[1:]],
+        )
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_fd = -1
         self._ran = False
@@ -113,14 +122,25 @@ class ParallelChild:
         assert proc is not None
         self._ran = True
         names = [new_result_name() for _ in batches]
-        line = json.dumps({"batches": [
-            {"steps": steps, "result_file": name, "stop_on_failure": stop_on_failure,
-             "project_dir": meta.project_dir, "db_file": meta.db_file}
-            for steps, name, meta in zip(requests, names, metas)
-        ]})
+        line = json.dumps(
+            {
+                "batches": [
+                    {
+                        "steps": steps,
+                        "result_file": name,
+                        "stop_on_failure": stop_on_failure,
+                        "project_dir": meta.project_dir,
+                        "db_file": meta.db_file,
+                    }
+                    for steps, name, meta in zip(requests, names, metas)
+                ]
+            }
+        )
         send_line(proc, line, close=True)
         try:
-            outcome = _watch(proc, self._launch.workspace, self.limits, time.monotonic(), siblings=self._launch.siblings)
+            outcome = _watch(
+                proc, self._launch.workspace, self.limits, time.monotonic(), siblings=self._launch.siblings
+            )
         finally:
             self._close_log()
         runs = []
@@ -174,8 +194,15 @@ def run_parallel(
     """``ParallelChild(...).run(batches)``: ``batches[i]`` on ``workspaces[i]`` (each prepared with
     write_profile), all in one child started now. Raises SandboxError when the child cannot start;
     every failure of the project comes back in the runs."""
-    with ParallelChild(workspaces, project_dir, clock=clock, log_path=log_path, sandboxed=sandboxed,
-                       limits=limits, duckdb_scope=duckdb_scope) as child:
+    with ParallelChild(
+        workspaces,
+        project_dir,
+        clock=clock,
+        log_path=log_path,
+        sandboxed=sandboxed,
+        limits=limits,
+        duckdb_scope=duckdb_scope,
+    ) as child:
         return child.run(batches, stop_on_failure=stop_on_failure)
 
 

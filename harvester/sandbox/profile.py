@@ -59,8 +59,12 @@ def plain_profile_text(profile_name: str, schema: str, db_file: str) -> str:
     """profiles.yml for running dbt by hand (outside our sandbox) in the project folder: DuckDB at ./<db_file>.
 
     Spider 2.0-DBT's examples and `harvest tasks materialize` ship this one; sandboxed builds write their own."""
-    doc = {profile_name: {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": f"./{db_file}",
-                                                                "schema": schema, "threads": 1}}}}
+    doc = {
+        profile_name: {
+            "target": "dev",
+            "outputs": {"dev": {"type": "duckdb", "path": f"./{db_file}", "schema": schema, "threads": 1}},
+        }
+    }
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -72,7 +76,7 @@ def profile_yaml(profile_name: str, schema: str, db_file: str) -> str:
             "outputs": {
                 "harvest": {
                     "type": "duckdb",
-                    "path": "{{ env_var('%s') }}/%s" % (WORKSPACE_ENV, db_file),
+                    "path": f"{{{{ env_var('{WORKSPACE_ENV}') }}}}/{db_file}",
                     "schema": schema,
                     "threads": 1,
                     "plugins": [{"module": PLUGIN_MODULE}],
@@ -111,8 +115,13 @@ def write_profile(
         raise SandboxError(f"an excluded test must be a 'resource_type:test,<name>' selector, got {bad!r}")
     _real_dir(workspace, PROFILE_DIR)
     safe_fs.write_text(workspace, f"{PROFILE_DIR}/profiles.yml", profile_yaml(profile_name, schema, db_file))
-    meta = ProfileMeta(project_dir=project_dir, profile_name=profile_name, schema=schema, db_file=db_file,
-                       exclude_tests=tuple(sorted(set(exclude_tests))))
+    meta = ProfileMeta(
+        project_dir=project_dir,
+        profile_name=profile_name,
+        schema=schema,
+        db_file=db_file,
+        exclude_tests=tuple(sorted(set(exclude_tests))),
+    )
     fields = {**meta.__dict__, "exclude_tests": list(meta.exclude_tests)}
     safe_fs.write_text(workspace, f"{PROFILE_DIR}/{META_FILE}", json.dumps(fields, sort_keys=True) + "\n")
     return workspace / PROFILE_DIR / "profiles.yml"
@@ -125,8 +134,10 @@ def read_profile_meta(workspace: Path, project_dir: str) -> ProfileMeta:
         raise SandboxError(f"no sandbox profile in {workspace}; call write_profile(workspace, …) first")
     try:
         raw = json.loads(safe_fs.read_text(workspace, f"{PROFILE_DIR}/{META_FILE}", max_bytes=MAX_META_BYTES))
-        meta = ProfileMeta(**{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")},
-                           exclude_tests=tuple(str(e) for e in raw.get("exclude_tests", ())))
+        meta = ProfileMeta(
+            **{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")},
+            exclude_tests=tuple(str(e) for e in raw.get("exclude_tests", ())),
+        )
     except (ValueError, KeyError, TypeError, safe_fs.UnsafePathError) as exc:
         raise SandboxError(f"sandbox profile meta {path} is malformed ({exc}); call write_profile again") from exc
     wanted = workspace_relative(project_dir, "project_dir") if project_dir not in ("", ".") else "."

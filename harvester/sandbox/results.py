@@ -69,7 +69,9 @@ def _dbt_detail(detail: dict[str, Any]) -> dict[str, Any]:
     for node in nodes:
         if not isinstance(node, dict):
             raise ResultShapeError("a dbt node result is not an object")
-        clean.append({key: _line(_str(node.get(key, ""))) for key in ("unique_id", "resource_type", "status", "message")})
+        clean.append(
+            {key: _line(_str(node.get(key, ""))) for key in ("unique_id", "resource_type", "status", "message")}
+        )
     return {"nodes": clean}
 
 
@@ -118,7 +120,11 @@ def _no_detail(detail: dict[str, Any]) -> dict[str, Any]:
 
 
 _DETAIL = {
-    "dbt": _dbt_detail, "capture": _capture_detail, "query": _query_detail, "write": _no_detail, "restore": _no_detail,
+    "dbt": _dbt_detail,
+    "capture": _capture_detail,
+    "query": _query_detail,
+    "write": _no_detail,
+    "restore": _no_detail,
 }
 
 

@@ -30,18 +30,18 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dbt_harvest.core.clock import clock_env
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import command, safe_fs, watchdog
+from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 from dbt_harvest.harvester.sandbox.limits import Limits
 from dbt_harvest.harvester.sandbox.profile import META_FILE, PROFILE_DIR, read_profile_meta
 from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
-from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 from dbt_harvest.harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
 
 SCRATCH_DIR = ".harvest_tmp"
@@ -126,8 +126,12 @@ def _open_log(workspace: Path, log_path: Path) -> int:
 
 
 def _watch(
-    proc: subprocess.Popen[bytes], workspace: Path, limits: Limits, started: float,
-    until: Callable[[], bool] | None = None, siblings: tuple[Path, ...] = (),
+    proc: subprocess.Popen[bytes],
+    workspace: Path,
+    limits: Limits,
+    started: float,
+    until: Callable[[], bool] | None = None,
+    siblings: tuple[Path, ...] = (),
 ) -> Outcome:
     """Wait for the child (or, for a warm child, until ``until()`` holds), killing its process group
     when a bound is crossed. A parallel child's ``siblings`` are bounded like ``workspace`` (each its own
@@ -235,8 +239,15 @@ def _checked_workspace(workspace: Path) -> Path:
 
 
 def prepare(
-    workspace: Path, project_dir: str, *, clock: str, sandboxed: bool, limits: Limits, body: dict[str, Any],
-    duckdb_scope: str = "workspace", siblings: Sequence[Path] = (),
+    workspace: Path,
+    project_dir: str,
+    *,
+    clock: str,
+    sandboxed: bool,
+    limits: Limits,
+    body: dict[str, Any],
+    duckdb_scope: str = "workspace",
+    siblings: Sequence[Path] = (),
 ) -> Launch:
     """Check the workspace, profile, sandbox and clock; build the child's request around ``body``.
 
@@ -306,8 +317,15 @@ def prepare(
     py = command.python_args(paths.code, request_json)
     if sandboxed:
         argv = command.bwrap_argv(
-            workspace, workspace / PROFILE_DIR, limits.tmp_bytes, py, env, shm_bytes=limits.shm_bytes,
-            siblings=[(sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)],
+            workspace,
+            workspace / PROFILE_DIR,
+            limits.tmp_bytes,
+            py,
+            env,
+            shm_bytes=limits.shm_bytes,
+            siblings=[
+                (sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)
+            ],
         )
         popen_env = {"PATH": "/usr/bin:/bin"}
         cwd = "/"
@@ -316,7 +334,9 @@ def prepare(
     return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits, tuple(others))
 
 
-def start(launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen[bytes], int]:
+def start(
+    launch: Launch, log_path: Path, *, stdin: int | None = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[bytes], int]:
     """A fresh scratch folder, then the child in its own session; returns it and the open log fd."""
     # nothing is written into the workspace before every check in prepare() has passed
     for workspace in (launch.workspace, *launch.siblings):
@@ -477,7 +497,11 @@ def run_steps(
     requests = [step_request(step) for step in steps]
     result_name = new_result_name()
     launch = prepare(
-        workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
+        workspace,
+        project_dir,
+        clock=clock,
+        sandboxed=sandboxed,
+        limits=limits,
         body={"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure},
         duckdb_scope=duckdb_scope,
     )

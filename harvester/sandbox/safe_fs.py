@@ -317,11 +317,13 @@ def copy_out(root: Path, rel: str | Path, dest: Path, *, max_bytes: int) -> str:
                     break
                 total += len(chunk)
                 if total > max_bytes:
-                    raise UnsafePathError(f"workspace file {name} grew past the bound of {max_bytes} bytes while copied")
+                    raise UnsafePathError(
+                        f"workspace file {name} grew past the bound of {max_bytes} bytes while copied"
+                    )
                 digest.update(chunk)
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(out, view):]
+                    view = view[os.write(out, view) :]
             os.fsync(out)
         except BaseException:
             os.close(out)
@@ -380,7 +382,7 @@ def write_bytes(root: Path, rel: str | Path, data: bytes, *, mode: int = 0o644, 
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(out, view):]
+                view = view[os.write(out, view) :]
             os.fsync(out)
             os.close(out)
             out = -1
@@ -473,8 +475,9 @@ def rmtree(path: Path) -> None:
         os.close(parent)
 
 
-def walk(root: Path, rel: str | Path = "",
-         descend: Callable[[str, os.stat_result], bool] | None = None) -> Iterator[tuple[str, os.stat_result]]:
+def walk(
+    root: Path, rel: str | Path = "", descend: Callable[[str, os.stat_result], bool] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
     """(root-relative path, lstat) of everything under ``rel``, by fd, links reported but never followed
     or opened. Folders come before their contents, names in sorted order; ``descend(path, stat)`` may
     keep the walk out of a folder; a folder swapped for a link during the walk is skipped."""
@@ -490,8 +493,9 @@ def walk(root: Path, rel: str | Path = "",
         os.close(top)
 
 
-def _walk_fd(fd: int, prefix: str,
-             descend: Callable[[str, os.stat_result], bool] | None) -> Iterator[tuple[str, os.stat_result]]:
+def _walk_fd(
+    fd: int, prefix: str, descend: Callable[[str, os.stat_result], bool] | None
+) -> Iterator[tuple[str, os.stat_result]]:
     with os.scandir(fd) as entries:
         names = sorted(entry.name for entry in entries)
     for name in names:
@@ -546,7 +550,27 @@ def disk_usage(root: Path) -> int:
 
 
 __all__ = [
-    "Entry", "UnsafePathError", "copy_out", "disk_usage", "is_file", "lstat", "make_dirs", "method", "open_file",
-    "open_regular", "openat2_available", "parts_of", "read_bytes", "read_text", "readlink", "relative_to_root",
-    "remove", "rmtree", "sha256", "symlink", "walk", "write_bytes", "write_text",
+    "Entry",
+    "UnsafePathError",
+    "copy_out",
+    "disk_usage",
+    "is_file",
+    "lstat",
+    "make_dirs",
+    "method",
+    "open_file",
+    "open_regular",
+    "openat2_available",
+    "parts_of",
+    "read_bytes",
+    "read_text",
+    "readlink",
+    "relative_to_root",
+    "remove",
+    "rmtree",
+    "sha256",
+    "symlink",
+    "walk",
+    "write_bytes",
+    "write_text",
 ]

@@ -28,8 +28,17 @@ from pathlib import Path
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import safe_fs
 from dbt_harvest.harvester.sandbox.limits import Limits
-from dbt_harvest.harvester.sandbox.runner import (Launch, _watch, collect, finish, log_path_for, new_result_name, prepare,
-                                      send_line, start)
+from dbt_harvest.harvester.sandbox.runner import (
+    Launch,
+    _watch,
+    collect,
+    finish,
+    log_path_for,
+    new_result_name,
+    prepare,
+    send_line,
+    start,
+)
 from dbt_harvest.harvester.sandbox.steps import SandboxRun, Step, step_request
 
 CLOSE_GRACE_S = 5.0
@@ -53,8 +62,13 @@ class SandboxSession:
         if isolate and not sandboxed:
             raise SandboxError("isolated batches need the sandbox (bubblewrap's PID namespace); pass sandboxed=True")
         self._launch: Launch = prepare(
-            workspace, project_dir, clock=clock, sandboxed=sandboxed, limits=limits,
-            body={"serve": True, "isolate": isolate}, duckdb_scope=duckdb_scope,
+            workspace,
+            project_dir,
+            clock=clock,
+            sandboxed=sandboxed,
+            limits=limits,
+            body={"serve": True, "isolate": isolate},
+            duckdb_scope=duckdb_scope,
         )
         self.limits = limits
         self.log_path = log_path_for(self._launch, workspace, log_path, "session.log")
@@ -89,7 +103,10 @@ class SandboxSession:
         line = json.dumps({"steps": requests, "result_file": result_name, "stop_on_failure": stop_on_failure})
         send_line(proc, line)
         outcome = _watch(
-            proc, self.workspace, self.limits, time.monotonic(),
+            proc,
+            self.workspace,
+            self.limits,
+            time.monotonic(),
             until=lambda: safe_fs.lstat(self.workspace, marker) is not None,
         )
         run = collect(self._launch, steps, result_name, outcome, self.log_path, stop_on_failure)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 from dbt_harvest.core.errors import SandboxError
 
@@ -64,7 +64,7 @@ class RestoreDbStep:
     source: str  # workspace-relative
 
 
-Step = Union[DbtStep, CaptureStep, QueryStep, WriteStep, RestoreDbStep]
+Step: TypeAlias = DbtStep | CaptureStep | QueryStep | WriteStep | RestoreDbStep
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
-def server(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[str]]]:  # noqa: ANN001
+def server(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, list[str]]]:
     """(base URL, dev task ids) of the app on a free loopback port, one session slot, a fresh HARVEST_HOME."""
     import uvicorn
 
@@ -59,7 +59,7 @@ def _one_line(detail: object) -> str:
     return detail
 
 
-def test_bad_http_requests_are_4xx_with_one_line(server) -> None:  # noqa: ANN001
+def test_bad_http_requests_are_4xx_with_one_line(server) -> None:
     base, _ = server
     code, body = _post(f"{base}/reset", {"instance_id": "no.such.task"})
     assert code == 400 and "no task 'no.such.task'" in _one_line(body["detail"])
@@ -71,15 +71,18 @@ def test_bad_http_requests_are_4xx_with_one_line(server) -> None:  # noqa: ANN00
     assert code == 413 and "bytes" in _one_line(body["detail"])
 
 
-def test_unknown_tool_arguments_over_the_websocket_are_one_line(server) -> None:  # noqa: ANN001
+def test_unknown_tool_arguments_over_the_websocket_are_one_line(server) -> None:
     from dbt_harvest.eval.adapters.openenv_server import RepairAction, RepairEnvClient
 
     base, ids = server
     with RepairEnvClient(base_url=base, message_timeout_s=300).sync() as client:
         first = client.reset(instance_id=ids[0])
         assert not first.done
-        for args, why in (({"path": "models", "mode": "rb"}, "unknown argument(s) mode"),
-                          ({"path": 7}, "must be a str"), ({}, "missing required argument 'path'")):
+        for args, why in (
+            ({"path": "models", "mode": "rb"}, "unknown argument(s) mode"),
+            ({"path": 7}, "must be a str"),
+            ({}, "missing required argument 'path'"),
+        ):
             with pytest.raises(Exception) as caught:
                 client.step(RepairAction(tool="read_file", args=args))
             message = str(caught.value)
@@ -88,7 +91,7 @@ def test_unknown_tool_arguments_over_the_websocket_are_one_line(server) -> None:
         assert "dbt_project.yml" in listed.observation.text
 
 
-def test_http_resets_count_toward_the_session_cap(server) -> None:  # noqa: ANN001
+def test_http_resets_count_toward_the_session_cap(server) -> None:
     from dbt_harvest.eval.adapters.openenv_server import RepairEnvClient
 
     base, ids = server

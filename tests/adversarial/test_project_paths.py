@@ -45,10 +45,13 @@ def _pins(tmp_path: Path) -> list[Path]:
 def test_project_folders_that_climb_out_of_the_repository_are_refused(tmp_path: Path, key: str) -> None:
     victim = _victim(tmp_path)
     escape = UP + str(victim).lstrip("/")
-    code, err = _add(tmp_path, {
-        "dbt_project.yml": f"name: climber\nprofile: climber\n{key}: [\"{'models' if key == 'model-paths' else 'x'}\", \"{escape}\"]\n",
-        "models/orders.sql": "select 1 as id\n",
-    })
+    code, err = _add(
+        tmp_path,
+        {
+            "dbt_project.yml": f'name: climber\nprofile: climber\n{key}: ["{"models" if key == "model-paths" else "x"}", "{escape}"]\n',
+            "models/orders.sql": "select 1 as id\n",
+        },
+    )
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert f"{key} entry" in err and "resolves outside the repository" in err
     assert SECRET not in err and _pins(tmp_path) == []
@@ -63,7 +66,7 @@ def test_a_project_folder_that_is_a_link_out_of_the_repository_is_refused(tmp_pa
     victim = _victim(tmp_path)
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "dbt_project.yml").write_text("name: p\nmodel-paths: [\"linked/..\", \"up\"]\n")
+    (tree / "dbt_project.yml").write_text('name: p\nmodel-paths: ["linked/..", "up"]\n')
     os.symlink(victim, tree / "up")
     with pytest.raises(ProjectError, match="model-paths entry 'up' resolves outside the repository"):
         discover(tree)
@@ -90,16 +93,19 @@ def test_a_local_package_outside_the_repository_is_refused_before_it_is_read(tmp
 
 def test_harvest_add_refuses_a_local_package_outside_the_repository(tmp_path: Path) -> None:
     victim = _victim(tmp_path)
-    code, err = _add(tmp_path, {
-        "dbt_project.yml": "name: with_local\nprofile: with_local\n",
-        "models/orders.sql": "select 1 as id\n",
-        "packages.yml": f"packages:\n  - local: {victim}\n",
-    })
+    code, err = _add(
+        tmp_path,
+        {
+            "dbt_project.yml": "name: with_local\nprofile: with_local\n",
+            "models/orders.sql": "select 1 as id\n",
+            "packages.yml": f"packages:\n  - local: {victim}\n",
+        },
+    )
     assert code == 1 and "resolves outside the repository" in err and "dbt deps" not in err, err
     assert len(err.strip().splitlines()) == 1 and _pins(tmp_path) == []
 
 
-def test_packages_yml_is_rendered_without_the_harvesters_environment(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_packages_yml_is_rendered_without_the_harvesters_environment(tmp_path: Path, monkeypatch) -> None:
     """{{ env_var('HF_TOKEN') }} in a git URL must not carry the harvester's secret to a host."""
     from dbt_harvest.harvester.packages.specs import read_declared
 
@@ -122,13 +128,21 @@ def test_packages_yml_is_rendered_without_the_harvesters_environment(tmp_path: P
 def test_a_dangling_symlink_chain_is_dropped_at_export_with_its_reason(tmp_path: Path) -> None:
     """A chain a -> b -> missing stays inside the tree lexically; dbt then failed on it with a bare
     FileNotFoundError. It is now skipped, and says why."""
-    repo = make_git_repo(None, tmp_path / "repo", commits=[{"files": {
-        "dbt_project.yml": "name: chain\n",
-        "models/orders.sql": "select 1 as id\n",
-        "models/a.sql": Symlink("b.sql"),
-        "models/b.sql": Symlink("missing.sql"),
-        "models/c.sql": Symlink("orders.sql"),
-    }}])
+    repo = make_git_repo(
+        None,
+        tmp_path / "repo",
+        commits=[
+            {
+                "files": {
+                    "dbt_project.yml": "name: chain\n",
+                    "models/orders.sql": "select 1 as id\n",
+                    "models/a.sql": Symlink("b.sql"),
+                    "models/b.sql": Symlink("missing.sql"),
+                    "models/c.sql": Symlink("orders.sql"),
+                }
+            }
+        ],
+    )
     store = GitStore(tmp_path / "mirrors")
     report = store.export(store.mirror(str(repo.path)), repo.head, tmp_path / "tree")
     reasons = {s.path: s.reason for s in report.skipped}
@@ -147,7 +161,7 @@ def test_a_packages_install_path_outside_the_project_is_refused_before_anything_
     project.mkdir()
     os.symlink(victim, project / "linked")
     for value in (UP + str(victim).lstrip("/"), "linked", str(victim)):
-        (project / "dbt_project.yml").write_text(f"name: p\npackages-install-path: \"{value}\"\n")
+        (project / "dbt_project.yml").write_text(f'name: p\npackages-install-path: "{value}"\n')
         with pytest.raises(PackageError, match="leaves the project"):
             install_path(project)
     assert (victim / "secret.sql").is_file()

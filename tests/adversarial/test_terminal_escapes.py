@@ -16,11 +16,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from dbt_harvest.cli import main
-from dbt_harvest.harvester.gitrepos import make_git_repo
 from dbt_harvest.core.pin import Column, SkippedPath, TableRecord, write_pin
+from dbt_harvest.harvester.gitrepos import make_git_repo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from test_pin_file import _pin  # noqa: E402
+from test_pin_file import _pin
 
 TITLE = "\x1b]0;owned\x07"  # OSC 0: set the window title
 LINK = "\x1b]8;;https://evil.invalid\x07click\x1b]8;;\x07"  # OSC 8: a hyperlink
@@ -37,9 +37,17 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
 
 def _hostile_pin(tmp_path: Path) -> Path:
     pin = _pin()
-    table = TableRecord(f"main.orders{TITLE}", 3, "d" * 32, True, False, (Column("id", "INTEGER"),), "model.shop.orders")
-    pin = replace(pin, tables=(table,), skipped=(SkippedPath(f"models/{CLEAR}x.sql", f"symlink leaves the tree (-> {LINK})"),
-                                                 SkippedPath(f"seeds/\u202eevil.csv{CLIPBOARD}", "file of 9 bytes is over the bound\x9b")))
+    table = TableRecord(
+        f"main.orders{TITLE}", 3, "d" * 32, True, False, (Column("id", "INTEGER"),), "model.shop.orders"
+    )
+    pin = replace(
+        pin,
+        tables=(table,),
+        skipped=(
+            SkippedPath(f"models/{CLEAR}x.sql", f"symlink leaves the tree (-> {LINK})"),
+            SkippedPath(f"seeds/\u202eevil.csv{CLIPBOARD}", "file of 9 bytes is over the bound\x9b"),
+        ),
+    )
     return write_pin(pin, tmp_path / "pins")
 
 
@@ -57,10 +65,18 @@ def test_show_escapes_repository_strings_and_json_stays_exact(tmp_path: Path) ->
 
 
 def test_add_escapes_names_from_the_repository_in_its_one_line_error(tmp_path: Path) -> None:
-    repo = make_git_repo(None, tmp_path / "repo", commits=[{"files": {
-        f"proj{TITLE}{CLIPBOARD}/dbt_project.yml": "name: p\n",
-        "README.md": "no project at the root\n",
-    }}])
+    repo = make_git_repo(
+        None,
+        tmp_path / "repo",
+        commits=[
+            {
+                "files": {
+                    f"proj{TITLE}{CLIPBOARD}/dbt_project.yml": "name: p\n",
+                    "README.md": "no project at the root\n",
+                }
+            }
+        ],
+    )
     code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}")
     assert code == 1 and err.startswith("error: no dbt project") and len(err.strip().splitlines()) == 1, err
     for raw in RAW:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 from tests.adversarial.conftest import HARVEST, _env
+
+pytestmark = pytest.mark.slow
 
 CANARY = "CANARY-5e1f-host-secret"
 
@@ -75,14 +75,27 @@ def _untouched(folder: Path) -> None:
     assert (folder / "keep.txt").read_text() == CANARY
 
 
-def _materialize(tmp: Path, copy: Path, instance_id: str, mirror: Path, packages: Path) -> subprocess.CompletedProcess[str]:
+def _materialize(
+    tmp: Path, copy: Path, instance_id: str, mirror: Path, packages: Path
+) -> subprocess.CompletedProcess[str]:
     """`harvest tasks materialize` as a user runs it (a subprocess on a fresh HARVEST_HOME)."""
-    return _run(tmp, "tasks", "materialize", str(copy), instance_id, str(tmp / "out"), "--repo-mirror", str(mirror),
-                "--package-mirror", str(packages))
+    return _run(
+        tmp,
+        "tasks",
+        "materialize",
+        str(copy),
+        instance_id,
+        str(tmp / "out"),
+        "--repo-mirror",
+        str(mirror),
+        "--package-mirror",
+        str(packages),
+    )
 
 
-def _refused_here(monkeypatch: pytest.MonkeyPatch, tmp: Path, copy: Path, instance_id: str, mirror: Path,
-                  packages: Path, *words: str) -> str:
+def _refused_here(
+    monkeypatch: pytest.MonkeyPatch, tmp: Path, copy: Path, instance_id: str, mirror: Path, packages: Path, *words: str
+) -> str:
     """The function `harvest tasks materialize` runs, in this process (cheaper than a CLI start per case):
     it raises a HarvestError of one line; the CLI turns that into `error: ...`, exit 1 (tested apart)."""
     from dbt_harvest.core.errors import HarvestError
@@ -119,7 +132,8 @@ HOSTILE_PATHS = [
 
 @pytest.mark.parametrize("field, value, why", HOSTILE_PATHS, ids=[f"{f}-{w}" for f, _, w in HOSTILE_PATHS])
 def test_a_path_field_that_leaves_its_root_is_refused_before_anything_is_written(
-        dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value, why: str) -> None:  # noqa: ANN001
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, value, why: str
+) -> None:
     folder, mirror, packages, ids = dataset
     host = _canary_folder(tmp_path)
     target = ids[0]
@@ -147,7 +161,9 @@ def test_score_never_deletes_a_host_file_a_row_names(dataset, tmp_path: Path) ->
     host = _canary_folder(tmp_path)
     ws = tmp_path / "ws"
     ws.mkdir()
-    copy = _rewrite(folder, tmp_path / "ds", lambda row: row.__setitem__("database_file", str(host / "keep.txt")), ids[0])
+    copy = _rewrite(
+        folder, tmp_path / "ds", lambda row: row.__setitem__("database_file", str(host / "keep.txt")), ids[0]
+    )
     done = _run(tmp_path, "score", "--task", f"{copy}:{ids[0]}", "--workspace", str(ws))
     _refused(done, "database_file", "absolute")
     _untouched(host)
@@ -155,8 +171,9 @@ def test_score_never_deletes_a_host_file_a_row_names(dataset, tmp_path: Path) ->
 
 @pytest.mark.parametrize("where", ["origin_url", "package_url", "package_git"])
 @pytest.mark.parametrize("scheme", ["path", "file"])
-def test_a_row_never_names_a_local_repository(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str,
-                                             scheme: str) -> None:
+def test_a_row_never_names_a_local_repository(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, scheme: str
+) -> None:
     """A local path or file:// in a row would clone a private repository of this machine into the output."""
     from dbt_harvest.harvester.gitrepos import make_git_repo
 
@@ -197,15 +214,26 @@ def _created_files_patch(count: int) -> str:
     return "".join(f"--- /dev/null\n+++ b/models/gen/f{i}.sql\n@@ -0,0 +1 @@\n+select {i}\n" for i in range(count))
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda row: row.__setitem__("broken_patch", row["broken_patch"] + _created_files_patch(150)),
-     "HARVEST_ROW_MAX_CREATED_FILES"),
-    (lambda row: row.__setitem__("problem_statement", "x" * 70_000), "HARVEST_ROW_MAX_STATEMENT_CHARS"),
-    (lambda row: row.__setitem__("compat_patch", "--- a/x.sql\n+++ b/x.sql\n@@ -0,0 +1 @@\n+" + "y" * (5 << 20) + "\n"),
-     "HARVEST_ROW_MAX_PATCH_BYTES"),
-], ids=["200k-files-style", "huge-statement", "huge-patch"])
-def test_bounds_refuse_a_row_and_say_how_to_raise_them(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       change, why: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (
+            lambda row: row.__setitem__("broken_patch", row["broken_patch"] + _created_files_patch(150)),
+            "HARVEST_ROW_MAX_CREATED_FILES",
+        ),
+        (lambda row: row.__setitem__("problem_statement", "x" * 70_000), "HARVEST_ROW_MAX_STATEMENT_CHARS"),
+        (
+            lambda row: row.__setitem__(
+                "compat_patch", "--- a/x.sql\n+++ b/x.sql\n@@ -0,0 +1 @@\n+" + "y" * (5 << 20) + "\n"
+            ),
+            "HARVEST_ROW_MAX_PATCH_BYTES",
+        ),
+    ],
+    ids=["200k-files-style", "huge-statement", "huge-patch"],
+)
+def test_bounds_refuse_a_row_and_say_how_to_raise_them(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change, why: str
+) -> None:
     folder, mirror, packages, ids = dataset
     copy = _rewrite(folder, tmp_path / "ds", change, ids[0])
     _refused_here(monkeypatch, tmp_path, copy, ids[0], mirror, packages, why, "bound")
@@ -225,21 +253,27 @@ def test_a_raised_bound_lets_the_row_through(dataset, tmp_path: Path) -> None:
     check_row(row, RowLimits.from_env({"HARVEST_ROW_MAX_STATEMENT_CHARS": "100000"}))
 
 
-@pytest.mark.parametrize("patch, why", [
-    ("--- a/models\n+++ b/models\n@@ -1 +1 @@\n-x\n+y\n", "is a folder"),
-    ("--- a/models/a\x00b.sql\n+++ b/models/a\x00b.sql\n@@ -0,0 +1 @@\n+select 1\n", "NUL"),
-    ("--- a/.git/config\n+++ b/.git/config\n@@ -0,0 +1 @@\n+[core]\n", ".git"),
-], ids=["folder-target", "nul-path", "git-folder"])
-def test_a_broken_patch_that_cannot_apply_is_one_line(dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      patch: str, why: str) -> None:
+@pytest.mark.parametrize(
+    "patch, why",
+    [
+        ("--- a/models\n+++ b/models\n@@ -1 +1 @@\n-x\n+y\n", "is a folder"),
+        ("--- a/models/a\x00b.sql\n+++ b/models/a\x00b.sql\n@@ -0,0 +1 @@\n+select 1\n", "NUL"),
+        ("--- a/.git/config\n+++ b/.git/config\n@@ -0,0 +1 @@\n+[core]\n", ".git"),
+    ],
+    ids=["folder-target", "nul-path", "git-folder"],
+)
+def test_a_broken_patch_that_cannot_apply_is_one_line(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patch: str, why: str
+) -> None:
     folder, mirror, packages, ids = dataset
     copy = _rewrite(folder, tmp_path / "ds", lambda row: row.__setitem__("broken_patch", patch), ids[0])
     _refused_here(monkeypatch, tmp_path, copy, ids[0], mirror, packages, why)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_local_package_that_leaves_the_repository_is_refused(dataset, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_package_that_leaves_the_repository_is_refused(
+    dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder, mirror, packages, ids = dataset
     host = _canary_folder(tmp_path)
 
@@ -257,8 +291,8 @@ def test_rows_used_are_the_bytes_just_verified(dataset, tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dbt_harvest.corpora.materialize import MaterializeError, dataset_ref, load_rows
     from dbt_harvest.corpora.errors import DatasetBuildError
+    from dbt_harvest.corpora.materialize import MaterializeError, dataset_ref, load_rows
 
     folder, _, _, ids = dataset
     copy = tmp_path / "ds"
@@ -273,7 +307,7 @@ def test_rows_used_are_the_bytes_just_verified(dataset, tmp_path: Path) -> None:
     table = pq.read_table(parquet)
     rows = table.to_pylist()
     old = rows[0]["problem_statement"]
-    rows[0]["problem_statement"] = ("Z" * len(old))  # same length: with luck the same file size
+    rows[0]["problem_statement"] = "Z" * len(old)  # same length: with luck the same file size
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), parquet)
     os.utime(parquet, ns=(before.st_atime_ns, before.st_mtime_ns))
     with pytest.raises((MaterializeError, DatasetBuildError), match="changed since the build"):
@@ -282,7 +316,11 @@ def test_rows_used_are_the_bytes_just_verified(dataset, tmp_path: Path) -> None:
     manifest["files"][rel] = hashlib.sha256(parquet.read_bytes()).hexdigest()
     (copy / "build.json").write_text(json.dumps(manifest, indent=1))
     again = {r["instance_id"]: r for r in load_rows(dataset_ref(str(copy)), "dev")["dev"]}
-    assert again[rows[0]["instance_id"]]["problem_statement"] == "Z" * len(old) != first[rows[0]["instance_id"]]["problem_statement"]
+    assert (
+        again[rows[0]["instance_id"]]["problem_statement"]
+        == "Z" * len(old)
+        != first[rows[0]["instance_id"]]["problem_statement"]
+    )
 
 
 def test_score_follows_no_link_in_a_scored_workspace(dataset, tmp_path: Path) -> None:

@@ -75,13 +75,23 @@ def importable(tree: Path, scratch: Path) -> tuple[Path, str]:
     return shim.parent, "dbt_harvest.cli"
 
 
-def run_add(spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (),
-            tree: Path = ROOT) -> tuple[float, Path, dict]:
+def run_add(
+    spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (), tree: Path = ROOT
+) -> tuple[float, Path, dict]:
     """``harvest add`` as a user runs it (from the source ``tree``), in a fresh HARVEST_HOME."""
     home = Path(tempfile.mkdtemp(prefix="bench-add-"))
     path, module = importable(tree, home)
-    argv = [sys.executable, "-c", f"import sys; from {module} import main; sys.argv[0] = 'harvest'; main()",
-            "add", spec, "--package-mirror", str(mirror), "--json", *extra]
+    argv = [
+        sys.executable,
+        "-c",
+        f"import sys; from {module} import main; sys.argv[0] = 'harvest'; main()",
+        "add",
+        spec,
+        "--package-mirror",
+        str(mirror),
+        "--json",
+        *extra,
+    ]
     if not sandboxed:
         argv.append("--no-sandbox")
     started, busy = time.perf_counter(), machine_busy_s()
@@ -91,7 +101,6 @@ def run_add(spec: str, mirror: Path, sandboxed: bool, extra: tuple[str, ...] = (
     if done.returncode != 0:
         raise SystemExit(f"harvest add failed: {done.stderr.strip()[-800:]}")
     return elapsed, home, json.loads(done.stdout)
-
 
 
 #: CPU seconds the whole machine spent during each run_add / run_plain call, in call order
@@ -152,20 +161,27 @@ def gold_contents(pins: Path, pin_id: str = "") -> tuple:
     from dbt_harvest.core.pin import list_pins
 
     pin = next(p for p in list_pins(pins) if pin_id in p.id)
-    return pin.gold_sha256, tuple(sorted((t.name, t.rows, t.fingerprint, t.columns, t.deterministic,
-                                          t.unstable_columns, t.database_columns) for t in pin.tables))
+    return pin.gold_sha256, tuple(
+        sorted(
+            (t.name, t.rows, t.fingerprint, t.columns, t.deterministic, t.unstable_columns, t.database_columns)
+            for t in pin.tables
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-sandbox-add", action="store_true", help="also time harvest add --no-sandbox")
-    parser.add_argument("--baseline-tree", type=Path,
-                        help="also time harvest add run from this source tree (before/after in one run)")
+    parser.add_argument(
+        "--baseline-tree", type=Path, help="also time harvest add run from this source tree (before/after in one run)"
+    )
     parser.add_argument("--pins", type=Path, help="a pins folder holding the pin of a real repository")
     parser.add_argument("--repo", default="", help="with --pins: the pin whose id contains this text")
     parser.add_argument("--bare", type=Path, help="with --pins: a local bare git copy of that repository")
-    parser.add_argument("--package-mirror", type=Path, help="with --pins: the package mirror (or HARVEST_PACKAGE_MIRROR)")
+    parser.add_argument(
+        "--package-mirror", type=Path, help="with --pins: the package mirror (or HARVEST_PACKAGE_MIRROR)"
+    )
     args = parser.parse_args()
 
     from dbt_harvest.core.pin import list_pins
@@ -176,8 +192,10 @@ def main() -> None:
     if args.pins:
         found = [p for p in list_pins(args.pins) if args.repo in p.id]
         if len(found) != 1 or args.bare is None:
-            raise SystemExit(f"--repo {args.repo!r} matches {len(found)} pins in {args.pins} (name exactly one) "
-                             "and --bare must name the local copy")
+            raise SystemExit(
+                f"--repo {args.repo!r} matches {len(found)} pins in {args.pins} (name exactly one) "
+                "and --bare must name the local copy"
+            )
         real = found[0]
         mirror = args.package_mirror or Path(os.environ.get("HARVEST_PACKAGE_MIRROR", ""))
         spec = f"{args.bare}@{real.commit}"
@@ -197,8 +215,7 @@ def main() -> None:
     tree = template(pin)
     project = discover(tree, pin.project_dir)
     golds = {gold_contents(warm_home / "pins")}
-    print(f"warm-up add: {warm_s:.2f} s (not counted); "
-          f"plain project: {tree / pin.project_dir}", flush=True)
+    print(f"warm-up add: {warm_s:.2f} s (not counted); plain project: {tree / pin.project_dir}", flush=True)
 
     adds: list[float] = []
     baselines: list[float] = []
@@ -210,7 +227,7 @@ def main() -> None:
     cpu: dict[str, list[float]] = {"add": [], "plain": [], "baseline": []}
     sides = ["add", "plain"] + (["baseline"] if args.baseline_tree else [])
     for index in range(args.rounds):
-        order = sides[index % len(sides):] + sides[:index % len(sides)]
+        order = sides[index % len(sides) :] + sides[: index % len(sides)]
         for side in order:
             if side == "add":
                 seconds, home, _ = run_add(spec, mirror, True, extra)
@@ -230,39 +247,56 @@ def main() -> None:
             seconds, home, _ = run_add(spec, mirror, False, extra)
             homes.append(home)
             nosandbox.append(seconds)
-        print(f"round {index + 1}: add {adds[-1]:.2f} s, plain {plains[-1]:.2f} s"
-              + (f", baseline add {baselines[-1]:.2f} s" if baselines else "")
-              + (f", add --no-sandbox {nosandbox[-1]:.2f} s" if nosandbox else ""), flush=True)
+        print(
+            f"round {index + 1}: add {adds[-1]:.2f} s, plain {plains[-1]:.2f} s"
+            + (f", baseline add {baselines[-1]:.2f} s" if baselines else "")
+            + (f", add --no-sandbox {nosandbox[-1]:.2f} s" if nosandbox else ""),
+            flush=True,
+        )
 
     add_med, plain_med = statistics.median(adds), statistics.median(plains)
-    print(f"\nharvest add (sandboxed gold builds): median {add_med:.2f} s over {len(adds)} ({', '.join(f'{x:.2f}' for x in adds)})")
-    print(f"plain dbt seed && dbt build:        median {plain_med:.2f} s over {len(plains)} ({', '.join(f'{x:.2f}' for x in plains)})")
+    print(
+        f"\nharvest add (sandboxed gold builds): median {add_med:.2f} s over {len(adds)} ({', '.join(f'{x:.2f}' for x in adds)})"
+    )
+    print(
+        f"plain dbt seed && dbt build:        median {plain_med:.2f} s over {len(plains)} ({', '.join(f'{x:.2f}' for x in plains)})"
+    )
     if baselines:
-        print(f"baseline add ({args.baseline_tree}): median {statistics.median(baselines):.2f} s over {len(baselines)} "
-              f"({', '.join(f'{x:.2f}' for x in baselines)})")
+        print(
+            f"baseline add ({args.baseline_tree}): median {statistics.median(baselines):.2f} s over {len(baselines)} "
+            f"({', '.join(f'{x:.2f}' for x in baselines)})"
+        )
     if nosandbox:
         print(f"harvest add --no-sandbox:            median {statistics.median(nosandbox):.2f} s")
     print(f"ratio add/plain: {add_med / plain_med:.2f} (target <= 0.7)")
     if baselines:
-        print(f"ratio baseline add/plain: {statistics.median(baselines) / plain_med:.2f}; "
-              f"add/baseline add: {add_med / statistics.median(baselines):.2f}")
+        print(
+            f"ratio baseline add/plain: {statistics.median(baselines) / plain_med:.2f}; "
+            f"add/baseline add: {add_med / statistics.median(baselines):.2f}"
+        )
     cpu_med = {side: statistics.median(values) for side, values in cpu.items() if values}
-    print("machine CPU seconds per run (every process, /proc/stat), median: "
-          + ", ".join(f"{side} {value:.2f}" for side, value in cpu_med.items())
-          + f"; add/plain {cpu_med['add'] / cpu_med['plain']:.2f}"
-          + (f", add/baseline add {cpu_med['add'] / cpu_med['baseline']:.2f}" if "baseline" in cpu_med else ""))
+    print(
+        "machine CPU seconds per run (every process, /proc/stat), median: "
+        + ", ".join(f"{side} {value:.2f}" for side, value in cpu_med.items())
+        + f"; add/plain {cpu_med['add'] / cpu_med['plain']:.2f}"
+        + (f", add/baseline add {cpu_med['add'] / cpu_med['baseline']:.2f}" if "baseline" in cpu_med else "")
+    )
     same = len(golds) == 1 and (not baseline_golds or baseline_golds == golds)
     as_pinned = {g[1] for g in golds} == {gold_contents(args.pins, real.id)[1]} if args.pins else False
-    print(f"gold (sha256; tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
-          + (f" and {len(baselines)} baseline adds" if baselines else "")
-          + f": {'identical' if same else 'DIFFERENT'} ({', '.join(sorted(g[0][:12] for g in golds | baseline_golds))})"
-          + (f"; tables as in the given pin's: {as_pinned}" if args.pins else ""))
+    print(
+        f"gold (sha256; tables, rows, fingerprints, columns, stability) of {len(adds) + 1} adds"
+        + (f" and {len(baselines)} baseline adds" if baselines else "")
+        + f": {'identical' if same else 'DIFFERENT'} ({', '.join(sorted(g[0][:12] for g in golds | baseline_golds))})"
+        + (f"; tables as in the given pin's: {as_pinned}" if args.pins else "")
+    )
     print("\nwhere the add's time went (per round: total, each sandboxed child's wall, the rest):")
     for total, builds in breakdown:
         walls = [b["wall_s"] for b in builds]
         longest = max(walls) if walls else float("nan")
-        print(f"  total {total:.2f} s; {len(walls)} builds, their child's wall {', '.join(f'{w:.2f}' for w in walls)} s; "
-              f"outside the longest child {total - longest:.2f} s")
+        print(
+            f"  total {total:.2f} s; {len(walls)} builds, their child's wall {', '.join(f'{w:.2f}' for w in walls)} s; "
+            f"outside the longest child {total - longest:.2f} s"
+        )
     print("  (the first two builds share one child: bubblewrap, interpreter and dbt import once, then a fork per")
     print("   build: full parse, seed, build, capture; a third build, when they differ, has a child of its own)")
     for home in homes:

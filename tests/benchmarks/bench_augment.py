@@ -75,30 +75,45 @@ def main() -> None:
         recovered = Counter({f: row["recovered"] for f, row in report.families.items() if row["recovered"]})
         verdicts = []
         if report.kept_tasks and not args.no_verify:
-            tasks = [t for split in ("train", "dev", "test") for t in _tasks(load_tasks, split)
-                     if t.instance_id in report.kept_tasks]
+            tasks = [
+                t
+                for split in ("train", "dev", "test")
+                for t in _tasks(load_tasks, split)
+                if t.instance_id in report.kept_tasks
+            ]
             verdicts = verify(tasks)
         n = len(report.kept_tasks)
-        results.append({
-            "pin": pin.id, "off": dict(off), "on": dict(off + recovered), "recovered": dict(recovered),
-            "per_family": report.families, "no_proposal": report.no_proposal,
-            "augmentations": [a.__dict__ for a in report.augmentations],
-            "mint_seconds": round(off_seconds, 1), "augment_seconds": round(on_seconds, 1),
-            "seconds_per_recovered_task": round(on_seconds / n, 1) if n else None,
-            "ratio_vs_no_augment": round((off_seconds + on_seconds) / off_seconds, 2),
-            "reverified": f"{sum(v.ok for v in verdicts)}/{len(verdicts)}",
-        })
+        results.append(
+            {
+                "pin": pin.id,
+                "off": dict(off),
+                "on": dict(off + recovered),
+                "recovered": dict(recovered),
+                "per_family": report.families,
+                "no_proposal": report.no_proposal,
+                "augmentations": [a.__dict__ for a in report.augmentations],
+                "mint_seconds": round(off_seconds, 1),
+                "augment_seconds": round(on_seconds, 1),
+                "seconds_per_recovered_task": round(on_seconds / n, 1) if n else None,
+                "ratio_vs_no_augment": round((off_seconds + on_seconds) / off_seconds, 2),
+                "reverified": f"{sum(v.ok for v in verdicts)}/{len(verdicts)}",
+            }
+        )
     if args.as_json:
         print(json.dumps(results, indent=1, sort_keys=True))
         return
     for r in results:
-        print(f"{r['pin']}: kept off {r['off']} | on {r['on']} | recovered {r['recovered']} | "
-              f"mint {r['mint_seconds']}s, augment {r['augment_seconds']}s, "
-              f"{r['seconds_per_recovered_task']}s per recovered task, "
-              f"{r['ratio_vs_no_augment']}x the no-augment run | re-verified {r['reverified']}")
+        print(
+            f"{r['pin']}: kept off {r['off']} | on {r['on']} | recovered {r['recovered']} | "
+            f"mint {r['mint_seconds']}s, augment {r['augment_seconds']}s, "
+            f"{r['seconds_per_recovered_task']}s per recovered task, "
+            f"{r['ratio_vs_no_augment']}x the no-augment run | re-verified {r['reverified']}"
+        )
         for a in r["augmentations"]:
-            print(f"  augmentation: {a['rows']} rows for {len(a['keys'])} candidates -> "
-                  f"{a['pin'] or 'discarded: ' + a['discarded'] + ' ' + a['detail']}")
+            print(
+                f"  augmentation: {a['rows']} rows for {len(a['keys'])} candidates -> "
+                f"{a['pin'] or 'discarded: ' + a['discarded'] + ' ' + a['detail']}"
+            )
         if r["no_proposal"]:
             print(f"  no distinguishing row derived: {r['no_proposal']}")
 
@@ -108,7 +123,7 @@ def _tasks(load_tasks, split: str) -> list:  # type: ignore[no-untyped-def]
 
     try:
         return load_tasks(split, harvest_home(), pins_dir(), purpose="inspect")
-    except Exception:  # noqa: BLE001 - a split with no tasks (or sealed) contributes none here
+    except Exception:
         return []
 
 

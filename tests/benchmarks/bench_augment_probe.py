@@ -63,8 +63,9 @@ def main() -> None:
         manifest = load_state(pin.id).manifest
         nodes = models(manifest)
         seeds = run._seeds_of(pin)
-        mutable = sorted((u for u, n in nodes.items() if not why_not_mutable(n, pin)),
-                         key=lambda u: (-depth(nodes, u), u))
+        mutable = sorted(
+            (u for u, n in nodes.items() if not why_not_mutable(n, pin)), key=lambda u: (-depth(nodes, u), u)
+        )
         probes = []
         for uid in mutable:
             seed = next((s for s in sorted(upstream_seeds(manifest, uid)) if seeds.get(s) and seeds[s].rows), None)
@@ -94,7 +95,9 @@ def main() -> None:
                     reran += len(bounded(nodes, reach.seed_feeds(manifest), [seed], uid))
         reach.models_to_rerun = bounded
         n = 2 * len(probes)
-        print(f"bounded:     {seconds['bounded'] / n:.3f} s per probe ({reran / max(len(probes), 1):.1f} models re-run on average)")
+        print(
+            f"bounded:     {seconds['bounded'] / n:.3f} s per probe ({reran / max(len(probes), 1):.1f} models re-run on average)"
+        )
         print(f"every model: {seconds['every model'] / n:.3f} s per probe ({len(nodes)} models)")
         print(f"ratio: {seconds['every model'] / max(seconds['bounded'], 1e-9):.1f}x")
         same = sum(a == b for a, b in zip(answers["bounded"], answers["every model"]))

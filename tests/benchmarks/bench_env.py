@@ -29,12 +29,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
+from bench_reward import completions, prepare, stats  # noqa: E402
 from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
 
-from bench_reward import completions, prepare, stats  # noqa: E402
 
-
-def play(task, text: str, fast: bool, scratch: Path) -> tuple[float, float, str, dict]:  # noqa: ANN001
+def play(task, text: str, fast: bool, scratch: Path) -> tuple[float, float, str, dict]:
     """(validate seconds, submit seconds, validate verdict line, submission fields) of one episode."""
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.eval.env.episode import Episode
@@ -96,11 +95,15 @@ def main() -> None:
         if dbt_s:
             print(f"validate, dbt build:   {stats(dbt_v)}")
             print(f"submit,   dbt build:   {stats(dbt_s)}")
-            print(f"ratio dbt/fast (medians): validate {statistics.median(dbt_v) / statistics.median(fast_v):.1f}x, "
-                  f"submit {statistics.median(dbt_s) / statistics.median(fast_s):.1f}x")
+            print(
+                f"ratio dbt/fast (medians): validate {statistics.median(dbt_v) / statistics.median(fast_v):.1f}x, "
+                f"submit {statistics.median(dbt_s) / statistics.median(fast_s):.1f}x"
+            )
         print(f"target submit median <= 1 s: {'met' if statistics.median(fast_s) <= 1.0 else 'NOT met'}")
-        print(f"verdicts compared on {sum('dbt' in g for g in answers.values())} completions: "
-              f"{len(disagree)} disagreements")
+        print(
+            f"verdicts compared on {sum('dbt' in g for g in answers.values())} completions: "
+            f"{len(disagree)} disagreements"
+        )
         for key, got in disagree:
             print(f"  DISAGREE {key}: {got}")
         if disagree:

@@ -83,12 +83,17 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=30, help="candidates decided the naive way (>= 30 asked)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--families", default="", help="comma-separated mutator families (default: all)")
-    parser.add_argument("--two-stage-scope", choices=("all", "sample"), default="all",
-                        help="run the two-stage pipeline on every candidate (default) or only on the sample")
+    parser.add_argument(
+        "--two-stage-scope",
+        choices=("all", "sample"),
+        default="all",
+        help="run the two-stage pipeline on every candidate (default) or only on the sample",
+    )
     parser.add_argument("--home", type=Path, help="a HARVEST_HOME holding the pin (its state and gold)")
     parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
-    parser.add_argument("--repo", default="shop_analytics",
-                        help="with --home: the pin whose id contains this text (exactly one must)")
+    parser.add_argument(
+        "--repo", default="shop_analytics", help="with --home: the pin whose id contains this text (exactly one must)"
+    )
     args = parser.parse_args()
     families = tuple(f for f in args.families.split(",") if f) or None
 
@@ -115,8 +120,7 @@ def main() -> None:
         tree = template(pin)
         gold = gold_path(pin.gold_sha256)
         shards = [uid for uid, node in sorted(nodes.items()) if not why_not_mutable(node, pin)]
-        candidates = {c.key: c for uid in shards
-                      for c in model_candidates(pin, nodes[uid], tree, families, args.seed)}
+        candidates = {c.key: c for uid in shards for c in model_candidates(pin, nodes[uid], tree, families, args.seed)}
         print(f"{len(candidates)} candidates over {len(shards)} mutable models", flush=True)
 
         # the naive sample: seeded, uniform over the candidates (so kept and rejected ones come in their
@@ -132,9 +136,17 @@ def main() -> None:
         screen_s = confirm_s = 0.0
         builds = reused = 0
         for uid in shards:
-            job = ShardJob(pin_id=pin.id, model=uid, split="train", split_group="bench", families=families,
-                           max_per_model=10**6, already_kept=0, done_keys=frozenset(set(candidates) - scope),
-                           seed=args.seed)
+            job = ShardJob(
+                pin_id=pin.id,
+                model=uid,
+                split="train",
+                split_group="bench",
+                families=families,
+                max_per_model=10**6,
+                already_kept=0,
+                done_keys=frozenset(set(candidates) - scope),
+                seed=args.seed,
+            )
             for report in run_shard(job).reports:
                 two_stage[report.key] = (report.kept, report.stage, report.reason)
                 if report.kept:
@@ -147,36 +159,52 @@ def main() -> None:
         two_stage_s = time.perf_counter() - started
         survivors = sum(1 for _, stage, _ in two_stage.values() if stage == "confirm")
         kept = [k for k, (ok, _, _) in two_stage.items() if ok]
-        print(f"two-stage: {len(two_stage)} candidates in {two_stage_s:.1f} s (screening {screen_s:.1f} s, "
-              f"{survivors} confirmed with dbt in {confirm_s:.1f} s: {builds} warm builds, {reused} reused; "
-              f"{len(kept)} kept)", flush=True)
+        print(
+            f"two-stage: {len(two_stage)} candidates in {two_stage_s:.1f} s (screening {screen_s:.1f} s, "
+            f"{survivors} confirmed with dbt in {confirm_s:.1f} s: {builds} warm builds, {reused} reused; "
+            f"{len(kept)} kept)",
+            flush=True,
+        )
 
         naive: dict[str, tuple[bool, str]] = {}
         started = time.perf_counter()
         for index, key in enumerate(sample, 1):
             one = time.perf_counter()
-            naive[key] = naive_decide(pin, nodes, state.database, gold, candidates[key], scratch / "naive" / key,
-                                      duplicates_of(key, candidates[key].model, kept_by))
+            naive[key] = naive_decide(
+                pin,
+                nodes,
+                state.database,
+                gold,
+                candidates[key],
+                scratch / "naive" / key,
+                duplicates_of(key, candidates[key].model, kept_by),
+            )
             shutil.rmtree(scratch / "naive" / key, ignore_errors=True)
             ts = two_stage[key]
-            print(f"  [{index}/{len(sample)}] {candidates[key].mutation.operator:<24} two-stage "
-                  f"{'kept' if ts[0] else 'rejected (' + ts[2] + ')':<34} naive "
-                  f"{'kept' if naive[key][0] else 'rejected (' + naive[key][1] + ')':<34} {time.perf_counter() - one:.1f} s",
-                  flush=True)
+            print(
+                f"  [{index}/{len(sample)}] {candidates[key].mutation.operator:<24} two-stage "
+                f"{'kept' if ts[0] else 'rejected (' + ts[2] + ')':<34} naive "
+                f"{'kept' if naive[key][0] else 'rejected (' + naive[key][1] + ')':<34} {time.perf_counter() - one:.1f} s",
+                flush=True,
+            )
         naive_s = time.perf_counter() - started
 
         same = [k for k in sample if naive[k][0] == two_stage[k][0]]
         two_rate = len(two_stage) / two_stage_s  # over what it ran on: every candidate, or the sample
         naive_rate = len(sample) / naive_s
         print(f"\ntwo-stage: {two_rate:.2f} candidates/s ({len(two_stage)} in {two_stage_s:.1f} s)")
-        print(f"naive:     {naive_rate:.4f} candidates/s ({len(sample)} in {naive_s:.1f} s; "
-              f"{sum(naive[k][0] for k in sample)} kept)")
+        print(
+            f"naive:     {naive_rate:.4f} candidates/s ({len(sample)} in {naive_s:.1f} s; "
+            f"{sum(naive[k][0] for k in sample)} kept)"
+        )
         print(f"ratio: {two_rate / naive_rate:.0f}x (target >= 50x)")
         print(f"same decision (kept vs rejected) on {len(same)} of {len(sample)} sampled candidates")
         if len(same) != len(sample):
             for key in sample:
                 if key not in same:
-                    print(f"  DIFFERENT {key} {candidates[key].mutation.operator}: two-stage {two_stage[key]}, naive {naive[key]}")
+                    print(
+                        f"  DIFFERENT {key} {candidates[key].mutation.operator}: two-stage {two_stage[key]}, naive {naive[key]}"
+                    )
             raise SystemExit(1)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

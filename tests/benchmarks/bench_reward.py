@@ -42,12 +42,11 @@ def prepare(root: Path) -> list:
     """Harvest + mint the example into ``root`` (train split); return the task records."""
     os.environ["HARVEST_HOME"] = str(root / "home")
     os.environ["HARVEST_PINS"] = str(root / "pins")
+    from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.ledger import Params, assign
-    from dbt_harvest.corpora.store import load_tasks
+    from dbt_harvest.corpora.store import load_tasks, mint_target
     from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.harvester.example import materialize_example
-    from dbt_harvest.core.home import harvest_home, pins_dir
-    from dbt_harvest.corpora.store import mint_target
     from dbt_harvest.harvester.mint.pipeline import MintOptions, mint
 
     example = materialize_example(root / "example")
@@ -101,8 +100,11 @@ def main() -> None:
         from dbt_harvest.harvester.grading.edited import grade
 
         items = [(task, label, text, want) for task in tasks for label, text, want in completions(task)]
-        print(f"{len(tasks)} tasks, {len(items)} completions "
-              f"({sum(w == 1 for *_, w in items)} correct, {sum(w == 0 for *_, w in items)} wrong, {sum(w is None for *_, w in items)} unknown)", flush=True)
+        print(
+            f"{len(tasks)} tasks, {len(items)} completions "
+            f"({sum(w == 1 for *_, w in items)} correct, {sum(w == 0 for *_, w in items)} wrong, {sum(w is None for *_, w in items)} unknown)",
+            flush=True,
+        )
         verdicts: dict[tuple[str, str], dict[str, int]] = {}
         paths: dict[str, int] = {}
 
@@ -134,22 +136,29 @@ def main() -> None:
         dbt_times = [timed("dbt", task, label, text) for task, label, text, _ in sample_dbt]
         naive_times = [timed("naive", task, label, text) for task, label, text, _ in sample_naive]
 
-        wrong_expect = [(t.instance_id, label, want, verdicts[(t.instance_id, label)]["reward"])
-                        for t, label, _, want in items
-                        if want is not None and verdicts[(t.instance_id, label)]["reward"] != want]
+        wrong_expect = [
+            (t.instance_id, label, want, verdicts[(t.instance_id, label)]["reward"])
+            for t, label, _, want in items
+            if want is not None and verdicts[(t.instance_id, label)]["reward"] != want
+        ]
         disagree = [(key, got) for key, got in verdicts.items() if len(set(got.values())) > 1]
         print(f"\nreward (build_and_score, paths taken {paths}): {stats(fast)}")
         print(f"  of which first rollout of a task (prepares its workspace and engine): {stats(cold)}")
         print(f"incremental sandboxed dbt build:                {stats(dbt_times)}")
         print(f"naive full sandboxed build per rollout:         {stats(naive_times)}")
+
         def ratio(slow: list[float]) -> str:
             return f"{statistics.median(slow) / statistics.median(fast):.1f}x" if slow else "not run"
 
-        print(f"ratio naive/reward (medians): {ratio(naive_times)} (target >= 10x); "
-              f"incremental dbt/reward: {ratio(dbt_times)}; "
-              f"reward median target <= 0.5 s: {'met' if statistics.median(fast) <= 0.5 else 'MISSED'}")
-        print(f"verdicts: {len(verdicts)} completions; paths disagreeing: {len(disagree)}; "
-              f"unexpected scores: {len(wrong_expect)}")
+        print(
+            f"ratio naive/reward (medians): {ratio(naive_times)} (target >= 10x); "
+            f"incremental dbt/reward: {ratio(dbt_times)}; "
+            f"reward median target <= 0.5 s: {'met' if statistics.median(fast) <= 0.5 else 'MISSED'}"
+        )
+        print(
+            f"verdicts: {len(verdicts)} completions; paths disagreeing: {len(disagree)}; "
+            f"unexpected scores: {len(wrong_expect)}"
+        )
         for item in disagree + wrong_expect:
             print("  MISMATCH", item)
         if disagree:

@@ -93,8 +93,12 @@ def reference(gold: Path, pred: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--reference", choices=["both", "pass", "fail", "none"], default="both",
-                        help="which submissions the slow reference also scores")
+    parser.add_argument(
+        "--reference",
+        choices=["both", "pass", "fail", "none"],
+        default="both",
+        help="which submissions the slow reference also scores",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each fast path (median reported)")
     args = parser.parse_args()
     spec = GradingSpec("gold.duckdb", ("big",), (tuple(range(12)),), (True,))

@@ -35,14 +35,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
-from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
-
 from bench_reward import completions, prepare, stats  # noqa: E402
+from bench_tasks import add_task_options, chosen_tasks  # noqa: E402
 
 MACRO = "{% macro harvest_bench_one() %}1{% endmacro %}\n"
 
 
-def submit(task, edits: dict[str, str], warm, scratch: Path) -> tuple[float, dict, str] | None:  # noqa: ANN001
+def submit(task, edits: dict[str, str], warm, scratch: Path) -> tuple[float, dict, str] | None:
     """(submit seconds, submission fields, grading path) of one episode that writes ``edits`` (None when the
     environment refuses one of the writes, e.g. a macro folder the project does not have)."""
     from dbt_harvest.core.home import pins_dir
@@ -67,7 +66,7 @@ def submit(task, edits: dict[str, str], warm, scratch: Path) -> tuple[float, dic
         discard(ws)
 
 
-def edits_of(task) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]]]:  # noqa: ANN001
+def edits_of(task) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, dict[str, str]]]]:
     """(fast-path edits, fallback edits) of one task, labelled."""
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.core.pin import pin_path, read_pin
@@ -75,8 +74,11 @@ def edits_of(task) -> tuple[list[tuple[str, dict[str, str]]], list[tuple[str, di
     texts = {label: text for label, text, _ in completions(task)}
     project_dir = read_pin(pin_path(task.pin, pins_dir())).project_dir
     project = "" if project_dir in ("", ".") else project_dir.rstrip("/") + "/"
-    fast = [(label, {task.file: texts[label]}) for label in texts if label.startswith(("fix", "wrong", "broken"))
-            and label != "fix;"]
+    fast = [
+        (label, {task.file: texts[label]})
+        for label in texts
+        if label.startswith(("fix", "wrong", "broken")) and label != "fix;"
+    ]
     fallback = [
         ("fix+jinja", {task.file: texts["fix"].rstrip("\n") + "\n{# edited #}\n"}),
         ("fix+macro", {task.file: texts["fix"], f"{project}macros/harvest_bench.sql": MACRO}),
@@ -125,23 +127,32 @@ def main() -> None:
                     cold_s.append(cold)
                     if hot_found != cold_found:
                         disagree.append((task.instance_id, label, hot_found, cold_found))
-                    print(f"  {task.instance_id} {label}: warm {hot:.2f} s, cold {cold:.2f} s, "
-                          f"official {hot_found['official']}/{cold_found['official']}", flush=True)
+                    print(
+                        f"  {task.instance_id} {label}: warm {hot:.2f} s, cold {cold:.2f} s, "
+                        f"official {hot_found['official']}/{cold_found['official']}",
+                        flush=True,
+                    )
             starts = warm.opened
-        print(f"\n{len(tasks)} tasks; {len(fast_s)} fast-path submits ({left_fast} left the fast path), "
-              f"{len(cold_s)} fallback submits each way; warm children opened: {starts}")
+        print(
+            f"\n{len(tasks)} tasks; {len(fast_s)} fast-path submits ({left_fast} left the fast path), "
+            f"{len(cold_s)} fallback submits each way; warm children opened: {starts}"
+        )
         print(f"submit, fast path:              {stats(fast_s)}")
-        print(f"submit, fallback, warm child:   {stats(warm_s)}   (first warm submit, with start + prime: "
-              f"{first_warm:.2f} s)")
+        print(
+            f"submit, fallback, warm child:   {stats(warm_s)}   (first warm submit, with start + prime: "
+            f"{first_warm:.2f} s)"
+        )
         print(f"submit, fallback, cold child:   {stats(cold_s)}")
         if warm_s and cold_s:
             print(f"ratio cold/warm fallback (medians): {statistics.median(cold_s) / statistics.median(warm_s):.1f}x")
         mix = fast_s + warm_s
-        print(f"target submit median <= 1 s: fast path {statistics.median(fast_s):.3f} s "
-              f"({'met' if statistics.median(fast_s) <= 1.0 else 'NOT met'}); "
-              f"warm fallback {statistics.median(warm_s) if warm_s else float('nan'):.3f} s "
-              f"({'met' if warm_s and statistics.median(warm_s) <= 1.0 else 'NOT met'}); "
-              f"all submits played {statistics.median(mix):.3f} s")
+        print(
+            f"target submit median <= 1 s: fast path {statistics.median(fast_s):.3f} s "
+            f"({'met' if statistics.median(fast_s) <= 1.0 else 'NOT met'}); "
+            f"warm fallback {statistics.median(warm_s) if warm_s else float('nan'):.3f} s "
+            f"({'met' if warm_s and statistics.median(warm_s) <= 1.0 else 'NOT met'}); "
+            f"all submits played {statistics.median(mix):.3f} s"
+        )
         print(f"verdicts compared warm vs cold on {len(cold_s)} fallback submits: {len(disagree)} disagreements")
         for instance_id, label, hot_found, cold_found in disagree:
             print(f"  DISAGREE {instance_id} {label}: warm {hot_found} cold {cold_found}")

@@ -18,7 +18,9 @@ def add_task_options(parser: argparse.ArgumentParser, *, default_tasks: int, spl
     parser.add_argument("--pins", type=Path, help="the pins folder that goes with --home")
     if split:
         parser.add_argument("--split", default="train", help="which split's tasks to play (with --home)")
-    parser.add_argument("--tasks", type=int, default=default_tasks, help="at most this many tasks, a seeded sample (0: all)")
+    parser.add_argument(
+        "--tasks", type=int, default=default_tasks, help="at most this many tasks, a seeded sample (0: all)"
+    )
     parser.add_argument("--repo", default="", help="only tasks whose pin id contains this text (with --home)")
 
 

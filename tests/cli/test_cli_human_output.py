@@ -29,9 +29,11 @@ def test_a_long_task_id_is_printed_whole_in_a_table() -> None:
 def test_grading_spec_and_mint_counts_read_as_lines() -> None:
     spec = GradingSpec("abc.duckdb", ("orders", "customers"), ((0, 2), ()), (True, False))
     lines = _grading_lines(spec)
-    assert lines == ["gold: abc.duckdb",
-                     "graded: table orders, gold columns 0, 2 (by index), row order ignored",
-                     "graded: table customers, every gold column, row order checked"]
+    assert lines == [
+        "gold: abc.duckdb",
+        "graded: table orders, gold columns 0, 2 (by index), row order ignored",
+        "graded: table customers, every gold column, row order checked",
+    ]
     counts = {"candidates": 40, "screened_out": 31, "confirm_rejected": 3, "kept": 6}
     line = _run_line(counts)
     assert line == "40 candidates, 31 screened out, 3 rejected at confirm, 6 kept"
@@ -51,8 +53,13 @@ def test_help_texts_say_what_options_mean() -> None:
     mint = help_of("mint")
     assert "At most this many tasks per dbt model file" in mint and "Seed of the candidate order" in mint
     audit = help_of("audit")
-    for said in ("oracle applies each task's true fix", "noop submits the broken project unchanged",
-                 "wrong applies the task's confirmed wrong repair", "openai: the model name", "hf: a local model folder"):
+    for said in (
+        "oracle applies each task's true fix",
+        "noop submits the broken project unchanged",
+        "wrong applies the task's confirmed wrong repair",
+        "openai: the model name",
+        "hf: a local model folder",
+    ):
         assert said in audit, said
     for kind, trl_name in (("sft", "SFTConfig"), ("grpo", "GRPOConfig")):
         text = help_of("train", kind)

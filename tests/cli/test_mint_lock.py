@@ -15,7 +15,6 @@ from click.testing import CliRunner
 from dbt_harvest.cli import main
 from dbt_harvest.corpora.tasklock import LOCK_NAME, read_lock, write_lock
 
-
 #: The renamed-gold test's full mints: two families and one task per model keep its claims (lock re-keyed,
 #: rebuild reproduced) on fewer candidates than a mint of every family (the lock is the mint's, whatever its size).
 FEW = ("--max-per-model", "1", "--families", "time,null")
@@ -26,7 +25,9 @@ def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails(minted_example, example_harvest, tmp_path: Path) -> None:
+def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails(
+    minted_example, example_harvest, tmp_path: Path
+) -> None:
     home, pins = tmp_path / "minted" / "home", tmp_path / "minted" / "pins"
     shutil.copytree(minted_example.home, home, symlinks=True)
     shutil.copytree(minted_example.pins, pins)
@@ -47,8 +48,9 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
     shutil.copytree(pins, fresh_pins)
     budget, runs, left_after = 3.0, 0, []
     while runs < 40:
-        code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--budget-s", str(budget),
-                              "--json")
+        code, out, err = _run(
+            fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--budget-s", str(budget), "--json"
+        )
         assert code == 0, err[-2000:]
         summary = json.loads(out.strip().splitlines()[-1])
         runs += 1
@@ -63,12 +65,23 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
     assert left_after and runs < 40, "the first run finished inside the budget, so nothing was resumed"
     assert list((fresh_home / "mint").rglob("*.part")) == [], "a finished mint leaves no stopped-shard marker"
     expected = {p.name: p.read_text() for p in sorted((minted_example.home / "tasks" / "train").glob("*.json"))}
-    assert expected and {p.name: p.read_text() for p in sorted((fresh_home / "tasks" / "train").glob("*.json"))} == expected
+    assert (
+        expected
+        and {p.name: p.read_text() for p in sorted((fresh_home / "tasks" / "train").glob("*.json"))} == expected
+    )
     code, out, err = _run(fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--verify-lock", "--json")
     assert code == 0, err
-    assert json.loads(out)["lock"] == {"same": True, "summary": "the rebuild reproduces the lock task for task",
-                                       "missing": [], "extra": [], "changed": [], "renamed": [], "restated": [],
-                                       "golds_renamed": [], "unfinished": []}
+    assert json.loads(out)["lock"] == {
+        "same": True,
+        "summary": "the rebuild reproduces the lock task for task",
+        "missing": [],
+        "extra": [],
+        "changed": [],
+        "renamed": [],
+        "restated": [],
+        "golds_renamed": [],
+        "unfinished": [],
+    }
 
     # a lock that lists one task fewer: the rebuild has one the lock does not, exit 1 with the id
     lock = read_lock(fresh_pins)
@@ -82,18 +95,20 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
     assert code == 1 and "no _tasks.lock" in err
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
-    "tests/harvester/test_add.py::test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
+        "tests/harvester/test_add.py::test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them",
+    )
+)
 def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(example_harvest, tmp_path: Path) -> None:
     """A pin that names its gold by the file's bytes (pins made before content naming), minted and locked,
     then rebuilt in a fresh home with --rename-gold: `--only-locked` re-mints just the locked tasks,
     `--verify-lock` finds each equal to its locked record once the old gold name is put back, `corpus lock
     --pin` re-keys them, and a lock that names another gold is a difference (exit 1)."""
-    from dbt_harvest.corpora.ledger import Params, assign
     from dbt_harvest.core import atomic
     from dbt_harvest.core.pin import pin_path, read_pin, write_pin
+    from dbt_harvest.corpora.ledger import Params, assign
     from tests.conftest import use_env
 
     home, pins = tmp_path / "old" / "home", tmp_path / "old" / "pins"
@@ -116,14 +131,24 @@ def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(exa
 
     fresh_home, fresh_pins = tmp_path / "fresh" / "home", tmp_path / "fresh" / "pins"
     shutil.copytree(pins, fresh_pins)
-    code, out, err = _run(fresh_home, fresh_pins, "add", example_harvest.example.spec, "--rebuild", "--rename-gold",
-                          "--package-mirror", str(example_harvest.example.mirror), "--json")
+    code, out, err = _run(
+        fresh_home,
+        fresh_pins,
+        "add",
+        example_harvest.example.spec,
+        "--rebuild",
+        "--rename-gold",
+        "--package-mirror",
+        str(example_harvest.example.mirror),
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["drift"] == [f"gold {by_bytes[:12]} -> {pin.gold_sha256[:12]}"]
     assert read_pin(pin_path(pin.id, fresh_pins)).versions == pin.versions
 
-    code, out, err = _run(fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked",
-                          "--verify-lock", "--json")
+    code, out, err = _run(
+        fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked", "--verify-lock", "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["this_run"] == {"candidates": len(ids), "screened_out": 0, "confirm_rejected": 0, "kept": len(ids)}
@@ -133,7 +158,9 @@ def test_a_gold_renamed_by_a_rebuild_is_re_minted_from_the_lock_and_re_keyed(exa
 
     # a lock that names some other gold for the pin: no task is the locked one under that name
     write_lock(replace(locked, golds=((pin.id, "0" * 64),)), fresh_pins)
-    code, out, _ = _run(fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked", "--verify-lock")
+    code, out, _ = _run(
+        fresh_home, fresh_pins, "mint", pin.id, "--max-per-model", "1", "--only-locked", "--verify-lock"
+    )
     assert code == 1 and f"changed: train:{ids[0]}" in out
     write_lock(locked, fresh_pins)
 

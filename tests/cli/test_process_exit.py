@@ -27,14 +27,20 @@ ABORT_AT_EXIT = (
 
 
 def _harvest(entry: str, *args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    code = ABORT_AT_EXIT + f"import sys; sys.argv = ['harvest', *{list(args)!r}]\nfrom dbt_harvest.cli import {entry}; {entry}()\n"
+    code = (
+        ABORT_AT_EXIT
+        + f"import sys; sys.argv = ['harvest', *{list(args)!r}]\nfrom dbt_harvest.cli import {entry}; {entry}()\n"
+    )
     env = {**os.environ, "HARVEST_HOME": str(tmp / "home"), "HARVEST_PINS": str(tmp / "pins")}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp, env=env)
 
 
-@pytest.mark.parametrize(("args", "status"), [(("--version",), 0), (("show", "no/such-pin"), 1), (("no-such-command",), 2)])
-def test_the_console_script_keeps_its_exit_code_past_a_native_abort_at_exit(args: tuple[str, ...], status: int,
-                                                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "status"), [(("--version",), 0), (("show", "no/such-pin"), 1), (("no-such-command",), 2)]
+)
+def test_the_console_script_keeps_its_exit_code_past_a_native_abort_at_exit(
+    args: tuple[str, ...], status: int, tmp_path: Path
+) -> None:
     done = _harvest("run", *args, tmp=tmp_path)
     assert done.returncode == status, (done.returncode, done.stderr[-1000:])
     if status == 0:

@@ -13,8 +13,10 @@ from dbt_harvest.core.clock import clock_env, freeze_clock
 
 
 def test_current_time_calls_become_literals_parentheses_and_all() -> None:
-    sql = ("select current_date() - signup_date as age, current_date as today, now() as at, CURRENT_TIMESTAMP() as t,\n"
-           "  current_time as c, 'current_date' as label -- current_date in a comment\nfrom t")
+    sql = (
+        "select current_date() - signup_date as age, current_date as today, now() as at, CURRENT_TIMESTAMP() as t,\n"
+        "  current_time as c, 'current_date' as label -- current_date in a comment\nfrom t"
+    )
     frozen = freeze_clock(sql, "2023-02-19 00:00:00")
     # `current_date()` (dbt-duckdb renders it so) must not leave `()` behind: DATE '…'() does not parse
     assert "DATE '2023-02-19' - signup_date" in frozen and "()" not in frozen.split("--")[0]
@@ -33,11 +35,13 @@ def test_the_build_clock_is_frozen_not_ticking() -> None:
 def test_under_the_frozen_clock_now_never_moves_and_timeouts_still_work() -> None:
     from dbt_harvest.core.clock import faketime_library
 
-    code = ("import time, threading, datetime, queue\n"
-            "a = datetime.datetime.now(); t0 = time.monotonic()\n"
-            "threading.Event().wait(0.3)\n"
-            "try:\n    queue.Queue().get(timeout=0.2)\nexcept queue.Empty:\n    pass\n"
-            "print(a.isoformat(), datetime.datetime.now().isoformat(), round(time.monotonic() - t0, 1))\n")
+    code = (
+        "import time, threading, datetime, queue\n"
+        "a = datetime.datetime.now(); t0 = time.monotonic()\n"
+        "threading.Event().wait(0.3)\n"
+        "try:\n    queue.Queue().get(timeout=0.2)\nexcept queue.Empty:\n    pass\n"
+        "print(a.isoformat(), datetime.datetime.now().isoformat(), round(time.monotonic() - t0, 1))\n"
+    )
     env = {"PATH": "/usr/bin:/bin", **clock_env("2024-06-30 08:15:00", faketime_library())}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
     first, second, waited = out.stdout.split()
@@ -60,8 +64,10 @@ def test_zoned_freeze_gives_the_types_a_dbt_build_gives() -> None:
     for call in ("now()", "current_timestamp", "get_current_timestamp()", "localtimestamp", "current_date"):
         sql = f"select {call} as t"
         live = con.execute(f"select typeof(t) from ({sql})").fetchone()[0]
-        kind, value = con.execute(f"select typeof(t), t from ({freeze_clock(sql, '2024-05-01 00:00:00', zoned=True)})").fetchone()
+        kind, value = con.execute(
+            f"select typeof(t), t from ({freeze_clock(sql, '2024-05-01 00:00:00', zoned=True)})"
+        ).fetchone()
         assert kind == live, (call, kind, live)
         if kind == "TIMESTAMP WITH TIME ZONE":
-            assert value.astimezone(dt.timezone.utc) == dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+            assert value.astimezone(dt.UTC) == dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     assert freeze_clock("select now()", "2024-05-01 00:00:00") == "select TIMESTAMP '2024-05-01 00:00:00'"

@@ -10,7 +10,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from dbt_harvest.core.closing import (
-    COMPLETION_TESTED, COMPLETION_UNTESTED, REPAIR_TESTED, REPAIR_UNTESTED, as_first_written, repair_closing, restated,
+    COMPLETION_TESTED,
+    COMPLETION_UNTESTED,
+    REPAIR_TESTED,
+    REPAIR_UNTESTED,
+    as_first_written,
+    repair_closing,
+    restated,
 )
 from dbt_harvest.core.task_record import COMPLETE_OPERATOR, LocalChecks, TaskRecord, read_task
 from dbt_harvest.corpora.tasklock import compare, lock_of, record_sha256
@@ -18,8 +24,13 @@ from dbt_harvest.harvester.mint.contract import ColumnContract, Contract, comple
 from dbt_harvest.harvester.mint.statement import Symptom, fixed_phrases, template_statement
 from tests.corpora.corpora_world import make_task
 
-PIN = SimpleNamespace(id="acme__shop@" + "a" * 12, commit="a" * 40, url="https://github.com/acme/shop",
-                      gold_sha256="b" * 64, license="MIT")
+PIN = SimpleNamespace(
+    id="acme__shop@" + "a" * 12,
+    commit="a" * 40,
+    url="https://github.com/acme/shop",
+    gold_sha256="b" * 64,
+    license="MIT",
+)
 UNTESTED = LocalChecks(builds=True, tests_total=0, tests_failed=0)
 TESTED = LocalChecks(builds=True, tests_total=2, tests_failed=0, covering_tests=("test.shop.unique_orders_id.1",))
 SYMPTOM = Symptom("fct_orders", "One row per order.", 10, 10, (("revenue", "Order revenue.", "higher"),))
@@ -31,9 +42,17 @@ def _repair(checks: LocalChecks, statement: str, n: int = 1, split: str = "train
 
 
 def _contract(name: str) -> Contract:
-    return Contract(model=f"model.shop.{name}", name=name, file=f"models/{name}.sql", description=f"One row per {name}.",
-                    materialized="table", columns=(ColumnContract("id", "The key.", ()),), model_tests=(), reads=(),
-                    depth=1)
+    return Contract(
+        model=f"model.shop.{name}",
+        name=name,
+        file=f"models/{name}.sql",
+        description=f"One row per {name}.",
+        materialized="table",
+        columns=(ColumnContract("id", "The key.", ()),),
+        model_tests=(),
+        reads=(),
+        depth=1,
+    )
 
 
 def _completion(checks: LocalChecks, statement: str) -> TaskRecord:
@@ -69,12 +88,16 @@ def test_a_record_minted_with_the_earlier_closing_reads_restated(tmp_path: Path)
     assert not TEST_WORDS.search(read.problem_statement)
     assert as_first_written(read) == old and restated(read) == read
     # a task a test covers, a writer's own words and a loud task keep their statement byte for byte
-    for kept in (_repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2),
-                 _repair(UNTESTED, "Finance sees revenue too high on fct_orders; please look.", 3),
-                 _repair(LocalChecks(True, 1, 1), template_statement([SYMPTOM], REPAIR_TESTED), 4)):
+    for kept in (
+        _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2),
+        _repair(UNTESTED, "Finance sees revenue too high on fct_orders; please look.", 3),
+        _repair(LocalChecks(True, 1, 1), template_statement([SYMPTOM], REPAIR_TESTED), 4),
+    ):
         assert _written(kept, tmp_path) == kept and as_first_written(kept) == kept
-    for statement in (completion_statement(_contract("orders")),
-                      completion_statement(_contract("orders"), _contract("customers"))):
+    for statement in (
+        completion_statement(_contract("orders")),
+        completion_statement(_contract("orders"), _contract("customers")),
+    ):
         old_completion = _completion(UNTESTED, statement)
         read = _written(old_completion, tmp_path)
         assert read.problem_statement != statement and not TEST_WORDS.search(read.problem_statement.split("\n\n")[-1])
@@ -85,9 +108,11 @@ def test_a_record_minted_with_the_earlier_closing_reads_restated(tmp_path: Path)
 
 
 def test_the_lock_recognises_a_restated_task_and_nothing_else(tmp_path: Path) -> None:
-    old = [_repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 1),
-           _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2),
-           _repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 3, split="test")]
+    old = [
+        _repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 1),
+        _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2),
+        _repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 3, split="test"),
+    ]
     locked = lock_of(old, "head")
     rebuilt = [_written(r, tmp_path) for r in old]
     assert record_sha256(rebuilt[0]) != record_sha256(old[0])  # the record itself changed
@@ -109,8 +134,10 @@ def test_a_restated_task_whose_gold_was_renamed_too_is_recognised_either_way(tmp
     """Locked before both changes, or re-keyed after the restatement and then renamed: the same task."""
     from dbt_harvest.corpora.tasklock import under_gold
 
-    old = [_repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 1),
-           _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2)]
+    old = [
+        _repair(UNTESTED, template_statement([SYMPTOM], REPAIR_TESTED), 1),
+        _repair(TESTED, template_statement([SYMPTOM], REPAIR_TESTED), 2),
+    ]
     new_gold = "f" * 64
     rebuilt = [under_gold(_written(r, tmp_path), new_gold) for r in old]
     rekeyed = [_written(r, tmp_path) for r in old]  # restated and re-keyed under the old gold

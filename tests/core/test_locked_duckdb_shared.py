@@ -70,7 +70,7 @@ def test_concurrent_readers_in_threads(gold: Path) -> None:
             for _ in range(20):
                 with open_source(gold, gold=True) as con:
                     assert con.execute("select sum(id) from orders").fetchone() == (10,)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+        except Exception as exc:
             errors.append(repr(exc))
 
     threads = [threading.Thread(target=read) for _ in range(4)]
@@ -86,8 +86,12 @@ def test_a_joined_connection_is_still_locked(gold: Path) -> None:
     first = connect_locked(str(gold), read_only=True)
     try:
         second = connect_locked(str(gold), read_only=True)
-        for sql in (f"select * from read_csv('{secret}')", "set enable_external_access = true",
-                    "set lock_configuration = false", f"attach '{gold.parent / 'x.duckdb'}' as x"):
+        for sql in (
+            f"select * from read_csv('{secret}')",
+            "set enable_external_access = true",
+            "set lock_configuration = false",
+            f"attach '{gold.parent / 'x.duckdb'}' as x",
+        ):
             with pytest.raises(duckdb.Error) as caught:
                 second.execute(sql)
             assert SECRET not in str(caught.value)

@@ -58,13 +58,27 @@ def test_a_creation_over_a_file_or_a_deletion_of_other_text_is_refused_and_nothi
 def _record(**changes: object) -> dict:
     broken = make_patch("models/fct.sql", MODEL, None)
     data = {
-        "instance_id": task_id("acme__shop", "a" * 40, "complete", "models/fct.sql", broken), "pin": "acme__shop@" + "a" * 12,
-        "repo": "acme/shop", "base_commit": "a" * 40, "project_dir": ".", "split": "train", "split_group": "g",
-        "family": "completion", "operator": "complete", "effect": "missing_model", "file": "models/fct.sql",
-        "broken_patch": broken, "fix_patch": make_patch("models/fct.sql", None, MODEL), "wrong_repair_patches": [],
+        "instance_id": task_id("acme__shop", "a" * 40, "complete", "models/fct.sql", broken),
+        "pin": "acme__shop@" + "a" * 12,
+        "repo": "acme/shop",
+        "base_commit": "a" * 40,
+        "project_dir": ".",
+        "split": "train",
+        "split_group": "g",
+        "family": "completion",
+        "operator": "complete",
+        "effect": "missing_model",
+        "file": "models/fct.sql",
+        "broken_patch": broken,
+        "fix_patch": make_patch("models/fct.sql", None, MODEL),
+        "wrong_repair_patches": [],
         "grading": {"gold": "g.duckdb", "condition_tabs": ["fct"], "condition_cols": [[0]], "ignore_orders": [True]},
-        "problem_statement": "write it", "local_checks": {"builds": False, "tests_total": 0, "tests_failed": 0},
-        "gold_sha256": "b" * 64, "license": "MIT", "versions": {}, "kind": "completion",
+        "problem_statement": "write it",
+        "local_checks": {"builds": False, "tests_total": 0, "tests_failed": 0},
+        "gold_sha256": "b" * 64,
+        "license": "MIT",
+        "versions": {},
+        "kind": "completion",
     }
     data.update(changes)
     return data

@@ -16,12 +16,25 @@ from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, pin_fr
 
 def _pin() -> Pin:
     return Pin(
-        id="acme__shop@0123456789ab", spec="acme/shop@0123456", url="https://github.com/acme/shop.git",
-        commit="0123456789abcdef0123456789abcdef01234567", tree="f" * 40, ref="",
-        root_commits=("a" * 40,), project_dir=".", project_name="shop", profile_schema="main",
-        clock="2024-07-01 00:00:00", license="MIT", created_at="2026-01-01T00:00:00Z", gold_sha256="b" * 64,
-        compat_patch_sha256="", versions={"duckdb": "1.5.6", "python": "3.11.7"},
-        packages=(PackageRecord("shop_utils", "hub:harvestlabs/shop_utils", ">=0.2.0,<1.0.0", "0.3.1", "c" * 40, "/m"),),
+        id="acme__shop@0123456789ab",
+        spec="acme/shop@0123456",
+        url="https://github.com/acme/shop.git",
+        commit="0123456789abcdef0123456789abcdef01234567",
+        tree="f" * 40,
+        ref="",
+        root_commits=("a" * 40,),
+        project_dir=".",
+        project_name="shop",
+        profile_schema="main",
+        clock="2024-07-01 00:00:00",
+        license="MIT",
+        created_at="2026-01-01T00:00:00Z",
+        gold_sha256="b" * 64,
+        compat_patch_sha256="",
+        versions={"duckdb": "1.5.6", "python": "3.11.7"},
+        packages=(
+            PackageRecord("shop_utils", "hub:harvestlabs/shop_utils", ">=0.2.0,<1.0.0", "0.3.1", "c" * 40, "/m"),
+        ),
         tables=(TableRecord("main.orders", 3, "d" * 32, True, False, (Column("id", "INTEGER"),), "model.shop.orders"),),
         model_files={"models/orders.sql": "e" * 64},
     )

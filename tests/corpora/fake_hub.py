@@ -27,7 +27,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
-
 #: what huggingface_hub asks on its own (agent detection for its user agent); answered 404, not a test failure
 CLIENT_PROBES = frozenset({"/api/agent-harnesses"})
 
@@ -51,13 +50,13 @@ def _check_card(content: str) -> list[str]:
 
 
 def _git_oid(blob: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(blob) + blob).hexdigest()  # noqa: S324 (git's own object id)
+    return hashlib.sha1(b"blob %d\0" % len(blob) + blob).hexdigest()
 
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+    def handle_error(self, request, client_address) -> None:
         """A client that hangs up on a kept-alive connection is normal; anything else is still printed."""
         import sys
 
@@ -122,13 +121,22 @@ class FakeHub:
                     body = json.loads(raw)
                     hub.validated.append(body["content"])
                     errors = _check_card(body["content"])
-                    return self._reply(400 if errors else 200, {"errors": [{"message": e} for e in errors], "warnings": []})
+                    return self._reply(
+                        400 if errors else 200, {"errors": [{"message": e} for e in errors], "warnings": []}
+                    )
                 if len(parts) >= 6 and parts[:2] == ["api", "datasets"]:
                     repo_id = f"{parts[2]}/{parts[3]}"
                     if parts[4] == "preupload":
                         files = json.loads(raw)["files"]
-                        return self._reply(200, {"files": [
-                            {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None} for f in files]})
+                        return self._reply(
+                            200,
+                            {
+                                "files": [
+                                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False, "oid": None}
+                                    for f in files
+                                ]
+                            },
+                        )
                     if parts[4] == "commit":
                         return self._commit(repo_id, raw)
                     if parts[4] == "paths-info":
@@ -156,8 +164,10 @@ class FakeHub:
                     elif item["key"] != "header":
                         hub.unexpected.append(f"commit line {item['key']}")
                 oid = hub.new_commit(repo_id)
-                self._reply(200, {"commitUrl": f"http://{self.headers['Host']}/datasets/{repo_id}/commit/{oid}",
-                                  "commitOid": oid})
+                self._reply(
+                    200,
+                    {"commitUrl": f"http://{self.headers['Host']}/datasets/{repo_id}/commit/{oid}", "commitOid": oid},
+                )
 
             def do_PUT(self) -> None:
                 raw = self._body()
@@ -224,8 +234,9 @@ class FakeHub:
 
     # -- state, also for tests that set a repository up by hand ------------------------------------
 
-    def make_repo(self, repo_id: str, *, private: bool = False, files: dict[str, bytes] | None = None,
-                  body: dict | None = None) -> None:
+    def make_repo(
+        self, repo_id: str, *, private: bool = False, files: dict[str, bytes] | None = None, body: dict | None = None
+    ) -> None:
         """A repository as if someone had created it (and committed ``files``) before the test."""
         self.repos[repo_id] = {**(body or {"type": "dataset"}), "private": private}
         self.files[repo_id] = dict(files or {})
@@ -234,7 +245,7 @@ class FakeHub:
 
     def new_commit(self, repo_id: str) -> str:
         history = self.commits.setdefault(repo_id, [])
-        oid = hashlib.sha1(f"{repo_id}:{len(history)}".encode()).hexdigest()  # noqa: S324 (an id, not security)
+        oid = hashlib.sha1(f"{repo_id}:{len(history)}".encode()).hexdigest()
         history.append(oid)
         return oid
 
@@ -248,18 +259,25 @@ class FakeHub:
     def tree(self, repo_id: str, under: str, recursive: bool) -> list[dict]:
         prefix = f"{under}/" if under else ""
         found = [e for e in self.entries(repo_id) if e["path"].startswith(prefix) and e["path"] != under]
-        return found if recursive else [e for e in found if "/" not in e["path"][len(prefix):]]
+        return found if recursive else [e for e in found if "/" not in e["path"][len(prefix) :]]
 
     def info(self, repo_id: str) -> dict:
         return {
-            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],  # noqa: S324
-            "id": repo_id, "author": repo_id.split("/")[0], "sha": self.commits[repo_id][-1],
-            "private": self.repos[repo_id]["private"], "disabled": False, "gated": False,
-            "downloads": 0, "likes": 0, "tags": [], "lastModified": "2026-01-01T00:00:00.000Z",
+            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+            "id": repo_id,
+            "author": repo_id.split("/")[0],
+            "sha": self.commits[repo_id][-1],
+            "private": self.repos[repo_id]["private"],
+            "disabled": False,
+            "gated": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "lastModified": "2026-01-01T00:00:00.000Z",
             "siblings": [{"rfilename": p} for p in sorted(self.files.get(repo_id, {}))],
         }
 
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         self.thread.start()
         return self
 

@@ -9,12 +9,21 @@ from dbt_harvest.corpora.card import CardFacts, RepoProvenance, render
 
 def _facts(licenses: tuple[str, str] = ("MIT", "MIT")) -> CardFacts:
     return CardFacts(
-        title="dbt repair tasks", generator_versions=("0.1.0",), tool_versions={"dbt-core": "1.11.2"},
+        title="dbt repair tasks",
+        generator_versions=("0.1.0",),
+        tool_versions={"dbt-core": "1.11.2"},
         splits={"train": 1200, "dev": 30},
-        provenance=(RepoProvenance("acme/shop", "https://github.com/acme/shop", "a" * 40, licenses[0], "train", 1200),
-                    RepoProvenance("acme/meters", "https://github.com/acme/meters", "b" * 40, licenses[1], "dev", 30)),
-        left_out_repos=0, left_out_tasks=0, public=True, exclusions_source={}, exclusions_counts={},
-        sealed_test_tasks=12, fingerprints={"train": "f00d", "dev": "beef"},
+        provenance=(
+            RepoProvenance("acme/shop", "https://github.com/acme/shop", "a" * 40, licenses[0], "train", 1200),
+            RepoProvenance("acme/meters", "https://github.com/acme/meters", "b" * 40, licenses[1], "dev", 30),
+        ),
+        left_out_repos=0,
+        left_out_tasks=0,
+        public=True,
+        exclusions_source={},
+        exclusions_counts={},
+        sealed_test_tasks=12,
+        fingerprints={"train": "f00d", "dev": "beef"},
     )
 
 
@@ -25,8 +34,15 @@ def test_the_card_metadata_round_trips_through_huggingface_hub() -> None:
     assert text.startswith("---\n") and "\n# dbt repair tasks\n" in card.text
     assert data["license"] == "mit" and data["pretty_name"] == "dbt repair tasks"
     assert data["task_categories"] == ["text-generation"] and data["size_categories"] == ["1K<n<10K"]
-    assert data["configs"] == [{"config_name": "default", "data_files": [
-        {"split": "train", "path": "data/train-f00d-*"}, {"split": "dev", "path": "data/dev-beef-*"}]}]
+    assert data["configs"] == [
+        {
+            "config_name": "default",
+            "data_files": [
+                {"split": "train", "path": "data/train-f00d-*"},
+                {"split": "dev", "path": "data/dev-beef-*"},
+            ],
+        }
+    ]
     assert "swe-bench" in data["tags"]
 
 

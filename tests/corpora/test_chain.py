@@ -20,8 +20,11 @@ class LedgerBroken(Exception):
 def _ledger(path: Path, n: int = 3) -> list[dict]:
     entries: list[dict] = []
     for i in range(n):
-        entries.append(append_entry(path, {"recipe": f"r{i}", "time": f"t{i}",
-                                           "prev": entries[-1]["commitment"] if entries else ""}))
+        entries.append(
+            append_entry(
+                path, {"recipe": f"r{i}", "time": f"t{i}", "prev": entries[-1]["commitment"] if entries else ""}
+            )
+        )
     return entries
 
 

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from dbt_harvest.cli import main
+from dbt_harvest.core.licenses import REDISTRIBUTABLE
+from dbt_harvest.core.pin import PackageRecord, list_pins, pin_path, write_pin
 from dbt_harvest.corpora.checks import check_pins_folder
 from dbt_harvest.corpora.ledger import SplitLedger
 from dbt_harvest.corpora.tasklock import read_lock, write_lock
-from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.pin import PackageRecord, list_pins, pin_path, write_pin
 
 PINS = Path(__file__).resolve().parents[2] / "pins"
 
@@ -69,8 +69,9 @@ def test_an_augmented_pin_needs_its_candidates_and_keeps_its_rows_out_of_the_com
     problems = check_pins_folder(copy)
     assert any("beside the compat patches" in p and augmented.id in p for p in problems), problems
     assert any("records no candidates" in p and augmented.id in p for p in problems), problems
-    ignored = subprocess.run(["git", "check-ignore", "-q", "pins/patches/augmentations/x.diff"],
-                             cwd=PINS.parent, capture_output=True)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "pins/patches/augmentations/x.diff"], cwd=PINS.parent, capture_output=True
+    )
     assert ignored.returncode == 0
 
 
@@ -87,8 +88,14 @@ def test_cli_check_exits_0_on_the_corpus_and_1_on_a_tampered_copy(copy: Path) ->
 
 def test_a_machine_path_in_a_pin_is_caught(copy: Path) -> None:
     pin = list_pins(copy)[0]
-    leaked = PackageRecord(name="dbt_utils", source="hub:dbt-labs/dbt_utils", requested=">=1.0.0", version="1.4.1",
-                           commit="a" * 40, url="/home/someone/pkgmirror/dbt-labs/dbt_utils")
+    leaked = PackageRecord(
+        name="dbt_utils",
+        source="hub:dbt-labs/dbt_utils",
+        requested=">=1.0.0",
+        version="1.4.1",
+        commit="a" * 40,
+        url="/home/someone/pkgmirror/dbt-labs/dbt_utils",
+    )
     write_pin(replace(pin, packages=(*pin.packages, leaked)), copy)  # a valid digest: only the path is wrong
     problems = check_pins_folder(copy)
     assert any(p.startswith("machine-path:") and pin.id in p for p in problems), problems

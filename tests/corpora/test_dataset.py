@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from corpora_world import make_task
 
+from dbt_harvest.cli import main
+from dbt_harvest.core import atomic
+from dbt_harvest.core.task_record import write_task
 from dbt_harvest.corpora.build import build_dataset, read_manifest
 from dbt_harvest.corpora.errors import DatasetBuildError, LintError, SealError
 from dbt_harvest.corpora.features import task_features, to_row
 from dbt_harvest.corpora.ledger import Params, assign, group_of
 from dbt_harvest.corpora.sealed import sealed_dir
 from dbt_harvest.corpora.store import store_task
-from corpora_world import make_task
-from dbt_harvest.core import atomic
-from dbt_harvest.cli import main
-from dbt_harvest.core.task_record import write_task
 
 
 def _populate(world, make, *, dev=True, unlicensed=True):
@@ -53,11 +53,15 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     result = build_dataset(out, home=world.home, pins=world.pins, shard_rows=3)
     assert result.splits == {"train": 4, "dev": 2}
     assert result.left_out_repos == 1 and result.left_out_tasks == 2
-    names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and "dataset_dict" not in p.parts)
+    names = sorted(
+        p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and "dataset_dict" not in p.parts
+    )
     fp = read_manifest(out)["facts"]["fingerprints"]
     assert [n for n in names if n.startswith("data/")] == [
-        f"data/dev-{fp['dev']}-00000-of-00001.parquet", f"data/train-{fp['train']}-00000-of-00002.parquet",
-        f"data/train-{fp['train']}-00001-of-00002.parquet"]
+        f"data/dev-{fp['dev']}-00000-of-00001.parquet",
+        f"data/train-{fp['train']}-00000-of-00002.parquet",
+        f"data/train-{fp['train']}-00001-of-00002.parquet",
+    ]
     public = [t for t in tasks if t.split in ("train", "dev") and t.license != "unknown"]
     for t in public:
         gold = out / "gold" / f"{t.gold_sha256}.duckdb"
@@ -70,8 +74,10 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     assert loaded["train"].features == task_features()
     by_pin = {p.id: p for p in pins.values()}
     assert all(not p.compat_patch_sha256 for p in by_pin.values())
-    by_split = {s: sorted((to_row(t, by_pin[t.pin]) for t in public if t.split == s), key=lambda r: r["instance_id"])
-                for s in ("train", "dev")}
+    by_split = {
+        s: sorted((to_row(t, by_pin[t.pin]) for t in public if t.split == s), key=lambda r: r["instance_id"])
+        for s in ("train", "dev")
+    }
     assert all(r["origin_url"] and r["tree"] and r["clock"] for rows in by_split.values() for r in rows)
     for split in ("train", "dev"):
         assert sorted(loaded[split].to_list(), key=lambda r: r["instance_id"]) == by_split[split]
@@ -85,7 +91,9 @@ def test_build_writes_a_hub_folder_that_load_dataset_reads_back(world, make):
     front = yaml.safe_load(card.split("---")[1])
     assert front["license"] == "mit" and front["task_categories"] == ["text-generation"] and "dbt" in front["tags"]
     assert front["configs"][0]["data_files"] == [
-        {"split": "train", "path": f"data/train-{fp['train']}-*"}, {"split": "dev", "path": f"data/dev-{fp['dev']}-*"}]
+        {"split": "train", "path": f"data/train-{fp['train']}-*"},
+        {"split": "dev", "path": f"data/dev-{fp['dev']}-*"},
+    ]
     assert "1 repositories (2 tasks) whose license does not permit redistribution" in card
     assert "Non-contamination statement" in card and "e12c5f1e6550" in card and "2 test tasks are sealed" in card
     assert "`patch` is the gold repair" in card
@@ -196,10 +204,14 @@ def test_rows_never_carry_secret_fields(world, make):
     pin = make("a/one")
     from dbt_harvest.core.task_record import Claim, LocalChecks, WrongRepairNote
 
-    task = replace(make_task(pin, "train", "a/one", 1), wrong_repair_patches=("SECRET",),
-                   wrong_repair_notes=(WrongRepairNote("SECRET-INTENT", ("SECRET-FIX",)),),
-                   claims=(Claim("orders", "more_rows"),), broken_signature="SECRET-SIG",
-                   local_checks=LocalChecks(True, 4, 0, ("test.a", "test.b")))
+    task = replace(
+        make_task(pin, "train", "a/one", 1),
+        wrong_repair_patches=("SECRET",),
+        wrong_repair_notes=(WrongRepairNote("SECRET-INTENT", ("SECRET-FIX",)),),
+        claims=(Claim("orders", "more_rows"),),
+        broken_signature="SECRET-SIG",
+        local_checks=LocalChecks(True, 4, 0, ("test.a", "test.b")),
+    )
     row = to_row(task)
     assert "SECRET" not in json.dumps(row) and set(row) == set(task_features())
     assert row["local_tests"] == 2
@@ -213,9 +225,14 @@ def test_a_fork_minting_the_same_mutation_gives_one_row(world, make):
     original = next(t for t in tasks if t.pin == pins["r/trainrepo"].id)
     assert group_of(fork.id, world.pins) == original.split_group
     copy = make_task(fork, "train", original.split_group, 1)
-    copy = replace(copy, file=original.file, broken_patch=original.broken_patch, fix_patch=original.fix_patch,
-                   problem_statement=original.problem_statement,
-                   instance_id=original.instance_id.replace("trainrepo", "trainrepo-fork"))
+    copy = replace(
+        copy,
+        file=original.file,
+        broken_patch=original.broken_patch,
+        fix_patch=original.fix_patch,
+        problem_statement=original.problem_statement,
+        instance_id=original.instance_id.replace("trainrepo", "trainrepo-fork"),
+    )
     assert copy.instance_id != original.instance_id
     store_task(copy, world.home, world.pins)
     out = world.root / "dist" / "dedup"
@@ -274,19 +291,25 @@ def test_min_local_tests_keeps_tasks_with_tested_lineages_and_the_card_shows_the
     for n, tests in covering.items():
         pin = pins["r/trainrepo" if n != 4 else "d/devrepo"]
         split = "train" if n != 4 else "dev"
-        task = replace(make_task(pin, split, group_of(pin.id, world.pins), n),
-                       local_checks=LocalChecks(True, 6, 0, tests))
+        task = replace(
+            make_task(pin, split, group_of(pin.id, world.pins), n), local_checks=LocalChecks(True, 6, 0, tests)
+        )
         store_task(task, world.home, world.pins)
     full = build_dataset(world.root / "all", home=world.home, pins=world.pins)
     assert full.splits == {"train": 3, "dev": 1}
     card = (world.root / "all" / "README.md").read_text()
     assert "| covering dbt tests (`local_tests`) | train | dev |" in card
-    assert "| 0 | 1 | 0 |" in card and "| 1 | 1 | 0 |" in card and "| 2-4 | 1 | 0 |" in card and "| 5+ | 0 | 1 |" in card
+    assert (
+        "| 0 | 1 | 0 |" in card and "| 1 | 1 | 0 |" in card and "| 2-4 | 1 | 0 |" in card and "| 5+ | 0 | 1 |" in card
+    )
     tested = build_dataset(world.root / "tested", home=world.home, pins=world.pins, min_local_tests=2)
     assert tested.splits == {"train": 1, "dev": 1}
     assert set(load_dataset(str(world.root / "tested"))["train"]["local_tests"]) == {3}
     assert "at least 2 covering dbt test(s)" in (world.root / "tested" / "README.md").read_text()
-    result = CliRunner().invoke(main, ["dataset", "build", "--out", str(world.root / "none"), "--min-local-tests", "9"],
-                                env={"HARVEST_HOME": str(world.home), "HARVEST_PINS": str(world.pins)})
+    result = CliRunner().invoke(
+        main,
+        ["dataset", "build", "--out", str(world.root / "none"), "--min-local-tests", "9"],
+        env={"HARVEST_HOME": str(world.home), "HARVEST_PINS": str(world.pins)},
+    )
     assert result.exit_code == 1 and "9 or more covering dbt tests" in result.output
     assert not (world.root / "none").exists()

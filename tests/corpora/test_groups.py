@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dbt_harvest.corpora.groups import explain_groups, split_groups
 from corpora_world import hub
+
+from dbt_harvest.corpora.groups import explain_groups, split_groups
 
 
 def test_fork_with_shared_root_commit_is_grouped_and_stranger_is_not(world, make):
     base = make("acme/analytics")
-    fork = make("bob/analytics-fork", fork_of="acme/analytics",
-                files={"models/extra.sql": "select 2 as id -- bob\n"})
+    fork = make("bob/analytics-fork", fork_of="acme/analytics", files={"models/extra.sql": "select 2 as id -- bob\n"})
     other = make("zed/warehouse")
     assert set(base.root_commits) == set(fork.root_commits)
     groups = split_groups([base, fork, other])
@@ -47,7 +47,9 @@ def test_package_and_its_source_package_share_a_group(world, make):
 def test_dependency_on_pinned_package_with_models_groups_but_macro_only_does_not(world, make):
     family = make("acme/dbt_billing", project_name="billing")
     macros = make("acme/dbt_macros", files={"macros/x.sql": "{% macro x() %}1{% endmacro %}\n"}, project_name="macros")
-    user = make("acme/finance", packages=(hub("acme/billing", "https://github.com/acme/dbt_billing"), hub("acme/macros")))
+    user = make(
+        "acme/finance", packages=(hub("acme/billing", "https://github.com/acme/dbt_billing"), hub("acme/macros"))
+    )
     groups = split_groups([family, macros, user])
     assert tuple(sorted([family.id, user.id])) in groups.values()
     assert (macros.id,) in groups.values()
@@ -65,7 +67,11 @@ def test_identical_model_file_groups_but_empty_file_does_not(world, make):
 def test_two_commits_of_one_repository_are_one_group(world, make):
     first = make("acme/shop")
     world.repos.pop("acme/shop")
-    second = make("acme/shop-again", fork_of="acme/shop", files={"models/more.sql": "select 5\n"},
-                  url="https://github.com/acme/shop.git")
+    second = make(
+        "acme/shop-again",
+        fork_of="acme/shop",
+        files={"models/more.sql": "select 5\n"},
+        url="https://github.com/acme/shop.git",
+    )
     assert first.id != second.id
     assert list(split_groups([first, second])) == ["acme/shop"]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from dbt_harvest.core.errors import PinError
 from dbt_harvest.corpora.errors import LedgerError, ReservationError
 from dbt_harvest.corpora.ledger import LEDGER_NAME, Params, SplitLedger, assign, group_of, split_of
-from dbt_harvest.core.errors import PinError
 
 
 def _repos(make, n: int) -> list:

@@ -9,14 +9,14 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from fake_hub import FakeHub
+from test_dataset import _populate
 
+from dbt_harvest.cli import main
+from dbt_harvest.core import atomic
 from dbt_harvest.corpora.build import build_dataset
 from dbt_harvest.corpora.errors import DatasetBuildError, PublishError
 from dbt_harvest.corpora.publish import publish
-from fake_hub import FakeHub
-from dbt_harvest.core import atomic
-from dbt_harvest.cli import main
-from test_dataset import _populate
 
 
 @pytest.fixture
@@ -55,7 +55,9 @@ def test_upload_arrives_byte_identical(built, monkeypatch):
 def test_dry_run_lists_exactly_what_would_go_and_contacts_nothing(built, monkeypatch):
     with FakeHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-        result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train", "--dry-run", "--json"])
+        result = CliRunner().invoke(
+            main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train", "--dry-run", "--json"]
+        )
         assert result.exit_code == 0, result.output
         assert hub.calls == []
         data = json.loads(result.output)
@@ -73,7 +75,9 @@ def test_refusals(built, world, make):
         publish(built, "acme/x", "test", private=True, dry_run=True)
     with pytest.raises(PublishError, match="--private"):
         publish(built, "acme/x", "dev", dry_run=True)
-    assert {f.path.split("-")[0] for f in publish(built, "acme/x", "dev", private=True, dry_run=True).files} >= {"data/dev"}
+    assert {f.path.split("-")[0] for f in publish(built, "acme/x", "dev", private=True, dry_run=True).files} >= {
+        "data/dev"
+    }
     private = world.root / "private"
     build_dataset(private, home=world.home, pins=world.pins, public=False)
     with pytest.raises(PublishError, match="private build"):
@@ -93,7 +97,10 @@ def test_dev_private_upload(built, monkeypatch):
     with FakeHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         publish(built, "acme/dbt-repair-dev", "dev", private=True, timeout=10)
-    assert hub.repos["acme/dbt-repair-dev"].get("visibility") == "private" or hub.repos["acme/dbt-repair-dev"].get("private") is True
+    assert (
+        hub.repos["acme/dbt-repair-dev"].get("visibility") == "private"
+        or hub.repos["acme/dbt-repair-dev"].get("private") is True
+    )
     assert any(p.startswith("data/dev-") for p in hub.files["acme/dbt-repair-dev"])
 
 
@@ -103,7 +110,9 @@ def test_offline_is_one_honest_line(built, monkeypatch):
         port = s.getsockname()[1]
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
     start = time.monotonic()
-    result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train", "--timeout", "5"])
+    result = CliRunner().invoke(
+        main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train", "--timeout", "5"]
+    )
     assert result.exit_code == 1
     assert result.output.startswith("error: could not reach the Hub") and "offline" in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -123,8 +132,9 @@ def test_a_hub_that_never_answers_times_out_in_one_line(built, monkeypatch):
         silent.listen(8)  # the kernel completes the handshake; nobody ever reads or answers
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
         start = time.monotonic()
-        result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train",
-                                           "--timeout", "2"])
+        result = CliRunner().invoke(
+            main, ["publish", str(built), "--repo-id", "acme/x", "--split", "train", "--timeout", "2"]
+        )
         waited = time.monotonic() - start
     assert result.exit_code == 1, result.output
     assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
@@ -138,9 +148,16 @@ def _load_from_hub(hub: FakeHub, repo_id: str, tmp_path) -> dict[str, list[str]]
     import subprocess
     import sys
 
-    script = ("import json, sys; from datasets import load_dataset; ds = load_dataset(sys.argv[1]); "
-              "print(json.dumps({s: sorted(ds[s]['instance_id']) for s in ds}))")
-    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-user"), "HF_TOKEN": "hf_fake_token_for_tests"}
+    script = (
+        "import json, sys; from datasets import load_dataset; ds = load_dataset(sys.argv[1]); "
+        "print(json.dumps({s: sorted(ds[s]['instance_id']) for s in ds}))"
+    )
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.endpoint,
+        "HF_HOME": str(tmp_path / "hf-user"),
+        "HF_TOKEN": "hf_fake_token_for_tests",
+    }
     done = subprocess.run([sys.executable, "-c", script, repo_id], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -150,9 +167,15 @@ def test_a_private_upload_refuses_a_repo_that_exists_and_is_public(built, monkey
     with FakeHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         hub.make_repo("acme/dbt-repair", private=False)
-        result = CliRunner().invoke(main, ["publish", str(built), "--repo-id", "acme/dbt-repair", "--split", "dev", "--private"])
+        result = CliRunner().invoke(
+            main, ["publish", str(built), "--repo-id", "acme/dbt-repair", "--split", "dev", "--private"]
+        )
         assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
-        assert "exists and is public" in result.output and "make it private" in result.output and "--repo-id" in result.output
+        assert (
+            "exists and is public" in result.output
+            and "make it private" in result.output
+            and "--repo-id" in result.output
+        )
         assert hub.files["acme/dbt-repair"] == {} and hub.repos["acme/dbt-repair"]["private"] is False
         hub.make_repo("acme/dbt-repair-dev", private=True)  # an existing private one is fine
         publish(built, "acme/dbt-repair-dev", "dev", private=True, timeout=10)
@@ -160,9 +183,10 @@ def test_a_private_upload_refuses_a_repo_that_exists_and_is_public(built, monkey
 
 
 def test_publishing_one_split_keeps_the_other_listed_and_loadable(built, world, make, monkeypatch, tmp_path):
+    from corpora_world import make_task
+
     from dbt_harvest.corpora.ledger import group_of
     from dbt_harvest.corpora.store import store_task
-    from corpora_world import make_task
 
     with FakeHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)

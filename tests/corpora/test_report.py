@@ -15,8 +15,16 @@ from dbt_harvest.harvester.mint.pipeline import reports_dir
 def _report(pin_id: str, n: int, family: str, stage: str, kept: bool, reason: str = "", **more) -> None:
     folder = reports_dir(pin_id)
     folder.mkdir(parents=True, exist_ok=True)
-    row = {"pin": pin_id, "operator": f"{family}.op", "family": family, "stage": stage, "kept": kept,
-           "reason": reason, "model": f"model.x.m{n}", **more}
+    row = {
+        "pin": pin_id,
+        "operator": f"{family}.op",
+        "family": family,
+        "stage": stage,
+        "kept": kept,
+        "reason": reason,
+        "model": f"model.x.m{n}",
+        **more,
+    }
     (folder / f"{n:04d}.json").write_text(json.dumps(row))
 
 
@@ -36,8 +44,14 @@ def test_report_counts_kept_rejections_and_quality_per_repository_and_family(wor
     assert (shop.silent, shop.loud, shop.informative, shop.add_s) == (1, 0, 1, 12.5)
     assert rows["other/ledger"].split == "test" and rows["other/ledger"].partial and rows["other/ledger"].loud == 1
     assert report.per_split() == {"train": 1, "dev": 0, "test": 1}
-    assert report.families["grain"] == {"candidates": 2, "kept": 0, "screened_out": {"equivalent": 1},
-                                        "confirm_rejected": {"mutant_passes": 1}, "left_at_cap": 0, "repos": 0}
+    assert report.families["grain"] == {
+        "candidates": 2,
+        "kept": 0,
+        "screened_out": {"equivalent": 1},
+        "confirm_rejected": {"mutant_passes": 1},
+        "left_at_cap": 0,
+        "repos": 0,
+    }
     text = markdown(report)
     assert "| acme/shop | train | MIT | 4 | 1 |" in text and "25%" in text and "(budget)" in text
     assert "Kept tasks: 2 of 5 candidates (train 1, dev 0, test 1); 2 of 2 repositories contribute" in text
@@ -50,7 +64,9 @@ def test_report_counts_kept_rejections_and_quality_per_repository_and_family(wor
     result = CliRunner().invoke(main, ["corpus", "report", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["per_split"] == {"train": 1, "dev": 0, "test": 1}
-    assert (out / "corpus_report.png").read_bytes()[:4] == b"\x89PNG" and "acme/shop" in (out / "corpus_report.md").read_text()
+    assert (out / "corpus_report.png").read_bytes()[:4] == b"\x89PNG" and "acme/shop" in (
+        out / "corpus_report.md"
+    ).read_text()
 
 
 def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make, tmp_path, monkeypatch):
@@ -71,12 +87,15 @@ def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make
     _report(new.id, 1, "grain", "confirm", True, task_id="t2", silent=True, informative=True, local_tests=0)
     _report(new.id, 2, "join", "screen", False, "no_wrong_repair")
     out = tmp_path / "grown"
-    result = CliRunner().invoke(main, ["corpus", "report", "--out", str(out), "--carry",
-                                       str(first / "corpus_report.json"), "--json"])
+    result = CliRunner().invoke(
+        main, ["corpus", "report", "--out", str(out), "--carry", str(first / "corpus_report.json"), "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     rows = {r["repo"]: r for r in data["rows"]}
-    assert rows["acme/shop"]["kept_per_family"] == {"join": 1} and rows["newco/ledger"]["kept_per_family"] == {"grain": 1}
+    assert rows["acme/shop"]["kept_per_family"] == {"join": 1} and rows["newco/ledger"]["kept_per_family"] == {
+        "grain": 1
+    }
     assert data["per_split"]["train"] == 2
     assert data["families"]["join"]["candidates"] == 2 and data["families"]["join"]["kept"] == 1
     assert data["families"]["grain"]["screened_out"] == {"equivalent": 1} and data["families"]["grain"]["kept"] == 1
@@ -87,14 +106,16 @@ def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make
     # row is carried, and its counts are not added to the family totals twice
     _report(old.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
     _report(old.id, 2, "grain", "screen", False, "equivalent")
-    same = CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "c"), "--carry",
-                                     str(first / "corpus_report.json"), "--json"])
+    same = CliRunner().invoke(
+        main, ["corpus", "report", "--out", str(tmp_path / "c"), "--carry", str(first / "corpus_report.json"), "--json"]
+    )
     assert same.exit_code == 0, same.output
     assert json.loads(same.stdout)["families"] == data["families"]
     # minted again with other decisions: the totals cannot be split, so it is refused
     _report(old.id, 1, "join", "screen", False, "equivalent")
-    again = CliRunner().invoke(main, ["corpus", "report", "--out", str(tmp_path / "b"), "--carry",
-                                      str(first / "corpus_report.json")])
+    again = CliRunner().invoke(
+        main, ["corpus", "report", "--out", str(tmp_path / "b"), "--carry", str(first / "corpus_report.json")]
+    )
     assert again.exit_code == 1 and "minted again in this home" in again.output
 
 
@@ -105,13 +126,20 @@ def test_an_augmented_pin_has_a_row_of_its_own_under_its_repository(world, make)
 
     base = make("acme/shop")
     assign(world.pins, Params(0, 0, 0))
-    augmented = replace(base, id=f"{base.id}+aug-{'1' * 12}", augmentation_sha256="1" * 64, augments=base.id,
-                        recovers=(("model.x.m9", "k9"),))
+    augmented = replace(
+        base,
+        id=f"{base.id}+aug-{'1' * 12}",
+        augmentation_sha256="1" * 64,
+        augments=base.id,
+        recovers=(("model.x.m9", "k9"),),
+    )
     _report(base.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
     _report(augmented.id, 9, "null", "confirm", True, task_id="t9", silent=True, informative=True, local_tests=1)
     report = build_report([base, augmented], SplitLedger.load(world.pins))
-    assert [(r.label, r.kept_per_family) for r in report.rows] == [("acme/shop", {"join": 1}),
-                                                                  ("acme/shop (augmented)", {"null": 1})]
+    assert [(r.label, r.kept_per_family) for r in report.rows] == [
+        ("acme/shop", {"join": 1}),
+        ("acme/shop (augmented)", {"null": 1}),
+    ]
     text = markdown(report)
     assert "| acme/shop (augmented) | train |" in text
     assert "Kept tasks: 2 of 2 candidates (train 2, dev 0, test 0); 1 of 1 repositories contribute" in text

@@ -7,13 +7,13 @@ import shutil
 from dataclasses import replace
 
 import pytest
+from corpora_world import make_task
 
 from dbt_harvest.corpora.errors import FirewallError, SealError, UnsealError
 from dbt_harvest.corpora.firewall import require_train
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
 from dbt_harvest.corpora.sealed import SEAL_NAME, UNSEALS_NAME, UnsealToken, sealed_dir, unseal, verify
 from dbt_harvest.corpora.store import load_tasks, store_task
-from dbt_harvest.corpora.recipe import ADAPTER_DIR, CONFIG_NAME, FROZEN_NAME, MANIFEST_NAME, verify_frozen
-from corpora_world import make_task
 from tests.recipes import finished_run, frozen_run
 
 
@@ -32,7 +32,8 @@ def test_test_tasks_go_only_to_the_sealed_store(world, reserved):
     seal = json.loads((world.pins / SEAL_NAME).read_text())
     assert seal["count"] == 2 and "problem" not in json.dumps(seal).lower()
     assert [t.instance_id for t in load_tasks("train", world.home, world.pins, purpose="train")] == sorted(
-        t.instance_id for t in tasks["train"])
+        t.instance_id for t in tasks["train"]
+    )
     # storing the same sealed task again is a no-op; different content is refused
     store_task(tasks["test"][0], world.home, world.pins)
     with pytest.raises(SealError, match="already sealed"):
@@ -108,7 +109,9 @@ def test_unseal_refuses_unfrozen_or_changed_recipes(world, reserved):
     weights = _recipe(world, "r4") / ADAPTER_DIR / "adapter_model.safetensors"
     weights.write_bytes(b"retrained after freezing")
     with pytest.raises(UnsealError, match="adapter changed"):
-        unseal(weights.parent.parent / MANIFEST_NAME, home=world.home, pins=world.pins)  # the manifest path names the run too
+        unseal(
+            weights.parent.parent / MANIFEST_NAME, home=world.home, pins=world.pins
+        )  # the manifest path names the run too
     manifest = _recipe(world, "r5") / MANIFEST_NAME
     manifest.write_text(manifest.read_text().replace('"global_step": 1', '"global_step": 2'))
     with pytest.raises(UnsealError, match="altered after signing"):

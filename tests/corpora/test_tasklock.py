@@ -9,8 +9,17 @@ import pytest
 
 from dbt_harvest.corpora.checks import check_pins_folder
 from dbt_harvest.corpora.tasklock import (
-    LOCK_NAME, TaskLockError, check_against_ledger, compare, lock_from_home, lock_of, read_lock, record_sha256,
-    under_gold, updated_lock, write_lock,
+    LOCK_NAME,
+    TaskLockError,
+    check_against_ledger,
+    compare,
+    lock_from_home,
+    lock_of,
+    read_lock,
+    record_sha256,
+    under_gold,
+    updated_lock,
+    write_lock,
 )
 
 
@@ -43,8 +52,12 @@ def test_compare_reports_missing_extra_and_changed(world, reserved):
     locked = lock_of(records, "head")
     assert compare(locked, lock_of(records, "head")).same
     changed = replace(tasks["train"][0], problem_statement="something else entirely")
-    rebuilt = lock_of([changed, *records[1:]] if records[0] is tasks["train"][0] else
-                      [r for r in records if r is not tasks["train"][0]] + [changed], "head")
+    rebuilt = lock_of(
+        [changed, *records[1:]]
+        if records[0] is tasks["train"][0]
+        else [r for r in records if r is not tasks["train"][0]] + [changed],
+        "head",
+    )
     diff = compare(locked, rebuilt)
     assert diff.changed == (f"train:{changed.instance_id}",) and not diff.missing and not diff.extra
     fewer = lock_of([r for r in records if r is not tasks["dev"][1]], "head")
@@ -90,14 +103,14 @@ def test_tampered_lock_is_refused_or_disagrees_with_the_ledger(world, reserved):
     assert any("not in" in p and "history" in p for p in check_against_ledger(read_lock(world.pins), world.pins))
 
 
-
 def test_growing_the_corpus_in_a_fresh_home_keeps_every_other_pins_locked_tasks(world, reserved, make, tmp_path):
     """A repository pinned later (the ledger extends it to train) and minted in a home that never built the
     old pins: its entries join the lock, the old pins' entries (test hashes included) stay exactly, and the
     fresh home's sealed store (empty, under the committed seal) is never read."""
+    from corpora_world import make_task
+
     from dbt_harvest.corpora.ledger import assign, group_of
     from dbt_harvest.corpora.store import store_task
-    from corpora_world import make_task
 
     write_lock(lock_from_home(world.home, world.pins), world.pins)
     before = read_lock(world.pins)
@@ -117,8 +130,16 @@ def test_growing_the_corpus_in_a_fresh_home_keeps_every_other_pins_locked_tasks(
     write_lock(lock, world.pins)
     assert check_pins_folder(world.pins) == []  # the extended ledger's head, the new pin's split
     # naming an old pin whose tasks this home lacks drops them: the caller chooses which pins it rebuilt
-    dropped = updated_lock(before, fresh, world.pins, [pins_id for pins_id in {t.pin for t in before.tasks}
-                                                        if group_of(pins_id, world.pins) and "trainrepo" in pins_id])
+    dropped = updated_lock(
+        before,
+        fresh,
+        world.pins,
+        [
+            pins_id
+            for pins_id in {t.pin for t in before.tasks}
+            if group_of(pins_id, world.pins) and "trainrepo" in pins_id
+        ],
+    )
     assert dropped.count("train") == 0 and dropped.count("dev") == before.count("dev")
 
 
@@ -128,8 +149,10 @@ def test_a_renamed_gold_is_reproduced_only_when_nothing_else_changed(world, rese
     the lock keeps the gold names through a write and a read."""
     _, tasks = reserved
     # as a mint writes them: the grading spec names the gold file
-    tasks = {split: [replace(t, grading=replace(t.grading, gold=f"{t.gold_sha256}.duckdb")) for t in split_tasks]
-             for split, split_tasks in tasks.items()}
+    tasks = {
+        split: [replace(t, grading=replace(t.grading, gold=f"{t.gold_sha256}.duckdb")) for t in split_tasks]
+        for split, split_tasks in tasks.items()
+    }
     records = [t for split in tasks.values() for t in split]
     locked = lock_of(records, "head")
     assert dict(locked.golds) == {r.pin: r.gold_sha256 for r in records}
@@ -147,8 +170,9 @@ def test_a_renamed_gold_is_reproduced_only_when_nothing_else_changed(world, rese
     assert {p for p, _, b in diff.golds} == moved and {b for _, _, b in diff.golds} == {new_name}
     assert "under a renamed gold" in diff.summary()
     train = tasks["train"][0]
-    edited = [replace(r, problem_statement="another statement") if r is renamed[records.index(train)] else r
-              for r in renamed]
+    edited = [
+        replace(r, problem_statement="another statement") if r is renamed[records.index(train)] else r for r in renamed
+    ]
     diff = compare(locked, lock_of(edited, "head", locked_golds=dict(locked.golds)))
     assert diff.changed == (f"train:{train.instance_id}",) and not diff.same
     other = replace(locked, golds=tuple((p, "0" * 64) for p, _ in locked.golds))

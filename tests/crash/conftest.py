@@ -22,7 +22,17 @@ PROJECT = Path(__file__).resolve().parent / "project"
 FULL_TRIALS = 20
 SMOKE_TRIALS = 1
 MINT_ARGS = ("mint", "--all", "--families", "time,null", "--max-per-model", "1", "--json")
-DATASET_ARGS = ("dataset", "build", "--out", "dist/crash-shop", "--split", "train", "--private", "--overwrite", "--json")
+DATASET_ARGS = (
+    "dataset",
+    "build",
+    "--out",
+    "dist/crash-shop",
+    "--split",
+    "train",
+    "--private",
+    "--overwrite",
+    "--json",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

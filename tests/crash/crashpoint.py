@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
@@ -103,7 +104,7 @@ def install() -> None:
     shutil.copytree = _before("copytree", shutil.copytree)
     counter = os.environ.get("HARVEST_CRASH_COUNT", "")
     if counter:
-        atexit.register(lambda: open(counter, "w").write(str(_count)))
+        atexit.register(lambda: Path(counter).write_text(str(_count)))
 
 
 def main(argv: list[str]) -> None:

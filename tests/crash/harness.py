@@ -44,16 +44,22 @@ class World:
     def dataset(self) -> Path:
         return self.root / "dist" / "crash-shop"
 
-    def copy_to(self, dest: Path) -> "World":
+    def copy_to(self, dest: Path) -> World:
         shutil.copytree(self.root, dest, symlinks=True)
         return World(dest)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HARVEST_")}
-        env.update({
-            "HARVEST_HOME": str(self.home), "HARVEST_PINS": str(self.pins), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
-            "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_OFFLINE": "1", "TERM": "dumb",
-        })
+        env.update(
+            {
+                "HARVEST_HOME": str(self.home),
+                "HARVEST_PINS": str(self.pins),
+                "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH,
+                "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                "HF_HUB_OFFLINE": "1",
+                "TERM": "dumb",
+            }
+        )
         return env
 
 
@@ -71,8 +77,15 @@ class Run:
         return self.returncode == -signal.SIGKILL
 
 
-def run_cli(world: World, args: list[str], *, crash_at: int = 0, kill_after: float | None = None,
-            count_file: Path | None = None, timeout: float = 1800.0) -> Run:
+def run_cli(
+    world: World,
+    args: list[str],
+    *,
+    crash_at: int = 0,
+    kill_after: float | None = None,
+    count_file: Path | None = None,
+    timeout: float = 1800.0,
+) -> Run:
     """Run ``harvest ARGS`` on ``world`` in a subprocess; SIGKILL it at ``crash_at`` or after ``kill_after`` s."""
     env = world.env()
     log = world.root / "crash.log"
@@ -83,15 +96,21 @@ def run_cli(world: World, args: list[str], *, crash_at: int = 0, kill_after: flo
     if count_file is not None:
         env["HARVEST_CRASH_COUNT"] = str(count_file)
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(CRASHPOINT), *args], env=env, cwd=world.root,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(CRASHPOINT), *args],
+        env=env,
+        cwd=world.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output, _ = proc.communicate(timeout=kill_after if kill_after is not None else timeout)
     except subprocess.TimeoutExpired:
         if kill_after is None:
             proc.kill()
             proc.communicate()
-            raise AssertionError(f"harvest {' '.join(args)} ran past {timeout:.0f} s")
+            raise AssertionError(f"harvest {' '.join(args)} ran past {timeout:.0f} s") from None
         proc.send_signal(signal.SIGKILL)  # kill -9 of the running CLI
         output, _ = proc.communicate()
     point = log.read_text().strip() if log.is_file() else ""
@@ -108,7 +127,8 @@ def hashes(folder: Path, pattern: str = "**/*") -> dict[str, str]:
         return {}
     return {
         p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.glob(pattern)) if p.is_file() and not p.is_symlink()
+        for p in sorted(folder.glob(pattern))
+        if p.is_file() and not p.is_symlink()
     }
 
 
@@ -119,18 +139,20 @@ def whole_files(folder: Path, pattern: str) -> dict[str, str]:
 
 def check_nothing_partial(world: World) -> list[str]:
     """Every artefact under a real name is whole and verifies by its hash; returns what was checked."""
+    from dbt_harvest.core.pin import list_pins
+    from dbt_harvest.core.task_record import read_task
     from dbt_harvest.corpora.build import read_manifest
     from dbt_harvest.harvester.gold import gold_path, matches
-    from dbt_harvest.core.pin import list_pins
     from dbt_harvest.harvester.state import load_state
-    from dbt_harvest.core.task_record import read_task
 
     checked: list[str] = []
     saved = {k: os.environ.get(k) for k in ("HARVEST_HOME", "HARVEST_PINS")}
     os.environ["HARVEST_HOME"], os.environ["HARVEST_PINS"] = str(world.home), str(world.pins)
     try:
         for gold in sorted((world.home / "gold").glob("*.duckdb")):
-            assert matches(gold, gold.stem), f"gold file {gold.name} does not hash to its name (a partial file under a real name)"
+            assert matches(gold, gold.stem), (
+                f"gold file {gold.name} does not hash to its name (a partial file under a real name)"
+            )
             checked.append(f"gold/{gold.name}")
         for pin in list_pins(world.pins):  # PinError on a partial pin file
             gold_path(pin.gold_sha256, verify=True)  # a pin never exists without its verified gold
@@ -174,8 +196,9 @@ def trial_plan(stage: Stage, index: int, seed: int) -> tuple[int, float | None]:
     point has been hit once.
     """
     if index % 2 == 0:
-        order = random.Random(f"{seed}:{stage.name}:points").sample(range(1, stage.crash_points + 1),
-                                                                     stage.crash_points)
+        order = random.Random(f"{seed}:{stage.name}:points").sample(
+            range(1, stage.crash_points + 1), stage.crash_points
+        )
         return order[(index // 2) % len(order)], None
     return 0, random.Random(f"{seed}:{stage.name}:{index}").uniform(0.2, stage.seconds)
 
@@ -195,12 +218,16 @@ def _decisions(world: World) -> dict[str, str]:
 def final_artefacts(stage: str, world: World) -> dict[str, str]:
     """What must come out byte-identical for ``stage``: pins and gold, task records, or the dataset."""
     if stage == "add":
-        return {**{f"pins/{k}": v for k, v in whole_files(world.pins, "*.toml").items()},
-                **{f"gold/{k}": v for k, v in whole_files(world.home / "gold", "*").items()}}
+        return {
+            **{f"pins/{k}": v for k, v in whole_files(world.pins, "*.toml").items()},
+            **{f"gold/{k}": v for k, v in whole_files(world.home / "gold", "*").items()},
+        }
     if stage == "mint":
-        return {**{f"tasks/{k}": v for k, v in whole_files(world.home / "tasks", "**/*.json").items()},
-                **{f"mint/{k}": v for k, v in whole_files(world.home / "mint", "*/shards/*.done").items()},
-                **_decisions(world)}
+        return {
+            **{f"tasks/{k}": v for k, v in whole_files(world.home / "tasks", "**/*.json").items()},
+            **{f"mint/{k}": v for k, v in whole_files(world.home / "mint", "*/shards/*.done").items()},
+            **_decisions(world),
+        }
     if stage == "dataset":
         return {f"dataset/{k}": v for k, v in hashes(world.dataset).items()}
     raise KeyError(stage)
@@ -214,6 +241,8 @@ class Baselines:
     add: Stage
     mint: Stage
     dataset: Stage
-    gold_of_each_build: tuple[str, ...]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
+    gold_of_each_build: tuple[
+        str, ...
+    ]  # sha256 of the gold each of the two builds of `add` captured (the host copy, buildN.captured/)
     finished: World  # the world after all three commands (read-only: copy it before changing anything)
     gold_names: tuple[str, ...]  # the content digest of each capture (harvester.gold_digest): the gold's name

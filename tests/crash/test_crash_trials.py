@@ -23,20 +23,30 @@ STAGES = ("add", "mint", "dataset")
 
 def _diff(expected: dict[str, str], actual: dict[str, str]) -> list[str]:
     names = sorted(set(expected) | set(actual))
-    return [f"{n}: {'missing' if n not in actual else 'extra' if n not in expected else 'differs'}"
-            for n in names if expected.get(n) != actual.get(n)]
+    return [
+        f"{n}: {'missing' if n not in actual else 'extra' if n not in expected else 'differs'}"
+        for n in names
+        if expected.get(n) != actual.get(n)
+    ]
 
 
 @pytest.mark.parametrize("stage_name", STAGES)
-def test_killed_then_rerun_is_byte_identical(baselines, stage_name: str, trial: int, crash_seed: int,  # type: ignore[no-untyped-def]
-                                             tmp_path) -> None:
+def test_killed_then_rerun_is_byte_identical(
+    baselines,
+    stage_name: str,
+    trial: int,
+    crash_seed: int,  # type: ignore[no-untyped-def]
+    tmp_path,
+) -> None:
     stage: Stage = getattr(baselines, stage_name)
     crash_at, delay = trial_plan(stage, trial, crash_seed)
     world = stage.start.copy_to(tmp_path / "world")
 
     killed = run_cli(world, list(stage.args), crash_at=crash_at, kill_after=delay)
     if crash_at:
-        assert killed.killed and killed.crash_point, f"never reached crash point {crash_at}/{stage.crash_points}:\n{killed.output}"
+        assert killed.killed and killed.crash_point, (
+            f"never reached crash point {crash_at}/{stage.crash_points}:\n{killed.output}"
+        )
     else:
         assert killed.killed or killed.returncode == 0, killed.output  # a delay past the end lets it finish
     check_nothing_partial(world)
@@ -47,10 +57,23 @@ def test_killed_then_rerun_is_byte_identical(baselines, stage_name: str, trial: 
     differences = _diff(stage.final, final_artefacts(stage_name, world))
     if os.environ.get("HARVEST_CRASH_REPORT"):  # one JSON line per trial, for measuring the suite
         with open(os.environ["HARVEST_CRASH_REPORT"], "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({
-                "stage": stage_name, "trial": trial, "crash_at": crash_at, "of": stage.crash_points, "delay": delay,
-                "point": killed.crash_point, "killed_s": round(killed.seconds, 2), "rerun_s": round(rerun.seconds, 2),
-                "baseline_s": round(stage.seconds, 2), "ok": not differences}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "stage": stage_name,
+                        "trial": trial,
+                        "crash_at": crash_at,
+                        "of": stage.crash_points,
+                        "delay": delay,
+                        "point": killed.crash_point,
+                        "killed_s": round(killed.seconds, 2),
+                        "rerun_s": round(rerun.seconds, 2),
+                        "baseline_s": round(stage.seconds, 2),
+                        "ok": not differences,
+                    }
+                )
+                + "\n"
+            )
     assert not differences, f"killed at {killed.crash_point or f'{delay:.2f} s'}; re-run differs: {differences}"
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dbt_harvest.corpora.build import read_manifest
-from dbt_harvest.corpora.errors import DatasetBuildError
 from dbt_harvest.core.errors import GoldError, PinError
 from dbt_harvest.core.task_record import TaskRecordError, read_task
+from dbt_harvest.corpora.build import read_manifest
+from dbt_harvest.corpora.errors import DatasetBuildError
 from tests.crash.harness import World, check_nothing_partial
 
 pytestmark = pytest.mark.crash
@@ -52,19 +52,38 @@ def test_the_finished_world_is_whole(world: World) -> None:
 
 
 CASES: dict[str, tuple[Callable[[World], Path], type[Exception], Callable[[World, Path], object]]] = {
-    "gold": (lambda w: _only(sorted((w.home / "gold").glob("*.duckdb"))), GoldError,
-             lambda w, p: __import__("dbt_harvest.harvester.gold", fromlist=["gold_path"]).gold_path(p.stem)),
-    "built state": (lambda w: _only(sorted((w.home / "state").glob("*/build.duckdb"))), GoldError,
-                    lambda w, p: __import__("dbt_harvest.harvester.state", fromlist=["load_state"]).load_state(
-                        __import__("dbt_harvest.core.pin", fromlist=["list_pins"]).list_pins(w.pins)[0].id)),
-    "pin": (lambda w: _only(sorted(w.pins.glob("*.toml"))), PinError,
-            lambda w, p: __import__("dbt_harvest.core.pin", fromlist=["read_pin"]).read_pin(p)),
-    "task record": (lambda w: _only(sorted((w.home / "tasks").glob("*/*.json"))), TaskRecordError,
-                    lambda w, p: read_task(p)),
-    "dataset parquet": (lambda w: _only(sorted((w.dataset / "data").glob("*.parquet"))), DatasetBuildError,
-                        lambda w, p: read_manifest(w.dataset)),
-    "dataset gold": (lambda w: _only(sorted((w.dataset / "gold").glob("*.duckdb"))), DatasetBuildError,
-                     lambda w, p: read_manifest(w.dataset)),
+    "gold": (
+        lambda w: _only(sorted((w.home / "gold").glob("*.duckdb"))),
+        GoldError,
+        lambda w, p: __import__("dbt_harvest.harvester.gold", fromlist=["gold_path"]).gold_path(p.stem),
+    ),
+    "built state": (
+        lambda w: _only(sorted((w.home / "state").glob("*/build.duckdb"))),
+        GoldError,
+        lambda w, p: __import__("dbt_harvest.harvester.state", fromlist=["load_state"]).load_state(
+            __import__("dbt_harvest.core.pin", fromlist=["list_pins"]).list_pins(w.pins)[0].id
+        ),
+    ),
+    "pin": (
+        lambda w: _only(sorted(w.pins.glob("*.toml"))),
+        PinError,
+        lambda w, p: __import__("dbt_harvest.core.pin", fromlist=["read_pin"]).read_pin(p),
+    ),
+    "task record": (
+        lambda w: _only(sorted((w.home / "tasks").glob("*/*.json"))),
+        TaskRecordError,
+        lambda w, p: read_task(p),
+    ),
+    "dataset parquet": (
+        lambda w: _only(sorted((w.dataset / "data").glob("*.parquet"))),
+        DatasetBuildError,
+        lambda w, p: read_manifest(w.dataset),
+    ),
+    "dataset gold": (
+        lambda w: _only(sorted((w.dataset / "gold").glob("*.duckdb"))),
+        DatasetBuildError,
+        lambda w, p: read_manifest(w.dataset),
+    ),
 }
 
 
@@ -79,9 +98,9 @@ def test_a_half_file_is_refused_by_its_reader(world: World, kind: str) -> None:
 
 def test_a_half_mint_marker_or_report_makes_the_shard_redo(world: World) -> None:
     from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.pin import list_pins
     from dbt_harvest.corpora.store import mint_target
     from dbt_harvest.harvester.mint.pipeline import MintOptions, completed_keys, load_reports, plan
-    from dbt_harvest.core.pin import list_pins
 
     pin = list_pins(world.pins)[0]
     options = MintOptions(families=("time", "null"), max_per_model=1)

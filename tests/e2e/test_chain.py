@@ -66,8 +66,9 @@ class Chain:
     def run(self, *args: str, ok: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         started = time.perf_counter()
         self.calls.append(args)
-        done = subprocess.run([*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            [*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         words = [a for a in args[:2] if a.replace(" ", "").isalpha()]  # the subcommand, not a path or spec
         step, seconds = " ".join(words), time.perf_counter() - started
         self.timings[step] = self.timings.get(step, 0.0) + seconds
@@ -80,8 +81,14 @@ class Chain:
         """Start ``harvest ARGS`` and kill it (SIGKILL, the whole process group) once ``when()`` holds;
         -> its return code (-9 when it was killed, as a crash would)."""
         self.calls.append(args)
-        proc = subprocess.Popen([*HARVEST, *args], cwd=self.work, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [*HARVEST, *args],
+            cwd=self.work,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline and not when():
             time.sleep(0.2)
@@ -94,8 +101,14 @@ class Chain:
 
     def python(self, script: str, *args: str, **env: str) -> dict:
         """A user's Python step (load_dataset), in a fresh process; its last stdout line as JSON."""
-        done = subprocess.run([sys.executable, "-c", script, *args], cwd=self.work, env={**self.env, **env},
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            cwd=self.work,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-4000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -103,13 +116,21 @@ class Chain:
 def _git_repo(src: Path, dest: Path) -> str:
     """``src`` committed as a fresh git repository at ``dest`` with the git command line; -> its commit."""
     shutil.copytree(src, dest)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
-           "GIT_COMMITTER_NAME": "e2e", "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_DATE": "2024-07-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-07-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "e2e",
+        "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
+        "GIT_COMMITTER_NAME": "e2e",
+        "GIT_COMMITTER_EMAIL": "e2e@example.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_DATE": "2024-07-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2024-07-01T00:00:00Z",
+    }
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "initial import"]):
         subprocess.run(["git", *cmd], cwd=dest, env=env, check=True, capture_output=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=dest, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def _shape(args: Sequence[str]) -> tuple[tuple[str, ...], frozenset[str]]:
@@ -132,7 +153,7 @@ def readme_walkthrough() -> list[tuple[str, ...]]:
         for part in line.split(";"):
             words = part.split()
             if "harvest" in words:
-                commands.append(tuple(words[words.index("harvest") + 1:]))
+                commands.append(tuple(words[words.index("harvest") + 1 :]))
     return commands
 
 
@@ -152,15 +173,17 @@ LOAD_SCRIPT = (
 
 
 @pytest.mark.slow
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_add.py::test_a_package_repository_builds_its_integration_tests",
-    "tests/harvester/test_add.py::test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets",
-    "tests/corpora/test_dataset.py::test_cli_dataset_build",
-    "tests/corpora/test_publish.py::test_upload_arrives_byte_identical",
-    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
-    "tests/train/test_sealed_chain.py::test_train_freeze_then_audit_the_sealed_split_once",
-    "tests/train/test_sealed_chain.py::test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_add.py::test_a_package_repository_builds_its_integration_tests",
+        "tests/harvester/test_add.py::test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets",
+        "tests/corpora/test_dataset.py::test_cli_dataset_build",
+        "tests/corpora/test_publish.py::test_upload_arrives_byte_identical",
+        "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+        "tests/train/test_sealed_chain.py::test_train_freeze_then_audit_the_sealed_split_once",
+        "tests/train/test_sealed_chain.py::test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm",
+    )
+)
 def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     from dbt_harvest.harvester.example import materialize_example
 
@@ -173,8 +196,11 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     with FakeHub() as hub:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))},
-            "HARVEST_HOME": str(work / ".harvest"), "HARVEST_PINS": str(work / "pins"),
-            "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_e2e_token",
+            "HARVEST_HOME": str(work / ".harvest"),
+            "HARVEST_PINS": str(work / "pins"),
+            "HF_HOME": str(tmp_path / "hf-home"),
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_TOKEN": "hf_e2e_token",
         }
         chain = Chain(work, env)
 
@@ -182,10 +208,18 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         added = {}
         for name, origin in ORIGINS.items():
             added[name] = chain.json("add", f"{tmp_path / 'src' / name}@{commits[name]}", "--origin", origin)
-        added[PACKAGE] = chain.json("add", f"{tmp_path / 'src' / PACKAGE}@{commits[PACKAGE]}", "--package-mirror",
-                                    str(example.mirror), "--origin", PACKAGE_ORIGIN)
+        added[PACKAGE] = chain.json(
+            "add",
+            f"{tmp_path / 'src' / PACKAGE}@{commits[PACKAGE]}",
+            "--package-mirror",
+            str(example.mirror),
+            "--origin",
+            PACKAGE_ORIGIN,
+        )
         assert added[PACKAGE]["project_dir"] == "integration_tests"
-        assert added["lending_library"]["id"] == f"dbt-harvest-fixtures__lending_library@{commits['lending_library'][:12]}"
+        assert (
+            added["lending_library"]["id"] == f"dbt-harvest-fixtures__lending_library@{commits['lending_library'][:12]}"
+        )
         assert all(a["license"] == "Apache-2.0" for a in added.values())
         pin_ids = {name: a["id"] for name, a in added.items()}
 
@@ -210,7 +244,9 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert lint.returncode == 0, lint.stdout + lint.stderr
         listed = chain.json("tasks", "list")["tasks"]
         assert {s: sum(t["split"] == s for t in listed) for s in ("train", "dev")} == {
-            "train": counts["train"], "dev": counts["dev"]}
+            "train": counts["train"],
+            "dev": counts["dev"],
+        }
 
         # --- dataset build, and load_dataset of the folder ---------------------------------------------
         built = chain.json("dataset", "build", "--out", "dist/dbt-repair-v1")
@@ -227,8 +263,9 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert from_hub == loaded
         public = chain.json("publish", str(folder), "--repo-id", "acme/dbt-repair-public", "--split", "train")
         assert public["repo_private"] is False
-        refused = chain.run("publish", str(folder), "--repo-id", "acme/dbt-repair-public", "--split", "dev",
-                            "--private", ok=False)
+        refused = chain.run(
+            "publish", str(folder), "--repo-id", "acme/dbt-repair-public", "--split", "dev", "--private", ok=False
+        )
         assert refused.returncode == 1 and "exists and is public" in refused.stderr
         assert not any(p.startswith("data/dev-") for p in hub.files["acme/dbt-repair-public"])
         assert hub.unexpected == []
@@ -246,20 +283,34 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert (fed["train_tasks"], fed["rendered"], fed["failed"]) == (counts["train"], counts["train"], {})
         assert fed["layouts"].get("built from integration_tests/", 0) == per_pin[pin_ids[PACKAGE]]
         assert (fed["reward"]["fixed_scores_1"], fed["reward"]["unrepaired_scores_0"]) == (counts["train"],) * 2
-        assert fed["investigation_lengths"]["episodes"] == 2 * counts["train"] and fed["investigation_lengths"]["min"] >= 1
+        assert (
+            fed["investigation_lengths"]["episodes"] == 2 * counts["train"] and fed["investigation_lengths"]["min"] >= 1
+        )
         assert set(fed["position_probe"]) >= {"accuracy", "chance", "rule", "held_out"}
         # run again with the same settings: every task's result was kept as it finished, nothing is rebuilt
         again = chain.json("corpus", "feed")
         assert (fed["resumed"], again["resumed"]) == (0, counts["train"])
-        assert {k: v for k, v in again.items() if k not in ("seconds", "resumed")} == \
-            {k: v for k, v in fed.items() if k not in ("seconds", "resumed")}
+        assert {k: v for k, v in again.items() if k not in ("seconds", "resumed")} == {
+            k: v for k, v in fed.items() if k not in ("seconds", "resumed")
+        }
 
         # --- the sealed test split: audited once for the frozen recipe, k/N over all of its tasks -----
-        sealed = chain.json("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test",
-                            "--max-turns", "3")
+        sealed = chain.json(
+            "audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test", "--max-turns", "3"
+        )
         assert sealed["n"] == counts["test"] and 0 <= sealed["official"] <= sealed["n"]
-        again = chain.run("audit", "--split", "test", "--recipe", "runs/sft-e2e", "--run-dir", "runs/audit-test-2",
-                          "--max-turns", "3", ok=False)
+        again = chain.run(
+            "audit",
+            "--split",
+            "test",
+            "--recipe",
+            "runs/sft-e2e",
+            "--run-dir",
+            "runs/audit-test-2",
+            "--max-turns",
+            "3",
+            ok=False,
+        )
         assert again.returncode == 1 and again.stderr.startswith("error:")
 
         # --- dev: the oracle repairs every task, doing nothing repairs none ---------------------------
@@ -280,13 +331,18 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert chain.interrupted("experiment", str(EXPERIMENT), when=trained) == -signal.SIGKILL
         before = json.loads(state.read_text())["steps"]
         resumed = chain.run("experiment", str(EXPERIMENT), "--json")
-        assert "experiment: dev-base: done before, kept" in resumed.stderr and "sft: done before, kept" in resumed.stderr
+        assert (
+            "experiment: dev-base: done before, kept" in resumed.stderr and "sft: done before, kept" in resumed.stderr
+        )
         experiment = json.loads(resumed.stdout)
         assert {k: experiment["seconds"][k] for k in before} == {k: v["seconds"] for k, v in before.items()}
         sealed_exp = experiment["sealed"]
         assert sealed_exp["base"]["n"] == sealed_exp["trained"]["n"] == sealed_exp["n"] == counts["test"]
         assert [t["instance_id"] for t in sealed_exp["tasks"]] == sorted(t["instance_id"] for t in sealed_exp["tasks"])
-        assert len(sealed_exp["tasks"]) == counts["test"] and sealed_exp["ci_low"] <= sealed_exp["difference"] <= sealed_exp["ci_high"]
+        assert (
+            len(sealed_exp["tasks"]) == counts["test"]
+            and sealed_exp["ci_low"] <= sealed_exp["difference"] <= sealed_exp["ci_high"]
+        )
         assert experiment["dev"]["base"]["n"] == experiment["dev"]["trained"]["n"] == counts["dev"]
         assert experiment["gate"]["sft"]["total_steps"] == 2 and experiment["gate"]["grpo"]["total_steps"] == 1
         # GRPO continued the SFT adapter, and the recipe frozen and audited is the GRPO run
@@ -302,8 +358,18 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert arms == ["base", "recipe"]  # each arm of the recipe audited once, both recorded
         recipe_run = experiment["training"]["grpo"]["run_dir"]
         for arm in ("base", "recipe"):
-            again = chain.run("audit", "--split", "test", "--recipe", recipe_run, "--arm", arm, "--run-dir",
-                              f"runs/audit-again-{arm}", ok=False)
+            again = chain.run(
+                "audit",
+                "--split",
+                "test",
+                "--recipe",
+                recipe_run,
+                "--arm",
+                arm,
+                "--run-dir",
+                f"runs/audit-again-{arm}",
+                ok=False,
+            )
             assert again.returncode == 1 and "already" in again.stderr
 
         # --- report: the sealed audit's report rewritten from its run folder; noop vs oracle compared ----
@@ -321,7 +387,9 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
             for name, blob in files.items():
                 (published / repo_id / name).parent.mkdir(parents=True, exist_ok=True)
                 (published / repo_id / name).write_bytes(blob)
-    leaks = _machine_paths(work / "pins", needles) + _machine_paths(folder, needles) + _machine_paths(published, needles)
+    leaks = (
+        _machine_paths(work / "pins", needles) + _machine_paths(folder, needles) + _machine_paths(published, needles)
+    )
     assert leaks == []
     card = (folder / "README.md").read_text()
     # no repository is named after a local copy (the card's column table documents `local://` itself)
@@ -329,5 +397,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     # --- the README's walkthrough is what this test ran (every command, with the same options) -------
     ran = {_shape(call) for call in chain.calls}
     assert [c for c in readme_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
-    print(f"\nchain wall time {time.perf_counter() - started:.0f} s; steps: "
-          + ", ".join(f"{k} {v:.0f}s" for k, v in chain.timings.items()))
+    print(
+        f"\nchain wall time {time.perf_counter() - started:.0f} s; steps: "
+        + ", ".join(f"{k} {v:.0f}s" for k, v in chain.timings.items())
+    )

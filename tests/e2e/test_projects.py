@@ -31,7 +31,8 @@ def test_the_package_is_laid_out_as_the_corpus_packages_are() -> None:
     assert detect_license(root) == "Apache-2.0"
     assert yaml.safe_load((root / "integration_tests" / "packages.yml").read_text()) == {"packages": [{"local": "../"}]}
     assert [p["package"] for p in yaml.safe_load((root / "packages.yml").read_text())["packages"]] == [
-        "harvestlabs/shop_calendar"]  # served offline by the embedded example's package mirror
+        "harvestlabs/shop_calendar"
+    ]  # served offline by the embedded example's package mirror
     assert len(list((root / "integration_tests" / "seeds").glob("*.csv"))) == 3
     assert len(list((root / "models").glob("*.sql"))) == 3 and not (root / "integration_tests" / "models").exists()
 
@@ -54,7 +55,11 @@ def test_a_project_offers_every_mutation_family(name: str) -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-m", "dbt_harvest", "mutants", str(PROJECTS / name / "models"), "--json"],
-        capture_output=True, text=True, cwd=root, check=True, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=True,
+        timeout=300,
     )
     families = {m["family"] for f in json.loads(done.stdout) for m in f["mutations"]}
     assert families == set(FAMILIES)

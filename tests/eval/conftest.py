@@ -19,11 +19,33 @@ FCT = "models/marts/fct_orders.sql"
 ACTIVE = "models/marts/active_customers.sql"
 # (family, operator, file, original line, broken line, wrong line, graded table)
 EDITS = (
-    ("filter", "drop_filter", FCT, "    where payment_status = 'succeeded'\n", "", "    where payment_status != 'failed'\n", "fct_orders"),
-    ("null", "is_not_true_to_eq_false", FCT, "where customers.is_test_account is not true\n",
-     "where customers.is_test_account = false\n", "where not customers.is_test_account\n", "fct_orders"),
-    ("operator", "widen_in_list", ACTIVE, "    where status = 'completed'\n", "    where status in ('completed', 'shipped')\n",
-     "    where status <> 'cancelled'\n", "active_customers"),
+    (
+        "filter",
+        "drop_filter",
+        FCT,
+        "    where payment_status = 'succeeded'\n",
+        "",
+        "    where payment_status != 'failed'\n",
+        "fct_orders",
+    ),
+    (
+        "null",
+        "is_not_true_to_eq_false",
+        FCT,
+        "where customers.is_test_account is not true\n",
+        "where customers.is_test_account = false\n",
+        "where not customers.is_test_account\n",
+        "fct_orders",
+    ),
+    (
+        "operator",
+        "widen_in_list",
+        ACTIVE,
+        "    where status = 'completed'\n",
+        "    where status in ('completed', 'shipped')\n",
+        "    where status <> 'cancelled'\n",
+        "active_customers",
+    ),
 )
 
 
@@ -35,7 +57,7 @@ class EvalWorld:
     tasks: list  # list[TaskRecord], sorted by id
     split: str
 
-    def env(self):  # noqa: ANN201 - a context manager
+    def env(self):
         return use_env(self.home, self.pins)
 
 
@@ -48,13 +70,13 @@ def _columns(pin: object, table: str) -> tuple[int, ...]:
 
 def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(EDITS)) -> EvalWorld:
     """Copy the harvest, reserve its one repository for ``split``, write the hand-made tasks there."""
+    from dbt_harvest.core.patching import make_patch
+    from dbt_harvest.core.pin import list_pins, write_pin
+    from dbt_harvest.core.scorer.spec import GradingSpec
+    from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
     from dbt_harvest.corpora.groups import explain_groups
     from dbt_harvest.corpora.ledger import Params, assign, assignment_of
     from dbt_harvest.corpora.store import load_tasks, store_task
-    from dbt_harvest.core.scorer.spec import GradingSpec
-    from dbt_harvest.core.patching import make_patch
-    from dbt_harvest.core.pin import list_pins, write_pin
-    from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
     from dbt_harvest.harvester.workspace import template
 
     home, pins = dest / "home", dest / "pins"
@@ -64,11 +86,20 @@ def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(ED
     with use_env(home, pins):
         groups = tuple(g.id for g in explain_groups(list_pins(pins)))
         # a second (never built) repository, so that a train group remains besides the reserved one
-        other = replace(pin, id="other__train@" + pin.commit[:12], spec="other/train@" + pin.commit,
-                        url="https://example.invalid/other/train", root_commits=("f" * 40,),
-                        project_name="other_train", model_files={})
+        other = replace(
+            pin,
+            id="other__train@" + pin.commit[:12],
+            spec="other/train@" + pin.commit,
+            url="https://example.invalid/other/train",
+            root_commits=("f" * 40,),
+            project_name="other_train",
+            model_files={},
+        )
         write_pin(other, pins)
-        named = {"test": Params(test=0, dev=0, seed=0, test_groups=groups), "dev": Params(test=0, dev=0, seed=0, dev_groups=groups)}
+        named = {
+            "test": Params(test=0, dev=0, seed=0, test_groups=groups),
+            "dev": Params(test=0, dev=0, seed=0, dev_groups=groups),
+        }
         assign(pins, named[split])
         group = assignment_of(pin.id, pins).group
         tree = template(pin)
@@ -81,14 +112,27 @@ def make_tasks(harvested: Harvested, dest: Path, split: str, count: int = len(ED
             slug = pin.id.split("@", 1)[0]
             record = TaskRecord(
                 instance_id=task_id(slug, pin.commit, operator, file, broken_patch),
-                pin=pin.id, repo=pin.spec.split("@", 1)[0], base_commit=pin.commit, project_dir=pin.project_dir,
-                split=split, split_group=group, family=family, operator=operator, effect="rows or values change",
-                file=file, broken_patch=broken_patch, fix_patch=make_patch(file, broken, original),
+                pin=pin.id,
+                repo=pin.spec.split("@", 1)[0],
+                base_commit=pin.commit,
+                project_dir=pin.project_dir,
+                split=split,
+                split_group=group,
+                family=family,
+                operator=operator,
+                effect="rows or values change",
+                file=file,
+                broken_patch=broken_patch,
+                fix_patch=make_patch(file, broken, original),
                 wrong_repair_patches=(make_patch(file, broken, wrong),),
-                grading=GradingSpec(gold="", condition_tabs=(table,), condition_cols=(_columns(pin, table),), ignore_orders=(True,)),
+                grading=GradingSpec(
+                    gold="", condition_tabs=(table,), condition_cols=(_columns(pin, table),), ignore_orders=(True,)
+                ),
                 problem_statement=f"The {table} model's numbers are wrong. Find the bug in the dbt project and fix it.",
                 local_checks=LocalChecks(builds=True, tests_total=0, tests_failed=0),
-                gold_sha256=pin.gold_sha256, license=pin.license, versions=dict(pin.versions),
+                gold_sha256=pin.gold_sha256,
+                license=pin.license,
+                versions=dict(pin.versions),
             )
             store_task(record, home, pins)
         if split == "test":
@@ -125,11 +169,26 @@ def toy_task(instance_id: str = "toy.task"):  # -> TaskRecord
     from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 
     return TaskRecord(
-        instance_id=instance_id, pin="toy@000000000000", repo="toy/toy", base_commit="0" * 40, project_dir=".",
-        split="dev", split_group="toy", family="filter", operator="op", effect="", file="models/marts/orders.sql",
-        broken_patch="x", fix_patch="x", wrong_repair_patches=(), problem_statement="fix it",
+        instance_id=instance_id,
+        pin="toy@000000000000",
+        repo="toy/toy",
+        base_commit="0" * 40,
+        project_dir=".",
+        split="dev",
+        split_group="toy",
+        family="filter",
+        operator="op",
+        effect="",
+        file="models/marts/orders.sql",
+        broken_patch="x",
+        fix_patch="x",
+        wrong_repair_patches=(),
+        problem_statement="fix it",
         grading=GradingSpec(gold="", condition_tabs=("orders",), condition_cols=((0,),), ignore_orders=(True,)),
-        local_checks=LocalChecks(True, 0, 0), gold_sha256="0" * 64, license="MIT", versions={},
+        local_checks=LocalChecks(True, 0, 0),
+        gold_sha256="0" * 64,
+        license="MIT",
+        versions={},
     )
 
 
@@ -142,7 +201,16 @@ def toy_ws(tmp_path: Path):  # -> TaskWorkspace
     from dbt_harvest.eval.env.workspace import TaskWorkspace
 
     root = tmp_path / "ws"
-    for folder in ("models/marts", "extra_models", "data", "macros", "tests", "dbt_packages/pkg/models", "target", "analyses"):
+    for folder in (
+        "models/marts",
+        "extra_models",
+        "data",
+        "macros",
+        "tests",
+        "dbt_packages/pkg/models",
+        "target",
+        "analyses",
+    ):
         (root / folder).mkdir(parents=True)
     (root / "dbt_project.yml").write_text(TOY_PROJECT)
     (root / "models/marts/orders.sql").write_text("select 1 as id\n")
@@ -155,5 +223,11 @@ def toy_ws(tmp_path: Path):  # -> TaskWorkspace
     (outside / "secret.txt").write_text("TOP-SECRET-TOKEN\n")
     os.symlink(outside, root / "models/link_out")
     os.symlink(outside / "secret.txt", root / "models/secret.sql")
-    return TaskWorkspace(root=root.resolve(), project_dir=".", profile="toy", schema="main", clock="2024-01-01",
-                         policy=policy_for(root, "."))
+    return TaskWorkspace(
+        root=root.resolve(),
+        project_dir=".",
+        profile="toy",
+        schema="main",
+        clock="2024-01-01",
+        policy=policy_for(root, "."),
+    )

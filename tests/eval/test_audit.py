@@ -9,24 +9,27 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dbt_harvest.cli import main
 from dbt_harvest.eval.audit.report import build_report, write_report
 from dbt_harvest.eval.audit.rundir import RunDir
 from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
 from dbt_harvest.eval.drivers.scripted import NoopDriver, ScriptedDriver, WrongDriver
 from dbt_harvest.eval.ladder import BUILD_FAILS, CHECKS_FAIL, OFFICIAL_FAIL, OFFICIAL_PASS
-from dbt_harvest.cli import main
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def oracle_run(dev_world, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # noqa: ANN001
+def oracle_run(dev_world, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """`harvest audit --split dev --driver oracle --json` through the CLI, piped (CliRunner's streams are
     not terminals), with a progress line per episode on stderr and exactly one JSON object on stdout."""
     run_dir = tmp_path_factory.mktemp("audit") / "oracle"
     with dev_world.env():
-        result = CliRunner().invoke(main, ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir), "--json"],
-                                    env={"HARVEST_PROGRESS_INTERVAL": "0"})
+        result = CliRunner().invoke(
+            main,
+            ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir), "--json"],
+            env={"HARVEST_PROGRESS_INTERVAL": "0"},
+        )
     assert result.exit_code == 0, result.output
     assert len(result.stdout.strip().splitlines()) == 1, result.stdout  # --json keeps stdout clean
     n = len(dev_world.tasks)
@@ -36,7 +39,7 @@ def oracle_run(dev_world, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     return run_dir, json.loads(result.stdout)
 
 
-def test_oracle_scores_n_of_n(oracle_run, dev_world) -> None:  # noqa: ANN001
+def test_oracle_scores_n_of_n(oracle_run, dev_world) -> None:
     run_dir, summary = oracle_run
     n = len(dev_world.tasks)
     assert (summary["n"], summary["official"], summary["strict"]) == (n, n, n)
@@ -51,7 +54,7 @@ def test_oracle_scores_n_of_n(oracle_run, dev_world) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("driver", [NoopDriver(), WrongDriver()], ids=["noop", "wrong"])
-def test_noop_and_wrong_score_zero_and_stop_at_rung_5(driver, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_noop_and_wrong_score_zero_and_stop_at_rung_5(driver, dev_world, tmp_path: Path) -> None:
     run = RunDir(tmp_path / driver.name)
     with dev_world.env():
         run_audit(run, "dev", dev_world.tasks, driver, AuditOptions(workers=2), pins=dev_world.pins)
@@ -63,11 +66,14 @@ def test_noop_and_wrong_score_zero_and_stop_at_rung_5(driver, dev_world, tmp_pat
     assert verdict["reason"] and "official 0" in verdict["reason"]  # the explainer, for people
 
 
-def test_scripted_episodes_stop_at_build_fails_and_checks_fail(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_scripted_episodes_stop_at_build_fails_and_checks_fail(dev_world, tmp_path: Path) -> None:
     task = dev_world.tasks[0]
     scripts = {
         BUILD_FAILS: [("write_file", {"path": task.file, "content": "select from where;\n"}), ("submit", {})],
-        CHECKS_FAIL: [("write_file", {"path": "tests/always_fails.sql", "content": "select 1 as failure\n"}), ("submit", {})],
+        CHECKS_FAIL: [
+            ("write_file", {"path": "tests/always_fails.sql", "content": "select 1 as failure\n"}),
+            ("submit", {}),
+        ],
     }
     with dev_world.env():
         for rung, actions in scripts.items():
@@ -78,7 +84,9 @@ def test_scripted_episodes_stop_at_build_fails_and_checks_fail(dev_world, tmp_pa
             assert verdict["official"] == 0
 
 
-def test_report_counts_missing_and_crashed_as_zero_and_resume_plays_only_those(oracle_run, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_report_counts_missing_and_crashed_as_zero_and_resume_plays_only_those(
+    oracle_run, dev_world, tmp_path: Path
+) -> None:
     import shutil
 
     run_dir = tmp_path / "copy"
@@ -100,25 +108,27 @@ def test_report_counts_missing_and_crashed_as_zero_and_resume_plays_only_those(o
     class Counting(NoopDriver):
         played: list[str] = []
 
-        def play(self, env, task, observation):  # noqa: ANN001, ANN201
+        def play(self, env, task, observation):
             Counting.played.append(task.instance_id)
             env.episode.abandon("counted")
 
     with dev_world.env():
-        run_audit(run, "dev", dev_world.tasks, _renamed(Counting(), "oracle"), AuditOptions(workers=1), pins=dev_world.pins)
+        run_audit(
+            run, "dev", dev_world.tasks, _renamed(Counting(), "oracle"), AuditOptions(workers=1), pins=dev_world.pins
+        )
     assert sorted(Counting.played) == sorted([first, second])
 
 
-def _renamed(driver, name: str):  # noqa: ANN001, ANN202
+def _renamed(driver, name: str):
     driver.name = name  # a resumed run must be played by the driver that started it
     return driver
 
 
-def test_a_crashing_driver_is_recorded_not_raised(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_crashing_driver_is_recorded_not_raised(dev_world, tmp_path: Path) -> None:
     class Crashing(NoopDriver):
         name = "crashing"
 
-        def play(self, env, task, observation):  # noqa: ANN001, ANN201
+        def play(self, env, task, observation):
             raise RuntimeError("the model server went away")
 
     run = RunDir(tmp_path / "crash")
@@ -129,7 +139,7 @@ def test_a_crashing_driver_is_recorded_not_raised(dev_world, tmp_path: Path) -> 
     assert any(e["kind"] == "crash" for e in run.read_transcript(dev_world.tasks[0].instance_id))
 
 
-def test_cli_report_and_usage_errors(oracle_run, dev_world) -> None:  # noqa: ANN001
+def test_cli_report_and_usage_errors(oracle_run, dev_world) -> None:
     runner = CliRunner()
     result = runner.invoke(main, ["audit", "report", str(oracle_run[0]), "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["official"] == len(dev_world.tasks)
@@ -139,8 +149,20 @@ def test_cli_report_and_usage_errors(oracle_run, dev_world) -> None:  # noqa: AN
         other = runner.invoke(main, ["audit", "--split", "dev", "--driver", "noop", "--run-dir", str(oracle_run[0])])
     assert other.exit_code == 1 and "driver 'oracle'" in other.output
     with dev_world.env():  # --kind: the dev world's tasks are all repairs
-        none = runner.invoke(main, ["audit", "--split", "dev", "--kind", "completion", "--driver", "oracle",
-                                    "--run-dir", str(oracle_run[0].with_name("none"))])
+        none = runner.invoke(
+            main,
+            [
+                "audit",
+                "--split",
+                "dev",
+                "--kind",
+                "completion",
+                "--driver",
+                "oracle",
+                "--run-dir",
+                str(oracle_run[0].with_name("none")),
+            ],
+        )
     assert none.exit_code == 1 and "the dev split has no completion tasks" in none.output
     assert not oracle_run[0].with_name("none").exists()  # refused before a run folder is started
     assert runner.invoke(main, ["audit", "--split", "dev", "--kind", "rewrite", "--driver", "oracle"]).exit_code == 2

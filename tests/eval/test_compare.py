@@ -25,16 +25,19 @@ from dbt_harvest.eval.audit.compare import (
 )
 
 
-@pytest.mark.parametrize(("only_a", "only_b", "expected"), [
-    (0, 0, 1.0),
-    (0, 1, 1.0),
-    (0, 5, 2 / 32),            # 2 * P(X <= 0), X ~ Bin(5, 1/2)
-    (0, 6, 2 / 64),
-    (1, 9, 2 * 11 / 1024),     # 2 * (C(10,0) + C(10,1)) / 2^10
-    (2, 2, 1.0),
-    (3, 1, 2 * 5 / 16),        # symmetric in A and B
-    (1, 3, 2 * 5 / 16),
-])
+@pytest.mark.parametrize(
+    ("only_a", "only_b", "expected"),
+    [
+        (0, 0, 1.0),
+        (0, 1, 1.0),
+        (0, 5, 2 / 32),  # 2 * P(X <= 0), X ~ Bin(5, 1/2)
+        (0, 6, 2 / 64),
+        (1, 9, 2 * 11 / 1024),  # 2 * (C(10,0) + C(10,1)) / 2^10
+        (2, 2, 1.0),
+        (3, 1, 2 * 5 / 16),  # symmetric in A and B
+        (1, 3, 2 * 5 / 16),
+    ],
+)
 def test_exact_mcnemar_matches_the_binomial_tail_worked_by_hand(only_a: int, only_b: int, expected: float) -> None:
     assert mcnemar_exact(only_a, only_b) == pytest.approx(expected)
 
@@ -58,12 +61,27 @@ def test_bootstrap_interval_is_degenerate_when_nothing_varies_and_reproducible()
 def _report(outcomes: list[int], split: str = "dev", sha: str = "s" * 64, name: str = "m") -> dict[str, Any]:
     """A report of build_report's shape, for the pure statistics (the end-to-end test uses real runs)."""
     # every third task a completion; the others carry no kind, as a run folder from before completions
-    episodes = [{"instance_id": f"t{i:02d}", "family": ("filter", "grain")[i % 2], "repo": "acme/shop",
-                 "official": o, "strict": o, "rung": 6 if o else 5, **({"kind": "completion"} if i % 3 == 0 else {})}
-                for i, o in enumerate(outcomes)]
-    return {"split": split, "task_set_sha256": sha, "driver": {"name": name}, "strict": sum(outcomes),
-            "ladder": {"6": sum(outcomes), "5": len(outcomes) - sum(outcomes)},
-            "ladder_labels": {"5": "official fails", "6": "official passes"}, "episodes": episodes}
+    episodes = [
+        {
+            "instance_id": f"t{i:02d}",
+            "family": ("filter", "grain")[i % 2],
+            "repo": "acme/shop",
+            "official": o,
+            "strict": o,
+            "rung": 6 if o else 5,
+            **({"kind": "completion"} if i % 3 == 0 else {}),
+        }
+        for i, o in enumerate(outcomes)
+    ]
+    return {
+        "split": split,
+        "task_set_sha256": sha,
+        "driver": {"name": name},
+        "strict": sum(outcomes),
+        "ladder": {"6": sum(outcomes), "5": len(outcomes) - sum(outcomes)},
+        "ladder_labels": {"5": "official fails", "6": "official passes"},
+        "episodes": episodes,
+    }
 
 
 def test_two_tasks_out_of_48_is_noise_and_ten_is_not() -> None:
@@ -79,8 +97,10 @@ def test_two_tasks_out_of_48_is_noise_and_ten_is_not() -> None:
     assert signal.ci_low > 0
     assert signal.by_family["filter"]["official_b"] - signal.by_family["filter"]["official_a"] == 5
     # per kind: tasks 20..29 moved; 21, 24, 27 of them are completions
-    assert signal.by_kind == {"completion": {"n": 16, "official_a": 7, "official_b": 10},
-                              "repair": {"n": 32, "official_a": 13, "official_b": 20}}
+    assert signal.by_kind == {
+        "completion": {"n": 16, "official_a": 7, "official_b": 10},
+        "repair": {"n": 32, "official_a": 13, "official_b": 20},
+    }
     assert "## By kind" in to_markdown(signal) and "| completion | 16 | 7 | 10 | +3 |" in to_markdown(signal)
 
 
@@ -92,10 +112,10 @@ def test_runs_over_different_tasks_or_splits_are_refused() -> None:
 
 
 @pytest.mark.slow
-def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
-    from dbt_harvest.cli import main
+def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
+    from dbt_harvest.cli import main
     from dbt_harvest.eval.audit.report import write_report
     from dbt_harvest.eval.audit.rundir import RunDir
     from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
@@ -119,8 +139,9 @@ def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"oracle {n}/{n} vs noop 0/{n}" in paths["md"].read_text()
 
-    result = CliRunner().invoke(main, ["audit", "compare", str(runs["noop"]), str(runs["oracle"]),
-                                       "--out", str(tmp_path / "cli"), "--json"])
+    result = CliRunner().invoke(
+        main, ["audit", "compare", str(runs["noop"]), str(runs["oracle"]), "--out", str(tmp_path / "cli"), "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert (data["official_a"], data["official_b"], data["distinguishable"]) == (0, n, c.distinguishable)

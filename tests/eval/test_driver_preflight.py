@@ -25,7 +25,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def _harvest(world: Any, *args: str | Path) -> subprocess.CompletedProcess[str]:  # noqa: ANN401
+def _harvest(world: Any, *args: str | Path) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("harvest")
     assert exe, "harvest must be on PATH (pip install -e .)"
     env = {**os.environ, "HARVEST_HOME": str(world.home), "HARVEST_PINS": str(world.pins), "OMP_NUM_THREADS": "1"}
@@ -46,7 +46,7 @@ class Models(BaseHTTPRequestHandler):
     served: list[str] = ["qwen3-4b"]
     chats = 0
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         data = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in Models.served]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -54,7 +54,7 @@ class Models(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         Models.chats += 1
         self.send_response(500)
         self.end_headers()
@@ -80,36 +80,100 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_hf_driver_that_cannot_load_fails_before_the_first_episode(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_hf_driver_that_cannot_load_fails_before_the_first_episode(dev_world, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _refused(_harvest(dev_world, "audit", "--split", "dev", "--driver", "hf", "--model", tmp_path / "no-such-model",
-                      "--run-dir", run), "no model folder", "no-such-model")
+    _refused(
+        _harvest(
+            dev_world,
+            "audit",
+            "--split",
+            "dev",
+            "--driver",
+            "hf",
+            "--model",
+            tmp_path / "no-such-model",
+            "--run-dir",
+            run,
+        ),
+        "no model folder",
+        "no-such-model",
+    )
     junk = tmp_path / "not-a-model"
     junk.mkdir()
     (junk / "config.json").write_text("{not json")
-    _refused(_harvest(dev_world, "audit", "--split", "dev", "--driver", "hf", "--model", junk, "--run-dir", run),
-             "cannot load model", str(junk))
+    _refused(
+        _harvest(dev_world, "audit", "--split", "dev", "--driver", "hf", "--model", junk, "--run-dir", run),
+        "cannot load model",
+        str(junk),
+    )
     assert not run.exists()
 
 
-def test_openai_endpoint_unreachable_or_without_the_model_fails_up_front(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_openai_endpoint_unreachable_or_without_the_model_fails_up_front(dev_world, tmp_path: Path) -> None:
     run = tmp_path / "run"
     dead = f"http://127.0.0.1:{_closed_port()}/v1"
-    _refused(_harvest(dev_world, "audit", "--split", "dev", "--driver", "openai", "--base-url", dead, "--model", "m",
-                      "--run-dir", run), "cannot reach", dead)
+    _refused(
+        _harvest(
+            dev_world,
+            "audit",
+            "--split",
+            "dev",
+            "--driver",
+            "openai",
+            "--base-url",
+            dead,
+            "--model",
+            "m",
+            "--run-dir",
+            run,
+        ),
+        "cannot reach",
+        dead,
+    )
     Models.chats = 0
     with _server() as url:
-        _refused(_harvest(dev_world, "audit", "--split", "dev", "--driver", "openai", "--base-url", url,
-                          "--model", "qwen3-8b", "--run-dir", run), "does not serve model 'qwen3-8b'", "qwen3-4b")
+        _refused(
+            _harvest(
+                dev_world,
+                "audit",
+                "--split",
+                "dev",
+                "--driver",
+                "openai",
+                "--base-url",
+                url,
+                "--model",
+                "qwen3-8b",
+                "--run-dir",
+                run,
+            ),
+            "does not serve model 'qwen3-8b'",
+            "qwen3-4b",
+        )
     assert Models.chats == 0 and not run.exists()
 
 
-def test_a_sealed_audit_whose_model_cannot_load_spends_no_unseal(test_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_sealed_audit_whose_model_cannot_load_spends_no_unseal(test_world, tmp_path: Path) -> None:
     from tests.recipes import frozen_run
 
     recipe = frozen_run(tmp_path / "runs", "sft-broken-base")  # its base-tiny folder was never built
-    _refused(_harvest(test_world, "audit", "--split", "test", "--recipe", recipe, "--run-dir", tmp_path / "run"),
-             "sft-broken-base")
-    _refused(_harvest(test_world, "audit", "--split", "test", "--recipe", recipe, "--model", tmp_path / "nothing",
-                      "--run-dir", tmp_path / "run"), "no model folder")
+    _refused(
+        _harvest(test_world, "audit", "--split", "test", "--recipe", recipe, "--run-dir", tmp_path / "run"),
+        "sft-broken-base",
+    )
+    _refused(
+        _harvest(
+            test_world,
+            "audit",
+            "--split",
+            "test",
+            "--recipe",
+            recipe,
+            "--model",
+            tmp_path / "nothing",
+            "--run-dir",
+            tmp_path / "run",
+        ),
+        "no model folder",
+    )
     assert not (test_world.pins / "_unseals.jsonl").exists() and not (tmp_path / "run").exists()

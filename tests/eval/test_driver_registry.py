@@ -19,7 +19,13 @@ def _imports(path: Path) -> set[str]:
     """The driver modules ``path`` imports, at any depth of its code (function bodies included)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
         found |= {n.removeprefix(f"{PACKAGE}.") for n in names if n.startswith(f"{PACKAGE}.")}
     return found
 
@@ -58,7 +64,9 @@ def test_a_driver_is_made_by_name_and_an_unknown_name_lists_the_choices() -> Non
 
 
 def test_a_scripted_driver_imports_no_model_library() -> None:
-    code = ("import sys; from dbt_harvest.eval.drivers import make_driver; make_driver('oracle'); "
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys; from dbt_harvest.eval.drivers import make_driver; make_driver('oracle'); "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"

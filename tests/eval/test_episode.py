@@ -15,25 +15,45 @@ import pytest
 from dbt_harvest.eval.drivers.scripted import ScriptedDriver
 from dbt_harvest.eval.env import TOOL_NAMES, RepairEnvironment, tool_schemas
 from dbt_harvest.eval.env.episode import ABANDONED, LOOPED, SUBMITTED, TURN_CAP, Episode, EpisodeLimits
-from dbt_harvest.harvester.grading.verdict import Graded
 from dbt_harvest.eval.env.tools import RunSettings
-from dbt_harvest.eval.ladder import BUILD_FAILS, CHECKS_FAIL, LOOPS, MISSING, NO_SUBMISSION, OFFICIAL_FAIL, OFFICIAL_PASS, classify
+from dbt_harvest.eval.ladder import (
+    BUILD_FAILS,
+    CHECKS_FAIL,
+    LOOPS,
+    MISSING,
+    NO_SUBMISSION,
+    OFFICIAL_FAIL,
+    OFFICIAL_PASS,
+    classify,
+)
+from dbt_harvest.harvester.grading.verdict import Graded
 from tests.eval.conftest import toy_task
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def submission(built: bool = True, failed: int = 0, official: int = 0, strict: int = 0) -> Graded:
-    return Graded(official=official, strict=strict, built=built, first_error="" if built else "boom", tests_total=3,
-                  failed_tests=tuple(f"t{i}" for i in range(failed)))
+    return Graded(
+        official=official,
+        strict=strict,
+        built=built,
+        first_error="" if built else "boom",
+        tests_total=3,
+        failed_tests=tuple(f"t{i}" for i in range(failed)),
+    )
 
 
-def episode(ws, result: Graded | None = None, **limits: int) -> Episode:  # noqa: ANN001
-    return Episode(toy_task(), ws, RunSettings(sandboxed=True), EpisodeLimits(**limits),
-                   grader=lambda task, w, s: result or submission())
+def episode(ws, result: Graded | None = None, **limits: int) -> Episode:
+    return Episode(
+        toy_task(),
+        ws,
+        RunSettings(sandboxed=True),
+        EpisodeLimits(**limits),
+        grader=lambda task, w, s: result or submission(),
+    )
 
 
-def test_loop_detection_ends_the_episode_on_the_nth_identical_action(toy_ws) -> None:  # noqa: ANN001
+def test_loop_detection_ends_the_episode_on_the_nth_identical_action(toy_ws) -> None:
     ep = episode(toy_ws, repeat_limit=3)
     ep.act("list_files", {"path": "models"})
     ep.act("read_file", {"path": "models/marts/orders.sql"})
@@ -46,7 +66,7 @@ def test_loop_detection_ends_the_episode_on_the_nth_identical_action(toy_ws) -> 
     assert ep.turns == 4 and ep.submission is None
 
 
-def test_turn_cap_and_invalid_actions_are_counted_with_useful_errors(toy_ws) -> None:  # noqa: ANN001
+def test_turn_cap_and_invalid_actions_are_counted_with_useful_errors(toy_ws) -> None:
     ep = episode(toy_ws, max_turns=5)
     assert "unknown tool 'rm'" in ep.act("rm", {"path": "x"}) and "list_files" in ep.act("rm", {"path": "y"})
     assert "missing required argument 'path'" in ep.act("read_file", {})
@@ -58,7 +78,7 @@ def test_turn_cap_and_invalid_actions_are_counted_with_useful_errors(toy_ws) -> 
     assert ep.transcript[-1]["kind"] == "end" and ep.transcript[-1]["status"] == TURN_CAP
 
 
-def test_a_reply_without_a_tool_call_is_invalid_and_repeating_it_is_a_loop(toy_ws) -> None:  # noqa: ANN001
+def test_a_reply_without_a_tool_call_is_invalid_and_repeating_it_is_a_loop(toy_ws) -> None:
     ep = episode(toy_ws, repeat_limit=2)
     assert "no tool call" in ep.no_tool_call("I think the bug is...")
     assert ep.invalid_actions == 1
@@ -66,7 +86,7 @@ def test_a_reply_without_a_tool_call_is_invalid_and_repeating_it_is_a_loop(toy_w
     assert ep.status == LOOPED
 
 
-def test_malformed_arguments_are_invalid_not_crashes(toy_ws) -> None:  # noqa: ANN001
+def test_malformed_arguments_are_invalid_not_crashes(toy_ws) -> None:
     ep = episode(toy_ws)
     assert "must be a JSON object" in ep.act("read_file", "models/x.sql")
     assert "must be a str" in ep.act("read_file", {"path": 3})
@@ -76,14 +96,17 @@ def test_malformed_arguments_are_invalid_not_crashes(toy_ws) -> None:  # noqa: A
     assert ep.invalid_actions == 5 and not ep.done
 
 
-@pytest.mark.parametrize("result, rung", [
-    (submission(built=False), BUILD_FAILS),
-    (submission(failed=2), CHECKS_FAIL),
-    (submission(), OFFICIAL_FAIL),
-    (submission(official=1, strict=1), OFFICIAL_PASS),
-    (submission(failed=1, official=1), OFFICIAL_PASS),  # official pass wins over dbt tests
-])
-def test_submitted_rungs(toy_ws, result: Graded, rung: int) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    "result, rung",
+    [
+        (submission(built=False), BUILD_FAILS),
+        (submission(failed=2), CHECKS_FAIL),
+        (submission(), OFFICIAL_FAIL),
+        (submission(official=1, strict=1), OFFICIAL_PASS),
+        (submission(failed=1, official=1), OFFICIAL_PASS),  # official pass wins over dbt tests
+    ],
+)
+def test_submitted_rungs(toy_ws, result: Graded, rung: int) -> None:
     ep = episode(toy_ws, result)
     ScriptedDriver([("list_files", {}), ("submit", {})]).play(_env_around(ep), ep.task, "")
     assert ep.status == SUBMITTED
@@ -91,7 +114,7 @@ def test_submitted_rungs(toy_ws, result: Graded, rung: int) -> None:  # noqa: AN
     assert verdict.rung == rung and verdict.strict == result.strict
 
 
-def test_scripts_that_stop_early_are_no_submission_and_missing_is_rung_0(toy_ws) -> None:  # noqa: ANN001
+def test_scripts_that_stop_early_are_no_submission_and_missing_is_rung_0(toy_ws) -> None:
     ep = episode(toy_ws)
     ScriptedDriver([("list_files", {})]).play(_env_around(ep), ep.task, "")
     assert ep.status == ABANDONED and classify(ep.outcome).rung == NO_SUBMISSION
@@ -106,7 +129,9 @@ def _env_around(ep: Episode) -> RepairEnvironment:
 
 # -- trl's environment_factory protocol -------------------------------------------------------------
 def test_public_methods_are_exactly_the_tools_plus_reset_and_get_reward() -> None:
-    public = {n for n, _ in inspect.getmembers(RepairEnvironment, predicate=inspect.isfunction) if not n.startswith("_")}
+    public = {
+        n for n, _ in inspect.getmembers(RepairEnvironment, predicate=inspect.isfunction) if not n.startswith("_")
+    }
     assert public == set(TOOL_NAMES) | {"reset", "get_reward"}
     assert RepairEnvironment().get_reward() == 0.0  # constructible with no arguments, reward 0 before an episode
 

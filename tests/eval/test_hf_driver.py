@@ -18,12 +18,14 @@ pytestmark = pytest.mark.slow
 
 
 def test_parse_tool_calls_reads_the_hermes_form() -> None:
-    prose, calls = parse_tool_calls('ok <tool_call>\n{"name": "read_file", "arguments": {"path": "a.sql"}}\n</tool_call><|im_end|>')
+    prose, calls = parse_tool_calls(
+        'ok <tool_call>\n{"name": "read_file", "arguments": {"path": "a.sql"}}\n</tool_call><|im_end|>'
+    )
     assert prose == "ok" and calls[0].name == "read_file" and calls[0].arguments == {"path": "a.sql"}
     assert parse_tool_calls("<tool_call>{oops</tool_call>")[1][0].name == "<unparseable tool call>"
 
 
-def test_tiny_model_reaches_rung_1_or_2(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_tiny_model_reaches_rung_1_or_2(dev_world, tmp_path: Path) -> None:
     from dbt_harvest.train.tiny import TinySpec, build_tiny
 
     # a long position table: the tool schemas alone are a few thousand tokens of the tiny tokenizer
@@ -32,7 +34,9 @@ def test_tiny_model_reaches_rung_1_or_2(dev_world, tmp_path: Path) -> None:  # n
     run = RunDir(tmp_path / "hf")
     task = dev_world.tasks[0]
     with dev_world.env():
-        run_audit(run, "dev", [task], driver, AuditOptions(workers=2, limits=EpisodeLimits(max_turns=4)), pins=dev_world.pins)
+        run_audit(
+            run, "dev", [task], driver, AuditOptions(workers=2, limits=EpisodeLimits(max_turns=4)), pins=dev_world.pins
+        )
     verdict = run.read_episode(task.instance_id)
     assert verdict["status"] != "crashed", verdict
     assert verdict["rung"] in (LOOPS, NO_SUBMISSION), verdict

@@ -28,30 +28,43 @@ HARVEST = [sys.executable, "-m", "dbt_harvest"]
 def _fresh_env(tmp: Path, **extra: str) -> dict[str, str]:
     """A fresh machine: empty HARVEST_HOME and pins, its own HF_HOME."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "HF_"))}
-    env.update({"HARVEST_HOME": str(tmp / "fresh-home"), "HARVEST_PINS": str(tmp / "fresh-pins"),
-                "HF_HOME": str(tmp / "fresh-hf"), "HF_HUB_OFFLINE": "1"})
+    env.update(
+        {
+            "HARVEST_HOME": str(tmp / "fresh-home"),
+            "HARVEST_PINS": str(tmp / "fresh-pins"),
+            "HF_HOME": str(tmp / "fresh-hf"),
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
     env.update(extra)
     return env
 
 
 def _harvest(env: dict[str, str], *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*HARVEST, *args], env=env, capture_output=True, text=True, timeout=600, cwd=env["HARVEST_HOME"] + "/..")
+    done = subprocess.run(
+        [*HARVEST, *args], env=env, capture_output=True, text=True, timeout=600, cwd=env["HARVEST_HOME"] + "/.."
+    )
     if ok:
         assert done.returncode == 0, f"harvest {' '.join(args)}: {done.stderr[-3000:]}"
     return done
 
 
 @pytest.fixture(scope="module")
-def hub_world(dev_world, example_harvest, tmp_path_factory):  # noqa: ANN001, ANN201
+def hub_world(dev_world, example_harvest, tmp_path_factory):
     """(dataset folder, repo mirror, package mirror, rows by id) built from the eval world's dev tasks."""
     from datasets import load_dataset
-
 
     root = tmp_path_factory.mktemp("hub-tasks")
     # `harvest dataset build`, as the user runs it, on the eval world's store
     env = _fresh_env(root, HARVEST_HOME=str(dev_world.home), HARVEST_PINS=str(dev_world.pins))
-    built = subprocess.run([*HARVEST, "dataset", "build", "--out", str(root / "ds"), "--split", "dev", "--json"], env=env,
-                           capture_output=True, text=True, timeout=600, cwd=root)
+    built = subprocess.run(
+        [*HARVEST, "dataset", "build", "--out", str(root / "ds"), "--split", "dev", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     assert json.loads(built.stdout)["splits"] == {"dev": len(dev_world.tasks)}
     # the repository, as a user's offline mirror holds it: <owner>/<name>, a plain clone
@@ -59,27 +72,43 @@ def hub_world(dev_world, example_harvest, tmp_path_factory):  # noqa: ANN001, AN
     owner, name = url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
     mirror = root / "repos"
     (mirror / owner).mkdir(parents=True)
-    subprocess.run(["git", "clone", "-q", str(example_harvest.example.project_repo), str(mirror / owner / name)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", str(example_harvest.example.project_repo), str(mirror / owner / name)],
+        check=True,
+        capture_output=True,
+    )
     rows = {r["instance_id"]: r for r in load_dataset(str(root / "ds"), split="dev")}
     return root, mirror, example_harvest.example.mirror, rows
 
 
-def test_rows_are_self_contained(hub_world, dev_world) -> None:  # noqa: ANN001
+def test_rows_are_self_contained(hub_world, dev_world) -> None:
     root, _, _, rows = hub_world
     pin = dev_world.pin
     card = (root / "ds" / "README.md").read_text()
     for task in dev_world.tasks:
         row = rows[task.instance_id]
-        assert (row["origin_url"], row["base_commit"], row["tree"], row["project_dir"]) == (pin.url, pin.commit, pin.tree, pin.project_dir)
-        assert row["clock"] == pin.clock and row["database_file"] == "build.duckdb" and row["profile_schema"] == pin.profile_schema
-        assert [(p["name"], p["commit"]) for p in row["packages"]] == [(p.name, p.commit) for p in pin.packages] and row["packages"]
+        assert (row["origin_url"], row["base_commit"], row["tree"], row["project_dir"]) == (
+            pin.url,
+            pin.commit,
+            pin.tree,
+            pin.project_dir,
+        )
+        assert (
+            row["clock"] == pin.clock
+            and row["database_file"] == "build.duckdb"
+            and row["profile_schema"] == pin.profile_schema
+        )
+        assert [(p["name"], p["commit"]) for p in row["packages"]] == [
+            (p.name, p.commit) for p in pin.packages
+        ] and row["packages"]
         assert row["compat_patch_sha256"] == pin.compat_patch_sha256
         assert row["condition_tabs"] == list(task.grading.condition_tabs)
         assert row["condition_cols"] == [list(c) for c in task.grading.condition_cols]
         assert row["gold_file"] == f"gold/{row['gold_sha256']}.duckdb"
         assert content_digest(root / "ds" / row["gold_file"]) == row["gold_sha256"]
-        assert row["FAIL_TO_PASS"] == [f"duckdb_match({', '.join(task.grading.condition_tabs)})"] and row["PASS_TO_PASS"]
+        assert (
+            row["FAIL_TO_PASS"] == [f"duckdb_match({', '.join(task.grading.condition_tabs)})"] and row["PASS_TO_PASS"]
+        )
         assert row["version"].startswith("dbt-core==") and row["environment_setup"] == "pip install " + row["version"]
         assert "graded_tables" not in row and "wrong_repair_patches" not in row
     for column in rows[dev_world.tasks[0].instance_id]:
@@ -87,7 +116,7 @@ def test_rows_are_self_contained(hub_world, dev_world) -> None:  # noqa: ANN001
     assert "SWE-bench" in card and "FAIL_TO_PASS" in card
 
 
-def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world, dev_world, tmp_path: Path) -> None:
     from dbt_harvest.core.patching import apply_patch
     from dbt_harvest.eval.audit.report import write_report
     from dbt_harvest.eval.audit.rundir import RunDir
@@ -99,8 +128,21 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
     env = _fresh_env(tmp_path)
     Path(env["HARVEST_HOME"]).mkdir()
     out = tmp_path / "task"
-    done = json.loads(_harvest(env, "tasks", "materialize", str(root / "ds"), task.instance_id, str(out),
-                               "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
+    done = json.loads(
+        _harvest(
+            env,
+            "tasks",
+            "materialize",
+            str(root / "ds"),
+            task.instance_id,
+            str(out),
+            "--repo-mirror",
+            str(mirror),
+            "--package-mirror",
+            str(packages),
+            "--json",
+        ).stdout
+    )
     row = rows[task.instance_id]
     assert done["gold_sha256"] == row["gold_sha256"] == content_digest(out / "grader" / "gold.duckdb")
     assert json.loads((out / "grader" / "spec.json").read_text())["condition_tabs"] == row["condition_tabs"]
@@ -117,7 +159,9 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
         finally:
             discard(ws)
     ours = sorted(p.relative_to(out / "project").as_posix() for p in (out / "project").rglob("*") if p.is_file())
-    assert set(ours) - set(listing) == {f"{task.project_dir.strip('./') + '/' if task.project_dir not in ('', '.') else ''}profiles.yml"}
+    assert set(ours) - set(listing) == {
+        f"{task.project_dir.strip('./') + '/' if task.project_dir not in ('', '.') else ''}profiles.yml"
+    }
 
     # a materialized copy must not depend on the dataset or the mirror staying there
     scores = {}
@@ -125,8 +169,11 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
     subprocess.run(["cp", "-a", str(out), str(noop_copy)], check=True)
     apply_patch(out / "project", task.fix_patch)
     for name, folder in (("oracle", out), ("noop", noop_copy)):
-        got = json.loads(_harvest(env, "score", "--task", f"{root / 'ds'}:{task.instance_id}", "--workspace", str(folder),
-                                  "--json").stdout)
+        got = json.loads(
+            _harvest(
+                env, "score", "--task", f"{root / 'ds'}:{task.instance_id}", "--workspace", str(folder), "--json"
+            ).stdout
+        )
         scores[name] = got["official"]["score"]
     # the audit on the same submissions, from our store
     audit = {}
@@ -139,7 +186,7 @@ def test_materialize_on_an_empty_home_and_score_agrees_with_the_audit(hub_world,
     assert scores == audit == {"oracle": 1, "noop": 0}
 
 
-def test_materialize_refuses_a_tampered_gold_and_an_unknown_id(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_materialize_refuses_a_tampered_gold_and_an_unknown_id(hub_world, dev_world, tmp_path: Path) -> None:
     import shutil
 
     root, mirror, packages, rows = hub_world
@@ -153,12 +200,23 @@ def test_materialize_refuses_a_tampered_gold_and_an_unknown_id(hub_world, dev_wo
     gold = copy / rows[task.instance_id]["gold_file"]
     gold.chmod(0o644)
     gold.write_bytes(gold.read_bytes()[:-1] + b"\x01")
-    bad = _harvest(env, "tasks", "materialize", str(copy), task.instance_id, str(tmp_path / "y"),
-                   "--repo-mirror", str(mirror), "--package-mirror", str(packages), ok=False)
+    bad = _harvest(
+        env,
+        "tasks",
+        "materialize",
+        str(copy),
+        task.instance_id,
+        str(tmp_path / "y"),
+        "--repo-mirror",
+        str(mirror),
+        "--package-mirror",
+        str(packages),
+        ok=False,
+    )
     assert bad.returncode == 1 and "changed since the build" in bad.stderr and not (tmp_path / "y").exists()
 
 
-def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path, monkeypatch) -> None:
     """Published (dev, private) to the fake Hub; a fresh machine materializes by repo id and scores by it."""
     sys.path.insert(0, str(ROOT / "tests" / "corpora"))
     from fake_hub import FakeHub
@@ -175,13 +233,39 @@ def test_materialize_from_the_loopback_hub(hub_world, dev_world, tmp_path: Path,
         env.pop("HF_HUB_OFFLINE")
         Path(env["HARVEST_HOME"]).mkdir()
         out = tmp_path / "task"
-        done = json.loads(_harvest(env, "tasks", "materialize", "acme/dbt-repair", task.instance_id, str(out),
-                                   "--repo-mirror", str(mirror), "--package-mirror", str(packages), "--json").stdout)
-        assert done["gold_sha256"] == rows[task.instance_id]["gold_sha256"] == content_digest(out / "grader" / "gold.duckdb")
+        done = json.loads(
+            _harvest(
+                env,
+                "tasks",
+                "materialize",
+                "acme/dbt-repair",
+                task.instance_id,
+                str(out),
+                "--repo-mirror",
+                str(mirror),
+                "--package-mirror",
+                str(packages),
+                "--json",
+            ).stdout
+        )
+        assert (
+            done["gold_sha256"]
+            == rows[task.instance_id]["gold_sha256"]
+            == content_digest(out / "grader" / "gold.duckdb")
+        )
         assert (out / "project" / task.file).is_file()
         # the gold scored against itself through the row's spec: 1 (the spec and gold come from the Hub row)
-        same = json.loads(_harvest(env, "score", "--task", f"acme/dbt-repair:{task.instance_id}", "--pred",
-                                   str(out / "grader" / "gold.duckdb"), "--json").stdout)
+        same = json.loads(
+            _harvest(
+                env,
+                "score",
+                "--task",
+                f"acme/dbt-repair:{task.instance_id}",
+                "--pred",
+                str(out / "grader" / "gold.duckdb"),
+                "--json",
+            ).stdout
+        )
         assert same["official"]["score"] == 1
         assert hub.unexpected == []
 
@@ -197,7 +281,7 @@ def _oracle_text(current: str, patch: str) -> str:
 
 
 @pytest.fixture()
-def fresh_home(tmp_path: Path, monkeypatch, hub_world):  # noqa: ANN001, ANN201
+def fresh_home(tmp_path: Path, monkeypatch, hub_world):
     """This process as a fresh machine: empty HARVEST_HOME and pins, the package mirror for offline vendoring."""
     _, _, packages, _ = hub_world
     for name, value in _fresh_env(tmp_path).items():
@@ -208,7 +292,7 @@ def fresh_home(tmp_path: Path, monkeypatch, hub_world):  # noqa: ANN001, ANN201
     return Path(os.environ["HARVEST_HOME"])
 
 
-def test_repair_environment_from_a_dataset_row(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+def test_repair_environment_from_a_dataset_row(hub_world, dev_world, fresh_home: Path) -> None:
     from dbt_harvest.eval.env.environment import RepairEnvironment
 
     root, mirror, _, rows = hub_world
@@ -229,7 +313,7 @@ def test_repair_environment_from_a_dataset_row(hub_world, dev_world, fresh_home:
     assert (fresh_home / "gold" / f"{row['gold_sha256']}.duckdb").is_file()
 
 
-def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, fresh_home: Path) -> None:
     """The OpenEnv app on 127.0.0.1 (uvicorn), two of its own clients at once, each its own session."""
     import socket
     import threading
@@ -243,8 +327,14 @@ def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -261,18 +351,24 @@ def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, 
                 if name == "oracle":
                     path = rows[instance_id]["file"]
                     current = client.step(RepairAction(tool="read_file", args={"path": path})).observation.text
-                    wrote = client.step(RepairAction(tool="write_file", args={
-                        "path": path, "content": _oracle_text(current, rows[instance_id]["patch"])}))
+                    wrote = client.step(
+                        RepairAction(
+                            tool="write_file",
+                            args={"path": path, "content": _oracle_text(current, rows[instance_id]["patch"])},
+                        )
+                    )
                     assert wrote.reward == 0.0 and not wrote.done
                 last = client.step(RepairAction(tool="submit"))
                 results[name] = (last.done, last.reward)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             results[name] = exc
 
     started = time.perf_counter()
     try:
-        players = [threading.Thread(target=play, args=("oracle", dev_world.tasks[0].instance_id)),
-                   threading.Thread(target=play, args=("noop", dev_world.tasks[1].instance_id))]
+        players = [
+            threading.Thread(target=play, args=("oracle", dev_world.tasks[0].instance_id)),
+            threading.Thread(target=play, args=("noop", dev_world.tasks[1].instance_id)),
+        ]
         for p in players:
             p.start()
         for p in players:
@@ -284,7 +380,7 @@ def test_openenv_server_oracle_one_noop_zero_concurrently(hub_world, dev_world, 
     assert results == {"oracle": (True, 1.0), "noop": (True, 0.0)}, results
 
 
-def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_home: Path, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_home: Path, tmp_path: Path) -> None:
     """What a Hub row cannot vouch for by a manifest: the export's tree id, the compat patch, the gold."""
     import shutil
 
@@ -298,8 +394,9 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
     with pytest.raises(HarvestError, match="tree is"):
         broken_tree(row_source({**row, "tree": "0" * 40}, mirror), row["broken_patch"], tmp_path / "bad-tree")
     with pytest.raises(HarvestError, match="compat patch does not match"):
-        broken_tree(row_source({**row, "compat_patch_sha256": "a" * 64}, mirror), row["broken_patch"],
-                    tmp_path / "bad-compat")
+        broken_tree(
+            row_source({**row, "compat_patch_sha256": "a" * 64}, mirror), row["broken_patch"], tmp_path / "bad-compat"
+        )
     copy = tmp_path / "ds"
     shutil.copytree(root / "ds", copy)
     gold = copy / row["gold_file"]
@@ -317,7 +414,7 @@ def test_a_row_is_checked_against_its_own_hashes(hub_world, dev_world, fresh_hom
         row_source(row, tmp_path / "empty-mirror")
 
 
-def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Path) -> None:
     """`harvest serve openenv` as a subprocess on a fresh machine; OpenEnv's client resets a task through it."""
     import socket
     import time
@@ -331,9 +428,26 @@ def test_harvest_serve_openenv_serves_a_reset(hub_world, dev_world, tmp_path: Pa
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([*HARVEST, "serve", "openenv", str(root / "ds"), "--split", "dev", "--port", str(port),
-                               "--repo-mirror", str(mirror), "--package-mirror", str(packages)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            *HARVEST,
+            "serve",
+            "openenv",
+            str(root / "ds"),
+            "--split",
+            "dev",
+            "--port",
+            str(port),
+            "--repo-mirror",
+            str(mirror),
+            "--package-mirror",
+            str(packages),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -359,32 +473,34 @@ class _ScriptedSeat:
     """The model's seat in a verifiers episode, played by a script: each turn gets the engine's payload (JSON:
     observation + action schema) and replies with the next action as JSON, as a model would."""
 
-    def __init__(self, script) -> None:  # noqa: ANN001 - (payload dict) -> action dict
+    def __init__(self, script) -> None:
         self.script, self.rewards, self.payloads = script, {}, []
 
-    def interaction(self, task):  # noqa: ANN001, ANN201
+    def interaction(self, task):
         import contextlib
         from types import SimpleNamespace
 
         seat = self
 
         class Interaction:
-            trace = SimpleNamespace(record_reward=lambda name, value: seat.rewards.__setitem__(name, value),
-                                    stop=lambda reason: seat.rewards.__setitem__("stopped", reason))
+            trace = SimpleNamespace(
+                record_reward=lambda name, value: seat.rewards.__setitem__(name, value),
+                stop=lambda reason: seat.rewards.__setitem__("stopped", reason),
+            )
 
-            async def turn(self, payload: str):  # noqa: ANN201
+            async def turn(self, payload: str):
                 seat.payloads.append(json.loads(payload))
                 reply = json.dumps(seat.script(seat.payloads[-1]))
                 return SimpleNamespace(terminated=False, last_reply=reply)
 
         @contextlib.asynccontextmanager
-        async def opened():  # noqa: ANN202
+        async def opened():
             yield Interaction()
 
         return opened()
 
 
-def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, fresh_home: Path) -> None:  # noqa: ANN001
+def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, fresh_home: Path) -> None:
     """verifiers' own OpenEnv engine (`OpenEnvEnv.run`) drives our server; the model's seat is a script."""
     import asyncio
     import socket
@@ -401,8 +517,14 @@ def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, f
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            make_app(str(root / "ds"), "dev", repo_mirror=mirror, max_concurrent_envs=2),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -422,8 +544,10 @@ def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, f
                 assert observation["text"].startswith(row["problem_statement"])
                 return {"tool": "read_file", "args": {"path": row["file"]}}
             if observation["tool"] == "read_file":
-                return {"tool": "write_file", "args": {"path": row["file"],
-                                                       "content": _oracle_text(observation["text"], row["patch"])}}
+                return {
+                    "tool": "write_file",
+                    "args": {"path": row["file"], "content": _oracle_text(observation["text"], row["patch"])},
+                }
             return {"tool": "submit", "args": {}}
 
         seats = {"oracle": _ScriptedSeat(oracle), "noop": _ScriptedSeat(lambda payload: {"tool": "submit", "args": {}})}
@@ -433,5 +557,7 @@ def test_verifiers_load_environment_oracle_one_noop_zero(hub_world, dev_world, f
         server.should_exit = True
         thread.join(30)
     assert {name: seat.rewards for name, seat in seats.items()} == {
-        "oracle": {"openenv_reward": 1.0}, "noop": {"openenv_reward": 0.0}}
+        "oracle": {"openenv_reward": 1.0},
+        "noop": {"openenv_reward": 0.0},
+    }
     assert [p["observation"].get("tool") for p in seats["oracle"].payloads] == ["", "read_file", "write_file"]

@@ -10,11 +10,18 @@ from dbt_harvest.eval.ladder import RUNGS
 
 
 def _report() -> dict:
-    families = {name: {"n": 8, "official": i, "strict": max(0, i - 1)}
-                for i, name in enumerate(["filter", "grain", "join", "null", "time", "values"])}
+    families = {
+        name: {"n": 8, "official": i, "strict": max(0, i - 1)}
+        for i, name in enumerate(["filter", "grain", "join", "null", "time", "values"])
+    }
     return {
-        "split": "dev", "driver": {"name": "hf"}, "n": 48, "official": 15, "strict": 9,
-        "ladder": {str(r): 3 + r for r in sorted(RUNGS)}, "ladder_labels": {str(r): label for r, label in RUNGS.items()},
+        "split": "dev",
+        "driver": {"name": "hf"},
+        "n": 48,
+        "official": 15,
+        "strict": 9,
+        "ladder": {str(r): 3 + r for r in sorted(RUNGS)},
+        "ladder_labels": {str(r): label for r, label in RUNGS.items()},
         "by_family": families,
     }
 

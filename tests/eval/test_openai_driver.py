@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from dbt_harvest.core.patching import apply_to_text, parse_patch
 from dbt_harvest.eval.audit.rundir import RunDir
 from dbt_harvest.eval.audit.runner import AuditOptions, run_audit
 from dbt_harvest.eval.drivers import make_driver
 from dbt_harvest.eval.ladder import OFFICIAL_PASS
-from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +27,13 @@ class Replay(BaseHTTPRequestHandler):
     script: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Replay.requests.append({"path": self.path, "body": body})
         message = Replay.script[len(Replay.requests) - 1]
-        data = json.dumps({"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message}]}).encode()
+        data = json.dumps(
+            {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -42,7 +44,7 @@ class Replay(BaseHTTPRequestHandler):
         pass
 
 
-def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) -> None:  # noqa: ANN001
+def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) -> None:
     task = dev_world.tasks[0]
     with dev_world.env():
         from dbt_harvest.harvester.workspace import template
@@ -52,10 +54,17 @@ def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) ->
     Replay.requests = []
     Replay.script = [
         {"role": "assistant", "content": "Let me look.", "tool_calls": [_call(0, "list_files", {"path": "models"})]},
-        {"role": "assistant", "content": None, "tool_calls": [_call(1, "read_file", {"path": task.file}),
-                                                                _call(2, "read_file", "{not json")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call(1, "read_file", {"path": task.file}), _call(2, "read_file", "{not json")],
+        },
         {"role": "assistant", "content": "The filter on succeeded payments is missing."},
-        {"role": "assistant", "content": None, "tool_calls": [_call(3, "write_file", {"path": task.file, "content": fixed})]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_call(3, "write_file", {"path": task.file, "content": fixed})],
+        },
         {"role": "assistant", "content": None, "tool_calls": [_call(4, "submit", {})]},
     ]
     server = HTTPServer(("127.0.0.1", 0), Replay)
@@ -74,7 +83,15 @@ def test_openai_driver_plays_a_tool_calling_conversation(dev_world, tmp_path) ->
     assert len(Replay.requests) == 5 and all(r["path"] == "/v1/chat/completions" for r in Replay.requests)
     first = Replay.requests[0]["body"]
     assert first["temperature"] == 0 and first["model"] == "scripted"
-    assert {t["function"]["name"] for t in first["tools"]} == {"list_files", "read_file", "write_file", "query", "dbt", "validate", "submit"}
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "list_files",
+        "read_file",
+        "write_file",
+        "query",
+        "dbt",
+        "validate",
+        "submit",
+    }
     assert task.problem_statement in first["messages"][1]["content"]
     third = Replay.requests[2]["body"]["messages"]
     tool_answers = [m for m in third if m["role"] == "tool"]

@@ -12,35 +12,49 @@ from dbt_harvest.eval.env.policy import check_write, policy_for, resolve_read
 from dbt_harvest.eval.env.tools import list_files, read_file, write_file
 from dbt_harvest.eval.env.workspace import TaskWorkspace
 
+
 def test_writable_folders_come_from_dbt_project_yml(toy_ws: TaskWorkspace) -> None:
     assert toy_ws.policy.writable == ("models", "extra_models", "macros", "data", "tests")
 
 
-@pytest.mark.parametrize("path", ["models/marts/orders.sql", "extra_models/new.sql", "data/seed.csv",
-                                  "macros/m.sql", "tests/t.sql", "models/marts/_schema.yml", "models/new/deep/x.sql"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "models/marts/orders.sql",
+        "extra_models/new.sql",
+        "data/seed.csv",
+        "macros/m.sql",
+        "tests/t.sql",
+        "models/marts/_schema.yml",
+        "models/new/deep/x.sql",
+    ],
+)
 def test_allowed_writes(toy_ws: TaskWorkspace, path: str) -> None:
     answer = write_file(toy_ws, path, "select 42 as answer\n")
     assert path in answer
     assert (toy_ws.root / path).read_text() == "select 42 as answer\n"
 
 
-@pytest.mark.parametrize("path, why", [
-    ("dbt_project.yml", "outside the writable folders"),
-    ("analyses/a.sql", "outside the writable folders"),
-    ("dbt_packages/pkg/models/p.sql", "dbt_packages"),
-    ("models/dbt_packages/x.sql", "dbt_packages"),
-    ("target/x.sql", "target"),
-    ("../escape.sql", "climbs out"),
-    ("models/../../escape.sql", "climbs out"),
-    ("/etc/passwd", "absolute"),
-    ("models/link_out/x.sql", "symbolic link"),
-    ("models/secret.sql", "symbolic link"),
-    ("models/run.py", "only"),
-    ("models/marts", "only|folder"),
-    (".harvest_profile/profiles.yml", "belongs to the sandbox"),
-    ("models\\x.sql", "backslash"),
-    ("", "needs a file path"),
-])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("dbt_project.yml", "outside the writable folders"),
+        ("analyses/a.sql", "outside the writable folders"),
+        ("dbt_packages/pkg/models/p.sql", "dbt_packages"),
+        ("models/dbt_packages/x.sql", "dbt_packages"),
+        ("target/x.sql", "target"),
+        ("../escape.sql", "climbs out"),
+        ("models/../../escape.sql", "climbs out"),
+        ("/etc/passwd", "absolute"),
+        ("models/link_out/x.sql", "symbolic link"),
+        ("models/secret.sql", "symbolic link"),
+        ("models/run.py", "only"),
+        ("models/marts", "only|folder"),
+        (".harvest_profile/profiles.yml", "belongs to the sandbox"),
+        ("models\\x.sql", "backslash"),
+        ("", "needs a file path"),
+    ],
+)
 def test_refused_writes(toy_ws: TaskWorkspace, path: str, why: str) -> None:
     with pytest.raises(InvalidAction, match=why):
         check_write(toy_ws.policy, path)
@@ -53,8 +67,14 @@ def test_refused_writes(toy_ws: TaskWorkspace, path: str, why: str) -> None:
 def test_reads_refuse_links_escapes_and_sandbox_files(toy_ws: TaskWorkspace) -> None:
     assert read_file(toy_ws, "models/marts/orders.sql") == "select 1 as id\n"
     assert read_file(toy_ws, "dbt_packages/pkg/models/p.sql") == "select 2\n"  # packages are readable, not writable
-    for path in ("models/secret.sql", "models/link_out/secret.txt", "../outside/secret.txt", "/etc/hostname",
-                 ".harvest_profile/profiles.yml", "build.duckdb"):
+    for path in (
+        "models/secret.sql",
+        "models/link_out/secret.txt",
+        "../outside/secret.txt",
+        "/etc/hostname",
+        ".harvest_profile/profiles.yml",
+        "build.duckdb",
+    ):
         with pytest.raises(InvalidAction):
             read_file(toy_ws, path)
     with pytest.raises(InvalidAction, match="does not exist"):

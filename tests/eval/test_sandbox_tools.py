@@ -13,7 +13,7 @@ from dbt_harvest.eval.env import EnvSettings, RepairEnvironment
 pytestmark = pytest.mark.slow
 
 
-def test_query_and_dbt_cannot_read_outside_the_workspace(dev_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_query_and_dbt_cannot_read_outside_the_workspace(dev_world, tmp_path: Path) -> None:
     token = f"SECRET-{secrets.token_hex(8)}"
     secret = tmp_path / "secret.csv"
     secret.write_text(f"value\n{token}\n")
@@ -33,8 +33,12 @@ def test_query_and_dbt_cannot_read_outside_the_workspace(dev_world, tmp_path: Pa
             built = env.dbt("build", "evil")
             assert "FAILED" in built and token not in built
             assert (root / "build.duckdb").exists()  # the run made the database the query reads
-            for sql in (f"select * from read_csv_auto('{secret}')", f"select * from read_text('{secret}')",
-                        "select * from read_text('/etc/hostname')", f"attach '{tmp_path / 'x.duckdb'}' as x"):
+            for sql in (
+                f"select * from read_csv_auto('{secret}')",
+                f"select * from read_text('{secret}')",
+                "select * from read_text('/etc/hostname')",
+                f"attach '{tmp_path / 'x.duckdb'}' as x",
+            ):
                 answer = env.query(sql)
                 assert answer.startswith("query error") and token not in answer, (sql, answer)
             assert not (tmp_path / "x.duckdb").exists()

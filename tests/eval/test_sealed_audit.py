@@ -11,23 +11,36 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dbt_harvest.corpora.recipe import ADAPTER_DIR, MANIFEST_NAME
 from dbt_harvest.cli import main
+from dbt_harvest.corpora.recipe import ADAPTER_DIR, MANIFEST_NAME
 from tests.recipes import finished_run, frozen_run
 
 pytestmark = pytest.mark.slow
 
 
-def test_sealed_test_audit_once_per_frozen_recipe(test_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_sealed_test_audit_once_per_frozen_recipe(test_world, tmp_path: Path) -> None:
     from dbt_harvest.corpora.errors import FirewallError
     from dbt_harvest.corpora.store import load_tasks
 
     runner = CliRunner()
 
-    def audit(recipe: Path, name: str):  # noqa: ANN202
+    def audit(recipe: Path, name: str):
         with test_world.env():
-            return runner.invoke(main, ["audit", "--split", "test", "--driver", "noop", "--recipe", str(recipe),
-                                        "--run-dir", str(tmp_path / name), "--json"])
+            return runner.invoke(
+                main,
+                [
+                    "audit",
+                    "--split",
+                    "test",
+                    "--driver",
+                    "noop",
+                    "--recipe",
+                    str(recipe),
+                    "--run-dir",
+                    str(tmp_path / name),
+                    "--json",
+                ],
+            )
 
     # training paths cannot read it, nor can anyone without the audit's token
     for purpose in ("train", "eval"):
@@ -46,11 +59,14 @@ def test_sealed_test_audit_once_per_frozen_recipe(test_world, tmp_path: Path) ->
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert (summary["split"], summary["n"], summary["official"]) == ("test", 1, 0)
     assert summary["sealed"]["recipe"].startswith("sft-7@")
-    unseals = [json.loads(l) for l in (test_world.pins / "_unseals.jsonl").read_text().splitlines()]
-    results = [json.loads(l) for l in (test_world.pins / "_test_audits.jsonl").read_text().splitlines()]
+    unseals = [json.loads(line) for line in (test_world.pins / "_unseals.jsonl").read_text().splitlines()]
+    results = [json.loads(line) for line in (test_world.pins / "_test_audits.jsonl").read_text().splitlines()]
     assert [u["recipe"] for u in unseals] == [summary["sealed"]["recipe"]]
     assert len(results) == 1 and results[0]["recipe"] == summary["sealed"]["recipe"] and results[0]["n"] == 1
-    assert results[0]["task_set_sha256"] == summary["task_set_sha256"] and results[0]["unseal_commitment"] == unseals[0]["commitment"]
+    assert (
+        results[0]["task_set_sha256"] == summary["task_set_sha256"]
+        and results[0]["unseal_commitment"] == unseals[0]["commitment"]
+    )
 
     again = audit(recipe, "r3")
     assert again.exit_code == 1 and "already" in again.output

@@ -20,7 +20,6 @@ from dbt_harvest.eval.spider2.audit import part_instances
 from dbt_harvest.eval.spider2.checkout import Spider2CheckoutError, read_checkout
 from dbt_harvest.eval.spider2.split import SplitFileError, committed, draw, parse
 
-
 # --- the committed split ---------------------------------------------------------------------------------
 
 
@@ -36,8 +35,11 @@ def test_the_committed_split_is_16_dev_and_48_sealed_of_the_64_scoreable() -> No
 
 def test_a_hand_edited_split_is_refused() -> None:
     data = committed().to_dict()
-    moved = {**data, "dev": sorted([*data["dev"][1:], data["sealed"][0]]),
-             "sealed": sorted([*data["sealed"][1:], data["dev"][0]])}
+    moved = {
+        **data,
+        "dev": sorted([*data["dev"][1:], data["sealed"][0]]),
+        "sealed": sorted([*data["sealed"][1:], data["dev"][0]]),
+    }
     with pytest.raises(SplitFileError, match="not the recorded seed's draw"):
         parse(moved)
     with pytest.raises(SplitFileError, match="twice"):
@@ -78,7 +80,8 @@ def _project(example: Path, project_dir: str, db: str) -> None:
     project.mkdir(parents=True, exist_ok=True)
     (project / "dbt_project.yml").write_text("name: shop\nversion: '1.0'\nprofile: shop\n")
     (project / "profiles.yml").write_text(
-        f"shop:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: ./{db}\n      schema: main\n")
+        f"shop:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: ./{db}\n      schema: main\n"
+    )
     (project / "models").mkdir(exist_ok=True)
     (project / "models" / "orders.sql").write_text("select 1 as id\n")
 
@@ -98,25 +101,36 @@ def _checkout(root: Path) -> Path:
         gold_name = "renamed.duckdb" if iid == "shop003" else "shop.duckdb"
         _database(folder / "evaluation_suite" / "gold" / iid / gold_name, {"orders": "select 1 as id"})
         lines.append({"instance_id": iid, "instruction": f"Build the orders model ({iid}).", "type": "DBT"})
-        evaluation = ({"func": "table_match", "parameters": params} if iid == "shop004"
-                      else [{"func": "string_match", "parameters": {}}, {"func": "duckdb_match", "parameters": params}])
+        evaluation = (
+            {"func": "table_match", "parameters": params}
+            if iid == "shop004"
+            else [{"func": "string_match", "parameters": {}}, {"func": "duckdb_match", "parameters": params}]
+        )
         evals.append({"instance_id": iid, "evaluation": evaluation})
     (folder / "examples" / "spider2-dbt.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (folder / "evaluation_suite" / "gold" / "spider2_eval.jsonl").write_text("".join(json.dumps(x) + "\n" for x in evals))
+    (folder / "evaluation_suite" / "gold" / "spider2_eval.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in evals)
+    )
     return root
 
 
 def test_a_checkout_reads_every_instance_with_what_keeps_it_from_being_played(tmp_path: Path) -> None:
     checkout = read_checkout(_checkout(tmp_path))
     by_id = checkout.by_id()
-    assert checkout.folder == (tmp_path / "spider2-dbt").resolve() and sorted(by_id) == ["shop001", "shop002", "shop003", "shop004"]
+    assert checkout.folder == (tmp_path / "spider2-dbt").resolve() and sorted(by_id) == [
+        "shop001",
+        "shop002",
+        "shop003",
+        "shop004",
+    ]
     ok = by_id["shop001"]
     assert ok.playable and ok.project_dir == "integration_tests" and ok.database == "integration_tests/shop.duckdb"
     assert ok.profile == "shop" and ok.schema == "main" and ok.instruction == "Build the orders model (shop001)."
     assert ok.grading is not None and ok.grading.condition_tabs == ("orders",) and ok.grading.ignore_orders == (True,)
     assert ok.gold is not None and ok.gold.name == "shop.duckdb" and ok.reference == ""
-    assert by_id["shop002"].problems == ("no database examples/shop002/shop.duckdb (unpack the benchmark's DuckDB "
-                                         "archive: its setup.py)",)
+    assert by_id["shop002"].problems == (
+        "no database examples/shop002/shop.duckdb (unpack the benchmark's DuckDB archive: its setup.py)",
+    )
     (renamed,) = by_id["shop003"].problems
     assert "no gold database" in renamed and "renamed.duckdb" in renamed and "--gold-alias shop003=FILE" in renamed
     (unmirrored,) = by_id["shop004"].problems
@@ -150,9 +164,15 @@ def test_parts_of_the_benchmark_count_absent_instances_and_an_export_is_all_dev(
     (benchmark / "examples").mkdir(parents=True)
     (benchmark / "evaluation_suite" / "gold").mkdir(parents=True)
     sealed_id = split.sealed[0]
-    (benchmark / "examples" / "spider2-dbt.jsonl").write_text(json.dumps({"instance_id": sealed_id, "instruction": "x"}) + "\n")
+    (benchmark / "examples" / "spider2-dbt.jsonl").write_text(
+        json.dumps({"instance_id": sealed_id, "instruction": "x"}) + "\n"
+    )
     (benchmark / "evaluation_suite" / "gold" / "spider2_eval.jsonl").write_text(
-        json.dumps({"instance_id": sealed_id, "evaluation": {"func": "duckdb_match", "parameters": {"gold": "g.duckdb"}}}) + "\n")
+        json.dumps(
+            {"instance_id": sealed_id, "evaluation": {"func": "duckdb_match", "parameters": {"gold": "g.duckdb"}}}
+        )
+        + "\n"
+    )
     read = read_checkout(benchmark)
     sealed = part_instances(read, split, "sealed")
     assert [i.instance_id for i in sealed] == sorted(split.sealed) and not any(i.playable for i in sealed)
@@ -164,7 +184,10 @@ def test_parts_of_the_benchmark_count_absent_instances_and_an_export_is_all_dev(
 def test_audit_usage_errors_for_the_benchmark() -> None:
     runner = CliRunner()
     for args, message in (
-        (["--benchmark", "spider2-dbt", "--split", "test", "--driver", "noop", "--spider2", "."], "dev or --split sealed"),
+        (
+            ["--benchmark", "spider2-dbt", "--split", "test", "--driver", "noop", "--spider2", "."],
+            "dev or --split sealed",
+        ),
         (["--split", "sealed", "--driver", "noop"], "spider2-dbt's"),
         (["--benchmark", "spider2-dbt", "--split", "dev", "--driver", "wrong", "--spider2", "."], "no confirmed wrong"),
         (["--benchmark", "spider2-dbt", "--split", "sealed", "--driver", "noop", "--spider2", "."], "--recipe"),
@@ -174,12 +197,16 @@ def test_audit_usage_errors_for_the_benchmark() -> None:
         assert result.exit_code == 2 and message in result.output, (args, result.output)
 
 
-@pytest.mark.skipif(not os.environ.get("SPIDER2_DIR"), reason="SPIDER2_DIR is not set (a local copy of xlang-ai/Spider2)")
+@pytest.mark.skipif(
+    not os.environ.get("SPIDER2_DIR"), reason="SPIDER2_DIR is not set (a local copy of xlang-ai/Spider2)"
+)
 def test_the_real_benchmark_metadata_reads_whole() -> None:
     checkout = read_checkout(Path(os.environ["SPIDER2_DIR"]))
     ids = {i.instance_id for i in checkout.instances}
     assert len(ids) == 68 and ids == committed().names
-    assert all(i.instruction and i.grading is not None and i.project_dir == "." and i.database for i in checkout.instances)
+    assert all(
+        i.instruction and i.grading is not None and i.project_dir == "." and i.database for i in checkout.instances
+    )
 
 
 def test_a_benchmark_instance_gets_the_neutral_prompt_and_our_tasks_the_repair_prompt(tmp_path: Path) -> None:
@@ -207,7 +234,9 @@ def test_a_database_reached_through_a_link_is_never_used_or_moved(tmp_path: Path
     host = tmp_path / "host"
     _database(host / "shop.duckdb", {"secret": "select 42 as x"})
     (example / "data").symlink_to(host)
-    (example / "profiles.yml").write_text((example / "profiles.yml").read_text().replace("./shop.duckdb", "./data/shop.duckdb"))
+    (example / "profiles.yml").write_text(
+        (example / "profiles.yml").read_text().replace("./shop.duckdb", "./data/shop.duckdb")
+    )
     instance = read_checkout(root).by_id()["shop002"]
     assert instance.database == "data/shop.duckdb" and not instance.playable
     assert "no database" in instance.problems[0]

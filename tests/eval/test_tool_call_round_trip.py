@@ -24,23 +24,38 @@ def _task() -> TaskRecord:
     broken_patch = make_patch(FILE, FIXED, BROKEN)
     return TaskRecord(
         instance_id=task_id("acme__shop", commit, "filter.flip_equality", FILE, broken_patch),
-        pin="acme__shop@0123456789ab", repo="acme/shop", base_commit=commit, project_dir=".", split="train",
-        split_group="acme/shop", family="filter", operator="filter.flip_equality", effect="wrong rows", file=FILE,
-        broken_patch=broken_patch, fix_patch=make_patch(FILE, BROKEN, FIXED), wrong_repair_patches=(),
-        grading=GradingSpec(gold=f"{'b' * 64}.duckdb", condition_tabs=("orders",), condition_cols=((0,),), ignore_orders=(True,)),
-        problem_statement="Shipped orders are missing.", local_checks=LocalChecks(True, 2, 0), gold_sha256="b" * 64,
-        license="MIT", versions={"duckdb": "1.5.6"},
+        pin="acme__shop@0123456789ab",
+        repo="acme/shop",
+        base_commit=commit,
+        project_dir=".",
+        split="train",
+        split_group="acme/shop",
+        family="filter",
+        operator="filter.flip_equality",
+        effect="wrong rows",
+        file=FILE,
+        broken_patch=broken_patch,
+        fix_patch=make_patch(FILE, BROKEN, FIXED),
+        wrong_repair_patches=(),
+        grading=GradingSpec(
+            gold=f"{'b' * 64}.duckdb", condition_tabs=("orders",), condition_cols=((0,),), ignore_orders=(True,)
+        ),
+        problem_statement="Shipped orders are missing.",
+        local_checks=LocalChecks(True, 2, 0),
+        gold_sha256="b" * 64,
+        license="MIT",
+        versions={"duckdb": "1.5.6"},
     )
 
 
 @pytest.fixture(scope="module")
-def tokenizer():  # noqa: ANN201
+def tokenizer():
     from dbt_harvest.train.tiny import train_tokenizer
 
     return train_tokenizer()
 
 
-def test_sft_transcript_parses_back_to_the_same_tool_calls(tokenizer) -> None:  # noqa: ANN001
+def test_sft_transcript_parses_back_to_the_same_tool_calls(tokenizer) -> None:
     from dbt_harvest.train.sft_data import agentic_rows
 
     class Files:
@@ -54,10 +69,12 @@ def test_sft_transcript_parses_back_to_the_same_tool_calls(tokenizer) -> None:  
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        prompt = tokenizer.apply_chat_template(messages[:index], tools=tools, add_generation_prompt=True, tokenize=False)
+        prompt = tokenizer.apply_chat_template(
+            messages[:index], tools=tools, add_generation_prompt=True, tokenize=False
+        )
         full = tokenizer.apply_chat_template(messages[: index + 1], tools=tools, tokenize=False)
         assert full.startswith(prompt)
-        reply = full[len(prompt):]
+        reply = full[len(prompt) :]
         ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
         prefix = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         expected = [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
@@ -70,7 +87,7 @@ def test_sft_transcript_parses_back_to_the_same_tool_calls(tokenizer) -> None:  
     assert any(c["function"]["arguments"].get("content") == FIXED for m in messages for c in m.get("tool_calls") or [])
 
 
-def test_a_malformed_call_is_recorded_not_dropped(tokenizer) -> None:  # noqa: ANN001
+def test_a_malformed_call_is_recorded_not_dropped(tokenizer) -> None:
     reply = '<tool_call>\n{"name": "read_file", "arguments": {"path": \n</tool_call><|im_end|>'
     ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
     prefix = tokenizer("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]

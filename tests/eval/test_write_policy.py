@@ -30,13 +30,14 @@ PYTHON_MODEL = "def model(dbt, session):\n    return session.sql(\"select 'ran' 
 def _copy_to(path: str) -> str:
     """A DuckDB COPY that writes PYTHON_MODEL byte for byte to ``path`` (CSV, no quoting, no header)."""
     rows = " union all ".join(
-        f"select {i} as n, '{line.replace(chr(39), chr(39) * 2)}' as line" for i, line in enumerate(PYTHON_MODEL.splitlines())
+        f"select {i} as n, '{line.replace(chr(39), chr(39) * 2)}' as line"
+        for i, line in enumerate(PYTHON_MODEL.splitlines())
     )
     return f"copy (select line from ({rows}) order by n) to '{path}' (format csv, header false, quote '', escape '')"
 
 
 @pytest.mark.slow
-def test_an_agent_cannot_write_a_python_model_with_sql(dev_world) -> None:  # noqa: ANN001
+def test_an_agent_cannot_write_a_python_model_with_sql(dev_world) -> None:
     task = dev_world.tasks[0]
     with dev_world.env():
         env = RepairEnvironment({task.instance_id: task}, EnvSettings(pins=dev_world.pins))
@@ -62,8 +63,14 @@ def test_an_agent_cannot_write_a_python_model_with_sql(dev_world) -> None:  # no
 def planter_ws(tmp_path: Path) -> TaskWorkspace:
     root = tmp_path / "holder" / "ws"
     shutil.copytree(HERE / "projects" / "planter", root)
-    return TaskWorkspace(root=root.resolve(), project_dir=".", profile="planter", schema="main", clock="2024-06-30",
-                         policy=policy_for(root, "."))
+    return TaskWorkspace(
+        root=root.resolve(),
+        project_dir=".",
+        profile="planter",
+        schema="main",
+        clock="2024-06-30",
+        policy=policy_for(root, "."),
+    )
 
 
 def _episode(ws: TaskWorkspace) -> Episode:

@@ -24,10 +24,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dbt_harvest.eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
-from dbt_harvest.core.scorer.spider2 import GRADED, score_folder
-from dbt_harvest.harvester.gold_digest import content_digest
 from dbt_harvest.cli import main
+from dbt_harvest.core.scorer.spider2 import GRADED, score_folder
+from dbt_harvest.eval.export.spider2 import DB_FILE, eval_line, profile_text, task_line
+from dbt_harvest.harvester.gold_digest import content_digest
 from dbt_harvest.harvester.workspace import template
 from tests.conftest import Minted
 from tests.core.scorer import spider2_official as official_code
@@ -52,8 +52,9 @@ class Exported:
 def exported(minted_example: Minted, tmp_path_factory: pytest.TempPathFactory) -> Exported:
     out = tmp_path_factory.mktemp("spider2-export") / "spider2"
     with minted_example.env():
-        result = CliRunner().invoke(main, ["export", "spider2", "--split", "train", str(out),
-                                           "--check-clock", CHECK_CLOCK, "--json"])
+        result = CliRunner().invoke(
+            main, ["export", "spider2", "--split", "train", str(out), "--check-clock", CHECK_CLOCK, "--json"]
+        )
     assert result.exit_code == 0, result.output
     return Exported(out, json.loads(result.output), minted_example)
 
@@ -72,7 +73,9 @@ def test_the_export_has_spider2s_layout(exported: Exported) -> None:
     assert [x["instance_id"] for x in lines] == ids
     gold_dir = out / "evaluation_suite" / "gold"
     assert sorted(p.name for p in gold_dir.iterdir()) == sorted([*ids, "spider2_eval.jsonl"])
-    evals = {json.loads(x)["instance_id"]: json.loads(x) for x in (gold_dir / "spider2_eval.jsonl").read_text().splitlines()}
+    evals = {
+        json.loads(x)["instance_id"]: json.loads(x) for x in (gold_dir / "spider2_eval.jsonl").read_text().splitlines()
+    }
     for line in lines:
         iid = line["instance_id"]
         task = exported.task(iid)
@@ -114,7 +117,11 @@ def test_pure_lines_mirror_the_task(exported: Exported) -> None:
     assert eval_line(task)["evaluation"]["parameters"]["gold"] == DB_FILE
     assert task_line(task)["type"] == "DBT"
     assert yaml.safe_load(profile_text("p", "main")) == {
-        "p": {"target": "dev", "outputs": {"dev": {"type": "duckdb", "path": "./build.duckdb", "schema": "main", "threads": 1}}}}
+        "p": {
+            "target": "dev",
+            "outputs": {"dev": {"type": "duckdb", "path": "./build.duckdb", "schema": "main", "threads": 1}},
+        }
+    }
 
 
 def test_the_test_split_is_never_exported(minted_example: Minted, tmp_path: Path) -> None:
@@ -140,8 +147,20 @@ def test_an_existing_output_folder_is_refused(minted_example: Minted, tmp_path: 
 
 def _audit(exported: Exported, checkout: Path, run_dir: Path, *args: str) -> Any:
     with exported.minted.env():
-        return CliRunner().invoke(main, ["audit", "--benchmark", "spider2-dbt", "--spider2", str(checkout),
-                                         "--run-dir", str(run_dir), "--json", *args])
+        return CliRunner().invoke(
+            main,
+            [
+                "audit",
+                "--benchmark",
+                "spider2-dbt",
+                "--spider2",
+                str(checkout),
+                "--run-dir",
+                str(run_dir),
+                "--json",
+                *args,
+            ],
+        )
 
 
 def test_an_export_imports_as_dev_instances_with_their_reference(exported: Exported) -> None:
@@ -158,11 +177,13 @@ def test_an_export_imports_as_dev_instances_with_their_reference(exported: Expor
         assert row["database"] == DB_FILE and row["graded_tables"] == list(task.grading.condition_tabs)
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/export/test_spider2.py::test_submit_grades_the_project_files_not_the_state_the_agents_database_reached",
-    "tests/export/test_spider2.py::test_an_export_imports_as_dev_instances_with_their_reference",
-    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/export/test_spider2.py::test_submit_grades_the_project_files_not_the_state_the_agents_database_reached",
+        "tests/export/test_spider2.py::test_an_export_imports_as_dev_instances_with_their_reference",
+        "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+    )
+)
 def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(exported: Exported, tmp_path: Path) -> None:
     """Both audits keep what they graded in Spider2's results layout: `harvest score --spider2` (and, where
     SPIDER2_DIR names a local copy, the official evaluate.py run as a script) must give the same N/N and
@@ -171,14 +192,26 @@ def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(export
     gold = exported.out / "evaluation_suite" / "gold"
     for driver in ("oracle", "noop"):
         results = tmp_path / f"results-{driver}"
-        result = _audit(exported, exported.out, tmp_path / driver, "--split", "dev", "--driver", driver,
-                        "--results-dir", str(results))
+        result = _audit(
+            exported,
+            exported.out,
+            tmp_path / driver,
+            "--split",
+            "dev",
+            "--driver",
+            driver,
+            "--results-dir",
+            str(results),
+        )
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
         assert report["split"] == "spider2-dbt/dev" and report["n"] == n
         assert report["official"] == (n if driver == "oracle" else 0), report
         assert not report["crashed"] and not report["missing"] and report["submitted"] == n
-        assert report["benchmark"] == "spider2-dbt" and "evaluate.py divides by the submitted" in (tmp_path / driver / "report.md").read_text()
+        assert (
+            report["benchmark"] == "spider2-dbt"
+            and "evaluate.py divides by the submitted" in (tmp_path / driver / "report.md").read_text()
+        )
         run = json.loads((tmp_path / driver / "run.json").read_text())
         assert run["benchmark"] == "spider2-dbt" and run["clock"].endswith("00:00:00")
         for entry in exported.report["exported"]:
@@ -186,14 +219,17 @@ def test_the_oracle_scores_n_of_n_and_noop_zero_on_the_exported_instances(export
             assert verdict["status"] == "submitted" and verdict["submission"]["built"], verdict
         scored = score_folder(results, gold)
         assert all(r.status == GRADED for r in scored.instances)
-        assert scored.score == report["official"] and scored.official_line == (f"1.0 {n} {n}" if driver == "oracle" else f"0.0 0 {n}")
+        assert scored.score == report["official"] and scored.official_line == (
+            f"1.0 {n} {n}" if driver == "oracle" else f"0.0 0 {n}"
+        )
         if official_code.locate()[0] is not None:
             run_official = official_code.run_official(results, gold)
             assert run_official.last_line == scored.official_line
             assert run_official.passed == {r.instance_id for r in scored.instances if r.official == 1}
     with exported.minted.env():
-        compared = CliRunner().invoke(main, ["audit", "compare", str(tmp_path / "noop"), str(tmp_path / "oracle"),
-                                             "--json", "--resamples", "200"])
+        compared = CliRunner().invoke(
+            main, ["audit", "compare", str(tmp_path / "noop"), str(tmp_path / "oracle"), "--json", "--resamples", "200"]
+        )
     assert compared.exit_code == 0, compared.output
     comparison = json.loads(compared.stdout)
     assert comparison["difference"] == 1.0, comparison
@@ -209,8 +245,13 @@ def _as_benchmark(exported: Exported, dest: Path, names: dict[str, str]) -> Path
         (reference / f"{old}.patch").rename(reference / f"{new}.patch")
     for path in (dest / "examples" / "spider2-dbt.jsonl", dest / "evaluation_suite" / "gold" / "spider2_eval.jsonl"):
         lines = [json.loads(x) for x in path.read_text().splitlines()]
-        path.write_text("".join(json.dumps({**x, "instance_id": names[x["instance_id"]]}) + "\n"
-                                for x in lines if x["instance_id"] in names))
+        path.write_text(
+            "".join(
+                json.dumps({**x, "instance_id": names[x["instance_id"]]}) + "\n"
+                for x in lines
+                if x["instance_id"] in names
+            )
+        )
     return dest
 
 
@@ -226,13 +267,24 @@ def test_the_sealed_part_is_audited_once_per_frozen_recipe(exported: Exported, t
 
     refused = _audit(exported, checkout, tmp_path / "no-recipe", "--split", "sealed", "--driver", "oracle")
     assert refused.exit_code == 2 and "--recipe" in refused.output
-    incomplete = _audit(exported, checkout, tmp_path / "incomplete", "--split", "sealed", "--driver", "oracle",
-                        "--recipe", str(recipe))
+    incomplete = _audit(
+        exported, checkout, tmp_path / "incomplete", "--split", "sealed", "--driver", "oracle", "--recipe", str(recipe)
+    )
     assert incomplete.exit_code == 1 and "46 of the 48 sealed instances cannot be played" in incomplete.output
     assert not (exported.minted.pins / LEDGER_NAME).exists()  # a refusal before the start records nothing
 
-    first = _audit(exported, checkout, tmp_path / "first", "--split", "sealed", "--driver", "oracle",
-                   "--recipe", str(recipe), "--allow-unavailable")
+    first = _audit(
+        exported,
+        checkout,
+        tmp_path / "first",
+        "--split",
+        "sealed",
+        "--driver",
+        "oracle",
+        "--recipe",
+        str(recipe),
+        "--allow-unavailable",
+    )
     assert first.exit_code == 0, first.output
     report = json.loads(first.stdout)
     assert report["n"] == 48 and report["official"] == 2  # k/N over the whole part: the absent ones count 0
@@ -240,17 +292,38 @@ def test_the_sealed_part_is_audited_once_per_frozen_recipe(exported: Exported, t
     ledger = [json.loads(x) for x in (exported.minted.pins / LEDGER_NAME).read_text().splitlines()]
     assert [e["event"] for e in ledger] == ["start", "result"] and ledger[1]["official"] == 2
 
-    again = _audit(exported, checkout, tmp_path / "again", "--split", "sealed", "--driver", "oracle",
-                   "--recipe", str(recipe), "--allow-unavailable")
+    again = _audit(
+        exported,
+        checkout,
+        tmp_path / "again",
+        "--split",
+        "sealed",
+        "--driver",
+        "oracle",
+        "--recipe",
+        str(recipe),
+        "--allow-unavailable",
+    )
     assert again.exit_code == 1 and "already started its sealed Spider2 audit" in again.output
-    resumed = _audit(exported, checkout, tmp_path / "first", "--split", "sealed", "--driver", "oracle",
-                     "--recipe", str(recipe), "--allow-unavailable")
+    resumed = _audit(
+        exported,
+        checkout,
+        tmp_path / "first",
+        "--split",
+        "sealed",
+        "--driver",
+        "oracle",
+        "--recipe",
+        str(recipe),
+        "--allow-unavailable",
+    )
     assert resumed.exit_code == 1 and "already ended" in resumed.output
     assert len((exported.minted.pins / LEDGER_NAME).read_text().splitlines()) == 2
 
 
-def test_submit_grades_the_project_files_not_the_state_the_agents_database_reached(exported: Exported,
-                                                                                    tmp_path: Path) -> None:
+def test_submit_grades_the_project_files_not_the_state_the_agents_database_reached(
+    exported: Exported, tmp_path: Path
+) -> None:
     """The true repair is written and built (its graded table queried there), then the file is put back
     broken and submitted: the database built from the repair is not what is graded, the files are."""
     from dbt_harvest.core.patching import apply_to_text, parse_patch
@@ -267,13 +340,15 @@ def test_submit_grades_the_project_files_not_the_state_the_agents_database_reach
     (file_patch,) = parse_patch(task.fix_patch)
     broken = (instance.example / file_patch.path).read_text()
     table = task.grading.condition_tabs[0]
-    driver = ScriptedDriver([
-        ("write_file", {"path": file_patch.path, "content": apply_to_text(broken, file_patch)}),
-        ("dbt", {"command": "run"}),
-        ("query", {"sql": f"select count(*) as n from {table}"}),
-        ("write_file", {"path": file_patch.path, "content": broken}),
-        ("submit", {}),
-    ])
+    driver = ScriptedDriver(
+        [
+            ("write_file", {"path": file_patch.path, "content": apply_to_text(broken, file_patch)}),
+            ("dbt", {"command": "run"}),
+            ("query", {"sql": f"select count(*) as n from {table}"}),
+            ("write_file", {"path": file_patch.path, "content": broken}),
+            ("submit", {}),
+        ]
+    )
     with exported.minted.env():
         verdict, transcript = play_one(task, driver, EnvSettings(scratch=tmp_path), source)
     observations = [e["observation"] for e in transcript if e.get("kind") == "action"]
@@ -281,22 +356,27 @@ def test_submit_grades_the_project_files_not_the_state_the_agents_database_reach
     assert verdict["status"] == "submitted" and verdict["official"] == 0 and verdict["submission"]["built"], verdict
 
 
-def test_an_example_without_its_packages_gets_them_from_the_import(exported: Exported, example_harvest: Any,
-                                                                   tmp_path: Path) -> None:
+def test_an_example_without_its_packages_gets_them_from_the_import(
+    exported: Exported, example_harvest: Any, tmp_path: Path
+) -> None:
     """Some benchmark examples ship no dbt_packages (its harness runs `dbt deps` online): such an instance
     cannot be played until `harvest spider2 import` resolves its packages (here from the example's package
     mirror, offline); its workspaces then get them vendored, and the oracle solves it."""
     iid = exported.report["exported"][0]["instance_id"]
     checkout = tmp_path / "spider2-dbt"
     shutil.copytree(exported.out, checkout, symlinks=True)
-    for path in (checkout / "examples" / "spider2-dbt.jsonl", checkout / "evaluation_suite" / "gold" / "spider2_eval.jsonl"):
+    for path in (
+        checkout / "examples" / "spider2-dbt.jsonl",
+        checkout / "evaluation_suite" / "gold" / "spider2_eval.jsonl",
+    ):
         path.write_text("".join(x + "\n" for x in path.read_text().splitlines() if json.loads(x)["instance_id"] == iid))
     shutil.rmtree(checkout / "examples" / iid / "dbt_packages")
 
     def imported(*args: str) -> dict[str, Any]:
         with exported.minted.env():
-            result = CliRunner().invoke(main, ["spider2", "import", str(checkout), "--json", *args],
-                                        env={"HARVEST_PACKAGE_MIRROR": ""})
+            result = CliRunner().invoke(
+                main, ["spider2", "import", str(checkout), "--json", *args], env={"HARVEST_PACKAGE_MIRROR": ""}
+            )
         assert result.exit_code == 0, result.output
         (row,) = json.loads(result.stdout)["rows"]
         return row

@@ -13,15 +13,20 @@ from hypothesis import strategies as st
 
 #: any JSON value, a few levels deep
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False) | st.text(max_size=12),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=10,
 )
 
 #: any TOML value (no None, integers within 64 bits)
 toml_values = st.recursive(
-    st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(allow_nan=False)
+    st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False)
     | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=10,
@@ -29,7 +34,9 @@ toml_values = st.recursive(
 
 
 @st.composite
-def broken_dict(draw: st.DrawFn, base: dict[str, Any], values: st.SearchStrategy[Any], depth: int = 2) -> dict[str, Any]:
+def broken_dict(
+    draw: st.DrawFn, base: dict[str, Any], values: st.SearchStrategy[Any], depth: int = 2
+) -> dict[str, Any]:
     """``base`` with some keys dropped, some values replaced (recursively into nested tables), some added."""
     out: dict[str, Any] = {}
     for key, value in base.items():

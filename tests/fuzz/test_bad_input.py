@@ -21,29 +21,42 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.cli import main
 from dbt_harvest.core.errors import HarvestError, PinError
 from dbt_harvest.core.pin import Column, PackageRecord, Pin, TableRecord, read_pin
+from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord, TaskRecordError, read_task, task_from_dict, task_id
-from tests.fuzz.strategies import broken_dict, json_values, junk_bytes, toml_values
 from dbt_harvest.train.configs import load_config
 from dbt_harvest.train.errors import TrainConfigError
+from tests.fuzz.strategies import broken_dict, json_values, junk_bytes, toml_values
 
 REPO = Path(__file__).resolve().parents[2]
 SFT_CONFIG = REPO / "train" / "configs" / "sft-qwen-4b.toml"
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                        HealthCheck.too_slow])
-CLI_FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                           HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+CLI_FUZZ = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 def _pin() -> Pin:
     return Pin(
-        id="fuzz__shop@0123456789ab", spec="fuzz/shop@0123456", url="https://github.com/fuzz/shop.git",
-        commit="0123456789abcdef0123456789abcdef01234567", tree="e" * 40, ref="", root_commits=("a" * 40,),
-        project_dir=".", project_name="shop", profile_schema="main", clock="2024-07-01 00:00:00", license="MIT",
-        created_at="2024-01-01T00:00:00Z", gold_sha256="b" * 64, compat_patch_sha256="",
+        id="fuzz__shop@0123456789ab",
+        spec="fuzz/shop@0123456",
+        url="https://github.com/fuzz/shop.git",
+        commit="0123456789abcdef0123456789abcdef01234567",
+        tree="e" * 40,
+        ref="",
+        root_commits=("a" * 40,),
+        project_dir=".",
+        project_name="shop",
+        profile_schema="main",
+        clock="2024-07-01 00:00:00",
+        license="MIT",
+        created_at="2024-01-01T00:00:00Z",
+        gold_sha256="b" * 64,
+        compat_patch_sha256="",
         versions={"duckdb": "1.5.6"},
         packages=(PackageRecord("shop_utils", "hub:fuzz/shop_utils", ">=0.2.0,<1.0.0", "0.3.1", "c" * 40, "/m"),),
         tables=(TableRecord("main.orders", 3, "d" * 32, True, False, (Column("id", "INTEGER"),), "model.shop.orders"),),
@@ -57,13 +70,27 @@ def _task(split: str = "train") -> TaskRecord:
     pin = _pin()
     return TaskRecord(
         instance_id=task_id("fuzz__shop", pin.commit, "filter.flip_equality", "models/orders.sql", broken),
-        pin=pin.id, repo="fuzz/shop", base_commit=pin.commit, project_dir=".", split=split, split_group="fuzz/shop",
-        family="filter", operator="filter.flip_equality", effect="wrong rows", file="models/orders.sql",
-        broken_patch=broken, fix_patch=fix, wrong_repair_patches=("--- a\n+++ b\n",),
-        grading=GradingSpec(gold=f"{'b' * 64}.duckdb", condition_tabs=("orders",), condition_cols=((0,),),
-                            ignore_orders=(True,)),
-        problem_statement="Orders come out wrong.", local_checks=LocalChecks(True, 2, 0), gold_sha256="b" * 64,
-        license="MIT", versions={"duckdb": "1.5.6"},
+        pin=pin.id,
+        repo="fuzz/shop",
+        base_commit=pin.commit,
+        project_dir=".",
+        split=split,
+        split_group="fuzz/shop",
+        family="filter",
+        operator="filter.flip_equality",
+        effect="wrong rows",
+        file="models/orders.sql",
+        broken_patch=broken,
+        fix_patch=fix,
+        wrong_repair_patches=("--- a\n+++ b\n",),
+        grading=GradingSpec(
+            gold=f"{'b' * 64}.duckdb", condition_tabs=("orders",), condition_cols=((0,),), ignore_orders=(True,)
+        ),
+        problem_statement="Orders come out wrong.",
+        local_checks=LocalChecks(True, 2, 0),
+        gold_sha256="b" * 64,
+        license="MIT",
+        versions={"duckdb": "1.5.6"},
     )
 
 
@@ -181,8 +208,9 @@ def test_junk_and_truncated_task_files_are_refused(tmp_path_factory: pytest.Temp
 
 @CLI_FUZZ
 @given(broken_dict(_TASK_DICT, json_values) | junk_bytes)
-def test_harvest_tasks_show_with_a_bad_record_fails_in_one_line(tmp_path_factory: pytest.TempPathFactory,
-                                                                doc: Any) -> None:
+def test_harvest_tasks_show_with_a_bad_record_fails_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, doc: Any
+) -> None:
     root = tmp_path_factory.mktemp("tasks")
     folder = root / "home" / "tasks" / "train"
     folder.mkdir(parents=True)
@@ -215,8 +243,9 @@ def test_fuzzed_training_configs_are_read_or_refused(tmp_path_factory: pytest.Te
 
 @CLI_FUZZ
 @given(broken_dict(_CONFIG_DICT, toml_values) | junk_bytes)
-def test_harvest_train_sft_with_a_bad_config_fails_in_one_line(tmp_path_factory: pytest.TempPathFactory,
-                                                                doc: Any) -> None:
+def test_harvest_train_sft_with_a_bad_config_fails_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, doc: Any
+) -> None:
     path = _write_config(tmp_path_factory.mktemp("cfg"), doc)
     try:
         load_config(path)

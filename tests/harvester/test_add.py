@@ -91,7 +91,9 @@ def test_example_pin_summary_list_show_and_noop_readd(example_harvest) -> None: 
     code, out, _ = _run(tmp, "list", "--json")
     assert code == 0 and [p["id"] for p in json.loads(out)["pins"]] == [pin.id]
     before = example_harvest.pin_path.read_bytes()
-    code, out, _ = _run(tmp, "add", example_harvest.example.spec, "--package-mirror", str(example_harvest.example.mirror))
+    code, out, _ = _run(
+        tmp, "add", example_harvest.example.spec, "--package-mirror", str(example_harvest.example.mirror)
+    )
     assert code == 0 and "already pinned" in out
     assert example_harvest.pin_path.read_bytes() == before
 
@@ -126,9 +128,13 @@ def test_nondeterministic_tables_are_marked(tmp_path: Path) -> None:
     # The builder's home folder changes with where the build ran (the second build runs in another folder,
     # as another home): the third build, in the first's place, agrees with the first on it
     sampled = tables["sampled_readings"]
-    assert sampled["unstable_columns"] == ["audit_weight", "built_from"] and sampled["database_columns"] == ["built_from"]
+    assert sampled["unstable_columns"] == ["audit_weight", "built_from"] and sampled["database_columns"] == [
+        "built_from"
+    ]
     assert sampled["deterministic"] is True and sampled["gradable"] is True
-    assert all(t["deterministic"] and not t["unstable_columns"] for name, t in tables.items() if name != "sampled_readings")
+    assert all(
+        t["deterministic"] and not t["unstable_columns"] for name, t in tables.items() if name != "sampled_readings"
+    )
 
 
 def test_the_clock_is_pinned_after_the_newest_seed_date(clock_added) -> None:  # type: ignore[no-untyped-def]
@@ -143,7 +149,8 @@ def test_the_clock_is_pinned_after_the_newest_seed_date(clock_added) -> None:  #
     gold = root / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
     con = duckdb.connect(str(gold), read_only=True)
     joined, days = con.execute(
-        "select joined_on, days_as_member from main.membership_age order by member_id limit 1").fetchone()
+        "select joined_on, days_as_member from main.membership_age order by member_id limit 1"
+    ).fetchone()
     con.close()
     assert days == (today - joined).days  # current_date inside the build was the pinned date
 
@@ -188,7 +195,9 @@ def test_gold_of_long_text_rebuilds_to_the_same_pin_in_a_fresh_home(tmp_path: Pa
     assert name not in (first_bytes, atomic.sha256_file(tmp_path / "home" / "gold" / f"{name}.duckdb"))
 
 
-def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them(clock_added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_pin_named_by_its_gold_file_bytes_keeps_that_name_while_a_rebuild_reproduces_them(
+    clock_added, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """Pins made before content naming name their gold by the file's sha256: a rebuild that gives the same
     bytes keeps the pin (and so every task of it) byte for byte, its gold stored under the old name."""
     from dataclasses import replace
@@ -300,7 +309,8 @@ def test_a_compat_patch_that_moves_the_seed_dates_moves_the_clock_the_builds_run
     gold = tmp_path / "home" / "gold" / f"{summary['gold_sha256']}.duckdb"
     con = duckdb.connect(str(gold), read_only=True)
     joined, days = con.execute(
-        "select joined_on, days_as_member from main.membership_age order by member_id limit 1").fetchone()
+        "select joined_on, days_as_member from main.membership_age order by member_id limit 1"
+    ).fetchone()
     con.close()
     from datetime import date
 
@@ -369,8 +379,9 @@ def test_a_branch_needs_resolve_ref(tmp_path: Path) -> None:
         ("clock", "@" + "0" * 40, "unknown commit"),
     ],
 )
-def test_bad_input_is_one_line_and_writes_no_pin(tmp_path: Path, mirror: Path, fixture: str,
-                                                 spec_tail: str | None, message: str) -> None:
+def test_bad_input_is_one_line_and_writes_no_pin(
+    tmp_path: Path, mirror: Path, fixture: str, spec_tail: str | None, message: str
+) -> None:
     repo = fixture_repo(fixture, tmp_path / "repo")
     spec = f"{repo.path}{spec_tail or '@' + repo.head}"
     code, out, err = _run(tmp_path, "add", spec, "--package-mirror", str(mirror))
@@ -404,7 +415,9 @@ def test_a_local_copy_is_pinned_under_its_origin_and_no_path_of_this_machine(tmp
     import pygit2
 
     repo = fixture_repo("clock", tmp_path / "copies" / "clock")
-    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members", "--json")
+    code, out, err = _run(
+        tmp_path, "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members", "--json"
+    )
     assert code == 0, err
     summary = json.loads(out)
     assert summary["id"] == f"acme__members@{repo.head[:12]}"
@@ -425,8 +438,8 @@ def test_a_local_copy_is_pinned_under_its_origin_and_no_path_of_this_machine(tmp
 def test_a_local_copy_without_a_public_name_is_named_after_its_dbt_project(tmp_path: Path) -> None:
     import yaml
 
-    from dbt_harvest.harvester.add import AddOptions, identify
     from dbt_harvest.core.errors import SpecError
+    from dbt_harvest.harvester.add import AddOptions, identify
     from dbt_harvest.harvester.gitstore import GitStore
     from dbt_harvest.harvester.specs import parse_spec
 
@@ -456,7 +469,9 @@ def test_repo_mirror_builds_owner_name_offline_with_the_pin_an_origin_copy_gets(
     (pin_a,) = _pins(tmp_path / "a")
     assert str(tmp_path) not in pin_a.read_text()
     # the same commit pinned from the local path with --origin: the same identity, tables and gold
-    code, out, err = _run(tmp_path / "b", "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members")
+    code, out, err = _run(
+        tmp_path / "b", "add", f"{repo.path}@{repo.head}", "--origin", "https://github.com/acme/members"
+    )
     assert code == 0, err
     (pin_b,) = _pins(tmp_path / "b")
     a, b = (tomllib.loads(p.read_text()) for p in (pin_a, pin_b))

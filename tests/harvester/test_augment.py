@@ -40,8 +40,16 @@ def gym(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         base_reports = load_reports(base.id)
         report = recover([base], options, mint_target(harvest_home(), pins_dir()))
         tasks = load_tasks("train", home, pins, purpose="inspect")
-    return {"base": base, "base_reports": base_reports, "report": report, "tasks": tasks, "home": home,
-            "pins": pins, "root": root, "env": lambda: use_env(home, pins)}
+    return {
+        "base": base,
+        "base_reports": base_reports,
+        "report": report,
+        "tasks": tasks,
+        "home": home,
+        "pins": pins,
+        "root": root,
+        "env": lambda: use_env(home, pins),
+    }
 
 
 def _augmented(gym: dict[str, Any]):  # type: ignore[no-untyped-def]
@@ -94,18 +102,20 @@ def test_the_augmentation_is_a_hashed_seed_patch_of_the_pin(gym) -> None:  # typ
     assert not read_pin(pin_path(base.id, gym["pins"])).augmentation_sha256
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_augment.py::test_a_tampered_augmentation_is_refused",
-    "tests/harvester/test_augment_lineage.py::test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy",
-    "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
-    "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_augment.py::test_a_tampered_augmentation_is_refused",
+        "tests/harvester/test_augment_lineage.py::test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy",
+        "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
+        "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
+    )
+)
 def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healthy(gym) -> None:  # type: ignore[no-untyped-def]
+    from dbt_harvest.core.home import template_dir
     from dbt_harvest.harvester.build import build_workspace
     from dbt_harvest.harvester.discovery import discover
     from dbt_harvest.harvester.verify import verify
     from dbt_harvest.harvester.workspace import fresh_workspace
-    from dbt_harvest.core.home import template_dir
 
     pin = _augmented(gym)
     with gym["env"]():
@@ -114,8 +124,9 @@ def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healt
         members = (workspace / "seeds/raw_members.csv").read_text()
         assert "5,Ada,gold,,2023-01-10" in members
         project = discover(workspace, pin.project_dir)
-        built = build_workspace(workspace, project.rel_dir, project.profile, project.schema, pin.clock,
-                                log_path=gym["root"] / "fresh.log")
+        built = build_workspace(
+            workspace, project.rel_dir, project.profile, project.schema, pin.clock, log_path=gym["root"] / "fresh.log"
+        )
         assert built.models_ok and built.tests_total >= 8 and built.tests_failed == 0
         recovered = [t for t in gym["tasks"] if t.instance_id in gym["report"].kept_tasks]
         # one task of each family the augmentation recovered (every kept task passed the same confirmation)
@@ -123,7 +134,8 @@ def test_augmented_tasks_reverify_from_a_fresh_build_and_the_project_stays_healt
         assert {t.family for t in sample} == set(FAMILIES)
         verdicts = verify(sample)
     assert len(verdicts) == len(FAMILIES) and all(v.ok for v in verdicts), [
-        (v.instance_id, [c for c in v.checks if not c.ok]) for v in verdicts]
+        (v.instance_id, [c for c in v.checks if not c.ok]) for v in verdicts
+    ]
 
 
 def test_a_tampered_augmentation_is_refused(gym) -> None:  # type: ignore[no-untyped-def]
@@ -160,6 +172,7 @@ def test_an_augmentation_that_breaks_a_dbt_test_is_discarded(gym) -> None:  # ty
 
 # --- the pure part -------------------------------------------------------------------------------------------
 
+
 def _seed(name: str, text: str):  # type: ignore[no-untyped-def]
     from dbt_harvest.harvester.augment.derive import SeedTable
 
@@ -192,20 +205,50 @@ def test_a_time_condition_is_found_at_the_window_edge_relative_to_the_clock() ->
     got = propose("k", "time", "time.boundary", ">=", ">", sql, flipped, seeds, frozenset(), probe)
     assert got.row.values == (("visited_on", "2024-05-01"),)  # exactly on the bound
     with pytest.raises(NoProposal, match="no seed holds"):
-        propose("k", "time", "time.boundary", ">=", ">", sql.replace("visited_on", "left_on"),
-                flipped.replace("visited_on", "left_on"), seeds, frozenset(), probe)
+        propose(
+            "k",
+            "time",
+            "time.boundary",
+            ">=",
+            ">",
+            sql.replace("visited_on", "left_on"),
+            flipped.replace("visited_on", "left_on"),
+            seeds,
+            frozenset(),
+            probe,
+        )
 
 
 def test_a_null_condition_names_the_column_the_node_reads() -> None:
     from dbt_harvest.harvester.augment.derive import NoProposal, propose
 
     seeds = (_seed("members", "member_id,bonus\n1,5\n"), _seed("other", "x,bonus\n1,2\n"))
-    got = propose("k", "null", "null.drop_coalesce_default", "coalesce(bonus, 0)", "bonus", "", "", seeds,
-                  frozenset({"members"}), lambda *a: None)
+    got = propose(
+        "k",
+        "null",
+        "null.drop_coalesce_default",
+        "coalesce(bonus, 0)",
+        "bonus",
+        "",
+        "",
+        seeds,
+        frozenset({"members"}),
+        lambda *a: None,
+    )
     assert got.row == got.row.__class__("members", 0, (("bonus", ""),)) and got.condition == "bonus is NULL"
     with pytest.raises(NoProposal):
-        propose("k", "null", "null.count_star_to_column", "count(*)", "count(nothing_here)", "", "", seeds,
-                frozenset(), lambda *a: None)
+        propose(
+            "k",
+            "null",
+            "null.count_star_to_column",
+            "count(*)",
+            "count(nothing_here)",
+            "",
+            "",
+            seeds,
+            frozenset(),
+            lambda *a: None,
+        )
 
 
 def test_pins_without_augmentation_read_back_byte_for_byte_and_half_records_are_refused() -> None:
@@ -214,10 +257,26 @@ def test_pins_without_augmentation_read_back_byte_for_byte_and_half_records_are_
     from dbt_harvest.core.errors import PinError
     from dbt_harvest.core.pin import Pin, pin_from_dict
 
-    pin = Pin(id="o__r@" + "a" * 12, spec="o/r@x", url="https://github.com/o/r", commit="a" * 40, tree="b" * 40,
-              ref="", root_commits=(), project_dir="", project_name="r", profile_schema="main",
-              clock="2024-01-01 00:00:00", license="MIT", created_at="", gold_sha256="c" * 64,
-              compat_patch_sha256="", versions={}, packages=(), tables=())
+    pin = Pin(
+        id="o__r@" + "a" * 12,
+        spec="o/r@x",
+        url="https://github.com/o/r",
+        commit="a" * 40,
+        tree="b" * 40,
+        ref="",
+        root_commits=(),
+        project_dir="",
+        project_name="r",
+        profile_schema="main",
+        clock="2024-01-01 00:00:00",
+        license="MIT",
+        created_at="",
+        gold_sha256="c" * 64,
+        compat_patch_sha256="",
+        versions={},
+        packages=(),
+        tables=(),
+    )
     assert "augment" not in pin.to_toml()
     data = tomllib.loads(pin.to_toml())
     data.pop("digest")
@@ -235,16 +294,37 @@ def test_a_filter_value_condition_tries_the_literals_of_the_comparison() -> None
     seeds = (_seed("orders", "order_id,status,amount\n1,shipped,10\n"),)
     probe = time_probe("2024-05-31 00:00:00")
     sql = "select * from o where status = 'returned'"
-    got = propose("k", "filter", "filter.change_literal", "'returned'", "'Returned'", sql,
-                  sql.replace("'returned'", "'Returned'"), seeds, frozenset({"orders"}), probe)
+    got = propose(
+        "k",
+        "filter",
+        "filter.change_literal",
+        "'returned'",
+        "'Returned'",
+        sql,
+        sql.replace("'returned'", "'Returned'"),
+        seeds,
+        frozenset({"orders"}),
+        probe,
+    )
     assert got.row.values == (("status", "returned"),) and got.condition == "status = returned"
     sql = "select * from o where amount > 100"
-    got = propose("k", "filter", "filter.flip_strictness", ">", ">=", sql, sql.replace(">", ">="), seeds,
-                  frozenset(), probe)
+    got = propose(
+        "k", "filter", "filter.flip_strictness", ">", ">=", sql, sql.replace(">", ">="), seeds, frozenset(), probe
+    )
     assert got.row.values == (("amount", "100"),)  # on the bound: kept by >= only
     sql = "select * from o where status in ('lost', 'returned')"
-    got = propose("k", "filter", "filter.drop_in_element", "'lost', ", "", sql,
-                  sql.replace("'lost', ", ""), seeds, frozenset(), probe)
+    got = propose(
+        "k",
+        "filter",
+        "filter.drop_in_element",
+        "'lost', ",
+        "",
+        sql,
+        sql.replace("'lost', ", ""),
+        seeds,
+        frozenset(),
+        probe,
+    )
     assert got.row.values == (("status", "lost"),)
 
 
@@ -269,17 +349,39 @@ def test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing(gym) -> No
 def test_join_and_grain_conditions_an_unmatched_key_and_a_twin_row() -> None:
     from dbt_harvest.harvester.augment.derive import NoProposal, SeedRow, propose, render
 
-    seeds = {"orders": _seed("orders", "order_id,customer_id\n1,7\n2,8\n"),
-             "customers": _seed("customers", "customer_id,name\n7,Ann\n8,Bo\n")}
+    seeds = {
+        "orders": _seed("orders", "order_id,customer_id\n1,7\n2,8\n"),
+        "customers": _seed("customers", "customer_id,name\n7,Ann\n8,Bo\n"),
+    }
     sql = "select o.order_id, c.name from orders o left join customers c on o.customer_id = c.customer_id"
-    got = propose("k", "join", "join.left_to_inner", "left join", "join", sql, sql.replace("left join", "join"),
-                  tuple(seeds.values()), frozenset({"orders", "customers"}), lambda *a: None)
+    got = propose(
+        "k",
+        "join",
+        "join.left_to_inner",
+        "left join",
+        "join",
+        sql,
+        sql.replace("left join", "join"),
+        tuple(seeds.values()),
+        frozenset({"orders", "customers"}),
+        lambda *a: None,
+    )
     # an order of a customer nobody has: LEFT keeps it, INNER drops it
     assert got.row.seed == "orders" and got.row.values == (("customer_id", "9"),)
     with pytest.raises(NoProposal, match="no derivation"):
         propose("k", "join", "join.drop_on_key", "", "", sql, sql, tuple(seeds.values()), frozenset(), lambda *a: None)
-    got = propose("k", "grain", "grain.count_distinct_to_count", "count(distinct customer_id)", "count(customer_id)",
-                  "", "", tuple(seeds.values()), frozenset({"orders"}), lambda *a: None)
+    got = propose(
+        "k",
+        "grain",
+        "grain.count_distinct_to_count",
+        "count(distinct customer_id)",
+        "count(customer_id)",
+        "",
+        "",
+        tuple(seeds.values()),
+        frozenset({"orders"}),
+        lambda *a: None,
+    )
     assert got.row == SeedRow("orders", 0, ())
     _, written = render(seeds, [got.row])
     assert written == (("orders", ("3", "7")),)  # a twin of order 1 under a fresh key
@@ -303,10 +405,12 @@ def test_a_dataset_row_flags_and_carries_the_augmentation(gym) -> None:  # type:
     assert row_source(row, None).augment_text == patch
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_augment.py::test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing",
-    "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_augment.py::test_cli_mint_augment_reports_the_augmentation_and_redoes_nothing",
+        "tests/cli/test_mint_lock.py::test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_changed_lock_fails",
+    )
+)
 def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduces_the_lock(gym, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The corpus chain: an augmentation made in one home is committed with the pins (the pin records the
     candidates it serves; its seed patch, rows cloned from the repository's seeds, is not committed) and
@@ -320,9 +424,9 @@ def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduc
     from click.testing import CliRunner
 
     from dbt_harvest.cli import main
+    from dbt_harvest.core import atomic
     from dbt_harvest.core.pin import pin_path, read_pin, write_pin
     from dbt_harvest.harvester.add import AddOptions, add
-    from dbt_harvest.core import atomic
     from dbt_harvest.harvester.augment.run import AugmentOptions, AugmentRebuildError, built_here, rebuild_augmented
     from dbt_harvest.harvester.mint.pipeline import load_reports
     from dbt_harvest.harvester.workspace import augmentation_path
@@ -358,7 +462,9 @@ def test_a_committed_augmented_pin_is_derived_again_in_a_fresh_home_and_reproduc
 
         # a pin that records another gold and other tables is refused, nothing installed
         table = replace(pin.tables[0], fingerprint="0" * 32)
-        other = replace(pin, id=pin.id.replace("+aug-", "+aug-0"), gold_sha256="0" * 64, tables=(table, *pin.tables[1:]))
+        other = replace(
+            pin, id=pin.id.replace("+aug-", "+aug-0"), gold_sha256="0" * 64, tables=(table, *pin.tables[1:])
+        )
         write_pin(other, pins)
         with pytest.raises(AugmentRebuildError, match="not the 000000000000.*tables differ"):
             rebuild_augmented(other)

@@ -10,7 +10,6 @@ Real dbt, DuckDB, git and sandbox; the pure tracing is tested on its own at the 
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 import pytest
@@ -40,12 +39,21 @@ def club(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         state = load_state(pin.id)
         nodes = models(state.manifest)
         tree = template(pin)
-        candidates = {uid: tuple(model_candidates(pin, nodes[uid], tree, ("null", "join"), 0))
-                      for uid in (MART, ACTIVITY)}
+        candidates = {
+            uid: tuple(model_candidates(pin, nodes[uid], tree, ("null", "join"), 0)) for uid in (MART, ACTIVITY)
+        }
         seeds = read_seeds(tree, pin.project_dir, state.manifest)
         lineage = lineage_of(state.manifest, state.database)
-    return {"pin": pin, "state": state, "nodes": nodes, "candidates": candidates, "seeds": seeds,
-            "lineage": lineage, "root": root, "env": lambda: use_env(home, pins)}
+    return {
+        "pin": pin,
+        "state": state,
+        "nodes": nodes,
+        "candidates": candidates,
+        "seeds": seeds,
+        "lineage": lineage,
+        "root": root,
+        "env": lambda: use_env(home, pins),
+    }
 
 
 def _derive(club: dict[str, Any], operator: str, removed: str, model: str = MART):  # type: ignore[no-untyped-def]
@@ -59,12 +67,23 @@ def _derive(club: dict[str, Any], operator: str, removed: str, model: str = MART
     compiled = node.compiled_code
     for cand in club["candidates"][model]:
         placed = transplant(cand.mutation.edit, cand.original, compiled)
-        if cand.mutation.operator != operator or placed is None or removed not in compiled[placed.start:placed.end]:
+        if cand.mutation.operator != operator or placed is None or removed not in compiled[placed.start : placed.end]:
             continue
         mutated = placed.apply(compiled)
-        proposal = propose(cand.key, cand.mutation.family, operator, compiled[placed.start:placed.end],
-                           placed.replacement, compiled, mutated, tuple(club["seeds"].values()), frozenset(),
-                           lambda *a: None, 0, club["lineage"])
+        proposal = propose(
+            cand.key,
+            cand.mutation.family,
+            operator,
+            compiled[placed.start : placed.end],
+            placed.replacement,
+            compiled,
+            mutated,
+            tuple(club["seeds"].values()),
+            frozenset(),
+            lambda *a: None,
+            0,
+            club["lineage"],
+        )
         _, written = render(club["seeds"], list(proposal.rows))
         with club["env"]():
             args = (club["pin"], club["state"].manifest, club["nodes"], club["seeds"])
@@ -93,19 +112,23 @@ def test_a_null_from_an_unmatched_left_join_is_an_outer_row_whose_traced_key_mat
     assert (before, after) == (False, True)
 
 
-@pytest.mark.parametrize("dropped, seed_column", [("members.member_id = paid.member_id", "member_ref"),
-                                                   ("members.region = paid.region", "region")])
-def test_a_dropped_join_key_is_seen_through_a_twin_whose_traced_key_is_fresh(club, dropped: str,
-                                                                               seed_column: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "dropped, seed_column",
+    [("members.member_id = paid.member_id", "member_ref"), ("members.region = paid.region", "region")],
+)
+def test_a_dropped_join_key_is_seen_through_a_twin_whose_traced_key_is_fresh(
+    club, dropped: str, seed_column: str
+) -> None:  # type: ignore[no-untyped-def]
     proposal, written, before, after = _derive(club, "join.drop_on_key", dropped)
     # a payment that agrees with a real one on every key but the dropped one: the mutant fans out
     assert proposal.row.seed == "ledger_payments" and proposal.row.values[0][0] == seed_column
-    (seed, values), = written
+    ((seed, values),) = written
     template = club["seeds"]["ledger_payments"].rows[proposal.row.template]
     column = club["seeds"]["ledger_payments"].column(seed_column)
     assert seed == "ledger_payments" and values[column] != template[column]
-    assert [v for i, v in enumerate(values) if i not in (0, column)] == [v for i, v in enumerate(template)
-                                                                         if i not in (0, column)]
+    assert [v for i, v in enumerate(values) if i not in (0, column)] == [
+        v for i, v in enumerate(template) if i not in (0, column)
+    ]
     assert (before, after) == (False, True)
 
 
@@ -118,10 +141,13 @@ def test_left_to_inner_adds_an_unmatched_member_and_an_orphan_payment_that_never
     assert (before, after) == (False, True)
 
 
-@pytest.mark.parametrize("operator, removed, seed_column", [("null.count_column_to_star", "member_id", "member_ref"),
-                                                            ("null.count_star_to_column", "*", "region")])
-def test_a_swapped_count_is_seen_on_a_clone_whose_traced_counted_column_is_null(club, operator: str, removed: str,
-                                                                               seed_column: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    "operator, removed, seed_column",
+    [("null.count_column_to_star", "member_id", "member_ref"), ("null.count_star_to_column", "*", "region")],
+)
+def test_a_swapped_count_is_seen_on_a_clone_whose_traced_counted_column_is_null(
+    club, operator: str, removed: str, seed_column: str
+) -> None:  # type: ignore[no-untyped-def]
     proposal, written, before, after = _derive(club, operator, removed, ACTIVITY)
     # the counted column is computed in staging (cast(member_ref as integer), lower(region)): the NULL is
     # set in the seed column; the twin of the same payment makes the count(distinct ...) wrong repair
@@ -144,7 +170,7 @@ def test_a_default_dropped_inside_a_grouped_sum_is_seen_on_a_null_row_in_a_group
     assert proposal.row.seed == "ledger_payments"
     assert proposal.row.values == (("amount", ""), ("region", FRESH))
     seed = club["seeds"]["ledger_payments"]
-    (_, values), = written
+    ((_, values),) = written
     assert values[seed.column("amount")] == "" and values[seed.column("region")] not in {r[2] for r in seed.rows}
     assert (before, after) == (False, True)
 
@@ -160,10 +186,22 @@ def test_fresh_dates_are_written_like_the_column_and_precede_every_row() -> None
 def test_a_count_of_a_constant_column_has_no_proposal() -> None:
     from dbt_harvest.harvester.augment.derive import NoProposal, propose
 
-    sql = "select source_relation, count(*) as n from \"db\".\"main\".\"stg_members\" group by 1"
+    sql = 'select source_relation, count(*) as n from "db"."main"."stg_members" group by 1'
     with pytest.raises(NoProposal, match="traces to no seed column"):
-        propose("k", "null", "null.count_star_to_column", "*", "source_relation", sql,
-                sql.replace("count(*)", "count(source_relation)"), (), frozenset(), lambda *a: None, 0, _lineage())
+        propose(
+            "k",
+            "null",
+            "null.count_star_to_column",
+            "*",
+            "source_relation",
+            sql,
+            sql.replace("count(*)", "count(source_relation)"),
+            (),
+            frozenset(),
+            lambda *a: None,
+            0,
+            _lineage(),
+        )
 
 
 def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy(club) -> None:  # type: ignore[no-untyped-def]
@@ -171,13 +209,15 @@ def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy
     from dbt_harvest.harvester.augment.run import augmented_pin
 
     rows = []
-    for operator, removed, model in [("null.drop_coalesce_default", "members.bonus_points", MART),
-                                     ("null.drop_coalesce_default", "paid.total_paid", MART),
-                                     ("join.drop_on_key", "members.region = paid.region", MART),
-                                     ("join.left_to_inner", "left join", MART),
-                                     ("null.count_column_to_star", "member_id", ACTIVITY),
-                                     ("null.count_star_to_column", "*", ACTIVITY),
-                                     ("null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY)]:
+    for operator, removed, model in [
+        ("null.drop_coalesce_default", "members.bonus_points", MART),
+        ("null.drop_coalesce_default", "paid.total_paid", MART),
+        ("join.drop_on_key", "members.region = paid.region", MART),
+        ("join.left_to_inner", "left join", MART),
+        ("null.count_column_to_star", "member_id", ACTIVITY),
+        ("null.count_star_to_column", "*", ACTIVITY),
+        ("null.drop_coalesce_default", "coalesce(amount, 0)", ACTIVITY),
+    ]:
         proposal, _, _, _ = _derive(club, operator, removed, model)
         rows += proposal.rows
     patch, written = render(club["seeds"], rows)
@@ -191,22 +231,31 @@ def test_one_augmentation_of_all_derived_rows_keeps_the_original_project_healthy
 
 # --- the pure part -------------------------------------------------------------------------------------------
 
+
 def _lineage():  # type: ignore[no-untyped-def]
     from dbt_harvest.harvester.augment.trace import Lineage
 
-    staging = ("select cast(id as integer) as member_id, coalesce(nm, '') as member_name, bonus * 2 as points, "
-               "'x' as source_relation from \"db\".\"raw\".\"members\"")
-    return Lineage(models={"db.main.stg_members": staging},
-                   columns={"db.raw.members": ("id", "nm", "bonus"),
-                            "db.main.stg_members": ("member_id", "member_name", "points", "source_relation")},
-                   seeds={"db.raw.members": "members"})
+    staging = (
+        "select cast(id as integer) as member_id, coalesce(nm, '') as member_name, bonus * 2 as points, "
+        '\'x\' as source_relation from "db"."raw"."members"'
+    )
+    return Lineage(
+        models={"db.main.stg_members": staging},
+        columns={
+            "db.raw.members": ("id", "nm", "bonus"),
+            "db.main.stg_members": ("member_id", "member_name", "points", "source_relation"),
+        },
+        seeds={"db.raw.members": "members"},
+    )
 
 
 def test_trace_follows_renames_casts_coalesce_and_expressions_to_the_seed_column() -> None:
     from dbt_harvest.harvester.augment.trace import trace
 
-    sql = ("with m as (select * from \"db\".\"main\".\"stg_members\"), t as (select m.member_id as who, "
-           "m.points + 1 as score, m.source_relation from m) select * from t")
+    sql = (
+        'with m as (select * from "db"."main"."stg_members"), t as (select m.member_id as who, '
+        "m.points + 1 as score, m.source_relation from m) select * from t"
+    )
     lin = _lineage()
     assert trace(sql, "t", "who", lin) == (("members", "id"),)
     assert trace(sql, "t", "score", lin) == (("members", "bonus"),)
@@ -217,16 +266,42 @@ def test_trace_follows_renames_casts_coalesce_and_expressions_to_the_seed_column
 def test_a_dropped_constant_key_has_no_proposal() -> None:
     from dbt_harvest.harvester.augment.derive import NoProposal, SeedTable, propose
 
-    sql = ("with m as (select * from \"db\".\"main\".\"stg_members\"), o as (select * from \"db\".\"main\".\"stg_members\") "
-           "select m.member_id from m left join o on m.member_id = o.member_id and m.source_relation = o.source_relation")
+    sql = (
+        'with m as (select * from "db"."main"."stg_members"), o as (select * from "db"."main"."stg_members") '
+        "select m.member_id from m left join o on m.member_id = o.member_id and m.source_relation = o.source_relation"
+    )
     mutated = sql.replace(" and m.source_relation = o.source_relation", "")
     seeds = (SeedTable.parse("members", "seeds/members.csv", "id,nm,bonus\n1,a,2\n"),)
     with pytest.raises(NoProposal, match="constant"):
-        propose("k", "join", "join.drop_on_key", " and m.source_relation = o.source_relation", "", sql, mutated,
-                seeds, frozenset(), lambda *a: None, 0, _lineage())
+        propose(
+            "k",
+            "join",
+            "join.drop_on_key",
+            " and m.source_relation = o.source_relation",
+            "",
+            sql,
+            mutated,
+            seeds,
+            frozenset(),
+            lambda *a: None,
+            0,
+            _lineage(),
+        )
     mutated = sql.replace("m.member_id = o.member_id and ", "")
-    got = propose("k", "join", "join.drop_on_key", "m.member_id = o.member_id and ", "", sql, mutated, seeds,
-                  frozenset(), lambda *a: None, 0, _lineage())
+    got = propose(
+        "k",
+        "join",
+        "join.drop_on_key",
+        "m.member_id = o.member_id and ",
+        "",
+        sql,
+        mutated,
+        seeds,
+        frozenset(),
+        lambda *a: None,
+        0,
+        _lineage(),
+    )
     assert got.row.seed == "members" and got.row.values[0][0] == "id"
 
 
@@ -235,8 +310,10 @@ def test_fresh_values_never_repeat_across_the_rows_of_one_patch() -> None:
 
     left = SeedTable.parse("orders", "seeds/orders.csv", "order_id,customer_id\n1,7\n2,8\n")
     right = SeedTable.parse("customers", "seeds/customers.csv", "customer_id,name\n7,Ann\n8,Bo\n")
-    _, written = render({"orders": left, "customers": right},
-                        [SeedRow("orders", 0, (("customer_id", FRESH),)), SeedRow("customers", 0, ())])
+    _, written = render(
+        {"orders": left, "customers": right},
+        [SeedRow("orders", 0, (("customer_id", FRESH),)), SeedRow("customers", 0, ())],
+    )
     # both sides would pick 9 for a fresh customer id: the orphans must not match each other
     assert written == (("orders", ("3", "9")), ("customers", ("10", "Ann")))
 
@@ -250,7 +327,7 @@ def test_a_column_computed_from_several_seed_columns_traces_in_the_same_order_un
 
     code = (
         "from dbt_harvest.harvester.augment.trace import Lineage, trace\n"
-        "staging = 'select coalesce(zone, nm, alias, bonus, id) as who from \"db\".\"raw\".\"members\"'\n"
+        'staging = \'select coalesce(zone, nm, alias, bonus, id) as who from "db"."raw"."members"\'\n'
         "lin = Lineage(models={'db.main.stg': staging},"
         " columns={'db.raw.members': ('id', 'nm', 'bonus', 'alias', 'zone'), 'db.main.stg': ('who',)},"
         " seeds={'db.raw.members': 'members'})\n"
@@ -258,8 +335,13 @@ def test_a_column_computed_from_several_seed_columns_traces_in_the_same_order_un
     )
     seen = set()
     for seed in range(8):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         seen.add(run.stdout.strip())
     expected = tuple(sorted(("members", c) for c in ("zone", "nm", "alias", "bonus", "id")))
@@ -271,13 +353,27 @@ def test_a_traced_time_proposal_also_adds_a_row_both_comparisons_reject() -> Non
     from dbt_harvest.harvester.augment.run import time_probe
     from dbt_harvest.harvester.augment.trace import Lineage
 
-    lin = Lineage(models={"db.main.stg_visits": "select cast(seen as date) as visited_on from \"db\".\"raw\".\"visits\""},
-                  columns={"db.raw.visits": ("visit_id", "seen"), "db.main.stg_visits": ("visited_on",)},
-                  seeds={"db.raw.visits": "visits"})
+    lin = Lineage(
+        models={"db.main.stg_visits": 'select cast(seen as date) as visited_on from "db"."raw"."visits"'},
+        columns={"db.raw.visits": ("visit_id", "seen"), "db.main.stg_visits": ("visited_on",)},
+        seeds={"db.raw.visits": "visits"},
+    )
     seeds = (SeedTable.parse("visits", "seeds/visits.csv", "visit_id,seen\n1,2024-05-30\n"),)
     sql = 'select * from "db"."main"."stg_visits" v where v.visited_on >= current_date - interval 30 day'
-    got = propose("k", "time", "time.boundary", ">=", ">", sql, sql.replace(">=", ">"), seeds, frozenset(),
-                  time_probe("2024-05-31 00:00:00"), 0, lin)
+    got = propose(
+        "k",
+        "time",
+        "time.boundary",
+        ">=",
+        ">",
+        sql,
+        sql.replace(">=", ">"),
+        seeds,
+        frozenset(),
+        time_probe("2024-05-31 00:00:00"),
+        0,
+        lin,
+    )
     # on the bound (kept by >= only), and the day before it (kept by neither: only removing the bound,
     # the operator's wrong repair, keeps it)
     assert [r.values for r in got.rows] == [(("seen", "2024-05-01"),), (("seen", "2024-04-30"),)]
@@ -288,16 +384,35 @@ def test_swapped_timestamp_columns_are_seen_on_a_twin_whose_timestamps_differ() 
     from dbt_harvest.harvester.augment.trace import Lineage
 
     # every bill was created, due and paid at the same moment: reading one for another changes nothing
-    seed = SeedTable.parse("bills", "seeds/bills.csv",
-                           "id,created,due,paid,amount\n1,2021-03-08 6:58:07,2021-03-08 6:58:07,2021-03-08,5\n")
-    lin = Lineage(models={"db.main.stg_bills": "select id, cast(created as timestamp) as created_at, "
-                                                "cast(due as timestamp) as due_at from \"db\".\"raw\".\"bills\""},
-                  columns={"db.raw.bills": ("id", "created", "due", "paid", "amount"),
-                           "db.main.stg_bills": ("id", "created_at", "due_at")},
-                  seeds={"db.raw.bills": "bills"})
+    seed = SeedTable.parse(
+        "bills", "seeds/bills.csv", "id,created,due,paid,amount\n1,2021-03-08 6:58:07,2021-03-08 6:58:07,2021-03-08,5\n"
+    )
+    lin = Lineage(
+        models={
+            "db.main.stg_bills": "select id, cast(created as timestamp) as created_at, "
+            'cast(due as timestamp) as due_at from "db"."raw"."bills"'
+        },
+        columns={
+            "db.raw.bills": ("id", "created", "due", "paid", "amount"),
+            "db.main.stg_bills": ("id", "created_at", "due_at"),
+        },
+        seeds={"db.raw.bills": "bills"},
+    )
     sql = 'select g.id, g.created_at, g.due_at from "db"."main"."stg_bills" g'
-    got = propose("k", "time", "time.swap_timestamp_columns", "g.due_at", "created_at as due_at", sql,
-                  sql.replace("g.due_at", "created_at as due_at"), (seed,), frozenset(), lambda *a: None, 0, lin)
+    got = propose(
+        "k",
+        "time",
+        "time.swap_timestamp_columns",
+        "g.due_at",
+        "created_at as due_at",
+        sql,
+        sql.replace("g.due_at", "created_at as due_at"),
+        (seed,),
+        frozenset(),
+        lambda *a: None,
+        0,
+        lin,
+    )
     assert got.row.values == (("due", "2021-03-10 00:00:00"),)  # due moved on, written like its column
     _, written = render({"bills": seed}, list(got.rows))
     # the extra twin has every timestamp apart (a wrong repair reading `paid` differs from the mutant too)

@@ -49,29 +49,56 @@ def feed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         else:
             raise AssertionError("no count(reading_value) -> count(*) candidate")
         mutated = placed.apply(compiled)
-        proposal = propose(cand.key, cand.mutation.family, cand.mutation.operator,
-                           compiled[placed.start:placed.end], placed.replacement, compiled, mutated,
-                           tuple(seeds.values()), frozenset(), lambda *a: None, 0, lineage)
+        proposal = propose(
+            cand.key,
+            cand.mutation.family,
+            cand.mutation.operator,
+            compiled[placed.start : placed.end],
+            placed.replacement,
+            compiled,
+            mutated,
+            tuple(seeds.values()),
+            frozenset(),
+            lambda *a: None,
+            0,
+            lineage,
+        )
         status = nodes[STATUS].compiled_code
         flips = []
         for cand in model_candidates(pin, nodes[STATUS], tree, ("null",), 0):
             placed = transplant(cand.mutation.edit, cand.original, status)
             if cand.mutation.operator == "null.flip_is_null" and placed is not None:
-                flips.append((cand, status[placed.start:placed.end], placed.replacement, placed.apply(status)))
-    return {"pin": pin, "state": state, "nodes": nodes, "seeds": seeds, "proposal": proposal,
-            "mutated": mutated, "flips": flips, "lineage": lineage, "root": root,
-            "env": lambda: use_env(home, pins)}
+                flips.append((cand, status[placed.start : placed.end], placed.replacement, placed.apply(status)))
+    return {
+        "pin": pin,
+        "state": state,
+        "nodes": nodes,
+        "seeds": seeds,
+        "proposal": proposal,
+        "mutated": mutated,
+        "flips": flips,
+        "lineage": lineage,
+        "root": root,
+        "env": lambda: use_env(home, pins),
+    }
 
 
-def _screen(feed: dict[str, Any], proposal: Any, name: str, model: str = MART,
-            mutated: str = "") -> bool:  # type: ignore[no-untyped-def]
+def _screen(feed: dict[str, Any], proposal: Any, name: str, model: str = MART, mutated: str = "") -> bool:  # type: ignore[no-untyped-def]
     from dbt_harvest.harvester.augment.derive import render
     from dbt_harvest.harvester.augment.run import screen_rows
 
     _, written = render(feed["seeds"], list(proposal.rows))
     with feed["env"]():
-        return screen_rows(feed["pin"], feed["state"].manifest, feed["nodes"], feed["seeds"], written, model,
-                           mutated or feed["mutated"], feed["root"] / "screen" / name)
+        return screen_rows(
+            feed["pin"],
+            feed["state"].manifest,
+            feed["nodes"],
+            feed["seeds"],
+            written,
+            model,
+            mutated or feed["mutated"],
+            feed["root"] / "screen" / name,
+        )
 
 
 def test_rows_enter_a_seed_whose_header_repeats_a_name_by_position(feed) -> None:  # type: ignore[no-untyped-def]
@@ -86,8 +113,15 @@ def test_only_rows_that_reach_the_mart_are_templates(feed) -> None:  # type: ign
     from dbt_harvest.harvester.augment.run import reaching_templates
 
     with feed["env"]():
-        reach = reaching_templates(feed["pin"], feed["state"].manifest, feed["nodes"], feed["seeds"],
-                                   "sensor_readings", MART, feed["root"] / "reach")
+        reach = reaching_templates(
+            feed["pin"],
+            feed["state"].manifest,
+            feed["nodes"],
+            feed["seeds"],
+            "sensor_readings",
+            MART,
+            feed["root"] / "reach",
+        )
     # rows 0 and 1 are calibration runs: staging drops their twins, the mart never changes
     assert reach == (2, 3, 4)
 
@@ -115,8 +149,20 @@ def test_a_change_masked_by_a_later_coalesce_is_seen_when_the_masking_columns_ar
     assert feed["flips"], "no null.flip_is_null candidate in sensor_status"
     for cand, span, replacement, mutated in feed["flips"]:
         compiled = feed["nodes"][STATUS].compiled_code
-        proposal = propose(cand.key, "null", cand.mutation.operator, span, replacement, compiled, mutated,
-                           tuple(feed["seeds"].values()), frozenset(), lambda *a: None, 0, feed["lineage"])
+        proposal = propose(
+            cand.key,
+            "null",
+            cand.mutation.operator,
+            span,
+            replacement,
+            compiled,
+            mutated,
+            tuple(feed["seeds"].values()),
+            frozenset(),
+            lambda *a: None,
+            0,
+            feed["lineage"],
+        )
         # the masking column traced through staging (reviewed_status <- status), set NULL
         assert proposal.row.seed == "sensor_readings" and proposal.row.values == (("status", ""),)
         assert "derived_status" in proposal.condition
@@ -127,8 +173,10 @@ def test_a_change_masked_by_a_later_coalesce_is_seen_when_the_masking_columns_ar
 def test_changed_projection_names_the_output_the_edit_changed() -> None:
     from dbt_harvest.harvester.augment.derive import changed_projection
 
-    original = ("with c as (select id, case when v is null then 'a' else 'b' end as kind from t) "
-                "select id, coalesce(label, kind) as shown from c")
+    original = (
+        "with c as (select id, case when v is null then 'a' else 'b' end as kind from t) "
+        "select id, coalesce(label, kind) as shown from c"
+    )
     assert changed_projection(original, original.replace("v is null", "v is not null")) == "kind"
     assert changed_projection(original, original) is None
 
@@ -144,27 +192,55 @@ def test_a_probe_reruns_the_compared_models_and_only_the_ancestors_its_rows_reac
         return ModelNode(uid, uid.split(".")[-1], "", "", "main", uid, "table", "sql", "", "select 1", "", {}, parents)
 
     manifest = {
-        "nodes": {"seed.p.orders_data": {"resource_type": "seed", "name": "orders_data",
-                                         "relation_name": '"db"."main"."orders_data"'},
-                  "seed.p.users_data": {"resource_type": "seed", "name": "users_data",
-                                        "relation_name": '"db"."main"."users_data"'}},
+        "nodes": {
+            "seed.p.orders_data": {
+                "resource_type": "seed",
+                "name": "orders_data",
+                "relation_name": '"db"."main"."orders_data"',
+            },
+            "seed.p.users_data": {
+                "resource_type": "seed",
+                "name": "users_data",
+                "relation_name": '"db"."main"."users_data"',
+            },
+        },
         "sources": {"source.p.raw.users": {"relation_name": '"DB"."main"."USERS_DATA"'}},
     }
     feeds = seed_feeds(manifest)
-    assert feeds == {"seed.p.orders_data": "orders_data", "seed.p.users_data": "users_data",
-                     "source.p.raw.users": "users_data"}
-    nodes = {n.unique_id: n for n in (
-        node("model.p.stg_orders", "seed.p.orders_data"),
-        node("model.p.stg_users", "source.p.raw.users"),
-        node("model.p.by_name"),  # no parent: reads a table by name
-        node("model.p.orders_enriched", "model.p.stg_orders", "model.p.stg_users"),
-        node("model.p.mart", "model.p.orders_enriched", "model.p.by_name"),
-        node("model.p.report", "model.p.mart", "model.p.stg_users"),
-        node("model.p.unrelated", "model.p.stg_orders"),
-    )}
+    assert feeds == {
+        "seed.p.orders_data": "orders_data",
+        "seed.p.users_data": "users_data",
+        "source.p.raw.users": "users_data",
+    }
+    nodes = {
+        n.unique_id: n
+        for n in (
+            node("model.p.stg_orders", "seed.p.orders_data"),
+            node("model.p.stg_users", "source.p.raw.users"),
+            node("model.p.by_name"),  # no parent: reads a table by name
+            node("model.p.orders_enriched", "model.p.stg_orders", "model.p.stg_users"),
+            node("model.p.mart", "model.p.orders_enriched", "model.p.by_name"),
+            node("model.p.report", "model.p.mart", "model.p.stg_users"),
+            node("model.p.unrelated", "model.p.stg_orders"),
+        )
+    }
     assert models_to_rerun(nodes, feeds, ["users_data"], "model.p.mart") == {
-        "model.p.mart", "model.p.report", "model.p.stg_users", "model.p.orders_enriched", "model.p.by_name"}
+        "model.p.mart",
+        "model.p.report",
+        "model.p.stg_users",
+        "model.p.orders_enriched",
+        "model.p.by_name",
+    }
     assert models_to_rerun(nodes, feeds, ["orders_data"], "model.p.mart") == {
-        "model.p.mart", "model.p.report", "model.p.stg_orders", "model.p.orders_enriched", "model.p.by_name"}
+        "model.p.mart",
+        "model.p.report",
+        "model.p.stg_orders",
+        "model.p.orders_enriched",
+        "model.p.by_name",
+    }
     assert models_to_rerun(nodes, feeds, [], "model.p.orders_enriched") == {
-        "model.p.orders_enriched", "model.p.mart", "model.p.report", "model.p.by_name"}
+        "model.p.orders_enriched",
+        "model.p.mart",
+        "model.p.report",
+        "model.p.by_name",
+    }

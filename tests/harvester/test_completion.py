@@ -21,8 +21,13 @@ from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 pytestmark = pytest.mark.slow
 
-MARTS = {"models/marts/fct_orders.sql", "models/marts/dim_customers.sql", "models/marts/customer_monthly_revenue.sql",
-         "models/marts/active_customers.sql", "models/marts/product_performance.sql"}
+MARTS = {
+    "models/marts/fct_orders.sql",
+    "models/marts/dim_customers.sql",
+    "models/marts/customer_monthly_revenue.sql",
+    "models/marts/active_customers.sql",
+    "models/marts/product_performance.sql",
+}
 
 
 def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
@@ -37,7 +42,7 @@ def _json(home: Path, pins: Path, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def completed(minted_example, tmp_path_factory):  # noqa: ANN001, ANN201
+def completed(minted_example, tmp_path_factory):
     """The minted example (repairs) with its completion tasks minted on top, in a home of the module's own."""
     from dbt_harvest.corpora.store import load_tasks
     from dbt_harvest.harvester.workspace import template
@@ -53,17 +58,25 @@ def completed(minted_example, tmp_path_factory):  # noqa: ANN001, ANN201
         tasks = load_tasks("train", home, pins, purpose="inspect")
         tree = template(minted_example.pin)
     completions = [t for t in tasks if t.kind == "completion"]
-    return SimpleNamespace(home=home, pins=pins, pin=minted_example.pin, summary=summary, root=root, tree=tree,
-                           completions=completions, repairs=[t for t in tasks if t.kind == "repair"],
-                           singles=[t for t in completions if len(parse_patch(t.broken_patch)) == 1],
-                           pairs=[t for t in completions if len(parse_patch(t.broken_patch)) == 2])
+    return SimpleNamespace(
+        home=home,
+        pins=pins,
+        pin=minted_example.pin,
+        summary=summary,
+        root=root,
+        tree=tree,
+        completions=completions,
+        repairs=[t for t in tasks if t.kind == "repair"],
+        singles=[t for t in completions if len(parse_patch(t.broken_patch)) == 1],
+        pairs=[t for t in completions if len(parse_patch(t.broken_patch)) == 2],
+    )
 
 
-def _task(completed, file: str):  # noqa: ANN001, ANN202
+def _task(completed, file: str):
     return next(t for t in completed.singles if t.file == file)
 
 
-def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion(completed) -> None:  # noqa: ANN001
+def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion(completed) -> None:
     from dbt_harvest.harvester.mint.completion import leaked_line
 
     family = completed.summary["families"]["completion"]
@@ -74,7 +87,12 @@ def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_comple
     assert completed.repairs and all(".complete." not in t.instance_id for t in completed.repairs)
     for task in completed.singles:
         original = (completed.tree / task.file).read_text()
-        assert (task.kind, task.operator, task.family, task.effect) == ("completion", "complete", "completion", "missing_model")
+        assert (task.kind, task.operator, task.family, task.effect) == (
+            "completion",
+            "complete",
+            "completion",
+            "missing_model",
+        )
         (delete,), (create,) = parse_patch(task.broken_patch), parse_patch(task.fix_patch)
         assert delete.deleted and delete.path == task.file and apply_to_text(original, delete) == ""
         assert create.created and apply_to_text("", create) == original
@@ -86,10 +104,12 @@ def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_comple
         assert task.local_checks.covering_tests
         assert task.problem_statement.endswith(completion_closing(task.local_checks, name) + "\n")
     dim = _task(completed, "models/marts/dim_customers.sql").problem_statement
-    assert "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
+    assert (
+        "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
+    )
 
 
-def test_a_model_and_a_parent_it_reads_make_a_two_model_completion_without_a_build(completed) -> None:  # noqa: ANN001
+def test_a_model_and_a_parent_it_reads_make_a_two_model_completion_without_a_build(completed) -> None:
     # every mart whose parents include a documented mart: active_customers reads dim_customers and fct_orders,
     # the other three read fct_orders (fct_orders itself reads staging models only)
     pairs = {(t.file, t.grading.condition_tabs) for t in completed.pairs}
@@ -104,15 +124,20 @@ def test_a_model_and_a_parent_it_reads_make_a_two_model_completion_without_a_bui
         single = _task(completed, pair.file)
         parent, child = (p.path for p in parse_patch(pair.fix_patch))
         assert child == pair.file and {p.path for p in parse_patch(pair.broken_patch)} == {parent, child}
-        assert pair.problem_statement.startswith(f"The dbt models `{Path(child).stem}` and `{Path(parent).stem}` are missing")
+        assert pair.problem_statement.startswith(
+            f"The dbt models `{Path(child).stem}` and `{Path(parent).stem}` are missing"
+        )
         assert pair.grading.condition_cols[1] == single.grading.condition_cols[0]
         # its wrong completions: the parent as it was, the child as the single task's wrong completion wrote it
         for patch, wrong_single in zip(pair.wrong_repair_patches, single.wrong_repair_patches, strict=True):
             created = {p.path: apply_to_text("", p) for p in parse_patch(patch)}
-            assert created == {parent: (completed.tree / parent).read_text(), child: apply_to_text("", parse_patch(wrong_single)[0])}
+            assert created == {
+                parent: (completed.tree / parent).read_text(),
+                child: apply_to_text("", parse_patch(wrong_single)[0]),
+            }
 
 
-def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_path: Path) -> None:  # noqa: ANN001
+def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_path: Path) -> None:
     home, pins = tmp_path / "home", tmp_path / "pins"
     shutil.copytree(completed.home, home, symlinks=True)
     shutil.copytree(completed.pins, pins)
@@ -120,8 +145,9 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert again["this_run"]["candidates"] == 0  # every shard of both kinds is done: nothing is redone
     written = _json(home, pins, "corpus", "lock", "--max-per-model", "1")
     assert written["counts"]["train"] == len(completed.completions) + len(completed.repairs)
-    verified = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1",
-                     "--verify-lock")
+    verified = _json(
+        home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1", "--verify-lock"
+    )
     assert verified["lock"]["same"]
     # a completion task lost from the store is missing from the lock's point of view
     (home / "tasks" / "train" / f"{completed.completions[0].instance_id}.json").unlink()
@@ -131,18 +157,24 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert code == 2 and "--kinds" in err
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_completion.py::test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion",
-    "tests/harvester/test_completion.py::test_completion_shards_resume_and_the_lock_holds_both_kinds",
-))
-def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(completed, example_harvest, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_completion.py::test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion",
+        "tests/harvester/test_completion.py::test_completion_shards_resume_and_the_lock_holds_both_kinds",
+    )
+)
+def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(
+    completed, example_harvest, tmp_path: Path
+) -> None:
     from dbt_harvest.corpora.store import load_tasks
     from tests.conftest import use_env
 
     home, pins = tmp_path / "home", tmp_path / "pins"
     shutil.copytree(example_harvest.home, home, symlinks=True)
     shutil.copytree(completed.pins, pins)  # the ledger the completed home was minted under
-    both = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1", "--jobs", "2")
+    both = _json(
+        home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1", "--jobs", "2"
+    )
     assert both["families"]["completion"]["kept"] == len(completed.completions)
     with use_env(home, pins):
         fresh = {t.instance_id: t.to_json() for t in load_tasks("train", home, pins, purpose="inspect")}
@@ -150,12 +182,14 @@ def test_one_mint_of_both_kinds_keeps_what_repairs_then_completions_keep(complet
     assert fresh == {t.instance_id: t.to_json() for t in [*completed.repairs, *completed.completions]}
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_quality.py::test_verify_rebuilds_every_task_independently_and_catches_a_bad_one",
-    "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
-    "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
-))
-def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed) -> None:  # noqa: ANN001
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_quality.py::test_verify_rebuilds_every_task_independently_and_catches_a_bad_one",
+        "tests/harvester/test_reach.py::test_tasks_verify_rebuilds_a_task_with_the_known_failures_left_out",
+        "tests/harvester/test_history.py::test_tasks_verify_rebuilds_the_history_task_fresh",
+    )
+)
+def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed) -> None:
     leaf = _task(completed, "models/marts/product_performance.sql")
     pair = next(t for t in completed.pairs if t.file == leaf.file)
     report = _json(completed.home, completed.pins, "tasks", "verify", leaf.instance_id, pair.instance_id)
@@ -169,20 +203,23 @@ def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed
     assert leaf.local_checks.builds and leaf.local_checks.covering_tests
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_completion.py::test_dataset_materialize_score_and_spider2_export_carry_the_kind",
-    "tests/harvester/test_completion.py::test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it",
-    "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
-))
-def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:  # noqa: ANN001
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_completion.py::test_dataset_materialize_score_and_spider2_export_carry_the_kind",
+        "tests/harvester/test_completion.py::test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it",
+        "tests/eval/test_audit.py::test_oracle_scores_n_of_n",
+    )
+)
+def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:
     # `--kind completion`: only the completions are played (the repairs have audits of their own elsewhere)
     home, pins = completed.home, completed.pins
     n = len(completed.completions)
     results = {}
     for driver in ("oracle", "noop"):
         run = completed.root / f"audit-{driver}"
-        report = _json(home, pins, "audit", "--split", "train", "--kind", "completion", "--driver", driver,
-                       "--run-dir", str(run))
+        report = _json(
+            home, pins, "audit", "--split", "train", "--kind", "completion", "--driver", driver, "--run-dir", str(run)
+        )
         assert report["n"] == n and report["kinds"] == ["completion"] and set(report["by_kind"]) == {"completion"}
         episodes = json.loads((run / "report.json").read_text())["episodes"]
         assert sorted(e["instance_id"] for e in episodes) == sorted(t.instance_id for t in completed.completions)
@@ -193,16 +230,29 @@ def test_the_audit_plays_completions_oracle_n_of_n_noop_zero(completed) -> None:
     assert results["noop"]["official"] == 0
     # the run folder records its filter: resumed without it (every kind) or with another, it is refused
     for other in ((), ("--kind", "repair")):
-        code, _, err = _run(home, pins, "audit", "--split", "train", *other, "--driver", "oracle",
-                            "--run-dir", str(completed.root / "audit-oracle"))
+        code, _, err = _run(
+            home,
+            pins,
+            "audit",
+            "--split",
+            "train",
+            *other,
+            "--driver",
+            "oracle",
+            "--run-dir",
+            str(completed.root / "audit-oracle"),
+        )
         assert code == 1 and "completion tasks only" in err, err
     # the sealed test split and spider2-dbt are audited over all their tasks: a usage error, in one line
-    for args in (("--split", "test", "--recipe", str(completed.root)), ("--benchmark", "spider2-dbt", "--split", "dev")):
+    for args in (
+        ("--split", "test", "--recipe", str(completed.root)),
+        ("--benchmark", "spider2-dbt", "--split", "dev"),
+    ):
         code, _, err = _run(home, pins, "audit", *args, "--kind", "completion", "--driver", "oracle")
         assert code == 2 and "--kind only applies to the corpus's train and dev splits" in err, err
 
 
-def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(completed) -> None:  # noqa: ANN001
+def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(completed) -> None:
     from dbt_harvest.train.completion import render_files
     from dbt_harvest.train.project import PinnedProjectSource
     from dbt_harvest.train.sft_data import COMPLETION_SYSTEM_PROMPT, agentic_rows, single_turn_rows
@@ -235,11 +285,14 @@ def test_training_rows_show_the_contract_and_the_parents_never_the_missing_file(
     assert row["completion"][0]["content"] == render_files({task.file: original})
     calls = [m["tool_calls"][0]["function"] for m in episode["messages"] if m.get("tool_calls")]
     assert {"name": "write_file", "arguments": {"path": task.file, "content": original}} in calls
-    assert calls[-1]["name"] == "submit" and not any(c["arguments"].get("path") == task.file for c in calls
-                                                     if c["name"] == "read_file")
+    assert calls[-1]["name"] == "submit" and not any(
+        c["arguments"].get("path") == task.file for c in calls if c["name"] == "read_file"
+    )
 
 
-def test_dataset_materialize_score_and_spider2_export_carry_the_kind(completed, example_harvest, tmp_path: Path) -> None:  # noqa: ANN001
+def test_dataset_materialize_score_and_spider2_export_carry_the_kind(
+    completed, example_harvest, tmp_path: Path
+) -> None:
     from datasets import load_dataset
 
     home, pins = completed.home, completed.pins
@@ -254,17 +307,35 @@ def test_dataset_materialize_score_and_spider2_export_carry_the_kind(completed, 
     # a user with the dataset only: materialize (the model is missing), write it, score it
     owner, name = completed.pin.url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
     (tmp_path / "repos" / owner).mkdir(parents=True)
-    subprocess.run(["git", "clone", "-q", str(example_harvest.example.project_repo), str(tmp_path / "repos" / owner / name)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", str(example_harvest.example.project_repo), str(tmp_path / "repos" / owner / name)],
+        check=True,
+        capture_output=True,
+    )
     fresh_home, fresh_pins = tmp_path / "fresh-home", tmp_path / "fresh-pins"
     fresh_home.mkdir()
     out = tmp_path / "task"
-    _json(fresh_home, fresh_pins, "tasks", "materialize", str(tmp_path / "ds"), task.instance_id, str(out),
-          "--repo-mirror", str(tmp_path / "repos"), "--package-mirror", str(example_harvest.example.mirror))
+    _json(
+        fresh_home,
+        fresh_pins,
+        "tasks",
+        "materialize",
+        str(tmp_path / "ds"),
+        task.instance_id,
+        str(out),
+        "--repo-mirror",
+        str(tmp_path / "repos"),
+        "--package-mirror",
+        str(example_harvest.example.mirror),
+    )
     assert not (out / "project" / task.file).exists() and (out / "project" / "models/marts/fct_orders.sql").is_file()
-    noop = _json(fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out))
+    noop = _json(
+        fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out)
+    )
     (out / "project" / task.file).write_text(original)
-    done = _json(fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out))
+    done = _json(
+        fresh_home, fresh_pins, "score", "--task", f"{tmp_path / 'ds'}:{task.instance_id}", "--workspace", str(out)
+    )
     assert (noop["official"]["score"], done["official"]["score"]) == (0, 1)
 
     # Spider2's own shape: the project with the model missing, the contract as the instruction
@@ -277,7 +348,7 @@ def test_dataset_materialize_score_and_spider2_export_carry_the_kind(completed, 
     assert not list(example.rglob(Path(task.file).name)) and list(example.rglob("fct_orders.sql"))
 
 
-def test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it(completed) -> None:  # noqa: ANN001
+def test_a_two_model_completion_written_back_is_graded_on_the_fast_path_as_dbt_grades_it(completed) -> None:
     """Both removed models written back: the fast path rebuilds both (the upstream one is no descendant of the
     task's model) and agrees with a dbt build, for the true files and for a wrong completion."""
     from dbt_harvest.core.patching import apply_to_text, parse_patch

@@ -34,8 +34,8 @@ from dbt_harvest.harvester.example import (
 from dbt_harvest.harvester.gitrepos import (
     AUTHOR_EMAIL,
     AUTHOR_NAME,
-    GitRepoError,
     Gitlink,
+    GitRepoError,
     Symlink,
     make_git_repo,
     make_package_mirror,
@@ -93,9 +93,12 @@ def _copy_project(src: Path, dest: Path) -> Path:
 def _table_counts(db: Path, schema: str = "main") -> dict[str, int]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        names = [r[0] for r in con.execute(
-            "select table_name from information_schema.tables where table_schema = ?", [schema]
-        ).fetchall()]
+        names = [
+            r[0]
+            for r in con.execute(
+                "select table_name from information_schema.tables where table_schema = ?", [schema]
+            ).fetchall()
+        ]
         return {n: con.execute(f'select count(*) from "{schema}"."{n}"').fetchone()[0] for n in names}
     finally:
         con.close()
@@ -129,7 +132,9 @@ def test_same_folder_gives_same_commit_ids_in_another_process(tmp_path: Path) ->
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(PROJECT_DIR), str(tmp_path / "two")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         env={"PATH": "/usr/bin:/bin", "TZ": "Asia/Tokyo", "HOME": str(tmp_path), "PYTHONPATH": ":".join(sys.path)},
     )
     assert done.stdout.strip() == first.head
@@ -201,15 +206,23 @@ def test_destination_in_use_is_refused(tmp_path: Path) -> None:
 def test_package_mirror_layout_and_version_tags(tmp_path: Path) -> None:
     mirror = make_package_mirror(tmp_path / "mirror", example_packages())
     assert sorted(p.relative_to(mirror).as_posix() for p in mirror.glob("*/*")) == [
-        "harvestlabs/shop_calendar", "harvestlabs/shop_utils",
+        "harvestlabs/shop_calendar",
+        "harvestlabs/shop_utils",
     ]
     utils = pygit2.Repository(str(mirror / "harvestlabs" / "shop_utils"))
     calendar = pygit2.Repository(str(mirror / "harvestlabs" / "shop_calendar"))
     assert sorted(r.removeprefix("refs/tags/") for r in utils.references if r.startswith("refs/tags/")) == [
-        "0.1.0", "0.2.0", "0.3.0", "0.3.1", "1.0.0",
+        "0.1.0",
+        "0.2.0",
+        "0.3.0",
+        "0.3.1",
+        "1.0.0",
     ]
     assert sorted(r.removeprefix("refs/tags/") for r in calendar.references if r.startswith("refs/tags/")) == [
-        "v0.1.0", "v0.2.0", "v0.2.1", "v1.0.0",
+        "v0.1.0",
+        "v0.2.0",
+        "v0.2.1",
+        "v1.0.0",
     ]
     for repo, folder in ((utils, PACKAGES_DIR / "shop_utils"), (calendar, PACKAGES_DIR / "shop_calendar")):
         for version_dir in folder.iterdir():
@@ -291,20 +304,27 @@ def test_example_builds_and_its_dbt_tests_pass(tmp_path: Path) -> None:
         # every documented column exists in the built table, and vice versa
         for yml in (project / "models").rglob("*.yml"):
             for model in yaml.safe_load(yml.read_text())["models"]:
-                built = [r[0] for r in con.execute(
-                    "select column_name from information_schema.columns where table_name = ? "
-                    "order by ordinal_position", [model["name"]]
-                ).fetchall()]
+                built = [
+                    r[0]
+                    for r in con.execute(
+                        "select column_name from information_schema.columns where table_name = ? "
+                        "order by ordinal_position",
+                        [model["name"]],
+                    ).fetchall()
+                ]
                 assert built == [c["name"] for c in model["columns"]], model["name"]
     finally:
         con.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("versions, missing", [
-    ({"shop_utils": "0.2.0", "shop_calendar": "v0.2.1"}, "margin_pct"),
-    ({"shop_utils": "1.0.0", "shop_calendar": "v1.0.0"}, "month_start"),
-])
+@pytest.mark.parametrize(
+    "versions, missing",
+    [
+        ({"shop_utils": "0.2.0", "shop_calendar": "v0.2.1"}, "margin_pct"),
+        ({"shop_utils": "1.0.0", "shop_calendar": "v1.0.0"}, "month_start"),
+    ],
+)
 def test_example_needs_a_version_inside_the_range(tmp_path: Path, versions: dict, missing: str) -> None:
     project = _copy_project(PROJECT_DIR, tmp_path / "project")
     vendor_packages(project, versions)
@@ -383,8 +403,9 @@ def test_fivetran_style_builds_only_in_the_declared_schema(tmp_path: Path) -> No
     assert declared == {"harvest_ledger_schema": FIVETRAN_SCHEMA}
     assert yaml.safe_load((integration / "packages.yml").read_text()) == {"packages": [{"local": "../"}]}
     assert (repo / "dbt_project.yml").is_file() and not (repo / "seeds").exists()
-    shutil.copytree(repo, integration / "dbt_packages" / "harvest_ledger",
-                    ignore=shutil.ignore_patterns("integration_tests"))
+    shutil.copytree(
+        repo, integration / "dbt_packages" / "harvest_ledger", ignore=shutil.ignore_patterns("integration_tests")
+    )
     rows = {}
     for schema in (FIVETRAN_SCHEMA, "main"):
         work = tmp_path / schema
@@ -401,8 +422,10 @@ def test_fivetran_style_builds_only_in_the_declared_schema(tmp_path: Path) -> No
 
 
 def test_missing_package_fixture_names_a_package_no_mirror_has() -> None:
-    wanted = {p["package"] for p in yaml.safe_load(
-        (fixture_dir("uses_missing_package") / "packages.yml").read_text())["packages"]}
+    wanted = {
+        p["package"]
+        for p in yaml.safe_load((fixture_dir("uses_missing_package") / "packages.yml").read_text())["packages"]
+    }
     assert MISSING_PACKAGE in wanted
     assert MISSING_PACKAGE not in example_packages()
     assert wanted - {MISSING_PACKAGE} <= set(example_packages())
@@ -463,7 +486,9 @@ def test_example_contains_every_business_rule() -> None:
     # joins: a multi-key LEFT JOIN, an inner join, a left join from a dimension
     assert re.search(
         r"left join monthly_payments on monthly_orders.customer_id = monthly_payments.customer_id "
-        r"and monthly_orders.revenue_month = monthly_payments.payment_month", monthly)
+        r"and monthly_orders.revenue_month = monthly_payments.payment_month",
+        monthly,
+    )
     assert "inner join customers on orders.customer_id = customers.customer_id" in fct
     assert "left join sales on products.product_id = sales.product_id" in products
     # time window relative to the current date
@@ -505,8 +530,12 @@ def test_example_documents_every_model_and_column() -> None:
 
 def test_seed_columns_avoid_duckdb_reserved_words() -> None:
     con = duckdb.connect()
-    reserved = {r[0] for r in con.execute(
-        "select keyword_name from duckdb_keywords() where keyword_category = 'reserved'").fetchall()}
+    reserved = {
+        r[0]
+        for r in con.execute(
+            "select keyword_name from duckdb_keywords() where keyword_category = 'reserved'"
+        ).fetchall()
+    }
     con.close()
     seed_files = list(PROJECT_DIR.rglob("*.csv")) + list(PROJECTS.rglob("*.csv"))
     assert len(seed_files) >= 10
@@ -521,7 +550,7 @@ def test_example_seed_dates_are_in_2024() -> None:
         for seed in (PROJECT_DIR / "seeds").glob("*.csv")
         for row in csv.DictReader(seed.open())
         for key, value in row.items()
-        if value and (key.endswith("_at") or key.endswith("_date"))
+        if value and (key.endswith(("_at", "_date")))
     ]
     assert len(dates) > 200
     assert min(dates) >= "2024-01-01" and max(dates) == "2024-12-27"

@@ -61,7 +61,11 @@ def test_gc_lists_by_default_and_removes_with_yes(tmp_path: Path) -> None:
     assert all(p.exists() for p in leftovers + keep)  # a dry run removes nothing
 
     human = runner.invoke(main, ["gc"], env=env)
-    assert human.exit_code == 0 and "nothing removed (dry run)" in human.stdout and "templates/acme__shop_0123456789ab.old" in human.stdout
+    assert (
+        human.exit_code == 0
+        and "nothing removed (dry run)" in human.stdout
+        and "templates/acme__shop_0123456789ab.old" in human.stdout
+    )
 
     done = runner.invoke(main, ["gc", "--yes"], env=env)
     assert done.exit_code == 0 and f"removed {len(leftovers)} leftover(s)" in done.stdout, done.output
@@ -70,4 +74,7 @@ def test_gc_lists_by_default_and_removes_with_yes(tmp_path: Path) -> None:
     assert "nothing to collect" in runner.invoke(main, ["gc"], env=env).stdout
 
     young = runner.invoke(main, ["gc", "--older-than", "0", "--json"], env=env)
-    assert {Path(item["path"]).name for item in json.loads(young.stdout)["leftovers"]} == {"mint-running", ".v2.building-fresh"}
+    assert {Path(item["path"]).name for item in json.loads(young.stdout)["leftovers"]} == {
+        "mint-running",
+        ".v2.building-fresh",
+    }

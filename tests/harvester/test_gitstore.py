@@ -52,7 +52,9 @@ def test_mirror_is_bare_keyed_readably_and_fetches_later_commits(source, store, 
     assert set(store.tags(repo)) == {"v0.1.0"}
     # a later commit in the source shows up on the next use of the mirror (a fresh store)
     src = pygit2.Repository(str(source.path))
-    new = src.create_commit("refs/heads/main", SIG, SIG, "more\n", src[source.head].tree.id, [pygit2.Oid(hex=source.head)])
+    new = src.create_commit(
+        "refs/heads/main", SIG, SIG, "more\n", src[source.head].tree.id, [pygit2.Oid(hex=source.head)]
+    )
     again = GitStore(store.root).mirror(str(source.path))
     assert again.path == repo.path
     assert store.resolve(again, str(new)).commit == str(new)
@@ -148,19 +150,21 @@ def test_export_skips_and_records_unsafe_entries(store, tmp_path):
     src = make_git_repo(
         None,
         tmp_path / "src",
-        commits=[{
-            "files": {
-                "dbt_project.yml": "name: p\n",
-                "data/big.csv": b"x" * 5000,
-                "data/small.csv": "a\n1\n",
-                "escape": Symlink("../../outside.txt"),
-                "absolute": Symlink("/etc/passwd"),
-                "inside": Symlink("data/small.csv"),
-                "loop/d": Symlink("."),
-                "loop/x": Symlink("d/d/../../.."),  # lexically inside, really two levels up
-                "vendor/lib": Gitlink("1" * 40),
+        commits=[
+            {
+                "files": {
+                    "dbt_project.yml": "name: p\n",
+                    "data/big.csv": b"x" * 5000,
+                    "data/small.csv": "a\n1\n",
+                    "escape": Symlink("../../outside.txt"),
+                    "absolute": Symlink("/etc/passwd"),
+                    "inside": Symlink("data/small.csv"),
+                    "loop/d": Symlink("."),
+                    "loop/x": Symlink("d/d/../../.."),  # lexically inside, really two levels up
+                    "vendor/lib": Gitlink("1" * 40),
+                }
             }
-        }],
+        ],
     )
     (tmp_path / "outside.txt").write_text("secret")
     repo = store.mirror(str(src.path))

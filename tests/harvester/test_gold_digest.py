@@ -34,8 +34,11 @@ def _bytes(path: Path) -> str:
 def test_files_with_the_same_tables_and_other_bytes_share_one_digest(tmp_path: Path) -> None:
     a = _write(tmp_path / "a.duckdb", 1)
     # rows added and deleted again: the same table, other bytes on disk
-    b = _write(tmp_path / "b.duckdb", 1, extra="INSERT INTO g.main.t SELECT range + 60000, 'x' FROM range(5000); "
-                                              "DELETE FROM g.main.t WHERE i >= 60000")
+    b = _write(
+        tmp_path / "b.duckdb",
+        1,
+        extra="INSERT INTO g.main.t SELECT range + 60000, 'x' FROM range(5000); DELETE FROM g.main.t WHERE i >= 60000",
+    )
     assert _bytes(a) != _bytes(b)
     assert content_digest(a) == content_digest(b)
 
@@ -57,7 +60,9 @@ def test_any_change_to_a_table_changes_the_digest(tmp_path: Path) -> None:
         assert digest not in seen, label
         seen.add(digest)
     ordered = content_digest(_write(tmp_path / "o1.duckdb", 1, "SELECT * FROM (VALUES (1), (2)) v(i) ORDER BY i"))
-    reversed_ = content_digest(_write(tmp_path / "o2.duckdb", 1, "SELECT * FROM (VALUES (1), (2)) v(i) ORDER BY i DESC"))
+    reversed_ = content_digest(
+        _write(tmp_path / "o2.duckdb", 1, "SELECT * FROM (VALUES (1), (2)) v(i) ORDER BY i DESC")
+    )
     assert ordered != reversed_  # rows in stored order: the name is strict
 
 

@@ -7,7 +7,6 @@ pin's built state (``{{ this }}``, the relation's own name) score 0 on both path
 
 from __future__ import annotations
 
-
 import pytest
 
 from dbt_harvest.core.patching import apply_to_text, parse_patch
@@ -15,9 +14,9 @@ from dbt_harvest.core.patching import apply_to_text, parse_patch
 
 def _texts(task) -> tuple[str, str]:
     """(broken text, fixed text) of the task's file."""
-    from dbt_harvest.harvester.workspace import template
-    from dbt_harvest.core.pin import pin_path, read_pin
     from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import pin_path, read_pin
+    from dbt_harvest.harvester.workspace import template
 
     pin = read_pin(pin_path(task.pin, pins_dir()))
     original = (template(pin) / task.file).read_text(encoding="utf-8")
@@ -52,8 +51,8 @@ def test_fix_scores_one_and_wrong_repair_zero_on_every_task(minted_example, task
 
 
 def test_fast_path_cannot_read_the_answer_from_the_built_state(minted_example, tasks) -> None:
-    from dbt_harvest.harvester.mint.lineage import models
     from dbt_harvest.harvester.grading.edited import grade
+    from dbt_harvest.harvester.mint.lineage import models
     from dbt_harvest.harvester.state import load_state
 
     task = tasks[0]
@@ -96,12 +95,26 @@ def test_edits_outside_the_project_are_refused_without_building(minted_example, 
 
 # --- the fast path's pure parts -----------------------------------------------------------------
 
+
 def _node(uid: str, raw: str = "", compiled: str = "", parents: tuple[str, ...] = (), materialized: str = "table"):
     from dbt_harvest.harvester.mint.lineage import ModelNode
 
     name = uid.rsplit(".", 1)[-1]
-    return ModelNode(uid, name, f"models/{name}.sql", f'"build"."main"."{name}"', "main", name, materialized,
-                     "sql", raw, compiled, "", {}, parents)
+    return ModelNode(
+        uid,
+        name,
+        f"models/{name}.sql",
+        f'"build"."main"."{name}"',
+        "main",
+        name,
+        materialized,
+        "sql",
+        raw,
+        compiled,
+        "",
+        {},
+        parents,
+    )
 
 
 def test_enclosing_edit_keeps_common_prefix_and_suffix() -> None:
@@ -117,13 +130,15 @@ def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
     from dbt_harvest.harvester.grading.fast import Unsupported, compiled_after_edit
 
     raw = "select id from {{ ref('orders') }} where status = 'paid'\n"
-    compiled = "select id from \"build\".\"main\".\"orders\" where status = 'paid'\n"
+    compiled = 'select id from "build"."main"."orders" where status = \'paid\'\n'
     node = _node("model.p.paid", raw, compiled)
     new = compiled_after_edit(node, raw, raw.replace("'paid'", "'shipped'"))
     assert new == compiled.replace("'paid'", "'shipped'")
-    for bad in (raw.replace("'paid'", "'{{ var(\"s\") }}'"),  # writes Jinja
-                raw.replace("ref('orders')", "ref('payments')"),  # edits inside a tag
-                raw + "{# note #}\n"):  # a Jinja comment
+    for bad in (
+        raw.replace("'paid'", "'{{ var(\"s\") }}'"),  # writes Jinja
+        raw.replace("ref('orders')", "ref('payments')"),  # edits inside a tag
+        raw + "{# note #}\n",
+    ):  # a Jinja comment
         with pytest.raises(Unsupported):
             compiled_after_edit(node, raw, bad)
     with pytest.raises(Unsupported):
@@ -133,10 +148,16 @@ def test_compiled_after_edit_carries_plain_edits_and_refuses_jinja() -> None:
 def test_closure_is_the_roots_and_their_descendants_parents_first() -> None:
     from dbt_harvest.harvester.grading.fast import closure
 
-    nodes = {uid: _node(uid, parents=parents) for uid, parents in {
-        "model.p.a": (), "model.p.b": ("model.p.a",), "model.p.c": ("model.p.b", "model.p.d"),
-        "model.p.d": (), "model.p.e": ("model.p.d",),
-    }.items()}
+    nodes = {
+        uid: _node(uid, parents=parents)
+        for uid, parents in {
+            "model.p.a": (),
+            "model.p.b": ("model.p.a",),
+            "model.p.c": ("model.p.b", "model.p.d"),
+            "model.p.d": (),
+            "model.p.e": ("model.p.d",),
+        }.items()
+    }
     assert closure(nodes, ["model.p.b"]) == ["model.p.b", "model.p.c"]
     order = closure(nodes, ["model.p.a", "model.p.d"])
     assert set(order) == set(nodes) and order.index("model.p.b") < order.index("model.p.c")

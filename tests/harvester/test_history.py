@@ -37,22 +37,45 @@ def _history(tmp: Path) -> GitRepo:
     city = (source / CITY).read_text()
     seeds = (source / "seeds/raw_rentals.csv").read_text()
     assert BUGGY_JOIN in revenue and " st" in city
-    return make_git_repo(source, tmp / "repo", commits=[
-        {"message": "Docs: fix a typo in the README",
-         "files": {"README.md": (source / "README.md").read_text().replace("small", "little")}},
-        {"message": "Fix seed data: two rentals were missing",
-         "files": {"seeds/raw_rentals.csv": seeds + "8,3,completed,40,8.0,2024-05-05\n9,2,refunded,10,2.0,2024-05-05\n"}},
-        {"message": "Fix naming: call the stations s in city_minutes",
-         "files": {CITY: city.replace(" st.", " s.").replace(" st on", " s on")}},
-        {"message": "Fix station revenue: refunded rentals were counted as paid\n\nOnly completed rentals are paid.",
-         "files": {REVENUE: revenue.replace(BUGGY_JOIN, FIXED_JOIN)}},
-        {"message": "Add a rental durations model",
-         "files": {DURATIONS: "select rental_id, minutes / hours_rented as ratio from {{ ref('stg_rentals') }}\n"}},
-        {"message": "Fix city minutes: cancelled rentals were counted",
-         "files": {CITY: city.replace(" st.", " s.").replace(" st on", " s on").replace(
-             "group by", "where r.status != 'cancelled'\ngroup by")}},
-        {"message": "Remove the unfinished durations model", "files": {DURATIONS: None}},
-    ])
+    return make_git_repo(
+        source,
+        tmp / "repo",
+        commits=[
+            {
+                "message": "Docs: fix a typo in the README",
+                "files": {"README.md": (source / "README.md").read_text().replace("small", "little")},
+            },
+            {
+                "message": "Fix seed data: two rentals were missing",
+                "files": {
+                    "seeds/raw_rentals.csv": seeds + "8,3,completed,40,8.0,2024-05-05\n9,2,refunded,10,2.0,2024-05-05\n"
+                },
+            },
+            {
+                "message": "Fix naming: call the stations s in city_minutes",
+                "files": {CITY: city.replace(" st.", " s.").replace(" st on", " s on")},
+            },
+            {
+                "message": "Fix station revenue: refunded rentals were counted as paid\n\nOnly completed rentals are paid.",
+                "files": {REVENUE: revenue.replace(BUGGY_JOIN, FIXED_JOIN)},
+            },
+            {
+                "message": "Add a rental durations model",
+                "files": {
+                    DURATIONS: "select rental_id, minutes / hours_rented as ratio from {{ ref('stg_rentals') }}\n"
+                },
+            },
+            {
+                "message": "Fix city minutes: cancelled rentals were counted",
+                "files": {
+                    CITY: city.replace(" st.", " s.")
+                    .replace(" st on", " s on")
+                    .replace("group by", "where r.status != 'cancelled'\ngroup by")
+                },
+            },
+            {"message": "Remove the unfinished durations model", "files": {DURATIONS: None}},
+        ],
+    )
 
 
 _run, _json = run_cli, cli_json
@@ -164,53 +187,108 @@ def test_a_pin_whose_fix_does_not_match_the_history_is_refused(mined: dict) -> N
 
 
 def _commit(subject: str, changes: dict[str, str], parents: tuple[str, ...] = ("p" * 40,)) -> CommitInfo:
-    return CommitInfo("c" * 40, parents, "2024-01-01T00:00:00Z", subject, "",
-                      tuple(Change(path, status) for path, status in changes.items()))
+    return CommitInfo(
+        "c" * 40,
+        parents,
+        "2024-01-01T00:00:00Z",
+        subject,
+        "",
+        tuple(Change(path, status) for path, status in changes.items()),
+    )
 
 
 def _texts(before: str, after: str):  # type: ignore[no-untyped-def]
     return lambda sha, path: before if sha.startswith("p") else after
 
 
-@pytest.mark.parametrize("subject, changes, before, after, reason", [
-    ("fix typo", {"README.md": "modified"}, "", "", "changes no model SQL (only docs)"),
-    ("fix ci", {".github/workflows/ci.yml": "modified"}, "", "", "changes no model SQL (only CI)"),
-    ("fix tests", {"tests/assert_positive.sql": "modified"}, "", "", "changes no model SQL (only tests)"),
-    ("fix model", {"models/a.sql": "added"}, "", "", "adds, removes or renames a model"),
-    ("fix two", {"models/a.sql": "modified", "models/b.sql": "modified"}, "select 1", "select 2",
-     "changes 2 model files (a history task undoes at most 1)"),
-    ("fix with macro", {"models/a.sql": "modified", "macros/m.sql": "modified"}, "select 1", "select 2",
-     "changes macros too (the model change may need them)"),
-    ("fix formatting", {"models/a.sql": "modified"}, "select  a -- note\nfrom t", "select a\nfrom t /* x */",
-     "formatting or comments only"),
-    ("add column", {"models/a.sql": "modified"}, "select a from t", "select a, b from t",
-     "the message does not say it fixes anything"),
-    ("fix docs typo", {"models/a.sql": "modified"}, "select a from t", "select a as b from t",
-     "the message fixes docs, tests, typos or lint, not logic"),
-    ("Bugfix/dedupe rows (#12)", {"models/a.sql": "modified", "README.md": "modified"}, "select a from t",
-     "select distinct a from t", ""),
-])
-def test_a_commit_is_judged_from_what_it_changed_and_says(subject: str, changes: dict, before: str, after: str,
-                                                          reason: str) -> None:
+@pytest.mark.parametrize(
+    "subject, changes, before, after, reason",
+    [
+        ("fix typo", {"README.md": "modified"}, "", "", "changes no model SQL (only docs)"),
+        ("fix ci", {".github/workflows/ci.yml": "modified"}, "", "", "changes no model SQL (only CI)"),
+        ("fix tests", {"tests/assert_positive.sql": "modified"}, "", "", "changes no model SQL (only tests)"),
+        ("fix model", {"models/a.sql": "added"}, "", "", "adds, removes or renames a model"),
+        (
+            "fix two",
+            {"models/a.sql": "modified", "models/b.sql": "modified"},
+            "select 1",
+            "select 2",
+            "changes 2 model files (a history task undoes at most 1)",
+        ),
+        (
+            "fix with macro",
+            {"models/a.sql": "modified", "macros/m.sql": "modified"},
+            "select 1",
+            "select 2",
+            "changes macros too (the model change may need them)",
+        ),
+        (
+            "fix formatting",
+            {"models/a.sql": "modified"},
+            "select  a -- note\nfrom t",
+            "select a\nfrom t /* x */",
+            "formatting or comments only",
+        ),
+        (
+            "add column",
+            {"models/a.sql": "modified"},
+            "select a from t",
+            "select a, b from t",
+            "the message does not say it fixes anything",
+        ),
+        (
+            "fix docs typo",
+            {"models/a.sql": "modified"},
+            "select a from t",
+            "select a as b from t",
+            "the message fixes docs, tests, typos or lint, not logic",
+        ),
+        (
+            "Bugfix/dedupe rows (#12)",
+            {"models/a.sql": "modified", "README.md": "modified"},
+            "select a from t",
+            "select distinct a from t",
+            "",
+        ),
+    ],
+)
+def test_a_commit_is_judged_from_what_it_changed_and_says(
+    subject: str, changes: dict, before: str, after: str, reason: str
+) -> None:
     verdict = judge(_commit(subject, changes), _texts(before, after))
     assert verdict.taken == (reason == "") and verdict.reason == reason
 
 
 def test_a_squash_merges_list_of_work_in_progress_commits_does_not_make_a_feature_a_fix() -> None:
-    feature = CommitInfo("c" * 40, ("p" * 40,), "2025-02-19T00:00:00Z", "Feature: add squads to the ad report (#33)",
-                         "* add squads\n\n* fix missing comma\n\n* bump version", (Change("models/a.sql", "modified"),))
-    assert judge(feature, _texts("select a from t", "select a, b from t")).reason == \
-        "the message does not say it fixes anything"
-    merged = dataclasses.replace(feature, subject="Merge pull request #9 from org/branch",
-                                 body="Handle refunds twice counted in the ad report")
+    feature = CommitInfo(
+        "c" * 40,
+        ("p" * 40,),
+        "2025-02-19T00:00:00Z",
+        "Feature: add squads to the ad report (#33)",
+        "* add squads\n\n* fix missing comma\n\n* bump version",
+        (Change("models/a.sql", "modified"),),
+    )
+    assert (
+        judge(feature, _texts("select a from t", "select a, b from t")).reason
+        == "the message does not say it fixes anything"
+    )
+    merged = dataclasses.replace(
+        feature, subject="Merge pull request #9 from org/branch", body="Handle refunds twice counted in the ad report"
+    )
     assert judge(merged, _texts("select a from t", "select a, b from t")).taken
 
 
 def test_the_first_commit_is_no_fix_and_a_merge_is_judged_against_its_first_parent() -> None:
-    assert judge(_commit("fix", {"models/a.sql": "modified"}, parents=()), _texts("", "")).reason == \
-        "the repository's first commit"
-    merged = judge(_commit("Merge pull request #3 from org/bugfix/nulls", {"models/a.sql": "modified"},
-                           parents=("p" * 40, "q" * 40)), _texts("select a from t", "select coalesce(a, 0) from t"))
+    assert (
+        judge(_commit("fix", {"models/a.sql": "modified"}, parents=()), _texts("", "")).reason
+        == "the repository's first commit"
+    )
+    merged = judge(
+        _commit(
+            "Merge pull request #3 from org/bugfix/nulls", {"models/a.sql": "modified"}, parents=("p" * 40, "q" * 40)
+        ),
+        _texts("select a from t", "select coalesce(a, 0) from t"),
+    )
     assert merged.taken and merged.parent == "p" * 40
 
 
@@ -218,8 +296,10 @@ def test_wrong_repairs_are_the_fix_in_part_and_the_fix_with_a_slip() -> None:
     before = "select\n    a,\n    b\nfrom t\nwhere x = 1\n"
     after = "select\n    a,\n    coalesce(b, 0) as b\nfrom t\nwhere x = 2\n"
     parts = partial_fixes(before, after)
-    assert parts == ["select\n    a,\n    coalesce(b, 0) as b\nfrom t\nwhere x = 1\n",
-                     "select\n    a,\n    b\nfrom t\nwhere x = 2\n"]
+    assert parts == [
+        "select\n    a,\n    coalesce(b, 0) as b\nfrom t\nwhere x = 1\n",
+        "select\n    a,\n    b\nfrom t\nwhere x = 2\n",
+    ]
     fix = Fix("f" * 40, "p" * 40, ("models/m.sql",), (before,), (after,))
     cand = history_candidate("pin", "model.x.m", "models/m.sql", fix)
     assert cand is not None and cand.original == after and cand.broken == before
@@ -251,7 +331,9 @@ def test_a_history_pin_carries_all_its_fix_fields_or_none(mined: dict) -> None:
     shutil.rmtree(root / "scratch", ignore_errors=True)
 
 
-def test_the_history_task_flows_through_dataset_since_view_training_rows_reward_and_audit(mined: dict, tmp_path: Path) -> None:
+def test_the_history_task_flows_through_dataset_since_view_training_rows_reward_and_audit(
+    mined: dict, tmp_path: Path
+) -> None:
     from datasets import load_dataset
 
     from dbt_harvest.core.task_record import read_task
@@ -278,9 +360,13 @@ def test_the_history_task_flows_through_dataset_since_view_training_rows_reward_
     readme = (tmp_path / "ds" / "README.md").read_text()
     assert "## Real fixes from history" in readme and "train 1 history" in readme
     # the view after a training cut-off keeps fixes made on or after the date, and nothing planted
-    newer = _json(root, "dataset", "build", "--out", str(tmp_path / "since"), "--split", "train", "--since", "2024-01-05")
+    newer = _json(
+        root, "dataset", "build", "--out", str(tmp_path / "since"), "--split", "train", "--since", "2024-01-05"
+    )
     assert newer["splits"] == {"train": 1}
-    code, _, err = _run(root, "dataset", "build", "--out", str(tmp_path / "later"), "--split", "train", "--since", "2024-02-01")
+    code, _, err = _run(
+        root, "dataset", "build", "--out", str(tmp_path / "later"), "--split", "train", "--since", "2024-02-01"
+    )
     assert code == 1 and "on or after 2024-02-01" in err and not (tmp_path / "later").exists()
     # training rows and the reward read the history pin's tree (the parent with the fix) like any pin's
     fixed = (fixture_dir("bike_rentals") / REVENUE).read_text().replace(BUGGY_JOIN, FIXED_JOIN)
@@ -297,8 +383,9 @@ def test_the_history_task_flows_through_dataset_since_view_training_rows_reward_
     assert (reward.official, reward.strict) == (1, 1), reward.reason
     # the audit plays it like any repair: the oracle solves it, the broken project scores 0
     for driver, want in (("oracle", 1), ("noop", 0)):
-        report = _json(root, "audit", "--split", "train", "--driver", driver, "--run-dir", str(tmp_path / driver),
-                       "--workers", "1")
+        report = _json(
+            root, "audit", "--split", "train", "--driver", driver, "--run-dir", str(tmp_path / driver), "--workers", "1"
+        )
         assert (report["n"], report["official"]) == (1, want)
 
 
@@ -319,7 +406,11 @@ def test_a_parent_that_cannot_be_pinned_is_remembered_and_built_again_only_when_
     refused = mined["report"]["fixes"][0]
     again = _json(root, "mine", base["id"], "--source", str(repo.path), "--no-mint")
     first = again["fixes"][0]
-    assert (first["commit"], first["status"], first["refused"]) == (repo.commits[6], "refused before", refused["refused"])
+    assert (first["commit"], first["status"], first["refused"]) == (
+        repo.commits[6],
+        "refused before",
+        refused["refused"],
+    )
     assert [f["status"] for f in again["fixes"][1:]] == ["exists", "exists"]
     retried = _json(root, "mine", base["id"], "--source", str(repo.path), "--no-mint", "--retry-refused")
     assert retried["fixes"][0]["status"] == "" and retried["fixes"][0]["refused"].startswith("build failed")

@@ -57,16 +57,23 @@ def _screen(world, cand: Candidate):  # type: ignore[no-untyped-def]
 
 def _confirm(world, cand: Candidate, spec):  # type: ignore[no-untyped-def]
     node = world["nodes"][MODEL]
-    ctx = BuildContext(world["pin"], world["gold"], world["scratch"] / f"confirm-{cand.key}", True,
-                       __import__("dbt_harvest.harvester.sandbox", fromlist=["Limits"]).Limits(wall_s=300),
-                       base_db=world["state"].database, select=(f"{node.name}+",))
+    ctx = BuildContext(
+        world["pin"],
+        world["gold"],
+        world["scratch"] / f"confirm-{cand.key}",
+        True,
+        __import__("dbt_harvest.harvester.sandbox", fromlist=["Limits"]).Limits(wall_s=300),
+        base_db=world["state"].database,
+        select=(f"{node.name}+",),
+    )
     with world["harvest"].env():
         return confirm(ctx, cand, spec)
 
 
 def test_screen_rejects_an_equivalent_mutant(world) -> None:  # type: ignore[no-untyped-def]
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'",
-                                        "where orders.status = 'completed' and 1 = 1"))
+    outcome = _screen(
+        world, _candidate(world, "where orders.status = 'completed'", "where orders.status = 'completed' and 1 = 1")
+    )
     assert (outcome.ok, outcome.reason) == (False, "equivalent")
 
 
@@ -78,8 +85,10 @@ def test_screen_rejects_sql_that_does_not_run(world) -> None:  # type: ignore[no
 
 def test_screen_rejects_a_change_the_official_check_cannot_see(world) -> None:  # type: ignore[no-untyped-def]
     # a count off by a thousandth stays within the official 0.01 tolerance
-    outcome = _screen(world, _candidate(world, "count(distinct customer_id) as buyers",
-                                        "count(distinct customer_id) + 0.001 as buyers"))
+    outcome = _screen(
+        world,
+        _candidate(world, "count(distinct customer_id) as buyers", "count(distinct customer_id) + 0.001 as buyers"),
+    )
     assert (outcome.ok, outcome.reason) == (False, "invisible")
 
 
@@ -88,8 +97,9 @@ def test_screen_rejects_an_effect_that_contradicts_the_tag(world) -> None:  # ty
 
     # dropping the filter feeds more lines into a per-product aggregate: values change, rows do not,
     # which a "more rows" tag tolerates (rows never disappear) ...
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true", effect="more_rows",
-                                        wrong=WRONG))
+    outcome = _screen(
+        world, _candidate(world, "where orders.status = 'completed'", "where true", effect="more_rows", wrong=WRONG)
+    )
     assert outcome.ok, outcome.detail
     # ... while a "fewer rows" tag is contradicted by more rows, and "changed values" by a new row count
     grown = Observation({"main.t": (15, 20)}, {}, "main.t", (15, 20), 10)
@@ -113,18 +123,30 @@ def test_screen_rejects_a_task_whose_wrong_repairs_cannot_qualify(world) -> None
     outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true"))
     assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
     # one the official check cannot tell from gold (it is the true repair with different spacing)
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
-                                        wrong=("where  orders.status = 'completed'",)))
+    outcome = _screen(
+        world,
+        _candidate(
+            world, "where orders.status = 'completed'", "where true", wrong=("where  orders.status = 'completed'",)
+        ),
+    )
     assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
     assert "passes the official check" in outcome.detail
     # one that does not run
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
-                                        wrong=("where orders.no_such_column = 1",)))
+    outcome = _screen(
+        world,
+        _candidate(
+            world, "where orders.status = 'completed'", "where true", wrong=("where orders.no_such_column = 1",)
+        ),
+    )
     assert (outcome.ok, outcome.reason) == (False, "no_wrong_repair")
     assert "does not build" in outcome.detail
     # a good one after a bad one: kept, and confirmation tries the good one first
-    outcome = _screen(world, _candidate(world, "where orders.status = 'completed'", "where true",
-                                        wrong=("where orders.no_such_column = 1", *WRONG)))
+    outcome = _screen(
+        world,
+        _candidate(
+            world, "where orders.status = 'completed'", "where true", wrong=("where orders.no_such_column = 1", *WRONG)
+        ),
+    )
     assert outcome.ok and outcome.wrong_order == (1,)
 
 
@@ -150,11 +172,19 @@ def test_confirm_rejects_a_repair_that_is_not_minimal(world) -> None:  # type: i
     first = text.index("where orders.status = 'completed'")
     last = text.index("sum(net_amount) as revenue") + len("sum(net_amount) as revenue")
     segment = text[first:last]
-    replacement = segment.replace("= 'completed'", "<> 'cancelled'").replace("sum(net_amount) as", "sum(net_amount) * 2 as")
+    replacement = segment.replace("= 'completed'", "<> 'cancelled'").replace(
+        "sum(net_amount) as", "sum(net_amount) * 2 as"
+    )
     broken = Edit(first, last, replacement).apply(text)
     at = broken.index("* 2 as")  # a wrong repair that changes the graded output: the factor, not the filter
-    mutation = Mutation("test.hand_made", "filter", "changed_values", Edit(first, last, replacement),
-                        (Edit(at, at + 3, "* 3"),), "two changes")
+    mutation = Mutation(
+        "test.hand_made",
+        "filter",
+        "changed_values",
+        Edit(first, last, replacement),
+        (Edit(at, at + 3, "* 3"),),
+        "two changes",
+    )
     cand = Candidate(world["pin"].id, MODEL, FILE, text, mutation)
     screened = _screen(world, cand)
     assert screened.ok, screened.detail
@@ -163,8 +193,12 @@ def test_confirm_rejects_a_repair_that_is_not_minimal(world) -> None:  # type: i
 
 
 def test_confirm_keeps_a_task_whose_wrong_repair_passes_local_checks_and_fails_the_official_check(world) -> None:  # type: ignore[no-untyped-def]
-    cand = _candidate(world, "where orders.status = 'completed'", "where orders.status <> 'completed'",
-                      wrong=("where orders.status <> 'cancelled'",))
+    cand = _candidate(
+        world,
+        "where orders.status = 'completed'",
+        "where orders.status <> 'completed'",
+        wrong=("where orders.status <> 'cancelled'",),
+    )
     screened = _screen(world, cand)
     assert screened.ok, screened.detail
     outcome = _confirm(world, cand, screened.grading)
@@ -185,13 +219,16 @@ def test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart(minted
     with minted_example.env():
         joins = [r for r in load_reports(minted_example.pin.id) if r["family"] == "join"]
     assert joins and {r["reason"] for r in joins} <= {"equivalent", "no_wrong_repair", "catastrophic"}
-    assert all("passes the official check" in r["detail"] or "not informative" in r["detail"]
-               for r in joins if r["reason"] == "no_wrong_repair")
+    assert all(
+        "passes the official check" in r["detail"] or "not informative" in r["detail"]
+        for r in joins
+        if r["reason"] == "no_wrong_repair"
+    )
 
 
 def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untyped-def]
-    from dbt_harvest.harvester.mint.statement import leaks
     from dbt_harvest.core.patching import apply_to_text, parse_patch
+    from dbt_harvest.harvester.mint.statement import leaks
     from dbt_harvest.harvester.state import load_state
     from dbt_harvest.harvester.workspace import template
 
@@ -201,8 +238,11 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
         manifest = load_state(minted_example.pin.id).manifest
         documented = " ".join(
             [n.get("description") or "" for n in manifest["nodes"].values()]
-            + [c.get("description") or "" for n in manifest["nodes"].values()
-               for c in (n.get("columns") or {}).values()]
+            + [
+                c.get("description") or ""
+                for n in manifest["nodes"].values()
+                for c in (n.get("columns") or {}).values()
+            ]
         )
         for task in minted_example.tasks:
             assert task.instance_id.startswith("local__shop_analytics.") and task.split == "train"
@@ -214,8 +254,11 @@ def test_kept_tasks_are_sound(minted_example) -> None:  # type: ignore[no-untype
             for wrong in task.wrong_repair_patches:
                 fixed_wrong = apply_to_text(broken, parse_patch(wrong)[0])
                 assert fixed_wrong not in (original, broken)
-            changed = [line[1:].strip() for line in task.broken_patch.splitlines()
-                       if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+            changed = [
+                line[1:].strip()
+                for line in task.broken_patch.splitlines()
+                if line[:1] in "+-" and not line.startswith(("+++", "---"))
+            ]
             assert not leaks(task.problem_statement, [c for c in changed if c], documented)
             assert task.grading.gold == f"{task.gold_sha256}.duckdb"
 
@@ -242,7 +285,9 @@ def test_rerun_redoes_nothing(minted_example) -> None:  # type: ignore[no-untype
 
     with minted_example.env():
         before = load_reports(minted_example.pin.id)
-        written = mint([minted_example.pin], MintOptions(max_per_model=1, seed=0), mint_target(harvest_home(), pins_dir()))
+        written = mint(
+            [minted_example.pin], MintOptions(max_per_model=1, seed=0), mint_target(harvest_home(), pins_dir())
+        )
         after = load_reports(minted_example.pin.id)
     assert before and written == [] and after == before
 
@@ -307,8 +352,18 @@ def test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in
     from dbt_harvest.harvester.mint.shard import ShardJob
 
     def job(pin: str, model: str) -> ShardJob:
-        return ShardJob(pin_id=pin, model=model, split="train", split_group="g", families=None,
-                        max_per_model=3, already_kept=0, done_keys=frozenset(), home="/h", pins="/p")
+        return ShardJob(
+            pin_id=pin,
+            model=model,
+            split="train",
+            split_group="g",
+            families=None,
+            max_per_model=3,
+            already_kept=0,
+            done_keys=frozenset(),
+            home="/h",
+            pins="/p",
+        )
 
     jobs = [job("a", "m1"), job("b", "m1"), job("a", "m2"), job("a", "m3"), job("b", "m2")]
     finished = [jobs[3], jobs[4], jobs[1], jobs[2], jobs[0]]  # the order a pool might return them in
@@ -325,13 +380,22 @@ def test_a_shard_the_duplicate_check_puts_under_the_cap_runs_again_in_the_same_m
     second invocation, where it used to take one (and a pin locked after one run was wrongly complete)."""
     import shutil
 
-    from tests.conftest import use_env
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.store import mint_target
     from dbt_harvest.harvester.mint.pipeline import (
-        MintOptions, _index_path, _key_path, _marker_path, _part_path, _pending_path, load_reports, mint, plan,
-        reports_dir, unfinished,
+        MintOptions,
+        _index_path,
+        _key_path,
+        _marker_path,
+        _part_path,
+        _pending_path,
+        load_reports,
+        mint,
+        plan,
+        reports_dir,
+        unfinished,
     )
+    from tests.conftest import use_env
 
     home, pins = tmp_path / "home", tmp_path / "pins"
     shutil.copytree(minted_example.home, home, symlinks=True)
@@ -343,8 +407,12 @@ def test_a_shard_the_duplicate_check_puts_under_the_cap_runs_again_in_the_same_m
         shards = reports_dir(pin.id) / "shards"
         model = sorted(p.name.removesuffix(".pending") for p in shards.glob("*.pending"))[0]
         kept = next(r for r in load_reports(pin.id) if r["model"] == model and r["kept"])
-        for path in (_marker_path(pin.id, model), _key_path(pin.id, model), _pending_path(pin.id, model),
-                     _part_path(pin.id, model)):
+        for path in (
+            _marker_path(pin.id, model),
+            _key_path(pin.id, model),
+            _pending_path(pin.id, model),
+            _part_path(pin.id, model),
+        ):
             path.unlink(missing_ok=True)
         index = json.loads(_index_path(pin.id).read_text(encoding="utf-8"))
         index["signatures"] = {s: t for s, t in index["signatures"].items() if t != kept["task_id"]}
@@ -401,10 +469,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_mint.py::test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart",
-    "tests/harvester/test_mint.py::test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_mint.py::test_the_example_yields_tasks_in_every_family_its_data_can_tell_apart",
+        "tests/harvester/test_mint.py::test_results_are_applied_per_pin_in_plan_order_whatever_order_they_finish_in",
+    )
+)
 def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A real local Ray head on 127.0.0.1 with token auth: same screening decisions as the local pool."""
     pytest.importorskip("ray")
@@ -415,12 +485,35 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
     shutil.copytree(minted_example.pins, pins)
     shutil.rmtree(home / "mint")
     port = _free_port()
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "harvest-test-token-0123456789abcdef",
-           "RAY_USAGE_STATS_ENABLED": "0", "HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)}
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": "harvest-test-token-0123456789abcdef",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "HARVEST_HOME": str(home),
+        "HARVEST_PINS": str(pins),
+    }
     ray_bin = str(Path(sys.executable).with_name("ray"))
-    start = subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                            "--include-dashboard", "false", "--disable-usage-stats", "--num-cpus", "2"],
-                           env=env, capture_output=True, text=True, timeout=180)
+    start = subprocess.run(
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--include-dashboard",
+            "false",
+            "--disable-usage-stats",
+            "--num-cpus",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert start.returncode == 0, start.stderr[-2000:]
     try:
         code = (
@@ -436,8 +529,13 @@ def test_ray_executor_matches_the_local_pool(minted_example, tmp_path) -> None: 
         subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
     shutil.rmtree(home / "mint", ignore_errors=True)
     local_env = {**env}
-    local = subprocess.run([sys.executable, "-c", code.replace(f"executor='ray', address='127.0.0.1:{port}', ", "")],
-                           env=local_env, capture_output=True, text=True, timeout=600)
+    local = subprocess.run(
+        [sys.executable, "-c", code.replace(f"executor='ray', address='127.0.0.1:{port}', ", "")],
+        env=local_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert local.returncode == 0, local.stderr[-3000:]
     assert ray_decisions == json.loads(local.stdout.strip().splitlines()[-1])
     assert len(ray_decisions) > 20, len(ray_decisions)
@@ -452,16 +550,26 @@ def test_confirmation_tries_the_rarest_family_until_one_is_kept(world) -> None: 
         mutation = Mutation(f"{family}.x", family, "changed_values", cand.mutation.edit, (), "")
         return (Candidate(cand.pin, cand.model, cand.file, cand.original, mutation), None, "", {})
 
-    items = [survivor("filter", "where 1 = 1"), survivor("time", "where 2 = 2"), survivor("time", "where 3 = 3"),
-             survivor("grain", "where 4 = 4"), survivor("filter", "where 5 = 5")]
+    items = [
+        survivor("filter", "where 1 = 1"),
+        survivor("time", "where 2 = 2"),
+        survivor("time", "where 3 = 3"),
+        survivor("grain", "where 4 = 4"),
+        survivor("filter", "where 5 = 5"),
+    ]
     kept: set[str] = set()
     order = []
     for item in confirmation_order(items, ("time", "grain", "filter"), kept):
         order.append((item[0].mutation.family, item[0].mutation.edit.replacement))
         if item[0].mutation.edit.replacement == "where 3 = 3":
             kept.add("time")  # the second time survivor is the one kept
-    assert order == [("time", "where 2 = 2"), ("time", "where 3 = 3"), ("grain", "where 4 = 4"),
-                     ("filter", "where 1 = 1"), ("filter", "where 5 = 5")]
+    assert order == [
+        ("time", "where 2 = 2"),
+        ("time", "where 3 = 3"),
+        ("grain", "where 4 = 4"),
+        ("filter", "where 1 = 1"),
+        ("filter", "where 5 = 5"),
+    ]
 
 
 def test_the_family_plan_gives_every_family_a_model_that_tries_it_first(world) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ screening predicts will fail are the ones dbt reports failing.
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -40,8 +39,9 @@ def test_a_warm_variant_is_what_a_fresh_workspace_builds_and_identical_inputs_bu
     mutant = world["original"].replace("where orders.status = 'completed'", "where true")
     select = ("product_performance+",)
     with world["harvest"].env():
-        with VariantBuilder(pin, scratch, base_db=world["state"].database, sandboxed=True,
-                            limits=Limits(wall_s=300)) as builder:
+        with VariantBuilder(
+            pin, scratch, base_db=world["state"].database, sandboxed=True, limits=Limits(wall_s=300)
+        ) as builder:
             warm_mutant = builder.build("mutant", FILE, mutant, select)
             warm_original = builder.build("repair", FILE, world["original"], select)
             again = builder.build("repair-again", FILE, world["original"], select)
@@ -55,8 +55,15 @@ def test_a_warm_variant_is_what_a_fresh_workspace_builds_and_identical_inputs_bu
             rebuilt = builder.build("repair-after-forget", FILE, world["original"], select)
             assert builder.builds == 3 and builder.session.starts == 1
             assert _fingerprints(rebuilt) == _fingerprints(warm_original)
-        ctx = BuildContext(pin, world["gold"], world["scratch"] / "fresh", True, Limits(wall_s=300),
-                           base_db=world["state"].database, select=select)
+        ctx = BuildContext(
+            pin,
+            world["gold"],
+            world["scratch"] / "fresh",
+            True,
+            Limits(wall_s=300),
+            base_db=world["state"].database,
+            select=select,
+        )
         fresh_mutant = build_variant(ctx, "mutant", FILE, mutant)
     assert warm_mutant.models_ok and fresh_mutant.models_ok, (warm_mutant.first_error, fresh_mutant.first_error)
     assert _fingerprints(warm_mutant) == _fingerprints(fresh_mutant)
@@ -88,15 +95,20 @@ def test_predicted_test_failures_are_the_ones_dbt_reports(world) -> None:  # typ
             edit = transplant(difference(world["original"], text), world["original"], compiled)
             assert edit is not None
             replaced = rerun(engine, pin, nodes, MODEL, edit.apply(compiled))
-            predicted[name] = failing(engine, selected, lambda sql: _rewrite(sql, replaced))
+            predicted[name] = failing(engine, selected, lambda sql, replaced=replaced: _rewrite(sql, replaced))
             engine.reset()
     finally:
         engine.close()
-    with world["harvest"].env():
-        with VariantBuilder(pin, world["scratch"] / "dbt", base_db=world["state"].database, sandboxed=True,
-                            limits=Limits(wall_s=300)) as builder:
-            built = {name: builder.build(name.replace(" ", "-"), FILE, text, ("product_performance+",))
-                     for name, text in variants.items()}
+    with (
+        world["harvest"].env(),
+        VariantBuilder(
+            pin, world["scratch"] / "dbt", base_db=world["state"].database, sandboxed=True, limits=Limits(wall_s=300)
+        ) as builder,
+    ):
+        built = {
+            name: builder.build(name.replace(" ", "-"), FILE, text, ("product_performance+",))
+            for name, text in variants.items()
+        }
     for name, result in built.items():
         assert result.models_ok, result.first_error
         assert predicted[name] == frozenset(result.failed_tests), name
@@ -107,10 +119,18 @@ def test_predicted_test_failures_are_the_ones_dbt_reports(world) -> None:  # typ
 def test_a_unit_test_on_the_chain_makes_the_prediction_unknown() -> None:
     manifest = {
         "nodes": {
-            "test.p.not_null_a_id": {"resource_type": "test", "compiled_code": "select 1 where false",
-                                     "depends_on": {"nodes": ["model.p.a"]}, "config": {"severity": "ERROR"}},
-            "test.p.warn_only": {"resource_type": "test", "compiled_code": "select 1",
-                                 "depends_on": {"nodes": ["model.p.b"]}, "config": {"severity": "warn"}},
+            "test.p.not_null_a_id": {
+                "resource_type": "test",
+                "compiled_code": "select 1 where false",
+                "depends_on": {"nodes": ["model.p.a"]},
+                "config": {"severity": "ERROR"},
+            },
+            "test.p.warn_only": {
+                "resource_type": "test",
+                "compiled_code": "select 1",
+                "depends_on": {"nodes": ["model.p.b"]},
+                "config": {"severity": "warn"},
+            },
         },
         "unit_tests": {"unit_test.p.b.check": {"depends_on": {"nodes": ["model.p.b"]}}},
     }
@@ -142,8 +162,13 @@ def test_a_variant_whose_failing_test_makes_dbt_skip_downstream_models_does_not_
         original = (template(world["pin"]) / file).read_text()
         broken = original.replace("coalesce(marketing_opt_in, false)", "marketing_opt_in")
         assert broken != original
-        with VariantBuilder(world["pin"], world["scratch"] / "skip", base_db=world["state"].database, sandboxed=True,
-                            limits=Limits(wall_s=300)) as builder:
+        with VariantBuilder(
+            world["pin"],
+            world["scratch"] / "skip",
+            base_db=world["state"].database,
+            sandboxed=True,
+            limits=Limits(wall_s=300),
+        ) as builder:
             result = builder.build("mutant", file, broken, ("stg_customers+",))
     assert result.tests_failed >= 1
     assert not result.models_ok
@@ -178,14 +203,21 @@ def test_the_warm_builder_never_reads_the_workspace_its_child_can_write(world, t
     canary.write_text("select 'TOPSECRET-host-file' as leaked\n")
     before = (canary.read_bytes(), canary.stat().st_mtime_ns)
     pin = world["pin"]
-    with world["harvest"].env():
-        with VariantBuilder(pin, world["scratch"] / "tampered", base_db=world["state"].database, sandboxed=True,
-                            limits=Limits(wall_s=300)) as builder:
-            (builder.workspace / FILE).unlink()
-            os.symlink(canary, builder.workspace / FILE)
-            mutant = world["original"].replace("where orders.status = 'completed'", "where true")
-            built = builder.build("mutant", FILE, mutant, ("product_performance+",))
-            assert built.models_ok, built.first_error
-            assert builder._original[FILE] == world["original"]  # noqa: SLF001 - what is written back next
-            assert "TOPSECRET" not in repr(builder._original)  # noqa: SLF001
+    with (
+        world["harvest"].env(),
+        VariantBuilder(
+            pin,
+            world["scratch"] / "tampered",
+            base_db=world["state"].database,
+            sandboxed=True,
+            limits=Limits(wall_s=300),
+        ) as builder,
+    ):
+        (builder.workspace / FILE).unlink()
+        os.symlink(canary, builder.workspace / FILE)
+        mutant = world["original"].replace("where orders.status = 'completed'", "where true")
+        built = builder.build("mutant", FILE, mutant, ("product_performance+",))
+        assert built.models_ok, built.first_error
+        assert builder._original[FILE] == world["original"]
+        assert "TOPSECRET" not in repr(builder._original)
     assert (canary.read_bytes(), canary.stat().st_mtime_ns) == before

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from dbt_harvest.core.errors import PackageError
+from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.harvester.gitrepos import make_git_repo, make_package_mirror
 from dbt_harvest.harvester.gitstore import GitStore
 from dbt_harvest.harvester.packages import install_path, load_mirror, resolve_packages, vendor_packages
 from dbt_harvest.harvester.packages.specs import read_declared
-from dbt_harvest.core.pin import PackageRecord
 
 CALC_VERSIONS = ("0.1.0", "0.2.0", "v0.3.1", "0.4.0-b1", "1.0.0")
 
@@ -49,35 +49,44 @@ def _hub(package: str, version: str) -> str:
 
 def _calc_version(root: Path, tag: str) -> Path:
     version = tag.removeprefix("v")
-    return _write(root / f"calc_{tag}", {
-        "dbt_project.yml": _project_yml("calc_utils", version),
-        "macros/calc.sql": (
-            "{% macro double(x) %}(({{ x }}) * 2){% endmacro %}\n"
-            f"{{% macro calc_version() %}}'{version}'{{% endmacro %}}\n"
-        ),
-    })
+    return _write(
+        root / f"calc_{tag}",
+        {
+            "dbt_project.yml": _project_yml("calc_utils", version),
+            "macros/calc.sql": (
+                "{% macro double(x) %}(({{ x }}) * 2){% endmacro %}\n"
+                f"{{% macro calc_version() %}}'{version}'{{% endmacro %}}\n"
+            ),
+        },
+    )
 
 
 def _helpers_version(root: Path, version: str, calc_range: str) -> Path:
-    return _write(root / f"helpers_{version}", {
-        "dbt_project.yml": _project_yml("shop_helpers_dbt", version),
-        "packages.yml": _packages_yml(_hub("acme/calc_utils", calc_range)),
-        "macros/helpers.sql": "{% macro paid_status() %}'paid'{% endmacro %}\n",
-    })
+    return _write(
+        root / f"helpers_{version}",
+        {
+            "dbt_project.yml": _project_yml("shop_helpers_dbt", version),
+            "packages.yml": _packages_yml(_hub("acme/calc_utils", calc_range)),
+            "macros/helpers.sql": "{% macro paid_status() %}'paid'{% endmacro %}\n",
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def mirror_dir(tmp_path_factory) -> Path:
     """A package mirror DIR/<org>/<package_name> holding the original test packages."""
     src = tmp_path_factory.mktemp("pkgsrc")
-    return make_package_mirror(tmp_path_factory.mktemp("mirror") / "m", {
-        "acme/calc_utils": {tag: _calc_version(src, tag) for tag in CALC_VERSIONS},
-        "acme/shop_helpers": {
-            "0.1.0": _helpers_version(src, "0.1.0", '[">=0.1.0", "<0.2.0"]'),
-            "0.2.0": _helpers_version(src, "0.2.0", '[">=0.2.0", "<0.4.0"]'),
-            "0.3.0": _helpers_version(src, "0.3.0", '">=1.0.0"'),
+    return make_package_mirror(
+        tmp_path_factory.mktemp("mirror") / "m",
+        {
+            "acme/calc_utils": {tag: _calc_version(src, tag) for tag in CALC_VERSIONS},
+            "acme/shop_helpers": {
+                "0.1.0": _helpers_version(src, "0.1.0", '[">=0.1.0", "<0.2.0"]'),
+                "0.2.0": _helpers_version(src, "0.2.0", '[">=0.2.0", "<0.4.0"]'),
+                "0.3.0": _helpers_version(src, "0.3.0", '">=1.0.0"'),
+            },
         },
-    })
+    )
 
 
 @pytest.fixture()
@@ -86,10 +95,13 @@ def store(tmp_path: Path) -> GitStore:
 
 
 def _project(tmp_path: Path, packages_yml: str, name: str = "shop") -> Path:
-    return _write(tmp_path / "proj", {
-        "dbt_project.yml": _project_yml(name, extra="profile: harvest\n"),
-        "packages.yml": packages_yml,
-    })
+    return _write(
+        tmp_path / "proj",
+        {
+            "dbt_project.yml": _project_yml(name, extra="profile: harvest\n"),
+            "packages.yml": packages_yml,
+        },
+    )
 
 
 def _by_name(records: tuple[PackageRecord, ...]) -> dict[str, PackageRecord]:
@@ -102,8 +114,12 @@ def test_range_picks_newest_tag_inside_range(tmp_path, store, mirror_dir):
     tags = store.tags(store.mirror(str(mirror_dir / "acme/calc_utils")))
     # served by the package mirror: no public URL to record, and never the mirror's path on this machine
     assert record == PackageRecord(
-        name="calc_utils", source="hub:acme/calc_utils", requested=">=0.2.0,<1.0.0",
-        version="0.3.1", commit=tags["v0.3.1"], url="",
+        name="calc_utils",
+        source="hub:acme/calc_utils",
+        requested=">=0.2.0,<1.0.0",
+        version="0.3.1",
+        commit=tags["v0.3.1"],
+        url="",
     )
 
 
@@ -120,12 +136,15 @@ def test_a_package_from_the_mirror_vendors_again_without_its_path(tmp_path, stor
     assert (project / "dbt_packages" / "calc_utils" / "dbt_project.yml").is_file()
 
 
-@pytest.mark.parametrize(("asked", "expected"), [
-    ('"0.2.0"', "0.2.0"),          # an exact version
-    ('">=0.3.5"', "1.0.0"),        # open range: the newest release
-    ('[">=0.4.0-a1", "<1.0.0"]', "0.4.0-b1"),  # a prerelease only when one is asked for
-    ('"<0.2.0"', "0.1.0"),
-])
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [
+        ('"0.2.0"', "0.2.0"),  # an exact version
+        ('">=0.3.5"', "1.0.0"),  # open range: the newest release
+        ('[">=0.4.0-a1", "<1.0.0"]', "0.4.0-b1"),  # a prerelease only when one is asked for
+        ('"<0.2.0"', "0.1.0"),
+    ],
+)
 def test_version_semantics(tmp_path, store, mirror_dir, asked, expected):
     project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", asked)))
     (record,) = resolve_packages(project, store, load_mirror(mirror_dir), network=False)
@@ -133,10 +152,13 @@ def test_version_semantics(tmp_path, store, mirror_dir, asked, expected):
 
 
 def test_transitive_package_and_combined_ranges(tmp_path, store, mirror_dir):
-    project = _project(tmp_path, _packages_yml(
-        _hub("acme/shop_helpers", '[">=0.2.0", "<0.3.0"]'),
-        _hub("acme/calc_utils", '[">=0.1.0", "<1.0.0"]'),
-    ))
+    project = _project(
+        tmp_path,
+        _packages_yml(
+            _hub("acme/shop_helpers", '[">=0.2.0", "<0.3.0"]'),
+            _hub("acme/calc_utils", '[">=0.1.0", "<1.0.0"]'),
+        ),
+    )
     mirror = load_mirror(mirror_dir)
     records = resolve_packages(project, store, mirror, network=False)
     assert [r.name for r in records] == ["calc_utils", "shop_helpers_dbt"]  # dbt names, sorted
@@ -157,10 +179,13 @@ def test_transitive_only_package_is_found(tmp_path, store, mirror_dir):
 
 
 def test_conflicting_ranges_name_both_requesters(tmp_path, store, mirror_dir):
-    project = _project(tmp_path, _packages_yml(
-        _hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]'),
-        _hub("acme/shop_helpers", '"0.3.0"'),  # requires calc_utils >=1.0.0
-    ))
+    project = _project(
+        tmp_path,
+        _packages_yml(
+            _hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]'),
+            _hub("acme/shop_helpers", '"0.3.0"'),  # requires calc_utils >=1.0.0
+        ),
+    )
     with pytest.raises(PackageError) as info:
         resolve_packages(project, store, load_mirror(mirror_dir), network=False)
     message = str(info.value)
@@ -203,13 +228,17 @@ def test_package_lock_wins_when_its_hash_matches(tmp_path, store, mirror_dir):
 @pytest.fixture()
 def extra_repo(tmp_path: Path):
     """A git-only package (not on the hub) whose dbt project lives in a subdirectory."""
-    src = _write(tmp_path / "extra_src", {
-        "README.md": "extra\n",
-        "dbt/dbt_project.yml": _project_yml("extra_pkg"),
-        "dbt/macros/extra.sql": "{% macro extra() %}1{% endmacro %}\n",
-    })
-    return make_git_repo(src, tmp_path / "extra", commits=[{"files": {"dbt/macros/more.sql": "-- more\n"}}],
-                         tags={"0.2.0": 0})
+    src = _write(
+        tmp_path / "extra_src",
+        {
+            "README.md": "extra\n",
+            "dbt/dbt_project.yml": _project_yml("extra_pkg"),
+            "dbt/macros/extra.sql": "{% macro extra() %}1{% endmacro %}\n",
+        },
+    )
+    return make_git_repo(
+        src, tmp_path / "extra", commits=[{"files": {"dbt/macros/more.sql": "-- more\n"}}], tags={"0.2.0": 0}
+    )
 
 
 def test_git_package_with_revision_subdirectory_and_mirror_map(tmp_path, store, mirror_dir, extra_repo):
@@ -217,21 +246,23 @@ def test_git_package_with_revision_subdirectory_and_mirror_map(tmp_path, store, 
     mirror_root = tmp_path / "mirror2"
     mirror_root.mkdir()
     (mirror_root / "mirror.toml").write_text(f'"{url}" = "{os.path.relpath(extra_repo.path, mirror_root)}"\n')
-    project = _project(tmp_path, _packages_yml(
-        f"  - git: {url}\n    revision: 0.2.0\n    subdirectory: dbt\n"
-    ))
+    project = _project(tmp_path, _packages_yml(f"  - git: {url}\n    revision: 0.2.0\n    subdirectory: dbt\n"))
     (record,) = resolve_packages(project, store, load_mirror(mirror_root), network=False)
     assert record == PackageRecord(
-        name="extra_pkg", source=f"git:{url}#subdirectory=dbt", requested="0.2.0", version="",
-        commit=extra_repo.commits[0], url=url,  # the public URL packages.yml names, not the mirror's path
+        name="extra_pkg",
+        source=f"git:{url}#subdirectory=dbt",
+        requested="0.2.0",
+        version="",
+        commit=extra_repo.commits[0],
+        url=url,  # the public URL packages.yml names, not the mirror's path
     )
     vendor_packages(project, (record,), store)
     vendored = project / "dbt_packages" / "extra_pkg"
     assert sorted(p.name for p in vendored.rglob("*")) == ["dbt_project.yml", "extra.sql", "macros"]
     # a full sha and a local path work without any mirror; unmapped remote URLs fail offline
-    project.joinpath("packages.yml").write_text(_packages_yml(
-        f"  - git: {extra_repo.path}\n    revision: {extra_repo.head}\n    subdirectory: dbt\n"
-    ))
+    project.joinpath("packages.yml").write_text(
+        _packages_yml(f"  - git: {extra_repo.path}\n    revision: {extra_repo.head}\n    subdirectory: dbt\n")
+    )
     (record,) = resolve_packages(project, store, None, network=False)
     assert (record.commit, record.requested) == (extra_repo.head, extra_repo.head)
     project.joinpath("packages.yml").write_text(_packages_yml(f"  - git: {url}\n    revision: 0.2.0\n"))
@@ -240,10 +271,13 @@ def test_git_package_with_revision_subdirectory_and_mirror_map(tmp_path, store, 
 
 
 def test_conflicting_git_revisions(tmp_path, store, extra_repo):
-    project = _project(tmp_path, _packages_yml(
-        f"  - git: {extra_repo.path}\n    revision: 0.2.0\n    subdirectory: dbt\n",
-        f"  - git: {extra_repo.path}.git\n    revision: main\n    subdirectory: dbt\n",
-    ))
+    project = _project(
+        tmp_path,
+        _packages_yml(
+            f"  - git: {extra_repo.path}\n    revision: 0.2.0\n    subdirectory: dbt\n",
+            f"  - git: {extra_repo.path}.git\n    revision: main\n    subdirectory: dbt\n",
+        ),
+    )
     with pytest.raises(PackageError, match="conflicting revisions"):
         resolve_packages(project, store, None, network=False)
 
@@ -261,19 +295,22 @@ def test_load_mirror_from_environment(tmp_path, monkeypatch, mirror_dir):
 
 
 def _ledger_repo(tmp_path: Path):
-    src = _write(tmp_path / "ledger_src", {
-        "dbt_project.yml": _project_yml("ledger"),
-        "packages.yml": _packages_yml(_hub("acme/shop_helpers", '[">=0.2.0", "<0.3.0"]')),
-        "models/ledger_totals.sql": (
-            "select status, sum(amount) as total, {{ calc_utils.double('sum(amount)') }} as doubled\n"
-            "from {{ ref('payments') }}\nwhere status = {{ shop_helpers_dbt.paid_status() }}\n"
-            "group by status\n"
-        ),
-        "integration_tests/dbt_project.yml": _project_yml("ledger_integration_tests", extra="profile: harvest\n"),
-        "integration_tests/packages.yml": _packages_yml("  - local: ../\n"),
-        "integration_tests/seeds/payments.csv": "id,status,amount\n1,paid,10\n2,paid,5\n3,void,7\n",
-        "integration_tests/models/calc_check.sql": "select {{ calc_utils.calc_version() }} as calc_version\n",
-    })
+    src = _write(
+        tmp_path / "ledger_src",
+        {
+            "dbt_project.yml": _project_yml("ledger"),
+            "packages.yml": _packages_yml(_hub("acme/shop_helpers", '[">=0.2.0", "<0.3.0"]')),
+            "models/ledger_totals.sql": (
+                "select status, sum(amount) as total, {{ calc_utils.double('sum(amount)') }} as doubled\n"
+                "from {{ ref('payments') }}\nwhere status = {{ shop_helpers_dbt.paid_status() }}\n"
+                "group by status\n"
+            ),
+            "integration_tests/dbt_project.yml": _project_yml("ledger_integration_tests", extra="profile: harvest\n"),
+            "integration_tests/packages.yml": _packages_yml("  - local: ../\n"),
+            "integration_tests/seeds/payments.csv": "id,status,amount\n1,paid,10\n2,paid,5\n3,void,7\n",
+            "integration_tests/models/calc_check.sql": "select {{ calc_utils.calc_version() }} as calc_version\n",
+        },
+    )
     return make_git_repo(src, tmp_path / "ledger")
 
 
@@ -314,8 +351,9 @@ def test_vendored_packages_build_with_real_dbt_without_deps(tmp_path, store, mir
         "      threads: 1\n      schema: main\n"
     )
     env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", "PYTHONHASHSEED": "0"}
-    run = subprocess.run([sys.executable, "-c", _DBT_BUILD], cwd=build_dir, env=env,
-                         capture_output=True, text=True, timeout=240)
+    run = subprocess.run(
+        [sys.executable, "-c", _DBT_BUILD], cwd=build_dir, env=env, capture_output=True, text=True, timeout=240
+    )
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert summary["success"], run.stdout[-3000:]
     import duckdb
@@ -335,24 +373,34 @@ def test_vendoring_replaces_a_committed_dbt_packages_folder(tmp_path, store, mir
     assert "'0.2.0'" in text
     with pytest.raises(PackageError, match="outside the workspace"):
         local = _write(tmp_path / "elsewhere", {"dbt_project.yml": _project_yml("elsewhere")})
-        vendor_packages(project, (PackageRecord("elsewhere", f"local:{os.path.relpath(local, project)}",
-                                                "", "", "", ""),), store, workspace=project)
+        vendor_packages(
+            project,
+            (PackageRecord("elsewhere", f"local:{os.path.relpath(local, project)}", "", "", "", ""),),
+            store,
+            workspace=project,
+        )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="dbt deps clones git packages with the git CLI")
 def test_matches_a_lock_written_by_real_dbt_deps(tmp_path, store, extra_repo):
     """`dbt deps` runs offline for git (local path) and local packages: our hash and commit agree."""
     _write(tmp_path / "lpkg", {"dbt_project.yml": _project_yml("lpkg")})
-    project = _project(tmp_path, _packages_yml(
-        f"  - git: {extra_repo.path}\n    revision: \"{{{{ env_var('EXTRA_REV', '0.2.0') }}}}\"\n"
-        "    subdirectory: dbt\n",
-        "  - local: ../lpkg\n",
-    ))
+    project = _project(
+        tmp_path,
+        _packages_yml(
+            f"  - git: {extra_repo.path}\n    revision: \"{{{{ env_var('EXTRA_REV', '0.2.0') }}}}\"\n"
+            "    subdirectory: dbt\n",
+            "  - local: ../lpkg\n",
+        ),
+    )
     env = {**os.environ, "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
     env.pop("EXTRA_REV", None)
-    code = "from dbt.cli.main import dbtRunner; r = dbtRunner().invoke(['deps', '--project-dir', '.']); print(r.success)"
-    run = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True,
-                         timeout=240)
+    code = (
+        "from dbt.cli.main import dbtRunner; r = dbtRunner().invoke(['deps', '--project-dir', '.']); print(r.success)"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, timeout=240
+    )
     assert run.stdout.strip().endswith("True"), run.stdout[-2000:]
     import yaml
 

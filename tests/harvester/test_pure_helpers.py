@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from dbt_harvest.core.clock import ClockError, default_clock, normalise_clock
-from dbt_harvest.harvester.discovery import discover
 from dbt_harvest.core.errors import ProjectError
 from dbt_harvest.core.licenses import detect_license, spdx_of_text
 from dbt_harvest.core.patching import PatchError, apply_patch, apply_to_text, make_patch, parse_patch
+from dbt_harvest.harvester.discovery import discover
 
 
 def _write(path: Path, text: str) -> None:
@@ -28,8 +28,10 @@ def test_root_project_is_discovered(tmp_path: Path) -> None:
 
 def test_package_repository_builds_integration_tests(tmp_path: Path) -> None:
     _write(tmp_path / "dbt_project.yml", "name: stripe_like\n")
-    _write(tmp_path / "integration_tests" / "dbt_project.yml",
-           "name: stripe_like_integration_tests\nvars:\n  stripe_like_schema: stripe_like_it\n")
+    _write(
+        tmp_path / "integration_tests" / "dbt_project.yml",
+        "name: stripe_like_integration_tests\nvars:\n  stripe_like_schema: stripe_like_it\n",
+    )
     _write(tmp_path / "integration_tests" / "packages.yml", "packages:\n  - local: ../\n")
     project = discover(tmp_path)
     assert project.rel_dir == "integration_tests"

@@ -46,9 +46,17 @@ def depot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pin = add(f"{repo.path}@{repo.head}", AddOptions()).pin
         state = load_state(pin.id)
         tree = template(pin)
-        world = {"pin": pin, "state": state, "nodes": models(state.manifest), "tests": suite(state.manifest),
-                 "gold": gold_path(pin.gold_sha256), "tree": tree, "home": home, "pins": pins,
-                 "scratch": root / "scratch"}
+        world = {
+            "pin": pin,
+            "state": state,
+            "nodes": models(state.manifest),
+            "tests": suite(state.manifest),
+            "gold": gold_path(pin.gold_sha256),
+            "tree": tree,
+            "home": home,
+            "pins": pins,
+            "scratch": root / "scratch",
+        }
     world["env"] = lambda: use_env(home, pins)
     return world
 
@@ -58,6 +66,7 @@ def _table(pin, name: str):  # type: ignore[no-untyped-def]
 
 
 # --- gold any correct build matches ----------------------------------------------------------------------
+
 
 def test_a_value_naming_the_database_is_found_and_never_graded(depot) -> None:  # type: ignore[no-untyped-def]
     pin = depot["pin"]
@@ -90,8 +99,9 @@ def test_old_pins_without_the_new_fields_still_read_byte_for_byte(depot) -> None
     from dbt_harvest.core.pin import Pin, pin_from_dict
 
     pin = depot["pin"]
-    old = replace(pin, clock_frozen=False, tables=tuple(replace(t, unstable_columns=(), database_columns=())
-                                                        for t in pin.tables))
+    old = replace(
+        pin, clock_frozen=False, tables=tuple(replace(t, unstable_columns=(), database_columns=()) for t in pin.tables)
+    )
     text = old.to_toml()
     assert "clock_frozen" not in text and "unstable_columns" not in text and "database = " not in text
     import tomllib
@@ -103,8 +113,17 @@ def test_old_pins_without_the_new_fields_still_read_byte_for_byte(depot) -> None
 
 # --- hand-made candidates through screening and confirmation ----------------------------------------
 
-def _candidate(depot, model: str, file: str, old: str, new: str, wrong: tuple[tuple[str, str], ...] = (),
-               effect: str = "changed_values", family: str = "filter") -> Candidate:  # type: ignore[no-untyped-def]
+
+def _candidate(
+    depot,
+    model: str,
+    file: str,
+    old: str,
+    new: str,
+    wrong: tuple[tuple[str, str], ...] = (),
+    effect: str = "changed_values",
+    family: str = "filter",
+) -> Candidate:  # type: ignore[no-untyped-def]
     text = (depot["tree"] / file).read_text()
     start = text.index(old)
     edit = Edit(start, start + len(old), new)
@@ -135,16 +154,31 @@ def _confirm(depot, cand, *, seen=None, wrong_order=None):  # type: ignore[no-un
     from dbt_harvest.harvester.sandbox import Limits
 
     node = depot["nodes"][cand.model]
-    ctx = BuildContext(depot["pin"], depot["gold"], depot["scratch"] / f"confirm-{cand.key}", True, Limits(wall_s=300),
-                       base_db=depot["state"].database, select=(f"{node.name}+",))
+    ctx = BuildContext(
+        depot["pin"],
+        depot["gold"],
+        depot["scratch"] / f"confirm-{cand.key}",
+        True,
+        Limits(wall_s=300),
+        base_db=depot["state"].database,
+        select=(f"{node.name}+",),
+    )
     with depot["env"]():
-        return confirm(ctx, cand, None, nodes=depot["nodes"], tests=depot["tests"], seen=seen or Seen(),
-                       wrong_order=wrong_order)
+        return confirm(
+            ctx, cand, None, nodes=depot["nodes"], tests=depot["tests"], seen=seen or Seen(), wrong_order=wrong_order
+        )
 
 
 def _boundary_flip(depot, wrong=(("state != 'lost'", "state != 'returned'"),)):  # type: ignore[no-untyped-def]
-    return _candidate(depot, HEAVY, HEAVY_FILE, f"weight_kg > {PARCEL_BOUNDARY_KG}\n",
-                      f"weight_kg >= {PARCEL_BOUNDARY_KG}\n", wrong, effect="more_rows")
+    return _candidate(
+        depot,
+        HEAVY,
+        HEAVY_FILE,
+        f"weight_kg > {PARCEL_BOUNDARY_KG}\n",
+        f"weight_kg >= {PARCEL_BOUNDARY_KG}\n",
+        wrong,
+        effect="more_rows",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +215,12 @@ def test_a_false_claim_is_caught_on_the_built_tables(depot, flip) -> None:  # ty
     # what screening's observation would have claimed: a column of equal rows holding other values
     mutant = _mutant_capture(depot, cand)
     with depot["env"]():
-        results = check_claims(depot["pin"], (Claim("heavy_parcels", "different", "handling"),
-                                               Claim("heavy_parcels", "fewer_rows")), depot["gold"], mutant)
+        results = check_claims(
+            depot["pin"],
+            (Claim("heavy_parcels", "different", "handling"), Claim("heavy_parcels", "fewer_rows")),
+            depot["gold"],
+            mutant,
+        )
     assert [r.holds for r in results] == [False, False]
 
 
@@ -191,8 +229,15 @@ def test_a_statement_says_which_way_a_column_moved_in_the_words_its_claim_checks
     from dbt_harvest.harvester.mint.statement import COLUMN_WORDS
 
     # senders 4 and 5 have no delivered parcel: without the coalesce their revenue is NULL, not 0
-    cand = _candidate(depot, REVENUE, REVENUE_FILE, "coalesce(sum(d.fee), 0) as revenue", "sum(d.fee) as revenue",
-                      (("sum(d.fee) as revenue", "coalesce(sum(d.fee), 1) as revenue"),), family="null")
+    cand = _candidate(
+        depot,
+        REVENUE,
+        REVENUE_FILE,
+        "coalesce(sum(d.fee), 0) as revenue",
+        "sum(d.fee) as revenue",
+        (("sum(d.fee) as revenue", "coalesce(sum(d.fee), 1) as revenue"),),
+        family="null",
+    )
     outcome = _confirm(depot, cand)
     assert outcome.ok, (outcome.reason, outcome.detail)
     assert Claim("sender_revenue", "nulls_more", "revenue") in outcome.claims
@@ -215,8 +260,14 @@ def _mutant_capture(depot, cand) -> Path:  # type: ignore[no-untyped-def]
         if not workspace.exists():
             fresh_workspace(depot["pin"], workspace)
             (workspace / cand.file).write_text(cand.broken)
-        result = build_workspace(workspace, depot["pin"].project_dir, discover(workspace, ".").profile, "main",
-                                 depot["pin"].clock, db_file="other_name.duckdb")
+        result = build_workspace(
+            workspace,
+            depot["pin"].project_dir,
+            discover(workspace, ".").profile,
+            "main",
+            depot["pin"].clock,
+            db_file="other_name.duckdb",
+        )
     assert result.models_ok and result.gold_file is not None, result.first_error
     return result.gold_file
 
@@ -234,10 +285,18 @@ def test_a_wrong_repair_that_changes_nothing_the_grader_sees_is_refused(depot) -
 
 def test_an_informative_wrong_repair_records_what_it_fixes_and_leaves(depot) -> None:  # type: ignore[no-untyped-def]
     # dropped "lost" exclusion in region_summary, restored with another state: rows stay, figures move
-    cand = _candidate(depot, REGION, REGION_FILE, "where p.state in ('delivered', 'in_transit', 'returned')\n",
-                      "where p.state in ('delivered', 'in_transit', 'returned', 'lost')\n",
-                      (("'returned', 'lost')", "'returned', 'lost', 'unknown')"),
-                       ("'in_transit', 'returned', 'lost')", "'in_transit', 'lost')")), effect="changed_values")
+    cand = _candidate(
+        depot,
+        REGION,
+        REGION_FILE,
+        "where p.state in ('delivered', 'in_transit', 'returned')\n",
+        "where p.state in ('delivered', 'in_transit', 'returned', 'lost')\n",
+        (
+            ("'returned', 'lost')", "'returned', 'lost', 'unknown')"),
+            ("'in_transit', 'returned', 'lost')", "'in_transit', 'lost')"),
+        ),
+        effect="changed_values",
+    )
     outcome = _confirm(depot, cand)
     assert outcome.ok, (outcome.reason, outcome.detail)
     assert len(outcome.wrong_patches) == 1 and "'in_transit', 'lost')" in outcome.wrong_patches[0]
@@ -252,8 +311,15 @@ def test_the_same_bug_twice_is_one_task(depot, flip) -> None:  # type: ignore[no
     first = flip[1]
     assert first.ok and first.signature
     # another edit with the same broken outputs: the boundary moved to 39.5 instead of flipping >
-    twin = _candidate(depot, HEAVY, HEAVY_FILE, f"weight_kg > {PARCEL_BOUNDARY_KG}\n", "weight_kg > 39.5\n",
-                      (("state != 'lost'", "state != 'returned'"),), effect="more_rows")
+    twin = _candidate(
+        depot,
+        HEAVY,
+        HEAVY_FILE,
+        f"weight_kg > {PARCEL_BOUNDARY_KG}\n",
+        "weight_kg > 39.5\n",
+        (("state != 'lost'", "state != 'returned'"),),
+        effect="more_rows",
+    )
     assert twin.key != _boundary_flip(depot).key
     again = _confirm(depot, twin, seen=Seen(frozenset({first.signature})))
     assert (again.ok, again.reason) == (False, "duplicate")
@@ -271,16 +337,34 @@ def test_the_driver_drops_duplicates_across_shards() -> None:
     from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult
 
     def report(key: str, task: str, signature: str, digest: str) -> CandidateReport:
-        return CandidateReport(key, "p@1", "m", "f", "op", "filter", "more_rows", "confirm", True, "", "",
-                               task_id=task, signature=signature, statement_digest=digest)
+        return CandidateReport(
+            key,
+            "p@1",
+            "m",
+            "f",
+            "op",
+            "filter",
+            "more_rows",
+            "confirm",
+            True,
+            "",
+            "",
+            task_id=task,
+            signature=signature,
+            statement_digest=digest,
+        )
 
     tasks = tuple(type("R", (), {"instance_id": i})() for i in ("t1", "t2", "t3"))
-    result = ShardResult((report("a", "t1", "s1", "d1"), report("b", "t2", "s1", "d2"), report("c", "t3", "s3", "d1")),
-                         tasks)  # type: ignore[arg-type]
+    result = ShardResult(
+        (report("a", "t1", "s1", "d1"), report("b", "t2", "s1", "d2"), report("c", "t3", "s3", "d1")), tasks
+    )  # type: ignore[arg-type]
     index: dict[str, dict[str, str]] = {"signatures": {}, "statements": {}}
     reports, kept = distinct_bugs(result, index)
     assert [(r.key, r.kept, r.reason) for r in reports] == [
-        ("a", True, ""), ("b", False, "duplicate"), ("c", False, "duplicate_statement")]
+        ("a", True, ""),
+        ("b", False, "duplicate"),
+        ("c", False, "duplicate_statement"),
+    ]
     assert [t.instance_id for t in kept] == ["t1"] and index["signatures"] == {"s1": "t1"}
     again, kept_again = distinct_bugs(ShardResult((report("a", "t1", "s1", "d1"),), tasks[:1]), index)  # type: ignore[arg-type]
     assert again[0].kept and [t.instance_id for t in kept_again] == ["t1"]  # a re-run keeps its own task
@@ -301,6 +385,7 @@ def test_dead_placeholder_code_is_not_a_candidate(depot) -> None:  # type: ignor
 
 
 # --- a whole mint, the report, and the verifier ----------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def minted(depot) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -379,8 +464,14 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
     data = json.loads(result.stdout)
     assert data["summary"]["ok"] == 1
     verdicts = {v["instance_id"]: v for v in data["tasks"]}
-    assert set(verdicts[good.instance_id]["checks"]) == {"gold_matches", "broken_fails", "repair_passes",
-                                                          "wrong_repair", "claims", "distinct"}
+    assert set(verdicts[good.instance_id]["checks"]) == {
+        "gold_matches",
+        "broken_fails",
+        "repair_passes",
+        "wrong_repair",
+        "claims",
+        "distinct",
+    }
     assert verdicts[good.instance_id]["ok"] and all(c["ok"] for c in verdicts[good.instance_id]["checks"].values())
     checks = verdicts[second.instance_id]["checks"]
     assert not checks["claims"]["ok"] and not checks["wrong_repair"]["ok"]
@@ -396,12 +487,19 @@ def test_a_restored_filter_may_take_another_value_the_data_holds(depot) -> None:
         values = gold_values(depot["gold"])
         assert values("state") == ("delivered", "in_transit", "lost", "returned")
         plain = list(model_candidates(depot["pin"], depot["nodes"][REVENUE], depot["tree"], ["filter"], 0))
-        rich = list(model_candidates(depot["pin"], depot["nodes"][REVENUE], depot["tree"], ["filter"], 0,
-                                     values=values))
+        rich = list(
+            model_candidates(depot["pin"], depot["nodes"][REVENUE], depot["tree"], ["filter"], 0, values=values)
+        )
     dropped = next(c for c in rich if c.mutation.operator == "filter.drop_conjunct")
-    restored = [w.apply(dropped.broken) for w in dropped.mutation.wrong_repairs
-                if w.intent == "restore the filter with another value of the column"]
+    restored = [
+        w.apply(dropped.broken)
+        for w in dropped.mutation.wrong_repairs
+        if w.intent == "restore the filter with another value of the column"
+    ]
     # the file spells only 'delivered': the other states come from the data
     assert any("state = 'in_transit'" in t for t in restored) and any("state = 'lost'" in t for t in restored)
-    assert not any("restore the filter with another value of the column" == w.intent
-                   for c in plain for w in c.mutation.wrong_repairs)
+    assert not any(
+        w.intent == "restore the filter with another value of the column"
+        for c in plain
+        for w in c.mutation.wrong_repairs
+    )

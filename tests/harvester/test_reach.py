@@ -55,13 +55,24 @@ def harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("baseline")
     source = fixture_dir("harbor_moorings")
     revenue = (source / REVENUE).read_text()
-    repo = make_git_repo(source, root / "repo", commits=[
-        {"message": "stay revenue reads a column the staging model does not have",
-         "files": {REVENUE: revenue.replace("m.nights,", "m.night_count,")}},
-    ])
+    repo = make_git_repo(
+        source,
+        root / "repo",
+        commits=[
+            {
+                "message": "stay revenue reads a column the staging model does not have",
+                "files": {REVENUE: revenue.replace("m.nights,", "m.night_count,")},
+            },
+        ],
+    )
     # the seed's berth codes typed as text: an edit of the project's own dbt_project.yml
-    typed = _compat_patch(root, "typed.diff", "dbt_project.yml", "        length_m: double\n",
-                          "        length_m: double\n        berth: varchar\n")
+    typed = _compat_patch(
+        root,
+        "typed.diff",
+        "dbt_project.yml",
+        "        length_m: double\n",
+        "        length_m: double\n        berth: varchar\n",
+    )
     added = _json(root, "add", f"{repo.path}@{repo.commits[0]}", "--compat-patch", str(typed), "--allow-edits")
     _json(root, "split", "assign", "--test", "0", "--dev", "0")
     minted = _json(root, "mint", added["id"], "--max-per-model", "1")
@@ -89,20 +100,26 @@ def test_the_project_is_pinned_with_its_failing_tests_known_and_every_model_buil
     from dbt_harvest.core.pin import read_pin
 
     pin = read_pin(root / "pins" / f"{added['id']}.toml")
-    assert pin.excluded_tests == ("resource_type:test,assert_no_negative_fees",
-                                  "resource_type:test,unique_stg_moorings_mooring_id")
+    assert pin.excluded_tests == (
+        "resource_type:test,assert_no_negative_fees",
+        "resource_type:test,unique_stg_moorings_mooring_id",
+    )
     assert pin.known_failing_tests == {UNIQUE, SINGULAR}
     assert pin.db_file == "harbor.duckdb" and pin.database_named
     assert all(not t.database_columns for t in pin.tables)  # the name cannot vary, so nothing moved with it
 
 
-@pytest.mark.deep(covered_by=(
-    "tests/harvester/test_add.py::test_bad_input_is_one_line_and_writes_no_pin",
-    "tests/harvester/test_reach.py::test_a_rebuild_that_finds_known_failures_or_a_database_says_so",
-))
+@pytest.mark.deep(
+    covered_by=(
+        "tests/harvester/test_add.py::test_bad_input_is_one_line_and_writes_no_pin",
+        "tests/harvester/test_reach.py::test_a_rebuild_that_finds_known_failures_or_a_database_says_so",
+    )
+)
 def test_a_model_that_fails_to_build_is_still_refused_with_its_error(harbor: dict) -> None:
     root, repo = harbor["root"], harbor["repo"]
-    code, _, err = _run(root, "add", f"{repo.path}@{repo.commits[1]}", "--compat-patch", str(harbor["typed"]), "--allow-edits")
+    code, _, err = _run(
+        root, "add", f"{repo.path}@{repo.commits[1]}", "--compat-patch", str(harbor["typed"]), "--allow-edits"
+    )
     error = err.strip().splitlines()[-1]  # after the progress line, one line of error
     assert code == 1 and error.startswith("error: ") and "stay_revenue" in error and "night_count" in error
     assert not list((root / "pins").glob(f"*@{repo.commits[1][:12]}.toml"))
@@ -133,8 +150,9 @@ def test_tasks_count_only_the_tests_that_pass_on_the_original(harbor: dict) -> N
         assert not covering & {UNIQUE, SINGULAR}, task.instance_id
         assert task.local_checks.builds and task.local_checks.tests_failed == 0
     # the marts' own tests are checks of the tasks over them (the singular test over stay_revenue is not)
-    assert any("test.harbor_moorings.not_null_stay_revenue_revenue.4857b36ac6" in t.local_checks.covering_tests
-               for t in tasks)
+    assert any(
+        "test.harbor_moorings.not_null_stay_revenue_revenue.4857b36ac6" in t.local_checks.covering_tests for t in tasks
+    )
     assert max(t.local_tests for t in tasks) >= 2
     # a statement names dbt tests only where some cover the bug: the untested mart's tasks name none
     untested = [t for t in tasks if not t.local_tests]
@@ -145,7 +163,8 @@ def test_tasks_count_only_the_tests_that_pass_on_the_original(harbor: dict) -> N
 
 
 def test_the_environment_reports_the_pre_existing_failures_on_the_fast_path_and_the_build_alike(
-        harbor: dict, tmp_path: Path) -> None:
+    harbor: dict, tmp_path: Path
+) -> None:
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.core.patching import apply_to_text, parse_patch
     from dbt_harvest.core.pin import pin_path, read_pin
@@ -206,10 +225,12 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
         with pytest.raises(UntrustedRowError, match="database_file"):
             check_row({**row, "database_file": name})
     assert row_pin(row).excluded_tests == read_pin(root / "pins" / f"{added['id']}.toml").excluded_tests
-    for forged in ({"unique_id": "test.harbor_moorings.x --select *", "status": "fail"},
-                   {"unique_id": "model.harbor_moorings.stay_revenue", "status": "fail"},
-                   {"unique_id": UNIQUE, "status": "skipped"},
-                   {"unique_id": UNIQUE, "status": "fail", "extra": 1}):
+    for forged in (
+        {"unique_id": "test.harbor_moorings.x --select *", "status": "fail"},
+        {"unique_id": "model.harbor_moorings.stay_revenue", "status": "fail"},
+        {"unique_id": UNIQUE, "status": "skipped"},
+        {"unique_id": UNIQUE, "status": "fail", "extra": 1},
+    ):
         with pytest.raises(UntrustedRowError, match="baseline test"):
             check_row({**row, "baseline_tests": [forged]})
     n = len(_tasks(root))
@@ -221,11 +242,21 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
     # a task rebuilt by hand from its row is told to leave the same tests out
     (tmp_path / "mirror" / "local").mkdir(parents=True)
     (tmp_path / "mirror" / "local" / "harbor_moorings").symlink_to(harbor["repo"].path)
-    done = _json(root, "tasks", "materialize", str(tmp_path / "ds"), row["instance_id"], str(tmp_path / "task"),
-                 "--repo-mirror", str(tmp_path / "mirror"))
+    done = _json(
+        root,
+        "tasks",
+        "materialize",
+        str(tmp_path / "ds"),
+        row["instance_id"],
+        str(tmp_path / "task"),
+        "--repo-mirror",
+        str(tmp_path / "mirror"),
+    )
     assert "./harbor.duckdb" in (tmp_path / "task" / "project" / "profiles.yml").read_text()
-    assert done["build"].endswith('''sh -c "dbt seed && dbt build --exclude 'resource_type:test,assert_no_negative_fees' '''
-                                  ''''resource_type:test,unique_stg_moorings_mooring_id'"''')
+    assert done["build"].endswith(
+        """sh -c "dbt seed && dbt build --exclude 'resource_type:test,assert_no_negative_fees' """
+        ''''resource_type:test,unique_stg_moorings_mooring_id'"'''
+    )
     # built by hand as printed (our own fixture, outside the sandbox): another folder, another home, plain dbt on
     # the PATH; the true repair scores 1 against the task's gold, the broken project 0
     project = tmp_path / "task" / "project"
@@ -235,13 +266,19 @@ def test_dataset_rows_carry_the_baseline_tests_and_refuse_a_forged_one(harbor: d
             subprocess.run(["git", "apply"], input=row["patch"], text=True, cwd=project, check=True)
         (project / "harbor.duckdb").unlink(missing_ok=True)
         shutil.rmtree(project / "target", ignore_errors=True)
-        env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "HOME": str(tmp_path / "someone"),
-               "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "HOME": str(tmp_path / "someone"),
+            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        }
         (tmp_path / "someone").mkdir(exist_ok=True)
-        built = subprocess.run(["bash", "-c", done["build"]], cwd=project, env=env,
-                               capture_output=True, text=True, timeout=600)
+        built = subprocess.run(
+            ["bash", "-c", done["build"]], cwd=project, env=env, capture_output=True, text=True, timeout=600
+        )
         assert built.returncode == 0, built.stdout[-2000:]
-        scored = _json(root, "score", "--task", f"{tmp_path / 'ds'}:{row['instance_id']}", "--pred", str(project / "harbor.duckdb"))
+        scored = _json(
+            root, "score", "--task", f"{tmp_path / 'ds'}:{row['instance_id']}", "--pred", str(project / "harbor.duckdb")
+        )
         scores[state] = scored["official"]["score"]
     assert scores == {"broken": 0, "repaired": 1}
 
@@ -261,9 +298,11 @@ def test_baseline_tests_round_trip_in_the_pin_and_a_pin_without_them_keeps_its_b
     assert pin_from_dict(data) == pin
     bare = dataclasses.replace(pin, baseline_tests=())
     assert "baseline_tests" not in bare.to_toml()
-    for entries, message in (([{"unique_id": UNIQUE, "status": "pass"}], "status"),
-                             ([{"unique_id": "seed.p.raw", "status": "fail"}], "unique id"),
-                             ("fail", "must be a list")):
+    for entries, message in (
+        ([{"unique_id": UNIQUE, "status": "pass"}], "status"),
+        ([{"unique_id": "seed.p.raw", "status": "fail"}], "unique id"),
+        ("fail", "must be a list"),
+    ):
         with pytest.raises(PinError, match=message):
             pin_from_dict({**data, "baseline_tests": entries})
     assert BaselineTest("unit_test.p.orders_math", "fail").selector == "resource_type:unit_test,orders_math"
@@ -281,7 +320,10 @@ def test_only_a_test_id_a_pin_can_record_becomes_a_baseline_test() -> None:
 def test_the_database_a_failed_build_looked_for_is_read_from_duckdbs_error() -> None:
     from dbt_harvest.harvester.add import missing_catalog
 
-    assert missing_catalog('model.p.m: Runtime Error in model m (m.sql) Binder Error: Catalog "harbor" does not exist!') == "harbor"
+    assert (
+        missing_catalog('model.p.m: Runtime Error in model m (m.sql) Binder Error: Catalog "harbor" does not exist!')
+        == "harbor"
+    )
     assert missing_catalog("Catalog Error: Catalog with name raw_data does not exist!") == "raw_data"
     assert missing_catalog('Catalog "system" does not exist!') is None
     assert missing_catalog("Table with name orders does not exist!") is None
@@ -307,8 +349,10 @@ def test_a_rebuild_that_finds_known_failures_or_a_database_says_so(harbor: dict)
 
     pin = read_pin(harbor["root"] / "pins" / f"{harbor['added']['id']}.toml")
     older = dataclasses.replace(pin, baseline_tests=(), database="build")
-    assert _drift(older, pin) == ("baseline tests: 0 -> 3 (2 known failures left out of every build; re-mint the pin)",
-                                  "database build -> harbor")
+    assert _drift(older, pin) == (
+        "baseline tests: 0 -> 3 (2 known failures left out of every build; re-mint the pin)",
+        "database build -> harbor",
+    )
     assert _drift(pin, pin) == ()
 
 

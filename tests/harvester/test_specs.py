@@ -39,7 +39,9 @@ def test_a_branch_is_parsed_but_not_a_sha() -> None:
     assert not parse_spec("acme/analytics@main").rev_is_sha
 
 
-@pytest.mark.parametrize("text", ["acme/analytics", "acme/analytics@", "@abc", "a b c@1234567", "acme/x@../evil", "acme/x@-rf"])
+@pytest.mark.parametrize(
+    "text", ["acme/analytics", "acme/analytics@", "@abc", "a b c@1234567", "acme/x@../evil", "acme/x@-rf"]
+)
 def test_malformed_specs_are_refused(text: str) -> None:
     with pytest.raises(SpecError, match="malformed spec"):
         parse_spec(text)

@@ -13,17 +13,31 @@ from dbt_harvest.harvester.mint.statement import Symptom, fixed_phrases, leaks, 
 LOANS = "One row per loan that actually took place. Cancelled checkouts are dropped."
 
 
-@pytest.mark.parametrize(("symptom", "says", "opening"), [
-    (Symptom("fct_loans", LOANS, 69, 72, ()), "`fct_loans` (One row per loan that actually took place) has more rows than it should",
-     st.OPENINGS["more_rows"]),
-    (Symptom("fct_loans", LOANS, 69, 60, ()), "`fct_loans` (One row per loan that actually took place) is missing rows",
-     st.OPENINGS["fewer_rows"]),
-    (Symptom("fct_loans", "", 69, 69, (("fines_open", "Unpaid fines.", "higher"),)),
-     "In `fct_loans`, `fines_open` (Unpaid fines) comes out too high.", st.OPENINGS["values"]),
-    (Symptom("fct_loans", "", 69, 69, (("is_late", "", "true_less"), ("due_date", "", "nulls_more"))),
-     "`is_late` is true for fewer rows than it should be; `due_date` is empty (NULL) in rows where it should have a value",
-     st.OPENINGS["values"]),
-])
+@pytest.mark.parametrize(
+    ("symptom", "says", "opening"),
+    [
+        (
+            Symptom("fct_loans", LOANS, 69, 72, ()),
+            "`fct_loans` (One row per loan that actually took place) has more rows than it should",
+            st.OPENINGS["more_rows"],
+        ),
+        (
+            Symptom("fct_loans", LOANS, 69, 60, ()),
+            "`fct_loans` (One row per loan that actually took place) is missing rows",
+            st.OPENINGS["fewer_rows"],
+        ),
+        (
+            Symptom("fct_loans", "", 69, 69, (("fines_open", "Unpaid fines.", "higher"),)),
+            "In `fct_loans`, `fines_open` (Unpaid fines) comes out too high.",
+            st.OPENINGS["values"],
+        ),
+        (
+            Symptom("fct_loans", "", 69, 69, (("is_late", "", "true_less"), ("due_date", "", "nulls_more"))),
+            "`is_late` is true for fewer rows than it should be; `due_date` is empty (NULL) in rows where it should have a value",
+            st.OPENINGS["values"],
+        ),
+    ],
+)
 def test_the_statement_names_the_table_the_columns_and_the_direction(symptom: Symptom, says: str, opening: str) -> None:
     text = template_statement([symptom])
     assert says in text and text.startswith(opening) and text.endswith(st.CLOSING)
@@ -31,8 +45,10 @@ def test_the_statement_names_the_table_the_columns_and_the_direction(symptom: Sy
 
 
 def test_openings_differ_by_symptom_so_statements_differ_beyond_their_names() -> None:
-    kinds = {template_statement([Symptom("t", "", 5, rows, (("c", "", "lower"),) if rows == 5 else ())]).split(".")[0]
-             for rows in (4, 5, 6)}
+    kinds = {
+        template_statement([Symptom("t", "", 5, rows, (("c", "", "lower"),) if rows == 5 else ())]).split(".")[0]
+        for rows in (4, 5, 6)
+    }
     assert len(kinds) == 3
 
 

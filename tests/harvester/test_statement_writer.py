@@ -22,12 +22,19 @@ class Writer(BaseHTTPRequestHandler):
     status: int = 200
     requests: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Writer.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
         message = {"role": "assistant", "content": Writer.reply}
-        data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}).encode()
+        data = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            }
+        ).encode()
         self.send_response(Writer.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -64,17 +64,23 @@ def added(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
 # --- the naming rule, pure --------------------------------------------------------------------------
 
+
 def test_a_unique_alias_is_captured_in_main_and_a_shared_one_keeps_its_schema() -> None:
-    names = captured_names([
-        ("model.p.a", "dbt_pkg_tests", "orders"),
-        ("model.p.b", "dbt_pkg_tests_audit", "visits"),
-        ("model.p.c", "main", "customers"),
-        ("model.p.d", "staging", "Payments"),
-        ("model.p.e", "main", "payments"),  # shares its alias with d, ignoring case as DuckDB does
-    ])
+    names = captured_names(
+        [
+            ("model.p.a", "dbt_pkg_tests", "orders"),
+            ("model.p.b", "dbt_pkg_tests_audit", "visits"),
+            ("model.p.c", "main", "customers"),
+            ("model.p.d", "staging", "Payments"),
+            ("model.p.e", "main", "payments"),  # shares its alias with d, ignoring case as DuckDB does
+        ]
+    )
     assert names == {
-        "model.p.a": "main.orders", "model.p.b": "main.visits", "model.p.c": "main.customers",
-        "model.p.d": "staging.Payments", "model.p.e": "main.payments",
+        "model.p.a": "main.orders",
+        "model.p.b": "main.visits",
+        "model.p.c": "main.customers",
+        "model.p.d": "staging.Payments",
+        "model.p.e": "main.payments",
     }
     assert len({n.lower() for n in names.values()}) == len(names)  # never two relations on one name
     assert graded_name("main.orders") == "orders" and graded_name("audit.orders") is None
@@ -93,6 +99,7 @@ def test_the_rule_is_importable_inside_the_sandbox_with_only_its_folder_on_the_p
 
 
 # --- harvest add --------------------------------------------------------------------------------------
+
 
 def test_add_captures_every_model_table_in_main(added) -> None:  # type: ignore[no-untyped-def]
     root, summary = added
@@ -143,11 +150,12 @@ def test_models_sharing_an_alias_keep_their_schemas_and_the_rest_still_go_to_mai
 
 # --- harvest mint -------------------------------------------------------------------------------------
 
+
 def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from dbt_harvest.corpora.store import load_tasks
-    from dbt_harvest.core.scorer import official
     from dbt_harvest.core.patching import apply_to_text, parse_patch
     from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.core.scorer import official
+    from dbt_harvest.corpora.store import load_tasks
     from dbt_harvest.harvester.grading.edited import grade, release
     from dbt_harvest.harvester.workspace import template
     from tests.conftest import use_env

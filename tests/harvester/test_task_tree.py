@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dbt_harvest.core.patching import PatchError, make_patch
-from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord
 from dbt_harvest.harvester.task_tree import copy_broken, project_files
 
 ROOT_MODEL = "models/meter_usage.sql"
@@ -57,9 +57,15 @@ def _package_tree(root: Path) -> Path:
 def test_project_files_lists_what_an_agent_sees(tmp_path: Path) -> None:
     tree = _package_tree(tmp_path / "repo")
     files = project_files(tree)
-    assert sorted(files) == ["README.md", "dbt_project.yml", "integration_tests/dbt_project.yml",
-                             "integration_tests/packages.yml", "macros/helpers.sql", "models/_models.yml",
-                             ROOT_MODEL]  # the package root included; no packages, output, VCS, link, sandbox file
+    assert sorted(files) == [
+        "README.md",
+        "dbt_project.yml",
+        "integration_tests/dbt_project.yml",
+        "integration_tests/packages.yml",
+        "macros/helpers.sql",
+        "models/_models.yml",
+        ROOT_MODEL,
+    ]  # the package root included; no packages, output, VCS, link, sandbox file
     assert files[ROOT_MODEL] == ORIGINAL
 
 
@@ -89,21 +95,38 @@ def test_training_reads_a_package_layout_task_from_its_repository(tmp_path: Path
     from dbt_harvest.train.project import GitProjectSource, corrected_files
 
     src = tmp_path / "src"
-    for rel, text in {"dbt_project.yml": "name: meters\n", ROOT_MODEL: ORIGINAL,
-                      "integration_tests/dbt_project.yml": "name: meters_it\n",
-                      "integration_tests/packages.yml": "packages:\n  - local: ../\n"}.items():
+    for rel, text in {
+        "dbt_project.yml": "name: meters\n",
+        ROOT_MODEL: ORIGINAL,
+        "integration_tests/dbt_project.yml": "name: meters_it\n",
+        "integration_tests/packages.yml": "packages:\n  - local: ../\n",
+    }.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
     repo = make_git_repo(src, tmp_path / "repos" / "acme__meters", bare=True)
     task = TaskRecord(
-        instance_id="acme__meters.00000000.null.drop_coalesce_default.00000000", pin="acme__meters@" + "0" * 12,
-        repo="acme/meters", base_commit=repo.head, project_dir="integration_tests", split="train",
-        split_group="acme/meters", family="null", operator="drop_coalesce_default", effect="", file=ROOT_MODEL,
-        broken_patch=make_patch(ROOT_MODEL, ORIGINAL, BROKEN), fix_patch=make_patch(ROOT_MODEL, BROKEN, ORIGINAL),
-        wrong_repair_patches=(), grading=GradingSpec(gold="g.duckdb", condition_tabs=("meter_usage",),
-                                                      condition_cols=((0,),), ignore_orders=(True,)),
-        problem_statement="Usage is missing for meters with an unread volume.", local_checks=LocalChecks(True, 0, 0),
-        gold_sha256="0" * 64, license="MIT", versions={},
+        instance_id="acme__meters.00000000.null.drop_coalesce_default.00000000",
+        pin="acme__meters@" + "0" * 12,
+        repo="acme/meters",
+        base_commit=repo.head,
+        project_dir="integration_tests",
+        split="train",
+        split_group="acme/meters",
+        family="null",
+        operator="drop_coalesce_default",
+        effect="",
+        file=ROOT_MODEL,
+        broken_patch=make_patch(ROOT_MODEL, ORIGINAL, BROKEN),
+        fix_patch=make_patch(ROOT_MODEL, BROKEN, ORIGINAL),
+        wrong_repair_patches=(),
+        grading=GradingSpec(
+            gold="g.duckdb", condition_tabs=("meter_usage",), condition_cols=((0,),), ignore_orders=(True,)
+        ),
+        problem_statement="Usage is missing for meters with an unread volume.",
+        local_checks=LocalChecks(True, 0, 0),
+        gold_sha256="0" * 64,
+        license="MIT",
+        versions={},
     )
     source = GitProjectSource(tmp_path / "repos")
     broken = source.broken_files(task)

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from models import INCREMENTAL
 
 from dbt_harvest.cli import main
-from models import INCREMENTAL
 
 
 def _project(tmp_path: Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from models import INCREMENTAL
+
 from dbt_harvest.mutators import Edit, candidates, is_equivalent, transplant
 
 
@@ -20,13 +21,19 @@ def test_candidates_drop_equivalent_mutants() -> None:
     assert not [m for m in candidates(text, ["filter"]) if m.operator == "filter.drop_conjunct"]
 
 
-COMPILED_INCREMENTAL = INCREMENTAL.replace(
-    "{{\n    config(\n        materialized='incremental',\n        unique_key='event_id'\n    )\n}}", ""
-).replace("{% set lookback_days = var('lookback_days', 3) %}", "").replace(
-    "{{ ref('stg_events') }}", '"analytics"."main"."stg_events"'
-).replace("{% if is_incremental() %}\n  and e.occurred_at > (select max(last_seen_at) from {{ this }})\n{% endif %}", "\n\n").replace(
-    "{{ ref('events_backfill') }}", '"analytics"."main"."events_backfill"'
-).rstrip("\n")
+COMPILED_INCREMENTAL = (
+    INCREMENTAL.replace(
+        "{{\n    config(\n        materialized='incremental',\n        unique_key='event_id'\n    )\n}}", ""
+    )
+    .replace("{% set lookback_days = var('lookback_days', 3) %}", "")
+    .replace("{{ ref('stg_events') }}", '"analytics"."main"."stg_events"')
+    .replace(
+        "{% if is_incremental() %}\n  and e.occurred_at > (select max(last_seen_at) from {{ this }})\n{% endif %}",
+        "\n\n",
+    )
+    .replace("{{ ref('events_backfill') }}", '"analytics"."main"."events_backfill"')
+    .rstrip("\n")
+)
 
 
 def test_transplant_every_candidate_onto_hand_compiled_sql() -> None:
@@ -64,7 +71,9 @@ def test_transplant_with_whitespace_control() -> None:
     raw = "select a,\n    {%- if true %} b, {% endif -%}\n    c from t where c > 1\n"
     compiled = "select a, b, c from t where c > 1"
     start = raw.index(">")
-    assert transplant(Edit(start, start + 1, ">="), raw, compiled) == Edit(compiled.index(">"), compiled.index(">") + 1, ">=")
+    assert transplant(Edit(start, start + 1, ">="), raw, compiled) == Edit(
+        compiled.index(">"), compiled.index(">") + 1, ">="
+    )
 
 
 def test_an_edit_spanning_more_jinja_tags_than_the_bound_is_not_placed() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from models import ALL_MODELS, DAILY, INCREMENTAL
+
 from dbt_harvest.mutators import mask_file
 from dbt_harvest.mutators.jinja import match_blocks, scan_tags
 
@@ -73,8 +74,10 @@ def test_type_macros_and_clause_macros() -> None:
 
 def test_one_clause_macro_among_expression_macros_is_tried_alone_as_the_where() -> None:
     # rendering every macro call as a WHERE gives two WHEREs; rendering none leaves "from fields m__"
-    text = ("with fields as (select {{ fill_columns(cols=get_cols()) }} from {{ ref('raw') }})\n"
-            "select id, amount from fields\n{{ live_only() }}\nand not coalesce(is_deleted, false)\n")
+    text = (
+        "with fields as (select {{ fill_columns(cols=get_cols()) }} from {{ ref('raw') }})\n"
+        "select id, amount from fields\n{{ live_only() }}\nand not coalesce(is_deleted, false)\n"
+    )
     m = mask_file(text)
     assert m.parsed, m.reason
     assert m.policy == f"first-branch/where-macro@{text.index('{{ live_only')}"
@@ -96,7 +99,7 @@ def test_blocks_pair_up() -> None:
     tags = scan_tags(DAILY)
     blocks = match_blocks(tags)
     assert [b.word for b in blocks] == ["for"]
-    assert scan_tags("select '}}' as x")  == []
+    assert scan_tags("select '}}' as x") == []
     assert [t.body for t in scan_tags("{{ ref('a}}b') }}")] == ["ref('a}}b')"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 from models import ALL_MODELS
+
 from dbt_harvest.mutators import EFFECTS, FAMILIES, REGISTRY, Edit, Mutation, candidates, mask_file
 
 # (operator, model, unique text before, the same text after the mutation)
@@ -15,23 +15,41 @@ EXACT: list[tuple[str, str, str, str]] = [
     ("filter.negate_conjunct", "orders", "and amount > 0", "and not (amount > 0)"),
     ("filter.change_literal", "orders", "where status = 'success'", "where status = 'Success'"),
     ("filter.drop_in_element", "orders", "('card', 'bank_transfer', 'coupon')", "('card', 'coupon')"),
-    ("filter.and_to_or", "daily", "user_id = u.user_id\n       and u.region", "user_id = u.user_id\n       or u.region"),
+    (
+        "filter.and_to_or",
+        "daily",
+        "user_id = u.user_id\n       and u.region",
+        "user_id = u.user_id\n       or u.region",
+    ),
     ("filter.or_to_and", "orders", "(o.is_test or o.is_internal)", "(o.is_test and o.is_internal)"),
     ("filter.flip_strictness", "orders", "amount > 0", "amount >= 0"),
     ("filter.flip_equality", "incremental", "e.event_type != 'heartbeat'", "e.event_type = 'heartbeat'"),
     ("null.is_not_true_to_not", "orders", "c.is_deleted is not true", "not c.is_deleted"),
-    ("null.distinct_from_to_neq", "orders", "o.shipped_at is distinct from o.cancelled_at", "o.shipped_at <> o.cancelled_at"),
+    (
+        "null.distinct_from_to_neq",
+        "orders",
+        "o.shipped_at is distinct from o.cancelled_at",
+        "o.shipped_at <> o.cancelled_at",
+    ),
     ("null.drop_coalesce_bool", "orders", "coalesce(o.is_gift, false) as is_gift", "o.is_gift as is_gift"),
     ("null.flip_is_null", "orders", "c.email is not null", "c.email is null"),
-    ("null.drop_coalesce_default", "orders", "p.amount - coalesce(o.discount_amount, 0)", "p.amount - o.discount_amount"),
+    (
+        "null.drop_coalesce_default",
+        "orders",
+        "p.amount - coalesce(o.discount_amount, 0)",
+        "p.amount - o.discount_amount",
+    ),
     ("null.count_star_to_column", "daily", "count(*) as n_sessions", "count(user_id) as n_sessions"),
     ("null.count_column_to_star", "incremental", "count(e.event_id) >= 2", "count(*) >= 2"),
     ("join.left_to_inner", "orders", "left join payments", "inner join payments"),
     ("join.inner_to_left", "orders", "inner join customers", "left join customers"),
     ("join.drop_on_key", "orders", "p.order_id\n   and o.store_id = p.store_id", "p.order_id"),
-    ("join.on_to_where", "orders",
-     "\n   and p.n_payments > 0\ninner join customers as cu on o.customer_id = cu.customer_id\nwhere o.ordered_at",
-     "\ninner join customers as cu on o.customer_id = cu.customer_id\nwhere p.n_payments > 0 and o.ordered_at"),
+    (
+        "join.on_to_where",
+        "orders",
+        "\n   and p.n_payments > 0\ninner join customers as cu on o.customer_id = cu.customer_id\nwhere o.ordered_at",
+        "\ninner join customers as cu on o.customer_id = cu.customer_id\nwhere p.n_payments > 0 and o.ordered_at",
+    ),
     ("grain.count_distinct_to_count", "orders", "count(distinct payment_method)", "count(payment_method)"),
     ("grain.swap_aggregate", "incremental", "max(e.occurred_at) as last_seen_at", "min(e.occurred_at) as last_seen_at"),
     ("grain.drop_partition_key", "orders", "partition by o.customer_id, o.store_id", "partition by o.customer_id"),
@@ -45,15 +63,23 @@ EXACT: list[tuple[str, str, str, str]] = [
     ("time.boundary", "orders", "o.ordered_at >= current_date", "o.ordered_at > current_date"),
     ("time.shift_anchor", "orders", ">= current_date -", ">= (current_date - interval '1 day') -"),
     ("time.swap_timestamp_columns", "daily", "min(started_at)", "min(started_at)"),  # unqualified: no site
-    ("values.swap_then_branches", "orders", "then 'refund'\n        when o.status = 'shipped' then 'done'",
-     "then 'done'\n        when o.status = 'shipped' then 'refund'"),
+    (
+        "values.swap_then_branches",
+        "orders",
+        "then 'refund'\n        when o.status = 'shipped' then 'done'",
+        "then 'done'\n        when o.status = 'shipped' then 'refund'",
+    ),
     ("values.drop_else", "orders", "'done'\n        else 'open'\n    end", "'done'\n    end"),
     ("values.swap_arithmetic", "incremental", "avg(e.duration_ms) / 1000", "avg(e.duration_ms) * 1000"),
     ("values.swap_sibling_column", "orders", "    o.customer_id,\n    cu.", "    o.order_id as customer_id,\n    cu."),
 ]
 # the swap_timestamp_columns case above is replaced by a qualified one:
-EXACT[31] = ("time.swap_timestamp_columns", "orders", "c.created_at, c.updated_at",
-             "c.updated_at as created_at, c.updated_at")  # a bare projection keeps its output name
+EXACT[31] = (
+    "time.swap_timestamp_columns",
+    "orders",
+    "c.created_at, c.updated_at",
+    "c.updated_at as created_at, c.updated_at",
+)  # a bare projection keeps its output name
 
 
 @functools.cache
@@ -113,8 +139,11 @@ def test_invariants_of_every_site(model: str) -> None:
         assert m.family == REGISTRY[m.operator].family
         # a site may refine its operator's effect (a moved time bound says which way rows change; a null
         # check flipped inside a filter changes which rows are kept)
-        assert (m.effect == REGISTRY[m.operator].effect or m.operator.startswith("time.")
-                or (m.operator == "null.flip_is_null" and m.effect == "changed_rows"))
+        assert (
+            m.effect == REGISTRY[m.operator].effect
+            or m.operator.startswith("time.")
+            or (m.operator == "null.flip_is_null" and m.effect == "changed_rows")
+        )
         assert m.effect in EFFECTS
 
 
@@ -134,7 +163,9 @@ def test_operator_api_matches_candidates() -> None:
         # relation, or the join's type changed instead of its key restored
         assert [r.intent for r in repairs] == [
             "remove the duplicates with DISTINCT instead of restoring the join key",
-            "restore the join key against the wrong column", "change the join type instead of restoring the key"]
+            "restore the join key against the wrong column",
+            "change the join type instead of restoring the key",
+        ]
         assert repairs[0].replacement == " distinct" and repairs[2].replacement == "inner join"
 
 
@@ -145,8 +176,11 @@ def test_wrong_repairs_are_plausible_edits() -> None:
     mutant = m.edit.apply(text)
     repaired = {w.apply(mutant) for w in m.wrong_repairs}
     assert any("not coalesce(" in r for r in repaired)
-    drop = next(x for x in _mutations("orders") if x.operator == "filter.drop_conjunct"
-                and text[x.edit.start : x.edit.end] == "status = 'success'\n      and ")
+    drop = next(
+        x
+        for x in _mutations("orders")
+        if x.operator == "filter.drop_conjunct" and text[x.edit.start : x.edit.end] == "status = 'success'\n      and "
+    )
     # the rule restored with another value the file compares `status` with (the bare null check is
     # offered only when nothing closer to the rule exists)
     assert [(w.replacement, w.intent) for w in drop.wrong_repairs] == [

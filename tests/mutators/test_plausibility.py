@@ -34,7 +34,7 @@ def _edits(text: str, op_id: str) -> list[str]:
 def test_operators_do_find_sites_in_dead_code() -> None:
     # the raw operators see the placeholder: the filter below is what keeps them out
     parsed = mask_file(PLACEHOLDER)
-    flips = [s for s in REGISTRY["filter.flip_equality"].sites(parsed)]
+    flips = list(REGISTRY["filter.flip_equality"].sites(parsed))
     assert any(PLACEHOLDER[s.start - 2 : s.end + 2] == "1 = 0" for s in flips)
     assert any(s.replacement == "not (1 = 0)" for s in REGISTRY["filter.negate_conjunct"].sites(parsed))
 
@@ -64,11 +64,13 @@ def test_limit_zero_select_is_dead() -> None:
 
 
 def test_every_wrong_repair_says_what_it_tried() -> None:
-    text = ("select o.customer_id, sum(o.amount) as total, max(o.ordered_at) as last_order,\n"
-            "  o.amount - o.discount as net, o.amount / 100 as dollars\n"
-            "from {{ ref('orders') }} o left join {{ ref('customers') }} c on o.customer_id = c.id\n"
-            "where o.status = 'placed' and o.amount > 10 and o.region in ('eu', 'us')\n"
-            "group by 1, 4, 5\n")
+    text = (
+        "select o.customer_id, sum(o.amount) as total, max(o.ordered_at) as last_order,\n"
+        "  o.amount - o.discount as net, o.amount / 100 as dollars\n"
+        "from {{ ref('orders') }} o left join {{ ref('customers') }} c on o.customer_id = c.id\n"
+        "where o.status = 'placed' and o.amount > 10 and o.region in ('eu', 'us')\n"
+        "group by 1, 4, 5\n"
+    )
     found = candidates(text)
     assert found
     for mutation in found:
@@ -77,21 +79,33 @@ def test_every_wrong_repair_says_what_it_tried() -> None:
 
 
 def test_no_average_of_dates_and_no_operands_swapped_around_a_constant() -> None:
-    text = ("select customer_id, max(ordered_at) as last_order, max(amount) as biggest,\n"
-            "  amount / 100 as dollars, amount - discount as net\n"
-            "from {{ ref('orders') }} group by 1, 4, 5\n")
+    text = (
+        "select customer_id, max(ordered_at) as last_order, max(amount) as biggest,\n"
+        "  amount / 100 as dollars, amount - discount as net\n"
+        "from {{ ref('orders') }} group by 1, 4, 5\n"
+    )
     by_site = {(m.operator, text[m.edit.start : m.edit.end + 12]): m for m in candidates(text)}
     dates = next(m for (op, at), m in by_site.items() if op == "grain.swap_aggregate" and "ordered_at" in at)
     assert dates.wrong_repairs == ()  # min(ordered_at) -> avg(ordered_at) is not a repair
     amounts = next(m for (op, at), m in by_site.items() if op == "grain.swap_aggregate" and "amount)" in at)
     # another aggregate, or the right one over another money column (not over a date or a name)
     assert [w.replacement for w in amounts.wrong_repairs] == ["avg", "max(discount)"]
-    division = next(m for m in candidates(text) if m.operator == "values.swap_arithmetic"
-                    and text[m.edit.start - 7 : m.edit.start] == "amount " and text[m.edit.start] == "/")
+    division = next(
+        m
+        for m in candidates(text)
+        if m.operator == "values.swap_arithmetic"
+        and text[m.edit.start - 7 : m.edit.start] == "amount "
+        and text[m.edit.start] == "/"
+    )
     assert division.wrong_repairs == ()  # never `100 / amount`
-    difference = next(m for m in candidates(text) if m.operator == "values.swap_arithmetic"
-                      and text[m.edit.start - 7 : m.edit.start] == "amount " and m is not division
-                      and text[m.edit.start : m.edit.end] == "-")
+    difference = next(
+        m
+        for m in candidates(text)
+        if m.operator == "values.swap_arithmetic"
+        and text[m.edit.start - 7 : m.edit.start] == "amount "
+        and m is not division
+        and text[m.edit.start : m.edit.end] == "-"
+    )
     # (the operator restored over another money column would be `amount - amount` here: not offered)
     assert [w.apply(difference.edit.apply(text)).count("discount - amount") for w in difference.wrong_repairs] == [1]
 
@@ -99,7 +113,9 @@ def test_no_average_of_dates_and_no_operands_swapped_around_a_constant() -> None
 def test_no_column_swapped_in_against_a_constant() -> None:
     # dbt-duckdb-analytics-kit kept `quantity * unit_price * (1 - unit_price)` as the wrong repair of
     # `(1 + discount)`: a rate taken from 1 is not swapped for a money column
-    text = "select quantity * unit_price * (1 - discount) as net, quantity * unit_price - fee as t from {{ ref('i') }}\n"
+    text = (
+        "select quantity * unit_price * (1 - discount) as net, quantity * unit_price - fee as t from {{ ref('i') }}\n"
+    )
     wrongs = {}
     for m in candidates(text, ["values"]):
         if m.operator == "values.swap_arithmetic" and text[m.edit.start : m.edit.end] == "-":
@@ -111,15 +127,16 @@ def test_no_column_swapped_in_against_a_constant() -> None:
 
 
 def test_a_dropped_filter_is_restored_wrong_not_weakened() -> None:
-    text = ("select * from {{ ref('orders') }}\n"
-            "where amount > 10 and region in ('eu', 'us', 'apac') and status = 'placed'\n"
-            "  and status != 'returned'\n")
+    text = (
+        "select * from {{ ref('orders') }}\n"
+        "where amount > 10 and region in ('eu', 'us', 'apac') and status = 'placed'\n"
+        "  and status != 'returned'\n"
+    )
     wrongs = {}
     for m in candidates(text):
         if m.operator == "filter.drop_conjunct":
             dropped = text[m.edit.start : m.edit.end].replace("and", " ").split()[0]
-            wrongs[dropped] = [
-                (w.apply(m.edit.apply(text)), w.intent) for w in m.wrong_repairs]
+            wrongs[dropped] = [(w.apply(m.edit.apply(text)), w.intent) for w in m.wrong_repairs]
     assert any("amount >= 10" in t and "boundary" in why for t, why in wrongs["amount"])
     assert any("('eu', 'us')" in t and "missing" in why for t, why in wrongs["region"])
     assert any("status = 'returned'" in t and "another value" in why for t, why in wrongs["status"])

@@ -42,11 +42,13 @@ def test_sibling_swaps_never_pick_a_jinja_placeholder() -> None:
 
 
 def test_column_swaps_keep_the_output_name_and_leave_calendar_parts_alone() -> None:
-    text = ("select f.fiscal_week_of_year, d.date_day, o.created_at, o.shipped_at\n"
-            "from {{ ref('d') }} as d join {{ ref('f') }} as f on f.date_day = d.date_day\n"
-            "join {{ ref('o') }} as o on o.created_at >= d.date_day\n")
+    text = (
+        "select f.fiscal_week_of_year, d.date_day, o.created_at, o.shipped_at\n"
+        "from {{ ref('d') }} as d join {{ ref('f') }} as f on f.date_day = d.date_day\n"
+        "join {{ ref('o') }} as o on o.created_at >= d.date_day\n"
+    )
     swaps = [m for m in candidates(text, ["time"]) if m.operator == "time.swap_timestamp_columns"]
-    replaced = {text[m.edit.start:m.edit.end]: m.edit.replacement for m in swaps}
+    replaced = {text[m.edit.start : m.edit.end]: m.edit.replacement for m in swaps}
     assert "fiscal_week_of_year" not in replaced  # an integer calendar part is no timestamp
     projected = [m for m in swaps if m.edit.start < text.index("\n")]
     assert {m.edit.replacement for m in projected} == {"shipped_at as created_at", "created_at as shipped_at"}

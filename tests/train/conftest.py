@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from train_world import World, build_world  # noqa: E402
+from train_world import World, build_world
 
-from tests.built_once import built_once  # noqa: E402
+from tests.built_once import built_once
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +36,7 @@ def _home(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def env_world(example_harvest, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN001, ANN201
+def env_world(example_harvest, tmp_path_factory: pytest.TempPathFactory):
     """The eval tests' hand-made tasks on the harvested example (tests/eval/conftest.py), relabelled train.
 
     They are stored in the dev split of their copied HARVEST_HOME (make_tasks knows dev and test only);

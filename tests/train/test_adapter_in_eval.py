@@ -10,11 +10,12 @@ import dataclasses
 from pathlib import Path
 
 from train_world import tiny_raw
+
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.sft import run_sft
 
 
-def test_sft_adapter_runs_an_episode_through_the_hf_driver(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_sft_adapter_runs_an_episode_through_the_hf_driver(env_world, world, tmp_path: Path) -> None:
     from peft import PeftModel
 
     from dbt_harvest.eval.audit.rundir import RunDir
@@ -34,7 +35,9 @@ def test_sft_adapter_runs_an_episode_through_the_hf_driver(env_world, world, tmp
     task = dataclasses.replace(env_world.tasks[0], split="dev")
     run = RunDir(tmp_path / "audit")
     with env_world.env():
-        run_audit(run, "dev", [task], driver, AuditOptions(workers=1, limits=EpisodeLimits(max_turns=3)), pins=env_world.pins)
+        run_audit(
+            run, "dev", [task], driver, AuditOptions(workers=1, limits=EpisodeLimits(max_turns=3)), pins=env_world.pins
+        )
     assert isinstance(driver._chat.model, PeftModel)  # the adapter was applied, not just named
     assert run.read_run()["driver"]["adapter"] == str(result.adapter_dir)
     verdict = run.read_episode(task.instance_id)

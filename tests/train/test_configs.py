@@ -40,7 +40,7 @@ def test_real_configs_parse_and_name_a_real_base(name: str) -> None:
         (base(train={"max_steps": "ten"}), "[train] max_steps must be an integer"),
         (base(run={"kind": "dpo"}), "[run] kind = 'dpo'"),
         (base(run={"claim_under_test": " "}), "claim_under_test"),
-        (base(grpo={"num_generations": 4}), "section [grpo] is for kind = \"grpo\""),
+        (base(grpo={"num_generations": 4}), 'section [grpo] is for kind = "grpo"'),
         (base(train={"use_cpu": True, "bf16": True}), "bf16 must be false when use_cpu"),
         (base(lora={"target_modules": []}), "target_modules"),
         (
@@ -73,20 +73,38 @@ def test_any_trl_field_passes_through_to_trls_own_config(tmp_path: Path) -> None
 
     from dbt_harvest.train.runner import trl_arguments
 
-    raw = base(train={"weight_decay": 0.125, "lr_scheduler_type": "cosine", "max_grad_norm": 0.5,
-                      "report_to": "none", "disable_tqdm": False, "save_total_limit": 1})
+    raw = base(
+        train={
+            "weight_decay": 0.125,
+            "lr_scheduler_type": "cosine",
+            "max_grad_norm": 0.5,
+            "report_to": "none",
+            "disable_tqdm": False,
+            "save_total_limit": 1,
+        }
+    )
     config = config_from_dict(raw, where="x.toml")
     assert dict(config.train.trl)["weight_decay"] == 0.125
     args = trl_arguments(SFTConfig, config, tmp_path, completion_only_loss=True)
     assert isinstance(args, SFTConfig)
-    assert (args.weight_decay, args.lr_scheduler_type.value, args.max_grad_norm, args.save_total_limit) == (0.125, "cosine", 0.5, 1)
+    assert (args.weight_decay, args.lr_scheduler_type.value, args.max_grad_norm, args.save_total_limit) == (
+        0.125,
+        "cosine",
+        0.5,
+        1,
+    )
     assert args.report_to == [] or args.report_to == "none" or args.report_to == ["none"]
     assert args.disable_tqdm is False and args.use_cpu and not args.bf16 and args.output_dir == str(tmp_path)
     gate = trl_arguments(SFTConfig, config, tmp_path, gate=True)
     assert gate.max_steps == 1 and gate.save_strategy.value == "no"
 
-    grpo = config_from_dict(base(run={"kind": "grpo"}, grpo={"num_generations": 2},
-                                 train={"gradient_accumulation_steps": 2, "loss_type": "dr_grpo", "scale_rewards": "none"}))
+    grpo = config_from_dict(
+        base(
+            run={"kind": "grpo"},
+            grpo={"num_generations": 2},
+            train={"gradient_accumulation_steps": 2, "loss_type": "dr_grpo", "scale_rewards": "none"},
+        )
+    )
     grpo_args = trl_arguments(GRPOConfig, grpo, tmp_path, num_generations=2)
     assert (grpo_args.loss_type, grpo_args.scale_rewards) == ("dr_grpo", "none")
 

@@ -8,17 +8,20 @@ import json
 from dbt_harvest.eval.env import tool_schemas
 from dbt_harvest.train.env_episodes import EnvironmentOracle
 from dbt_harvest.train.investigation import INSPECTING
-from dbt_harvest.train.lineage import upstream, table_models
+from dbt_harvest.train.lineage import table_models, upstream
 from dbt_harvest.train.project import PinnedProjectSource
 from dbt_harvest.train.sft_data import agentic_rows, to_dataset
 
 
 def _calls(row: dict) -> list[tuple[str, dict]]:
-    return [(m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"])
-            for m in row["messages"] if m.get("tool_calls")]
+    return [
+        (m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"])
+        for m in row["messages"]
+        if m.get("tool_calls")
+    ]
 
 
-def test_rows_are_real_investigations_that_score_1(env_world) -> None:  # noqa: ANN001
+def test_rows_are_real_investigations_that_score_1(env_world) -> None:
     from dbt_harvest.harvester.workspace import template
 
     task = env_world.tasks[0]
@@ -29,8 +32,9 @@ def test_rows_are_real_investigations_that_score_1(env_world) -> None:  # noqa: 
         files = dict(project.broken_files(task))
         expected_broken = (template(env_world.pin) / task.file).read_text()
     expected_broken = expected_broken.replace("    where payment_status = 'succeeded'\n", "")
-    assert {variant for (iid, variant), o in oracle.outcomes.items() if iid == task.instance_id and o.official == 1} \
-        == {row["variant"] for row in rows}
+    assert {
+        variant for (iid, variant), o in oracle.outcomes.items() if iid == task.instance_id and o.official == 1
+    } == {row["variant"] for row in rows}
     assert all(o.status == "submitted" for o in oracle.outcomes.values())
     names = {t["function"]["name"] for t in tool_schemas()}
     lineage = upstream(files, [p for t in task.grading.condition_tabs for p in table_models(files, t)])
@@ -47,7 +51,9 @@ def test_rows_are_real_investigations_that_score_1(env_world) -> None:  # noqa: 
         assert calls[first_write][1]["path"] == task.file
         assert [name for name, _ in calls[-2:]] == ["validate", "submit"]
         results = [m for m in row["messages"] if m["role"] == "tool"]
-        read_of_bug = next(r for (name, args), r in zip(calls, results) if name == "read_file" and args["path"] == task.file)
+        read_of_bug = next(
+            r for (name, args), r in zip(calls, results) if name == "read_file" and args["path"] == task.file
+        )
         assert read_of_bug["content"] == expected_broken  # the environment's read_file output, byte for byte
         assert results[first_write]["content"].startswith(f"updated {task.file} (")  # the environment's write report
         assert results[-2]["content"].startswith("local checks PASS") and results[-1]["content"].startswith("submitted")

@@ -39,17 +39,29 @@ def test_a_recipe_names_its_runs_relative_to_itself(tmp_path: Path) -> None:
     assert recipe.sft == tmp_path / "sft.toml" and recipe.grpo is None
     assert recipe.folder == tmp_path / "out" / "exp-a" and recipe.audit.max_turns == 4
     planned = Experiment(recipe).planned()
-    assert planned == ["dev-base", "gate-sft", "sft", "dev-trained", "freeze", "sealed-trained", "sealed-base",
-                       "compare", "report"]
+    assert planned == [
+        "dev-base",
+        "gate-sft",
+        "sft",
+        "dev-trained",
+        "freeze",
+        "sealed-trained",
+        "sealed-base",
+        "compare",
+        "report",
+    ]
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (("max_turns = 4", "max_turns = 4\ntemperature = 1"), "unknown key"),
-    (('sft = "sft.toml"', ""), "sft must name"),
-    (('claim = "training moves the sealed score"', 'claim = " "'), "claim"),
-    (("max_turns = 4", 'driver = "openai"'), "hf driver"),
-    (("[audit]", "[extra]"), "unknown section"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("max_turns = 4", "max_turns = 4\ntemperature = 1"), "unknown key"),
+        (('sft = "sft.toml"', ""), "sft must name"),
+        (('claim = "training moves the sealed score"', 'claim = " "'), "claim"),
+        (("max_turns = 4", 'driver = "openai"'), "hf driver"),
+        (("[audit]", "[extra]"), "unknown section"),
+    ],
+)
 def test_a_bad_recipe_is_refused_in_one_line(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
     path = _recipe(tmp_path, RECIPE.replace(*edit))
     with pytest.raises(TrainConfigError, match=message):
@@ -71,16 +83,34 @@ def test_a_recipe_changed_after_its_experiment_started_is_refused(tmp_path: Path
 
 def test_the_report_compares_base_and_trained_task_by_task(tmp_path: Path) -> None:
     recipe = load_recipe(_recipe(tmp_path))
-    tasks = [{"instance_id": f"t{i}", "official_a": a, "official_b": b, "rung_a": "wrong", "rung_b": "pass" if b else "wrong"}
-             for i, (a, b) in enumerate([(0, 1), (0, 1), (1, 1), (0, 0)])]
-    sealed = {"n": 4, "difference": 0.5, "ci_low": 0.0, "ci_high": 1.0, "p_value": 0.5, "summary": "trained 3/4 vs base 1/4",
-              "table": {"both": 1, "only_a": 0, "only_b": 2, "neither": 1}, "tasks": tasks}
-    state = {"steps": {
-        "sealed-base": {"result": {"run_dir": "b", "n": 4, "official": 1, "strict": 1}, "seconds": 3.0},
-        "sealed-trained": {"result": {"run_dir": "t", "n": 4, "official": 3, "strict": 3}, "seconds": 4.0},
-        "freeze": {"result": {"recipe": "sft@abc", "run_dir": "r", "adapter_sha256": "0" * 64}, "seconds": 0.1},
-        "compare": {"result": {"sealed": sealed}, "seconds": 0.2},
-    }}
+    tasks = [
+        {
+            "instance_id": f"t{i}",
+            "official_a": a,
+            "official_b": b,
+            "rung_a": "wrong",
+            "rung_b": "pass" if b else "wrong",
+        }
+        for i, (a, b) in enumerate([(0, 1), (0, 1), (1, 1), (0, 0)])
+    ]
+    sealed = {
+        "n": 4,
+        "difference": 0.5,
+        "ci_low": 0.0,
+        "ci_high": 1.0,
+        "p_value": 0.5,
+        "summary": "trained 3/4 vs base 1/4",
+        "table": {"both": 1, "only_a": 0, "only_b": 2, "neither": 1},
+        "tasks": tasks,
+    }
+    state = {
+        "steps": {
+            "sealed-base": {"result": {"run_dir": "b", "n": 4, "official": 1, "strict": 1}, "seconds": 3.0},
+            "sealed-trained": {"result": {"run_dir": "t", "n": 4, "official": 3, "strict": 3}, "seconds": 4.0},
+            "freeze": {"result": {"recipe": "sft@abc", "run_dir": "r", "adapter_sha256": "0" * 64}, "seconds": 0.1},
+            "compare": {"result": {"sealed": sealed}, "seconds": 0.2},
+        }
+    }
     report = summarize(recipe, state)
     assert (report["sealed"]["base"]["official"], report["sealed"]["trained"]["official"]) == (1, 3)
     text = to_markdown(report)

@@ -9,16 +9,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from train_world import World, tiny_raw, write_config
 
-from train_world import tiny_raw, write_config
+from dbt_harvest.corpora.recipe import read_manifest
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.grpo import run_grpo
-from dbt_harvest.corpora.recipe import read_manifest
-from train_world import World
 
 
 def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
-    result = run_grpo(config_from_dict(tiny_raw("grpo-tiny.toml", world, tmp_path, train={"max_steps": 2}), where="grpo"))
+    result = run_grpo(
+        config_from_dict(tiny_raw("grpo-tiny.toml", world, tmp_path, train={"max_steps": 2}), where="grpo")
+    )
     manifest = read_manifest(result.run_dir)
     assert manifest["metrics"]["global_step"] == 2
     reward = manifest["reward"]
@@ -30,10 +31,10 @@ def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
 
 
 def test_harvester_backend_builds_and_scores_through_reward_build(world: World, tmp_path: Path) -> None:
+    from dbt_harvest.harvester.grading.edited import build_and_score
     from dbt_harvest.train.grpo import backend_factory
     from dbt_harvest.train.project import GitProjectSource
     from dbt_harvest.train.reward import EditingBackend
-    from dbt_harvest.harvester.grading.edited import build_and_score
 
     raw = tiny_raw("grpo-tiny.toml", world, tmp_path, reward={"backend": "harvester"})
     factory = backend_factory(config_from_dict(raw), GitProjectSource(world.repos))
@@ -42,9 +43,7 @@ def test_harvester_backend_builds_and_scores_through_reward_build(world: World, 
 
 
 @pytest.mark.slow
-@pytest.mark.deep(covered_by=(
-    "tests/train/test_grpo.py::test_grpo_step_with_the_reward_pool",
-))
+@pytest.mark.deep(covered_by=("tests/train/test_grpo.py::test_grpo_step_with_the_reward_pool",))
 def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) -> None:
     """Both trainers under torchrun: exit 0 with and without --json, one report (rank 0), and GRPO's manifest
     counts the rollouts of both processes (one completion each: 2)."""
@@ -55,12 +54,30 @@ def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) 
     env = {**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"}
     for name, as_json in (("sft-tiny.toml", False), ("grpo-tiny.toml", True)):
         # one prompt in the data set: under 2 processes, 1 completion per process makes the group of 2
-        sections = {"train": {"max_steps": 1, "per_device_train_batch_size": 1}} if name.startswith("grpo") else {"train": {"max_steps": 1}}
+        sections = (
+            {"train": {"max_steps": 1, "per_device_train_batch_size": 1}}
+            if name.startswith("grpo")
+            else {"train": {"max_steps": 1}}
+        )
         config = write_config(tiny_raw(name, world, tmp_path, **sections), tmp_path / name)
         proc = subprocess.run(
-            [torchrun, "--standalone", "--nproc_per_node", "2", "--no-python", harvest, "train",
-             name.split("-")[0], "--config", str(config), *(["--json"] if as_json else [])],
-            env=env, capture_output=True, text=True, timeout=300,
+            [
+                torchrun,
+                "--standalone",
+                "--nproc_per_node",
+                "2",
+                "--no-python",
+                harvest,
+                "train",
+                name.split("-")[0],
+                "--config",
+                str(config),
+                *(["--json"] if as_json else []),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "FAILED" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -69,10 +86,12 @@ def test_torchrun_two_cpu_processes_one_step_each(world: World, tmp_path: Path) 
         assert manifest["hardware"]["world_size"] == 2
         assert manifest["metrics"]["global_step"] == 1
         if as_json:
-            lines = [l for l in proc.stdout.splitlines() if l.startswith('{"adapter"')]
+            lines = [line for line in proc.stdout.splitlines() if line.startswith('{"adapter"')]
             assert len(lines) == 1, proc.stdout[-2000:]  # only rank 0 reports
             assert json.loads(lines[0])["manifest"] == manifest
             assert manifest["reward"]["reward_rollouts"] == 2, manifest["reward"]
         else:
-            assert [l for l in proc.stdout.splitlines() if l.startswith("run: ")] == [f"run: {run_dir}"], proc.stdout[-2000:]
+            assert [line for line in proc.stdout.splitlines() if line.startswith("run: ")] == [f"run: {run_dir}"], (
+                proc.stdout[-2000:]
+            )
             assert "manifest: sha256 signed; steps 1" in proc.stdout

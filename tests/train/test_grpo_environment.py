@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from train_world import tiny_raw
-from dbt_harvest.core.task_record import write_task
 from recording_env import RecordingEnvironment
+from train_world import tiny_raw
+
+from dbt_harvest.core.task_record import write_task
+from dbt_harvest.corpora.recipe import read_manifest
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.grpo import run_grpo
-from dbt_harvest.corpora.recipe import read_manifest
 
 
-def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_one_multi_turn_grpo_step_on_the_real_environment(env_world, world, tmp_path: Path) -> None:
     task = env_world.tasks[0]
     tasks_dir = tmp_path / "tasks"
     write_task(task, tasks_dir)
     raw = tiny_raw(
-        "grpo-tiny.toml", world, tmp_path / "runs",
+        "grpo-tiny.toml",
+        world,
+        tmp_path / "runs",
         run={"name": "grpo-env"},
-        grpo={"mode": "multi_turn", "environment": "recording_env:RecordingEnvironment", "max_tool_calling_iterations": 2},
+        grpo={
+            "mode": "multi_turn",
+            "environment": "recording_env:RecordingEnvironment",
+            "max_tool_calling_iterations": 2,
+        },
     )
     raw["data"]["tasks"] = str(tasks_dir)
     RecordingEnvironment.resets.clear()

@@ -18,11 +18,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from train_world import tiny_raw
 
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.project import PinnedProjectSource, apply_diff
 from dbt_harvest.train.sft import default_project, run_sft
-from train_world import tiny_raw
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,9 @@ def relative_pin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_sft_trains_on_tasks_of_a_pin_made_from_a_relative_local_path(relative_pin: Path, world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_sft_trains_on_tasks_of_a_pin_made_from_a_relative_local_path(
+    relative_pin: Path, world, tmp_path: Path
+) -> None:
     from dbt_harvest.corpora.store import load_tasks
     from tests.conftest import use_env
 

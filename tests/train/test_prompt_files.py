@@ -22,13 +22,30 @@ def _task(file: str, original: str, broken: str, tables: tuple[str, ...]) -> Tas
     broken_patch = make_patch(file, original, broken)
     return TaskRecord(
         instance_id=task_id("acme__shop", COMMIT, "filter.flip", file, broken_patch + ",".join(tables)),
-        pin="acme__shop@0123456789ab", repo="acme/shop", base_commit=COMMIT, project_dir=".", split="train",
-        split_group="acme/shop", family="filter", operator="filter.flip", effect="changed_values", file=file,
-        broken_patch=broken_patch, fix_patch=make_patch(file, broken, original), wrong_repair_patches=(),
-        grading=GradingSpec(gold=f"{'b' * 64}.duckdb", condition_tabs=tables, condition_cols=((0,),) * len(tables),
-                            ignore_orders=(True,) * len(tables)),
+        pin="acme__shop@0123456789ab",
+        repo="acme/shop",
+        base_commit=COMMIT,
+        project_dir=".",
+        split="train",
+        split_group="acme/shop",
+        family="filter",
+        operator="filter.flip",
+        effect="changed_values",
+        file=file,
+        broken_patch=broken_patch,
+        fix_patch=make_patch(file, broken, original),
+        wrong_repair_patches=(),
+        grading=GradingSpec(
+            gold=f"{'b' * 64}.duckdb",
+            condition_tabs=tables,
+            condition_cols=((0,),) * len(tables),
+            ignore_orders=(True,) * len(tables),
+        ),
         problem_statement="Figures in the reported tables break the documented rules.",
-        local_checks=LocalChecks(True, 2, 0), gold_sha256="b" * 64, license="MIT", versions={"duckdb": "1.5.6"},
+        local_checks=LocalChecks(True, 2, 0),
+        gold_sha256="b" * 64,
+        license="MIT",
+        versions={"duckdb": "1.5.6"},
     )
 
 
@@ -44,11 +61,11 @@ SHOP = {
     "models/staging/stg_customers.sql": "select * from {{ source('shop', 'customers') }}\n",
     "models/staging/schema.yml": "version: 2\nmodels:\n  - name: stg_orders\n  - name: stg_payments\n",
     "models/marts/order_totals.sql": "select o.id, sum(p.amount) as total\nfrom {{ ref('stg_orders') }} o\n"
-                                     "join {{ ref(\"stg_payments\") }} p on p.order_id = o.id\ngroup by 1\n",
+    'join {{ ref("stg_payments") }} p on p.order_id = o.id\ngroup by 1\n',
     "models/marts/customer_value.sql": "select c.id, sum(t.total) as value\nfrom {{ ref('stg_customers') }} c\n"
-                                       "join {{ ref('shop', 'order_totals') }} t on t.customer_id = c.id\ngroup by 1\n",
+    "join {{ ref('shop', 'order_totals') }} t on t.customer_id = c.id\ngroup by 1\n",
     "models/marts/schema.yml": "version: 2\nmodels:\n  - name: customer_value\n    description: lifetime value\n"
-                               "  - name: order_totals\n",
+    "  - name: order_totals\n",
     "macros/cents.sql": "{% macro cents(x) %}{{ x }} * 100{% endmacro %}\n",
     "seeds/orders.csv": "id\n1\n",
 }
@@ -64,11 +81,18 @@ def test_lineage_reads_one_and_two_argument_refs() -> None:
     assert refs(SHOP["models/marts/customer_value.sql"]) == ("order_totals", "shop", "stg_customers")
     assert refs("{{ ref('a' if var('x') else 'b') }} {{ ref('c', version='2') }}") == ("a", "b", "c")
     depth = upstream(SHOP, ["models/marts/customer_value.sql"])
-    assert depth == {"models/marts/customer_value.sql": 0, "models/marts/order_totals.sql": 1,
-                     "models/staging/stg_customers.sql": 1, "models/staging/stg_orders.sql": 2,
-                     "models/staging/stg_payments.sql": 2}
+    assert depth == {
+        "models/marts/customer_value.sql": 0,
+        "models/marts/order_totals.sql": 1,
+        "models/staging/stg_customers.sql": 1,
+        "models/staging/stg_orders.sql": 2,
+        "models/staging/stg_payments.sql": 2,
+    }
     assert lineage_path(SHOP, "models/marts/customer_value.sql", "models/staging/stg_payments.sql") == (
-        "models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/staging/stg_payments.sql")
+        "models/marts/customer_value.sql",
+        "models/marts/order_totals.sql",
+        "models/staging/stg_payments.sql",
+    )
     assert lineage_path(SHOP, "models/marts/order_totals.sql", "models/staging/stg_customers.sql") == ()
 
 
@@ -82,15 +106,26 @@ def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> 
     assert len({tuple(p) for p in prompts.values()}) == 1
     shown = prompts["models/marts/customer_value.sql"]
     assert shown == sorted(shown)  # project path order
-    assert set(shown) == {"models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/marts/schema.yml",
-                          "models/staging/stg_customers.sql", "models/staging/stg_orders.sql",
-                          "models/staging/stg_payments.sql", "models/staging/schema.yml"}  # no macro, no seed
+    assert set(shown) == {
+        "models/marts/customer_value.sql",
+        "models/marts/order_totals.sql",
+        "models/marts/schema.yml",
+        "models/staging/stg_customers.sql",
+        "models/staging/stg_orders.sql",
+        "models/staging/stg_payments.sql",
+        "models/staging/schema.yml",
+    }  # no macro, no seed
     firsts = {path: shown.index(path) for path in prompts}
     assert len(set(firsts.values())) == 3  # the broken file is where its path puts it, not always first
 
 
-MODELS = ("models/marts/customer_value.sql", "models/marts/order_totals.sql", "models/staging/stg_customers.sql",
-          "models/staging/stg_orders.sql", "models/staging/stg_payments.sql")
+MODELS = (
+    "models/marts/customer_value.sql",
+    "models/marts/order_totals.sql",
+    "models/staging/stg_customers.sql",
+    "models/staging/stg_orders.sql",
+    "models/staging/stg_payments.sql",
+)
 
 
 def test_the_budget_takes_models_nearest_first_and_a_row_whose_bug_is_cut_is_refused() -> None:
@@ -127,8 +162,11 @@ def _random_project(rng: random.Random, n: int) -> tuple[dict[str, str], list[st
     files = {}
     for i, name in enumerate(names):
         parents = rng.sample(names[:i], k=min(i, rng.randint(1, 3))) if i else []
-        body = "select 1 as id\n" if not parents else "select * from " + " join ".join(
-            f"{{{{ ref('{p}') }}}}" for p in parents) + "\n"
+        body = (
+            "select 1 as id\n"
+            if not parents
+            else "select * from " + " join ".join(f"{{{{ ref('{p}') }}}}" for p in parents) + "\n"
+        )
         files[f"models/{rng.choice(['staging', 'core', 'marts'])}/{name}.sql"] = body
     return files, names
 

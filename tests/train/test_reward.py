@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import pytest
+from train_world import REVENUE_BROKEN, REVENUE_OK, REVENUE_WRONG, World
 
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.train.completion import MalformedCompletion, parse_completion, render_files
@@ -12,7 +13,6 @@ from dbt_harvest.train.pool import RewardPool
 from dbt_harvest.train.project import GitProjectSource
 from dbt_harvest.train.reward import RewardResult, make_reward_func
 from dbt_harvest.train.sql_backend import DuckDBSqlBackend
-from train_world import REVENUE_BROKEN, REVENUE_OK, REVENUE_WRONG, World
 
 FILE = "models/paid_revenue.sql"
 PROJECT = {FILE: REVENUE_BROKEN, "models/stg_orders.sql": "select 1\n"}
@@ -36,7 +36,10 @@ def test_parse_unified_diff_in_a_fence() -> None:
         ('<file path="models/new.sql">\nselect 1\n</file>', "not a file of the project"),
         ('<file path="../etc/passwd">\nx\n</file>', "unsafe path"),
         (render_files({FILE: "a"}) + render_files({FILE: "b"}), "given twice"),
-        ("--- a/models/paid_revenue.sql\n+++ b/models/paid_revenue.sql\n@@ -1,1 +1,1 @@\n-nope\n+x\n", "does not apply"),
+        (
+            "--- a/models/paid_revenue.sql\n+++ b/models/paid_revenue.sql\n@@ -1,1 +1,1 @@\n-nope\n+x\n",
+            "does not apply",
+        ),
     ],
 )
 def test_malformed_completions_are_refused(text: str, reason: str) -> None:
@@ -66,7 +69,10 @@ def test_reward_func_over_a_warm_pool(world: World) -> None:
     factory = functools.partial(DuckDBSqlBackend, GitProjectSource(world.repos), world.inputs)
     with RewardPool(factory, workers=2, timeout_s=60) as pool:
         reward = make_reward_func(pool.score_many, {world.task.instance_id: world.task})
-        completions = [[{"role": "assistant", "content": render_files({FILE: text})}] for text in (REVENUE_OK, REVENUE_WRONG, REVENUE_OK)]
+        completions = [
+            [{"role": "assistant", "content": render_files({FILE: text})}]
+            for text in (REVENUE_OK, REVENUE_WRONG, REVENUE_OK)
+        ]
         rewards = reward(prompts=[None] * 3, completions=completions, instance_id=[world.task.instance_id] * 3)
     assert rewards == [1.0, 0.0, 1.0]
     assert reward.tally.summary()["reward_strict_mean"] == pytest.approx(2 / 3)

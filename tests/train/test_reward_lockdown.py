@@ -17,7 +17,7 @@ SECRET = "TOPSECRET-reward-5c1d"
 PYTHON_MODEL = "def model(dbt, session):\n    return session.sql(\"select 'ran' as pwned\")\n"
 
 
-def _fixed(task) -> str:  # noqa: ANN001
+def _fixed(task) -> str:
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.core.patching import apply_to_text, parse_patch
     from dbt_harvest.core.pin import pin_path, read_pin
@@ -53,8 +53,9 @@ def _victim_state(folder: Path) -> list[tuple[str, bytes, int]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fast", "dbt"])
 @pytest.mark.parametrize("attack", ["read_host", "write_host", "attach_host"])
-def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, victim: Path, mode: str,
-                                                               attack: str) -> None:  # noqa: ANN001
+def test_a_completion_cannot_touch_the_host_through_the_reward(
+    minted_example, victim: Path, mode: str, attack: str
+) -> None:
     from dbt_harvest.harvester.grading.edited import grade
 
     sql = {
@@ -73,7 +74,7 @@ def test_a_completion_cannot_touch_the_host_through_the_reward(minted_example, v
 
 
 @pytest.mark.slow
-def test_a_reward_build_cannot_write_into_the_project_with_sql(minted_example) -> None:  # noqa: ANN001
+def test_a_reward_build_cannot_write_into_the_project_with_sql(minted_example) -> None:
     """The true repair plus a pre_hook that COPYs a Python model into the project: DuckDB scope
     'database' refuses the write, so the rollout fails (before: the hook wrote models/pwned.py and the
     rollout scored 1)."""

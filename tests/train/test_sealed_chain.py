@@ -20,7 +20,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from train_world import CONFIGS, write_config
 
 pytestmark = pytest.mark.slow
@@ -39,15 +38,20 @@ def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture(scope="module")
-def chain_world(minted_example, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], list[str]]:  # noqa: ANN001
+def chain_world(minted_example, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], list[str]]:
     """(root, the env that points harvest at it, the sealed task file names)."""
     from tests.fixtures import fixture_repo
 
     root = tmp_path_factory.mktemp("sealed-chain")
     shutil.copytree(minted_example.home, root / "home", symlinks=True)
     shutil.copytree(minted_example.pins, root / "pins")
-    env = {**os.environ, "HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins"),
-           "HF_HOME": str(root / "hf"), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "HARVEST_HOME": str(root / "home"),
+        "HARVEST_PINS": str(root / "pins"),
+        "HF_HOME": str(root / "hf"),
+        "OMP_NUM_THREADS": "1",
+    }
     env.pop("HARVEST_MANIFEST_KEY", None)
     clock = fixture_repo("clock", root / "clock")
     pin = json.loads(ok(harvest(env, "add", f"{clock.path}@{clock.head}", "--json")).stdout)["id"]
@@ -60,7 +64,7 @@ def chain_world(minted_example, tmp_path_factory: pytest.TempPathFactory) -> tup
     return root, env, sealed
 
 
-def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Path) -> None:
     root, env, sealed = chain_world
     raw = tomllib.loads((CONFIGS / "sft-tiny.toml").read_text())
     raw["run"].update(name="sft-chain", output_dir=str(tmp_path / "runs"))
@@ -76,8 +80,23 @@ def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Pa
     assert frozen.stdout.startswith(f"frozen: {run_dir} as recipe sft-chain@")
     recipe = json.loads((run_dir / "FROZEN.json").read_text())["recipe"]
 
-    audited = ok(harvest(env, "audit", "--split", "test", "--recipe", run_dir, "--run-dir", tmp_path / "audit",
-                         "--max-turns", "2", "--max-new-tokens", "8", "--json"))
+    audited = ok(
+        harvest(
+            env,
+            "audit",
+            "--split",
+            "test",
+            "--recipe",
+            run_dir,
+            "--run-dir",
+            tmp_path / "audit",
+            "--max-turns",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--json",
+        )
+    )
     summary = json.loads(audited.stdout.strip().splitlines()[-1])
     n = len(sealed)
     assert (summary["split"], summary["n"]) == ("test", n) and 0 <= summary["official"] <= n
@@ -85,7 +104,11 @@ def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Pa
     assert summary["sealed"]["recipe"] == recipe
     # the recipe's own model played: its base from the run folder, its adapter
     driver = json.loads((tmp_path / "audit" / "run.json").read_text())["driver"]
-    assert (driver["name"], driver["model"], driver["adapter"]) == ("hf", str(run_dir / "base-tiny"), str(run_dir / "adapter"))
+    assert (driver["name"], driver["model"], driver["adapter"]) == (
+        "hf",
+        str(run_dir / "base-tiny"),
+        str(run_dir / "adapter"),
+    )
     assert len(list((tmp_path / "audit" / "episodes").glob("*.json"))) == n  # every sealed task, once
     pins = root / "pins"
     unseals = [json.loads(line) for line in (pins / "_unseals.jsonl").read_text().splitlines()]
@@ -93,15 +116,19 @@ def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Pa
     assert [u["recipe"] for u in unseals] == [recipe] and [r["recipe"] for r in results] == [recipe]
     assert (results[0]["n"], results[0]["official"]) == (n, summary["official"])
 
-    again = harvest(env, "audit", "--split", "test", "--recipe", run_dir, "--driver", "noop", "--run-dir", tmp_path / "again")
+    again = harvest(
+        env, "audit", "--split", "test", "--recipe", run_dir, "--driver", "noop", "--run-dir", tmp_path / "again"
+    )
     assert again.returncode == 1
-    assert len(again.stderr.strip().splitlines()) == 1 and again.stderr.startswith("error: ") and "already" in again.stderr
+    assert (
+        len(again.stderr.strip().splitlines()) == 1 and again.stderr.startswith("error: ") and "already" in again.stderr
+    )
     assert not (tmp_path / "again").exists()
     assert len((pins / "_test_audits.jsonl").read_text().splitlines()) == 1
     assert len((pins / "_unseals.jsonl").read_text().splitlines()) == 1
 
 
-def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm(chain_world, tmp_path: Path) -> None:  # noqa: ANN001
+def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm(chain_world, tmp_path: Path) -> None:
     """`harvest experiment` end to end in the default run (the e2e chain adds dev audits, the gates, GRPO and a
     kill after training): SFT, freeze, the sealed split audited once by each arm, compared task by task; run
     again, every step is kept and the report is the same."""
@@ -110,8 +137,13 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
     source, _, sealed = chain_world
     root = tmp_path / "world"  # a copy: this recipe's sealed audits stay out of the other test's ledger
     shutil.copytree(source, root, symlinks=True)
-    env = {**os.environ, "HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins"),
-           "HF_HOME": str(root / "hf"), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "HARVEST_HOME": str(root / "home"),
+        "HARVEST_PINS": str(root / "pins"),
+        "HF_HOME": str(root / "hf"),
+        "OMP_NUM_THREADS": "1",
+    }
     env.pop("HARVEST_MANIFEST_KEY", None)
     raw = tomllib.loads((CONFIGS / "sft-tiny.toml").read_text())
     raw["run"].update(name="sft-exp")  # the experiment writes it under its own folder
@@ -119,12 +151,21 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
     raw["train"].update(max_steps=1)
     write_config(raw, tmp_path / "sft.toml")
     recipe = tmp_path / "experiment.toml"
-    recipe.write_text(tomli_w.dumps({
-        "experiment": {"name": "sealed-exp", "claim": "the protocol compares base and trained on the sealed split",
-                       "output_dir": str(tmp_path / "experiments"), "gate": False, "dev": False},
-        "train": {"sft": "sft.toml"},
-        "audit": {"driver": "hf", "workers": 1, "max_turns": 2, "max_new_tokens": 8},
-    }))
+    recipe.write_text(
+        tomli_w.dumps(
+            {
+                "experiment": {
+                    "name": "sealed-exp",
+                    "claim": "the protocol compares base and trained on the sealed split",
+                    "output_dir": str(tmp_path / "experiments"),
+                    "gate": False,
+                    "dev": False,
+                },
+                "train": {"sft": "sft.toml"},
+                "audit": {"driver": "hf", "workers": 1, "max_turns": 2, "max_new_tokens": 8},
+            }
+        )
+    )
 
     first = ok(harvest(env, "experiment", recipe, "--json"))
     report = json.loads(first.stdout)

@@ -7,18 +7,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from train_world import World, other_split, tiny_raw, write_config
 
-from tests.checkout import IN_CHECKOUT
-from train_world import tiny_raw, write_config
-from dbt_harvest.corpora.errors import FirewallError
 from dbt_harvest.cli import main
-from dbt_harvest.train.configs import config_from_dict
+from dbt_harvest.corpora.errors import FirewallError
 from dbt_harvest.corpora.recipe import REQUIRED_FIELDS, freeze, read_manifest, verify_frozen
+from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.errors import FreezeError, ManifestError
 from dbt_harvest.train.project import GitProjectSource
 from dbt_harvest.train.sft import run_sft
 from dbt_harvest.train.sft_data import agentic_rows, load_train_tasks, single_turn_rows
-from train_world import World, other_split
+from tests.checkout import IN_CHECKOUT
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,9 @@ def test_single_turn_sft_saves_a_reloadable_adapter(single_turn_run) -> None:
     base_dir = result.run_dir / "base-tiny"
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), result.adapter_dir)
     tokenizer = AutoTokenizer.from_pretrained(result.adapter_dir)
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": "fix"}], add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "fix"}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     out = model.generate(**ids, max_new_tokens=3, do_sample=False)
     assert out.shape[1] == ids["input_ids"].shape[1] + 3
     lora = [n for n, _ in model.named_parameters() if "lora_A" in n]
@@ -99,8 +100,10 @@ def test_freeze_then_verify_and_detect_a_changed_adapter_or_config(single_turn_r
     assert (run_dir / "FROZEN.json").is_file()
     again = CliRunner().invoke(main, ["train", "freeze", str(run_dir)])
     assert again.exit_code == 1 and "already frozen" in again.output
-    for rel, old, new, what in (("adapter/adapter_config.json", '"r": 8', '"r": 9', "adapter changed"),
-                                ("config.toml", "max_steps = 2", "max_steps = 3", "config changed")):
+    for rel, old, new, what in (
+        ("adapter/adapter_config.json", '"r": 8', '"r": 9', "adapter changed"),
+        ("config.toml", "max_steps = 2", "max_steps = 3", "config changed"),
+    ):
         path = run_dir / rel
         original = path.read_text()
         path.write_text(original.replace(old, new))
@@ -123,8 +126,13 @@ def test_freeze_refuses_an_unfinished_run(tmp_path: Path) -> None:
 
 
 def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> None:
-    raw = tiny_raw("sft-tiny.toml", world, tmp_path, data={"format": "agentic", "episodes": "scripted"},
-                   run={"name": "sft-agentic"})
+    raw = tiny_raw(
+        "sft-tiny.toml",
+        world,
+        tmp_path,
+        data={"format": "agentic", "episodes": "scripted"},
+        run={"name": "sft-agentic"},
+    )
     result = run_sft(config_from_dict(raw, where="agentic"))
     assert result.manifest["metrics"]["global_step"] == 2
     assert result.manifest["dataset"]["format"] == "agentic"
@@ -132,9 +140,8 @@ def test_agentic_sft_trains_on_assistant_turns(world: World, tmp_path: Path) -> 
 
 
 def test_agentic_rows_keep_tool_arguments_exact(world: World) -> None:
-    from dbt_harvest.train.sft_data import to_dataset
-
     from dbt_harvest.eval.env import tool_schemas
+    from dbt_harvest.train.sft_data import to_dataset
 
     rows = agentic_rows([world.task], GitProjectSource(world.repos), 4000, variants=4)
     names = {t["function"]["name"] for t in tool_schemas()}
@@ -177,7 +184,9 @@ def test_gate_reports_and_writes_no_adapter(world: World, tmp_path: Path) -> Non
 
 def test_cli_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[run]\nkind = "sft"\nname = "x"\nclaim_under_test = "c"\n[model]\nbase = "tiny://"\n[train]\nlerning_rate = 1.0\n')
+    bad.write_text(
+        '[run]\nkind = "sft"\nname = "x"\nclaim_under_test = "c"\n[model]\nbase = "tiny://"\n[train]\nlerning_rate = 1.0\n'
+    )
     result = CliRunner().invoke(main, ["train", "sft", "--config", str(bad)])
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and "lerning_rate" in result.output
@@ -192,8 +201,13 @@ def test_train_sft_cli_reports_without_json(world: World, tmp_path: Path) -> Non
     harvest = shutil.which("harvest")
     assert harvest, "harvest must be on PATH (pip install -e .)"
     config = write_config(tiny_raw("sft-tiny.toml", world, tmp_path, run={"name": "sft-cli"}), tmp_path / "c.toml")
-    proc = subprocess.run([harvest, "train", "sft", "--config", str(config)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [harvest, "train", "sft", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HARVEST_HOME": str(world.home), "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = read_manifest(tmp_path / "sft-cli")
     assert proc.stdout.splitlines() == [
@@ -213,7 +227,12 @@ def test_a_run_continues_an_adapter_and_records_which(single_turn_run, world: Wo
     assert result.manifest["init_adapter"] == {"path": str(start), "sha256": folder_sha256(start)}
     assert folder_sha256(result.adapter_dir) != folder_sha256(start)  # trained further, saved as its own adapter
     assert json.loads((result.adapter_dir / "adapter_config.json").read_text())["r"] == 8
-    missing = tiny_raw("sft-tiny.toml", world, tmp_path, model={"init_adapter": str(tmp_path / "nowhere")},
-                       run={"name": "sft-no-adapter"})
+    missing = tiny_raw(
+        "sft-tiny.toml",
+        world,
+        tmp_path,
+        model={"init_adapter": str(tmp_path / "nowhere")},
+        run={"name": "sft-no-adapter"},
+    )
     with pytest.raises(TrainConfigError, match="not a peft adapter folder"):
         config_from_dict(missing, where="missing")  # refused before anything is loaded or written

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from train_world import World
 
 from dbt_harvest.train.completion import render_files
 from dbt_harvest.train.project import GitProjectSource
 from dbt_harvest.train.sql_backend import DuckDBSqlBackend
-from train_world import World
 
 FILE = "models/paid_revenue.sql"
 SECRET = "TOPSECRET-3b7f"
@@ -34,14 +34,17 @@ def _score(world: World, sql: str, **kwargs: float):  # -> RewardResult
     return backend.score_completion(world.task, render_files({FILE: sql}))
 
 
-@pytest.mark.parametrize("template", [
-    "select * from read_csv('{secret}')",
-    "select content as value from read_text('{secret}')",
-    "select 1 as value; attach '{folder}/stolen.duckdb' as stolen",
-    "select 1 as value; copy (select 1) to '{folder}/written.csv'",
-    "select 1 as value; install httpfs",
-    "select 1 as value; set enable_external_access = true",
-])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "select * from read_csv('{secret}')",
+        "select content as value from read_text('{secret}')",
+        "select 1 as value; attach '{folder}/stolen.duckdb' as stolen",
+        "select 1 as value; copy (select 1) to '{folder}/written.csv'",
+        "select 1 as value; install httpfs",
+        "select 1 as value; set enable_external_access = true",
+    ],
+)
 def test_completion_sql_cannot_touch_the_host(world: World, victim: Path, template: str) -> None:
     before = sorted(p.name for p in victim.iterdir())
     result = _score(world, template.format(secret=victim / "secret.csv", folder=victim))

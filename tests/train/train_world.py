@@ -15,11 +15,11 @@ from typing import Any
 
 import duckdb
 
+from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id, write_task
 from dbt_harvest.harvester.gitrepos import make_git_repo
 from dbt_harvest.harvester.gold import install_gold
-from dbt_harvest.core.patching import make_patch
-from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id, write_task
 from dbt_harvest.train.sql_backend import compile_models
 
 PIN = "acme__shop@" + "0" * 12
@@ -104,7 +104,12 @@ def build_world(root: Path) -> World:
         broken_patch=broken_patch,
         fix_patch=make_patch("models/paid_revenue.sql", REVENUE_BROKEN, REVENUE_OK),
         wrong_repair_patches=(make_patch("models/paid_revenue.sql", REVENUE_BROKEN, REVENUE_WRONG),),
-        grading=GradingSpec(gold=f"{gold_sha}.duckdb", condition_tabs=("paid_revenue",), condition_cols=((0, 1, 2),), ignore_orders=(True,)),
+        grading=GradingSpec(
+            gold=f"{gold_sha}.duckdb",
+            condition_tabs=("paid_revenue",),
+            condition_cols=((0, 1, 2),),
+            ignore_orders=(True,),
+        ),
         problem_statement="Revenue per customer looks too low: shipped orders are paid too. Fix the model.",
         local_checks=LocalChecks(builds=True, tests_total=2, tests_failed=0),
         gold_sha256=gold_sha,

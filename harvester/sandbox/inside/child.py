@@ -154,8 +154,10 @@ class Child:
         spaces = self.request["parallel"]
         if len(batches) != len(spaces):
             raise RuntimeError(f"{len(batches)} batches for {len(spaces)} workspaces")
-        pids = [fork_running(lambda space=space, batch=batch, n=n: self.run_in(space, batch, n))
-                for n, (space, batch) in enumerate(zip(spaces, batches), start=1)]
+        pids = [
+            fork_running(lambda space=space, batch=batch, n=n: self.run_in(space, batch, n))
+            for n, (space, batch) in enumerate(zip(spaces, batches), start=1)
+        ]
         worst = 0
         for pid in pids:
             _, status = os.waitpid(pid, 0)
@@ -173,9 +175,16 @@ class Child:
             os.makedirs(home, exist_ok=True)
             os.environ["HOME"] = home
         os.chdir(space)
-        child = Child({**self.request, "workspace": space, "profiles_dir": f"{space}/.harvest_profile",
-                       "project_dir": batch["project_dir"], "db_file": batch["db_file"],
-                       "result_file": batch["result_file"]})
+        child = Child(
+            {
+                **self.request,
+                "workspace": space,
+                "profiles_dir": f"{space}/.harvest_profile",
+                "project_dir": batch["project_dir"],
+                "db_file": batch["db_file"],
+                "result_file": batch["result_file"],
+            }
+        )
         child.run_batch(batch["steps"], bool(batch["stop_on_failure"]))
 
     def serve(self) -> int:
@@ -229,11 +238,15 @@ class Child:
             started = time.monotonic()
             # a seed followed by another dbt step leaves the relation bound to that step, whose database
             # holds the seeds' tables too (the check opens the database: ~0.3 s of a small build)
-            check_sizes = not (step.get("kind") == "dbt" and list(step.get("args", []))[:1] == ["seed"]
-                               and index + 1 < len(steps) and steps[index + 1].get("kind") == "dbt")
+            check_sizes = not (
+                step.get("kind") == "dbt"
+                and list(step.get("args", []))[:1] == ["seed"]
+                and index + 1 < len(steps)
+                and steps[index + 1].get("kind") == "dbt"
+            )
             try:
                 result = self.run_step(step, check_sizes)
-            except Exception as exc:  # noqa: BLE001 - any failure of a step is that step's result
+            except Exception as exc:
                 result = {
                     "kind": step.get("kind", "?"),
                     "ok": False,
@@ -321,8 +334,11 @@ class Child:
         flags = ["--profile", name] if isinstance(name, str) and _PROFILE_NAME.fullmatch(name) else []
         command = next((a for a in args if not a.startswith("-")), "")
         excluded = meta.get("exclude_tests") or []
-        if command in ("build", "test") and isinstance(excluded, list) and excluded and all(
-            isinstance(e, str) and _TEST_SELECTOR.fullmatch(e) for e in excluded
+        if (
+            command in ("build", "test")
+            and isinstance(excluded, list)
+            and excluded
+            and all(isinstance(e, str) and _TEST_SELECTOR.fullmatch(e) for e in excluded)
         ):
             flags += ["--exclude", *excluded]
         return flags
@@ -333,8 +349,14 @@ class Child:
 
         if self.runner is None:
             self.runner = dbtRunner()
-        argv = [*args, "--project-dir", str(self.project), "--profiles-dir", str(self.profiles_dir),
-                *self.profile_flags(args)]
+        argv = [
+            *args,
+            "--project-dir",
+            str(self.project),
+            "--profiles-dir",
+            str(self.profiles_dir),
+            *self.profile_flags(args),
+        ]
         try:
             res = self.runner.invoke(argv)
         finally:
@@ -368,8 +390,9 @@ class Child:
             first_error = "dbt reported failure without a node error (see the build log)"
         return {"kind": "dbt", "ok": ok, "first_error": first_error, "detail": {"nodes": nodes}}
 
-    def locked_connection(self, db: Path, read_only: bool, extra_paths: tuple[str, ...] = (),
-                          setup: tuple[str, ...] = ()) -> Any:
+    def locked_connection(
+        self, db: Path, read_only: bool, extra_paths: tuple[str, ...] = (), setup: tuple[str, ...] = ()
+    ) -> Any:
         import duckdb
 
         conn = duckdb.connect(str(db), read_only=read_only)
@@ -411,8 +434,9 @@ class Child:
         catalog = self.db_path.stem
         # read-write so that the gold file can be attached writable; the build database is only read,
         # and it stays the default catalog so views resolve exactly as they did in the build
-        conn = self.locked_connection(self.db_path, read_only=False, extra_paths=(str(out_path),),
-                                      setup=CAPTURE_SETTINGS)
+        conn = self.locked_connection(
+            self.db_path, read_only=False, extra_paths=(str(out_path),), setup=CAPTURE_SETTINGS
+        )
         tables: list[dict[str, Any]] = []
         errors: list[str] = []
         try:
@@ -435,7 +459,9 @@ class Child:
                 if (schema.lower(), alias.lower()) not in existing:
                     errors.append(f"{node['unique_id']}: relation {schema}.{alias} was not built")
                     continue
-                table, error = self.capture_one(conn, catalog, schema, alias, node["unique_id"], names[node["unique_id"]])
+                table, error = self.capture_one(
+                    conn, catalog, schema, alias, node["unique_id"], names[node["unique_id"]]
+                )
                 if error:
                     errors.append(error)
                 else:
@@ -522,24 +548,45 @@ class Child:
 
 
 #: modules a seed + build loads lazily; imported before the first fork so that no batch pays for them
-WARM_MODULES = ("dbt.task.seed", "dbt.task.build", "dbt.task.run", "dbt.task.test", "dbt.task.compile",
-                "dbt.parser.manifest", "dbt.adapters.duckdb.impl", "dbt.adapters.duckdb.environments.local",
-                "dbt_common.clients.agate_helper", "agate", "babel.dates", "duckdb")
+WARM_MODULES = (
+    "dbt.task.seed",
+    "dbt.task.build",
+    "dbt.task.run",
+    "dbt.task.test",
+    "dbt.task.compile",
+    "dbt.parser.manifest",
+    "dbt.adapters.duckdb.impl",
+    "dbt.adapters.duckdb.environments.local",
+    "dbt_common.clients.agate_helper",
+    "agate",
+    "babel.dates",
+    "duckdb",
+)
 #: the dbt classes a parse, seed and build validate against their JSON schema (dbt 1.11; profiled: the
 #: node and config classes cost ~1.8 s of a first full parse, paid once here instead of in every batch)
-SCHEMA_CLASSES = ("dbt.contracts.project.Configuration", "dbt.contracts.project.PackageConfig",
-                  "dbt.contracts.project.ProfileConfig", "dbt.contracts.project.Project",
-                  "dbt.contracts.project.ProjectFlags", "dbt.contracts.selection.SelectorFile",
-                  "dbt.task.test.TestResultData", "dbt.adapters.duckdb.credentials.DuckDBCredentials",
-                  "dbt.contracts.graph.nodes.ModelNode", "dbt.contracts.graph.nodes.SeedNode",
-                  "dbt.contracts.graph.nodes.SingularTestNode", "dbt.contracts.graph.nodes.GenericTestNode",
-                  "dbt.contracts.graph.nodes.SourceDefinition", "dbt.contracts.graph.unparsed.UnparsedModelUpdate",
-                  "dbt.contracts.graph.unparsed.UnparsedNodeUpdate",
-                  "dbt.contracts.graph.unparsed.UnparsedSourceDefinition",
-                  "dbt.artifacts.resources.v1.model.ModelConfig", "dbt.artifacts.resources.v1.seed.SeedConfig",
-                  "dbt.artifacts.resources.v1.config.TestConfig",
-                  "dbt.artifacts.resources.v1.source_definition.SourceConfig",
-                  "dbt.artifacts.resources.v1.components.Contract")
+SCHEMA_CLASSES = (
+    "dbt.contracts.project.Configuration",
+    "dbt.contracts.project.PackageConfig",
+    "dbt.contracts.project.ProfileConfig",
+    "dbt.contracts.project.Project",
+    "dbt.contracts.project.ProjectFlags",
+    "dbt.contracts.selection.SelectorFile",
+    "dbt.task.test.TestResultData",
+    "dbt.adapters.duckdb.credentials.DuckDBCredentials",
+    "dbt.contracts.graph.nodes.ModelNode",
+    "dbt.contracts.graph.nodes.SeedNode",
+    "dbt.contracts.graph.nodes.SingularTestNode",
+    "dbt.contracts.graph.nodes.GenericTestNode",
+    "dbt.contracts.graph.nodes.SourceDefinition",
+    "dbt.contracts.graph.unparsed.UnparsedModelUpdate",
+    "dbt.contracts.graph.unparsed.UnparsedNodeUpdate",
+    "dbt.contracts.graph.unparsed.UnparsedSourceDefinition",
+    "dbt.artifacts.resources.v1.model.ModelConfig",
+    "dbt.artifacts.resources.v1.seed.SeedConfig",
+    "dbt.artifacts.resources.v1.config.TestConfig",
+    "dbt.artifacts.resources.v1.source_definition.SourceConfig",
+    "dbt.artifacts.resources.v1.components.Contract",
+)
 
 
 def fork_running(task: Any) -> int:
@@ -569,13 +616,13 @@ def warm_up_dbt() -> None:
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - an optional module: the batch imports what it needs
+        except Exception:
             pass
     for name in SCHEMA_CLASSES:  # each class builds its JSON schema on first validation (~1 s in all)
         module, _, attr = name.rpartition(".")
         try:
             getattr(importlib.import_module(module), attr).json_schema()
-        except Exception:  # noqa: BLE001 - a class dbt no longer has: the batch builds what it needs
+        except Exception:
             pass
 
 
@@ -656,7 +703,7 @@ def release_dbt_duckdb() -> None:
     if env is not None:
         try:
             env.close()
-        except Exception:  # noqa: BLE001 - a failed close must not hide the step's own result
+        except Exception:
             pass
     gc.collect()
 

@@ -68,7 +68,7 @@ def existing_csv_files(workspace: str) -> list[str]:
     return found
 
 
-def lock_of(lock: Lockdown, extra_paths: tuple[str, ...] = ()) -> "locked_duckdb.Lock":
+def lock_of(lock: Lockdown, extra_paths: tuple[str, ...] = ()) -> locked_duckdb.Lock:
     """The connection lock for ``lock``'s scope; ``extra_paths`` are files our own steps write (gold)."""
     if lock.scope == "workspace":
         directories: tuple[str, ...] = (lock.workspace,)
@@ -80,8 +80,11 @@ def lock_of(lock: Lockdown, extra_paths: tuple[str, ...] = ()) -> "locked_duckdb
         attached = tuple(f"{path}{suffix}" for path in extra_paths for suffix in ATTACHED_SUFFIXES)
         paths = (*attached, *existing_csv_files(lock.workspace))
     return locked_duckdb.Lock(
-        allowed_directories=directories, allowed_paths=paths, temp_directory=lock.temp_directory,
-        max_temp_directory_size=lock.max_temp_directory_size, memory_limit=lock.memory_limit,
+        allowed_directories=directories,
+        allowed_paths=paths,
+        temp_directory=lock.temp_directory,
+        max_temp_directory_size=lock.max_temp_directory_size,
+        memory_limit=lock.memory_limit,
         threads=int(lock.threads),
     )
 

@@ -35,7 +35,10 @@ def locate() -> tuple[Path | None, str]:
     probe = subprocess.run([sys.executable, "-c", _IMPORTS], capture_output=True, text=True, cwd=suite)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return None, f"the official evaluate.py cannot import its dependencies here ({last}); pip install google-cloud-bigquery regex tqdm"
+        return (
+            None,
+            f"the official evaluate.py cannot import its dependencies here ({last}); pip install google-cloud-bigquery regex tqdm",
+        )
     return suite, ""
 
 
@@ -61,7 +64,11 @@ def run_official(results: Path, gold: Path, timeout: float = 600) -> OfficialRun
         raise RuntimeError(why)
     proc = subprocess.run(
         [sys.executable, "evaluate.py", "--result_dir", str(results), "--gold_dir", str(gold)],
-        cwd=suite, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+        cwd=suite,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
     )
     out = [line for line in proc.stdout.splitlines() if line.strip()]
     if proc.returncode != 0:
@@ -69,5 +76,5 @@ def run_official(results: Path, gold: Path, timeout: float = 600) -> OfficialRun
         return OfficialRun(proc.returncode, "", frozenset(), None, err[-1] if err else "")
     last = out[-1]
     _, k, m = last.split()
-    passed = frozenset(out[len(out) - 1 - int(k): len(out) - 1]) if int(k) else frozenset()
+    passed = frozenset(out[len(out) - 1 - int(k) : len(out) - 1]) if int(k) else frozenset()
     return OfficialRun(0, last, passed, int(m), "")

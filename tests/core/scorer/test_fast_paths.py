@@ -43,13 +43,23 @@ SHUFFLE = "ORDER BY hash(id + 17)"
 CASES: dict[str, tuple[list[str], int | None]] = {
     "identical": ([], 1),
     "shuffled": ([f"CREATE OR REPLACE TABLE t AS SELECT * FROM t {SHUFFLE}"], 1),
-    "renamed_reordered_extra": ([
-        "CREATE OR REPLACE TABLE t AS SELECT 42 AS extra, " + ", ".join(f"{c} AS x_{c}" for c in reversed(NAMES))
-        + f" FROM t {SHUFFLE}"], 1),
-    "one_column_scrambled": ([
-        "CREATE OR REPLACE TABLE t AS SELECT * REPLACE (f2 AS f) FROM (SELECT *, row_number() OVER (ORDER BY id) AS rn FROM t) "
-        "JOIN (SELECT f AS f2, row_number() OVER (ORDER BY hash(id)) AS rn FROM t) USING (rn)",
-        "ALTER TABLE t DROP COLUMN rn", "ALTER TABLE t DROP COLUMN f2"], 0),
+    "renamed_reordered_extra": (
+        [
+            "CREATE OR REPLACE TABLE t AS SELECT 42 AS extra, "
+            + ", ".join(f"{c} AS x_{c}" for c in reversed(NAMES))
+            + f" FROM t {SHUFFLE}"
+        ],
+        1,
+    ),
+    "one_column_scrambled": (
+        [
+            "CREATE OR REPLACE TABLE t AS SELECT * REPLACE (f2 AS f) FROM (SELECT *, row_number() OVER (ORDER BY id) AS rn FROM t) "
+            "JOIN (SELECT f AS f2, row_number() OVER (ORDER BY hash(id)) AS rn FROM t) USING (rn)",
+            "ALTER TABLE t DROP COLUMN rn",
+            "ALTER TABLE t DROP COLUMN f2",
+        ],
+        0,
+    ),
     "within_tolerance": (["UPDATE t SET f = f + 0.004 WHERE id = 5"], None),
     "outside_tolerance": (["UPDATE t SET f = f + 0.02 WHERE id = 5"], 0),
     "big_int_plus_one": (["UPDATE t SET h = h + 1 WHERE id = 3"], None),
@@ -61,11 +71,17 @@ CASES: dict[str, tuple[list[str], int | None]] = {
     "nan_to_null": (["UPDATE t SET nanf = NULL WHERE id = 11"], None),
     "null_int_to_zero": (["UPDATE t SET ni = 0 WHERE id = 5"], None),
     "duplicated_row": (["DELETE FROM t WHERE id = 6", "INSERT INTO t SELECT * FROM t WHERE id = 2"], 0),
-    "int_as_double": (["CREATE OR REPLACE TABLE t AS SELECT * REPLACE (CAST(id AS DOUBLE) AS id) FROM t " + SHUFFLE], None),
+    "int_as_double": (
+        ["CREATE OR REPLACE TABLE t AS SELECT * REPLACE (CAST(id AS DOUBLE) AS id) FROM t " + SHUFFLE],
+        None,
+    ),
     "date_as_timestamp": (["CREATE OR REPLACE TABLE t AS SELECT * REPLACE (CAST(d AS TIMESTAMP) AS d) FROM t"], None),
     "timestamp_one_ms": (["UPDATE t SET t = t + INTERVAL 1 MILLISECOND WHERE id = 2"], 0),
     "bool_flipped": (["UPDATE t SET b = NOT b WHERE id = 2"], None),
-    "decimal_as_double": (["CREATE OR REPLACE TABLE t AS SELECT * REPLACE (CAST(dec AS DOUBLE) + 0.001 AS dec) FROM t"], None),
+    "decimal_as_double": (
+        ["CREATE OR REPLACE TABLE t AS SELECT * REPLACE (CAST(dec AS DOUBLE) + 0.001 AS dec) FROM t"],
+        None,
+    ),
     "extra_row": (["INSERT INTO t SELECT * FROM t WHERE id = 1"], 0),
     "empty": (["DELETE FROM t"], 0),
 }
@@ -111,10 +127,14 @@ def test_empty_tables_pass_both_ways() -> None:
 def test_all_numeric_frames_upcast_ints_like_pandas(rows: int) -> None:
     """Ints in an all-numeric frame arrive as floats; big ones round (2**53 + 1), unsigned ones too."""
     gold, pred = duckdb.connect(), duckdb.connect()
-    body = (f"SELECT range AS a, CAST(9007199254740993 + range * 2 AS BIGINT) AS big, "
-            f"CAST(18446744073709551615 - range AS UBIGINT) AS u, range / 3 AS f FROM range({rows})")
+    body = (
+        f"SELECT range AS a, CAST(9007199254740993 + range * 2 AS BIGINT) AS big, "
+        f"CAST(18446744073709551615 - range AS UBIGINT) AS u, range / 3 AS f FROM range({rows})"
+    )
     gold.execute(f"CREATE TABLE t AS {body}")
-    pred.execute(f"CREATE TABLE t AS SELECT CAST(big AS DOUBLE) AS big, f, CAST(u AS DOUBLE) AS u, a FROM ({body}) {SHUFFLE.replace('id', 'a')}")
+    pred.execute(
+        f"CREATE TABLE t AS SELECT CAST(big AS DOUBLE) AS big, f, CAST(u AS DOUBLE) AS u, a FROM ({body}) {SHUFFLE.replace('id', 'a')}"
+    )
     spec = GradingSpec("gold.duckdb", ("t",), ((),), (True,))
     result = score(gold, pred, spec)
     assert result.official.score == int(table_verdict(gold, pred, "t", [], True)) == 1
@@ -154,9 +174,7 @@ def test_big_ints_compare_as_python_floats(rows: int) -> None:
         f"FROM range({rows})"
     )
     gold.execute(f"CREATE TABLE t AS {body}")
-    pred.execute(
-        f"CREATE TABLE t AS SELECT k, a - 1 AS a, b - 1024 AS b, c - 2047 AS c FROM ({body}) ORDER BY hash(k)"
-    )
+    pred.execute(f"CREATE TABLE t AS SELECT k, a - 1 AS a, b - 1024 AS b, c - 2047 AS c FROM ({body}) ORDER BY hash(k)")
     for cols in ((1,), (2,), (3,), ()):
         spec = GradingSpec("gold.duckdb", ("t",), (cols,), (True,))
         assert score(gold, pred, spec).official.score == int(table_verdict(gold, pred, "t", list(cols), True)), cols
@@ -165,7 +183,9 @@ def test_big_ints_compare_as_python_floats(rows: int) -> None:
 def test_a_few_wrong_values_are_decided_on_the_rows_that_differ() -> None:
     """Shuffled rows with one changed text value: under the learnt pairing only that row differs, so the
     column is rejected from the two differing values alone (no whole-column form is built)."""
-    gold, pred = _tables(600, ["UPDATE t SET s = s || ' ' WHERE id = 8", f"CREATE OR REPLACE TABLE t AS SELECT * FROM t {SHUFFLE}"])
+    gold, pred = _tables(
+        600, ["UPDATE t SET s = s || ' ' WHERE id = 8", f"CREATE OR REPLACE TABLE t AS SELECT * FROM t {SHUFFLE}"]
+    )
     graded = grade(gold, pred, GradingSpec("gold.duckdb", ("t",), ((),), (True,)), want_strict=False)
     work = graded.tables[0]
     assert graded.official.score == 0 == int(table_verdict(gold, pred, "t", [], True))

@@ -9,8 +9,8 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from dbt_harvest.core.scorer import GoldTableError, GradingSpec, explain, official, score, strict
 from dbt_harvest.cli import main
+from dbt_harvest.core.scorer import GoldTableError, GradingSpec, explain, official, score, strict
 
 GOLD_SQL = "CREATE TABLE orders AS SELECT range AS id, range * 1.5 AS amount, 'c' || range AS customer FROM range(12)"
 SPEC = GradingSpec("shop.duckdb", ("orders",), ((0, 1, 2),), (True,))
@@ -112,8 +112,9 @@ def test_cli_single_instance(gold: Path, tmp_path: Path) -> None:
     assert failing.exit_code == 1 and "official 0" in failing.stdout
     assert failing.stderr.strip() == "error: official score 0 is below --fail-under 1", failing.stderr
     assert runner.invoke(main, [*args, "--fail-under", "0"]).exit_code == 0
-    passing = runner.invoke(main, ["score", "--gold", str(gold), "--pred", str(gold), "--spec", str(spec), "--json",
-                                   "--fail-under", "1"])
+    passing = runner.invoke(
+        main, ["score", "--gold", str(gold), "--pred", str(gold), "--spec", str(spec), "--json", "--fail-under", "1"]
+    )
     assert passing.exit_code == 0 and json.loads(passing.stdout)["official"]["score"] == 1
 
 

@@ -138,9 +138,11 @@ def test_negative_zero_is_not_zero() -> None:
 def test_pair_rows_of_distinct_values_is_a_checked_permutation(values: list[int], rnd) -> None:  # type: ignore[no-untyped-def]
     shuffled = list(values)
     rnd.shuffle(shuffled)
-    for make in (lambda v: Identity(np.array(v, dtype=np.int64), None),
-                 lambda v: Identity(pa.array([str(x) for x in v], pa.string()), None),
-                 lambda v: Identity(np.array([x * 1e6 + 0.5 for x in v]).view(np.int64), None)):
+    for make in (
+        lambda v: Identity(np.array(v, dtype=np.int64), None),
+        lambda v: Identity(pa.array([str(x) for x in v], pa.string()), None),
+        lambda v: Identity(np.array([x * 1e6 + 0.5 for x in v]).view(np.int64), None),
+    ):
         g, p = make(values), make(shuffled)
         rows = pair_rows(g, p)
         if len(values) == 0:
@@ -152,7 +154,10 @@ def test_pair_rows_of_distinct_values_is_a_checked_permutation(values: list[int]
 def test_pair_rows_refuses_duplicates_and_different_sets() -> None:
     assert pair_rows(Identity(np.array([1, 1, 2]), None), Identity(np.array([1, 2, 1]), None)) is None
     assert pair_rows(Identity(np.array([1, 2, 3]), None), Identity(np.array([1, 2, 4]), None)) is None
-    assert pair_rows(Identity(np.array([1, 2, 3]), np.array([False, True, False])), Identity(np.array([1, 2, 3]), None)) is None
+    assert (
+        pair_rows(Identity(np.array([1, 2, 3]), np.array([False, True, False])), Identity(np.array([1, 2, 3]), None))
+        is None
+    )
     assert pair_rows(Identity(pa.array(["a", "b"]), None), Identity(pa.array(["b", "c"]), None)) is None
 
 
@@ -168,8 +173,17 @@ def test_agree_under_sees_na_values_and_types() -> None:
     assert not agree_under(identity(pa.array(["a", None]), False), identity(pa.array([None, "b"]), False), rows)
 
 
-@pytest.mark.parametrize("rows, n, ok", [([0, 1, 2], 3, True), ([0, 0, 2], 3, False), ([0, 1, 3], 3, False),
-                                          ([-1, 1, 2], 3, False), ([], 0, True), ([0, 1], 3, False)])
+@pytest.mark.parametrize(
+    "rows, n, ok",
+    [
+        ([0, 1, 2], 3, True),
+        ([0, 0, 2], 3, False),
+        ([0, 1, 3], 3, False),
+        ([-1, 1, 2], 3, False),
+        ([], 0, True),
+        ([0, 1], 3, False),
+    ],
+)
 def test_is_permutation(rows: list[int], n: int, ok: bool) -> None:
     assert is_permutation(np.array(rows, dtype=np.int64), n) == ok
 
@@ -182,7 +196,10 @@ def test_a_failed_sample_means_a_failed_comparison(values: list[int], rnd, text:
     rnd.shuffle(other)
     rows = np.array(rnd.sample(range(len(values)), len(values)), dtype=np.int64)
     if text:
-        g, p = Identity(pa.array([str(v) for v in values], pa.string()), None), Identity(pa.array([str(v) for v in other], pa.string()), None)
+        g, p = (
+            Identity(pa.array([str(v) for v in values], pa.string()), None),
+            Identity(pa.array([str(v) for v in other], pa.string()), None),
+        )
     else:
         g, p = Identity(np.array(values, dtype=np.int64), None), Identity(np.array(other, dtype=np.int64), None)
     if agree_under(g, p, rows):
@@ -192,9 +209,14 @@ def test_a_failed_sample_means_a_failed_comparison(values: list[int], rnd, text:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["int", "float", "text"]).flatmap(
-    lambda kind: st.tuples(st.just(kind), derived({"int": st.integers(-3, 3), "float": FLOATS, "text": TEXT}[kind]))),
-    st.randoms(use_true_random=False), st.lists(st.booleans(), max_size=60), st.lists(st.booleans(), max_size=60))
+@given(
+    st.sampled_from(["int", "float", "text"]).flatmap(
+        lambda kind: st.tuples(st.just(kind), derived({"int": st.integers(-3, 3), "float": FLOATS, "text": TEXT}[kind]))
+    ),
+    st.randoms(use_true_random=False),
+    st.lists(st.booleans(), max_size=60),
+    st.lists(st.booleans(), max_size=60),
+)
 def test_same_multiset_under_any_permutation_is_exact(case, rnd, g_na, p_na) -> None:  # type: ignore[no-untyped-def]
     """Whatever the permutation, the residual comparison equals Counter equality of the non-NA values."""
     kind, (a, b) = case

@@ -15,9 +15,7 @@ import duckdb
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbt_harvest.core.scorer import GradingSpec, score
-from dbt_harvest.core.scorer import source, vectors
-
+from dbt_harvest.core.scorer import GradingSpec, score, source, vectors
 from tests.property_budget import cases
 
 from .reference import table_verdict
@@ -28,8 +26,28 @@ TABLES_PER_EXAMPLE = 4
 POOLS: dict[str, list[str]] = {
     "INTEGER": ["0", "1", "2", "3", "9", "10", "-1", "100", "NULL"],
     "BIGINT": ["0", "1", "3", "10", "12345678901", "-5", "NULL"],
-    "DOUBLE": ["1.0", "1.009", "1.011", "9.999", "10.001", "5.0", "50.0", "99.999", "100.004", "-0.004",
-               "0.004", "1e9", "1000000000.5", "1e16", "3.0", "0.1", "'nan'", "NULL", "2.0", "10.0"],
+    "DOUBLE": [
+        "1.0",
+        "1.009",
+        "1.011",
+        "9.999",
+        "10.001",
+        "5.0",
+        "50.0",
+        "99.999",
+        "100.004",
+        "-0.004",
+        "0.004",
+        "1e9",
+        "1000000000.5",
+        "1e16",
+        "3.0",
+        "0.1",
+        "'nan'",
+        "NULL",
+        "2.0",
+        "10.0",
+    ],
     "DECIMAL(10,2)": ["3.14", "0.00", "10.00", "9.99", "-1.50", "NULL"],
     "HUGEINT": ["5", "0", "10", "NULL"],
     "VARCHAR": ["'a'", "'A'", "'a '", "'abc'", "'Abc'", "''", "'None'", "'nan'", "'3'", "'10'", "NULL"],
@@ -69,9 +87,29 @@ def table_case(draw: st.DrawFn) -> tuple[list[str], list[list[str]], list[str], 
     types = [draw(st.sampled_from(TYPES)) for _ in range(width)]
     rows = [[draw(st.sampled_from(POOLS[t])) for t in types] for _ in range(n)]
     ptypes, prows = list(types), [list(r) for r in rows]
-    ops = draw(st.lists(st.sampled_from(
-        ["same", "rows", "colscramble", "swap", "perturb", "null", "addcol", "dropcol", "reorder", "addrow",
-         "droprow", "dup", "fresh"]), min_size=1, max_size=3))
+    ops = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "same",
+                    "rows",
+                    "colscramble",
+                    "swap",
+                    "perturb",
+                    "null",
+                    "addcol",
+                    "dropcol",
+                    "reorder",
+                    "addrow",
+                    "droprow",
+                    "dup",
+                    "fresh",
+                ]
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
     for op in ops:
         if op == "rows":
             prows = draw(st.permutations(prows)) if prows else prows
@@ -134,8 +172,12 @@ def _check(cases: list[tuple[list[str], list[list[str]], list[str], list[list[st
         assert not (strict.passed and not fast.passed), (case, strict)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.lists(table_case(), min_size=TABLES_PER_EXAMPLE, max_size=TABLES_PER_EXAMPLE))
 def test_fast_equals_reference(cases: list) -> None:  # type: ignore[type-arg]
     _check(cases)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, run_steps  # noqa: E402
-from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace  # noqa: E402
+from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace
+
+from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, run_steps
 
 
 def one_build(sandboxed: bool) -> float:
@@ -45,12 +46,16 @@ def bounds() -> None:
         workspace = make_workspace(root / "a", ATTACKS / "runaway", "attack")
         limits = Limits(**{**ATTACK_LIMITS.__dict__, "wall_s": 20.0})
         run = run_steps(workspace, ".", [DbtStep(("run",))], clock=CLOCK, limits=limits)
-        print(f"runaway CTE: timed_out={run.timed_out} run {run.wall_s:.2f} s, "
-              f"kill took {run.steps[0].detail.get('kill_s', 0):.3f} s after SIGKILL")
+        print(
+            f"runaway CTE: timed_out={run.timed_out} run {run.wall_s:.2f} s, "
+            f"kill took {run.steps[0].detail.get('kill_s', 0):.3f} s after SIGKILL"
+        )
         workspace = make_workspace(root / "b", ATTACKS / "memory_bomb", "attack")
         run = run_steps(workspace, ".", [DbtStep(("run",))], clock=CLOCK, limits=ATTACK_LIMITS)
-        print(f"memory bomb: peak RSS {run.peak_rss_bytes / (1 << 20):.0f} MiB "
-              f"(bound {ATTACK_LIMITS.memory_bytes >> 20} MiB): {run.first_error[:120]}")
+        print(
+            f"memory bomb: peak RSS {run.peak_rss_bytes / (1 << 20):.0f} MiB "
+            f"(bound {ATTACK_LIMITS.memory_bytes >> 20} MiB): {run.first_error[:120]}"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

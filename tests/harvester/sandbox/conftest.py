@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from sandbox_support import SECRET
 
 from dbt_harvest.harvester.sandbox import sandbox_available
-from sandbox_support import SECRET
 
 
 @pytest.fixture(scope="session")

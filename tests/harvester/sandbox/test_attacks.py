@@ -16,10 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace, snapshot, workspace_mentions
 
 from dbt_harvest.harvester.sandbox import DbtStep, QueryStep, SandboxRun, run_steps
 from dbt_harvest.harvester.sandbox.command import ALLOWED_ENV, SET_INSIDE_ENV
-from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace, snapshot, workspace_mentions
 
 PERMISSION = "file system operations are disabled by configuration"
 
@@ -47,8 +47,7 @@ def run_attack(
 def node_messages(run: SandboxRun) -> dict[str, tuple[str, str]]:
     """model name -> (status, message) of the first dbt step."""
     return {
-        node["unique_id"].rsplit(".", 1)[-1]: (node["status"], node["message"])
-        for node in run.steps[0].detail["nodes"]
+        node["unique_id"].rsplit(".", 1)[-1]: (node["status"], node["message"]) for node in run.steps[0].detail["nodes"]
     }
 
 

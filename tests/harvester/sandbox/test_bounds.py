@@ -13,9 +13,10 @@ import os
 import uuid
 from pathlib import Path
 
+from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, make_workspace
+
 from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps
 from dbt_harvest.harvester.sandbox.runner import SCRATCH_DIR
-from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, make_workspace
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -61,7 +62,9 @@ def test_memory_bomb_fails_within_the_memory_bounds(bwrap: None, tmp_path: Path)
     assert nodes["sql_bomb"]["status"] == "error" and "Out of Memory Error" in nodes["sql_bomb"]["message"]
     assert nodes["py_bomb"]["status"] == "error" and "MemoryError" in nodes["py_bomb"]["message"]
     assert 0 < run.peak_rss_bytes <= bound
-    print(f"\n[figure] memory bomb: peak resident {run.peak_rss_bytes / (1 << 20):.0f} MiB under a {bound >> 20} MiB bound")
+    print(
+        f"\n[figure] memory bomb: peak resident {run.peak_rss_bytes / (1 << 20):.0f} MiB under a {bound >> 20} MiB bound"
+    )
 
 
 def test_filling_the_workspace_kills_the_build_cleanly(bwrap: None, tmp_path: Path) -> None:
@@ -90,9 +93,7 @@ def test_file_size_and_relation_row_limits_fail_their_steps(bwrap: None, tmp_pat
     )
     assert not run.ok and not run.killed_reason and run.returncode == 0
     rows_step, file_step = run.steps
-    assert rows_step.first_error == (
-        "relation main.over_row_limit has 5000 rows, over the per-relation limit of 1000"
-    )
+    assert rows_step.first_error == ("relation main.over_row_limit has 5000 rows, over the per-relation limit of 1000")
     assert not file_step.ok
     assert "File too large" in file_step.first_error or "too large" in file_step.first_error.lower()
     assert max(path.stat().st_size for path in workspace.rglob("*") if path.is_file()) <= 24 << 20

@@ -18,11 +18,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace
 
 from dbt_harvest.core.errors import GoldError, SandboxError
 from dbt_harvest.harvester.sandbox import DbtStep, QueryStep, run_steps
-from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, SECRET, make_workspace
-
 
 
 class Victim:
@@ -68,9 +67,7 @@ def test_built_state_is_not_copied_through_links_planted_after_the_capture(
     victim = Victim(tmp_path / "victim")
     secret_db = tmp_path / "victim-secret.bin"
     secret_db.write_bytes(SECRET.encode() * 100)
-    workspace = tamper_workspace(
-        tmp_path, [("build.duckdb", str(secret_db)), ("target", str(victim.folder))]
-    )
+    workspace = tamper_workspace(tmp_path, [("build.duckdb", str(secret_db)), ("target", str(victim.folder))])
     result = build_workspace(workspace, ".", "attack", "main", CLOCK, limits=ATTACK_LIMITS)
     assert result.models_ok, result.first_error
     assert os.path.islink(workspace / "build.duckdb") and os.path.islink(workspace / "target")  # the attack ran
@@ -94,8 +91,9 @@ def test_logs_in_the_workspace_are_never_written_through_a_planted_link(bwrap: N
     first = run_steps(workspace, ".", [step], clock=CLOCK, limits=ATTACK_LIMITS, log_path=log)
     assert first.ok, first.first_error
     assert os.path.islink(workspace / ".harvest_logs")  # the attack ran
-    second = run_steps(workspace, ".", [DbtStep(("run", "--select", "orders"))], clock=CLOCK,
-                       limits=ATTACK_LIMITS, log_path=log)
+    second = run_steps(
+        workspace, ".", [DbtStep(("run", "--select", "orders"))], clock=CLOCK, limits=ATTACK_LIMITS, log_path=log
+    )
     assert second.ok, second.first_error
     assert victim.untouched(), "the host truncated or appended to a file outside the workspace"
     assert not os.path.islink(workspace / ".harvest_logs") and "orders" in log.read_text()
@@ -114,8 +112,14 @@ def test_submit_never_deletes_through_a_project_folder_swapped_for_a_link(tmp_pa
     # what a Python model of the project did: its own folder is now a link to a host folder
     shutil.rmtree(root / "integration_tests")
     os.symlink(victim.folder, root / "integration_tests")
-    ws = TaskWorkspace(root=root, project_dir="integration_tests", profile="p", schema="main", clock=CLOCK,
-                       policy=PathPolicy(root=root, writable=()))
+    ws = TaskWorkspace(
+        root=root,
+        project_dir="integration_tests",
+        profile="p",
+        schema="main",
+        clock=CLOCK,
+        policy=PathPolicy(root=root, writable=()),
+    )
     with pytest.raises(SandboxError, match="symbolic link"):
         _clean_build_state(ws)
     assert victim.untouched() and (victim.folder / "target" / "keep.txt").exists()
@@ -128,14 +132,22 @@ def test_dev_shm_root_and_dev_cannot_hold_more_than_their_bounds(bwrap: None, tm
     host_shm = set(os.listdir("/dev/shm"))
     workspace = make_workspace(tmp_path, ATTACKS / "ram_fill", "attack")
     run = run_steps(
-        workspace, ".",
-        [DbtStep(("run",)), *(QueryStep("build.duckdb", f"select mib, reason from fill_{w}") for w in ("dev_shm", "root", "dev"))],
-        clock=CLOCK, limits=ATTACK_LIMITS, stop_on_failure=False,
+        workspace,
+        ".",
+        [
+            DbtStep(("run",)),
+            *(QueryStep("build.duckdb", f"select mib, reason from fill_{w}") for w in ("dev_shm", "root", "dev")),
+        ],
+        clock=CLOCK,
+        limits=ATTACK_LIMITS,
+        stop_on_failure=False,
     )
     assert run.steps[0].ok, run.steps[0].first_error
     (shm,), (root,), (dev,) = (step.detail["rows"] for step in run.steps[1:])
-    print(f"\n[figure] written before refused: /dev/shm {shm[0]} MiB ({shm[1]}), / {root[0]} MiB ({root[1]}), "
-          f"/dev {dev[0]} MiB ({dev[1]})")
+    print(
+        f"\n[figure] written before refused: /dev/shm {shm[0]} MiB ({shm[1]}), / {root[0]} MiB ({root[1]}), "
+        f"/dev {dev[0]} MiB ({dev[1]})"
+    )
     assert shm[0] <= 4 and "No space left" in shm[1]  # Limits.shm_bytes: 4 MiB of the 1536 attempted
     assert root[0] == 0 and "Read-only file system" in root[1]
     assert dev[0] == 0 and "Read-only file system" in dev[1]
@@ -155,10 +167,14 @@ def test_files_beside_the_interpreter_are_not_visible(bwrap: None, tmp_path: Pat
     try:
         workspace = make_workspace(tmp_path, ATTACKS / "read_prefix", "attack")
         run = run_steps(
-            workspace, ".",
-            [DbtStep(("run", "--vars", json.dumps({"canary": str(canary)}))),
-             QueryStep("build.duckdb", "select seen from read_prefix")],
-            clock=CLOCK, limits=ATTACK_LIMITS,
+            workspace,
+            ".",
+            [
+                DbtStep(("run", "--vars", json.dumps({"canary": str(canary)}))),
+                QueryStep("build.duckdb", "select seen from read_prefix"),
+            ],
+            clock=CLOCK,
+            limits=ATTACK_LIMITS,
         )
         assert run.ok, run.first_error
         assert run.steps[1].detail["rows"] == [["refused: FileNotFoundError"]]
@@ -184,8 +200,9 @@ def test_binds_are_minimal_and_a_whole_prefix_is_refused() -> None:
                 refuse_sensitive_binds([prefix])
 
 
-
-def test_the_checkout_is_forbidden_but_an_installed_package_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_checkout_is_forbidden_but_an_installed_package_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """From a checkout, the repository (pins, fixtures, a home with gold) is never bound or used as a
     workspace. Installed from a wheel, the package is public code in the site-packages folder that also
     holds dbt: forbidding it would refuse every sandboxed build of a pip-installed dbt-harvest."""
@@ -232,10 +249,12 @@ def _python_under_tmp() -> tuple[Path, Path | None]:
     if sys.prefix != sys.base_prefix and Path("/tmp") in own.parents:
         return Path(sys.executable), None
     venv = Path("/tmp") / f"harvest-venv-{uuid.uuid4().hex[:8]}"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=120)
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import dbt.adapters.duckdb"],
-                           capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    probe = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import dbt.adapters.duckdb"], capture_output=True, timeout=120
+    )
     if probe.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
         pytest.skip("the base interpreter has no dbt-duckdb: a --system-site-packages venv of it cannot build")
@@ -247,8 +266,14 @@ def test_a_virtualenv_under_tmp_runs_sandboxed_builds(bwrap: None, tmp_path: Pat
     try:
         workspace = tamper_workspace(tmp_path, [])
         env = {**os.environ, "HARVEST_HOME": str(tmp_path / "home")}
-        done = subprocess.run([str(python), "-c", VENV_RUN, str(workspace)], env=env,
-                              capture_output=True, text=True, timeout=400, cwd=tmp_path)
+        done = subprocess.run(
+            [str(python), "-c", VENV_RUN, str(workspace)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         summary = json.loads(done.stdout.strip().splitlines()[-1])
         assert summary["exe"].startswith("/tmp/")

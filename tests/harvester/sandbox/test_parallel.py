@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace
 
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, run_steps, write_profile
 from dbt_harvest.harvester.sandbox.parallel import ParallelChild, run_parallel
 from dbt_harvest.harvester.sandbox.runner import captures_dir
-from sandbox_support import ATTACK_LIMITS, ATTACKS, CLOCK, PROJECTS, make_workspace
 
 GOLD = [DbtStep(("seed",)), DbtStep(("build",)), CaptureStep()]
 STAGING = "models/staging/stg_orders.sql"
@@ -69,12 +69,19 @@ def test_a_bound_crossed_in_a_sibling_kills_the_child_and_every_run_reports_it(b
     filler = make_workspace(tmp_path / "fill", ATTACKS / "disk_fill", "attack")
     limits = dataclasses.replace(ATTACK_LIMITS, workspace_bytes=64 << 20)
     shop_run, fill_run = run_parallel(
-        [shop, filler], ".", [GOLD, [DbtStep(("run", "--select", "huge_cross"))]], clock=CLOCK,
-        log_path=tmp_path / "parallel.log", limits=limits, stop_on_failure=False,
+        [shop, filler],
+        ".",
+        [GOLD, [DbtStep(("run", "--select", "huge_cross"))]],
+        clock=CLOCK,
+        log_path=tmp_path / "parallel.log",
+        limits=limits,
+        stop_on_failure=False,
     )
     for run in (shop_run, fill_run):
         assert not run.ok
-        assert run.killed_reason.startswith("workspace disk use ") and "exceeded the limit of 64 MiB" in run.killed_reason
+        assert (
+            run.killed_reason.startswith("workspace disk use ") and "exceeded the limit of 64 MiB" in run.killed_reason
+        )
     assert fill_run.steps[-1].first_error == fill_run.killed_reason  # the filler's step was interrupted
     assert not (filler / ".harvest_tmp").exists() and not (shop / ".harvest_tmp").exists()
 

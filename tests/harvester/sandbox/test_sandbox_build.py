@@ -12,10 +12,18 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, QueryStep, SandboxRun, fingerprint_sql, run_steps, write_profile
-from dbt_harvest.harvester.sandbox.command import ALLOWED_ENV
 from sandbox_support import CLOCK, PROJECTS, make_workspace
+
+from dbt_harvest.harvester.sandbox import (
+    CaptureStep,
+    DbtStep,
+    QueryStep,
+    SandboxRun,
+    fingerprint_sql,
+    run_steps,
+    write_profile,
+)
+from dbt_harvest.harvester.sandbox.command import ALLOWED_ENV
 
 PARENT_SECRETS = {"HF_TOKEN": "hf_parent_token_should_not_leak", "HARVEST_CANARY_SECRET": "canary-parent-only"}
 PROBE_SQL = "select * from main.env_probe cross join main.clock_probe"
@@ -79,7 +87,11 @@ def test_capture_copies_every_model_relation_as_a_table(shop_builds: dict[str, t
     assert revenue["unique_id"] == "model.sandbox_shop.customer_revenue"
     assert revenue["rows"] == 4
     assert [name for name, _ in revenue["columns"]] == [
-        "customer_id", "full_name", "is_member", "shipped_orders", "shipped_amount"
+        "customer_id",
+        "full_name",
+        "is_member",
+        "shipped_orders",
+        "shipped_amount",
     ]
     assert tables["main.stg_orders"]["rows"] == 5  # a view in the build, a table in gold
 
@@ -164,23 +176,30 @@ def test_a_view_that_fails_when_read_names_itself_and_the_rest_is_captured(bwrap
     (workspace / "seeds").mkdir(parents=True)
     (workspace / "models").mkdir()
     (workspace / "dbt_project.yml").write_text(
-        "name: lazy_view\nversion: '1.0'\nconfig-version: 2\nprofile: lazy_view\n", encoding="utf-8")
+        "name: lazy_view\nversion: '1.0'\nconfig-version: 2\nprofile: lazy_view\n", encoding="utf-8"
+    )
     (workspace / "seeds" / "raw_visits.csv").write_text(
-        "visit_id,visited_on\n1,2024-03-01\n2,soon\n3,2024-03-09\n", encoding="utf-8")
+        "visit_id,visited_on\n1,2024-03-01\n2,soon\n3,2024-03-09\n", encoding="utf-8"
+    )
     (workspace / "models" / "visit_days.sql").write_text(
         "{{ config(materialized='view') }}\n"
         "select visit_id, try_cast(visited_on as date) as visited_on from {{ ref('raw_visits') }}\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     (workspace / "models" / "visit_dates.sql").write_text(
         "{{ config(materialized='view') }}\n"
-        "select visit_id, cast(visited_on as date) as visited_on from {{ ref('raw_visits') }}\n", encoding="utf-8")
+        "select visit_id, cast(visited_on as date) as visited_on from {{ ref('raw_visits') }}\n",
+        encoding="utf-8",
+    )
     write_profile(workspace, ".", "lazy_view")
-    run = run_steps(workspace, ".", [DbtStep(("seed",)), DbtStep(("build",)), CaptureStep()], clock=CLOCK,
-                    stop_on_failure=False)
+    run = run_steps(
+        workspace, ".", [DbtStep(("seed",)), DbtStep(("build",)), CaptureStep()], clock=CLOCK, stop_on_failure=False
+    )
     seed, build, capture = run.steps
     assert seed.ok and build.ok, build.first_error
     assert not capture.ok and not run.ok
     assert capture.first_error.startswith(
-        "model.lazy_view.visit_dates: relation main.visit_dates cannot be read after the build: Conversion Error")
+        "model.lazy_view.visit_dates: relation main.visit_dates cannot be read after the build: Conversion Error"
+    )
     assert "\n" not in capture.first_error
     assert [table["name"] for table in capture.detail["tables"]] == ["main.visit_days"]

@@ -9,24 +9,24 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from sandbox_support import CLOCK, PROJECTS, make_workspace
 
+from dbt_harvest.core.clock import ClockError, clock_env, parse_clock
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import (
     CaptureStep,
     DbtStep,
     Limits,
     QueryStep,
+    command,
     fingerprint_sql,
     run_steps,
     sandbox_available,
     write_profile,
 )
-from dbt_harvest.harvester.sandbox import command
-from dbt_harvest.core.clock import ClockError, clock_env, parse_clock
 from dbt_harvest.harvester.sandbox.profile import PROFILE_DIR
 from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, read_result_file
 from dbt_harvest.harvester.sandbox.steps import step_request
-from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -120,7 +120,9 @@ def test_results_file_is_treated_as_untrusted(tmp_path: Path) -> None:
     (workspace / "linked_dir").symlink_to(tmp_path)
     with pytest.raises(ResultShapeError, match="cannot be opened safely"):
         read_result_file(workspace, "linked_dir/secret.txt")
-    (workspace / "bad.json").write_text(json.dumps({"version": 1, "steps": [{"kind": "query", "ok": True, "detail": {}}]}))
+    (workspace / "bad.json").write_text(
+        json.dumps({"version": 1, "steps": [{"kind": "query", "ok": True, "detail": {}}]})
+    )
     with pytest.raises(ResultShapeError, match="unexpected shape"):
         parse_steps(read_result_file(workspace, "bad.json"), ["dbt"])
     forged = {"kind": "capture", "ok": True, "first_error": "", "detail": {"tables": [{"name": "x"}]}}

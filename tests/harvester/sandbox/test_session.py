@@ -9,12 +9,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, QueryStep, RestoreDbStep, WriteStep, run_steps
 from dbt_harvest.harvester.sandbox.session import SandboxSession
 from dbt_harvest.harvester.sandbox.steps import step_request
-from sandbox_support import CLOCK, PROJECTS, make_workspace
 
 STAGING = "models/staging/stg_orders.sql"
 
@@ -35,23 +35,32 @@ def _shipped_amount(gold: Path) -> float:
 def test_batches_share_one_child_and_a_restored_variant_matches_a_fresh_build(bwrap: None, tmp_path: Path) -> None:
     ws = make_workspace(tmp_path, PROJECTS / "shop", "sandbox_shop")
     original = (ws / STAGING).read_text()
-    doubled = original.replace("select order_id, customer_id, status, amount,",
-                               "select order_id, customer_id, status, amount * 2 as amount,")
+    doubled = original.replace(
+        "select order_id, customer_id, status, amount,", "select order_id, customer_id, status, amount * 2 as amount,"
+    )
     assert doubled != original
     with SandboxSession(ws, ".", clock=CLOCK) as session:
         first = session.run([DbtStep(("seed",)), DbtStep(("build",)), CaptureStep(out="a.duckdb")])
         assert first.ok, first.first_error
         # keep the built database as the pristine starting point of every variant
         shutil.copyfile(ws / "build.duckdb", ws / "base.duckdb")
-        variant = session.run([
-            WriteStep(STAGING, doubled), RestoreDbStep("base.duckdb"),
-            DbtStep(("build", "--select", "stg_orders+")), CaptureStep(out="b.duckdb"),
-        ])
+        variant = session.run(
+            [
+                WriteStep(STAGING, doubled),
+                RestoreDbStep("base.duckdb"),
+                DbtStep(("build", "--select", "stg_orders+")),
+                CaptureStep(out="b.duckdb"),
+            ]
+        )
         assert variant.ok, variant.first_error
-        back = session.run([
-            WriteStep(STAGING, original), RestoreDbStep("base.duckdb"),
-            DbtStep(("build", "--select", "stg_orders+")), CaptureStep(out="c.duckdb"),
-        ])
+        back = session.run(
+            [
+                WriteStep(STAGING, original),
+                RestoreDbStep("base.duckdb"),
+                DbtStep(("build", "--select", "stg_orders+")),
+                CaptureStep(out="c.duckdb"),
+            ]
+        )
         assert back.ok, back.first_error
         assert session.starts == 1
     assert _shipped_amount(ws / "b.duckdb") == pytest.approx(2 * _shipped_amount(ws / "a.duckdb"))
