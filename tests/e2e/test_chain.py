@@ -1,5 +1,5 @@
 """The used-by chain, end to end, as a user runs it: only the `harvest` command line (subprocesses), the
-README walkthrough step by step, on four original projects (tests/e2e/projects),
+docs/CHAIN.md walkthrough step by step, on four original projects (tests/e2e/projects),
 one of them a package built from its ``integration_tests/`` through ``local: ../`` (the layout of most of the
 committed corpus: its models live outside ``project_dir``), with a hub package served by the example's mirror.
 
@@ -49,9 +49,9 @@ PACKAGE, PACKAGE_ORIGIN = "harvest_meters", "https://github.com/dbt-harvest-fixt
 TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-fixtures/freight_ops"
 #: The mint is bounded so the whole chain fits a few minutes; these families mint in every project.
 FAMILIES = "time,null"
-#: The training config the README walkthrough uses (tiny local model, CPU).
+#: The training config the docs/CHAIN.md walkthrough uses (tiny local model, CPU).
 SFT_CONFIG = Path(__file__).resolve().parent / "sft-e2e.toml"
-#: The experiment recipe the README names for a CPU (tiny model; its SFT config sits beside it).
+#: The experiment recipe docs/CHAIN.md names for a CPU (tiny model; its SFT config sits beside it).
 EXPERIMENT = Path(__file__).resolve().parent / "experiment-e2e.toml"
 
 
@@ -143,10 +143,16 @@ def _shape(args: Sequence[str]) -> tuple[tuple[str, ...], frozenset[str]]:
     return tuple(words[:2]), frozenset(a for a in args if a.startswith("--") and a != "--json")
 
 
-def readme_walkthrough() -> list[tuple[str, ...]]:
-    """The `harvest` commands of README.md's "The chain, step by step" block, as argument lists."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split("## The chain, step by step", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+#: The page whose walkthrough this test runs: its first ``bash`` block after the title.
+CHAIN_PAGE = ROOT / "docs" / "CHAIN.md"
+CHAIN_TITLE = "# The chain, step by step"
+
+
+def chain_walkthrough(page: Path = CHAIN_PAGE) -> list[tuple[str, ...]]:
+    """The `harvest` commands of docs/CHAIN.md's "The chain, step by step" block, as argument lists."""
+    text = page.read_text(encoding="utf-8")
+    assert CHAIN_TITLE in text, f"{page} has no {CHAIN_TITLE!r} heading: the walkthrough moved"
+    block = text.split(CHAIN_TITLE, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     commands = []
     for line in block.replace("\\\n", " ").splitlines():
         line = line.split("#", 1)[0]
@@ -155,6 +161,52 @@ def readme_walkthrough() -> list[tuple[str, ...]]:
             if "harvest" in words:
                 commands.append(tuple(words[words.index("harvest") + 1 :]))
     return commands
+
+
+#: The steps the walkthrough shows, in the order each first appears (subcommand words, as ``_shape`` reads them).
+WALKTHROUGH_STEPS = (
+    ("demo",),
+    ("add",),
+    ("split", "assign"),
+    ("mint",),
+    ("lint",),
+    ("dataset", "build"),
+    ("publish",),
+    ("train", "sft"),
+    ("train", "freeze"),
+    ("corpus", "feed"),
+    ("audit",),
+    ("audit", "report"),
+    ("audit", "compare"),
+    ("experiment",),
+)
+
+
+def test_the_walkthrough_is_read_from_docs_chain() -> None:
+    """docs/CHAIN.md's block parses into the chain's steps, in order: the deep test below compares those
+    commands with the ones it ran, so a block that moved or lost its steps must fail here, fast."""
+    steps = [_shape(command)[0] for command in chain_walkthrough()]
+    first_seen = [step for i, step in enumerate(steps) if step not in steps[:i]]
+    assert first_seen == list(WALKTHROUGH_STEPS)
+
+
+def test_the_walkthrough_parser_joins_lines_splits_commands_and_drops_comments(tmp_path: Path) -> None:
+    """A continued line is one command, ``;`` separates two, a comment is no argument, other tools are skipped."""
+    page = tmp_path / "CHAIN.md"
+    page.write_text(
+        f"{CHAIN_TITLE}\n\ntext\n\n```bash\nmkdir -p src   # not ours\n"
+        "harvest add ./src/p@abc \\\n  --origin https://github.com/o/p   # a comment --not-an-option\n"
+        "harvest tasks list ; harvest lint\n```\n\n```bash\nharvest gc\n```\n",
+        encoding="utf-8",
+    )
+    assert chain_walkthrough(page) == [
+        ("add", "./src/p@abc", "--origin", "https://github.com/o/p"),
+        ("tasks", "list"),
+        ("lint",),
+    ]
+    (tmp_path / "moved.md").write_text("# Another page\n\n```bash\nharvest lint\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="the walkthrough moved"):
+        chain_walkthrough(tmp_path / "moved.md")
 
 
 def _machine_paths(folder: Path, needles: list[bytes]) -> list[str]:
@@ -394,9 +446,9 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
     card = (folder / "README.md").read_text()
     # no repository is named after a local copy (the card's column table documents `local://` itself)
     assert "dbt-harvest-fixtures/lending_library" in card and "local__" not in card and "local://local/" not in card
-    # --- the README's walkthrough is what this test ran (every command, with the same options) -------
+    # --- docs/CHAIN.md's walkthrough is what this test ran (every command, with the same options) ------
     ran = {_shape(call) for call in chain.calls}
-    assert [c for c in readme_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
+    assert [c for c in chain_walkthrough() if c[:1] != ("demo",) and _shape(c) not in ran] == []
     print(
         f"\nchain wall time {time.perf_counter() - started:.0f} s; steps: "
         + ", ".join(f"{k} {v:.0f}s" for k, v in chain.timings.items())
