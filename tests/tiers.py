@@ -5,7 +5,7 @@ divided by two, so the default run stays within its budget only by doing less wo
 most of it fall in two kinds. Most check a behaviour through its one path (a stage, a refusal, a guard).
 Some check an outcome that a cheaper default test already reaches, along a second path: one mint of both
 kinds equals two, a fresh home reproduces the lock, the warm child gives the cold verdicts, Ray gives the
-local pool's decisions, the README's whole chain end to end. Those are marked ``deep``.
+local pool's decisions, docs/CHAIN.md's whole chain end to end. Those are marked ``deep``.
 
 - ``python -m pytest`` (the README's command) runs the default tier: every test not marked ``deep``.
 - ``--tier deep`` runs only the deep tier, ``--tier all`` both. CI runs the default tier, then the deep one.

@@ -2,7 +2,7 @@
 
 Nothing here fetches a repository or builds one: pins are facts (commits, origins, digests, table
 shapes), the ledger and the task lock are hash-checked text. The full rebuild is a documented command
-(README, "The corpus"), not a CI step.
+(docs/corpus/REBUILD.md), not a CI step.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`harvest demo` works in a folder of its own: the user's pins, reservation and tasks stay untouched, so
-the next steps of the README (add, split assign, mint) need no --force."""
+the next steps of docs/CHAIN.md (add, split assign, mint) need no --force."""
 
 from __future__ import annotations
 
