@@ -124,9 +124,10 @@ the pinned clock (the answer is then an ISO timestamp)."""
 
 def _parse(sql: str) -> exp.Expression | None:
     try:
-        return sqlglot.parse_one(sql, dialect="duckdb")
+        tree = sqlglot.parse_one(sql, dialect="duckdb")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
         return None
+    return tree if isinstance(tree, exp.Expression) else None  # sqlglot types it as its Expr trait
 
 
 def _fragment_columns(fragment: str) -> list[str]:
@@ -172,6 +173,44 @@ def _format_like(existing: Sequence[str], stamp: str) -> str:
     return stamp[:10]
 
 
+#: the name a probed comparison reads its compared column by
+_PLACEHOLDER = "__harvest_probe"
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """One candidate's edit as the derivations read it: its identity, the mutated text before and after,
+    and the model's whole compiled SQL before and after."""
+
+    key: str
+    family: str
+    operator: str
+    original_span: str
+    replacement: str
+    original_sql: str
+    mutated_sql: str
+
+    def proposal(self, condition: str, row: SeedRow, extra: tuple[SeedRow, ...] = ()) -> Proposal:
+        """A proposal for this candidate."""
+        return Proposal(self.key, self.family, self.operator, condition, row, extra)
+
+    def columns(self) -> list[str]:
+        """The columns the mutated text reads, before then after the edit."""
+        return _fragment_columns(self.original_span) + _fragment_columns(self.replacement)
+
+    def qualified_columns(self) -> list[tuple[str, str]]:
+        """The (table, column) pairs the mutated text reads, before then after the edit."""
+        return _qualified_columns(self.original_span) + _qualified_columns(self.replacement)
+
+
+def _bind(node: exp.Expression, column: str) -> str:
+    """The comparison's SQL with ``column`` read as the probe's placeholder."""
+    bound = node.copy().transform(
+        lambda n: exp.column(_PLACEHOLDER) if isinstance(n, exp.Column) and n.name == column else n
+    )
+    return bound.sql(dialect="duckdb")
+
+
 def propose(
     key: str,
     family: str,
@@ -194,133 +233,123 @@ def propose(
     says the row does not reach the mutated node). With ``lineage``, the alternatives traced through the
     models' SELECT expressions back to seed columns (``traced``) come first, then those found by name.
     """
+    edit = _Edit(key, family, operator, original_span, replacement, original_sql, mutated_sql)
     if lineage is not None:
-        alternatives = traced(
-            key,
-            family,
-            operator,
-            original_span,
-            replacement,
-            original_sql,
-            mutated_sql,
-            {s.name: s for s in seeds},
-            lineage,
-            probe,
-        )
+        alternatives = _traced(edit, {s.name: s for s in seeds}, lineage, probe)
         if choose < len(alternatives):
             return alternatives[choose]
         choose -= len(alternatives)
-        if family == "join" and operator == "join.drop_on_key":
-            raise NoProposal(
-                "the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
-                if not alternatives
-                else "no traced seed column left to try"
-            )
-        if operator in COUNT_OPERATORS:  # a same-named column of another seed never reaches this count
-            raise NoProposal(
-                "the counted column traces to no seed column (a constant such as source_relation, "
-                "or SQL lineage cannot follow): count(col) equals count(*) on any data"
-                if not alternatives
-                else "no traced seed column left to try"
-            )
+        _refuse_untraced(edit, alternatives)
     if family == "null":
-        columns = _fragment_columns(original_span) + _fragment_columns(replacement)
-        if not columns:
-            raise NoProposal("the mutated node reads no column")
-        for column in columns:
-            seed = seed_with_column(column, seeds, upstream, choose)
-            if seed is not None:
-                return Proposal(
-                    key,
-                    family,
-                    operator,
-                    f"{column} is NULL",
-                    SeedRow(seed.name, _template_row(seed, column), ((column, ""),)),
-                )
-        raise NoProposal(f"no seed holds {', '.join(sorted(set(columns)))}")
+        return _null_by_name(edit, seeds, upstream, choose)
     if family in ("time", "filter"):
-        pair = changed_comparison(original_sql, mutated_sql)
-        if pair is None:
-            raise NoProposal("no comparison changed (the time node is not in a predicate)")
-        original, mutated = pair
-        columns = sorted({c.name for c in original.find_all(exp.Column) if c.name})
-        if len(columns) != 1:
-            raise NoProposal(f"the comparison reads {len(columns)} columns, not one")
-        column = columns[0]
-        seed = seed_with_column(column, seeds, upstream, choose)
-        if seed is None:
-            raise NoProposal(f"no seed holds {column}")
-        placeholder = "__harvest_probe"
-
-        def bind(node: exp.Expression) -> str:
-            bound = node.copy().transform(
-                lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
-            )
-            return bound.sql(dialect="duckdb")
-
-        index = seed.column(column)
-        assert index is not None
-        if family == "filter":
-            values = literal_probes(original, mutated)
-            if not values:
-                raise NoProposal("the comparison holds no literal to try")
-            found = probe(bind(original), bind(mutated), placeholder, values)
-            if found is None:
-                raise NoProposal("no literal of the comparison separates it from the mutant")
-            value = found
-        else:
-            found = probe(bind(original), bind(mutated), placeholder, ())
-            if found is None:
-                raise NoProposal(
-                    f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons"
-                )
-            value = _format_like([r[index] for r in seed.rows], found)
-        return Proposal(
-            key,
-            family,
-            operator,
-            f"{column} = {found[:19]}",
-            SeedRow(seed.name, _template_row(seed, column), ((column, value),)),
-        )
+        return _comparison_by_name(edit, seeds, upstream, probe, choose)
     if family == "join":
-        if operator not in UNMATCHED_JOIN_OPERATORS:
-            raise NoProposal(f"{operator} has no derivation yet")
-        found_join = unmatched_join_column(original_sql, mutated_sql)
-        if found_join is None:
-            raise NoProposal("no changed join with a column = column key on its left input")
-        column, outer, joined = found_join
-        # the left input's seed: named like the left relation, never the joined one
-        holders = [s for s in seeds if s.column(column) is not None and s.rows and s.name != joined]
-        holders.sort(key=lambda s: (outer not in s.name, s.name not in upstream, s.name))
-        seed = holders[choose] if choose < len(holders) else None
-        if seed is None:
-            raise NoProposal(f"no seed holds {column}")
-        index = seed.column(column)
-        assert index is not None
-        existing = [r[index] for r in seed.rows]
-        return Proposal(
-            key,
-            family,
-            operator,
-            f"{column} has no match",
-            SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)),
-        )
+        return _join_by_name(edit, seeds, upstream, choose)
     if family == "grain":
-        columns = _fragment_columns(original_span) + _fragment_columns(replacement)
-        for column in columns or ():
-            seed = seed_with_column(column, seeds, upstream, choose)
-            if seed is not None:  # a twin of a real row (a fresh key only): the duplicate the grain hides
-                return Proposal(
-                    key,
-                    family,
-                    operator,
-                    f"two rows share {column}",
-                    SeedRow(seed.name, _template_row(seed, column), ()),
-                )
-        raise NoProposal(
-            "no seed holds a column of the mutated node" if columns else "the mutated node reads no column"
-        )
+        return _grain_by_name(edit, seeds, upstream, choose)
     raise NoProposal(f"family {family} has no derivation yet")
+
+
+def _refuse_untraced(edit: _Edit, alternatives: Sequence[Proposal]) -> None:
+    """NoProposal for the operators whose column found by name never reaches the node (a dropped join key,
+    a counted column): past the traced alternatives, none is left."""
+    if edit.family == "join" and edit.operator == "join.drop_on_key":
+        raise NoProposal(
+            "the dropped key traces to no seed column (a constant, or SQL lineage cannot follow)"
+            if not alternatives
+            else "no traced seed column left to try"
+        )
+    if edit.operator in COUNT_OPERATORS:  # a same-named column of another seed never reaches this count
+        raise NoProposal(
+            "the counted column traces to no seed column (a constant such as source_relation, "
+            "or SQL lineage cannot follow): count(col) equals count(*) on any data"
+            if not alternatives
+            else "no traced seed column left to try"
+        )
+
+
+def _null_by_name(edit: _Edit, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int) -> Proposal:
+    """``null`` by name: a NULL in the first column of the mutated node that a seed holds."""
+    columns = edit.columns()
+    if not columns:
+        raise NoProposal("the mutated node reads no column")
+    for column in columns:
+        seed = seed_with_column(column, seeds, upstream, choose)
+        if seed is not None:
+            return edit.proposal(f"{column} is NULL", SeedRow(seed.name, _template_row(seed, column), ((column, ""),)))
+    raise NoProposal(f"no seed holds {', '.join(sorted(set(columns)))}")
+
+
+def _comparison_by_name(
+    edit: _Edit, seeds: Sequence[SeedTable], upstream: frozenset[str], probe: Probe, choose: int
+) -> Proposal:
+    """``time``/``filter`` by name: the probed value on which the changed comparison and the original
+    disagree, in the seed column named like the one column it reads."""
+    pair = changed_comparison(edit.original_sql, edit.mutated_sql)
+    if pair is None:
+        raise NoProposal("no comparison changed (the time node is not in a predicate)")
+    original, mutated = pair
+    columns = sorted({c.name for c in original.find_all(exp.Column) if c.name})
+    if len(columns) != 1:
+        raise NoProposal(f"the comparison reads {len(columns)} columns, not one")
+    column = columns[0]
+    seed = seed_with_column(column, seeds, upstream, choose)
+    if seed is None:
+        raise NoProposal(f"no seed holds {column}")
+    index = seed.column(column)
+    assert index is not None
+    if edit.family == "filter":
+        values = literal_probes(original, mutated)
+        if not values:
+            raise NoProposal("the comparison holds no literal to try")
+        found = probe(_bind(original, column), _bind(mutated, column), _PLACEHOLDER, values)
+        if found is None:
+            raise NoProposal("no literal of the comparison separates it from the mutant")
+        value = found
+    else:
+        found = probe(_bind(original, column), _bind(mutated, column), _PLACEHOLDER, ())
+        if found is None:
+            raise NoProposal(
+                f"no day within {PROBE_DAYS} of the clock (nor hour or minute near it) separates the comparisons"
+            )
+        value = _format_like([r[index] for r in seed.rows], found)
+    return edit.proposal(
+        f"{column} = {found[:19]}", SeedRow(seed.name, _template_row(seed, column), ((column, value),))
+    )
+
+
+def _join_by_name(edit: _Edit, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int) -> Proposal:
+    """``join`` by name (unmatched operators): a row of the left input's seed whose key matches nothing."""
+    if edit.operator not in UNMATCHED_JOIN_OPERATORS:
+        raise NoProposal(f"{edit.operator} has no derivation yet")
+    found_join = unmatched_join_column(edit.original_sql, edit.mutated_sql)
+    if found_join is None:
+        raise NoProposal("no changed join with a column = column key on its left input")
+    column, outer, joined = found_join
+    # the left input's seed: named like the left relation, never the joined one
+    holders = [s for s in seeds if s.column(column) is not None and s.rows and s.name != joined]
+    holders.sort(key=lambda s: (outer not in s.name, s.name not in upstream, s.name))
+    seed = holders[choose] if choose < len(holders) else None
+    if seed is None:
+        raise NoProposal(f"no seed holds {column}")
+    index = seed.column(column)
+    assert index is not None
+    existing = [r[index] for r in seed.rows]
+    return edit.proposal(
+        f"{column} has no match",
+        SeedRow(seed.name, _template_row(seed, column), ((column, _fresh(existing, set(existing))),)),
+    )
+
+
+def _grain_by_name(edit: _Edit, seeds: Sequence[SeedTable], upstream: frozenset[str], choose: int) -> Proposal:
+    """``grain`` by name: a twin of a real row (a fresh key only), the duplicate the grain hides."""
+    columns = edit.columns()
+    for column in columns:
+        seed = seed_with_column(column, seeds, upstream, choose)
+        if seed is not None:
+            return edit.proposal(f"two rows share {column}", SeedRow(seed.name, _template_row(seed, column), ()))
+    raise NoProposal("no seed holds a column of the mutated node" if columns else "the mutated node reads no column")
 
 
 def _qualified_columns(fragment: str) -> list[tuple[str, str]]:
@@ -344,7 +373,11 @@ def _aggregate_group_columns(tree: exp.Expression | None, fragment: str) -> list
             parent = parent.parent
         select = node.find_ancestor(exp.Select)
         group = select.args.get("group") if isinstance(select, exp.Select) else None
-        if not isinstance(parent, (exp.Sum, exp.Min, exp.Max)) or not isinstance(group, exp.Group):
+        if (
+            not isinstance(parent, (exp.Sum, exp.Min, exp.Max))
+            or not isinstance(select, exp.Select)
+            or not isinstance(group, exp.Group)
+        ):
             continue
         out: list[tuple[str, str]] = []
         for key in group.expressions:
@@ -430,159 +463,228 @@ def traced(
       (``extra``) a value both comparisons reject, so that removing the bound (the operators' wrong repair)
       differs from the mutant as well as from the original.
     """
+    edit = _Edit(key, family, operator, original_span, replacement, original_sql, mutated_sql)
+    return _traced(edit, seeds, lineage, probe)
 
-    def make(condition: str, row: SeedRow, extra: tuple[SeedRow, ...] = ()) -> Proposal:
-        return Proposal(key, family, operator, condition, row, extra)
 
-    out: list[Proposal] = []
-    tree = _parse(original_sql)
+def _traced(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage, probe: Probe) -> list[Proposal]:
+    """``traced`` over one edit: the derivation its operator and family call for, once each."""
+    family, operator = edit.family, edit.operator
     if operator in COUNT_OPERATORS:
-        # count(*) and count(col) differ on a counted row whose col is NULL: a clone of a real row (it reaches
-        # the count the way that row does) with the seed column col comes from set NULL. extra: a twin of
-        # the same row (a fresh key only), so col repeats within its group and the wrong repair,
-        # count(distinct col), differs from the mutant as well as from the original
-        for table, column in dict.fromkeys(_qualified_columns(original_span) + _qualified_columns(replacement)):
-            out += [
-                make(
-                    f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})",
-                    row,
-                    (SeedRow(row.seed, row.template, ()),),
-                )
-                for row in _traced_rows(original_sql, table, column, "", seeds, lineage)
-            ]
+        out = _traced_count(edit, seeds, lineage)
     elif family == "null":
-        columns = _qualified_columns(original_span) + _qualified_columns(replacement)
-        for table, column in dict.fromkeys(columns):
-            for join in tree.find_all(exp.Join) if tree is not None and table else ():
-                if join.side != "LEFT" or not isinstance(join.this, exp.Expression) or join.this.alias_or_name != table:
-                    continue
-                for outer, _ in _join_keys(join):
-                    out += [
-                        make(f"{outer.sql()} has no match in {table}", row)
-                        for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)
-                    ]
-            groups = _aggregate_group_columns(tree, original_span) if operator == "null.drop_coalesce_default" else None
-            for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
-                # sum/min/max skip a NULL: it shows only in a group whose every row is NULL, so the row
-                # first gets fresh values in the seed columns the GROUP BY keys come from (a group of its own)
-                alone = tuple(
-                    dict.fromkeys(
-                        (seed_column, FRESH)
-                        for t, c in (groups or ())
-                        for s_, seed_column in trace(original_sql, t, c, lineage)
-                        if s_ == row.seed and seed_column != row.values[0][0]
-                    )
-                )
-                if alone:
-                    out.append(
-                        make(
-                            f"{column} is NULL in a group of its own (seed {row.seed}.{row.values[0][0]})",
-                            SeedRow(row.seed, row.template, row.values + alone),
-                        )
-                    )
-                out.append(make(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row))
+        out = _traced_null(edit, seeds, lineage)
     elif family == "join" and operator in UNMATCHED_JOIN_OPERATORS:
-        pair = changed_join(original_sql, mutated_sql)
-        for outer, inner in _join_keys(pair[0]) if pair is not None else []:
-            orphans = (
-                tuple(_traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)[:1])
-                if operator in ORPHAN_WRONG_REPAIR_OPERATORS
-                else ()
-            )
-            out += [
-                make(f"{outer.sql()} has no match", row, tuple(o for o in orphans if o.seed != row.seed))
-                for row in _traced_rows(original_sql, outer.table, outer.name, FRESH, seeds, lineage)
-            ]
+        out = _traced_unmatched_join(edit, seeds, lineage)
     elif family == "join" and operator == "join.drop_on_key":
-        pair = changed_join(original_sql, mutated_sql)
-        if pair is not None:
-            kept = {c.sql(dialect="duckdb") for c in (pair[1].find_all(exp.EQ) if pair[1] is not None else ())}
-            for outer, inner in _join_keys(pair[0]):
-                if (
-                    exp.EQ(this=outer.copy(), expression=inner.copy()).sql(dialect="duckdb") in kept
-                    or exp.EQ(this=inner.copy(), expression=outer.copy()).sql(dialect="duckdb") in kept
-                ):
-                    continue  # a key the mutant still has
-                out += [
-                    make(f"two {inner.table} rows agree on every key but {inner.name}", row)
-                    for row in _traced_rows(original_sql, inner.table, inner.name, FRESH, seeds, lineage)
-                ]
+        out = _traced_dropped_key(edit, seeds, lineage)
     elif operator == "time.swap_timestamp_columns":
-        before, after = _qualified_columns(original_span), _qualified_columns(replacement)
-        if before and after:
-            (table, column), (other_table, other) = before[0], after[0]
-            for seed_name, seed_column in trace(original_sql, table, column, lineage):
-                traced_other = {
-                    c for s_, c in trace(original_sql, other_table or table, other, lineage) if s_ == seed_name
-                }
-                seed = seeds.get(seed_name)
-                if seed is None or not seed.rows or not traced_other - {seed_column}:
-                    continue
-                spread = spread_timestamps(seed)
-                index = seed.column(seed_column)
-                if spread is None or index is None:
-                    continue
-                # the row: the column read for the other one moved a day on; extra: every timestamp of a
-                # row apart, so a wrong repair reading a third column differs from the mutant too
-                moved = dict(spread.values).get(seed.header[index].strip())
-                if moved is not None:
-                    out.append(
-                        make(
-                            f"{column} and {other} differ",
-                            SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
-                            (spread,),
-                        )
-                    )
+        out = _traced_swapped_timestamps(edit, seeds, lineage)
     elif family in ("time", "filter"):
-        pair = changed_comparison(original_sql, mutated_sql)
-        if pair is not None:
-            cols = {(c.table, c.name) for c in pair[0].find_all(exp.Column) if c.name}
-            if len(cols) == 1:
-                ((table, column),) = cols
-                placeholder = "__harvest_probe"
-
-                def bind(node: exp.Expression) -> str:
-                    return (
-                        node.copy()
-                        .transform(
-                            lambda n: exp.column(placeholder) if isinstance(n, exp.Column) and n.name == column else n
-                        )
-                        .sql(dialect="duckdb")
-                    )
-
-                values = literal_probes(*pair) if family == "filter" else ()
-                found = probe(bind(pair[0]), bind(pair[1]), placeholder, values) if family == "time" or values else None
-                # a value both comparisons reject: removing the bound (a wrong repair) then keeps a row
-                # that neither the original nor the mutant keeps, so it differs from the mutant too
-                outside = (
-                    probe(f"({bind(pair[0])}) or ({bind(pair[1])})", "true", placeholder, values)
-                    if found is not None
-                    else None
-                )
-                if found is not None:
-                    for row in _traced_rows(original_sql, table, column, "", seeds, lineage):
-                        seed = seeds[row.seed]
-                        index = seed.column(row.values[0][0])
-                        assert index is not None
-
-                        def shaped(v: str, seed: SeedTable = seed, index: int = index) -> str:
-                            return v if family == "filter" else _format_like([r[index] for r in seed.rows], v)
-
-                        extra = (
-                            (SeedRow(row.seed, row.template, ((row.values[0][0], shaped(outside)),)),)
-                            if outside is not None and outside != found
-                            else ()
-                        )
-                        out.append(
-                            make(
-                                f"{column} = {found[:19]}",
-                                SeedRow(row.seed, row.template, ((row.values[0][0], shaped(found)),)),
-                                extra,
-                            )
-                        )
+        out = _traced_comparison(edit, seeds, lineage, probe)
+    else:
+        out = []
     if family == "null":
-        out += _unmasking(key, family, operator, original_sql, mutated_sql, seeds, lineage)
+        out += _unmasking(edit.key, family, operator, edit.original_sql, edit.mutated_sql, seeds, lineage)
     return list(dict.fromkeys(out))
+
+
+def _traced_count(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """``count(*)`` <-> ``count(col)``: a NULL in the seed column the counted column comes from, and a twin."""
+    # count(*) and count(col) differ on a counted row whose col is NULL: a clone of a real row (it reaches
+    # the count the way that row does) with the seed column col comes from set NULL. extra: a twin of
+    # the same row (a fresh key only), so col repeats within its group and the wrong repair,
+    # count(distinct col), differs from the mutant as well as from the original
+    out: list[Proposal] = []
+    for table, column in dict.fromkeys(edit.qualified_columns()):
+        out += [
+            edit.proposal(
+                f"a counted {column} is NULL (seed {row.seed}.{row.values[0][0]})",
+                row,
+                (SeedRow(row.seed, row.template, ()),),
+            )
+            for row in _traced_rows(edit.original_sql, table, column, "", seeds, lineage)
+        ]
+    return out
+
+
+def _traced_null(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """``null``: per column the node reads, unmatched outer rows of the LEFT JOIN it comes from, then NULLs
+    in the seed columns it is computed from."""
+    tree = _parse(edit.original_sql)
+    out: list[Proposal] = []
+    for table, column in dict.fromkeys(edit.qualified_columns()):
+        out += _unmatched_left_join(edit, tree, table, seeds, lineage)
+        out += _null_rows(edit, tree, table, column, seeds, lineage)
+    return out
+
+
+def _unmatched_left_join(
+    edit: _Edit, tree: exp.Expression | None, table: str, seeds: Mapping[str, SeedTable], lineage: Lineage
+) -> list[Proposal]:
+    """Where ``table`` is the joined side of a LEFT JOIN: an outer row whose key (traced) matches nothing."""
+    out: list[Proposal] = []
+    for join in tree.find_all(exp.Join) if tree is not None and table else ():
+        if join.side != "LEFT" or not isinstance(join.this, exp.Expression) or join.this.alias_or_name != table:
+            continue
+        for outer, _ in _join_keys(join):
+            out += [
+                edit.proposal(f"{outer.sql()} has no match in {table}", row)
+                for row in _traced_rows(edit.original_sql, outer.table, outer.name, FRESH, seeds, lineage)
+            ]
+    return out
+
+
+def _null_rows(
+    edit: _Edit,
+    tree: exp.Expression | None,
+    table: str,
+    column: str,
+    seeds: Mapping[str, SeedTable],
+    lineage: Lineage,
+) -> list[Proposal]:
+    """A NULL in each seed column ``table.column`` is computed from; for a default dropped inside a grouped
+    SUM/MIN/MAX of ``tree``, first the same row in a group of its own."""
+    groups = (
+        _aggregate_group_columns(tree, edit.original_span) if edit.operator == "null.drop_coalesce_default" else None
+    )
+    out: list[Proposal] = []
+    for row in _traced_rows(edit.original_sql, table, column, "", seeds, lineage):
+        # sum/min/max skip a NULL: it shows only in a group whose every row is NULL, so the row
+        # first gets fresh values in the seed columns the GROUP BY keys come from (a group of its own)
+        alone = tuple(
+            dict.fromkeys(
+                (seed_column, FRESH)
+                for t, c in (groups or ())
+                for s_, seed_column in trace(edit.original_sql, t, c, lineage)
+                if s_ == row.seed and seed_column != row.values[0][0]
+            )
+        )
+        if alone:
+            out.append(
+                edit.proposal(
+                    f"{column} is NULL in a group of its own (seed {row.seed}.{row.values[0][0]})",
+                    SeedRow(row.seed, row.template, row.values + alone),
+                )
+            )
+        out.append(edit.proposal(f"{column} is NULL (seed {row.seed}.{row.values[0][0]})", row))
+    return out
+
+
+def _traced_unmatched_join(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """``join`` (unmatched operators): an outer row whose traced key matches nothing, with an orphan of the
+    joined side (``extra``) for the join-type operators."""
+    pair = changed_join(edit.original_sql, edit.mutated_sql)
+    out: list[Proposal] = []
+    for outer, inner in _join_keys(pair[0]) if pair is not None else []:
+        orphans = (
+            tuple(_traced_rows(edit.original_sql, inner.table, inner.name, FRESH, seeds, lineage)[:1])
+            if edit.operator in ORPHAN_WRONG_REPAIR_OPERATORS
+            else ()
+        )
+        out += [
+            edit.proposal(f"{outer.sql()} has no match", row, tuple(o for o in orphans if o.seed != row.seed))
+            for row in _traced_rows(edit.original_sql, outer.table, outer.name, FRESH, seeds, lineage)
+        ]
+    return out
+
+
+def _traced_dropped_key(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """``join.drop_on_key``: a twin of a joined-side row whose dropped key (traced) is fresh."""
+    pair = changed_join(edit.original_sql, edit.mutated_sql)
+    if pair is None:
+        return []
+    original, mutated = pair
+    kept = {c.sql(dialect="duckdb") for c in (mutated.find_all(exp.EQ) if mutated is not None else ())}
+    out: list[Proposal] = []
+    for outer, inner in _join_keys(original):
+        if (
+            exp.EQ(this=outer.copy(), expression=inner.copy()).sql(dialect="duckdb") in kept
+            or exp.EQ(this=inner.copy(), expression=outer.copy()).sql(dialect="duckdb") in kept
+        ):
+            continue  # a key the mutant still has
+        out += [
+            edit.proposal(f"two {inner.table} rows agree on every key but {inner.name}", row)
+            for row in _traced_rows(edit.original_sql, inner.table, inner.name, FRESH, seeds, lineage)
+        ]
+    return out
+
+
+def _traced_swapped_timestamps(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage) -> list[Proposal]:
+    """``time.swap_timestamp_columns``: a twin with the column the mutant reads instead moved a day on, and
+    (``extra``) a twin whose date and timestamp columns are all apart."""
+    before, after = _qualified_columns(edit.original_span), _qualified_columns(edit.replacement)
+    if not before or not after:
+        return []
+    (table, column), (other_table, other) = before[0], after[0]
+    out: list[Proposal] = []
+    for seed_name, seed_column in trace(edit.original_sql, table, column, lineage):
+        traced_other = {
+            c for s_, c in trace(edit.original_sql, other_table or table, other, lineage) if s_ == seed_name
+        }
+        seed = seeds.get(seed_name)
+        if seed is None or not seed.rows or not traced_other - {seed_column}:
+            continue
+        spread = spread_timestamps(seed)
+        index = seed.column(seed_column)
+        if spread is None or index is None:
+            continue
+        # the row: the column read for the other one moved a day on; extra: every timestamp of a
+        # row apart, so a wrong repair reading a third column differs from the mutant too
+        moved = dict(spread.values).get(seed.header[index].strip())
+        if moved is not None:
+            out.append(
+                edit.proposal(
+                    f"{column} and {other} differ",
+                    SeedRow(seed.name, spread.template, ((seed.header[index].strip(), moved),)),
+                    (spread,),
+                )
+            )
+    return out
+
+
+def _traced_comparison(edit: _Edit, seeds: Mapping[str, SeedTable], lineage: Lineage, probe: Probe) -> list[Proposal]:
+    """``time``/``filter``: the probed value in each seed column the compared column comes from, and
+    (``extra``) a value both comparisons reject."""
+    pair = changed_comparison(edit.original_sql, edit.mutated_sql)
+    if pair is None:
+        return []
+    original, mutated = pair
+    cols = {(c.table, c.name) for c in original.find_all(exp.Column) if c.name}
+    if len(cols) != 1:
+        return []
+    ((table, column),) = cols
+    values = literal_probes(original, mutated) if edit.family == "filter" else ()
+    bound, rebound = _bind(original, column), _bind(mutated, column)
+    found = probe(bound, rebound, _PLACEHOLDER, values) if edit.family == "time" or values else None
+    if found is None:
+        return []
+    # a value both comparisons reject: removing the bound (a wrong repair) then keeps a row
+    # that neither the original nor the mutant keeps, so it differs from the mutant too
+    outside = probe(f"({bound}) or ({rebound})", "true", _PLACEHOLDER, values)
+    out: list[Proposal] = []
+    for row in _traced_rows(edit.original_sql, table, column, "", seeds, lineage):
+        seed = seeds[row.seed]
+        index = seed.column(row.values[0][0])
+        assert index is not None
+        extra = (
+            (SeedRow(row.seed, row.template, ((row.values[0][0], _shaped(edit.family, seed, index, outside)),)),)
+            if outside is not None and outside != found
+            else ()
+        )
+        out.append(
+            edit.proposal(
+                f"{column} = {found[:19]}",
+                SeedRow(row.seed, row.template, ((row.values[0][0], _shaped(edit.family, seed, index, found)),)),
+                extra,
+            )
+        )
+    return out
+
+
+def _shaped(family: str, seed: SeedTable, index: int, value: str) -> str:
+    """A probed value as the seed column writes it (a filter's literal as it is)."""
+    return value if family == "filter" else _format_like([r[index] for r in seed.rows], value)
 
 
 def changed_projection(original_sql: str, mutated_sql: str) -> str | None:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.clock import freeze_clock, parse_clock
@@ -42,13 +43,14 @@ from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.home import builds_dir, pins_dir
 from dbt_harvest.core.locked_duckdb import Lock, bounded, connect_locked
 from dbt_harvest.core.patching import apply_patch
-from dbt_harvest.core.pin import Pin, pin_path, read_pin, write_pin
+from dbt_harvest.core.pin import Pin, TableRecord, pin_path, read_pin, write_pin
 from dbt_harvest.harvester.augment.derive import (
     FAMILIES,
     INVISIBLE_REASONS,
     PROBE_DAYS,
     WEAK_REASONS,
     NoProposal,
+    Probe,
     Proposal,
     SeedRow,
     SeedTable,
@@ -61,6 +63,12 @@ from dbt_harvest.harvester.augment.trace import Lineage, relation_key
 from dbt_harvest.harvester.mint.pipeline import MintOptions, MintTarget, mint
 from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob
 from dbt_harvest.harvester.sandbox import Limits
+
+if TYPE_CHECKING:
+    from dbt_harvest.harvester.add import GoldBuilds, Source
+    from dbt_harvest.harvester.mint.candidates import Candidate
+    from dbt_harvest.harvester.mint.engine import Engine
+    from dbt_harvest.harvester.mint.lineage import ModelNode
 
 #: proposals tried alone when the augmentation holding all of them is discarded
 SINGLE_TRIES = 3
@@ -129,7 +137,7 @@ class RecoverReport:
         }
 
 
-def time_probe(clock: str) -> Callable[..., str | None]:
+def time_probe(clock: str) -> Probe:
     """The probe ``derive.propose`` needs: the day nearest the clock (midnight), or the first of the given
     literals, on which the two comparisons disagree, evaluated in the locked-down DuckDB with the clock
     frozen (no file access)."""
@@ -234,7 +242,7 @@ def _rerun_with(
     scratch: Path,
     model: str,
     touched: Sequence[str] = (),
-):  # -> Engine | None
+) -> Engine | None:
     """An Engine over a copy of the pin's built data with ``rows`` inserted into their seeds and the models
     that matter to ``model``'s outputs re-run from their compiled SQL in the locked-down DuckDB (as
     screening re-runs a mutant): ``model``, its descendants, and their ancestors that rows in the seeds
@@ -383,6 +391,33 @@ def reaching_templates(
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class _Rejected:
+    """A pin's mint reports rejected for want of distinguishing data: the reports, the counts per family
+    (``invisible``, ``no_wrong_repair``) and the keys rejected ``no_wrong_repair`` (visible already)."""
+
+    reports: tuple[dict[str, Any], ...]
+    per_family: dict[str, dict[str, int]]
+    weak: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """What deriving and screening one pin's proposals reads: its built state, models, tree, seeds, time
+    probe and column lineage; the scratch folder of the screens; the reaching templates found so far (by
+    seed and model)."""
+
+    pin: Pin
+    manifest: dict[str, Any]
+    nodes: dict[str, ModelNode]
+    tree: Path
+    seeds: dict[str, SeedTable]
+    probe: Probe
+    lineage: Lineage
+    scratch: Path
+    reaching: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+
+
 def proposals_for(
     pin: Pin, families: Sequence[str]
 ) -> tuple[list[Proposal], dict[str, dict[str, int]], dict[str, int]]:
@@ -391,27 +426,59 @@ def proposals_for(
     the re-mint then judges); per family the rejected counts (``invisible``, ``no_wrong_repair``); and why
     the others got none (reason -> count)."""
     from dbt_harvest.harvester.mint.candidates import model_candidates
-    from dbt_harvest.harvester.mint.lineage import models
-    from dbt_harvest.harvester.mint.pipeline import load_reports
-    from dbt_harvest.harvester.state import load_state
-    from dbt_harvest.harvester.workspace import template
-    from dbt_harvest.mutators import transplant
 
-    rejected = [
+    rejected = _rejected_reports(pin, families)
+    if not rejected.reports:
+        return [], rejected.per_family, {}
+    screen = _screen_of(pin)
+    wanted: dict[str, set[str]] = {}
+    for r in rejected.reports:
+        wanted.setdefault(r["model"], set()).add(r["key"])
+    out: list[Proposal] = []
+    why: dict[str, int] = {}
+    for uid, keys in sorted(wanted.items()):
+        node = screen.nodes.get(uid)
+        if node is None:
+            continue
+        upstream = upstream_seeds(screen.manifest, uid)
+        for cand in model_candidates(pin, node, screen.tree, families, 0):
+            if cand.key not in keys:
+                continue
+            proposal, reason = _candidate_proposal(screen, cand, uid, node, upstream, cand.key in rejected.weak)
+            if proposal is not None:
+                out.append(proposal)
+            if reason:
+                why[reason] = why.get(reason, 0) + 1
+    shutil.rmtree(screen.scratch, ignore_errors=True)
+    return out, rejected.per_family, why
+
+
+def _rejected_reports(pin: Pin, families: Sequence[str]) -> _Rejected:
+    """The pin's mint reports of the ``families`` rejected as invisible or ``no_wrong_repair``, counted."""
+    from dbt_harvest.harvester.mint.pipeline import load_reports
+
+    reports = tuple(
         r
         for r in load_reports(pin.id)
         if not r.get("kept") and r.get("reason") in (*INVISIBLE_REASONS, *WEAK_REASONS) and r.get("family") in families
-    ]
+    )
     per_family: dict[str, dict[str, int]] = {}
     weak: set[str] = set()
-    for r in rejected:
+    for r in reports:
         group = "no_wrong_repair" if r["reason"] in WEAK_REASONS else "invisible"
         counts = per_family.setdefault(r["family"], {"invisible": 0, "no_wrong_repair": 0})
         counts[group] += 1
         if group == "no_wrong_repair":
             weak.add(r["key"])
-    if not rejected:
-        return [], per_family, {}
+    return _Rejected(reports, per_family, frozenset(weak))
+
+
+def _screen_of(pin: Pin) -> _Screen:
+    """The pin's state, seeds, probe and lineage read once, and a fresh scratch folder for its screens."""
+    from dbt_harvest.harvester.mint.lineage import models
+    from dbt_harvest.harvester.state import load_state
+    from dbt_harvest.harvester.workspace import template
+
     state = load_state(pin.id)
     nodes = models(state.manifest)
     tree = template(pin)
@@ -424,83 +491,72 @@ def proposals_for(
             dir=builds_dir().parent / "tmp" if (builds_dir().parent / "tmp").is_dir() else None,
         )
     )
-    wanted: dict[str, set[str]] = {}
-    for r in rejected:
-        wanted.setdefault(r["model"], set()).add(r["key"])
-    out: list[Proposal] = []
-    why: dict[str, int] = {}
-    reaching: dict[tuple[str, str], tuple[int, ...]] = {}
-    for uid, keys in sorted(wanted.items()):
-        node = nodes.get(uid)
-        if node is None:
-            continue
-        upstream = upstream_seeds(state.manifest, uid)
-        for cand in model_candidates(pin, node, tree, families, 0):
-            if cand.key not in keys:
-                continue
-            placed = transplant(cand.mutation.edit, cand.original, node.compiled_code)
-            if placed is None:
-                why["untransplantable"] = why.get("untransplantable", 0) + 1
-                continue
-            compiled = node.compiled_code
-            mutated = placed.apply(compiled)
-            reason = ""
-            for choose in range(MAX_ALTERNATIVES):
-                try:
-                    proposal = propose(
-                        cand.key,
-                        cand.mutation.family,
-                        cand.mutation.operator,
-                        compiled[placed.start : placed.end],
-                        placed.replacement,
-                        compiled,
-                        mutated,
-                        tuple(seeds.values()),
-                        upstream,
-                        probe,
-                        choose,
-                        lineage,
-                    )
-                except NoProposal as exc:
-                    reason = reason or str(exc)
-                    break
-                if cand.key in weak:  # visible already: only rows that make a wrong repair differ help
-                    if proposal.extra:
-                        out.append(replace(proposal, for_wrong_repair=True))
-                        reason = ""
-                    else:
-                        reason = "no informative wrong repair, and no row derived for one"
-                    break
-                _, written = render(seeds, list(proposal.rows))
-                if screen_rows(pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / cand.key):
-                    out.append(proposal)
-                    reason = ""
-                    break
-                # the clone's template may be a row that never reaches the model (a staging filter drops
-                # it): the same values on a real row that does reach it
-                reach_key = (proposal.row.seed, uid)
-                if reach_key not in reaching:
-                    reaching[reach_key] = reaching_templates(
-                        pin, state.manifest, nodes, seeds, proposal.row.seed, uid, scratch / "reach"
-                    )
-                found = None
-                for index in [i for i in reaching[reach_key] if i != proposal.row.template][:RETEMPLATE_TRIES]:
-                    moved = retemplate(proposal, index)
-                    _, written = render(seeds, list(moved.rows))
-                    if screen_rows(
-                        pin, state.manifest, nodes, seeds, written, uid, mutated, scratch / f"{cand.key}-{index}"
-                    ):
-                        found = moved
-                        break
-                if found is not None:
-                    out.append(found)
-                    reason = ""
-                    break
-                reason = "rows derived, but the mutant still equals the original on them (screened)"
-            if reason:
-                why[reason] = why.get(reason, 0) + 1
-    shutil.rmtree(scratch, ignore_errors=True)
-    return out, per_family, why
+    return _Screen(pin, state.manifest, nodes, tree, seeds, probe, lineage, scratch)
+
+
+def _candidate_proposal(
+    screen: _Screen, cand: Candidate, uid: str, node: ModelNode, upstream: frozenset[str], weak: bool
+) -> tuple[Proposal | None, str]:
+    """One candidate's proposal (the first alternative the screen sees reach the mutant; for a ``weak``
+    candidate, visible already, the first only if it has rows aimed at the wrong repairs), or None and why
+    ("" when the derivation gives up without a reason)."""
+    from dbt_harvest.mutators import transplant
+
+    placed = transplant(cand.mutation.edit, cand.original, node.compiled_code)
+    if placed is None:
+        return None, "untransplantable"
+    compiled = node.compiled_code
+    mutated = placed.apply(compiled)
+    reason = ""
+    for choose in range(MAX_ALTERNATIVES):
+        try:
+            proposal = propose(
+                cand.key,
+                cand.mutation.family,
+                cand.mutation.operator,
+                compiled[placed.start : placed.end],
+                placed.replacement,
+                compiled,
+                mutated,
+                tuple(screen.seeds.values()),
+                upstream,
+                screen.probe,
+                choose,
+                screen.lineage,
+            )
+        except NoProposal as exc:
+            return None, reason or str(exc)
+        if weak:  # visible already: only rows that make a wrong repair differ help
+            if proposal.extra:
+                return replace(proposal, for_wrong_repair=True), ""
+            return None, "no informative wrong repair, and no row derived for one"
+        found = _screened(screen, proposal, uid, mutated, cand.key)
+        if found is not None:
+            return found, ""
+        reason = "rows derived, but the mutant still equals the original on them (screened)"
+    return None, reason
+
+
+def _screened(screen: _Screen, proposal: Proposal, uid: str, mutated: str, key: str) -> Proposal | None:
+    """The proposal if the screen sees its rows make the mutant differ, else the same values cloned from one
+    of the first ``RETEMPLATE_TRIES`` other rows that reach the model and do; None when none does."""
+    pin, manifest, nodes, seeds = screen.pin, screen.manifest, screen.nodes, screen.seeds
+    _, written = render(seeds, list(proposal.rows))
+    if screen_rows(pin, manifest, nodes, seeds, written, uid, mutated, screen.scratch / key):
+        return proposal
+    # the clone's template may be a row that never reaches the model (a staging filter drops
+    # it): the same values on a real row that does reach it
+    reach_key = (proposal.row.seed, uid)
+    if reach_key not in screen.reaching:
+        screen.reaching[reach_key] = reaching_templates(
+            pin, manifest, nodes, seeds, proposal.row.seed, uid, screen.scratch / "reach"
+        )
+    for index in [i for i in screen.reaching[reach_key] if i != proposal.row.template][:RETEMPLATE_TRIES]:
+        moved = retemplate(proposal, index)
+        _, written = render(seeds, list(moved.rows))
+        if screen_rows(pin, manifest, nodes, seeds, written, uid, mutated, screen.scratch / f"{key}-{index}"):
+            return moved
+    return None
 
 
 class AugmentRebuildError(HarvestError):
@@ -610,32 +666,49 @@ def _build_augmentation(
     added_rows: int,
     options: AugmentOptions,
     expect: str = "",
-    recorded: tuple = (),
-) -> tuple[str, tuple]:
+    recorded: tuple[TableRecord, ...] = (),
+) -> tuple[str, tuple[TableRecord, ...]]:
     """Build base + patch twice (sandboxed), check the project stays healthy, install gold and state under
     ``pin_id``; the gold's name and the tables. ``expect``: the gold name the build must give (a committed
     pin rebuilt), unless its tables are the ``recorded`` ones (then the gold is installed under its content
     name, see :func:`rebuild_augmented`), else nothing is installed."""
-    from dbt_harvest.harvester.add import AddOptions, Source, _gold_builds, _tables
-    from dbt_harvest.harvester.discovery import discover
-    from dbt_harvest.harvester.gold import gold_path, install_gold, matches
-    from dbt_harvest.harvester.gold_digest import content_digest
+    from dbt_harvest.harvester.add import _tables
+    from dbt_harvest.harvester.gold import gold_path, install_gold
     from dbt_harvest.harvester.state import install_state
-    from dbt_harvest.harvester.workspace import compat_patch_text, template
 
     sha = hashlib.sha256(patch_text.encode()).hexdigest()
     run_dir = builds_dir() / "augment" / f"{sha[:12]}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    source = _augmented_source(base, patch_text, run_dir)
+    builds = _built_without_new_failures(base, source, run_dir, options)
+    first, tables = builds.first, _tables(builds)
+    assert first.gold_file is not None
+    _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
+    rename = _gold_renamed(pin_id, first.gold_file, tables, expect, recorded) or options.rename_gold
+    gold_sha = install_gold(first.gold_file, previous="" if rename else expect)
+    install_state(
+        pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes, db_file=base.db_file
+    )
+    shutil.rmtree(source.root, ignore_errors=True)
+    return gold_sha, tables
+
+
+def _augmented_source(base: Pin, patch_text: str, run_dir: Path) -> Source:
+    """The base pin's tree with the seed patch applied, under ``run_dir``, as the builds read a source."""
+    from dbt_harvest.harvester.add import Source
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.workspace import compat_patch_text, template
+
     root = run_dir / "source"
     shutil.copytree(template(base), root, symlinks=True, ignore=shutil.ignore_patterns(".harvest-template.json"))
     apply_patch(root, patch_text)
     project = discover(root, base.project_dir)
     # only root and project are read by the builds; the rest restates the base pin
-    source = Source(
-        spec=None,
+    return Source(
+        spec=None,  # type: ignore[arg-type]  # an augmentation has no spec of its own; the builds never read it
         commit=base.commit,
         ref=base.ref,
-        tree=base.tree,  # type: ignore[arg-type]
+        tree=base.tree,
         root_commits=base.root_commits,
         root=root,
         project=project,
@@ -644,6 +717,13 @@ def _build_augmentation(
         compat_patch=compat_patch_text(base),
         compat_edits=base.compat_edits,
     )
+
+
+def _built_without_new_failures(base: Pin, source: Source, run_dir: Path, options: AugmentOptions) -> GoldBuilds:
+    """The two gold builds of the augmented source; AugmentRejected when they fail or a dbt test fails that
+    passes on the base pin's own data."""
+    from dbt_harvest.harvester.add import AddOptions, _gold_builds
+
     add_options = AddOptions(sandboxed=options.sandboxed, limits=options.limits)
     try:
         builds = _gold_builds(
@@ -665,25 +745,28 @@ def _build_augmentation(
         new = sorted(set(first.failed_tests) - allowed)
         if new:
             raise AugmentRejected("dbt_test_fails", f"{new[0]}" + (f" and {len(new) - 1} more" if len(new) > 1 else ""))
-    tables = _tables(builds)
-    assert first.gold_file is not None
-    _check_outputs(base, gold_path(base.gold_sha256), first.gold_file, tables, added_rows)
-    rename = options.rename_gold
-    if expect and not matches(first.gold_file, expect):
-        if not recorded or tuple(tables) != tuple(recorded):
-            got = content_digest(first.gold_file)
-            raise AugmentRebuildError(
-                f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
-                f"not the {expect[:12]} the pin records, and its tables differ from the pin's; "
-                "its tasks cannot be re-minted here"
-            )
-        rename = True  # the recorded tables in other bytes: the same gold, named by its content
-    gold_sha = install_gold(first.gold_file, previous="" if rename else expect)
-    install_state(
-        pin_id, first.workspace, base.project_dir, max_bytes=options.limits.workspace_bytes, db_file=base.db_file
-    )
-    shutil.rmtree(root, ignore_errors=True)
-    return gold_sha, tables
+    return builds
+
+
+def _gold_renamed(
+    pin_id: str, gold_file: Path, tables: tuple[TableRecord, ...], expect: str, recorded: tuple[TableRecord, ...]
+) -> bool:
+    """Whether the gold built for a committed pin is installed under its content name: it is not the
+    ``expect``ed gold but has the ``recorded`` tables (the same gold in other bytes). AugmentRebuildError
+    when it is neither."""
+    from dbt_harvest.harvester.gold import matches
+    from dbt_harvest.harvester.gold_digest import content_digest
+
+    if not expect or matches(gold_file, expect):
+        return False
+    if not recorded or tuple(tables) != tuple(recorded):
+        got = content_digest(gold_file)
+        raise AugmentRebuildError(
+            f"{pin_id}: rebuilt from its base and seed patch, the gold is {got[:12]}, "
+            f"not the {expect[:12]} the pin records, and its tables differ from the pin's; "
+            "its tasks cannot be re-minted here"
+        )
+    return True  # the recorded tables in other bytes: the same gold, named by its content
 
 
 def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> set[str]:
@@ -736,6 +819,48 @@ def _check_outputs(base: Pin, base_gold: Path, new_gold: Path, tables: Sequence,
         con.close()
 
 
+class _Tally:
+    """What ``recover`` accumulates over its pins, turned into its report at the end."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, dict[str, int]] = {}
+        self.no_proposal: dict[str, int] = {}
+        self.augmentations: list[Augmentation] = []
+        self.kept: list[str] = []
+        self.reports: list[CandidateReport] = []
+
+    def count_derivation(
+        self, rejected: dict[str, dict[str, int]], why: dict[str, int], proposals: Sequence[Proposal]
+    ) -> None:
+        """Count one pin's rejected candidates per family, why some got no proposal, and the proposals."""
+        for family, counts in rejected.items():
+            for group, n in counts.items():
+                self.families.setdefault(family, _row())[group] += n
+        for reason, n in why.items():
+            self.no_proposal[reason] = self.no_proposal.get(reason, 0) + n
+        for p in proposals:
+            self.families.setdefault(p.family, _row())["proposed"] += 1
+
+    def count_reminted(self, reports: Sequence[CandidateReport]) -> None:
+        """Count the re-mint's reports of an augmented pin: its kept tasks are recovered."""
+        self.reports.extend(reports)
+        for r in reports:
+            if r.kept and r.task_id:
+                self.kept.append(r.task_id)
+                self.families.setdefault(r.family, _row())["recovered"] += 1
+
+    def report(self, seconds: float) -> RecoverReport:
+        """The report of everything counted."""
+        return RecoverReport(
+            self.families,
+            self.no_proposal,
+            tuple(self.augmentations),
+            tuple(self.kept),
+            seconds,
+            tuple(self.reports),
+        )
+
+
 def recover(
     pins: Sequence[Pin],
     mint_options: MintOptions,
@@ -746,79 +871,84 @@ def recover(
     """Augment and re-mint each pin's invisible candidates (module docstring); the report per family."""
 
     started = time.perf_counter()
-    families: dict[str, dict[str, int]] = {}
-    no_proposal: dict[str, int] = {}
-    augmentations: list[Augmentation] = []
-    kept: list[str] = []
-    all_reports: list = []
+    tally = _Tally()
     chosen = tuple(f for f in options.families if mint_options.families is None or f in mint_options.families)
     for base in pins:
         if base.augmentation_sha256:
             continue  # never augment an augmented pin
         proposals, rejected, why = proposals_for(base, chosen)
-        for family, counts in rejected.items():
-            for group, n in counts.items():
-                families.setdefault(family, _row())[group] += n
-        for reason, n in why.items():
-            no_proposal[reason] = no_proposal.get(reason, 0) + n
-        for p in proposals:
-            families.setdefault(p.family, _row())["proposed"] += 1
-        if not proposals:
-            continue
-        seeds = _seeds_of(base)
-        model_of = _models_of(base.id)
-        # all rows; else without the rows aimed at wrong repairs (an orphan may break a relationships
-        # test); else a few proposals alone
-        plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
-        tried = (
-            [proposals]
-            + ([plain] if plain and plain != proposals else [])
-            + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
-        )
-        for group in tried:
-            t0 = time.perf_counter()
-            patch, written = render(seeds, [row for p in group for row in p.rows])
-            keys = tuple(p.key for p in group)
-            recovers = [(model_of.get(k, ""), k) for k in keys]
-            try:
-                pin = augmented_pin(base, patch, len(written), options, recovers=recovers)
-            except AugmentRejected as exc:
-                augmentations.append(
-                    Augmentation(
-                        base.id,
-                        keys,
-                        len(written),
-                        discarded=exc.reason,
-                        detail=exc.detail,
-                        seconds=time.perf_counter() - t0,
-                    )
-                )
-                continue
-            for p in group:
-                families[p.family]["augmented"] += 1
-            split_target = MintTarget(
-                split_of=lambda pid, _b=base.id, _a=pin.id: target.split_of(_b if pid == _a else pid),
-                store=target.store,
-            )
-            models = frozenset(m for m, _ in recovers)
-            reports = mint(
-                [pin],
-                replace(mint_options, only_keys=frozenset(keys), only_models=models),
-                split_target,
-                on_result=on_result,
-            )
-            all_reports.extend(reports)
-            for r in reports:
-                if r.kept and r.task_id:
-                    kept.append(r.task_id)
-                    families.setdefault(r.family, _row())["recovered"] += 1
-            augmentations.append(
-                Augmentation(base.id, keys, len(written), pin=pin.id, seconds=time.perf_counter() - t0)
-            )
-            break  # the first healthy augmentation serves its proposals; singles only when the whole one failed
-    return RecoverReport(
-        families, no_proposal, tuple(augmentations), tuple(kept), time.perf_counter() - started, tuple(all_reports)
+        tally.count_derivation(rejected, why, proposals)
+        if proposals:
+            _augment_base(base, proposals, tally, mint_options, target, options, on_result)
+    return tally.report(time.perf_counter() - started)
+
+
+def _groups_to_try(proposals: list[Proposal]) -> list[list[Proposal]]:
+    """The proposals to augment a pin with, in the order tried: all of them; else without the rows aimed at
+    wrong repairs (an orphan may break a relationships test); else a few proposals alone."""
+    plain = [replace(p, extra=()) for p in proposals if not p.for_wrong_repair]
+    return (
+        [proposals]
+        + ([plain] if plain and plain != proposals else [])
+        + ([[p] for p in proposals[:SINGLE_TRIES]] if len(proposals) > 1 else [])
     )
+
+
+def _augment_base(
+    base: Pin,
+    proposals: list[Proposal],
+    tally: _Tally,
+    mint_options: MintOptions,
+    target: MintTarget,
+    options: AugmentOptions,
+    on_result: Callable[[ShardJob, list[CandidateReport]], None] | None,
+) -> None:
+    """Try the groups of proposals on ``base`` until one makes a healthy augmented pin, and re-mint the
+    candidates it serves there; every augmentation tried is counted."""
+    seeds = _seeds_of(base)
+    model_of = _models_of(base.id)
+    for group in _groups_to_try(proposals):
+        t0 = time.perf_counter()
+        patch, written = render(seeds, [row for p in group for row in p.rows])
+        keys = tuple(p.key for p in group)
+        recovers = [(model_of.get(k, ""), k) for k in keys]
+        try:
+            pin = augmented_pin(base, patch, len(written), options, recovers=recovers)
+        except AugmentRejected as exc:
+            tally.augmentations.append(
+                Augmentation(
+                    base.id,
+                    keys,
+                    len(written),
+                    discarded=exc.reason,
+                    detail=exc.detail,
+                    seconds=time.perf_counter() - t0,
+                )
+            )
+            continue
+        for p in group:
+            tally.families[p.family]["augmented"] += 1
+        models = frozenset(m for m, _ in recovers)
+        reports = mint(
+            [pin],
+            replace(mint_options, only_keys=frozenset(keys), only_models=models),
+            _base_split(target, base.id, pin.id),
+            on_result=on_result,
+        )
+        tally.count_reminted(reports)
+        tally.augmentations.append(
+            Augmentation(base.id, keys, len(written), pin=pin.id, seconds=time.perf_counter() - t0)
+        )
+        return  # the first healthy augmentation serves its proposals; singles only when the whole one failed
+
+
+def _base_split(target: MintTarget, base_id: str, pin_id: str) -> MintTarget:
+    """``target`` with the augmented pin ``pin_id`` minted into its base pin's split."""
+
+    def split_of(pid: str) -> tuple[str, str] | None:
+        return target.split_of(base_id if pid == pin_id else pid)
+
+    return MintTarget(split_of=split_of, store=target.store)
 
 
 def _row() -> dict[str, int]:

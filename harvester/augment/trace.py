@@ -59,9 +59,10 @@ def relation_key(relation: str | exp.Table) -> str:
 
 def _parse(sql: str) -> exp.Expression | None:
     try:
-        return sqlglot.parse_one(sql, dialect="duckdb")
+        tree = sqlglot.parse_one(sql, dialect="duckdb")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, ValueError):
         return None
+    return tree if isinstance(tree, exp.Expression) else None  # sqlglot types it as its Expr trait
 
 
 def _leaves(column: str, sql: str | exp.Expression, lin: Lineage) -> list[tuple[str, str]]:
