@@ -112,7 +112,7 @@ def is_public_url(url: str) -> bool:
     return not url.startswith(LOCAL_SCHEME)
 
 
-def _repository(base: Pin, options: MineOptions):  # type: ignore[no-untyped-def]
+def _repository(base: Pin, options: MineOptions) -> pygit2.Repository:
     """The base pin's repository (its mirror, fetched from the local copy or repository mirror if given)."""
     store = GitStore(mirrors_dir())
     if options.source is not None:
@@ -121,7 +121,7 @@ def _repository(base: Pin, options: MineOptions):  # type: ignore[no-untyped-def
     return store.mirror(base.url, fetch_from=str(local) if local else None)
 
 
-def _resolve(repo, rev: str, base: Pin) -> str:  # type: ignore[no-untyped-def]
+def _resolve(repo: pygit2.Repository, rev: str, base: Pin) -> str:
     """The commit ``rev`` names in the repository; HEAD falls back to the main or master branch (a mirror's HEAD
     can name a branch the repository no longer has)."""
     for name in (rev, "refs/heads/main", "refs/heads/master") if rev == "HEAD" else (rev,):
@@ -132,7 +132,7 @@ def _resolve(repo, rev: str, base: Pin) -> str:  # type: ignore[no-untyped-def]
     raise HarvestError(f"--from {rev!r} is not a commit or ref of {base.repo}")
 
 
-def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tuple[str, AddOptions]:  # type: ignore[no-untyped-def]
+def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo: pygit2.Repository) -> tuple[str, AddOptions]:
     """The spec and add options that pin the fix's parent with the fix, under the base pin's identity."""
     fix = HistoryFix(commit=verdict.sha, files=verdict.files, date=verdict.date, mined_from=base.id)
     compat = pins_dir() / "patches" / f"{base.compat_patch_sha256}.diff" if base.compat_patch_sha256 else None
@@ -154,8 +154,9 @@ def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo) -> tup
         rebuild=options.rebuild,
     )
     if options.source is not None:
-        identity = {"origin": base.url} if is_public_url(base.url) else {"name": base.url.removeprefix(LOCAL_SCHEME)}
-        return f"{options.source}@{verdict.parent}", replace(common, **identity)
+        if is_public_url(base.url):
+            return f"{options.source}@{verdict.parent}", replace(common, origin=base.url)
+        return f"{options.source}@{verdict.parent}", replace(common, name=base.url.removeprefix(LOCAL_SCHEME))
     return f"{base.spec.rsplit('@', 1)[0]}@{verdict.parent}", common
 
 
@@ -167,8 +168,8 @@ def mine(base: Pin, options: MineOptions = MineOptions(), on_fix: Callable[[Pinn
         )
     repo = _repository(base, options)
     if options.rebuild:
-        pinned = history_pins(base.id)
-        verdicts = tuple(Verdict(p.fix_commit, p.commit, p.fix_date, "", True, "", p.fix_files) for p in pinned)
+        history = history_pins(base.id)
+        verdicts = tuple(Verdict(p.fix_commit, p.commit, p.fix_date, "", True, "", p.fix_files) for p in history)
         report, taken = MineReport(base.id, ()), list(verdicts)
     else:
         start = base.commit

@@ -173,7 +173,7 @@ def commit_info(repo: pygit2.Repository, commit: pygit2.Commit) -> CommitInfo:
     """What :func:`judge` reads of a commit: parents, author date, message, changed paths (vs first parent)."""
     changes: tuple[Change, ...] = ()
     if commit.parents:
-        diff = repo.diff(commit.parents[0].tree, commit.tree)
+        diff = repo.diff(commit.parents[0], commit)  # each commit compared as its tree
         changes = tuple(
             Change(
                 d.new_file.path if d.status != pygit2.enums.DeltaStatus.DELETED else d.old_file.path,
