@@ -30,6 +30,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypedDict
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
@@ -187,8 +188,52 @@ def build_dataset(
     min_local_tests: int = 0,
 ) -> BuildResult:
     """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input."""
-    from datasets import DatasetDict
+    wanted = _wanted_splits(splits)
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise DatasetBuildError(f"{out} already exists; choose another --out or pass --overwrite")
+    exclusions = exclusions or load_exclusions()
+    _refuse_contamination(pins, home, exclusions)
+    records, duplicates = _load_records(wanted, home, pins, min_local_tests, since)
+    kept, left_repos, left_tasks = _select(records, public)
+    _refuse_empty_splits(wanted, records, kept)
+    gold_by_split = {s: sorted({r.gold_sha256 for r in kept[s]}) for s in wanted}
+    all_gold = sorted({g for shas in gold_by_split.values() for g in shas})
+    facts = CardFacts(
+        title=out.name,
+        generator_versions=tuple(sorted({r.generator_version for s in wanted for r in kept[s]})),
+        tool_versions=_common_versions([r for s in wanted for r in kept[s]]),
+        splits={s: len(kept[s]) for s in wanted},
+        provenance=_provenance(kept, home, pins),
+        left_out_repos=left_repos,
+        left_out_tasks=left_tasks,
+        public=public,
+        exclusions_source=dict(exclusions.source),
+        exclusions_counts={
+            "project_names": len(exclusions.project_names),
+            "domain_packages": len(exclusions.domain_packages),
+            "utility_packages": len(exclusions.utility_packages),
+        },
+        sealed_test_tasks=sealed_count(home, pins),
+        duplicate_tasks=duplicates,
+        min_local_tests=min_local_tests,
+        since=since or "",
+        **_split_counts(kept, wanted, pins),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        facts, files = _write_folder(
+            tmp, facts, kept, wanted, gold_by_split, all_gold, home=home, pins=pins, shard_rows=shard_rows
+        )
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
 
+
+def _wanted_splits(splits: Sequence[str]) -> tuple[str, ...]:
+    """The requested splits, each once, in order (DatasetBuildError for test, an unknown split, or none)."""
     wanted = tuple(dict.fromkeys(splits))
     for split in wanted:
         if split == "test":
@@ -199,14 +244,24 @@ def build_dataset(
             raise DatasetBuildError(f"unknown split {split!r}; choose from {', '.join(BUILDABLE)}")
     if not wanted:
         raise DatasetBuildError("no split requested")
-    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
-        raise DatasetBuildError(f"{out} already exists; choose another --out or pass --overwrite")
-    exclusions = exclusions or load_exclusions()
+    return wanted
+
+
+def _refuse_contamination(pins: Path, home: Path, exclusions: Exclusions) -> None:
+    """LintError naming the first contamination violation, if `harvest lint` finds any."""
     violations = lint_project(pins, home, exclusions)
     if violations:
         raise LintError(
             f"{len(violations)} contamination violation(s), first: {violations[0].line()}; run `harvest lint`"
         )
+
+
+def _load_records(
+    wanted: Sequence[str], home: Path, pins: Path, min_local_tests: int, since: str | None
+) -> tuple[dict[str, list[TaskRecord]], int]:
+    """(split -> records the build keeps, duplicate tasks dropped): read through the firewall's loader, forks'
+    repeated mutations dropped, then the ``--min-local-tests`` and ``--since`` filters; DatasetBuildError
+    when no split has a task left."""
     loaded = {s: distinct(load_tasks(s, home, pins, purpose="dataset")) for s in wanted}
     records = {s: rows for s, (rows, _) in loaded.items()}
     if min_local_tests:  # tasks whose local checks are more than "it builds"
@@ -231,7 +286,13 @@ def build_dataset(
         raise DatasetBuildError(
             f"no tasks in {home / 'tasks'} for {', '.join(wanted)}; mint tasks first (`harvest mint`)"
         )
-    kept, left_repos, left_tasks = _select(records, public)
+    return records, duplicates
+
+
+def _refuse_empty_splits(
+    wanted: Sequence[str], records: dict[str, list[TaskRecord]], kept: dict[str, list[TaskRecord]]
+) -> None:
+    """DatasetBuildError for the first requested split left without tasks, saying why and what to do."""
     for split in wanted:
         if kept[split]:
             continue
@@ -244,27 +305,26 @@ def build_dataset(
         others = [s for s in wanted if s != split and kept[s]]
         hint = f"build only {', '.join(others)} with --split" if others else "mint tasks for it first (`harvest mint`)"
         raise DatasetBuildError(f"split {split!r} has no tasks; {hint}")
-    gold_by_split = {s: sorted({r.gold_sha256 for r in kept[s]}) for s in wanted}
-    all_gold = sorted({g for shas in gold_by_split.values() for g in shas})
-    facts = CardFacts(
-        title=out.name,
-        generator_versions=tuple(sorted({r.generator_version for s in wanted for r in kept[s]})),
-        tool_versions=_common_versions([r for s in wanted for r in kept[s]]),
-        splits={s: len(kept[s]) for s in wanted},
-        provenance=_provenance(kept, home, pins),
-        left_out_repos=left_repos,
-        left_out_tasks=left_tasks,
-        public=public,
-        exclusions_source=dict(exclusions.source),
-        exclusions_counts={
-            "project_names": len(exclusions.project_names),
-            "domain_packages": len(exclusions.domain_packages),
-            "utility_packages": len(exclusions.utility_packages),
-        },
-        sealed_test_tasks=sealed_count(home, pins),
-        duplicate_tasks=duplicates,
-        local_tests_zero={s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
-        local_tests_hist={
+
+
+class _SplitCounts(TypedDict):
+    """The card's per-split task counts (``CardFacts`` fields of the same names)."""
+
+    local_tests_zero: dict[str, int]
+    local_tests_hist: dict[str, dict[str, int]]
+    augmented: dict[str, int]
+    known_failures: dict[str, int]
+    compat_edits: dict[str, int]
+    kinds: dict[str, dict[str, int]]
+    sources: dict[str, dict[str, int]]
+
+
+def _split_counts(kept: dict[str, list[TaskRecord]], wanted: Sequence[str], pins: Path) -> _SplitCounts:
+    """Per split: tasks without covering tests, the local_tests histogram, augmented tasks, tasks of projects
+    with known failing tests or an editing compat patch, tasks per kind and per source."""
+    return {
+        "local_tests_zero": {s: sum(1 for r in kept[s] if r.local_tests == 0) for s in wanted},
+        "local_tests_hist": {
             s: {
                 b: n
                 for b in LOCAL_TESTS_BUCKETS
@@ -272,38 +332,47 @@ def build_dataset(
             }
             for s in wanted
         },
-        min_local_tests=min_local_tests,
-        augmented={s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
-        known_failures=_known_failures(kept, pins),
-        compat_edits=_compat_edits(kept, pins),
-        kinds={s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
-        sources={s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
-        since=since or "",
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
-        _copy_gold(all_gold, home, tmp)
-        facts = replace(facts, corpus_report=_corpus_report(kept, pins, tmp))
-        (tmp / "data").mkdir()
-        written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
-        facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
-        dd = DatasetDict({s: ds for s, (ds, _) in written.items()})
-        dd.save_to_disk(str(tmp / "dataset_dict"))
-        atomic.write_text(tmp / "README.md", render(facts, wanted))
-        files = _hash_tree(tmp)
-        manifest = {
-            "format": 1,
-            "facts": facts.to_dict(),
-            "gold": gold_by_split,
-            "files": files,
-        }
-        atomic.write_text(tmp / MANIFEST, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return BuildResult(out, facts.splits, tuple(all_gold), left_repos, left_tasks, files)
+        "augmented": {s: sum(1 for r in kept[s] if "+aug-" in r.pin) for s in wanted},
+        "known_failures": _known_failures(kept, pins),
+        "compat_edits": _compat_edits(kept, pins),
+        "kinds": {s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
+        "sources": {s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
+    }
+
+
+def _write_folder(
+    tmp: Path,
+    facts: CardFacts,
+    kept: dict[str, list[TaskRecord]],
+    wanted: Sequence[str],
+    gold_by_split: dict[str, list[str]],
+    all_gold: Sequence[str],
+    *,
+    home: Path,
+    pins: Path,
+    shard_rows: int,
+) -> tuple[CardFacts, dict[str, str]]:
+    """Write the whole dataset into ``tmp``: gold, corpus reports, parquet shards, the saved DatasetDict, the
+    card and the manifest. Returns the card's facts completed (reports, fingerprints) and the files' sha256."""
+    from datasets import DatasetDict
+
+    _copy_gold(all_gold, home, tmp)
+    facts = replace(facts, corpus_report=_corpus_report(kept, pins, tmp))
+    (tmp / "data").mkdir()
+    written = {s: _write_split(kept[s], s, tmp, shard_rows, pins) for s in wanted}
+    facts = replace(facts, fingerprints={s: fp for s, (_, fp) in written.items()})
+    dd = DatasetDict({s: ds for s, (ds, _) in written.items()})
+    dd.save_to_disk(str(tmp / "dataset_dict"))
+    atomic.write_text(tmp / "README.md", render(facts, wanted))
+    files = _hash_tree(tmp)
+    manifest = {
+        "format": 1,
+        "facts": facts.to_dict(),
+        "gold": gold_by_split,
+        "files": files,
+    }
+    atomic.write_text(tmp / MANIFEST, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
+    return facts, files
 
 
 def _corpus_report(kept: dict[str, list[TaskRecord]], pins: Path, folder: Path) -> dict[str, str]:

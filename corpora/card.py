@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from dbt_harvest.corpora.features import COLUMNS, SWE_BENCH_MAPPING
 
@@ -92,7 +92,14 @@ def report_chart(split: str) -> str:
     return f"corpus_report-{split}.png"
 
 
-def hub_license(spdx_ids: Sequence[str]) -> dict[str, str]:
+class HubLicense(TypedDict, total=False):
+    """The card's YAML license keys (``license_name`` only with ``license: other``)."""
+
+    license: str
+    license_name: str
+
+
+def hub_license(spdx_ids: Sequence[str]) -> HubLicense:
     """YAML license keys: the one license's Hub id, or ``other`` with a name when repositories differ."""
     ids = sorted(set(spdx_ids))
     if len(ids) == 1:
@@ -142,11 +149,43 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
     from huggingface_hub import DatasetCard
 
     data = card_data(facts, splits, other_configs)
-    rows = [p for p in facts.provenance if p.split in splits]
-    n_rows = {s: facts.splits[s] for s in splits}
-    ex = facts.exclusions_counts
-    src = facts.exclusions_source
     lines = [
+        *_intro_lines(facts),
+        *_splits_lines(facts, splits, other_configs),
+        *_kinds_lines(facts, splits),
+        *_history_lines(facts, splits),
+        *_local_checks_lines(facts, splits),
+        *_compat_lines(facts, splits),
+        *_augmented_lines(facts, splits),
+        *_columns_lines(),
+        *_provenance_lines([p for p in facts.provenance if p.split in splits]),
+        *_contamination_lines(facts),
+        *_corpus_report_lines(facts, splits),
+        *_versions_lines(facts),
+    ]
+    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
+
+
+def _of_split(facts: CardFacts, splits: Sequence[str], counts: Mapping[str, int] | None) -> str:
+    """``train 3 of 1200, dev 0 of 30``: a count per split out of the split's rows."""
+    return ", ".join(f"{s} {(counts or {}).get(s, 0)} of {facts.splits[s]}" for s in splits)
+
+
+def _per_split_breakdown(
+    facts: CardFacts, splits: Sequence[str], table: Mapping[str, Mapping[str, int]] | None, default: str
+) -> str:
+    """``train 1000 completion + 200 repair, dev 30 repair``: tasks per key and split (a build that did
+    not count them has every row under ``default``)."""
+    return ", ".join(
+        f"{s} "
+        + " + ".join(f"{n} {k}" for k, n in sorted(((table or {}).get(s) or {default: facts.splits[s]}).items()))
+        for s in splits
+    )
+
+
+def _intro_lines(facts: CardFacts) -> list[str]:
+    """The title and what a row is."""
+    return [
         f"# {facts.title}",
         "",
         "Repair tasks for data-engineering agents, minted from real public dbt repositories by",
@@ -155,11 +194,17 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "dbt test passes; only a hidden comparison with the gold tables fails. The true repair scores 1; a",
         "plausible wrong repair that passes the local checks scores 0.",
         "",
+    ]
+
+
+def _splits_lines(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, str] | None) -> list[str]:
+    """The rows per split (and the splits another build published), and how splits are kept apart."""
+    return [
         "## Splits",
         "",
         "| split | rows |",
         "|---|---|",
-        *[f"| {s} | {n} |" for s, n in n_rows.items()],
+        *[f"| {s} | {facts.splits[s]} |" for s in dict.fromkeys(splits)],  # a split named twice is one row
         *[
             f"| {s} | published from another build (see this repository's history) |"
             for s in sorted(other_configs or {})
@@ -169,95 +214,106 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "(a package and its `_source` package) are in one split group, and groups were reserved to splits",
         "before any task was minted (hash-committed ledger in the generator's `pins/` folder).",
         "",
+    ]
+
+
+def _kinds_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """Repair and completion tasks: what each is, and how many per split."""
+    return [
         "## Task kinds",
         "",
         "A `repair` task plants one edit in a model (`broken_patch`) for the agent to find and undo. A `completion`",
         "task removes a documented model's SQL file (`broken_patch` deletes it; `patch` writes it back): the agent",
         "writes the model from its documentation (`problem_statement`: description, columns, tests, the models it",
         "may read), Spider 2.0-DBT's own shape. Both are graded the same way against gold. Tasks per kind and split: "
-        + (
-            ", ".join(
-                f"{s} "
-                + " + ".join(
-                    f"{n} {k}" for k, n in sorted(((facts.kinds or {}).get(s) or {"repair": facts.splits[s]}).items())
-                )
-                for s in splits
-            )
-        )
+        + _per_split_breakdown(facts, splits, facts.kinds, "repair")
         + ".",
         'Keep one kind with `ds.filter(lambda row: row["kind"] == "completion")`.',
         "",
+    ]
+
+
+def _history_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """Tasks that undo a real fix from a repository's history, per split (and the ``--since`` cut)."""
+    since = (
+        f" This build keeps only fixes made on or after {facts.since} (`--since`): tasks newer than a model's "
+        "training cut-off."
+        if facts.since
+        else ""
+    )
+    return [
         "## Real fixes from history",
         "",
         "A repair task whose `source` is `history` undoes a fix the repository's own engineers made: `base_commit` is",
         "the fix's parent with its data, built with the fix's model files (`fix_files` of `fix_commit`) applied, and",
         "`broken_patch` puts the parent's model back. `fix_commit`, `fix_date`, `fix_subject` and `fix_url` are",
         "provenance (the statement describes the symptom, never the commit message). Tasks per source and split: "
-        + (
-            ", ".join(
-                f"{s} "
-                + " + ".join(
-                    f"{n} {k}"
-                    for k, n in sorted(((facts.sources or {}).get(s) or {"mutation": facts.splits[s]}).items())
-                )
-                for s in splits
-            )
-        )
+        + _per_split_breakdown(facts, splits, facts.sources, "mutation")
         + "."
-        + (
-            f" This build keeps only fixes made on or after {facts.since} (`--since`): tasks newer than a model's "
-            "training cut-off."
-            if facts.since
-            else ""
-        ),
+        + since,
         'Keep one source with `ds.filter(lambda row: row["source"] == "history")`.',
         "",
+    ]
+
+
+def _local_checks_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """What the local checks prove: tasks without covering tests, the coverage table, known failing tests."""
+    known_failures = (
+        []
+        if facts.known_failures is None
+        else [
+            "",
+            "Some projects carry dbt tests that fail on the original project (`baseline_tests` with status fail or "
+            "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
+            "projects, per split: " + _of_split(facts, splits, facts.known_failures) + ".",
+        ]
+    )
+    return [
         "## Local checks",
         "",
         "`local_tests` counts the dbt tests over the broken model and its descendants. Where it is 0 the",
         "local checks only prove that the project builds: an agent gets no test signal for that bug.",
-        "Tasks with `local_tests` = 0, per split: "
-        + (", ".join(f"{s} {(facts.local_tests_zero or {}).get(s, 0)} of {facts.splits[s]}" for s in splits))
-        + ".",
+        "Tasks with `local_tests` = 0, per split: " + _of_split(facts, splits, facts.local_tests_zero) + ".",
         'Keep only tested tasks with `ds.filter(lambda row: row["local_tests"] > 0)`.',
         *_local_tests_table(facts, splits),
-        *(
-            []
-            if facts.known_failures is None
-            else [
-                "",
-                "Some projects carry dbt tests that fail on the original project (`baseline_tests` with status fail or "
-                "error, SWE-bench's FAIL_TO_FAIL): every build leaves them out, so they are no local check. Tasks of such "
-                "projects, per split: "
-                + ", ".join(f"{s} {facts.known_failures.get(s, 0)} of {facts.splits[s]}" for s in splits)
-                + ".",
-            ]
-        ),
+        *known_failures,
         "",
-        *(
-            []
-            if facts.compat_edits is None
-            else [
-                "## Compat patches",
-                "",
-                "`compat_patch` makes a project build on DuckDB. Most add one new file (a `duckdb__` macro); a patch that "
-                "edits files of the repository lists them in `compat_edits` (declared when the pin was made: "
-                "configuration, seeds, YAML or macros, never model SQL, which the tasks change and grade). Tasks whose "
-                "patch edits files, per split: "
-                + ", ".join(f"{s} {facts.compat_edits.get(s, 0)} of {facts.splits[s]}" for s in splits)
-                + ".",
-                "",
-            ]
-        ),
+    ]
+
+
+def _compat_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """Tasks whose compat patch edits files of the repository (none for a build made before they were counted)."""
+    if facts.compat_edits is None:
+        return []
+    return [
+        "## Compat patches",
+        "",
+        "`compat_patch` makes a project build on DuckDB. Most add one new file (a `duckdb__` macro); a patch that "
+        "edits files of the repository lists them in `compat_edits` (declared when the pin was made: "
+        "configuration, seeds, YAML or macros, never model SQL, which the tasks change and grade). Tasks whose "
+        "patch edits files, per split: " + _of_split(facts, splits, facts.compat_edits) + ".",
+        "",
+    ]
+
+
+def _augmented_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """Tasks whose seeds carry rows the harvester added, per split."""
+    return [
         "## Augmented data",
         "",
         "Where a project's own seeds could not tell a bug from the original, the harvester added the fewest",
         "seed rows that can (`augmentation_patch`, applied before every build of the task; the original project",
         "builds and passes all its dbt tests on them). Tasks with `augmented` = true, per split: "
-        + (", ".join(f"{s} {(facts.augmented or {}).get(s, 0)} of {facts.splits[s]}" for s in splits))
+        + _of_split(facts, splits, facts.augmented)
         + ".",
         'Keep only upstream data with `ds.filter(lambda row: not row["augmented"])`.',
         "",
+    ]
+
+
+def _columns_lines() -> list[str]:
+    """The setup step, every column's meaning, and how the columns read as SWE-bench's."""
+    return [
         "## Columns",
         "",
         "`patch` is the gold repair, as in SWE-bench; the bug is `broken_patch`. Every row is self-contained:",
@@ -281,6 +337,12 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "",
         "Gold DuckDB files are under `gold/`, named by their sha256; verify the hash before scoring.",
         "",
+    ]
+
+
+def _provenance_lines(rows: Sequence[RepoProvenance]) -> list[str]:
+    """One table row per repository and split: where its tasks come from, under which license."""
+    return [
         "## Provenance",
         "",
         "| repository | commit | license | split | tasks |",
@@ -289,6 +351,20 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "",
         "Each task's files stay under the license of its source repository (column `license`).",
         "",
+    ]
+
+
+def _contamination_lines(facts: CardFacts) -> list[str]:
+    """The non-contamination statement: benchmark exclusions, disjoint splits, sealed test, duplicates, licenses."""
+    ex = facts.exclusions_counts
+    src = facts.exclusions_source
+    licenses = (
+        f"- Licenses: {facts.left_out_repos} repositories ({facts.left_out_tasks} tasks) whose license does not "
+        "permit redistribution (or could not be determined) were left out of this public build."
+        if facts.public
+        else "- Licenses: private build; repositories without a redistributable license are included. Do not make public."
+    )
+    return [
         "## Non-contamination statement",
         "",
         f"- Benchmark: every repository was checked against the Spider 2.0-DBT exclusion list "
@@ -303,38 +379,39 @@ def render(facts: CardFacts, splits: Sequence[str], other_configs: Mapping[str, 
         "- Withheld from every row: wrong-repair patches and gold table fingerprints.",
         f"- Duplicates: {facts.duplicate_tasks} tasks repeating another's mutation (a fork of the same repository, "
         "same split group, file and broken patch) were dropped; the first instance id of each is kept.",
+        licenses,
     ]
-    if facts.public:
-        lines.append(
-            f"- Licenses: {facts.left_out_repos} repositories ({facts.left_out_tasks} tasks) whose license does not "
-            "permit redistribution (or could not be determined) were left out of this public build."
-        )
-    else:
-        lines.append(
-            "- Licenses: private build; repositories without a redistributable license are included. Do not make public."
-        )
+
+
+def _corpus_report_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
+    """Each split's corpus report with its chart (nothing when no split has one)."""
     reported = [s for s in splits if facts.corpus_report.get(s)]
-    if reported:
+    if not reported:
+        return []
+    lines = [
+        "",
+        "## Corpus report",
+        "",
+        "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
+        "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
+        "mint wall time where measured):",
+    ]
+    for split in reported:
         lines += [
             "",
-            "## Corpus report",
+            f"### {split}",
             "",
-            "What minting produced per repository of these splits (candidates, kept per operator family, yield,",
-            "screening rejections, silent vs loud bugs, kept tasks with an informative wrong repair, build and",
-            "mint wall time where measured):",
+            facts.corpus_report[split].rstrip(),
+            "",
+            f"![kept tasks per repository and family, {split}]({report_chart(split)})",
         ]
-        for split in reported:
-            lines += [
-                "",
-                f"### {split}",
-                "",
-                facts.corpus_report[split].rstrip(),
-                "",
-                f"![kept tasks per repository and family, {split}]({report_chart(split)})",
-            ]
+    return lines
+
+
+def _versions_lines(facts: CardFacts) -> list[str]:
+    """The tool versions the tasks were verified with."""
     versions = ", ".join(f"{k} {v}" for k, v in sorted(facts.tool_versions.items()))
-    lines += ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
-    return str(DatasetCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines)))
+    return ["", "## Versions", "", f"Verified with: {versions or 'unknown'}.", ""]
 
 
 def _local_tests_table(facts: CardFacts, splits: Sequence[str]) -> list[str]:

@@ -215,23 +215,31 @@ def to_row(
     ``augmentation`` the text of its patches).
 
     Fields not listed here (wrong repairs, timings, table fingerprints) are never copied."""
+    if pin is not None:
+        _check_pin_texts(record, pin, compat_patch, augmentation)
+    return {
+        **_task_fields(record),
+        **_rebuild_fields(pin, compat_patch, augmentation),
+        **_check_fields(record, pin),
+        **_toolchain_fields(record),
+        **_history_fields(record, pin),
+    }
+
+
+def _check_pin_texts(record: TaskRecord, pin: Pin, compat_patch: str, augmentation: str) -> None:
+    """ValueError unless ``pin`` is the record's pin and the patch texts hash to the pin's sha256."""
     import hashlib
 
-    if pin is not None and (pin.id != record.pin or pin.commit != record.base_commit):
+    if pin.id != record.pin or pin.commit != record.base_commit:
         raise ValueError(f"{record.instance_id}: pin {pin.id} is not the task's pin {record.pin}")
-    if (
-        pin is not None
-        and pin.compat_patch_sha256
-        and hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256
-    ):
+    if pin.compat_patch_sha256 and hashlib.sha256(compat_patch.encode()).hexdigest() != pin.compat_patch_sha256:
         raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
-    if (
-        pin is not None
-        and pin.augmentation_sha256
-        and hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256
-    ):
+    if pin.augmentation_sha256 and hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256:
         raise ValueError(f"{record.instance_id}: augmentation patch text does not match the pin's sha256")
-    version, setup_env = toolchain(record.versions)
+
+
+def _task_fields(record: TaskRecord) -> dict[str, Any]:
+    """The task itself: ids, statement, the bug and its repair, local checks, grading spec and gold."""
     return {
         "instance_id": record.instance_id,
         "repo": record.repo,
@@ -256,6 +264,12 @@ def to_row(
         "ignore_orders": list(record.grading.ignore_orders),
         "gold_file": gold_file(record.gold_sha256),
         "gold_sha256": record.gold_sha256,
+    }
+
+
+def _rebuild_fields(pin: Pin | None, compat_patch: str, augmentation: str) -> dict[str, Any]:
+    """What rebuilds the project from its pin: origin, tree, profile, clock, packages, compat and seed patches."""
+    return {
         "origin_url": pin.url if pin else "",
         "tree": pin.tree if pin else "",
         "project_name": pin.project_name if pin else "",
@@ -279,10 +293,23 @@ def to_row(
         "augmented": bool(pin and pin.augmentation_sha256),
         "augmentation_patch": augmentation if pin and pin.augmentation_sha256 else "",
         "augmentation_patch_sha256": pin.augmentation_sha256 if pin else "",
+    }
+
+
+def _check_fields(record: TaskRecord, pin: Pin | None) -> dict[str, Any]:
+    """The setup step and the checks in SWE-bench's terms, with the project's known failing dbt tests."""
+    return {
         "setup": SETUP,
         "FAIL_TO_PASS": fail_to_pass(record),
         "PASS_TO_PASS": pass_to_pass(record),
         "baseline_tests": [{"unique_id": t.unique_id, "status": t.status} for t in (pin.baseline_tests if pin else ())],
+    }
+
+
+def _toolchain_fields(record: TaskRecord) -> dict[str, Any]:
+    """Versions and environment, license and split group, and how strong the task's checks are."""
+    version, setup_env = toolchain(record.versions)
+    return {
         "version": version,
         "environment_setup": setup_env,
         "license": record.license,
@@ -291,6 +318,12 @@ def to_row(
         "versions": [{"name": k, "version": v} for k, v in sorted(record.versions.items())],
         "weak": record.weak,
         "local_tests": record.local_tests,
+    }
+
+
+def _history_fields(record: TaskRecord, pin: Pin | None) -> dict[str, Any]:
+    """Where the bug comes from; for a history task, the fix commit it undoes."""
+    return {
         "source": record.source,
         "fix_commit": record.fix_commit,
         "fix_date": record.fix_date,

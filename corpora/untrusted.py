@@ -187,6 +187,19 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
     limits = limits or RowLimits.from_env()
     if allow_ssh is None:
         allow_ssh = os.environ.get(ALLOW_SSH_ENV, "").strip() in ("1", "true", "yes")
+    where = _check_shape(row, limits)
+    _check_origin(row, where)
+    _check_file_lists(row, where)
+    _check_ids(row, where)
+    _check_paths(row, where, limits)
+    check_url(row.get("origin_url", ""), "origin_url", where, allow_ssh=allow_ssh)
+    _check_patches(row, where, limits)
+    _check_packages(row.get("packages") or [], row.get("project_dir", ""), where, allow_ssh)
+
+
+def _check_shape(row: Mapping[str, Any], limits: RowLimits) -> str:
+    """How errors name the row (its instance_id, once that is a task id): plain data within the row bound,
+    string fields that are strings, and an instance_id that is one path component."""
     raw_id = row.get("instance_id")
     where = raw_id if isinstance(raw_id, str) and _ID.fullmatch(raw_id) else "a row"
     try:
@@ -203,6 +216,11 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
             f"a row's instance_id {str(raw_id)[:80]!r} is not a task id "
             "(letters, digits and _ . + @ -; one path component)"
         )
+    return where
+
+
+def _check_origin(row: Mapping[str, Any], where: str) -> None:
+    """A known kind and source; a history row, and only it, names its fix commit, digest and files."""
     kind = row.get("kind", "repair")
     if kind not in KINDS:
         raise UntrustedRowError(f"{where}: kind {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
@@ -221,6 +239,11 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         )
     for name in fix_files:
         check_relpath(name, "fix_files", where)
+
+
+def _check_file_lists(row: Mapping[str, Any], where: str) -> None:
+    """``compat_edits`` (clean relative paths, only with a compat patch) and ``baseline_tests`` (the pin's own
+    validation: dbt test unique ids and statuses, which become ``--exclude`` selectors)."""
     edits = row.get("compat_edits") or []
     if not isinstance(edits, list) or len(edits) > 200 or (edits and not row.get("compat_patch_sha256")):
         raise UntrustedRowError(f"{where}: compat_edits must list at most 200 files the row's compat patch edits")
@@ -233,6 +256,10 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         baseline_tests_from([dict(t) if isinstance(t, Mapping) else t for t in baseline], where)
     except PinError as exc:
         raise UntrustedRowError(str(exc)) from None
+
+
+def _check_ids(row: Mapping[str, Any], where: str) -> None:
+    """The pin id, the commit and tree ids, and every sha256 match their grammar."""
     pin = row.get("pin", "")
     if not isinstance(pin, str) or not _PIN.fullmatch(pin) or ".." in pin:
         raise UntrustedRowError(
@@ -245,6 +272,11 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         value = row.get(name, "")
         if value and not _HEX64.fullmatch(str(value)):
             raise UntrustedRowError(f"{where}: {name} {str(value)[:80]!r} is not a sha256")
+
+
+def _check_paths(row: Mapping[str, Any], where: str, limits: RowLimits) -> None:
+    """The statement within its bound; the project folder, files and gold inside the tree; the database a
+    bare ``<identifier>.duckdb`` file name."""
     statement = row.get("problem_statement", "")
     if len(statement) > limits.max_statement_chars:
         raise _over(
@@ -263,7 +295,10 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
             f"{where}: database_file {database[:80]!r} must be a plain file name <identifier>.duckdb "
             "(e.g. build.duckdb)"
         )
-    check_url(row.get("origin_url", ""), "origin_url", where, allow_ssh=allow_ssh)
+
+
+def _check_patches(row: Mapping[str, Any], where: str, limits: RowLimits) -> None:
+    """Every patch field (``_check_patch``), and the files and bytes all of them together create and write."""
     created = added = 0
     for name in _PATCH_FIELDS:
         text = row.get(name) or ""
@@ -277,7 +312,6 @@ def check_row(row: Mapping[str, Any], limits: RowLimits | None = None, *, allow_
         )
     if added > limits.max_written_bytes:
         raise _over(where, "the bytes its patches write", added, "max_written_bytes", limits.max_written_bytes)
-    _check_packages(row.get("packages") or [], row.get("project_dir", ""), where, allow_ssh)
 
 
 def _check_packages(packages: object, project_dir: str, where: str, allow_ssh: bool) -> None:
