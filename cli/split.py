@@ -104,7 +104,7 @@ def show_cmd(as_json: bool) -> None:
             "\n".join(markup(r) for r in row["reasons"]) or "-",
         )
     print_table(table, console)
-    for h in history:
-        console.print(markup(f"#{h['seq']} {h['time']} {h['action']} commitment {h['commitment'][:16]}"))
+    for e in ledger.events:
+        console.print(markup(f"#{e.seq} {e.time} {e.action} commitment {e.commitment[:16]}"))
     if not history:
         console.print("no reservation yet: run `harvest split assign --test N --dev N --seed S`")

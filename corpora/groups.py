@@ -55,7 +55,8 @@ class _UnionFind:
 
 
 def _pairs_sharing(index: dict[str, list[Pin]]) -> list[tuple[str, Pin, Pin]]:
-    out = []
+    """(key, first pin, other pin) for each further pin that shares a key with the first one under it."""
+    out: list[tuple[str, Pin, Pin]] = []
     for key, members in index.items():
         first = members[0]
         out.extend((key, first, other) for other in members[1:] if other.id != first.id)

@@ -158,11 +158,11 @@ def check_ngrams(train: Sequence[TaskRecord | TaskDigest], evaluation: Sequence[
     documented = frozenset(line for task in evaluation for line in task.column_lines)
     index: dict[str, str] = {}
     whole: dict[str, str] = {}
-    for task in evaluation:
-        for gram in task.ngrams:
-            index.setdefault(gram, f"{task.split} task {task.instance_id}")
-        whole.setdefault(task.statement_sha, f"{task.split} task {task.instance_id}")
-    out = []
+    for held_out in evaluation:
+        for gram in held_out.ngrams:
+            index.setdefault(gram, f"{held_out.split} task {held_out.instance_id}")
+        whole.setdefault(held_out.statement_sha, f"{held_out.split} task {held_out.instance_id}")
+    out: list[Violation] = []
     for task in train:
         sha = statement_sha(task.problem_statement) if isinstance(task, TaskRecord) else task.statement_sha
         if sha in whole:

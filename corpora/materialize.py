@@ -109,9 +109,9 @@ def _verified_rows(folder: Path, split: str | None) -> dict[str, list[dict[str, 
     manifest = read_manifest(folder)
     shards: dict[str, list[str]] = {}
     for rel in sorted(manifest["files"]):
-        name = PurePosixPath(rel)
-        if len(name.parts) == 2 and name.parts[0] == "data" and name.suffix == ".parquet":
-            shards.setdefault(name.name.split("-", 1)[0], []).append(rel)
+        path = PurePosixPath(rel)
+        if len(path.parts) == 2 and path.parts[0] == "data" and path.suffix == ".parquet":
+            shards.setdefault(path.name.split("-", 1)[0], []).append(rel)
     splits = (
         [split] if split else sorted(shards, key=lambda s: ("train", "dev").index(s) if s in ("train", "dev") else 9)
     )
