@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from dbt_harvest.core.pin import Pin
+    from dbt_harvest.core.task_record import TaskRecord
+    from dbt_harvest.train.corpus_feed import TaskFeed
 
 
 @click.group("corpus", context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,7 +121,7 @@ def report(out: Path, timings: Path | None, carry: Path | None, kind: str, as_js
         click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
 
 
-def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore[type-arg]
+def unfinished(pins: Sequence[Pin], max_per_model: int = 3) -> list[str]:
     """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
     from dbt_harvest.harvester.mint.pipeline import MintOptions
     from dbt_harvest.harvester.mint.pipeline import unfinished as shards_left
@@ -120,7 +129,7 @@ def unfinished(pins: list, max_per_model: int = 3) -> list[str]:  # type: ignore
     return sorted({pin_id for pin_id, _ in shards_left(pins, MintOptions(max_per_model=max_per_model))})
 
 
-def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict:
+def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict[str, Any]:
     """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
     shards still to do (a mint stopped by a time budget), recorded as such in the lock."""
     from dbt_harvest.core.home import harvest_home, pins_dir
@@ -214,33 +223,12 @@ def feed(
     fit the token budget, the GRPO reward of the true repair is 1 and of the unrepaired project 0. Exit 1 when
     any task fails a stage (each is listed with why). Each finished task is kept under HARVEST_HOME/feed/ as it
     finishes: a stopped run, started again with the same settings, measures only the tasks it had not."""
-    import json
-
-    from dbt_harvest.cli._progress import progress
-    from dbt_harvest.core import atomic
-    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.home import harvest_home
     from dbt_harvest.train import feed_log
     from dbt_harvest.train.corpus_feed import AGENTIC_VARIANTS, markdown
-    from dbt_harvest.train.corpus_feed import feed as run_feed
-    from dbt_harvest.train.errors import TrainDataError
-    from dbt_harvest.train.project import PinnedProjectSource
-    from dbt_harvest.train.sft_data import load_train_tasks
 
-    tasks = load_train_tasks("")
-    if only:
-        tasks = [t for t in tasks if t.pin in set(only)]
-        if not tasks:
-            raise TrainDataError(f"no train task of {', '.join(only)} in HARVEST_HOME")
-    if tokenizer_path is not None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True)
-        name = f"the tokenizer in a local folder {tokenizer_path.name!r}"  # no machine path in a committed report
-    else:
-        from dbt_harvest.train.tiny import TinySpec, train_tokenizer
-
-        tokenizer = train_tokenizer(TinySpec().vocab_size)
-        name = f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
+    tasks = _train_tasks(only)
+    tokenizer, name = _feed_tokenizer(tokenizer_path)
     log = feed_log.log_path(
         harvest_home(),
         feed_log.settings_key(
@@ -249,36 +237,133 @@ def feed(
     )
     if fresh:
         feed_log.restart(log)
-    finished = feed_log.load(log, tasks)
-    with progress("corpus feed", len(tasks), "tasks") as bar:
-        if finished:
-            bar.note(f"resuming: {len(finished)} of {len(tasks)} tasks were measured by an earlier run")
-            bar.advance(len(finished))
-
-        def done(record, task) -> None:
-            feed_log.append(log, record, task)
-            if task.failure:
-                bar.note(f"{task.instance_id}: {task.failure}")
-            bar.advance(detail=task.instance_id)
-
-        report = run_feed(
-            tasks,
-            PinnedProjectSource(pins_dir()),
-            tokenizer,
-            name,
-            max_length=max_length,
-            max_file_chars=max_file_chars,
-            rewards=not no_rewards,
-            on_task=done,
-            finished=finished,
-        ).to_dict()
+    settings = FeedSettings(max_length, max_file_chars, not no_rewards)
+    report = _measure_feed(tasks, tokenizer, name, settings, log)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(out / "corpus_feed.json", json.dumps(report, indent=1, sort_keys=True) + "\n")
-        atomic.write_text(out / "corpus_feed.md", markdown(report))
+        _write_feed(out, report)
     if as_json:
         echo_json(report)
     else:
         click.echo(markdown(report), nl=False)
     if report["failed"]:
         sys.exit(1)
+
+
+@dataclass(frozen=True)
+class FeedSettings:
+    """The budgets a feed run measures against, and whether it runs the reward builds."""
+
+    max_length: int
+    max_file_chars: int
+    rewards: bool
+
+
+@dataclass(frozen=True)
+class FeedTally:
+    """What the feed found so far: tasks through every stage or failed, and the reward verdicts."""
+
+    ok: int = 0
+    failed: int = 0
+    rewarded: int = 0  # tasks whose reward builds ran
+    fixed_scores_1: int = 0
+    unrepaired_scores_0: int = 0
+
+    def plus(self, result: TaskFeed) -> FeedTally:
+        """This tally with one more task's result counted."""
+        rewarded = result.fixed >= 0
+        return FeedTally(
+            ok=self.ok + (not result.failure),
+            failed=self.failed + bool(result.failure),
+            rewarded=self.rewarded + rewarded,
+            fixed_scores_1=self.fixed_scores_1 + (rewarded and result.fixed == 1),
+            unrepaired_scores_0=self.unrepaired_scores_0 + (rewarded and result.unrepaired == 0),
+        )
+
+    def line(self) -> str:
+        """``4 ok, 1 failed; rewarded 1/0: 4/5 true repairs score 1, 5/5 unrepaired score 0``."""
+        text = f"{self.ok} ok, {self.failed} failed"
+        if self.rewarded:
+            text += (
+                f"; rewarded 1/0: {self.fixed_scores_1}/{self.rewarded} true repairs score 1, "
+                f"{self.unrepaired_scores_0}/{self.rewarded} unrepaired score 0"
+            )
+        return text
+
+
+def _train_tasks(only: tuple[str, ...]) -> list[TaskRecord]:
+    """The train tasks of HARVEST_HOME, or of the pins ``only`` names (TrainDataError when they have none)."""
+    from dbt_harvest.train.errors import TrainDataError
+    from dbt_harvest.train.sft_data import load_train_tasks
+
+    tasks = load_train_tasks("")
+    if only:
+        tasks = [t for t in tasks if t.pin in set(only)]
+        if not tasks:
+            raise TrainDataError(f"no train task of {', '.join(only)} in HARVEST_HOME")
+    return tasks
+
+
+def _feed_tokenizer(tokenizer_path: Path | None) -> tuple[Any, str]:
+    """(tokenizer, how the report names it): a local tokenizer folder, or train.tiny's BPE trained here."""
+    if tokenizer_path is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path), local_files_only=True)
+        return tokenizer, f"the tokenizer in a local folder {tokenizer_path.name!r}"  # no machine path in a report
+    from dbt_harvest.train.tiny import TinySpec, train_tokenizer
+
+    tokenizer = train_tokenizer(TinySpec().vocab_size)
+    return tokenizer, f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
+
+
+def _measure_feed(
+    tasks: list[TaskRecord], tokenizer: Any, name: str, settings: FeedSettings, log: Path
+) -> dict[str, Any]:
+    """Run the feed over ``tasks`` with counted progress on stderr, logging each finished task to ``log``
+    (a run stopped before takes the results it kept there); the report as a dict."""
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.train import feed_log
+    from dbt_harvest.train.corpus_feed import feed as run_feed
+    from dbt_harvest.train.project import PinnedProjectSource
+
+    finished = feed_log.load(log, tasks)
+    tally = FeedTally()
+    with progress("corpus feed", len(tasks), "tasks") as bar:
+        if finished:
+            bar.note(f"resuming: {len(finished)} of {len(tasks)} tasks were measured by an earlier run")
+            for result in finished.values():
+                tally = tally.plus(result)
+            bar.advance(len(finished), detail=tally.line())
+
+        def done(record: TaskRecord, result: TaskFeed) -> None:
+            nonlocal tally
+            feed_log.append(log, record, result)
+            if result.failure:
+                bar.note(f"{result.instance_id}: {result.failure}")
+            tally = tally.plus(result)
+            bar.advance(detail=tally.line())
+
+        return run_feed(
+            tasks,
+            PinnedProjectSource(pins_dir()),
+            tokenizer,
+            name,
+            max_length=settings.max_length,
+            max_file_chars=settings.max_file_chars,
+            rewards=settings.rewards,
+            on_task=done,
+            finished=finished,
+        ).to_dict()
+
+
+def _write_feed(out: Path, report: dict[str, Any]) -> None:
+    """corpus_feed.json and corpus_feed.md in ``out`` (created if need be)."""
+    import json
+
+    from dbt_harvest.core import atomic
+    from dbt_harvest.train.corpus_feed import markdown
+
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(out / "corpus_feed.json", json.dumps(report, indent=1, sort_keys=True) + "\n")
+    atomic.write_text(out / "corpus_feed.md", markdown(report))

@@ -4,11 +4,19 @@ task of a built or published dataset rebuilt from its row (`materialize`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, say, shown
+
+if TYPE_CHECKING:
+    from dbt_harvest.core.scorer.spec import GradingSpec
+    from dbt_harvest.core.task_record import TaskRecord
+    from dbt_harvest.harvester.verify import TaskVerdict
 
 
 @click.group("tasks")
@@ -16,12 +24,13 @@ def command() -> None:
     """List, show or re-verify minted tasks; materialize a dataset's task."""
 
 
-def _records(split: str | None):  # type: ignore[no-untyped-def]
+def _records(split: str | None) -> list[TaskRecord]:
+    """The task records of ``split``, or of train and dev (the sealed test split is never read here)."""
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.store import load_tasks
 
     splits = [split] if split else ["train", "dev"]
-    found = []
+    found: list[TaskRecord] = []
     for name in splits:
         found.extend(load_tasks(name, harvest_home(), pins_dir(), purpose="inspect"))
     return found
@@ -116,11 +125,41 @@ def verify_tasks(
     """
     import sys
 
-    from dbt_harvest.core.errors import HarvestError
-    from dbt_harvest.harvester.verify import summary, verify
+    from dbt_harvest.harvester.verify import summary
 
     if not task_ids and not all_tasks:
         raise click.UsageError("name at least one TASK_ID or pass --all")
+    verdicts = _verify_with_progress(_records_to_verify(task_ids, split), sandboxed=not no_sandbox, as_json=as_json)
+    totals = summary(verdicts)
+    if as_json:
+        echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
+    else:
+        click.echo(_summary_line(totals))
+    if totals["ok"] != totals["tasks"]:
+        sys.exit(1)
+
+
+@dataclass(frozen=True)
+class VerifyTally:
+    """What `tasks verify` found so far: tasks that pass every check, and tasks that fail one."""
+
+    verified: int = 0
+    failed: int = 0
+
+    def plus(self, verdict: TaskVerdict) -> VerifyTally:
+        """This tally with one more verdict counted."""
+        return VerifyTally(self.verified + verdict.ok, self.failed + (not verdict.ok))
+
+    def line(self) -> str:
+        """``3 verified, 1 failed``."""
+        return f"{self.verified} verified, {self.failed} failed"
+
+
+def _records_to_verify(task_ids: tuple[str, ...], split: str | None) -> list[TaskRecord]:
+    """The records ``task_ids`` name (in that order), or every record of ``split`` (of train and dev without
+    one); HarvestError for an unknown id or when there is nothing to verify."""
+    from dbt_harvest.core.errors import HarvestError
+
     records = _records(split)
     if task_ids:
         known = {r.instance_id: r for r in records}
@@ -130,27 +169,44 @@ def verify_tasks(
         records = [known[t] for t in task_ids]
     if not records:
         raise HarvestError("no tasks to verify (mint first, or name a split that has tasks)")
-
-    def show(verdict) -> None:  # type: ignore[no-untyped-def]
-        if not as_json:
-            failed = [c for c in verdict.checks if not c.ok]
-            state = "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" for c in failed)
-            click.echo(f"{verdict.instance_id}: {state}", err=False)
-
-    verdicts = verify(records, sandboxed=not no_sandbox, on_result=show)
-    totals = summary(verdicts)
-    if as_json:
-        echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
-    else:
-        click.echo(
-            f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: "
-            + ", ".join(f"{k} {v['ok']}/{v['of']}" for k, v in totals["checks"].items())
-        )
-    if totals["ok"] != totals["tasks"]:
-        sys.exit(1)
+    return records
 
 
-def _grading_lines(grading) -> list[str]:  # type: ignore[no-untyped-def]
+def _verify_with_progress(records: list[TaskRecord], *, sandboxed: bool, as_json: bool) -> list[TaskVerdict]:
+    """Verify ``records`` with counted progress on stderr; without ``as_json``, one stdout line per verdict."""
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.harvester.verify import verify
+
+    tally = VerifyTally()
+    with progress("tasks verify", len(records), "tasks") as bar:
+
+        def show(verdict: TaskVerdict) -> None:
+            nonlocal tally
+            if not as_json:
+                click.echo(_verdict_line(verdict), err=False)
+            tally = tally.plus(verdict)
+            bar.advance(detail=tally.line())
+
+        return verify(records, sandboxed=sandboxed, on_result=show)
+
+
+def _verdict_line(verdict: TaskVerdict) -> str:
+    """``<id>: ok``, or ``<id>: FAILED <check> (<why>), ...`` naming each failed check."""
+    failed = [c for c in verdict.checks if not c.ok]
+    state = "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" for c in failed)
+    return f"{verdict.instance_id}: {state}"
+
+
+def _summary_line(totals: Mapping[str, object]) -> str:
+    """``3/4 tasks pass every check; per check: gold_matches 4/4, ...`` from ``harvester.verify.summary``."""
+    checks = totals["checks"]
+    assert isinstance(checks, Mapping)  # summary's "checks": check name -> {"ok": n, "of": n}
+    return f"{totals['ok']}/{totals['tasks']} tasks pass every check; per check: " + ", ".join(
+        f"{k} {v['ok']}/{v['of']}" for k, v in checks.items()
+    )
+
+
+def _grading_lines(grading: GradingSpec) -> list[str]:
     """The grading spec for people: the gold file, then one line per graded table."""
     lines = [f"gold: {grading.gold}"]
     for table, cols, ignore_order in zip(grading.condition_tabs, grading.condition_cols, grading.ignore_orders):
