@@ -10,10 +10,15 @@ and transformers are imported only when a command runs. Works unchanged under `t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, shown
+
+if TYPE_CHECKING:  # the train modules import torch-side code only when a command runs
+    from dbt_harvest.train.gate import GateReport
+    from dbt_harvest.train.runner import RunResult
 
 config_option = click.option(
     "--config", "config_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Run config (TOML)."
@@ -42,7 +47,8 @@ def command() -> None:
     """LoRA SFT and GRPO on the train split, run manifests, frozen recipes."""
 
 
-def _report(result: object, as_json: bool) -> None:
+def _report(result: RunResult | GateReport, as_json: bool) -> None:
+    """Print a finished run's folder, adapter and manifest facts, or a gate's report (rank 0 only)."""
     from dbt_harvest.train.gate import GateReport
     from dbt_harvest.train.runner import is_main_process
 
@@ -55,12 +61,12 @@ def _report(result: object, as_json: bool) -> None:
             for line in result.lines():
                 say(line)
         return
-    manifest = result.manifest  # type: ignore[attr-defined]
+    manifest = result.manifest
     if as_json:
-        echo_json({"run_dir": str(result.run_dir), "adapter": str(result.adapter_dir), "manifest": manifest})  # type: ignore[attr-defined]
+        echo_json({"run_dir": str(result.run_dir), "adapter": str(result.adapter_dir), "manifest": manifest})
         return
-    say(f"run: {shown(result.run_dir)}")  # type: ignore[attr-defined]
-    say(f"adapter: {shown(result.adapter_dir)} (sha256 {manifest['adapter_sha256'][:12]})")  # type: ignore[attr-defined]
+    say(f"run: {shown(result.run_dir)}")
+    say(f"adapter: {shown(result.adapter_dir)} (sha256 {manifest['adapter_sha256'][:12]})")
     say(f"manifest: {manifest['signature']['kind']} signed; steps {manifest['metrics'].get('global_step')}")
 
 

@@ -22,9 +22,10 @@ import dataclasses
 import os
 import tomllib
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from dbt_harvest.train.errors import TrainConfigError
 
@@ -313,9 +314,26 @@ def _coerce(value: Any, annotation: Any, label: str) -> Any:
 
 
 def _check_values(config: RunConfig, where: str) -> None:
+    """Refuse a config whose values cannot make a run, section by section (the first bad value raises)."""
+
     def bad(label: str, msg: str) -> TrainConfigError:
         return TrainConfigError(f"{where}: {label} {msg}")
 
+    _check_run_and_model(config, bad)
+    _check_lora(config.lora, bad)
+    _check_data(config.data, bad)
+    _check_train(config.train, bad)
+    if config.grpo is not None:
+        _check_grpo(config.grpo, config.train, bad)
+    if config.reward is not None:
+        _check_reward(config.reward, bad)
+
+
+_Bad: TypeAlias = Callable[[str, str], TrainConfigError]  # (section and key, what is wrong) -> the error to raise
+
+
+def _check_run_and_model(config: RunConfig, bad: _Bad) -> None:
+    """[run] names a plain folder and says its claim; [model] names a base, a known dtype, a real adapter."""
     if not config.run.name or "/" in config.run.name or config.run.name.startswith("."):
         raise bad("[run] name", "must be a plain folder name (no '/', not hidden)")
     if not config.run.claim_under_test.strip():
@@ -329,30 +347,41 @@ def _check_values(config: RunConfig, where: str) -> None:
             "[model] init_adapter",
             f"= {config.model.init_adapter!r} is not a peft adapter folder (no adapter_config.json)",
         )
-    if config.lora.r < 1 or config.lora.alpha < 1:
+
+
+def _check_lora(lora: LoraSection, bad: _Bad) -> None:
+    """[lora]: positive rank and alpha, a dropout in [0, 1), at least one target module."""
+    if lora.r < 1 or lora.alpha < 1:
         raise bad("[lora]", "r and alpha must be >= 1")
-    if not 0.0 <= config.lora.dropout < 1.0:
+    if not 0.0 <= lora.dropout < 1.0:
         raise bad("[lora] dropout", "must be in [0, 1)")
-    if not config.lora.target_modules:
+    if not lora.target_modules:
         raise bad("[lora] target_modules", "must list at least one module name")
-    if config.data.split != "train":
+
+
+def _check_data(data: DataSection, bad: _Bad) -> None:
+    """[data]: the train split only, a known format and episode kind, sane variants and size limits."""
+    if data.split != "train":
         raise bad(
             "[data] split",
-            f"= {config.data.split!r}; training reads the train split only (dev/test are for evaluation)",
+            f"= {data.split!r}; training reads the train split only (dev/test are for evaluation)",
         )
-    if config.data.format not in SFT_FORMATS:
-        raise bad("[data] format", f"= {config.data.format!r}; use one of {', '.join(SFT_FORMATS)}")
-    if config.data.episodes not in EPISODE_KINDS:
-        raise bad("[data] episodes", f"= {config.data.episodes!r}; use one of {', '.join(EPISODE_KINDS)}")
-    if config.data.format == "agentic" and config.data.episodes == "environment" and config.data.repos:
+    if data.format not in SFT_FORMATS:
+        raise bad("[data] format", f"= {data.format!r}; use one of {', '.join(SFT_FORMATS)}")
+    if data.episodes not in EPISODE_KINDS:
+        raise bad("[data] episodes", f"= {data.episodes!r}; use one of {', '.join(EPISODE_KINDS)}")
+    if data.format == "agentic" and data.episodes == "environment" and data.repos:
         raise bad(
             "[data] episodes", '= "environment" needs each task\'s pin; with [data] repos use episodes = "scripted"'
         )
-    if not 1 <= config.data.variants <= 16:
+    if not 1 <= data.variants <= 16:
         raise bad("[data] variants", "must be between 1 and 16")
-    if config.data.max_rows < 0 or config.data.max_file_chars < 256:
+    if data.max_rows < 0 or data.max_file_chars < 256:
         raise bad("[data]", "max_rows must be >= 0 and max_file_chars >= 256")
-    t = config.train
+
+
+def _check_train(t: TrainSection, bad: _Bad) -> None:
+    """[train]: a step count or epochs, positive sizes and learning rate, no bf16 on the CPU."""
     if t.max_steps == 0 or t.max_steps < -1:
         raise bad("[train] max_steps", "must be -1 (use num_train_epochs) or >= 1")
     if t.max_steps == -1 and t.num_train_epochs <= 0:
@@ -370,34 +399,38 @@ def _check_values(config: RunConfig, where: str) -> None:
         raise bad("[train] learning_rate", "must be > 0")
     if t.use_cpu and t.bf16:
         raise bad("[train] bf16", "must be false when use_cpu = true")
-    if config.grpo is not None:
-        g = config.grpo
-        if g.mode not in GRPO_MODES:
-            raise bad("[grpo] mode", f"= {g.mode!r}; use one of {', '.join(GRPO_MODES)}")
-        if g.num_generations < 2:
-            raise bad("[grpo] num_generations", "must be >= 2 (GRPO compares completions within a group)")
-        if g.max_completion_length < 1 or g.max_tool_calling_iterations < 1:
-            raise bad("[grpo]", "max_completion_length and max_tool_calling_iterations must be >= 1")
-        if ":" not in g.environment:
-            raise bad("[grpo] environment", "must be 'module:Class'")
-        world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
-        effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * world
-        if effective % g.num_generations:
-            raise bad(
-                "[grpo] num_generations",
-                f"= {g.num_generations} must divide per_device_train_batch_size × gradient_accumulation_steps "
-                f"× processes = {effective}",
-            )
-    if config.reward is not None:
-        r = config.reward
-        if r.backend not in REWARD_BACKENDS:
-            raise bad("[reward] backend", f"= {r.backend!r}; use one of {', '.join(REWARD_BACKENDS)}")
-        if r.shaping not in SHAPINGS:
-            raise bad("[reward] shaping", f"= {r.shaping!r}; use one of {', '.join(SHAPINGS)}")
-        if r.workers < 0 or r.timeout_s <= 0:
-            raise bad("[reward]", "workers must be >= 0 and timeout_s > 0")
-        if r.backend == "duckdb_sql" and not r.inputs:
-            raise bad("[reward] inputs", 'is required for backend = "duckdb_sql" (folder of <pin>.duckdb)')
+
+
+def _check_grpo(g: GrpoSection, t: TrainSection, bad: _Bad) -> None:
+    """[grpo]: a known mode, groups of two or more that divide the effective batch, a module:Class environment."""
+    if g.mode not in GRPO_MODES:
+        raise bad("[grpo] mode", f"= {g.mode!r}; use one of {', '.join(GRPO_MODES)}")
+    if g.num_generations < 2:
+        raise bad("[grpo] num_generations", "must be >= 2 (GRPO compares completions within a group)")
+    if g.max_completion_length < 1 or g.max_tool_calling_iterations < 1:
+        raise bad("[grpo]", "max_completion_length and max_tool_calling_iterations must be >= 1")
+    if ":" not in g.environment:
+        raise bad("[grpo] environment", "must be 'module:Class'")
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun / accelerate launch
+    effective = t.per_device_train_batch_size * t.gradient_accumulation_steps * world
+    if effective % g.num_generations:
+        raise bad(
+            "[grpo] num_generations",
+            f"= {g.num_generations} must divide per_device_train_batch_size × gradient_accumulation_steps "
+            f"× processes = {effective}",
+        )
+
+
+def _check_reward(r: RewardSection, bad: _Bad) -> None:
+    """[reward]: a known backend and shaping, sane workers and timeout, inputs for the DuckDB backend."""
+    if r.backend not in REWARD_BACKENDS:
+        raise bad("[reward] backend", f"= {r.backend!r}; use one of {', '.join(REWARD_BACKENDS)}")
+    if r.shaping not in SHAPINGS:
+        raise bad("[reward] shaping", f"= {r.shaping!r}; use one of {', '.join(SHAPINGS)}")
+    if r.workers < 0 or r.timeout_s <= 0:
+        raise bad("[reward]", "workers must be >= 0 and timeout_s > 0")
+    if r.backend == "duckdb_sql" and not r.inputs:
+        raise bad("[reward] inputs", 'is required for backend = "duckdb_sql" (folder of <pin>.duckdb)')
 
 
 def config_keys_help(kind: str) -> str:

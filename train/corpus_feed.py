@@ -177,7 +177,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         try:
             shown = relevant_files(task, broken, max_file_chars)
         except PromptCoverageError:  # the single-turn row is left out below, with the same reason
-            shown = []
+            shown = {}
         view = symptom_view(broken, task.grading.condition_tabs, max_file_chars)
         left_out: list[tuple[str, str]] = []
         single = single_turn_rows([task], project, max_file_chars, left_out)

@@ -258,7 +258,7 @@ class Experiment:
         from dbt_harvest.train.grpo import run_grpo
         from dbt_harvest.train.sft import run_sft
 
-        report = (run_sft if kind == "sft" else run_grpo)(config, gate=True)
+        report = run_sft(config, gate=True) if kind == "sft" else run_grpo(config, gate=True)
         for line in report.lines():
             self.say(line)
         return report.to_dict()

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.reward import RewardBackend, RewardResult
@@ -140,10 +140,11 @@ class RewardPool:
                 started = time.monotonic()
                 busy[worker.conn] = (index, started, started + self.timeout_s, worker)
             soonest = min(deadline for _, _, deadline, _ in busy.values())
-            for conn in wait(list(busy), timeout=max(0.0, soonest - time.monotonic())):
-                index, started, _, worker = busy.pop(conn)  # type: ignore[index]
+            for ready in wait(list(busy), timeout=max(0.0, soonest - time.monotonic())):
+                conn = cast(Connection, ready)  # wait() returns some of the connections it was given
+                index, started, _, worker = busy.pop(conn)
                 try:
-                    _, result = conn.recv()  # type: ignore[union-attr]
+                    _, result = conn.recv()
                 except (EOFError, OSError):
                     results[index] = RewardResult(0, 0, time.monotonic() - started, "error: reward worker died")
                     self._replace(worker)

@@ -48,7 +48,8 @@ def probe(rows: Sequence[tuple[str, Sequence[str], str]]) -> ProbeResult:
     """``rows``: (row id, the paths a prompt shows in order, the broken file). Halves are split by a hash
     of the row id, so the probe does not depend on the order rows come in."""
     positioned = [(rid, pos) for rid, shown, broken in rows if (pos := _position(shown, broken)) is not None]
-    fit, held = [], []
+    fit: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
     for rid, pos in positioned:
         (fit if hashlib.sha256(rid.encode()).digest()[0] % 2 == 0 else held).append(pos)
     if not fit or not held:

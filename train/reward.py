@@ -149,7 +149,7 @@ def gather_tally(tally: RewardTally) -> RewardTally:
     return total
 
 
-def tallied_environment(environment: type, tally: RewardTally) -> type:
+def tallied_environment(environment: type[Any], tally: RewardTally) -> type:
     """A subclass of a multi-turn environment class whose ``get_reward`` also counts the rollout in ``tally``.
 
     trl calls ``get_reward()`` once per rollout when the environment owns its reward, and never passes
@@ -210,5 +210,6 @@ def make_reward_func(
             log_metric("reward/seconds", max(r.seconds for r in results))
         return [shaped(r, shaping) for r in results]
 
+    # a function attribute: trl names the reward's logged metrics after the function's __name__, so it stays one
     dbt_official_reward.tally = counts  # type: ignore[attr-defined]
     return dbt_official_reward

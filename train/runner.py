@@ -111,6 +111,7 @@ def trl_arguments(cls: type, config: RunConfig, output_dir: Path, gate: bool = F
     import dataclasses
 
     from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
     from dbt_harvest.train.errors import TrainConfigError
 
@@ -124,7 +125,7 @@ def trl_arguments(cls: type, config: RunConfig, output_dir: Path, gate: bool = F
         arguments.update(max_steps=1, save_strategy="no")
     where = config.source or "config"
     try:
-        (parsed,) = HfArgumentParser(cls).parse_dict(arguments, allow_extra_keys=False)
+        (parsed,) = HfArgumentParser(DataClassType(cls)).parse_dict(arguments, allow_extra_keys=False)
     except (ValueError, TypeError, KeyError) as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise TrainConfigError(f"{where}: trl refused the [train] arguments: {message}") from None

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import fit
@@ -67,6 +67,14 @@ def training_rows(
             f"no train task's prompt shows its broken file within [data] max_file_chars = {d.max_file_chars}; raise it"
         )
     return rows, left_out
+
+
+@overload
+def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: Literal[False] = False) -> RunResult: ...
+@overload
+def run_sft(config: RunConfig, project: ProjectSource | None = None, *, gate: Literal[True]) -> GateReport: ...
+@overload
+def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool = False) -> RunResult | GateReport: ...
 
 
 def run_sft(config: RunConfig, project: ProjectSource | None = None, gate: bool = False) -> RunResult | GateReport:

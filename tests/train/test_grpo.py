@@ -9,8 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from train_world import World, tiny_raw, write_config
 
+from dbt_harvest.cli import main
 from dbt_harvest.corpora.recipe import read_manifest
 from dbt_harvest.train.configs import config_from_dict
 from dbt_harvest.train.grpo import run_grpo
@@ -28,6 +30,19 @@ def test_grpo_step_with_the_reward_pool(world: World, tmp_path: Path) -> None:
     # a random tiny model writes no <file> block: every rollout is malformed, scored 0, nothing crashes
     assert reward["reward_official_mean"] == 0.0 and reward["reward_malformed"] == 4
     assert (result.adapter_dir / "adapter_model.safetensors").is_file()
+
+
+def test_gate_measures_one_grpo_step_and_writes_no_run(world: World, tmp_path: Path) -> None:
+    """`harvest train grpo --gate`: one measured step on the reward pool, projected over the planned steps;
+    stdout holds the one JSON object, and no adapter or manifest is written."""
+    raw = tiny_raw("grpo-tiny.toml", world, tmp_path, train={"max_steps": 3})
+    config = write_config(raw, tmp_path / "grpo.toml")
+    result = CliRunner().invoke(main, ["train", "grpo", "--config", str(config), "--gate", "--json"])
+    assert result.exit_code == 0, result.output
+    gate = json.loads(result.stdout)["gate"]
+    assert gate["kind"] == "grpo" and gate["total_steps"] == 3 and gate["step_seconds"] > 0
+    run_dir = tmp_path / raw["run"]["name"]
+    assert not (run_dir / "adapter").exists() and not (run_dir / "manifest.json").exists()
 
 
 def test_harvester_backend_builds_and_scores_through_reward_build(world: World, tmp_path: Path) -> None:
