@@ -36,7 +36,7 @@ def _bridge_compat() -> None:
     from openenv import GenericEnvClient
 
     if not hasattr(GenericEnvClient, "_base_url"):
-        GenericEnvClient._base_url = property(lambda self: self._ws_url.removesuffix("/ws"))  # type: ignore[attr-defined]
+        GenericEnvClient._base_url = property(lambda self: self._ws_url.removesuffix("/ws"))
 
 
 def load_environment(

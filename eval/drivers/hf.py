@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,9 @@ def parse_reply(
         return parse_tool_calls(text)
     from trl.chat_template_utils import parse_response
 
-    parsed = parse_response(tokenizer, list(ids), prefix=list(prefix) if prefix is not None else None, tools=tools)
+    parsed = parse_response(
+        tokenizer, list(ids), prefix=list(prefix) if prefix is not None else None, tools=_schemas(tools)
+    )
     found = parsed.get("tool_calls") or []
     if not found and "<tool_call>" in text:
         return parse_tool_calls(text)  # trl fell back to plain text on a malformed call: record it as one
@@ -99,6 +102,11 @@ def parse_reply(
     for marker in _END_MARKERS:
         prose = prose.replace(marker, "")
     return prose.strip(), calls
+
+
+def _schemas(tools: list[dict[str, Any]] | None) -> list[dict[Any, Any] | Callable[..., Any]] | None:
+    """The tool schemas as the list type transformers and trl declare (a list is invariant in its items)."""
+    return None if tools is None else list(tools)
 
 
 def _template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -139,7 +147,9 @@ class HFChat:
         kwargs = {"revision": revision} if revision else {}
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, **kwargs)
         self.parser = response_parser(self.tokenizer)
-        model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+        # a transformers model or its peft wrapper; Any, since transformers types .to through @wraps(Module.to),
+        # which reads the device as the module, and the wrapper forwards .generate and .config untyped
+        model: Any = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
         if adapter:
             from peft import PeftModel
 
@@ -156,12 +166,14 @@ class HFChat:
 
         encoded = self.tokenizer.apply_chat_template(
             _template_messages(messages),
-            tools=tools,
+            tools=_schemas(tools),
             add_generation_prompt=True,
             tokenize=True,
             return_dict=True,
             return_tensors="pt",
         )
+        if not isinstance(encoded, Mapping):  # tokenize and return_dict: a BatchEncoding of tensors
+            raise DriverError(f"the tokenizer's chat template gave {type(encoded).__name__}, not the encoded prompt")
         length = int(encoded["input_ids"].shape[-1])
         if length + self.max_new_tokens > self.context:
             raise ContextFull(

@@ -107,7 +107,7 @@ def _train_tasks() -> TaskSource:
 
 def _as_source(tasks: Mapping[str, TaskRecord] | TaskSource | None) -> TaskSource | None:
     if tasks is None or callable(tasks):
-        return tasks  # type: ignore[return-value]
+        return tasks
     mapping = dict(tasks)
 
     def lookup(instance_id: str) -> TaskRecord:

@@ -222,11 +222,7 @@ def export_spider2(
     progress: Callable[[str], None] | None = None,
 ) -> ExportReport:
     """Write ``split``'s tasks to ``out`` in Spider 2.0-DBT's layout; see the module docstring."""
-    from dbt_harvest.core import atomic
-    from dbt_harvest.core.scorer import official
     from dbt_harvest.corpora.store import load_tasks
-    from dbt_harvest.eval.env.workspace import discard, materialize
-    from dbt_harvest.harvester.gold import gold_path
 
     out = Path(out)
     preflight(split, out)
@@ -241,58 +237,22 @@ def export_spider2(
     clock = check_clock or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
     try:
         prepared: dict[str, PinDatabases] = {}
-        gold_folder = staging / GOLD_DIR
-        gold_folder.mkdir(parents=True)
+        (staging / GOLD_DIR).mkdir(parents=True)
         for task in tasks:
             if progress is not None:
                 progress(task.instance_id)
             if task.pin not in prepared:
                 prepared[task.pin] = _pin_databases(task, pins, scratch, clock, sandboxed, limits)
-            dbs = prepared[task.pin]
-            gold = gold_path(task.gold_sha256)
-            verdict = official(gold, dbs.built, task.grading)
-            if not verdict.passed:
-                skipped.append(SkippedTask(task.instance_id, repair_fails(verdict.reason, clock)))
-                continue
-            ws = materialize(task, pins, scratch)
-            try:
-                example = staging / EXAMPLES / task.instance_id
-                example.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copytree(ws.root, example, symlinks=True)
-            finally:
-                discard(ws)
-            project = example / ws.project_dir
-            if not project.resolve().is_relative_to(example.resolve()):
-                raise ExportError(f"{task.instance_id}: its project folder {ws.project_dir} leaves the tree (a link)")
-            for name in (ws.db_file, "profiles.yml"):  # never write through a link the tree planted
-                target = project / name
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
-                elif target.is_symlink() or target.exists():
-                    target.unlink()
-            shutil.copyfile(dbs.seeds, project / ws.db_file)
-            atomic.write_text(project / "profiles.yml", profile_text(ws.profile, ws.schema, ws.db_file))
-            (gold_folder / task.instance_id).mkdir()
-            shutil.copyfile(gold, gold_folder / task.instance_id / f"{task.database}.duckdb")
-            (staging / REFERENCE_DIR).mkdir(parents=True, exist_ok=True)
-            atomic.write_text(staging / REFERENCE_DIR / f"{task.instance_id}.patch", task.fix_patch)
-            exported.append(
-                ExportedTask(
-                    task.instance_id,
-                    task.pin,
-                    answer_path(ws.project_dir, ws.db_file),
-                    tuple(task.grading.condition_tabs),
-                )
-            )
+            written = _export_task(task, prepared[task.pin], staging, pins, scratch, clock)
+            if isinstance(written, ExportedTask):
+                exported.append(written)
+            else:
+                skipped.append(written)
         if not exported:
             raise ExportError(
                 f"none of the {split} split's {len(tasks)} tasks can be graded by Spider2: {skipped[0].reason}"
             )
-        kept = [t for t in tasks if t.instance_id in {e.instance_id for e in exported}]
-        lines = jsonl([task_line(t) for t in kept])
-        atomic.write_text(staging / EXAMPLES / TASKS_FILE, lines)
-        atomic.write_text(staging / TASKS_FILE, lines)
-        atomic.write_text(gold_folder / "spider2_eval.jsonl", jsonl([eval_line(t) for t in kept]))
+        _write_task_files(staging, [t for t in tasks if t.instance_id in {e.instance_id for e in exported}])
         _make_readable(staging)
         if out.exists():
             out.rmdir()
@@ -301,3 +261,59 @@ def export_spider2(
         shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     return ExportReport(out, split, tuple(exported), tuple(skipped))
+
+
+def _export_task(
+    task: TaskRecord, dbs: PinDatabases, staging: Path, pins: Path, scratch: Path, clock: str
+) -> ExportedTask | SkippedTask:
+    """Write one task into ``staging`` (its example, gold and reference patch) when its true repair, built
+    as Spider2 would build it (``dbs.built``), passes the official check; else skip it with the reason."""
+    from dbt_harvest.core import atomic
+    from dbt_harvest.core.scorer import official
+    from dbt_harvest.eval.env.workspace import discard, materialize
+    from dbt_harvest.harvester.gold import gold_path
+
+    gold = gold_path(task.gold_sha256)
+    verdict = official(gold, dbs.built, task.grading)
+    if not verdict.passed:
+        return SkippedTask(task.instance_id, repair_fails(verdict.reason, clock))
+    ws = materialize(task, pins, scratch)
+    try:
+        example = staging / EXAMPLES / task.instance_id
+        example.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(ws.root, example, symlinks=True)
+    finally:
+        discard(ws)
+    project = example / ws.project_dir
+    if not project.resolve().is_relative_to(example.resolve()):
+        raise ExportError(f"{task.instance_id}: its project folder {ws.project_dir} leaves the tree (a link)")
+    for name in (ws.db_file, "profiles.yml"):  # never write through a link the tree planted
+        _remove(project / name)
+    shutil.copyfile(dbs.seeds, project / ws.db_file)
+    atomic.write_text(project / "profiles.yml", profile_text(ws.profile, ws.schema, ws.db_file))
+    gold_folder = staging / GOLD_DIR
+    (gold_folder / task.instance_id).mkdir()
+    shutil.copyfile(gold, gold_folder / task.instance_id / f"{task.database}.duckdb")
+    (staging / REFERENCE_DIR).mkdir(parents=True, exist_ok=True)
+    atomic.write_text(staging / REFERENCE_DIR / f"{task.instance_id}.patch", task.fix_patch)
+    return ExportedTask(
+        task.instance_id, task.pin, answer_path(ws.project_dir, ws.db_file), tuple(task.grading.condition_tabs)
+    )
+
+
+def _remove(target: Path) -> None:
+    """Remove what is at ``target`` (a folder, a file or a link, never what a link points to), if anything."""
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.is_symlink() or target.exists():
+        target.unlink()
+
+
+def _write_task_files(staging: Path, kept: list[TaskRecord]) -> None:
+    """The exported tasks' lines: spider2-dbt.jsonl (in examples/ and at the top) and spider2_eval.jsonl."""
+    from dbt_harvest.core import atomic
+
+    lines = jsonl([task_line(t) for t in kept])
+    atomic.write_text(staging / EXAMPLES / TASKS_FILE, lines)
+    atomic.write_text(staging / TASKS_FILE, lines)
+    atomic.write_text(staging / GOLD_DIR / "spider2_eval.jsonl", jsonl([eval_line(t) for t in kept]))

@@ -260,9 +260,10 @@ def _grading(
     name = alias or str(params.get("gold") or "")
     if "/" in name or "\\" in name or name in (".", ".."):
         return None, None, [f"its gold file name {name!r} is not a plain file name"]
-    gold: Path | None = gold_dir / iid / name
+    path = gold_dir / iid / name
+    gold: Path | None = path
     problems: list[str] = []
-    if not name or not gold.is_file() or gold.is_symlink():
+    if not name or not path.is_file() or path.is_symlink():
         others = sorted(p.name for p in (gold_dir / iid).glob("*.duckdb")) if (gold_dir / iid).is_dir() else []
         hint = f"; the folder holds {', '.join(others)} (--gold-alias {iid}=FILE uses one)" if others else ""
         problems.append(f"no gold database {GOLD_DIR}/{iid}/{name}{hint}")
@@ -280,6 +281,22 @@ def _grading(
     if call.spec is None:
         return None, gold, [*problems, f"its grading cannot be played: {call.reason}"]
     return call.spec, gold, problems
+
+
+def _packages(needs: bool, recorded: tuple[PackageRecord, ...] | str) -> tuple[tuple[PackageRecord, ...], list[str]]:
+    """The packages to vendor for an instance (``needs``: its project uses packages it does not ship) from
+    what `harvest spider2 import` recorded (the packages, or why they could not be resolved), and the
+    instance's problem when it needs packages and has none."""
+    if not needs:
+        return (), []
+    if isinstance(recorded, str):
+        return (), [f"its packages are not installed in dbt_packages/ and could not be resolved ({recorded})"]
+    if not recorded:
+        return (), [
+            "its packages are not installed in dbt_packages/: `harvest spider2 import` resolves them "
+            "(from the dbt hub, or --package-mirror DIR offline)"
+        ]
+    return tuple(recorded), []
 
 
 def read_checkout(
@@ -316,15 +333,8 @@ def read_checkout(
         grading, gold, found = _grading(iid, evals.get(iid), folder / GOLD_DIR, aliases.get(iid))
         problems += found
         needs = bool(facts.get("needs_packages"))
-        resolved = (packages or {}).get(iid, ()) if needs else ()
-        if needs and isinstance(resolved, str):
-            problems.append(f"its packages are not installed in dbt_packages/ and could not be resolved ({resolved})")
-            resolved = ()
-        elif needs and not resolved:
-            problems.append(
-                "its packages are not installed in dbt_packages/: `harvest spider2 import` resolves them "
-                "(from the dbt hub, or --package-mirror DIR offline)"
-            )
+        resolved, found = _packages(needs, (packages or {}).get(iid, ()))
+        problems += found
         patch = folder / REFERENCE_DIR / f"{iid}.patch"
         reference = patch.read_text(encoding="utf-8") if patch.is_file() and not patch.is_symlink() else ""
         instances.append(
@@ -341,7 +351,7 @@ def read_checkout(
                 reference=reference,
                 problems=tuple(problems),
                 needs_packages=needs,
-                packages=tuple(resolved),
+                packages=resolved,
             )
         )
     return Checkout(folder, digest, tuple(instances))
