@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, parse_aliases, shown
+
+if TYPE_CHECKING:
+    from dbt_harvest.eval.audit.session import AuditRequest
 
 
 def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
@@ -189,7 +192,48 @@ def command(
     """
     if ctx.invoked_subcommand is not None:
         return
-    sealed_split = "sealed" if benchmark == "spider2-dbt" else "test"
+    spider2 = _checked_benchmark(
+        ctx, benchmark, split, kinds, spider2, gold_alias, allow_unavailable, results_dir, driver
+    )
+    _check_recipe(benchmark, split, driver, recipe, arm)
+    from dbt_harvest.eval.audit.session import AuditRequest
+
+    request = AuditRequest(
+        split=split,
+        driver=driver or "hf",
+        base_url=base_url,
+        model=model,
+        adapter=adapter,
+        recipe=recipe,
+        arm=arm,
+        kinds=kinds,
+        run_dir=run_dir or _default_run_dir(benchmark, split, kinds, driver),
+        workers=workers,
+        max_turns=max_turns,
+        repeat_limit=repeat_limit,
+        max_new_tokens=max_new_tokens,
+        benchmark=benchmark,
+        spider2=spider2,
+        gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
+        allow_unavailable=allow_unavailable,
+        spider2_results=results_dir,
+    )
+    _run(request, as_json)
+
+
+def _checked_benchmark(
+    ctx: click.Context,
+    benchmark: str,
+    split: str,
+    kinds: tuple[str, ...],
+    spider2: Path | None,
+    gold_alias: tuple[str, ...],
+    allow_unavailable: bool,
+    results_dir: Path | None,
+    driver: str | None,
+) -> Path | None:
+    """Refuse options that do not apply to the benchmark and split (a usage error); -> the Spider2 checkout
+    (spider2-dbt: --spider2, else the imported one; the corpus: what --spider2 or SPIDER2_DIR said)."""
     if kinds and benchmark == "spider2-dbt":
         raise click.UsageError(
             "--kind only applies to the corpus's train and dev splits: spider2-dbt is audited over "
@@ -207,16 +251,22 @@ def command(
             raise click.UsageError(
                 "spider2-dbt instances have no confirmed wrong repairs; use oracle, noop, openai or hf"
             )
-        spider2 = spider2 or _imported_checkout()
-    else:
-        if split == "sealed":
-            raise click.UsageError("--split sealed is spider2-dbt's; the corpus's sealed split is --split test")
-        if spider2 is not None and ctx.get_parameter_source("spider2") != click.core.ParameterSource.ENVIRONMENT:
-            raise click.UsageError("--spider2 only applies with --benchmark spider2-dbt")
-        if gold_alias or allow_unavailable or results_dir is not None:
-            raise click.UsageError(
-                "--gold-alias, --allow-unavailable and --results-dir only apply with --benchmark spider2-dbt"
-            )
+        return spider2 or _imported_checkout()
+    if split == "sealed":
+        raise click.UsageError("--split sealed is spider2-dbt's; the corpus's sealed split is --split test")
+    if spider2 is not None and ctx.get_parameter_source("spider2") != click.core.ParameterSource.ENVIRONMENT:
+        raise click.UsageError("--spider2 only applies with --benchmark spider2-dbt")
+    if gold_alias or allow_unavailable or results_dir is not None:
+        raise click.UsageError(
+            "--gold-alias, --allow-unavailable and --results-dir only apply with --benchmark spider2-dbt"
+        )
+    return spider2
+
+
+def _check_recipe(benchmark: str, split: str, driver: str | None, recipe: Path | None, arm: str) -> None:
+    """The sealed split (test, or spider2-dbt's sealed part) needs --recipe; --recipe and --arm need it;
+    without a recipe --driver is required (a usage error otherwise)."""
+    sealed_split = "sealed" if benchmark == "spider2-dbt" else "test"
     if split == sealed_split and recipe is None:
         raise click.UsageError(
             f"the {split} split is sealed: pass --recipe runs/<run> (a run folder frozen by `harvest train freeze`)"
@@ -227,34 +277,21 @@ def command(
         raise click.UsageError(f"--arm only applies to --split {sealed_split} --recipe RUN")
     if driver is None and recipe is None:
         raise click.UsageError("--driver is required (oracle, noop, wrong, openai or hf)")
-    from dbt_harvest.eval.audit.session import AuditRequest, run_split
 
+
+def _default_run_dir(benchmark: str, split: str, kinds: tuple[str, ...], driver: str | None) -> Path:
+    """runs/audit-[spider2-]<split>[-<kind>...]-<driver>-<timestamp>: a new run folder."""
     prefix = "spider2-" if benchmark == "spider2-dbt" else ""
     only = "".join(f"-{k}" for k in sorted(set(kinds)))
-    request = AuditRequest(
-        split=split,
-        driver=driver or "hf",
-        base_url=base_url,
-        model=model,
-        adapter=adapter,
-        recipe=recipe,
-        arm=arm,
-        kinds=kinds,
-        run_dir=run_dir
-        or Path("runs") / f"audit-{prefix}{split}{only}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}",
-        workers=workers,
-        max_turns=max_turns,
-        repeat_limit=repeat_limit,
-        max_new_tokens=max_new_tokens,
-        benchmark=benchmark,
-        spider2=spider2,
-        gold_aliases=tuple(sorted(parse_aliases(gold_alias).items())),
-        allow_unavailable=allow_unavailable,
-        spider2_results=results_dir,
-    )
+    return Path("runs") / f"audit-{prefix}{split}{only}-{driver or 'hf'}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _run(request: AuditRequest, as_json: bool) -> None:
+    """Play the audit with progress on stderr (every mode) and print its summary, or one JSON object."""
     from rich.console import Console
 
     from dbt_harvest.cli._progress import progress
+    from dbt_harvest.eval.audit.session import run_split
 
     console = Console(stderr=True)
     # progress on stderr in every mode: a bar on a terminal, one line per interval when piped (--json too)
@@ -264,11 +301,10 @@ def command(
         note=None if as_json else shown,
         say=lambda line: console.print(shown(line), markup=False),
     )
-    run_dir = request.run_dir
     if as_json:
-        echo_json({"run_dir": str(run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
+        echo_json({"run_dir": str(request.run_dir), **{k: v for k, v in report.items() if k != "episodes"}})
     else:
-        _print_summary(report, run_dir)
+        _print_summary(report, request.run_dir)
 
 
 def _imported_checkout() -> Path:

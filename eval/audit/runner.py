@@ -140,6 +140,13 @@ def pending(run: RunDir, tasks: list[TaskRecord], retry_crashed: bool) -> list[T
     return todo
 
 
+def kept_verdicts(run: RunDir, tasks: list[TaskRecord], todo: list[TaskRecord]) -> list[dict[str, Any]]:
+    """The verdicts the run folder holds for the tasks that are not played again (a resumed run)."""
+    playing = {task.instance_id for task in todo}
+    verdicts = (run.read_episode(task.instance_id) for task in tasks if task.instance_id not in playing)
+    return [verdict for verdict in verdicts if verdict is not None]
+
+
 def run_audit(
     run: RunDir,
     split: str,
@@ -150,8 +157,11 @@ def run_audit(
     pins: Path,
     sealed: dict[str, Any] | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    kept: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[TaskRecord]:
-    """Play every pending task of the run; return the tasks that were played this time.
+    """Play every pending task of the run; return the tasks that were played this time. ``progress`` gets
+    each new verdict as its episode ends; ``kept``, once before any episode, the verdicts a resumed run
+    folder already holds and that are not played again.
 
     The driver is prepared first (model loaded, endpoint checked): a driver that cannot play raises
     DriverError here, before the run folder is started or any episode is played.
@@ -159,6 +169,8 @@ def run_audit(
     driver.prepare()
     run.start(describe_run(split, tasks, driver, options, sealed))
     todo = pending(run, sorted(tasks, key=lambda t: t.instance_id), options.retry_crashed)
+    if kept is not None:
+        kept(kept_verdicts(run, tasks, todo))
     settings = EnvSettings(pins=pins, scratch=options.scratch, run=options.run, limits=options.limits)
     workers = max(1, options.workers if driver.parallel_safe else 1)
 

@@ -14,9 +14,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbt_harvest.eval.audit.sealed import SealedAuditError
+
+if TYPE_CHECKING:
+    from dbt_harvest.core.task_record import TaskRecord
+    from dbt_harvest.eval.audit.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -45,16 +49,41 @@ class AuditRequest:
 
 
 class _Quiet:
+    """A progress reporter that shows nothing (``run_split`` without the CLI's)."""
+
     def note(self, text: str) -> None:
-        pass
+        """Show nothing."""
 
     def advance(self, n: int = 1, detail: str = "") -> None:
-        pass
+        """Count nothing."""
 
 
 @contextlib.contextmanager
 def _no_progress(label: str, total: int, unit: str) -> Iterator[_Quiet]:
+    """The default ``progress``: a reporter that shows nothing."""
     yield _Quiet()
+
+
+class AuditCounter:
+    """An audit's tasks done and official passes, on its progress reporter (``bar``): the verdicts a
+    resumed run folder already holds count at once, each new one as its episode ends (with its verdict
+    line when ``note`` renders one). Piped, the reporter's lines read ``audit: 12/40 tasks, 5 passed``."""
+
+    def __init__(self, bar: Any, note: Callable[[str], str] | None) -> None:
+        self.bar, self.note, self.passed = bar, note, 0
+
+    def kept(self, verdicts: list[dict[str, Any]]) -> None:
+        """Count the verdicts kept from an earlier run of the folder (no verdict lines for them)."""
+        if verdicts:
+            self.passed += sum(verdict.get("official") == 1 for verdict in verdicts)
+            self.bar.advance(len(verdicts), detail=f"{self.passed} passed")
+
+    def played(self, verdict: dict[str, Any]) -> None:
+        """Count one new verdict, after its line."""
+        self.passed += verdict.get("official") == 1
+        if self.note is not None:
+            self.bar.note(self.note(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
+        self.bar.advance(1, detail=f"{self.passed} passed")
 
 
 def driver_options(request: AuditRequest, frozen: Any) -> dict[str, Any]:
@@ -130,27 +159,7 @@ def run_split(
     agent = make_driver(request.driver, **driver_options(request, frozen))
     agent.prepare()  # load the model / reach the endpoint before any episode and before the unseal
     run = RunDir(request.run_dir)
-    sealed = None
-    if request.split == "test":
-        from dbt_harvest.eval.audit.sealed import resume_tasks, unseal_tasks
-
-        if run.run_file.exists() and run.read_run().get("sealed"):
-            sealed = run.read_run()["sealed"]
-            if str(sealed.get("arm") or "recipe") != request.arm:
-                raise SealedAuditError(
-                    f"{request.run_dir} holds the {sealed.get('arm') or 'recipe'} arm's audit, "
-                    f"not the {request.arm} arm's; pass that arm or another run folder"
-                )
-            tasks = resume_tasks(sealed, home, pins)
-        else:
-            assert request.recipe is not None
-            sealed, tasks = unseal_tasks(request.recipe, home, pins, request.arm)
-    else:
-        from dbt_harvest.corpora.store import load_tasks
-
-        tasks = load_tasks(request.split, home, pins, purpose="eval")
-        if kinds:
-            tasks = [t for t in tasks if t.kind in kinds]
+    sealed, tasks = _tasks(request, run, home, pins, kinds)
     if not tasks:
         what = f"{' or '.join(kinds)} tasks" if kinds else "tasks"
         raise SealedAuditError(f"the {request.split} split has no {what} in {home}")
@@ -167,6 +176,30 @@ def run_split(
 
         record_result(pins, sealed, report)
     return report
+
+
+def _tasks(
+    request: AuditRequest, run: RunDir, home: Path, pins: Path, kinds: tuple[str, ...]
+) -> tuple[dict[str, Any] | None, list[TaskRecord]]:
+    """The sealed record and the tasks to audit: the test split unsealed for the recipe's arm (or resumed
+    with the record its run folder holds); train or dev loaded, kept to ``kinds`` when it names some."""
+    if request.split != "test":
+        from dbt_harvest.corpora.store import load_tasks
+
+        tasks = load_tasks(request.split, home, pins, purpose="eval")
+        return None, [t for t in tasks if t.kind in kinds] if kinds else tasks
+    from dbt_harvest.eval.audit.sealed import resume_tasks, unseal_tasks
+
+    if run.run_file.exists() and run.read_run().get("sealed"):
+        sealed = run.read_run()["sealed"]
+        if str(sealed.get("arm") or "recipe") != request.arm:
+            raise SealedAuditError(
+                f"{request.run_dir} holds the {sealed.get('arm') or 'recipe'} arm's audit, "
+                f"not the {request.arm} arm's; pass that arm or another run folder"
+            )
+        return sealed, resume_tasks(sealed, home, pins)
+    assert request.recipe is not None
+    return unseal_tasks(request.recipe, home, pins, request.arm)
 
 
 def _play(
@@ -191,14 +224,9 @@ def _play(
         kinds = audited_kinds(request)
         only = f" ({' and '.join(kinds)} only)" if kinds else ""
         say(f"audit of {len(tasks)} {split} task(s){only} with driver {request.driver} -> {request.run_dir}")
-    passed = [0]
-    with progress("audit", total=len(tasks), unit="episodes") as bar:
-
-        def on_verdict(verdict: dict[str, Any]) -> None:
-            passed[0] += verdict.get("official") == 1
-            if note is not None:
-                bar.note(note(f"{verdict['instance_id']}: rung {verdict['rung']} official {verdict['official']}"))
-            bar.advance(1, detail=f"{passed[0]} official pass")
-
-        run_audit(run, split, tasks, agent, options, pins=pins, sealed=sealed, progress=on_verdict)
+    with progress("audit", total=len(tasks), unit="tasks") as bar:
+        counter = AuditCounter(bar, note)
+        run_audit(
+            run, split, tasks, agent, options, pins=pins, sealed=sealed, progress=counter.played, kept=counter.kept
+        )
     return write_report(run)

@@ -35,7 +35,7 @@ def oracle_run(dev_world, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pat
     n = len(dev_world.tasks)
     progress = [line for line in result.stderr.splitlines() if line.startswith("audit: ")]
     assert [line.split()[1] for line in progress] == [f"{i}/{n}" for i in range(1, n + 1)], result.stderr
-    assert progress[-1].startswith(f"audit: {n}/{n} episodes, {n} official pass ("), result.stderr
+    assert progress[-1].startswith(f"audit: {n}/{n} tasks, {n} passed ("), result.stderr
     return run_dir, json.loads(result.stdout)
 
 
@@ -117,6 +117,27 @@ def test_report_counts_missing_and_crashed_as_zero_and_resume_plays_only_those(
             run, "dev", dev_world.tasks, _renamed(Counting(), "oracle"), AuditOptions(workers=1), pins=dev_world.pins
         )
     assert sorted(Counting.played) == sorted([first, second])
+
+
+def test_a_resumed_audit_counts_the_verdicts_it_keeps(oracle_run, dev_world, tmp_path: Path) -> None:
+    """Resumed with one episode gone, the progress starts at the kept verdicts (and their passes), then ends at
+    n/n; stdout stays one JSON object."""
+    import shutil
+
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(oracle_run[0], run_dir)
+    RunDir(run_dir).episode_file(dev_world.tasks[0].instance_id).unlink()
+    with dev_world.env():
+        result = CliRunner().invoke(
+            main,
+            ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir), "--json"],
+            env={"HARVEST_PROGRESS_INTERVAL": "0"},
+        )
+    assert result.exit_code == 0, result.output
+    n = len(dev_world.tasks)
+    progress = [line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("audit: ")]
+    assert progress == [f"audit: {n - 1}/{n} tasks, {n - 1} passed", f"audit: {n}/{n} tasks, {n} passed"], result.stderr
+    assert len(result.stdout.strip().splitlines()) == 1 and json.loads(result.stdout)["official"] == n
 
 
 def _renamed(driver, name: str):
