@@ -20,13 +20,14 @@ import re
 import sys
 import unicodedata
 from collections.abc import Callable
-from typing import Any, TextIO, TypeVar
+from typing import Any, ParamSpec, TextIO, TypeVar
 
 import click
 
 from dbt_harvest.core.errors import HarvestError
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Sequences the backstop lets through: SGR styling, erase line/screen, cursor moves, cursor show/hide.
 _ALLOWED_CSI = re.compile(r"\x1b\[[0-9;?]{0,32}[mKABCDGHJhl]")
@@ -109,18 +110,18 @@ def one_line(message: str) -> str:
     return " ".join(message.splitlines()) or "unknown error"
 
 
-def fails_cleanly(func: F) -> F:
+def fails_cleanly(func: Callable[P, R]) -> Callable[P, R]:
     """Run a command body; a HarvestError becomes ``error: <message>`` on stderr and exit 1."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except HarvestError as exc:
             click.echo(f"error: {shown(one_line(str(exc)))}", err=True)
             sys.exit(1)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def echo_json(obj: Any) -> None:

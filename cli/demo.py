@@ -14,10 +14,16 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup, say
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dbt_harvest.core.pin import Pin
 
 
 def demo_home(home: Path) -> Path:
@@ -94,7 +100,7 @@ def command(no_sandbox: bool, do_mint: bool, as_json: bool) -> None:
     click.echo(f"  harvest add {example.spec} --package-mirror {example.mirror} --name harvestlabs/shop_analytics")
 
 
-def _mint(pin, sandboxed: bool, console) -> dict:  # type: ignore[no-untyped-def]
+def _mint(pin: Pin, sandboxed: bool, console: Console) -> dict[str, Any]:
     """Reserve the demo's splits when none are (the example alone goes to train), then mint one task per model."""
     from dbt_harvest.cli._progress import working
     from dbt_harvest.core.home import harvest_home, pins_dir

@@ -33,6 +33,7 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, parse
 from dbt_harvest.core.errors import HarvestError
 
 if TYPE_CHECKING:
+    from dbt_harvest.core.scorer import GradingSpec
     from dbt_harvest.core.scorer.spider2 import Spider2Report
 
 
@@ -211,7 +212,8 @@ def _score_one(gold: Path, pred: Path, spec_path: Path, show_explain: bool, as_j
     return _report(gold, pred, spec, show_explain, as_json)
 
 
-def _report(gold: Path, pred: Path, spec, show_explain: bool, as_json: bool) -> float | None:  # type: ignore[no-untyped-def]
+def _report(gold: Path, pred: Path, spec: GradingSpec, show_explain: bool, as_json: bool) -> float | None:
+    """Score (or explain) one prediction against its gold and print it; -> the official score (None: explained)."""
     from dbt_harvest.core.scorer import explain, score
 
     if show_explain:
