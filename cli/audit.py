@@ -369,7 +369,7 @@ def compare_command(
     Paired outcomes, the difference in k/N with a paired bootstrap interval, and exact McNemar: with the
     16-48 tasks of a split a difference of two tasks is noise, and the report says whether this one is.
     """
-    from dbt_harvest.eval.audit.compare import compare_runs, write_comparison
+    from dbt_harvest.eval.audit.compare import compare_runs, power_summary, write_comparison
 
     comparison = compare_runs(run_a, run_b, alpha=alpha, resamples=resamples, seed=seed)
     paths = write_comparison(comparison, out or run_b / f"compare-{run_a.resolve().name}")
@@ -385,3 +385,4 @@ def compare_command(
         f"[{comparison.ci_low:+.3f}, {comparison.ci_high:+.3f}]; report: {paths['md']}  chart: {paths['png']}",
         markup=False,
     )
+    console.print(power_summary(comparison), markup=False)

@@ -20,16 +20,23 @@ Recipe (TOML; paths relative to the recipe file):
   [audit]      driver = "hf", workers = 1, max_turns = 30, repeat_limit = 3, max_new_tokens = 512
 
 \b
-Steps: dev-base, gate-sft, sft, gate-grpo, grpo, dev-trained, freeze, sealed-trained, sealed-base,
-compare, report. The sealed split is audited once per arm (trained, base) of the frozen recipe.
+Steps: dev-base, power, gate-sft, sft, gate-grpo, grpo, dev-trained, freeze, sealed-trained, sealed-base,
+compare, report. The sealed split is audited once per arm (trained, base) of the frozen recipe; the
+power step stops the experiment before training when the split cannot detect a 10-point gain.
 Examples: train/configs/experiment-qwen-4b.toml (one GPU), tests/e2e/experiment-e2e.toml (CPU, tiny)."""
 
 
 @click.command("experiment", epilog=EPILOG)
 @click.argument("recipe", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--allow-underpowered",
+    is_flag=True,
+    help="Run the sealed audits even when the split's minimum detectable effect is above 10 points; "
+    "the report then says the result is underpowered.",
+)
 @json_option
 @fails_cleanly
-def command(recipe: Path, as_json: bool) -> None:
+def command(recipe: Path, allow_underpowered: bool, as_json: bool) -> None:
     """Run (or continue) the experiment RECIPE describes: audit the base on dev, train, freeze, audit
     the sealed split once for the trained recipe and once for its base, compare them task by task, and
     write report.md, report.json and report.png in the experiment folder."""
@@ -37,12 +44,17 @@ def command(recipe: Path, as_json: bool) -> None:
     from dbt_harvest.train.experiment import run_experiment
 
     report = run_experiment(
-        recipe, say=lambda line: click.echo(f"experiment: {shown(line)}", err=True), progress=progress
+        recipe,
+        say=lambda line: click.echo(f"experiment: {shown(line)}", err=True),
+        progress=progress,
+        allow_underpowered=allow_underpowered,
     )
     if as_json:
         echo_json(report)
         return
     sealed = report["sealed"]
+    if report.get("power") and report["power"]["underpowered"]:
+        say("power: UNDERPOWERED: the sealed split cannot detect a 10-point gain (report.md says by how much)")
     say(
         f"sealed: base {sealed['base']['official']}/{sealed['base']['n']}, "
         f"trained {sealed['trained']['official']}/{sealed['trained']['n']}"

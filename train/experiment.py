@@ -6,6 +6,9 @@ this module runs them in the one order that keeps the answer honest and records 
 ``EXPERIMENT/experiment.json``, so a killed experiment continues from its last finished step:
 
 1. ``dev-base``     audit the untrained base model on dev (a report, never a selection signal);
+   ``power``        the sealed split's minimum detectable effect (``eval.audit.power``: exact McNemar, 80%
+   power, the dev-base pass rate); above 10 points the experiment stops here, before any training or
+   unsealing, unless ``--allow-underpowered`` is given, and then its report says the result is underpowered;
 2. ``gate-sft``     one optimizer step of the SFT run: peak memory and projected time, before committing;
 3. ``sft``          the SFT run (resumes from its own checkpoints);
 4. ``gate-grpo``, ``grpo`` (optional) GRPO continuing the SFT adapter (``[model] init_adapter``);
@@ -41,6 +44,7 @@ from dbt_harvest.train.errors import TrainConfigError, TrainError
 STATE_NAME = "experiment.json"
 STEPS = (
     "dev-base",
+    "power",
     "gate-sft",
     "sft",
     "gate-grpo",
@@ -164,9 +168,14 @@ class Experiment:
     """One experiment folder: its recipe, its state, and the steps still to run."""
 
     def __init__(
-        self, recipe: Recipe, say: Callable[[str], None] = lambda _: None, progress: Callable[..., Any] | None = None
+        self,
+        recipe: Recipe,
+        say: Callable[[str], None] = lambda _: None,
+        progress: Callable[..., Any] | None = None,
+        allow_underpowered: bool = False,
     ) -> None:
         self.recipe, self.say, self.progress = recipe, say, progress
+        self.allow_underpowered = allow_underpowered
         self.folder = recipe.folder
         self.state = self._load_state()
 
@@ -253,6 +262,27 @@ class Experiment:
     def _dev_base(self) -> dict[str, Any]:
         model, revision = self._base_model()
         return self._audit("dev", "dev-base", model=model, revision=revision)
+
+    def _power(self) -> dict[str, Any]:
+        """The sealed split's minimum detectable effect, from its sealed count and the dev-base pass rate;
+        refused above :data:`~dbt_harvest.eval.audit.power.MAX_MDE` unless the experiment allows it."""
+        from dbt_harvest.core.home import pins_dir
+        from dbt_harvest.corpora.sealed import read_seal
+        from dbt_harvest.eval.audit.power import analyse
+
+        seal = read_seal(pins_dir())
+        dev = self.state["steps"].get("dev-base")
+        rate = dev["result"]["official"] / dev["result"]["n"] if dev and dev["result"]["n"] else None
+        analysis = analyse(seal.count if seal else 0, rate)
+        self.say(analysis.summary())
+        unsealed = any(step in self.state["steps"] for step in ("sealed-trained", "sealed-base"))
+        if analysis.underpowered and not self.allow_underpowered and not unsealed:
+            raise ExperimentError(
+                f"the sealed split is underpowered: {analysis.summary()}. Each arm audits it once, so the "
+                "audits would spend it on a result that cannot show a realistic gain; grow the test split, or "
+                "run again with --allow-underpowered (the report then says the result is underpowered)"
+            )
+        return {**analysis.to_dict(), "allowed_underpowered": analysis.underpowered}
 
     def _gate(self, config: Any, kind: str) -> dict[str, Any]:
         from dbt_harvest.train.grpo import run_grpo
@@ -393,10 +423,14 @@ def _run_base(run_dir: Path, base: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def run_experiment(
-    path: Path, say: Callable[[str], None] = lambda _: None, progress: Callable[..., Any] | None = None
+    path: Path,
+    say: Callable[[str], None] = lambda _: None,
+    progress: Callable[..., Any] | None = None,
+    allow_underpowered: bool = False,
 ) -> dict[str, Any]:
-    """Run (or continue) the experiment of the recipe at ``path``; -> the report's file paths and summary."""
+    """Run (or continue) the experiment of the recipe at ``path``; -> the report's file paths and summary.
+    An underpowered sealed split stops it at the ``power`` step unless ``allow_underpowered``."""
     recipe = load_recipe(path)
-    experiment = Experiment(recipe, say, progress)
+    experiment = Experiment(recipe, say, progress, allow_underpowered)
     experiment.run()
     return json.loads((recipe.folder / "report.json").read_text(encoding="utf-8"))

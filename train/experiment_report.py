@@ -32,6 +32,7 @@ def summarize(recipe: Any, state: dict[str, Any]) -> dict[str, Any]:
         "recipe_file": str(recipe.source),
         "recipe_sha256": recipe.sha256,
         "recipe": (result("freeze") or {}).get("recipe"),
+        "power": result("power"),
         "sealed": {
             "base": result("sealed-base"),
             "trained": result("sealed-trained"),
@@ -60,6 +61,23 @@ def _score(arm: dict[str, Any] | None) -> str:
     return f"{arm['official']}/{arm['n']}" if arm else "-"
 
 
+def _power_lines(power: dict[str, Any] | None) -> list[str]:
+    """The power statement the sealed section opens with; an underpowered run says so first."""
+    if not power:
+        return []
+    from dbt_harvest.eval.audit.power import PowerAnalysis
+
+    fields = {k: v for k, v in power.items() if k not in ("underpowered", "allowed_underpowered")}
+    summary = PowerAnalysis(**fields).summary()
+    if power["underpowered"]:
+        return [
+            f"**This result is underpowered** (run with --allow-underpowered): {summary}. A gain smaller than "
+            "that is expected to go unseen, so a result that is not distinguishable from noise says little.",
+            "",
+        ]
+    return [f"Power, stated before the sealed audits: {summary}.", ""]
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     sealed, dev = report["sealed"], report["dev"]
     lines = [
@@ -71,6 +89,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
         "## Sealed test split (each arm audited once)",
         "",
+        *_power_lines(report.get("power")),
         "| arm | official |",
         "|---|---|",
         f"| base (no adapter) | {_score(sealed['base'])} |",

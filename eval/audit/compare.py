@@ -9,7 +9,9 @@ comparison of two k/N figures cannot tell. So the comparison is paired, per task
   approximation is not, below ~25 discordant pairs);
 - a paired bootstrap interval for the difference in pass rate (B − A), resampling tasks with a fixed
   seed, so the report is reproducible;
-- the verdict in words: "distinguishable from noise" only when McNemar's p is below ``alpha``.
+- the verdict in words: "distinguishable from noise" only when McNemar's p is below ``alpha``;
+- the minimum detectable effect of a comparison of this size (``eval.audit.power``, run A's pass rate as
+  the base), so a "not distinguishable" verdict says how large a gain it could have seen.
 
 Also side by side: the failure ladder (and which rung each task moved to), per family and per repository.
 Outputs ``compare.json``, ``compare.md`` and ``compare.png``. Everything but the writers is pure.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core import atomic
+from dbt_harvest.eval.audit.power import PowerAnalysis, analyse
 from dbt_harvest.eval.audit.report import build_report
 from dbt_harvest.eval.audit.rundir import RunDir
 from dbt_harvest.eval.env.errors import EnvError
@@ -114,6 +117,7 @@ class Comparison:
     by_repo: dict[str, dict[str, int]]
     tasks: list[dict[str, Any]]
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    power: dict[str, Any] = field(default_factory=dict)  # eval.audit.power.PowerAnalysis.to_dict()
 
     @property
     def difference(self) -> float:
@@ -182,10 +186,12 @@ def compare_reports(
     p_value = mcnemar_exact(table.only_a, table.only_b)
     low, high = paired_bootstrap(a, b, resamples=resamples, seed=seed)
     moves = Counter(f"{rows_a[i]['rung']}->{rows_b[i]['rung']}" for i in ids if rows_a[i]["rung"] != rows_b[i]["rung"])
+    label_a = label_a or str(report_a["driver"].get("model") or report_a["driver"].get("name") or "A")
+    power = analyse(len(ids), sum(a) / len(ids) if ids else None, f"run A ({label_a})", alpha=alpha)
     return Comparison(
         run_a=run_a,
         run_b=run_b,
-        label_a=label_a or str(report_a["driver"].get("model") or report_a["driver"].get("name") or "A"),
+        label_a=label_a,
         label_b=label_b or str(report_b["driver"].get("model") or report_b["driver"].get("name") or "B"),
         split=report_a["split"],
         n=len(ids),
@@ -206,6 +212,7 @@ def compare_reports(
         by_family=_grouped(rows_a, rows_b, "family"),
         by_repo=_grouped(rows_a, rows_b, "repo"),
         by_kind=_grouped(rows_a, rows_b, "kind", "repair"),
+        power=power.to_dict(),
         tasks=[
             {
                 "instance_id": i,
@@ -227,6 +234,11 @@ def compare_runs(a: Path, b: Path, **options: Any) -> Comparison:
     return compare_reports(build_report(RunDir(a)), build_report(RunDir(b)), run_a=str(a), run_b=str(b), **options)
 
 
+def power_summary(c: Comparison) -> str:
+    """The comparison's minimum detectable effect in one line (eval.audit.power)."""
+    return PowerAnalysis(**{k: v for k, v in c.power.items() if k != "underpowered"}).summary()
+
+
 def to_markdown(c: Comparison) -> str:
     pct = lambda k: f"{k}/{c.n}" + (f" ({100.0 * k / c.n:.1f}%)" if c.n else "")  # noqa: E731
     lines = [
@@ -239,6 +251,7 @@ def to_markdown(c: Comparison) -> str:
         f"- difference in pass rate (B − A): {c.difference:+.3f}, paired bootstrap 95% interval "
         f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]",
         f"- exact McNemar on the {c.table.discordant} discordant tasks: p = {c.p_value:.4g} (alpha {c.alpha})",
+        *([f"- {power_summary(c)}"] if c.power else []),
         "",
         "## Paired outcomes (official)",
         "",

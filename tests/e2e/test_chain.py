@@ -380,13 +380,18 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
             except (OSError, ValueError):
                 return False
 
-        assert chain.interrupted("experiment", str(EXPERIMENT), when=trained) == -signal.SIGKILL
+        # the example's sealed split cannot see a 10-point gain: the power step refuses before training
+        refused = chain.run("experiment", str(EXPERIMENT), ok=False)
+        assert refused.returncode == 1 and "error: the sealed split is underpowered" in refused.stderr
+        assert sorted(json.loads(state.read_text())["steps"]) == ["dev-base"]
+        assert chain.interrupted("experiment", str(EXPERIMENT), "--allow-underpowered", when=trained) == -signal.SIGKILL
         before = json.loads(state.read_text())["steps"]
-        resumed = chain.run("experiment", str(EXPERIMENT), "--json")
+        resumed = chain.run("experiment", str(EXPERIMENT), "--allow-underpowered", "--json")
         assert (
             "experiment: dev-base: done before, kept" in resumed.stderr and "sft: done before, kept" in resumed.stderr
         )
         experiment = json.loads(resumed.stdout)
+        assert experiment["power"]["underpowered"] and experiment["power"]["base_rate_source"] == "dev-base audit"
         assert {k: experiment["seconds"][k] for k in before} == {k: v["seconds"] for k, v in before.items()}
         sealed_exp = experiment["sealed"]
         assert sealed_exp["base"]["n"] == sealed_exp["trained"]["n"] == sealed_exp["n"] == counts["test"]

@@ -104,6 +104,19 @@ def test_two_tasks_out_of_48_is_noise_and_ten_is_not() -> None:
     assert "## By kind" in to_markdown(signal) and "| completion | 16 | 7 | 10 | +3 |" in to_markdown(signal)
 
 
+def test_a_comparison_states_the_gain_it_could_have_seen() -> None:
+    """The minimum detectable effect of N paired tasks, with run A's pass rate as the base (eval.audit.power)."""
+    from dbt_harvest.eval.audit.power import minimum_detectable_effect
+
+    small = compare_reports(_report([1] * 20 + [0] * 28), _report([1] * 22 + [0] * 26))
+    assert small.power["n"] == 48 and small.power["base_rate"] == pytest.approx(20 / 48)
+    assert small.power["mde"] == minimum_detectable_effect(48, 20 / 48)
+    assert small.power["underpowered"] is True and small.power["base_rate_source"] == "run A (m)"
+    assert "minimum detectable effect on 48 paired tasks" in to_markdown(small)
+    strict = compare_reports(_report([1] * 20 + [0] * 28), _report([1] * 22 + [0] * 26), alpha=0.01)
+    assert strict.power["alpha"] == 0.01 and strict.power["mde"] > small.power["mde"]
+
+
 def test_runs_over_different_tasks_or_splits_are_refused() -> None:
     with pytest.raises(CompareError, match="different task sets"):
         compare_reports(_report([1, 0]), _report([1, 0], sha="t" * 64))
@@ -146,5 +159,10 @@ def test_compare_two_real_audits_of_the_same_dev_tasks(dev_world, tmp_path: Path
     data = json.loads(result.stdout)
     assert (data["official_a"], data["official_b"], data["distinguishable"]) == (0, n, c.distinguishable)
     assert (tmp_path / "cli" / "compare.md").is_file()
+    assert data["power"]["n"] == n and data["power"]["base_rate"] == 0.0
+    human = CliRunner().invoke(
+        main, ["audit", "compare", str(runs["noop"]), str(runs["oracle"]), "--out", str(tmp_path / "h")]
+    )
+    assert human.exit_code == 0 and f"minimum detectable effect on {n} paired tasks" in human.stdout
     refused = CliRunner().invoke(main, ["audit", "compare", str(runs["noop"]), str(tmp_path / "nothing")])
     assert refused.exit_code == 1 and "not an audit run folder" in refused.output

@@ -41,6 +41,7 @@ def test_a_recipe_names_its_runs_relative_to_itself(tmp_path: Path) -> None:
     planned = Experiment(recipe).planned()
     assert planned == [
         "dev-base",
+        "power",
         "gate-sft",
         "sft",
         "dev-trained",

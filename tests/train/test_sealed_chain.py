@@ -167,8 +167,21 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
         )
     )
 
-    first = ok(harvest(env, "experiment", recipe, "--json"))
+    # the world's sealed split is a handful of tasks: the power step refuses before training or unsealing
+    unseals = root / "pins" / "_unseals.jsonl"
+    unsealed_before = unseals.read_text() if unseals.exists() else ""
+    refused = harvest(env, "experiment", recipe, "--json")
+    assert refused.returncode == 1 and refused.stdout == "", refused.stderr[-2000:]
+    assert "error: the sealed split is underpowered: minimum detectable effect on" in refused.stderr
+    assert "--allow-underpowered" in refused.stderr.splitlines()[-1]
+    assert not (tmp_path / "experiments" / "sealed-exp" / "runs").exists()  # no training started
+    assert (unseals.read_text() if unseals.exists() else "") == unsealed_before  # nothing unsealed
+
+    first = ok(harvest(env, "experiment", recipe, "--allow-underpowered", "--json"))
     report = json.loads(first.stdout)
+    assert report["power"]["n"] == len(sealed) and report["power"]["underpowered"] is True
+    assert report["power"]["base_rate_source"].startswith("assumed")  # dev = false: no dev-base pass rate
+    assert "**This result is underpowered**" in (tmp_path / "experiments" / "sealed-exp" / "report.md").read_text()
     exp = report["sealed"]
     assert exp["base"]["n"] == exp["trained"]["n"] == exp["n"] == len(sealed)
     assert [t["instance_id"] for t in exp["tasks"]] == sorted(t["instance_id"] for t in exp["tasks"])
@@ -181,5 +194,6 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
 
     again = ok(harvest(env, "experiment", recipe, "--json"))
     assert "sealed-base: done before, kept" in again.stderr and "sft: done before, kept" in again.stderr
+    assert "power: done before, kept" in again.stderr  # allowed once, recorded: a rerun needs no flag
     assert json.loads(again.stdout)["sealed"] == exp
     assert len((root / "pins" / "_test_audits.jsonl").read_text().splitlines()) == len(ledger)
