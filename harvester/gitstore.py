@@ -257,7 +257,7 @@ class GitStore:
             return None
         if entry.filemode & 0o170000 != _MODE_BLOB_KIND:
             return None
-        return repo[entry.id].data
+        return _blob_at(repo, entry.id, clean).data
 
     def _commit(self, repo: pygit2.Repository, commit: str) -> pygit2.Commit:
         found = _lookup_commit(repo, commit)
@@ -393,18 +393,35 @@ def _subtree(repo: pygit2.Repository, tree: pygit2.Tree, subdir: str, commit: st
         raise FetchError(f"no folder {subdir!r} at commit {commit[:12]}") from None
     if entry.filemode != _MODE_TREE:
         raise FetchError(f"{subdir!r} at commit {commit[:12]} is not a folder")
-    return repo[entry.id]
+    return _tree_at(repo, entry.id, clean)
 
 
-def _check_name(name: str, parent: str) -> None:
-    """Refuse a tree entry name that could write outside the export or into a ``.git`` folder."""
-    bad = not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or name.lower() == ".git"
-    if bad:
-        shown = posixpath.join(parent, name) if parent else name
+def _tree_at(repo: pygit2.Repository, oid: pygit2.Oid, rel: str) -> pygit2.Tree:
+    """The tree object ``oid`` (a folder entry at ``rel``); FetchError when the object is something else."""
+    found = repo[oid]
+    if not isinstance(found, pygit2.Tree):
+        raise FetchError(f"tree entry {rel!r} is a folder whose object {oid} is a {found.type_str}, not a tree")
+    return found
+
+
+def _blob_at(repo: pygit2.Repository, oid: pygit2.Oid, rel: str) -> pygit2.Blob:
+    """The blob object ``oid`` (a file or link entry at ``rel``); FetchError when the object is something else."""
+    found = repo[oid]
+    if not isinstance(found, pygit2.Blob):
+        raise FetchError(f"tree entry {rel!r} is a file whose object {oid} is a {found.type_str}, not a blob")
+    return found
+
+
+def _check_name(name: str | None, parent: str) -> str:
+    """The tree entry's name, refused (FetchError) when missing or when it could write outside the
+    export or into a ``.git`` folder."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or name.lower() == ".git":
+        shown = posixpath.join(parent, name or "") if parent else name
         raise FetchError(
             f"refusing to export: tree entry {shown!r} is not a safe path (path traversal, "
             "absolute path or .git); this commit cannot be pinned"
         )
+    return name
 
 
 class _TreeWriter:
@@ -422,17 +439,16 @@ class _TreeWriter:
     def write_tree(self, tree: pygit2.Tree, prefix: str) -> None:
         for index in range(len(tree)):
             entry = tree[index]
-            name = entry.name
-            _check_name(name, prefix)
+            name = _check_name(entry.name, prefix)
             rel = f"{prefix}/{name}" if prefix else name
             mode = entry.filemode
             if mode == _MODE_TREE:
                 (self.root / rel).mkdir()
-                self.write_tree(self.repo[entry.id], rel)
+                self.write_tree(_tree_at(self.repo, entry.id, rel), rel)
             elif mode == _MODE_GITLINK:
                 self.skipped.append(SkippedPath(rel, f"submodule (commit {entry.id})"))
             elif mode == _MODE_LINK:
-                target = self.repo[entry.id].data.decode("utf-8", "surrogateescape")
+                target = _blob_at(self.repo, entry.id, rel).data.decode("utf-8", "surrogateescape")
                 if _link_stays_inside(rel, target):
                     self._links.append((rel, target))
                 else:
@@ -454,7 +470,7 @@ class _TreeWriter:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(self.repo[entry.id].data)
+            handle.write(_blob_at(self.repo, entry.id, rel).data)
 
     def write_links(self) -> None:
         """Create the kept symlinks, then drop any whose real target leaves the tree via a chain, and any

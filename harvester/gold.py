@@ -108,6 +108,13 @@ def _relation(table: str) -> str:
     return f"{_quote(schema)}.{_quote(name)}"
 
 
+def _row_count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    """The number of rows of ``table`` (``schema.name``); duckdb.Error when it is missing."""
+    row = con.execute(f"SELECT count(*) FROM {_relation(table)}").fetchone()
+    assert row is not None  # an aggregate without GROUP BY always returns one row
+    return int(row[0])
+
+
 def column_signatures(con: duckdb.DuckDBPyConnection, relation: str) -> dict[str, tuple[str, int, int]]:
     """Per column name (lower-cased): (type, non-null count, sum of value hashes), an order-independent
     multiset signature of the column, computed in one query."""
@@ -130,8 +137,7 @@ def differing_columns(first: Path, second: Path, tables: list[str]) -> dict[str,
     try:
         for table in tables:
             try:
-                rows_a = a.execute(f"SELECT count(*) FROM {_relation(table)}").fetchone()[0]
-                rows_b = b.execute(f"SELECT count(*) FROM {_relation(table)}").fetchone()[0]
+                rows_a, rows_b = _row_count(a, table), _row_count(b, table)
             except duckdb.Error:
                 out[table] = None
                 continue

@@ -279,6 +279,7 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
                 )
             )
         else:
+            assert missing.gold_file is not None  # built: the models built and the gold file was written
             verdict = score(gold, missing.gold_file, spec)
             checks.append(
                 CheckResult(

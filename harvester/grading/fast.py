@@ -24,6 +24,7 @@ import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dbt_harvest.core.clock import freeze_clock
 from dbt_harvest.core.locked_duckdb import connect_locked
@@ -58,12 +59,21 @@ class DataTest:
     depends_on: tuple[str, ...] = ()
 
 
+def _manifest_section(manifest: Mapping[str, object], key: str) -> dict[str, Any]:
+    """The manifest's ``key`` section (``nodes``, ``unit_tests``) as a dict, empty when absent or empty;
+    Unsupported when it is not a mapping (not a manifest dbt wrote)."""
+    section = manifest.get(key) or {}
+    if not isinstance(section, Mapping):
+        raise Unsupported(f"the manifest's {key!r} is a {type(section).__name__}, not a mapping")
+    return dict(section)
+
+
 def data_tests(manifest: Mapping[str, object], known_failures: frozenset[str] = frozenset()) -> list[DataTest]:
     """Every enabled data test of the manifest but the ``known_failures`` (unique ids of the tests that failed
     on the original project, which no build runs); Unsupported when the project has unit tests, operations
     (on-run-start/end hooks) or a test without compiled SQL, which only dbt can run."""
     tests: list[DataTest] = []
-    for uid, node in sorted(dict(manifest.get("nodes") or {}).items()):  # type: ignore[union-attr]
+    for uid, node in sorted(_manifest_section(manifest, "nodes").items()):
         kind = node.get("resource_type")
         if kind in {"unit_test", "operation"}:
             raise Unsupported(f"the project has {kind} nodes ({uid}); dbt runs them")
@@ -86,7 +96,7 @@ def data_tests(manifest: Mapping[str, object], known_failures: frozenset[str] = 
                 depends_on=tuple((node.get("depends_on") or {}).get("nodes") or ()),
             )
         )
-    if dict(manifest.get("unit_tests") or {}):  # type: ignore[union-attr]
+    if _manifest_section(manifest, "unit_tests"):
         raise Unsupported("the project has unit tests; dbt runs them")
     return tests
 
@@ -94,7 +104,7 @@ def data_tests(manifest: Mapping[str, object], known_failures: frozenset[str] = 
 def build_children(manifest: Mapping[str, object]) -> dict[str, int]:
     """How many models, seeds or snapshots depend on each node (what ``dbt build`` skips after a failed test)."""
     counts: dict[str, int] = {}
-    for node in dict(manifest.get("nodes") or {}).values():  # type: ignore[union-attr]
+    for node in _manifest_section(manifest, "nodes").values():
         if node.get("resource_type") in {"model", "seed", "snapshot"}:
             for parent in (node.get("depends_on") or {}).get("nodes") or ():
                 counts[parent] = counts.get(parent, 0) + 1

@@ -261,7 +261,7 @@ def python_binds() -> PythonBinds:
             links += more
             files.append(real)
     dists = _closure(CHILD_DISTRIBUTIONS)
-    site_dirs = {Path(os.path.realpath(dist.locate_file(""))) for dist in dists}
+    site_dirs = {Path(os.path.realpath(str(dist.locate_file("")))) for dist in dists}
     dirs += sorted(site_dirs)
     for library in _shared_libraries(_native_files(dists, stdlib)):
         more, real = _link_chain(library)

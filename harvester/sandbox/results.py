@@ -137,7 +137,8 @@ def parse_steps(payload: dict[str, Any], expected_kinds: list[str]) -> list[Step
     for raw, kind in zip(raw_steps, expected_kinds):
         if not isinstance(raw, dict) or raw.get("kind") != kind or not isinstance(raw.get("ok"), bool):
             raise ResultShapeError(f"a {kind} step result has an unexpected shape")
-        detail = raw.get("detail") if isinstance(raw.get("detail"), dict) else {}
+        raw_detail = raw.get("detail")
+        detail: dict[str, Any] = raw_detail if isinstance(raw_detail, dict) else {}
         clean = _DETAIL[kind](detail)
         wall = detail.get("wall_s")
         if isinstance(wall, (int, float)) and not isinstance(wall, bool):
