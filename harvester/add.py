@@ -512,40 +512,85 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     """Pin ``spec_text``; see the module docstring for the order of writes."""
     started = time.perf_counter()
     spec = parse_spec(spec_text)
-    if options.sandboxed:
-        ok, why = sandbox_available()
-        if not ok:
-            raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
-    if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
-        options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
-    if options.repo_mirror is None and os.environ.get("HARVEST_REPO_MIRROR"):
-        options = replace(options, repo_mirror=Path(os.environ["HARVEST_REPO_MIRROR"]))
+    _require_sandbox(options)
+    options = _mirrors_from_env(options)
     clock = normalise_clock(options.clock) if options.clock else None
 
     store, resolved = resolve(spec, options)
     identity = resolved.identity
     assert identity is not None
-    pin_id = f"{identity.slug}@{resolved.commit[:12]}"
-    if options.fix is not None:  # beside the plain pin of the same commit, one per fix of it
-        pin_id += f"+fix-{options.fix.commit[:12]}"
+    pin_id = _pin_id(identity, resolved.commit, options)
     existing_path = pin_path(pin_id, pins_dir())
-    previous: Pin | None = None
-    if existing_path.exists():
-        try:
-            previous = read_pin(existing_path)
-        except PinError:
-            previous = None  # a malformed pin is rebuilt
-        if previous is not None and not options.rebuild:
-            return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
+    previous = _previous_pin(existing_path)
+    if previous is not None and not options.rebuild:
+        return AddResult(previous, existing_path, "exists", seconds=time.perf_counter() - started)
+    options = _with_recorded_patch(options, previous)
+    run_dir = builds_dir() / identity.slug / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    exported = _export_with_binds(store, resolved, options, run_dir)
+    gold = _build_gold(store, exported, options, run_dir, clock or (previous.clock if previous else None), previous)
+    tables, gold_sha = _install_gold(pin_id, gold, options, previous)
+    pin = _pin_record(pin_id, identity, spec, gold, options, previous, tables, gold_sha)
+    drift = _drift(previous, pin) if previous else ()
+    if gold.source.compat_patch:
+        atomic.write_text(pins_dir() / "patches" / f"{gold.source.compat_patch_sha256}.diff", gold.source.compat_patch)
+    pin, path, drift = _settle_pin(pin, previous, drift, existing_path)
+    _drop_bulk(run_dir)
+    status = "rebuilt" if previous else "added"
+    return AddResult(pin, path, status, drift, time.perf_counter() - started)
+
+
+def _require_sandbox(options: AddOptions) -> None:
+    """Refuse (SandboxError) to build untrusted code sandboxed where no sandbox is available."""
+    if options.sandboxed:
+        ok, why = sandbox_available()
+        if not ok:
+            raise SandboxError(f"refusing to build untrusted code without a sandbox: {why} (or pass --no-sandbox)")
+
+
+def _mirrors_from_env(options: AddOptions) -> AddOptions:
+    """``options`` with the package and repository mirrors not given taken from HARVEST_PACKAGE_MIRROR and
+    HARVEST_REPO_MIRROR."""
+    if options.package_mirror is None and os.environ.get("HARVEST_PACKAGE_MIRROR"):
+        options = replace(options, package_mirror=Path(os.environ["HARVEST_PACKAGE_MIRROR"]))
+    if options.repo_mirror is None and os.environ.get("HARVEST_REPO_MIRROR"):
+        options = replace(options, repo_mirror=Path(os.environ["HARVEST_REPO_MIRROR"]))
+    return options
+
+
+def _pin_id(identity: Identity, commit: str, options: AddOptions) -> str:
+    """``<slug>@<commit12>``, and ``+fix-<fix12>`` for a history pin (beside the plain pin of the same
+    commit, one per fix of it)."""
+    pin_id = f"{identity.slug}@{commit[:12]}"
+    if options.fix is not None:
+        pin_id += f"+fix-{options.fix.commit[:12]}"
+    return pin_id
+
+
+def _previous_pin(existing_path: Path) -> Pin | None:
+    """The pin already written at ``existing_path``; None when there is none or it is malformed (rebuilt)."""
+    if not existing_path.exists():
+        return None
+    try:
+        return read_pin(existing_path)
+    except PinError:
+        return None  # a malformed pin is rebuilt
+
+
+def _with_recorded_patch(options: AddOptions, previous: Pin | None) -> AddOptions:
+    """``options`` for a rebuild of ``previous``: the compat patch the pin records (stored by hash) unless a
+    new one is given, with edits allowed when the pin's patch made them."""
     if previous is not None and options.compat_patch is None and previous.compat_patch_sha256:
-        # a rebuild applies the patch the pin records (stored by hash), unless a new one is given
-        options = replace(
+        return replace(
             options,
             compat_patch=pins_dir() / "patches" / f"{previous.compat_patch_sha256}.diff",
             allow_edits=options.allow_edits or bool(previous.compat_edits),
         )
-    run_dir = builds_dir() / identity.slug / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    return options
+
+
+def _export_with_binds(store: GitStore, resolved: Resolved, options: AddOptions, run_dir: Path) -> Exported:
+    """Export the commit while what every sandboxed child binds of this interpreter is worked out."""
     with ThreadPoolExecutor(max_workers=1) as early:
         # what every sandboxed child binds of this interpreter (a walk of the installed distributions
         # and ldd on their native files, once per process) is worked out while the source is exported
@@ -553,7 +598,28 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         exported = export_source(store, resolved, options, run_dir)
         if binds is not None:
             binds.result()
-    fixed = clock or (previous.clock if previous else None)
+    return exported
+
+
+@dataclass(frozen=True)
+class GoldRun:
+    """The gold stage of ``add``: the finished source, the clock it was built at, and its gold builds."""
+
+    source: Source
+    clock: str
+    builds: GoldBuilds
+
+
+def _build_gold(
+    store: GitStore,
+    exported: Exported,
+    options: AddOptions,
+    run_dir: Path,
+    fixed: str | None,
+    previous: Pin | None,
+) -> GoldRun:
+    """Finish the source while the gold builds' child imports dbt, then build gold at ``fixed`` (the
+    clock given or recorded) or else the default clock of the patched seeds."""
     guess = fixed or default_clock(_seed_dirs(exported.root, exported.project))
     # the gold builds' child starts now and imports dbt while the packages are vendored, the patch
     # applied and the tree copied into its workspaces
@@ -571,6 +637,15 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         builds = _gold_builds(
             source, clock, options, run_dir, child, previous.database if previous is not None else DEFAULT_DATABASE
         )
+    return GoldRun(source, clock, builds)
+
+
+def _install_gold(
+    pin_id: str, gold: GoldRun, options: AddOptions, previous: Pin | None
+) -> tuple[tuple[TableRecord, ...], str]:
+    """The pin's table records, then the gold file installed (content-addressed) and the first build's
+    state kept for minting; returns the records and the gold's sha256."""
+    builds = gold.builds
     first = builds.first
     tables = _tables(builds)
     assert first.gold_file is not None
@@ -580,14 +655,29 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     install_state(
         pin_id,
         first.workspace,
-        source.project.rel_dir,
+        gold.source.project.rel_dir,
         max_bytes=options.limits.workspace_bytes,
         db_file=f"{builds.database}.duckdb",
     )
+    return tables, gold_sha
+
+
+def _pin_record(
+    pin_id: str,
+    identity: Identity,
+    spec: RepoSpec,
+    gold: GoldRun,
+    options: AddOptions,
+    previous: Pin | None,
+    tables: tuple[TableRecord, ...],
+    gold_sha: str,
+) -> Pin:
+    """The pin of the source ``gold`` built (not written yet)."""
+    source, builds = gold.source, gold.builds
     # a commit given by a prefix is recorded in full: a short sha can become ambiguous as the repository
     # grows, and a rebuild from the full sha must write the same pin
     rev = source.commit if spec.rev_is_sha and source.commit.startswith(spec.rev.lower()) else spec.rev
-    pin = Pin(
+    return Pin(
         id=pin_id,
         spec=f"{identity.display}@{rev}",
         url=identity.url,
@@ -598,7 +688,7 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         project_dir=source.project.rel_dir,
         project_name=source.project.name,
         profile_schema=source.project.schema,
-        clock=clock,
+        clock=gold.clock,
         license=detect_license(source.root),
         created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha,
@@ -614,9 +704,13 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         compat_edits=source.compat_edits,
         **_history_fields(source, options),
     )
-    drift = _drift(previous, pin) if previous else ()
-    if source.compat_patch:
-        atomic.write_text(pins_dir() / "patches" / f"{source.compat_patch_sha256}.diff", source.compat_patch)
+
+
+def _settle_pin(
+    pin: Pin, previous: Pin | None, drift: tuple[str, ...], existing_path: Path
+) -> tuple[Pin, Path, tuple[str, ...]]:
+    """Write ``pin``, or keep ``previous`` where the rebuild reproduced it; returns the pin kept, its path
+    and the drift notes (saying where the pin keeps the versions it was made with)."""
     if (
         previous is not None
         and pin.gold_sha256 != previous.gold_sha256
@@ -626,31 +720,28 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
         # name, everything else reproduced; the pin keeps the versions it was made with, so its tasks minted
         # again differ from the locked ones only in the gold name (`harvest mint --verify-lock` says so)
         pin = replace(pin, versions=previous.versions)
-        drift = tuple(
-            f"{note} (the pin keeps the versions it was made with: only the gold's name moved)"
-            if note.startswith("versions changed")
-            else note
-            for note in drift
-        )
+        drift = _versions_kept(drift, "only the gold's name moved")
     if previous is not None and replace(pin, versions=previous.versions) == previous:
         # the rebuild reproduced the pin in all but the tool versions of this machine: the committed pin (and
         # so every task record, which carries its versions, and the task lock) stays as it is
-        path = existing_path
-        pin = previous
-        drift = tuple(
-            f"{note} (the pin keeps the versions it was made with: everything else is reproduced)"
-            if note.startswith("versions changed")
-            else note
-            for note in drift
-        )
-    else:
-        path = write_pin(pin, pins_dir())
-    for index in (1, 2, 3):  # keep logs and the first workspace's target/ for inspection, drop the bulk
+        return previous, existing_path, _versions_kept(drift, "everything else is reproduced")
+    return pin, write_pin(pin, pins_dir()), drift
+
+
+def _versions_kept(drift: tuple[str, ...], why: str) -> tuple[str, ...]:
+    """``drift`` with its note on changed tool versions saying the pin keeps the versions it was made with."""
+    return tuple(
+        f"{note} (the pin keeps the versions it was made with: {why})" if note.startswith("versions changed") else note
+        for note in drift
+    )
+
+
+def _drop_bulk(run_dir: Path) -> None:
+    """Keep the run's logs and the first workspace's target/ for inspection; drop the bulk (packages, source)."""
+    for index in (1, 2, 3):
         with contextlib.suppress(HarvestError, OSError):
             safe_fs.remove(run_dir / f"build{index}", "dbt_packages")
     safe_fs.rmtree(run_dir / "source")
-    status = "rebuilt" if previous else "added"
-    return AddResult(pin, path, status, drift, time.perf_counter() - started)
 
 
 def _history_fields(source: Source, options: AddOptions) -> dict[str, Any]:

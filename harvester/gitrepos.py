@@ -18,9 +18,12 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from dbt_harvest.core.errors import HarvestError
+
+if TYPE_CHECKING:
+    import pygit2
 
 #: The identity every generated commit carries.
 AUTHOR_NAME = "dbt-harvest fixtures"
@@ -113,28 +116,57 @@ def make_git_repo(
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise GitRepoError(f"{dest} already exists and is not an empty folder; pick a fresh destination")
+    steps = _history_steps(src, commits)
+    wanted_tags = _wanted_tags(steps, tags)
+    dest.mkdir(parents=True, exist_ok=True)
+    repo = pygit2.init_repository(str(dest), bare=bare, initial_head=branch)
+    ids = _commit_steps(repo, steps, branch)
+    for name, index in sorted(wanted_tags.items()):
+        repo.references.create(f"refs/tags/{name}", pygit2.Oid(hex=ids[index]))
+    if not bare:
+        repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    return GitRepo(
+        path=dest.resolve(),
+        branch=branch,
+        commits=tuple(ids),
+        tags={name: ids[index] for name, index in sorted(wanted_tags.items())},
+    )
+
+
+def _history_steps(src: Path | None, commits: Sequence[Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
+    """The commits to write, oldest first: ``src``'s (when given), then ``commits``; GitRepoError when none."""
     steps: list[Mapping[str, Any]] = []
     if src is not None:
         steps.append({"src": Path(src), "message": "initial commit"})
     steps.extend(commits or ())
     if not steps:
         raise GitRepoError("nothing to commit: give a source folder or at least one commit")
+    return steps
 
-    entries: dict[str, tuple[int, bytes]] = {}  # path -> (mode, content)
-    wanted_tags: dict[str, int] = {}
+
+def _wanted_tags(steps: Sequence[Mapping[str, Any]], tags: Mapping[str, int] | None) -> dict[str, int]:
+    """Tag name -> commit index, from the steps' ``"tag"`` keys and ``tags``; GitRepoError for a step with an
+    unknown key or a tag pointing past the last commit."""
+    wanted: dict[str, int] = {}
     for index, step in enumerate(steps):
         unknown = set(step) - {"src", "files", "message", "tag"}
         if unknown:
             raise GitRepoError(f"commit {index}: unknown key(s) {', '.join(map(repr, sorted(unknown)))}")
         if "tag" in step:
-            wanted_tags[str(step["tag"])] = index
+            wanted[str(step["tag"])] = index
     for name, index in (tags or {}).items():
         if not 0 <= index < len(steps):
             raise GitRepoError(f"tag {name!r} points at commit {index}, but there are {len(steps)} commits")
-        wanted_tags[name] = index
+        wanted[name] = index
+    return wanted
 
-    dest.mkdir(parents=True, exist_ok=True)
-    repo = pygit2.init_repository(str(dest), bare=bare, initial_head=branch)
+
+def _commit_steps(repo: pygit2.Repository, steps: Sequence[Mapping[str, Any]], branch: str) -> list[str]:
+    """Commit each step on ``branch`` (a snapshot folder, then its file overlay), one day apart from
+    BASE_TIME; returns the commit ids, oldest first."""
+    import pygit2
+
+    entries: dict[str, tuple[int, bytes]] = {}  # path -> (mode, content)
     ids: list[str] = []
     parents: list[Any] = []
     for index, step in enumerate(steps):
@@ -155,16 +187,7 @@ def make_git_repo(
         )
         ids.append(str(oid))
         parents = [oid]
-    for name, index in sorted(wanted_tags.items()):
-        repo.references.create(f"refs/tags/{name}", pygit2.Oid(hex=ids[index]))
-    if not bare:
-        repo.checkout_head(strategy=pygit2.enums.CheckoutStrategy.FORCE)
-    return GitRepo(
-        path=dest.resolve(),
-        branch=branch,
-        commits=tuple(ids),
-        tags={name: ids[index] for name, index in sorted(wanted_tags.items())},
-    )
+    return ids
 
 
 def make_versioned_repo(dest: Path, versions: Mapping[str, Path], *, branch: str = "main") -> GitRepo:

@@ -40,7 +40,7 @@ from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.harvester.sandbox import command, safe_fs, watchdog
 from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 from dbt_harvest.harvester.sandbox.limits import Limits
-from dbt_harvest.harvester.sandbox.profile import META_FILE, PROFILE_DIR, read_profile_meta
+from dbt_harvest.harvester.sandbox.profile import META_FILE, PROFILE_DIR, ProfileMeta, read_profile_meta
 from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
 from dbt_harvest.harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
 
@@ -260,29 +260,67 @@ def prepare(
     """
     if duckdb_scope not in DUCKDB_SCOPES:
         raise SandboxError(f"unknown duckdb_scope {duckdb_scope!r}; use one of {', '.join(DUCKDB_SCOPES)}")
+    workspace, others = _checked_workspaces(workspace, siblings)
+    meta = None if others else read_profile_meta(workspace, project_dir)
+    if sandboxed:
+        _require_sandbox()
+    clock_vars = clock_env(clock)
+    scratch = workspace / SCRATCH_DIR
+    paths = _child_paths(workspace, scratch, sandboxed)
+    request = _request(paths, project_dir, meta, limits, sandboxed, duckdb_scope, body)
+    if others:
+        request["parallel"] = [paths.workspace] + [
+            f"{command.SANDBOX_SIBLING_PREFIX}{index}" if sandboxed else str(sibling)
+            for index, sibling in enumerate(others, start=2)
+        ]
+    env = command.child_env(paths, clock_vars)
+    py = command.python_args(paths.code, _request_json(request))
+    argv, popen_env, cwd = _command_line(workspace, others, limits, py, env, sandboxed)
+    return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits, tuple(others))
+
+
+def _checked_workspaces(workspace: Path, siblings: Sequence[Path]) -> tuple[Path, list[Path]]:
+    """The workspace and a parallel child's siblings, each checked and resolved; SandboxError unless distinct."""
     workspace = _checked_workspace(workspace)
     others = [_checked_workspace(sibling) for sibling in siblings]
     if len({workspace, *others}) != 1 + len(others):
         raise SandboxError("a parallel child needs distinct workspaces")
-    meta = None if others else read_profile_meta(workspace, project_dir)
+    return workspace, others
+
+
+def _require_sandbox() -> None:
+    """Refuse (SandboxError) a sandboxed run where bubblewrap cannot start a sandbox, saying why."""
+    available, why = command.sandbox_available()
+    if not available:
+        raise SandboxError(f"{why}; or pass sandboxed=False (--no-sandbox) to build without isolation")
+
+
+def _child_paths(workspace: Path, scratch: Path, sandboxed: bool) -> command.ChildPaths:
+    """Where the child sees its workspace, code, home and temporary folder: the sandbox's fixed mount
+    points, or (unsandboxed) the host's own paths, home and tmp under ``scratch``."""
     if sandboxed:
-        available, why = command.sandbox_available()
-        if not available:
-            raise SandboxError(f"{why}; or pass sandboxed=False (--no-sandbox) to build without isolation")
-    clock_vars = clock_env(clock)
-    scratch = workspace / SCRATCH_DIR
-    if sandboxed:
-        paths = command.ChildPaths(
+        return command.ChildPaths(
             workspace=command.SANDBOX_WORKSPACE, code=command.SANDBOX_CODE, home=command.SANDBOX_HOME, tmp="/tmp"
         )
-    else:
-        paths = command.ChildPaths(
-            workspace=str(workspace),
-            code=str(command.INSIDE_DIR),
-            home=str(scratch / "home"),
-            tmp=str(scratch / "tmp"),
-        )
-    request: dict[str, Any] = {
+    return command.ChildPaths(
+        workspace=str(workspace),
+        code=str(command.INSIDE_DIR),
+        home=str(scratch / "home"),
+        tmp=str(scratch / "tmp"),
+    )
+
+
+def _request(
+    paths: command.ChildPaths,
+    project_dir: str,
+    meta: ProfileMeta | None,
+    limits: Limits,
+    sandboxed: bool,
+    duckdb_scope: str,
+    body: dict[str, Any],
+) -> dict[str, Any]:
+    """The child's request: where its project, profile and locked DuckDB are, its bounds, then ``body``."""
+    return {
         "workspace": paths.workspace,
         "project_dir": meta.project_dir if meta else project_dir,
         "profiles_dir": f"{paths.workspace}/{PROFILE_DIR}",
@@ -302,36 +340,43 @@ def prepare(
         "steps": [],
         **body,
     }
-    if others:
-        request["parallel"] = [paths.workspace] + [
-            f"{command.SANDBOX_SIBLING_PREFIX}{index}" if sandboxed else str(sibling)
-            for index, sibling in enumerate(others, start=2)
-        ]
-    env = command.child_env(paths, clock_vars)
+
+
+def _request_json(request: dict[str, Any]) -> str:
+    """The request as the one argv string it travels as; SandboxError when it is over MAX_REQUEST_CHARS."""
     request_json = json.dumps(request)
     if len(request_json) > MAX_REQUEST_CHARS:
         raise SandboxError(
             f"the sandbox request is {len(request_json)} characters (over {MAX_REQUEST_CHARS}); "
             "shorten the query SQL or split the steps"
         )
-    py = command.python_args(paths.code, request_json)
-    if sandboxed:
-        argv = command.bwrap_argv(
-            workspace,
-            workspace / PROFILE_DIR,
-            limits.tmp_bytes,
-            py,
-            env,
-            shm_bytes=limits.shm_bytes,
-            siblings=[
-                (sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)
-            ],
-        )
-        popen_env = {"PATH": "/usr/bin:/bin"}
-        cwd = "/"
-    else:
-        argv, popen_env, cwd = py, env, str(workspace)
-    return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits, tuple(others))
+    return request_json
+
+
+def _command_line(
+    workspace: Path,
+    others: Sequence[Path],
+    limits: Limits,
+    py: list[str],
+    env: dict[str, str],
+    sandboxed: bool,
+) -> tuple[list[str], dict[str, str], str]:
+    """The argv, environment and working folder the child starts with: ``py`` inside bwrap (which sets
+    the child's ``env`` itself), or unsandboxed ``py`` in the workspace with ``env``."""
+    if not sandboxed:
+        return py, env, str(workspace)
+    argv = command.bwrap_argv(
+        workspace,
+        workspace / PROFILE_DIR,
+        limits.tmp_bytes,
+        py,
+        env,
+        shm_bytes=limits.shm_bytes,
+        siblings=[
+            (sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)
+        ],
+    )
+    return argv, {"PATH": "/usr/bin:/bin"}, "/"
 
 
 def start(
