@@ -163,14 +163,19 @@ def connect_locked(
     import duckdb
 
     # the first three settings hold from the very start, before our own SETs run
-    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
     with _OPEN:
         try:
             conn = duckdb.connect(database, read_only=read_only, config=config)
         except duckdb.Error as exc:
             raise LockedDuckDBError(f"cannot open {database}: {' '.join(str(exc).split())[:300]}") from None
         try:
-            if conn.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+            row = conn.execute("SELECT current_setting('lock_configuration')").fetchone()
+            assert row is not None  # a SELECT without FROM returns exactly one row
+            if row[0]:
                 _joined_lock(conn, database, lock, setup)
             else:
                 apply_lock(conn, lock, setup)

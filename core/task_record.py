@@ -162,7 +162,8 @@ class TaskRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON data (what ``to_json`` writes)."""
-        return json.loads(self.to_json())
+        data: dict[str, Any] = json.loads(self.to_json())  # to_json writes one JSON object
+        return data
 
     @property
     def sha8(self) -> str:

@@ -21,7 +21,7 @@ from dbt_harvest.mutators.masking import MaskedFile, Region
 from dbt_harvest.mutators.sqlfacts import predicate_clauses
 
 #: Nodes that make a predicate depend on the rows (or on something outside the text): never constant.
-_ROW_DEPENDENT: tuple[type[exp.Expression], ...] = (
+_ROW_DEPENDENT: tuple[type[exp.Expr], ...] = (
     exp.Column,
     exp.Subquery,
     exp.Select,

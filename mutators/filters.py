@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 from sqlglot import exp
+from sqlglot.tokens import Token
 
 from dbt_harvest.mutators.edits import Edit, WrongRepair
 from dbt_harvest.mutators.masking import MaskedFile
@@ -14,6 +15,7 @@ from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
     conjuncts,
     drop_conjunct_edit,
+    known_spans,
     looks_temporal,
     predicate_clauses,
     same_case,
@@ -30,7 +32,7 @@ def _first_column(node: exp.Expression) -> exp.Column | None:
     return col if isinstance(col, exp.Column) else None
 
 
-def _conjunct_context(node: exp.Expression) -> tuple[str, exp.Expression, list[exp.Expression], int] | None:
+def _conjunct_context(node: exp.Expr) -> tuple[str, exp.Expression, list[exp.Expression], int] | None:
     """(clause, owner, conjuncts, index) when ``node`` is a top-level conjunct of a predicate clause."""
     parent = node.parent
     while isinstance(parent, exp.And):
@@ -43,7 +45,7 @@ def _conjunct_context(node: exp.Expression) -> tuple[str, exp.Expression, list[e
     return None
 
 
-def _clauses_of(parent: exp.Expression | None) -> Iterable[tuple[str, exp.Expression, exp.Expression]]:
+def _clauses_of(parent: exp.Expr | None) -> Iterable[tuple[str, exp.Expression, exp.Expression]]:
     if isinstance(parent, (exp.Where, exp.Having, exp.Qualify)):
         name = {exp.Where: "where", exp.Having: "having", exp.Qualify: "qualify"}[type(parent)]
         yield name, parent, parent.this
@@ -51,7 +53,7 @@ def _clauses_of(parent: exp.Expression | None) -> Iterable[tuple[str, exp.Expres
         yield "on", parent, parent.args["on"]
 
 
-def drop_mutated_conjunct(parsed: MaskedFile, node: exp.Expression, edit: Edit) -> Edit | None:
+def drop_mutated_conjunct(parsed: MaskedFile, node: exp.Expr, edit: Edit) -> Edit | None:
     """Over the mutated text: remove the conjunct the mutation rewrote (the 'just delete it' fix)."""
     ctx = _conjunct_context(node)
     if ctx is None:
@@ -82,7 +84,7 @@ class DropConjunct(Operator):
     node_types = (exp.Where, exp.Having, exp.Qualify, exp.Join)
 
     def sites(self, parsed: MaskedFile) -> list[Site]:
-        if not parsed.parsed:
+        if not parsed.parsed or parsed.tree is None:
             return []
         found: list[Site] = []
         for clause, owner, cond in predicate_clauses(parsed.tree):
@@ -145,10 +147,10 @@ def _one_value_less(parsed: MaskedFile, item: exp.Expression, span: tuple[int, i
     """The conjunct's text with the last element of its literal IN list left out."""
     if not isinstance(item, exp.In) or len(item.expressions) < 2:
         return None
-    spans = [parsed.span(e) for e in item.expressions]
-    if any(s is None for s in spans):
+    spans = known_spans(parsed, item.expressions)
+    if spans is None:
         return None
-    cut = (spans[-2][1] - span[0], spans[-1][1] - span[0])  # type: ignore[index]
+    cut = (spans[-2][1] - span[0], spans[-1][1] - span[0])
     text = parsed.text[span[0] : span[1]]
     return text[: cut[0]] + text[cut[1] :]
 
@@ -156,6 +158,7 @@ def _one_value_less(parsed: MaskedFile, item: exp.Expression, span: tuple[int, i
 def _other_literal(parsed: MaskedFile, item: exp.Expression, col: exp.Column) -> str | None:
     """Another string literal the file compares the same column name with (e.g. 'cancelled')."""
     used = {lit.this for lit in item.find_all(exp.Literal) if lit.is_string}
+    assert parsed.tree is not None  # only a parsed file has sites
     for cmp in parsed.tree.find_all(exp.EQ, exp.NEQ, exp.In):
         cols = [c for c in cmp.find_all(exp.Column) if c.name == col.name]
         if not cols:
@@ -174,7 +177,7 @@ class NegateConjunct(Operator):
     wrong_intent = "remove the condition instead of restoring it"
 
     def sites(self, parsed: MaskedFile) -> list[Site]:
-        if not parsed.parsed:
+        if not parsed.parsed or parsed.tree is None:
             return []
         found: list[Site] = []
         for clause, _owner, cond in predicate_clauses(parsed.tree):
@@ -247,8 +250,8 @@ class DropInElement(Operator):
         items = node.expressions
         if len(items) < 2 or not all(isinstance(i, exp.Literal) for i in items):
             return []
-        spans = [parsed.span(i) for i in items]
-        if any(s is None for s in spans):
+        spans = known_spans(parsed, items)
+        if spans is None:
             return []
         out: list[Site] = []
         owner = node.parent if isinstance(node.parent, exp.Not) else node
@@ -262,7 +265,6 @@ class DropInElement(Operator):
 class _SwapConnective(Operator):
     source: str = "AND"
     target: str = "or"
-    node_types = ()
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
         kind = type(node)
@@ -306,7 +308,8 @@ class OrToAnd(_SwapConnective):
     source, target = "OR", "and"
 
 
-def comparison_token(parsed: MaskedFile, node: exp.Expression, words: Iterable[str]):
+def comparison_token(parsed: MaskedFile, node: exp.Expression, words: Iterable[str]) -> Token | None:
+    """The first of ``words`` among the tokens between a comparison's two operands (its operator)."""
     left, right = parsed.span(node.this), parsed.span(node.expression)
     if left is None or right is None:
         return None

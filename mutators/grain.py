@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 from sqlglot import exp
+from sqlglot.tokens import Token
 
 from dbt_harvest.mutators.edits import Edit, WrongRepair
 from dbt_harvest.mutators.masking import MaskedFile
@@ -14,6 +15,7 @@ from dbt_harvest.mutators.operator import Operator, Site
 from dbt_harvest.mutators.sqlfacts import (
     add_distinct_edit,
     enclosing_select,
+    known_spans,
     list_drop,
     looks_temporal,
     same_case,
@@ -30,7 +32,7 @@ _SWAPS: dict[type[exp.Expression], tuple[str, str]] = {
 }
 
 
-def _delete_word(parsed: MaskedFile, tok) -> Edit:
+def _delete_word(parsed: MaskedFile, tok: Token) -> Edit:
     """Delete a keyword token and the whitespace after it."""
     end = tok.end + 1
     while end < len(parsed.text) and parsed.text[end] in " \t":
@@ -107,7 +109,9 @@ class SwapAggregate(Operator):
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
         span = parsed.span(node)
-        toks = tokens_in(parsed, *span) if span else []
+        if span is None:
+            return []
+        toks = tokens_in(parsed, *span)
         if not toks or isinstance(node.parent, exp.Window):
             return []
         start, end = toks[0].start, toks[0].end + 1
@@ -139,15 +143,15 @@ class DropPartitionKey(Operator):
         if len(keys) < 2:
             return []
         out: list[Site] = []
-        spans = [parsed.span(k) for k in keys]
+        spans = known_spans(parsed, keys)
         for index in range(len(keys)):
             span = list_drop(parsed, keys, index)
-            if span is None or any(s is None for s in spans):
+            if span is None or spans is None:
                 continue
             edit = Edit(span[0], span[1], "")
             wrong: list[Edit | WrongRepair | None] = [add_distinct_edit(parsed, enclosing_select(node), edit)]
-            first, last = spans[0][0], spans[-1][1]  # type: ignore[index]
-            dropped = parsed.text[spans[index][0] : spans[index][1]]  # type: ignore[index]
+            first, last = spans[0][0], spans[-1][1]
+            dropped = parsed.text[spans[index][0] : spans[index][1]]
             # the dropped key restored, the others lost: the window at another wrong grain
             wrong.append(WrongRepair(first, last + edit.delta, dropped, "partition by the other key instead"))
             out += self.site(parsed, *span, "", wrong)

@@ -52,6 +52,7 @@ class LeftToInner(Operator):
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Join)  # node_types
         if node.side != "LEFT" or not node.args.get("on"):
             return []
         got = _retype(parsed, node, "inner join")
@@ -71,6 +72,7 @@ class InnerToLeft(Operator):
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Join)  # node_types
         if node.side or node.kind not in (None, "", "INNER") or not node.args.get("on"):
             return []
         got = _retype(parsed, node, "left join")
@@ -90,6 +92,7 @@ class DropJoinKey(Operator):
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Join)  # node_types
         on = node.args.get("on")
         if not isinstance(on, exp.Expression):
             return []
@@ -137,6 +140,7 @@ class OnToWhere(Operator):
     node_types = (exp.Join,)
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Join)  # node_types
         on = node.args.get("on")
         select = node.parent
         if node.side != "LEFT" or not isinstance(on, exp.Expression) or not isinstance(select, exp.Select):
@@ -162,7 +166,11 @@ class OnToWhere(Operator):
                 moved = f"({pred} or {text_of(parsed, cols[0])} is null) and "
             elif node is select.args.get("joins", [None])[-1]:
                 join_span = parsed.span(node)
-                if join_span is None or join_span[1] != parsed.span(on)[1]:
+                if join_span is None:
+                    continue
+                on_span = parsed.span(on)
+                assert on_span is not None  # the parser stamped the ON condition with the tokens it read
+                if join_span[1] != on_span[1]:
                     continue
                 start, end = drop[0], join_span[1]
                 middle = parsed.text[drop[1] : join_span[1]]

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlglot import exp
+from sqlglot.tokens import Token
+
 from dbt_harvest.mutators.jinja import Block, JinjaScanError, Tag, match_blocks, scan_tags
 from dbt_harvest.mutators.parsing import compute_spans, first_parse
 
@@ -57,8 +60,8 @@ class MaskedFile:
     tags: tuple[Tag, ...] = ()
     dialect: str | None = None
     policy: str | None = None
-    tree: Any = field(default=None, compare=False, repr=False)
-    tokens: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    tree: exp.Expression | None = field(default=None, compare=False, repr=False)  # set when ``parsed``
+    tokens: tuple[Token, ...] = field(default=(), compare=False, repr=False)
     spans: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def span(self, node: Any) -> tuple[int, int] | None:
@@ -108,8 +111,8 @@ def mask_file(text: str) -> MaskedFile:
             return MaskedFile(text, masked, False, "no SQL outside Jinja", regions, tuple(tags))
         first_masked = first_masked or masked
         dialect, tree_or_error, tokens = first_parse(masked)
-        if dialect is None:
-            first_reason = first_reason or str(tree_or_error)
+        if isinstance(tree_or_error, str):  # (None, the first error, None): no dialect parsed it
+            first_reason = first_reason or tree_or_error
             continue
         tree = tree_or_error
         return MaskedFile(
@@ -136,7 +139,7 @@ def mask_file(text: str) -> MaskedFile:
     for call in calls:
         masked = _without_bom(_mask(text, tags, blocks, "first", "ident", where_at=call.start))
         dialect, tree_or_error, tokens = first_parse(masked)
-        if dialect is None:
+        if isinstance(tree_or_error, str):  # no dialect parsed it
             continue
         tree = tree_or_error
         return MaskedFile(

@@ -36,15 +36,16 @@ class IsNotTrueToNot(Operator):
         inner = node.this
         if not (isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Boolean)):
             return []
-        span, value = parsed.span(node), wrapped(parsed, inner.this)
-        if span is None or value is None:
+        # the operand's text, and the same wrapped in parentheses unless it is a column, literal or call
+        span, operand, value = parsed.span(node), text_of(parsed, inner.this), wrapped(parsed, inner.this)
+        if span is None or operand is None or value is None:
             return []
         raw = parsed.text[span[0] : span[1]]
         truth = inner.expression.this
         new = f"{same_case(raw[-4:], 'not')} {value}" if truth else value
         fill = "true" if truth else "false"
         wrong = [
-            Edit(span[0], span[0] + len(new), f"not coalesce({parsed.text[slice(*parsed.span(inner.this))]}, {fill})")
+            Edit(span[0], span[0] + len(new), f"not coalesce({operand}, {fill})")
             if truth
             else Edit(span[0], span[0] + len(new), f"coalesce({value}, {fill})"),
             Edit(span[0], span[0] + len(new), f"{value} = {'false' if truth else 'true'}"),

@@ -92,7 +92,7 @@ def compute_spans(tree: exp.Expression, text: str) -> dict[int, tuple[int, int]]
     """Span (start, end exclusive) of every node with any position, keyed by ``id(node)``."""
     spans: dict[int, tuple[int, int]] = {}
     # post-order without recursion (deep CTE chains would hit the recursion limit)
-    order: list[exp.Expression] = list(tree.walk(bfs=True))
+    order: list[exp.Expr] = list(tree.walk(bfs=True))
     for node in reversed(order):
         meta = node._meta or {}
         start = end = None

@@ -10,7 +10,7 @@ from dbt_harvest.mutators.deadcode import dead_regions, touches_dead_code
 from dbt_harvest.mutators.edits import Edit
 from dbt_harvest.mutators.equivalence import canonical
 from dbt_harvest.mutators.masking import MaskedFile, mask_file
-from dbt_harvest.mutators.operator import EFFECTS, FAMILIES, Mutation, Operator
+from dbt_harvest.mutators.operator import EFFECTS, FAMILIES, Mutation, Operator, Site
 
 #: family order is the order candidates come out in.
 _FAMILY_MODULES = (filters, null, join, grain, time_windows, values)
@@ -64,7 +64,7 @@ def candidates(
     return out
 
 
-def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site) -> Mutation | None:
+def _admit(parsed: MaskedFile, original_canon: str | None, op: Operator, site: Site) -> Mutation | None:
     edit = op.apply(site)
     mutant = edit.apply(parsed.text)
     masked_mutant = mask_file(mutant)

@@ -12,8 +12,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.tokens import Token
 
 from dbt_harvest.mutators.edits import Edit
+from dbt_harvest.mutators.masking import MaskedFile
 
 #: predicate clauses: the node types that hold a boolean condition, by clause name.
 PREDICATE_CLAUSES = frozenset({"where", "having", "qualify", "on"})
@@ -41,7 +43,7 @@ _TEMPORAL_NODES: tuple[type[exp.Expression], ...] = (
 )
 
 
-def clause_of(node: exp.Expression) -> str:
+def clause_of(node: exp.Expr) -> str:
     """The clause a node sits in: where, having, qualify, on, projection, group, order, window…"""
     child, parent = node, node.parent
     while parent is not None:
@@ -70,9 +72,8 @@ def clause_of(node: exp.Expression) -> str:
 
 def condition_of(clause_node: exp.Expression) -> exp.Expression | None:
     """The boolean condition held by a Where/Having/Qualify node or a Join's ON."""
-    if isinstance(clause_node, exp.Join):
-        return clause_node.args.get("on")
-    return clause_node.this
+    cond: exp.Expression | None = clause_node.args.get("on") if isinstance(clause_node, exp.Join) else clause_node.this
+    return cond
 
 
 def conjuncts(cond: exp.Expression) -> list[exp.Expression]:
@@ -115,12 +116,23 @@ def list_drop(parsed: Any, items: list[exp.Expression], index: int) -> tuple[int
     return spans[0][0], spans[1][0]
 
 
-def tokens_in(parsed: Any, start: int, end: int) -> list[Any]:
+def known_spans(parsed: MaskedFile, nodes: Iterable[exp.Expr]) -> list[tuple[int, int]] | None:
+    """The span of every node in order, or None when any of them has no known span."""
+    spans: list[tuple[int, int]] = []
+    for node in nodes:
+        span = parsed.span(node)
+        if span is None:
+            return None
+        spans.append(span)
+    return spans
+
+
+def tokens_in(parsed: Any, start: int, end: int) -> list[Token]:
     """Tokens lying wholly inside [start, end)."""
     tokens = parsed.tokens
     starts = [t.start for t in tokens] if not hasattr(parsed, "_token_starts") else parsed._token_starts
     lo = bisect.bisect_left(starts, start)
-    out = []
+    out: list[Token] = []
     for tok in tokens[lo:]:
         if tok.start >= end:
             break
@@ -129,7 +141,7 @@ def tokens_in(parsed: Any, start: int, end: int) -> list[Any]:
     return out
 
 
-def token_between(parsed: Any, start: int, end: int, words: Iterable[str]) -> Any | None:
+def token_between(parsed: Any, start: int, end: int, words: Iterable[str]) -> Token | None:
     """The first token in [start, end) whose text (upper-cased) is one of ``words``."""
     wanted = {w.upper() for w in words}
     for tok in tokens_in(parsed, start, end):

@@ -43,7 +43,8 @@ def window_effect(node: exp.Expression, bound_moves_earlier: bool) -> str:
     that moves earlier keeps fewer. '' when the node is not in such a comparison (a projection: values).
     """
     earlier = bound_moves_earlier
-    child, parent = node, node.parent
+    child: exp.Expr = node
+    parent = node.parent
     while parent is not None and not isinstance(parent, (exp.Select, exp.Where, exp.Having, exp.Join)):
         if isinstance(parent, exp.Sub) and child.arg_key == "expression":
             earlier = not earlier
@@ -58,7 +59,7 @@ def window_effect(node: exp.Expression, bound_moves_earlier: bool) -> str:
 def bound_dropped(parsed: MaskedFile, node: exp.Expression, edit: Edit) -> WrongRepair | None:
     """Over the mutated text: remove the whole condition the edited node sits in (the time bound), the
     hurried fix for a window that keeps the wrong rows."""
-    current: exp.Expression | None = node
+    current: exp.Expr | None = node
     while current is not None and not isinstance(current, (exp.Select, exp.Where, exp.Having, exp.Join)):
         drop = drop_mutated_conjunct(parsed, current, edit)
         if drop is not None:
@@ -195,6 +196,8 @@ class SwapTimestampColumns(Operator):
     clauses = frozenset({"projection", "where", "on", "having", "group"})
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Column)  # node_types
+        assert parsed.tree is not None  # sites() looks only into a parsed file
         if not looks_like_a_point_in_time(node.name) or not node.table:
             return []
         ident = node.this

@@ -133,6 +133,8 @@ class SwapSiblingColumn(Operator):
     clauses = frozenset({"projection"})
 
     def sites_at(self, parsed: MaskedFile, node: exp.Expression) -> Iterable[Site]:
+        assert isinstance(node, exp.Column)  # node_types
+        assert parsed.tree is not None  # sites() looks only into a parsed file
         if not node.table or node.find_ancestor(exp.Window):
             return []
         kind = _kind(node.name)

@@ -42,6 +42,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -69,7 +70,7 @@ class Vec:
     """One column's values in comparison order (sorted or original)."""
 
     kind: str
-    na: np.ndarray
+    na: npt.NDArray[np.bool_]
     values: Any  # float64 / int64 numpy array, or a pyarrow string array
 
 
@@ -318,7 +319,7 @@ def vectors_match(gv: Vec, pv: Vec) -> bool:
     return not bool(mismatch.any())
 
 
-def mismatches(gv: Vec, pv: Vec) -> np.ndarray:
+def mismatches(gv: Vec, pv: Vec) -> npt.NDArray[np.bool_]:
     """Boolean mask of aligned positions where the official pairwise test fails."""
     both_na = gv.na & pv.na
     live = ~gv.na & ~pv.na
@@ -328,20 +329,22 @@ def mismatches(gv: Vec, pv: Vec) -> np.ndarray:
     if gv.kind != pv.kind:
         return bad | live
     if gv.kind == "num":
-        a = gv.values
-        b = pv.values
+        a: npt.NDArray[np.float64] = gv.values
+        b: npt.NDArray[np.float64] = pv.values
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(a - b)
-            close = (a == b) | (
+            close: npt.NDArray[np.bool_] = (a == b) | (
                 np.isfinite(a)
                 & np.isfinite(b)
                 & ((diff <= np.abs(REL_TOL * b)) | (diff <= np.abs(REL_TOL * a)) | (diff <= ABS_TOL))
             )
         return bad | (live & ~close)
     if gv.kind == "str":
-        eq = pc.equal(gv.values, pv.values).fill_null(False).to_numpy(zero_copy_only=False)
+        # pyarrow is untyped here: an equality mask of two string arrays, its nulls filled, as numpy booleans
+        eq: npt.NDArray[np.bool_] = pc.equal(gv.values, pv.values).fill_null(False).to_numpy(zero_copy_only=False)
         return bad | (live & ~eq)
-    return bad | (live & (gv.values != pv.values))
+    differ: npt.NDArray[np.bool_] = gv.values != pv.values  # numpy arrays of one kind: elementwise
+    return bad | (live & differ)
 
 
 #: Kinds whose values pass the official pairwise test only when equal (no tolerance, no type mixes).
