@@ -277,62 +277,122 @@ def _require(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+#: the Pin fields that are plain strings, every one required
+_STRING_FIELDS = (
+    "id",
+    "spec",
+    "url",
+    "commit",
+    "tree",
+    "ref",
+    "project_dir",
+    "project_name",
+    "profile_schema",
+    "clock",
+    "license",
+    "created_at",
+    "gold_sha256",
+    "compat_patch_sha256",
+)
+
+
 def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
-    """Validate a parsed pin; raise PinError naming the first bad field."""
+    """Validate a parsed pin; raise PinError naming the first bad field.
+
+    The checks run in a fixed order (the header, the strings, the repository's history and versions, the
+    records, the build settings, an augmentation, a history fix, the baseline tests, the compat edits), so
+    of several bad fields the same one is always named."""
+    fmt = _checked_format(data, where)
+    values = _strings(data, where)
+    roots = _root_commits(data, where)
+    versions = _versions(data, where)
+    model_files = _model_files(data, where)
+    packages, skipped, tables = _records(data, where)
+    clock_frozen, database = _build_settings(data, where)
+    augmentation, augments, recovers = _augmentation_fields(data, where)
+    history = _history_fields(data, where)
+    baseline = baseline_tests_from(data.get("baseline_tests", []), where)
+    edits = _compat_edits(data, values["compat_patch_sha256"], where)
+    if history["fix_commit"] and augmentation:
+        raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
+    return Pin(
+        **values,
+        **history,
+        root_commits=roots,
+        versions=versions,
+        packages=packages,
+        tables=tables,
+        skipped=skipped,
+        model_files=model_files,
+        clock_frozen=clock_frozen,
+        database=database,
+        augmentation_sha256=augmentation,
+        augments=augments,
+        recovers=recovers,
+        baseline_tests=baseline,
+        compat_edits=edits,
+        format=fmt,
+    )
+
+
+def _checked_format(data: dict[str, Any], where: str) -> int:
+    """The pin's format, once ``data`` is a table of known fields only; refuse a format this code does not read."""
     if not isinstance(data, dict):
         raise PinError(f"{where}: not a table")
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise PinError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
-    fmt = _require(data, "format", int, where)
+    fmt: int = _require(data, "format", int, where)
     if fmt != PIN_FORMAT:
         raise PinError(f"{where}: pin format {fmt} is not supported (this harvester reads {PIN_FORMAT})")
-    strings = [
-        "id",
-        "spec",
-        "url",
-        "commit",
-        "tree",
-        "ref",
-        "project_dir",
-        "project_name",
-        "profile_schema",
-        "clock",
-        "license",
-        "created_at",
-        "gold_sha256",
-        "compat_patch_sha256",
-    ]
-    values: dict[str, Any] = {k: _require(data, k, str, where) for k in strings}
+    return fmt
+
+
+def _strings(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The required string fields (Pin's keyword arguments, each a str), with the commit a 40-hex sha and the
+    gold's name a sha256."""
+    values: dict[str, Any] = {k: _require(data, k, str, where) for k in _STRING_FIELDS}
     if not _HEX40.match(values["commit"]):
         raise PinError(f"{where}: commit {values['commit']!r} is not a 40-hex sha")
     if not _HEX64.match(values["gold_sha256"]):
         raise PinError(f"{where}: gold_sha256 {values['gold_sha256']!r} is not a sha256")
+    return values
+
+
+def _root_commits(data: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The repository's root commits: 40-hex shas."""
     roots = _require(data, "root_commits", list, where)
     if not all(isinstance(r, str) and _HEX40.match(r) for r in roots):
         raise PinError(f"{where}: root_commits must be 40-hex shas")
+    return tuple(roots)
+
+
+def _versions(data: dict[str, Any], where: str) -> dict[str, str]:
+    """The tool versions the gold was built with: names to version strings."""
     versions = _require(data, "versions", dict, where)
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
         raise PinError(f"{where}: versions must map names to strings")
+    return dict(versions)
+
+
+def _model_files(data: dict[str, Any], where: str) -> dict[str, str]:
+    """The model files' digests (repository-relative path to sha256), ``{}`` when absent."""
     model_files = data.get("model_files", {})
     if not isinstance(model_files, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in model_files.items()
     ):
         raise PinError(f"{where}: model_files must map paths to sha256 strings")
+    return dict(model_files)
+
+
+def _records(
+    data: dict[str, Any], where: str
+) -> tuple[tuple[PackageRecord, ...], tuple[SkippedPath, ...], tuple[TableRecord, ...]]:
+    """The vendored packages, the skipped paths and the gold's tables, built from their tables and checked."""
     try:
         packages = tuple(PackageRecord(**p) for p in _require(data, "packages", list, where))
         skipped = tuple(SkippedPath(**s) for s in data.get("skipped", []))
-        tables = tuple(
-            TableRecord(
-                **{
-                    **t,
-                    "columns": tuple(Column(**c) for c in t["columns"]),
-                    "unstable_columns": tuple(t.get("unstable_columns", ())),
-                    "database_columns": tuple(t.get("database_columns", ())),
-                }
-            )
-            for t in _require(data, "tables", list, where)
-        )
+        tables = tuple(_table_record(t) for t in _require(data, "tables", list, where))
     except (TypeError, KeyError) as exc:
         raise PinError(f"{where}: malformed packages/tables/skipped entry ({exc})") from None
     for table in tables:
@@ -340,12 +400,34 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
             raise PinError(f"{where}: table {table.name!r} has a malformed rows/deterministic field")
         if not all(isinstance(c, str) for c in (*table.unstable_columns, *table.database_columns)):
             raise PinError(f"{where}: table {table.name!r} lists a column name that is not a string")
+    return packages, skipped, tables
+
+
+def _table_record(t: Any) -> TableRecord:
+    """One gold table from its TOML table (TypeError or KeyError when it is malformed; the caller names the pin)."""
+    return TableRecord(
+        **{
+            **t,
+            "columns": tuple(Column(**c) for c in t["columns"]),
+            "unstable_columns": tuple(t.get("unstable_columns", ())),
+            "database_columns": tuple(t.get("database_columns", ())),
+        }
+    )
+
+
+def _build_settings(data: dict[str, Any], where: str) -> tuple[bool, str]:
+    """Whether every build froze the clock, and the database (DuckDB file stem) the builds write."""
     clock_frozen = data.get("clock_frozen", False)
     database = data.get("database", DEFAULT_DATABASE)
     if not isinstance(clock_frozen, bool) or not isinstance(database, str) or not _DATABASE.match(database):
         raise PinError(
             f"{where}: clock_frozen must be a boolean and database a plain identifier (a DuckDB file's stem)"
         )
+    return clock_frozen, database
+
+
+def _augmentation_fields(data: dict[str, Any], where: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """An augmented pin's patch digest, base pin and recovered candidates: all of them or none."""
     augmentation = data.get("augmentation_sha256", "")
     augments = data.get("augments", "")
     if not isinstance(augmentation, str) or (augmentation and not _HEX64.match(augmentation)):
@@ -359,35 +441,19 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         raise PinError(f"{where}: recovers must list [model, candidate key] pairs")
     if recovers and not augmentation:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
-    history = _history_fields(data, where)
-    baseline = baseline_tests_from(data.get("baseline_tests", []), where)
+    return augmentation, augments, tuple((m, k) for m, k in recovers)
+
+
+def _compat_edits(data: dict[str, Any], compat_patch_sha256: str, where: str) -> tuple[str, ...]:
+    """The repository files the compat patch edits: relative paths, listed only when there is a patch."""
     edits = data.get("compat_edits", [])
     if not isinstance(edits, list) or not all(
         isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in edits
     ):
         raise PinError(f"{where}: compat_edits must list repository-relative paths")
-    if edits and not values["compat_patch_sha256"]:
+    if edits and not compat_patch_sha256:
         raise PinError(f"{where}: compat_edits names the edits of a compat patch; this pin has none")
-    if history["fix_commit"] and augmentation:
-        raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
-    return Pin(
-        **values,
-        **history,
-        root_commits=tuple(roots),
-        versions=dict(versions),
-        packages=packages,
-        tables=tables,
-        skipped=skipped,
-        model_files=dict(model_files),
-        clock_frozen=clock_frozen,
-        database=database,
-        augmentation_sha256=augmentation,
-        augments=augments,
-        recovers=tuple((m, k) for m, k in recovers),
-        baseline_tests=baseline,
-        compat_edits=tuple(edits),
-        format=fmt,
-    )
+    return tuple(edits)
 
 
 def excluded_selectors(tests: Any) -> tuple[str, ...]:
