@@ -297,10 +297,12 @@ def _fixed(score: int, reason: str, task_problem: str = "") -> Plan:
 
 
 def _join(*parts: Any) -> str | None:
+    """``os.path.join`` of JSON values as evaluate.py calls it; None where it raises TypeError (a non-string)."""
     try:
-        return os.path.join(*parts)
+        joined: str = os.path.join(*parts)  # JSON has no bytes: a join that does not raise joined strings
     except TypeError:
         return None
+    return joined
 
 
 def plan_instance(record: dict[str, Any], results: str, gold_dir: str) -> Plan:
@@ -474,67 +476,108 @@ def score_instance(
     results_stopped: str = "",
 ) -> InstanceResult:
     """Score one instance; ``record`` is the merged line (None when the instance was not submitted)."""
-    from dbt_harvest.core.scorer import score
-
     iid = str(gold_record["instance_id"])
-    overridden = (
-        sorted(k for k in (record or {}) if k != "instance_id" and k in gold_record and record[k] != gold_record[k])
-        if record is not None
-        else []
-    )
-    task_problem = f"the results line replaces the gold's {', '.join(overridden)}" if overridden else ""
     if record is None:
         why = "not submitted (no results line" + (f" read: {results_stopped}" if results_stopped else "") + ")"
         return InstanceResult(iid, NOT_SUBMITTED, None, 0, 0, why)
     answer_type = str(record.get("answer_type", ""))
     plan = plan_instance(record, str(results), str(gold_dir))
-    task_problem = task_problem or plan.task_problem
+    task_problem = _replaced_gold_keys(record, gold_record) or plan.task_problem
     if plan.status != GRADED:
-        sound = not task_problem and plan.status == FIXED
-        return InstanceResult(
-            iid,
-            plan.status,
-            plan.official,
-            0,
-            int(sound and plan.official == 1),
-            plan.reason,
-            answer_type,
-            task_problem,
-        )
-    gold_file, gold_alias = Path(plan.gold), None
-    if alias is not None:
-        shipped = gold_file.parent / alias
-        if not shipped.is_file():
-            raise Spider2LayoutError(f"gold alias {iid}={alias}: {shipped} does not exist")
-        gold_alias = GoldAlias(iid, gold_file.name, alias, sha256_file(shipped))
-        gold_file = shipped
+        return _planned_result(iid, plan, answer_type, task_problem)
+    gold_file, gold_alias = _gold_file(iid, Path(plan.gold), alias)
     if not gold_file.is_file():
-        others = sorted(p.name for p in gold_file.parent.glob("*.duckdb")) if gold_file.parent.is_dir() else []
-        hint = f"; found {', '.join(others)}: pass --gold-alias {iid}=<file> to use one" if others else ""
-        why = f"gold file {gold_file.name} missing{hint}"
-        return InstanceResult(iid, FIXED, 0, 0, 0, f"{why}: evaluate.py scores 0", answer_type, why, gold_alias)
+        return _missing_gold_result(iid, gold_file, answer_type, gold_alias)
     try:
         call = resolve_call(plan.parameters, lambda: show_tables(gold_file))
     except GoldFileError as exc:
-        return InstanceResult(iid, FIXED, 0, 0, 0, f"gold: {exc}", answer_type, str(exc), gold_alias)
+        return _broken_gold_result(iid, exc, answer_type, gold_alias)
     if call.spec is None:
-        status = FIXED if call.mirrored else NOT_MIRRORED
-        sound = not (task_problem or call.task_problem) and status == FIXED
-        return InstanceResult(
-            iid,
-            status,
-            call.official,
-            0,
-            int(sound and call.official == 1),
-            call.reason,
-            answer_type,
-            task_problem or call.task_problem,
-            gold_alias,
-        )
+        return _given_result(iid, call, answer_type, task_problem, gold_alias)
+    return _graded_result(iid, gold_file, Path(plan.pred), call.spec, answer_type, task_problem, gold_alias)
+
+
+def _replaced_gold_keys(record: dict[str, Any], gold_record: dict[str, Any]) -> str:
+    """The task problem of a results line that replaces keys of the gold's line ("" when it replaces none)."""
+    overridden = sorted(k for k in record if k != "instance_id" and k in gold_record and record[k] != gold_record[k])
+    return f"the results line replaces the gold's {', '.join(overridden)}" if overridden else ""
+
+
+def _planned_result(iid: str, plan: Plan, answer_type: str, task_problem: str) -> InstanceResult:
+    """An instance whose outcome the plan alone decides (fixed, not mirrored, or a crash of evaluate.py)."""
+    sound = not task_problem and plan.status == FIXED
+    return InstanceResult(
+        iid,
+        plan.status,
+        plan.official,
+        0,
+        int(sound and plan.official == 1),
+        plan.reason,
+        answer_type,
+        task_problem,
+    )
+
+
+def _gold_file(iid: str, gold_file: Path, alias: str | None) -> tuple[Path, GoldAlias | None]:
+    """The gold file to read: the metadata's, or the caller's alias beside it (recorded with its sha256)."""
+    if alias is None:
+        return gold_file, None
+    shipped = gold_file.parent / alias
+    if not shipped.is_file():
+        raise Spider2LayoutError(f"gold alias {iid}={alias}: {shipped} does not exist")
+    return shipped, GoldAlias(iid, gold_file.name, alias, sha256_file(shipped))
+
+
+def _missing_gold_result(iid: str, gold_file: Path, answer_type: str, gold_alias: GoldAlias | None) -> InstanceResult:
+    """A graded instance without its gold file: evaluate.py scores 0; the hint names the files there are."""
+    others = sorted(p.name for p in gold_file.parent.glob("*.duckdb")) if gold_file.parent.is_dir() else []
+    hint = f"; found {', '.join(others)}: pass --gold-alias {iid}=<file> to use one" if others else ""
+    why = f"gold file {gold_file.name} missing{hint}"
+    return InstanceResult(iid, FIXED, 0, 0, 0, f"{why}: evaluate.py scores 0", answer_type, why, gold_alias)
+
+
+def _broken_gold_result(
+    iid: str, exc: GoldTableError, answer_type: str, gold_alias: GoldAlias | None
+) -> InstanceResult:
+    """A gold file or table that cannot be read: evaluate.py scores 0, and the instance is no sound task."""
+    return InstanceResult(iid, FIXED, 0, 0, 0, f"gold: {exc}", answer_type, str(exc), gold_alias)
+
+
+def _given_result(
+    iid: str, call: DuckdbCall, answer_type: str, task_problem: str, gold_alias: GoldAlias | None
+) -> InstanceResult:
+    """A duckdb_match call whose score does not depend on the data (or that this project does not mirror)."""
+    status = FIXED if call.mirrored else NOT_MIRRORED
+    sound = not (task_problem or call.task_problem) and status == FIXED
+    return InstanceResult(
+        iid,
+        status,
+        call.official,
+        0,
+        int(sound and call.official == 1),
+        call.reason,
+        answer_type,
+        task_problem or call.task_problem,
+        gold_alias,
+    )
+
+
+def _graded_result(
+    iid: str,
+    gold_file: Path,
+    pred: Path,
+    spec: GradingSpec,
+    answer_type: str,
+    task_problem: str,
+    gold_alias: GoldAlias | None,
+) -> InstanceResult:
+    """Grade the submitted database against the gold: the official and strict verdicts, 0 for an unsound task."""
+    from dbt_harvest.core.scorer import score
+
     try:
-        result = score(gold_file, Path(plan.pred), call.spec)
+        result = score(gold_file, pred, spec)
     except GoldTableError as exc:
-        return InstanceResult(iid, FIXED, 0, 0, 0, f"gold: {exc}", answer_type, str(exc), gold_alias)
+        return _broken_gold_result(iid, exc, answer_type, gold_alias)
     official, strict = result.official.score, result.strict.score
     reason = result.official.reason or result.strict.reason
     sound = not task_problem
