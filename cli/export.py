@@ -44,21 +44,19 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
     could not grade (graded tables outside main, outputs that depend on the build date) are skipped with
     the reason.
     """
-    from rich.progress import Progress
-
+    from dbt_harvest.cli._progress import progress
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.eval.export.spider2 import export_spider2, preflight
 
     preflight(split, out)  # refusals come before any progress bar
-    with Progress(transient=True, disable=as_json) as progress:
-        bar = progress.add_task("exporting", total=None)
+    with progress("export spider2", None, "tasks") as tracker:  # stderr only: stdout stays the report
         report = export_spider2(
             split,
             out,
             home=harvest_home(),
             pins=pins_dir(),
             check_clock=check_clock,
-            progress=lambda _iid: progress.advance(bar),
+            progress=lambda _iid: tracker.advance(),
         )
     if as_json:
         echo_json(report.to_dict())

@@ -233,15 +233,13 @@ def _report(gold: Path, pred: Path, spec: GradingSpec, show_explain: bool, as_js
 
 
 def _score_spider2(results: Path, gold: Path, aliases: dict[str, str], as_json: bool) -> float:
-    from rich.progress import Progress
-
+    from dbt_harvest.cli._progress import progress
     from dbt_harvest.core.scorer import spider2
 
     folder = spider2.read_folders(results, gold)  # layout errors surface before any progress bar
     spider2.validate_aliases(aliases, (str(k) for k in folder.gold))
-    with Progress(transient=True, disable=as_json) as progress:
-        task = progress.add_task("scoring", total=len(folder.gold))
-        report = spider2.score_read(folder, results, gold, aliases, progress=lambda: progress.advance(task))
+    with progress("score", len(folder.gold), "instances") as tracker:  # stderr only: stdout stays the report
+        report = spider2.score_read(folder, results, gold, aliases, progress=tracker.advance)
     if as_json:
         echo_json(report.to_dict())
     else:

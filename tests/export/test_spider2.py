@@ -53,10 +53,14 @@ def exported(minted_example: Minted, tmp_path_factory: pytest.TempPathFactory) -
     out = tmp_path_factory.mktemp("spider2-export") / "spider2"
     with minted_example.env():
         result = CliRunner().invoke(
-            main, ["export", "spider2", "--split", "train", str(out), "--check-clock", CHECK_CLOCK, "--json"]
+            main,
+            ["export", "spider2", "--split", "train", str(out), "--check-clock", CHECK_CLOCK, "--json"],
+            env={"HARVEST_PROGRESS_INTERVAL": "0"},
         )
     assert result.exit_code == 0, result.output
-    return Exported(out, json.loads(result.output), minted_example)
+    # progress counts the exported tasks on stderr; stdout is the report alone
+    assert f"export spider2: {len(minted_example.tasks)} tasks" in result.stderr
+    return Exported(out, json.loads(result.stdout), minted_example)
 
 
 def _seed_names(example: Path) -> set[str]:

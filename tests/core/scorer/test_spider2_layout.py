@@ -354,13 +354,15 @@ def test_cli_prints_the_honest_and_the_official_figures(tmp_path: Path) -> None:
         Case("not_submitted", (NOT_SUBMITTED, None, 0), result=None),
     )
     results, gold = build(tmp_path, cases)
-    runner = CliRunner()
+    runner = CliRunner(env={"HARVEST_PROGRESS_INTERVAL": "0"})
     text = runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold)])
     assert text.exit_code == 0, text.output
+    # progress goes to stderr, counted; stdout holds the report alone
+    assert "score: 3/3 instances" in text.stderr and "score:" not in text.stdout
     assert "1/3 over all instances" in text.output
     assert "evaluate.py prints: 0.5 1 2 (1/2 over the submitted instances only)" in text.output
     data = json.loads(
-        runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold), "--json"]).output
+        runner.invoke(main, ["score", "--spider2", "--results", str(results), "--gold", str(gold), "--json"]).stdout
     )
     assert (data["score"], data["total"], data["official_score"], data["submitted"]) == (1, 3, 1, 2)
     assert data["official_line"] == "0.5 1 2"
