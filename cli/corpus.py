@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,58 @@ def report(out: Path, timings: Path | None, carry: Path | None, kind: str, as_js
     else:
         click.echo(markdown(built), nl=False)
         click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
+@command.command("splits")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write splits.md, splits.json and splits.png here (e.g. docs/corpus).",
+)
+@click.option("--check", "check_targets", is_flag=True, help="Exit 1 when a split misses a target it must meet.")
+@json_option
+@fails_cleanly
+def splits(out: Path | None, check_targets: bool, as_json: bool) -> None:
+    """Tasks per split, kind, repository and owner from the committed lock, the largest shares, the
+    targets the evaluation needs (sealed test: 300 tasks, 12 repositories, 15% per repository, 40% per
+    owner, both kinds; dev: 150, 8, 50% per owner; train: 500), and the sealed split's minimum detectable
+    effect. Reads pins/ only: nothing is unsealed."""
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.errors import CorporaError
+    from dbt_harvest.corpora.split_table import TARGETS, chart, markdown, split_table
+    from dbt_harvest.corpora.tasklock import read_lock
+    from dbt_harvest.eval.audit.power import minimum_detectable_effect
+
+    lock = read_lock(pins_dir())
+    if lock is None:
+        raise CorporaError(f"{pins_dir()} holds no task lock; write one with `harvest corpus lock`")
+    table = split_table(lock, pins_dir())
+    n = table.total("test")
+    mde = {f"{rate:.1f}": minimum_detectable_effect(n, rate) if n else None for rate in (0.1, 0.3, 0.5)}
+    data = table.to_dict(mde)
+    if out is not None:
+        from dbt_harvest.core import atomic
+
+        atomic.write_text(out / "splits.md", markdown(table, mde))
+        atomic.write_text(out / "splits.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+        chart(table, mde, out / "splits.png")
+    if as_json:
+        echo_json(data)
+    else:
+        for split, row in data["splits"].items():
+            repo, owner = row["largest_repository"], row["largest_owner"]
+            say(
+                f"{split}: {row['tasks']} tasks from {row['repositories']} repositories and {row['owners']} owners; "
+                f"largest {repo['name'] or '-'} {repo['share']:.0%}, owner {owner['name'] or '-'} {owner['share']:.0%}"
+            )
+        for target in TARGETS:
+            short = data["shortfalls"][target.split]
+            say(f"{target.split} targets: " + ("met" if not short else "NOT met: " + "; ".join(short)))
+        at = mde["0.3"]
+        say(f"sealed MDE at base rate 0.3: {100 * at:.1f} points" if at is not None else "sealed MDE: none")
+    if check_targets and any(data["shortfalls"].values()):
+        sys.exit(1)
 
 
 def unfinished(pins: Sequence[Pin], max_per_model: int = 3) -> list[str]:
