@@ -1,164 +1,137 @@
-"""`harvest corpus feed` and `harvest tasks verify` report counted progress as they go (issue 56): piped, each
-update is one stderr line with tasks done of total and what was found so far (ok/failed and the rewards;
-verified/failed), and `--json` keeps stdout to one JSON object. The measuring and the sandboxed builds are
-stood in for (train.corpus_feed.feed, harvester.verify.verify): what is under test is what the commands say
-while the work goes on, with the real feed log, report and summary around it."""
+"""`harvest corpus feed` reports counted progress as it goes (issue 56): piped, each update is one stderr line
+with tasks done of total and what was found so far (ok/failed and, with rewards, the reward verdicts), `--json`
+keeps stdout to one JSON object, and a run started again after a kill counts at once the results it kept.
+
+Real runs: the train tasks minted from the embedded example (the session's ``minted_example``), rendered with
+train.tiny's tokenizer and rewarded by real builds. `harvest tasks verify`'s progress is checked on its real
+run in tests/harvester/test_quality.py. The tallies' wording is checked here on its own as well."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from dbt_harvest.cli import main
 from dbt_harvest.cli.corpus import FeedTally
 from dbt_harvest.cli.tasks import VerifyTally
-from dbt_harvest.core.scorer.spec import GradingSpec
-from dbt_harvest.core.task_record import LocalChecks, TaskRecord
+from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.verify import CheckResult, TaskVerdict
-from dbt_harvest.train.corpus_feed import FeedReport, TaskFeed
+from dbt_harvest.train.corpus_feed import TaskFeed
 
+HARVEST = [sys.executable, "-m", "dbt_harvest"]
 PIN = "acme__shop@" + "a" * 12
-REWARD_FAILURE = "reward: the true repair scores 0 (a different row count)"
+FEED = 3  # train tasks the feed runs over: two sound, the last with a true repair that repairs nothing
 
 
-def _record(n: int, split: str = "train") -> TaskRecord:
-    """A small train (or dev) task record of the pin PIN."""
-    broken = f"--- a/models/m{n}.sql\n+++ b/models/m{n}.sql\n@@ -1 +1 @@\n-select {n}\n+select {n + 1}\n"
-    return TaskRecord(
-        instance_id=f"acme__shop.aaaaaaaa.flip.{n:08d}",
-        pin=PIN,
-        repo="acme/shop",
-        base_commit="a" * 40,
-        project_dir=".",
-        split=split,
-        split_group="acme/shop",
-        family="literal",
-        operator="flip",
-        effect="wrong values",
-        file=f"models/m{n}.sql",
-        broken_patch=broken,
-        fix_patch=broken,
-        wrong_repair_patches=(),
-        grading=GradingSpec("gold.duckdb", ("orders",), ((),), (True,)),
-        problem_statement=f"Orders look wrong ({n}).",
-        local_checks=LocalChecks(True, 2, 0),
-        gold_sha256="d" * 64,
-        license="MIT",
-        versions={},
+def _progress_lines(stderr: str, label: str) -> list[str]:
+    """The piped progress lines of ``label``, without their elapsed time."""
+    return [line.rsplit(" (", 1)[0] for line in stderr.splitlines() if line.startswith(f"{label}: ")]
+
+
+def _rewarded_line(done: int) -> str:
+    """The progress line after ``done`` of the FEED tasks, rewarded: only the last one fails (its true repair
+    scores 0, like its unrepaired project)."""
+    ok, failed = min(done, FEED - 1), int(done == FEED)
+    return (
+        f"corpus feed: {done}/{FEED} tasks, {ok} ok, {failed} failed; rewarded 1/0: {ok}/{done} true repairs "
+        f"score 1, {done}/{done} unrepaired score 0"
     )
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """HARVEST_HOME and the pins folder in tmp, and a progress line for every update."""
-    (tmp_path / "pins").mkdir()
-    return {
-        "HARVEST_HOME": str(tmp_path / "home"),
-        "HARVEST_PINS": str(tmp_path / "pins"),
-        "HARVEST_PROGRESS_INTERVAL": "0",
-    }
+@pytest.fixture(scope="module")
+def feed_home(minted_example, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], list[TaskRecord]]:  # type: ignore[no-untyped-def]
+    """A copy of the minted example's home whose train split is its first FEED tasks, the last of them with a
+    fix that only comments the broken file (its true repair scores 0: a real failed stage); (the environment
+    of a piped run printing every update, the tasks in the order the feed takes them)."""
+    from dbt_harvest.core.patching import make_patch
+    from dbt_harvest.core.task_record import write_task
+    from dbt_harvest.train.project import PinnedProjectSource
+    from tests.conftest import use_env
+
+    assert len(minted_example.tasks) >= FEED
+    home = tmp_path_factory.mktemp("feed") / "home"
+    shutil.copytree(minted_example.home, home, symlinks=True)
+    folder = home / "tasks" / "train"
+    kept, last = minted_example.tasks[: FEED - 1], minted_example.tasks[FEED - 1]
+    for task in minted_example.tasks[FEED:]:
+        (folder / f"{task.instance_id}.json").unlink()
+    with use_env(home, minted_example.pins):
+        broken = PinnedProjectSource(minted_example.pins).broken_files(last)[last.file]
+    bad = replace(last, fix_patch=make_patch(last.file, broken, broken + "\n-- reviewed\n"))
+    write_task(bad, folder)
+    env = {"HARVEST_HOME": str(home), "HARVEST_PINS": str(minted_example.pins), "HARVEST_PROGRESS_INTERVAL": "0"}
+    return env, [*kept, bad]
 
 
-def _progress_lines(result: Result, label: str) -> list[str]:
-    """The piped progress lines of ``label``, without their elapsed time."""
-    return [line.rsplit(" (", 1)[0] for line in result.stderr.splitlines() if line.startswith(f"{label}: ")]
+def _killed_after_the_first_task(env: dict[str, str]) -> tuple[str, str]:
+    """``harvest corpus feed --json`` in a subprocess, killed (SIGKILL, its whole process group) as soon as
+    its first progress line comes: (that line, what it wrote on stdout)."""
+    proc = subprocess.Popen(
+        [*HARVEST, "corpus", "feed", "--json"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    first, seen = "", []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("corpus feed: "):
+                first = line
+                break
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, _ = proc.communicate(timeout=60)
+    assert first, "".join(seen)[-4000:]
+    assert proc.returncode == -signal.SIGKILL, proc.returncode  # killed mid-run, not finished
+    return first.rsplit(" (", 1)[0], stdout
 
 
-# corpus feed -----------------------------------------------------------------------------------------------
-
-
-class Stopped(Exception):
-    """The feed run was killed (a lost machine, a closed shell)."""
-
-
-def _feed_result(task: TaskRecord) -> TaskFeed:
-    """What the feed finds for a task: the third one's true repair does not score 1."""
-    if task.instance_id.endswith("3"):
-        return TaskFeed(task.instance_id, task.pin, ".", fixed=0, unrepaired=0, failure=REWARD_FAILURE)
-    return TaskFeed(task.instance_id, task.pin, ".", fixed=1, unrepaired=0)
-
-
-def _stand_in_feed(stop_after: int | None = None) -> Callable[..., FeedReport]:
-    """train.corpus_feed.feed without rendering or reward builds; ``stop_after``: a run killed after that
-    many tasks of its own."""
-
-    def feed(
-        tasks: Sequence[TaskRecord],
-        project: object,
-        tokenizer: object,
-        tokenizer_name: str,
-        *,
-        max_length: int,
-        max_file_chars: int,
-        rewards: bool = True,
-        on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
-        finished: Mapping[str, TaskFeed] | None = None,
-    ) -> FeedReport:
-        finished = finished or {}
-        results, ran = [], 0
-        for task in tasks:
-            if task.instance_id in finished:
-                results.append(finished[task.instance_id])
-                continue
-            if stop_after is not None and ran == stop_after:
-                raise Stopped
-            result = _feed_result(task)
-            ran += 1
-            results.append(result)
-            if on_task is not None:
-                on_task(task, result)
-        resumed = sum(t.instance_id in finished for t in tasks)
-        return FeedReport(tuple(results), max_length, max_file_chars, tokenizer_name, 0.0, {}, resumed)
-
-    return feed
-
-
-@pytest.fixture
-def feed_world(monkeypatch: pytest.MonkeyPatch) -> list[TaskRecord]:
-    """Three train tasks; the tokenizer and the measuring stood in for."""
-    tasks = [_record(n) for n in (1, 2, 3)]
-    monkeypatch.setattr("dbt_harvest.train.sft_data.load_train_tasks", lambda tasks_dir: list(tasks))
-    monkeypatch.setattr("dbt_harvest.train.tiny.train_tokenizer", lambda vocab_size: object())
-    return tasks
-
-
-def test_corpus_feed_piped_lines_carry_the_counts_and_the_rewards(
-    feed_world: list[TaskRecord], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+def test_a_killed_feed_said_how_far_it_got_and_its_rerun_counts_what_it_kept(
+    feed_home: tuple[dict[str, str], list[TaskRecord]],
 ) -> None:
-    monkeypatch.setattr("dbt_harvest.train.corpus_feed.feed", _stand_in_feed())
-    result = CliRunner().invoke(main, ["corpus", "feed"], env=env)
-    assert result.exit_code == 1, result.output  # the third task failed a stage
-    assert _progress_lines(result, "corpus feed") == [
-        "corpus feed: 1/3 tasks, 1 ok, 0 failed; rewarded 1/0: 1/1 true repairs score 1, 1/1 unrepaired score 0",
-        "corpus feed: 2/3 tasks, 2 ok, 0 failed; rewarded 1/0: 2/2 true repairs score 1, 2/2 unrepaired score 0",
-        "corpus feed: 3/3 tasks, 2 ok, 1 failed; rewarded 1/0: 2/3 true repairs score 1, 3/3 unrepaired score 0",
-    ]
-    assert f"{feed_world[2].instance_id}: {REWARD_FAILURE}" in result.stderr.splitlines()
-    assert result.stdout.startswith("# Does the corpus feed training?")
-
-
-def test_corpus_feed_json_stays_one_object_on_stdout_and_a_resumed_run_counts_what_it_kept(
-    feed_world: list[TaskRecord], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("dbt_harvest.train.corpus_feed.feed", _stand_in_feed(stop_after=1))
-    stopped = CliRunner().invoke(main, ["corpus", "feed", "--json"], env=env)
-    assert isinstance(stopped.exception, Stopped) and stopped.stdout == ""
-    monkeypatch.setattr("dbt_harvest.train.corpus_feed.feed", _stand_in_feed())
+    env, tasks = feed_home
+    first, stdout = _killed_after_the_first_task(env)
+    assert first == _rewarded_line(1) and stdout == ""  # real reward builds: the fix scores 1, the broken 0
     result = CliRunner().invoke(main, ["corpus", "feed", "--json"], env=env)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 1, result.output  # the last task failed its reward stage
     report = json.loads(result.stdout)  # the whole of stdout is one JSON object
-    assert report["resumed"] == 1 and report["ok"] == 2 and list(report["failed"]) == [feed_world[2].instance_id]
-    assert "resuming: 1 of 3 tasks were measured by an earlier run" in result.stderr
-    assert [line.split(";")[0] for line in _progress_lines(result, "corpus feed")] == [
-        "corpus feed: 1/3 tasks, 1 ok, 0 failed",  # the kept result, counted at once
-        "corpus feed: 2/3 tasks, 2 ok, 0 failed",
-        "corpus feed: 3/3 tasks, 2 ok, 1 failed",
+    kept = report["resumed"]
+    assert 1 <= kept < FEED  # the kill came right after the first task was kept (a second may have finished)
+    assert f"resuming: {kept} of {FEED} tasks were measured by an earlier run" in result.stderr.splitlines()
+    # the kept results counted at once, then one line per task measured now
+    assert _progress_lines(result.stderr, "corpus feed") == [_rewarded_line(n) for n in range(kept, FEED + 1)]
+    bad = tasks[-1].instance_id
+    assert report["ok"] == FEED - 1 and list(report["failed"]) == [bad]
+    assert report["failed"][bad].startswith("reward: the true repair scores 0")
+    assert f"{bad}: {report['failed'][bad]}" in result.stderr.splitlines()
+    assert report["reward"]["tasks"] == FEED and report["reward"]["fixed_scores_1"] == FEED - 1
+    assert report["reward"]["unrepaired_scores_0"] == FEED
+
+
+def test_a_feed_without_rewards_counts_rendered_tasks_and_no_reward_verdicts(
+    feed_home: tuple[dict[str, str], list[TaskRecord]],
+) -> None:
+    env, _ = feed_home
+    result = CliRunner().invoke(main, ["corpus", "feed", "--no-rewards"], env=env)
+    assert result.exit_code == 0, result.output  # the fix that repairs nothing still renders
+    assert _progress_lines(result.stderr, "corpus feed") == [
+        f"corpus feed: {n}/{FEED} tasks, {n} ok, 0 failed" for n in range(1, FEED + 1)
     ]
+    assert "resuming" not in result.stderr  # another setting, another log: nothing kept from the rewarded runs
+    assert result.stdout.startswith("# Does the corpus feed training?")
 
 
 def test_the_feed_tally_leaves_the_rewards_out_when_none_ran() -> None:
@@ -169,70 +142,9 @@ def test_the_feed_tally_leaves_the_rewards_out_when_none_ran() -> None:
     assert rewarded.line() == "1 ok, 2 failed; rewarded 1/0: 1/1 true repairs score 1, 0/1 unrepaired score 0"
 
 
-# tasks verify ----------------------------------------------------------------------------------------------
-
-
-def _verdict(record: TaskRecord) -> TaskVerdict:
-    """Every check passes, but the second task's claims do not hold."""
-    checks = tuple(CheckResult(name, True, "fine") for name in ("gold_matches", "broken_fails", "repair_passes"))
-    claims = CheckResult("claims", not record.instance_id.endswith("2"), "more_rows on orders does not hold")
-    return TaskVerdict(record.instance_id, record.pin, (*checks, claims))
-
-
-@pytest.fixture
-def verify_world(monkeypatch: pytest.MonkeyPatch) -> list[TaskRecord]:
-    """Three dev tasks; the sandboxed builds stood in for (one verdict per task, in order)."""
-    records = [_record(n, "dev") for n in (1, 2, 3)]
-
-    def verify(
-        given: Sequence[TaskRecord],
-        *,
-        sandboxed: bool = True,
-        limits: Any = None,
-        on_result: Callable[[TaskVerdict], None] | None = None,
-    ) -> list[TaskVerdict]:
-        verdicts = []
-        for record in given:
-            verdicts.append(_verdict(record))
-            if on_result is not None:
-                on_result(verdicts[-1])
-        return verdicts
-
-    monkeypatch.setattr("dbt_harvest.cli.tasks._records", lambda split: list(records))
-    monkeypatch.setattr("dbt_harvest.harvester.verify.verify", verify)
-    return records
-
-
-def test_tasks_verify_piped_lines_carry_verified_and_failed(
-    verify_world: list[TaskRecord], env: dict[str, str]
-) -> None:
-    result = CliRunner().invoke(main, ["tasks", "verify", "--all"], env=env)
-    assert result.exit_code == 1, result.output
-    assert _progress_lines(result, "tasks verify") == [
-        "tasks verify: 1/3 tasks, 1 verified, 0 failed",
-        "tasks verify: 2/3 tasks, 1 verified, 1 failed",
-        "tasks verify: 3/3 tasks, 2 verified, 1 failed",
-    ]
-    first, second, third = (r.instance_id for r in verify_world)
-    assert result.stdout.splitlines() == [
-        f"{first}: ok",
-        f"{second}: FAILED claims (more_rows on orders does not hold)",
-        f"{third}: ok",
-        "2/3 tasks pass every check; per check: gold_matches 3/3, broken_fails 3/3, repair_passes 3/3, "
-        "wrong_repair 0/0, claims 2/3, distinct 0/0",
-    ]
-
-
-def test_tasks_verify_json_stays_one_object_on_stdout(verify_world: list[TaskRecord], env: dict[str, str]) -> None:
-    result = CliRunner().invoke(main, ["tasks", "verify", "--all", "--json"], env=env)
-    assert result.exit_code == 1, result.output
-    data = json.loads(result.stdout)  # the whole of stdout is one JSON object
-    assert data["summary"]["ok"] == 2 and [v["ok"] for v in data["tasks"]] == [True, False, True]
-    assert _progress_lines(result, "tasks verify")[-1] == "tasks verify: 3/3 tasks, 2 verified, 1 failed"
-
-
 def test_the_verify_tally_counts_each_verdict_once() -> None:
-    tally = VerifyTally()
-    for record in (_record(1), _record(2)):
-        tally = tally.plus(_verdict(record))
+    checks = tuple(CheckResult(name, True, "fine") for name in ("gold_matches", "broken_fails", "repair_passes"))
+    good = TaskVerdict("t1", PIN, (*checks, CheckResult("claims", True, "holds")))
+    bad = TaskVerdict("t2", PIN, (*checks, CheckResult("claims", False, "more_rows on orders does not hold")))
+    tally = VerifyTally().plus(good).plus(bad)
     assert tally == VerifyTally(verified=1, failed=1) and tally.line() == "1 verified, 1 failed"

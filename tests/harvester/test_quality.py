@@ -439,7 +439,8 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
     from dbt_harvest.cli import main
     from dbt_harvest.core.task_record import write_task
 
-    env = {"HARVEST_HOME": str(depot["home"]), "HARVEST_PINS": str(depot["pins"])}
+    # every progress update printed: the piped lines say how far the real builds got
+    env = {"HARVEST_HOME": str(depot["home"]), "HARVEST_PINS": str(depot["pins"]), "HARVEST_PROGRESS_INTERVAL": "0"}
     assert len(minted["tasks"]) >= 2
     good, second = minted["tasks"][:2]
     # the second task made bad: its statement claims the opposite, and its "wrong repair" only adds a comment
@@ -461,8 +462,14 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
     finally:
         (folder / f"{second.instance_id}.json").write_text(original)
     assert result.exit_code == 1, result.output
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)  # the whole of stdout is one JSON object: progress goes to stderr
     assert data["summary"]["ok"] == 1
+    # the verdicts come in id order (good sorts first): counted progress with the real verdicts
+    progress = [line.rsplit(" (", 1)[0] for line in result.stderr.splitlines() if line.startswith("tasks verify: ")]
+    assert progress == [
+        "tasks verify: 1/2 tasks, 1 verified, 0 failed",
+        "tasks verify: 2/2 tasks, 1 verified, 1 failed",
+    ]
     verdicts = {v["instance_id"]: v for v in data["tasks"]}
     assert set(verdicts[good.instance_id]["checks"]) == {
         "gold_matches",
