@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin
@@ -63,10 +63,21 @@ from dbt_harvest.harvester.mint.contract import (
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
 from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
-from dbt_harvest.harvester.mint.local_checks import suite
+from dbt_harvest.harvester.mint.local_checks import Suite, suite
 from dbt_harvest.harvester.mint.screen import screen
+from dbt_harvest.harvester.mint.shard import (
+    CandidateReport,
+    ShardJob,
+    ShardResult,
+    catalog_of,
+    open_pin,
+    shard_scratch,
+    warm_builder,
+)
+from dbt_harvest.harvester.mint.variants import VariantBuilder
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
+from dbt_harvest.harvester.state import BuiltState
 from dbt_harvest.harvester.workspace import template
 
 FAMILY = "completion"
@@ -152,10 +163,44 @@ def _rank(report: dict | None) -> int | None:
     return 2 if report.get("reason", "") in _SCREEN_OK else None
 
 
-def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult (shard imports us)
-    """Decide the completion task of ``job.model``: one report, and the task when it is kept."""
-    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult, open_pin, warm_builder
+def completion_report(
+    key: str,
+    pin: Pin,
+    model: str,
+    file: str,
+    kept: bool,
+    reason: str,
+    detail: str,
+    *,
+    timings: dict[str, float] | None = None,
+    task_id: str = "",
+    silent: bool | None = None,
+    local_tests: int | None = None,
+    informative: bool | None = None,
+) -> CandidateReport:
+    """The one report of a completion decision (a confirmation-stage report of family ``completion``)."""
+    return CandidateReport(
+        key,
+        pin.id,
+        model,
+        file,
+        COMPLETE_OPERATOR,
+        FAMILY,
+        EFFECT,
+        "confirm",
+        kept,
+        reason,
+        detail,
+        task_id=task_id,
+        silent=silent,
+        timings=dict(timings or {}),
+        local_tests=local_tests,
+        informative=informative,
+    )
 
+
+def run_completion_shard(job: ShardJob) -> ShardResult:
+    """Decide the completion task of ``job.model``: one report, and the task when it is kept."""
     pin, state, nodes = open_pin(job)
     node = nodes[job.model]
     file = model_file(node, pin)
@@ -163,138 +208,219 @@ def run_completion_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> Sh
         return ShardResult((), ())
     tree = template(pin)
     original = (tree / file).read_text(encoding="utf-8")
-    key = completion_key(file, original)
-    started = time.perf_counter()
-
-    def report(kept: bool, reason: str, detail: str, **kw: object) -> CandidateReport:
-        timings = {"confirm": round(time.perf_counter() - started, 3)}
-        return CandidateReport(
-            key,
-            pin.id,
-            job.model,
-            file,
-            COMPLETE_OPERATOR,
-            FAMILY,
-            EFFECT,
-            "confirm",
-            kept,
-            reason,
-            detail,
-            timings=timings,
-            **kw,
-        )  # type: ignore[arg-type]
-
-    contract = contract_of(state.manifest, nodes, job.model, file, pin.known_failing_tests)
-    why = why_not_completable(contract)
-    if why:
-        return ShardResult((report(False, why, "the project does not document what this model must hold"),), ())
-    spec = completion_spec(pin, node, contract)
-    if spec is None:
-        return ShardResult((report(False, "not_graded", "no stable column of its table is documented"),), ())
-    tests = suite(state.manifest, pin.known_failing_tests)
-    covering = tests.covering([job.model, *descendants(nodes, job.model)])
-    statement = completion_statement(contract, tested=bool(covering))
-    leak = leaked_line(statement, original)
-    if leak:
-        return ShardResult((report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}"),), ())
-    gold = gold_path(pin.gold_sha256)
-    from dbt_harvest.harvester.mint.pipeline import load_reports
-
-    prior = {str(r.get("key")): r for r in load_reports(pin.id)}
-    ranked: list[tuple[int, int, Candidate]] = []
-    for i, cand in enumerate(model_candidates(pin, node, tree, job.families, job.seed, values=gold_values(gold))):
-        rank = _rank(prior.get(cand.key))
-        if rank is not None:
-            ranked.append((rank, i, cand))
-    ranked.sort(key=lambda item: item[:2])
-    scratch = Path(
-        tempfile.mkdtemp(prefix="complete-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None)
-    )
-    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
-    engine: Engine | None = None
-    builder = None
-    limits = Limits(wall_s=job.wall_s)
-    wrong: list[Candidate] = []
-    tries = 0
-    last = "no mutant of the model changes a documented column"
-    try:
-        for rank, _, cand in ranked:
-            if len(wrong) >= MAX_WRONG_COMPLETIONS or tries >= MAX_TRIES:
-                break
-            if rank == 3:  # not screened by the repair mint: screen it now
-                if engine is None:
-                    engine = Engine(state.database, catalog, scratch / "engine")
-                outcome = screen(engine, pin, nodes, cand, gold, tests)
-                if outcome.reason not in _SCREEN_OK:
-                    continue
-            if builder is None and job.incremental:
-                builder = warm_builder(pin, job, state.database, limits)
-            tries += 1
-            ctx = BuildContext(
-                pin,
-                gold,
-                scratch / cand.key,
-                job.sandboxed,
-                limits,
-                base_db=state.database if job.incremental else None,
-                select=(f"{node.name}+",),
-                builder=builder,
-            )
-            try:
-                built = mutant_builds(Trial(ctx, cand, nodes, tests)).mutant
-            except Rejected as rejected:
-                last = f"a mutant does not build ({rejected.detail[:80]})"
-                continue
-            assert built is not None
-            if built.tests_failed:
-                last = f"{cand.mutation.operator}: {built.tests_failed} dbt test(s) fail"
-                continue
-            graded = grade_build(gold, built.gold_file, spec, built_ok=built.models_ok)
-            if graded.official or graded.strict:
-                last = f"{cand.mutation.operator}: scores 1 on the documented columns"
-                continue
-            wrong.append(cand)
-    finally:
-        if builder is not None:
-            builder.forget()
-        if engine is not None:
-            engine.close()
-        safe_fs.rmtree(scratch)
+    shard = _CompletionShard(job, pin, state, nodes, node, tree, file, original, time.perf_counter())
+    admitted = shard.admit()
+    if isinstance(admitted, CandidateReport):
+        return ShardResult((admitted,), ())
+    wrong, last = shard.wrong_completions(admitted)
     if not wrong and not job.allow_weak:
-        return ShardResult((report(False, "no_wrong_completion", last),), ())
-    broken = missing_breaks_parse(state.manifest, job.model)
-    checks = LocalChecks(builds=not broken, tests_total=0, tests_failed=0, covering_tests=covering)
-    broken_patch = make_patch(file, original, None)
-    record = TaskRecord(
-        instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
-        pin=pin.id,
-        repo=pin.repo,
-        base_commit=pin.commit,
-        project_dir=pin.project_dir,
-        split=job.split,
-        split_group=job.split_group,
-        family=FAMILY,
-        operator=COMPLETE_OPERATOR,
-        effect=EFFECT,
-        file=file,
-        broken_patch=broken_patch,
-        fix_patch=make_patch(file, None, original),
-        wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong),
-        grading=spec,
-        problem_statement=statement,
-        local_checks=checks,
-        gold_sha256=pin.gold_sha256,
-        license=pin.license,
-        versions=dict(pin.versions),
-        weak=not wrong,
-        wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c in wrong),
-        database=pin.database,
-        kind="completion",
-    )
-    kept = report(
+        return ShardResult((shard.report(False, "no_wrong_completion", last),), ())
+    record = shard.record(admitted, wrong)
+    kept = shard.report(
         True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests, informative=bool(wrong)
     )
     return ShardResult((kept,), (record,))
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """What a model that passed the completion's admission checks (1-3 and 5) is decided with."""
+
+    spec: GradingSpec
+    tests: Suite
+    covering: tuple[str, ...]  # the dbt tests over the model and its descendants
+    statement: str
+
+
+@dataclass(frozen=True)
+class _CompletionShard:
+    """One model's completion shard: its pin, its file as committed, and when the decision started."""
+
+    job: ShardJob
+    pin: Pin
+    state: BuiltState
+    nodes: dict[str, ModelNode]
+    node: ModelNode
+    tree: Path
+    file: str
+    original: str
+    started: float  # perf_counter at the start: the report's confirm timing
+
+    def report(
+        self,
+        kept: bool,
+        reason: str,
+        detail: str,
+        *,
+        task_id: str = "",
+        silent: bool | None = None,
+        local_tests: int | None = None,
+        informative: bool | None = None,
+    ) -> CandidateReport:
+        """The shard's one report, timed from the start of the decision (a kept task's figures with it)."""
+        return completion_report(
+            completion_key(self.file, self.original),
+            self.pin,
+            self.job.model,
+            self.file,
+            kept,
+            reason,
+            detail,
+            timings={"confirm": round(time.perf_counter() - self.started, 3)},
+            task_id=task_id,
+            silent=silent,
+            local_tests=local_tests,
+            informative=informative,
+        )
+
+    def admit(self) -> _Admitted | CandidateReport:
+        """The model's grading and statement, or the report that rejects it (undocumented, not graded, leaks)."""
+        pin, model = self.pin, self.job.model
+        contract = contract_of(self.state.manifest, self.nodes, model, self.file, pin.known_failing_tests)
+        why = why_not_completable(contract)
+        if why:
+            return self.report(False, why, "the project does not document what this model must hold")
+        spec = completion_spec(pin, self.node, contract)
+        if spec is None:
+            return self.report(False, "not_graded", "no stable column of its table is documented")
+        tests = suite(self.state.manifest, pin.known_failing_tests)
+        covering = tests.covering([model, *descendants(self.nodes, model)])
+        statement = completion_statement(contract, tested=bool(covering))
+        leak = leaked_line(statement, self.original)
+        if leak:
+            return self.report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}")
+        return _Admitted(spec, tests, covering, statement)
+
+    def ranked_mutants(self, gold: Path) -> list[tuple[int, int, Candidate]]:
+        """The model's mutants worth trying as wrong completions, in the order they are tried (``_rank``, then
+        the candidates' own order), each with its rank."""
+        from dbt_harvest.harvester.mint.pipeline import load_reports
+
+        prior = {str(r.get("key")): r for r in load_reports(self.pin.id)}
+        job = self.job
+        ranked: list[tuple[int, int, Candidate]] = []
+        cands = model_candidates(self.pin, self.node, self.tree, job.families, job.seed, values=gold_values(gold))
+        for i, cand in enumerate(cands):
+            rank = _rank(prior.get(cand.key))
+            if rank is not None:
+                ranked.append((rank, i, cand))
+        ranked.sort(key=lambda item: item[:2])
+        return ranked
+
+    def wrong_completions(self, admitted: _Admitted) -> tuple[list[Candidate], str]:
+        """Up to ``MAX_WRONG_COMPLETIONS`` mutants that build, pass every dbt test and score 0 on the
+        completion's grading (``MAX_TRIES`` builds at most), and the last reason a mutant was not one."""
+        gold = gold_path(self.pin.gold_sha256)
+        ranked = self.ranked_mutants(gold)
+        trials = _MutantTrials(self, gold, admitted, shard_scratch(self.job, "complete-"))
+        wrong: list[Candidate] = []
+        last = "no mutant of the model changes a documented column"
+        try:
+            for rank, _, cand in ranked:
+                if len(wrong) >= MAX_WRONG_COMPLETIONS or trials.tries >= MAX_TRIES:
+                    break
+                if rank == 3 and not trials.screens_ok(cand):  # not screened by the repair mint: screened now
+                    continue
+                why_not = trials.why_not_wrong(cand)
+                if why_not:
+                    last = why_not
+                else:
+                    wrong.append(cand)
+        finally:
+            trials.close()
+        return wrong, last
+
+    def record(self, admitted: _Admitted, wrong: list[Candidate]) -> TaskRecord:
+        """The completion task: the file removed, written back by the fix, ``wrong`` the wrong completions."""
+        pin, job, file, original = self.pin, self.job, self.file, self.original
+        broken = missing_breaks_parse(self.state.manifest, job.model)
+        checks = LocalChecks(builds=not broken, tests_total=0, tests_failed=0, covering_tests=admitted.covering)
+        broken_patch = make_patch(file, original, None)
+        return TaskRecord(
+            instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
+            pin=pin.id,
+            repo=pin.repo,
+            base_commit=pin.commit,
+            project_dir=pin.project_dir,
+            split=job.split,
+            split_group=job.split_group,
+            family=FAMILY,
+            operator=COMPLETE_OPERATOR,
+            effect=EFFECT,
+            file=file,
+            broken_patch=broken_patch,
+            fix_patch=make_patch(file, None, original),
+            wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong),
+            grading=admitted.spec,
+            problem_statement=admitted.statement,
+            local_checks=checks,
+            gold_sha256=pin.gold_sha256,
+            license=pin.license,
+            versions=dict(pin.versions),
+            weak=not wrong,
+            wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c in wrong),
+            database=pin.database,
+            kind="completion",
+        )
+
+
+@dataclass
+class _MutantTrials:
+    """Building a model's mutants as candidate wrong completions: the screening engine and warm builder are
+    opened on first use and closed with the scratch folder."""
+
+    shard: _CompletionShard
+    gold: Path
+    admitted: _Admitted
+    scratch: Path
+    engine: Engine | None = None
+    builder: VariantBuilder | None = None
+    tries: int = 0
+
+    def screens_ok(self, cand: Candidate) -> bool:
+        """Screen a mutant the repair mint did not: whether it changed an output without wrecking it."""
+        shard = self.shard
+        if self.engine is None:
+            self.engine = Engine(shard.state.database, catalog_of(shard.nodes), self.scratch / "engine")
+        outcome = screen(self.engine, shard.pin, shard.nodes, cand, self.gold, self.admitted.tests)
+        return outcome.reason in _SCREEN_OK
+
+    def why_not_wrong(self, cand: Candidate) -> str:
+        """Build the mutant (one try): '' when it is a wrong completion, else why not, in one line."""
+        shard, job = self.shard, self.shard.job
+        limits = Limits(wall_s=job.wall_s)
+        if self.builder is None and job.incremental:
+            self.builder = warm_builder(shard.pin, job, shard.state.database, limits)
+        self.tries += 1
+        ctx = BuildContext(
+            shard.pin,
+            self.gold,
+            self.scratch / cand.key,
+            job.sandboxed,
+            limits,
+            base_db=shard.state.database if job.incremental else None,
+            select=(f"{shard.node.name}+",),
+            builder=self.builder,
+        )
+        try:
+            built = mutant_builds(Trial(ctx, cand, shard.nodes, self.admitted.tests)).mutant
+        except Rejected as rejected:
+            return f"a mutant does not build ({rejected.detail[:80]})"
+        assert built is not None  # mutant_builds sets it or raises
+        if built.tests_failed:
+            return f"{cand.mutation.operator}: {built.tests_failed} dbt test(s) fail"
+        graded = grade_build(self.gold, built.gold_file, self.admitted.spec, built_ok=built.models_ok)
+        if graded.official or graded.strict:
+            return f"{cand.mutation.operator}: scores 1 on the documented columns"
+        return ""
+
+    def close(self) -> None:
+        """Hand the warm builder back, close the engine and remove the scratch folder."""
+        if self.builder is not None:
+            self.builder.forget()
+        if self.engine is not None:
+            self.engine.close()
+        safe_fs.rmtree(self.scratch)
 
 
 def pairs_key(singles: list[TaskRecord]) -> str:
@@ -313,14 +439,10 @@ def singles(records: list[TaskRecord]) -> list[TaskRecord]:
     )
 
 
-def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardResult
+def run_pairs_shard(job: ShardJob) -> ShardResult:
     """Derive the pin's two-model completions from its kept single ones (module docstring); no build."""
-    from dbt_harvest.core.patching import apply_to_text, parse_patch
-    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardResult, open_pin
-
     pin, state, nodes = open_pin(job)
-    tree = template(pin)
-    tests = suite(state.manifest, pin.known_failing_tests)
+    pairs = _Pairs(job, pin, state.manifest, nodes, template(pin), suite(state.manifest, pin.known_failing_tests))
     kept = {t.file: t for t in (task_from_dict(json.loads(text)) for text in job.records)}
     by_file = {model_file(n, pin): uid for uid, n in nodes.items() if model_file(n, pin)}
     reports: list[CandidateReport] = []
@@ -329,91 +451,126 @@ def run_pairs_shard(job):  # type: ignore[no-untyped-def]  # ShardJob -> ShardRe
         uid = by_file.get(file)
         if uid is None:
             continue
-        node = nodes[uid]
         contract = contract_of(state.manifest, nodes, uid, file, pin.known_failing_tests)
-        parents = []
-        for parent in sorted(p for p in node.parents if p in nodes):
-            pnode = nodes[parent]
-            pfile = model_file(pnode, pin)
-            if why_not_mutable(pnode, pin) or pfile is None or not (tree / pfile).is_file():
+        for parent in pairs.parents(uid)[:MAX_PARENTS]:
+            report, record = pairs.pair(single, uid, contract, parent)
+            reports.append(report)
+            if record is not None:
+                tasks.append(record)
+    return ShardResult(tuple(reports), tuple(tasks))
+
+
+@dataclass(frozen=True)
+class _Parent:
+    """A model parent that could be a completion itself: documented and graded."""
+
+    uid: str
+    file: str
+    contract: Contract
+    spec: GradingSpec
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """A pin's pairs shard: what deriving its two-model completions reads."""
+
+    job: ShardJob
+    pin: Pin
+    manifest: dict[str, Any]
+    nodes: dict[str, ModelNode]
+    tree: Path
+    tests: Suite
+
+    def parents(self, uid: str) -> list[_Parent]:
+        """The model parents of ``uid`` (by id) whose files are here and that could be completions themselves."""
+        found: list[_Parent] = []
+        for parent in sorted(p for p in self.nodes[uid].parents if p in self.nodes):
+            pnode = self.nodes[parent]
+            pfile = model_file(pnode, self.pin)
+            if why_not_mutable(pnode, self.pin) or pfile is None or not (self.tree / pfile).is_file():
                 continue
-            pcontract = contract_of(state.manifest, nodes, parent, pfile, pin.known_failing_tests)
-            pspec = completion_spec(pin, pnode, pcontract)
+            pcontract = contract_of(self.manifest, self.nodes, parent, pfile, self.pin.known_failing_tests)
+            pspec = completion_spec(self.pin, pnode, pcontract)
             if why_not_completable(pcontract) or pspec is None:
                 continue
-            parents.append((parent, pfile, pcontract, pspec))
-        for parent, pfile, pcontract, pspec in parents[:MAX_PARENTS]:
-            original, poriginal = (tree / file).read_text(encoding="utf-8"), (tree / pfile).read_text(encoding="utf-8")
-            key = completion_key(f"{pfile}+{file}", poriginal + "\0" + original)
-            covering = tests.covering([parent, *descendants(nodes, parent)])
-            statement = completion_statement(contract, pcontract, tested=bool(covering))
-            leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
-            if leak:
-                reports.append(
-                    CandidateReport(
-                        key,
-                        pin.id,
-                        uid,
-                        file,
-                        COMPLETE_OPERATOR,
-                        FAMILY,
-                        EFFECT,
-                        "confirm",
-                        False,
-                        "statement_leaks",
-                        f"the documentation quotes the SQL: {leak[:80]}",
-                    )
-                )
-                continue
-            wrong_texts = [apply_to_text("", parse_patch(p)[0]) for p in single.wrong_repair_patches]
-            broken_patch = make_patch(pfile, poriginal, None) + make_patch(file, original, None)
-            spec = GradingSpec(
-                gold=single.grading.gold,
-                condition_tabs=(*pspec.condition_tabs, *single.grading.condition_tabs),
-                condition_cols=(*pspec.condition_cols, *single.grading.condition_cols),
-                ignore_orders=(*pspec.ignore_orders, *single.grading.ignore_orders),
-            )
-            checks = LocalChecks(
-                builds=not missing_breaks_parse(state.manifest, uid, parent),
-                tests_total=0,
-                tests_failed=0,
-                covering_tests=covering,
-            )
-            record = replace(
-                single,
-                instance_id=task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, broken_patch),
-                broken_patch=broken_patch,
-                fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),
-                wrong_repair_patches=tuple(
-                    make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts
-                ),
-                grading=spec,
-                problem_statement=statement,
-                local_checks=checks,
-                split=job.split,
-                split_group=job.split_group,
-            )
-            tasks.append(record)
-            reports.append(
-                CandidateReport(
-                    key,
-                    pin.id,
-                    uid,
-                    file,
-                    COMPLETE_OPERATOR,
-                    FAMILY,
-                    EFFECT,
-                    "confirm",
-                    True,
-                    "",
-                    "",
-                    task_id=record.instance_id,
-                    silent=False,
-                    local_tests=record.local_tests,
-                    informative=bool(wrong_texts),
-                )
-            )
-    return ShardResult(tuple(reports), tuple(tasks))
+            found.append(_Parent(parent, pfile, pcontract, pspec))
+        return found
+
+    def pair(
+        self, single: TaskRecord, uid: str, contract: Contract, parent: _Parent
+    ) -> tuple[CandidateReport, TaskRecord | None]:
+        """The two-model completion of ``single``'s model ``uid`` and ``parent``: its report, and its task
+        unless the statement quotes either file's SQL."""
+        file = single.file
+        original = (self.tree / file).read_text(encoding="utf-8")
+        poriginal = (self.tree / parent.file).read_text(encoding="utf-8")
+        key = completion_key(f"{parent.file}+{file}", poriginal + "\0" + original)
+        covering = self.tests.covering([parent.uid, *descendants(self.nodes, parent.uid)])
+        statement = completion_statement(contract, parent.contract, tested=bool(covering))
+        leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
+        if leak:
+            detail = f"the documentation quotes the SQL: {leak[:80]}"
+            return completion_report(key, self.pin, uid, file, False, "statement_leaks", detail), None
+        record = self.pair_record(single, uid, parent, original, poriginal, covering, statement)
+        informative = bool(record.wrong_repair_patches)
+        report = completion_report(
+            key,
+            self.pin,
+            uid,
+            file,
+            True,
+            "",
+            "",
+            task_id=record.instance_id,
+            silent=False,
+            local_tests=record.local_tests,
+            informative=informative,
+        )
+        return report, record
+
+    def pair_record(
+        self,
+        single: TaskRecord,
+        uid: str,
+        parent: _Parent,
+        original: str,
+        poriginal: str,
+        covering: tuple[str, ...],
+        statement: str,
+    ) -> TaskRecord:
+        """The pair's task: ``single``'s with both files removed and written back, graded on both tables; its
+        wrong completions are the single's with the parent written back as it was."""
+        from dbt_harvest.core.patching import apply_to_text, parse_patch
+
+        file, pfile, job = single.file, parent.file, self.job
+        wrong_texts = [apply_to_text("", parse_patch(p)[0]) for p in single.wrong_repair_patches]
+        broken_patch = make_patch(pfile, poriginal, None) + make_patch(file, original, None)
+        spec = GradingSpec(
+            gold=single.grading.gold,
+            condition_tabs=(*parent.spec.condition_tabs, *single.grading.condition_tabs),
+            condition_cols=(*parent.spec.condition_cols, *single.grading.condition_cols),
+            ignore_orders=(*parent.spec.ignore_orders, *single.grading.ignore_orders),
+        )
+        checks = LocalChecks(
+            builds=not missing_breaks_parse(self.manifest, uid, parent.uid),
+            tests_total=0,
+            tests_failed=0,
+            covering_tests=covering,
+        )
+        return replace(
+            single,
+            instance_id=task_id(self.pin.id.split("@", 1)[0], self.pin.commit, COMPLETE_OPERATOR, file, broken_patch),
+            broken_patch=broken_patch,
+            fix_patch=make_patch(pfile, None, poriginal) + make_patch(file, None, original),
+            wrong_repair_patches=tuple(
+                make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts
+            ),
+            grading=spec,
+            problem_statement=statement,
+            local_checks=checks,
+            split=job.split,
+            split_group=job.split_group,
+        )
 
 
 __all__ = [
@@ -422,6 +579,7 @@ __all__ = [
     "MAX_PARENTS",
     "MAX_WRONG_COMPLETIONS",
     "completion_key",
+    "completion_report",
     "completion_spec",
     "leaked_line",
     "missing_breaks_parse",

@@ -214,7 +214,8 @@ def new_bug(t: Trial) -> Trial:
 
 def repair_restores(t: Trial) -> Trial:
     """5. The true repair builds, scores 1 under both checks, and is one hunk."""
-    assert t.spec is not None
+    spec = t.spec
+    assert spec is not None
     started = time.perf_counter()
     fix_patch = t.fix_patch
     repaired_text = apply_to_text(t.cand.broken, parse_patch(fix_patch)[0])  # the fix, applied to the broken file
@@ -222,7 +223,7 @@ def repair_restores(t: Trial) -> Trial:
     t = t.timed("repair_build", started, repair=fixed)
     if not fixed.models_ok or fixed.gold_file is None:
         raise Rejected("repair_build_fails", fixed.first_error)
-    repaired = grade_build(t.ctx.gold, fixed.gold_file, t.spec, built_ok=fixed.models_ok)
+    repaired = grade_build(t.ctx.gold, fixed.gold_file, spec, built_ok=fixed.models_ok)
     if not (repaired.official and repaired.strict):
         raise Rejected("repair_fails", repaired.reason)
     if sum(len(f.hunks) for f in parse_patch(fix_patch)) != 1 and t.cand.planted:
@@ -234,9 +235,12 @@ def repair_restores(t: Trial) -> Trial:
 def informative_wrong_repair(t: Trial) -> Trial:
     """6. A wrong repair that builds, passes the dbt tests the repair passes, scores 0, and whose graded
     output differs from the broken one; what it fixes and leaves is measured on its build."""
-    assert t.spec is not None and t.repair is not None and t.mutant is not None and t.mutant.gold_file is not None
+    # bound once: ``t`` is replaced as builds are timed, and what the earlier rules found stays as it is
+    spec, repair, mutant = t.spec, t.repair, t.mutant
+    assert spec is not None and repair is not None and mutant is not None and mutant.gold_file is not None
+    broken_gold = mutant.gold_file
     last = "no wrong repair offered"
-    allowed_failures = set(t.repair.failed_tests)
+    allowed_failures = set(repair.failed_tests)
     repairs = t.cand.mutation.wrong_repairs
     order = range(min(t.wrong_tries, len(repairs))) if t.wrong_order is None else t.wrong_order[: t.wrong_tries]
     for index in order:
@@ -250,13 +254,13 @@ def informative_wrong_repair(t: Trial) -> Trial:
         if not set(result.failed_tests) <= allowed_failures:
             last = f"wrong repair {index} fails dbt tests"
             continue
-        if official(t.ctx.gold, result.gold_file, t.spec).passed:
+        if official(t.ctx.gold, result.gold_file, spec).passed:
             last = f"wrong repair {index} passes the official check"
             continue
-        if official(t.mutant.gold_file, result.gold_file, t.spec).passed:
+        if official(broken_gold, result.gold_file, spec).passed:
             last = f"wrong repair {index} is not informative: its graded output matches the broken one"
             continue
-        effect = repair_effect(t.ctx.pin, t.spec, t.ctx.gold, t.mutant.gold_file, result.gold_file)
+        effect = repair_effect(t.ctx.pin, spec, t.ctx.gold, broken_gold, result.gold_file)
         note = WrongRepairNote(getattr(repairs[index], "intent", ""), effect.fixes, effect.leaves)
         return replace(t, wrong_patches=(make_patch(t.cand.file, t.cand.broken, text),), wrong_notes=(note,))
     if not t.allow_weak:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from dbt_harvest.core.clock import freeze_clock
@@ -296,7 +297,7 @@ def predict_wrong_repairs(
             pred.unlink(missing_ok=True)
         if selected is None:
             unknown.append(index)
-        elif failing(engine, selected, lambda sql, replaced=replaced: _rewrite(sql, replaced)) <= base_failed:
+        elif failing(engine, selected, partial(_rewrite, replaced=replaced)) <= base_failed:
             good.append(index)
         else:
             last = f"wrong repair {index} fails dbt tests"

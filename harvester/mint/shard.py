@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from dbt_harvest.core.home import harvest_home, pins_dir
 from dbt_harvest.core.patching import make_patch
@@ -23,15 +23,22 @@ from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.core.task_record import TaskRecord, task_id
 from dbt_harvest.harvester.gold import gold_path
 from dbt_harvest.harvester.mint.candidates import Candidate, DeadSite, model_candidates, model_file, why_not_mutable
-from dbt_harvest.harvester.mint.confirm import MAX_WRONG_TRIES, BuildContext, Seen, confirm, statement_digest
+from dbt_harvest.harvester.mint.confirm import (
+    MAX_WRONG_TRIES,
+    BuildContext,
+    ConfirmOutcome,
+    Seen,
+    confirm,
+    statement_digest,
+)
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
-from dbt_harvest.harvester.mint.local_checks import suite
-from dbt_harvest.harvester.mint.screen import screen
+from dbt_harvest.harvester.mint.local_checks import Suite, suite
+from dbt_harvest.harvester.mint.screen import ScreenOutcome, screen
 from dbt_harvest.harvester.mint.variants import VariantBuilder
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
-from dbt_harvest.harvester.state import load_state
+from dbt_harvest.harvester.state import BuiltState, load_state
 from dbt_harvest.harvester.workspace import template
 
 
@@ -145,7 +152,9 @@ def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, *
     )
 
 
-Survivor = tuple[Candidate, Any, str, dict[str, float]]
+#: a screening survivor waiting for confirmation: (candidate, its screening outcome, "" (unused), timings); the
+#: outcome is None for a survivor a stopped run confirmed already (replayed, not rebuilt)
+Survivor = tuple[Candidate, ScreenOutcome | None, str, dict[str, float]]
 
 
 def confirmation_order(
@@ -180,8 +189,7 @@ def warm_builder(pin: Pin, job: ShardJob, base_db: Path, limits: Limits) -> Vari
     key = (pin.id, pin.gold_sha256, job.home, str(job.sandboxed), repr(limits))
     if key not in _WARM:
         close_warm_builders()
-        home_tmp = Path(job.home) / "tmp"
-        scratch = Path(tempfile.mkdtemp(prefix="mint-warm-", dir=home_tmp if home_tmp.is_dir() else None))
+        scratch = shard_scratch(job, "mint-warm-")
         _WARM[key] = VariantBuilder(pin, scratch, base_db=base_db, sandboxed=job.sandboxed, limits=limits)
     return _WARM[key]
 
@@ -217,7 +225,7 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
-def open_pin(job: ShardJob) -> tuple[Pin, Any, dict[str, ModelNode]]:
+def open_pin(job: ShardJob) -> tuple[Pin, BuiltState, dict[str, ModelNode]]:
     """Point this worker at the job's home and pins, and load the job's pin: (pin, built state, models)."""
     import os
 
@@ -226,6 +234,17 @@ def open_pin(job: ShardJob) -> tuple[Pin, Any, dict[str, ModelNode]]:
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
     state = load_state(pin.id)
     return pin, state, models(state.manifest)
+
+
+def shard_scratch(job: ShardJob, prefix: str) -> Path:
+    """A fresh scratch folder for one shard, under the home's ``tmp/`` when it has one."""
+    home_tmp = Path(job.home) / "tmp"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=home_tmp if home_tmp.is_dir() else None))
+
+
+def catalog_of(nodes: dict[str, ModelNode]) -> str:
+    """The database name the project's relations are qualified with (``build`` when none says)."""
+    return next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
 
 
 def run_shard(job: ShardJob) -> ShardResult:
@@ -250,165 +269,261 @@ def run_shard(job: ShardJob) -> ShardResult:
     node = nodes[job.model]
     if why_not_mutable(node, pin):
         return ShardResult((), ())
-    gold = gold_path(pin.gold_sha256)
-    tree = template(pin)
-    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
-    scratch = Path(
-        tempfile.mkdtemp(prefix="mint-", dir=Path(job.home) / "tmp" if (Path(job.home) / "tmp").is_dir() else None)
-    )
-    engine = Engine(state.database, catalog, scratch / "engine")
-    tests = suite(state.manifest, pin.known_failing_tests)
-    reports: list[CandidateReport] = []
-    tasks: list[TaskRecord] = []
-    kept = job.already_kept
-    limits = Limits(wall_s=job.wall_s)
-    builder: VariantBuilder | None = None
-    dead: list[DeadSite] = []
-    seen = Seen(job.known_signatures, job.known_statements)
-    before = dict(job.confirmed_before)  # decided by confirmation in a stopped run: replayed, not rebuilt
-    kept -= sum(before.values())  # the count an uninterrupted run has before it confirms anything
-    stopped = False
+    run = _RepairShard.start(job, pin, state, nodes, node)
     try:
-        survivors: list[Survivor] = []
-        kept_families: set[str] = set()
-        origin: dict[str, str] = {}
-        if pin.is_history:  # the one candidate: the fix file back at the fix's parent
+        run.screen_all(run.candidates())
+        if not run.stopped:
+            run.confirm_all()
+    finally:
+        run.close()
+    return run.result()
+
+
+@dataclass
+class _RepairShard:
+    """One repair shard at work: what it holds open (engine, scratch, warm builder) and what it decided."""
+
+    job: ShardJob
+    pin: Pin
+    state: BuiltState
+    nodes: dict[str, ModelNode]
+    node: ModelNode
+    tree: Path
+    gold: Path
+    scratch: Path
+    engine: Engine
+    tests: Suite
+    kept: int  # tasks of the model kept so far, counted as an uninterrupted run counts them
+    seen: Seen
+    before: dict[str, bool]  # decided by confirmation in a stopped run: replayed, not rebuilt
+    limits: Limits
+    builder: VariantBuilder | None = None
+    reports: list[CandidateReport] = field(default_factory=list)
+    tasks: list[TaskRecord] = field(default_factory=list)
+    dead: list[DeadSite] = field(default_factory=list)
+    survivors: list[Survivor] = field(default_factory=list)
+    kept_families: set[str] = field(default_factory=set)
+    confirmed_keys: set[str] = field(default_factory=set)
+    origin: dict[str, str] = field(default_factory=dict)  # a history task's provenance (its record's fields)
+    stopped: bool = False
+
+    @classmethod
+    def start(cls, job: ShardJob, pin: Pin, state: BuiltState, nodes: dict[str, ModelNode], node: ModelNode) -> Self:
+        """Start the shard: its workspace template, gold, scratch folder, screening engine and dbt tests."""
+        gold = gold_path(pin.gold_sha256)
+        tree = template(pin)
+        scratch = shard_scratch(job, "mint-")
+        engine = Engine(state.database, catalog_of(nodes), scratch / "engine")
+        before = dict(job.confirmed_before)
+        return cls(
+            job,
+            pin,
+            state,
+            nodes,
+            node,
+            tree,
+            gold,
+            scratch,
+            engine,
+            suite(state.manifest, pin.known_failing_tests),
+            kept=job.already_kept - sum(before.values()),  # the count before it confirms anything
+            seen=Seen(job.known_signatures, job.known_statements),
+            before=before,
+            limits=Limits(wall_s=job.wall_s),
+        )
+
+    def candidates(self) -> Iterable[Candidate]:
+        """The model's candidates: a history pin's one (the fix file back at the fix's parent, its provenance
+        kept in ``origin``), else the mutators' in their seeded order (lazily: the cap stops the enumeration)."""
+        if self.pin.is_history:
             from dbt_harvest.harvester.history.candidate import pin_candidates
 
-            found, origin = pin_candidates(pin, node.unique_id, model_file(node, pin))
-            cands: Iterable[Candidate] = found
-        else:
-            cands = model_candidates(pin, node, tree, job.families, job.seed, dead=dead, values=gold_values(gold))
+            found, self.origin = pin_candidates(self.pin, self.node.unique_id, model_file(self.node, self.pin))
+            return found
+        job = self.job
+        values = gold_values(self.gold)
+        return model_candidates(self.pin, self.node, self.tree, job.families, job.seed, dead=self.dead, values=values)
+
+    def screen_all(self, cands: Iterable[Candidate]) -> None:
+        """Screen candidates until the cap is reached or the deadline passes; survivors wait for confirmation."""
         for cand in cands:
-            if kept >= job.max_per_model:
+            if self.kept >= self.job.max_per_model:
                 break
-            if cand.key in before:
-                survivors.append((cand, None, "", {}))
+            if cand.key in self.before:
+                self.survivors.append((cand, None, "", {}))
                 continue
-            if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
+            if self._left_out(cand):
                 continue
-            if job.only_ids is not None and prospective_id(pin, cand) not in job.only_ids:
-                continue
-            if reports and _past(job.deadline):  # a run that starts a shard decides at least one candidate
-                stopped = True
+            if self._deadline_passed():
                 break
-            outcome = screen(engine, pin, nodes, cand, gold, tests)
-            timings = {"screen": round(outcome.seconds, 4)}
-            weak_ok = job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
-            if not cand.planted and outcome.reason in UNSCREENABLE:
-                # a real fix often edits Jinja the compiled SQL no longer shows: dbt builds decide it
-                outcome = replace(outcome, ok=True, wrong_order=None)
-            elif (not outcome.ok and not weak_ok) or outcome.grading is None:
-                reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
-                continue
-            if job.screen_only:
-                reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
-                continue
-            survivors.append((cand, outcome, "", timings))
-        confirmed_keys: set[str] = set()
-        for cand, outcome, _statement, timings in (
-            () if stopped else confirmation_order(survivors, job.family_order, kept_families)
+            self._screen(cand)
+
+    def _left_out(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is not this run's to try: decided before, or outside ``only_keys``/``only_ids``."""
+        job = self.job
+        if cand.key in job.done_keys or (job.only_keys is not None and cand.key not in job.only_keys):
+            return True
+        return job.only_ids is not None and prospective_id(self.pin, cand) not in job.only_ids
+
+    def _deadline_passed(self) -> bool:
+        """Whether to stop here: the deadline passed and the run decided at least one candidate."""
+        if self.reports and _past(self.job.deadline):
+            self.stopped = True
+        return self.stopped
+
+    def _screen(self, cand: Candidate) -> None:
+        """Screen one candidate: a report when it is out (or screening is all the run does), else a survivor."""
+        outcome = screen(self.engine, self.pin, self.nodes, cand, self.gold, self.tests)
+        timings = {"screen": round(outcome.seconds, 4)}
+        weak_ok = self.job.allow_weak and outcome.reason == "no_wrong_repair"  # confirmed, then kept weak
+        if not cand.planted and outcome.reason in UNSCREENABLE:
+            # a real fix often edits Jinja the compiled SQL no longer shows: dbt builds decide it
+            outcome = replace(outcome, ok=True, wrong_order=None)
+        elif (not outcome.ok and not weak_ok) or outcome.grading is None:
+            self.reports.append(_report(cand, "screen", False, outcome.reason, outcome.detail, timings=timings))
+            return
+        if self.job.screen_only:
+            self.reports.append(_report(cand, "screen", True, "", "survived screening", timings=timings))
+            return
+        self.survivors.append((cand, outcome, "", timings))
+
+    def confirm_all(self) -> None:
+        """Confirm survivors, the pin's rarest family first, until the cap is reached or the deadline passes."""
+        for cand, outcome, _statement, timings in confirmation_order(
+            self.survivors, self.job.family_order, self.kept_families
         ):
-            if kept >= job.max_per_model:
+            if self.kept >= self.job.max_per_model:
                 break
-            confirmed_keys.add(cand.key)
-            if cand.key in before:  # decided before the stop: it counts as it did then
-                if before[cand.key]:
-                    kept += 1
-                    kept_families.add(cand.mutation.family)
+            self.confirmed_keys.add(cand.key)
+            if cand.key in self.before:  # decided before the stop: it counts as it did then
+                if self.before[cand.key]:
+                    self._count_kept(cand)
                 continue
-            if reports and _past(job.deadline):  # a run that starts a shard decides at least one candidate
-                stopped = True
+            if self._deadline_passed():
                 break
-            if builder is None and job.incremental:
-                builder = warm_builder(pin, job, state.database, limits)
-            ctx = BuildContext(
-                pin,
-                gold,
-                scratch / cand.key,
-                job.sandboxed,
-                limits,
-                base_db=state.database if job.incremental else None,
-                select=(f"{node.name}+",),
-                builder=builder,
-            )
-            started = time.perf_counter()
-            confirmed = confirm(
-                ctx,
-                cand,
-                outcome.grading,
-                allow_weak=job.allow_weak,
-                wrong_order=outcome.wrong_order,
-                nodes=nodes,
-                tests=tests,
-                writer=job.writer,
-                seen=seen,
-                wrong_tries=UNRANKED_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES,
-            )
-            timings.update({k: round(v, 3) for k, v in confirmed.timings})
-            timings["confirm"] = round(time.perf_counter() - started, 3)
-            if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
-                reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
-                continue
-            record = TaskRecord(
-                instance_id=task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
-                pin=pin.id,
-                repo=pin.repo,
-                base_commit=pin.commit,
-                project_dir=pin.project_dir,
-                split=job.split,
-                split_group=job.split_group,
-                family=cand.mutation.family,
-                operator=cand.mutation.operator,
-                effect=confirmed.effect,
-                file=cand.file,
-                broken_patch=confirmed.broken_patch,
-                fix_patch=confirmed.fix_patch,
-                wrong_repair_patches=confirmed.wrong_patches,
-                grading=confirmed.grading,
-                problem_statement=confirmed.statement,
-                local_checks=confirmed.local_checks,
-                gold_sha256=pin.gold_sha256,
-                license=pin.license,
-                versions=dict(pin.versions),
-                weak=confirmed.weak,
-                wrong_repair_notes=confirmed.wrong_notes,
-                claims=confirmed.claims,
-                database=pin.database,
-                broken_signature=confirmed.signature,
-                **origin,
-            )
-            tasks.append(record)
-            kept += 1
-            kept_families.add(cand.mutation.family)
-            seen = Seen(
-                seen.signatures | {confirmed.signature}, seen.statements | {statement_digest(confirmed.statement)}
-            )
-            reports.append(
-                _report(
-                    cand,
-                    "confirm",
-                    True,
-                    "",
-                    "",
-                    task_id=record.instance_id,
-                    silent=confirmed.local_checks.silent,
-                    timings=timings,
-                    local_tests=record.local_tests,
-                    claims_checked=len(record.claims),
-                    informative=bool(record.wrong_repair_patches),
-                    signature=confirmed.signature,
-                    statement_digest=statement_digest(confirmed.statement),
-                )
-            )
-    finally:
-        if builder is not None:
-            builder.forget()
-        engine.close()
-        safe_fs.rmtree(scratch)
-    if stopped:
-        return ShardResult(tuple(reports), tuple(tasks), (), tuple(dead), stopped=True)
-    pending = tuple(
-        (c.key, c.mutation.operator, c.mutation.family) for c, *_ in survivors if c.key not in confirmed_keys
+            assert outcome is not None  # only a replayed survivor has no screening outcome
+            self._confirm(cand, outcome, timings)
+
+    def _confirm(self, cand: Candidate, outcome: ScreenOutcome, timings: dict[str, float]) -> None:
+        """Build one survivor's variants (``confirm``): its rejection, or its task kept."""
+        job = self.job
+        if self.builder is None and job.incremental:
+            self.builder = warm_builder(self.pin, job, self.state.database, self.limits)
+        ctx = BuildContext(
+            self.pin,
+            self.gold,
+            self.scratch / cand.key,
+            job.sandboxed,
+            self.limits,
+            base_db=self.state.database if job.incremental else None,
+            select=(f"{self.node.name}+",),
+            builder=self.builder,
+        )
+        started = time.perf_counter()
+        confirmed = confirm(
+            ctx,
+            cand,
+            outcome.grading,
+            allow_weak=job.allow_weak,
+            wrong_order=outcome.wrong_order,
+            nodes=self.nodes,
+            tests=self.tests,
+            writer=job.writer,
+            seen=self.seen,
+            wrong_tries=UNRANKED_WRONG_TRIES if outcome.wrong_order is None else MAX_WRONG_TRIES,
+        )
+        timings.update({k: round(v, 3) for k, v in confirmed.timings})
+        timings["confirm"] = round(time.perf_counter() - started, 3)
+        if not confirmed.ok or confirmed.local_checks is None or confirmed.grading is None:
+            self.reports.append(_report(cand, "confirm", False, confirmed.reason, confirmed.detail, timings=timings))
+            return
+        self._keep(cand, confirmed, timings)
+
+    def _keep(self, cand: Candidate, confirmed: ConfirmOutcome, timings: dict[str, float]) -> None:
+        """Keep a confirmed candidate's task: its record, its report, and its bug among those seen."""
+        record = _task_record(self.job, self.pin, cand, confirmed, self.origin)
+        self.tasks.append(record)
+        self._count_kept(cand)
+        digest = statement_digest(confirmed.statement)
+        self.seen = Seen(self.seen.signatures | {confirmed.signature}, self.seen.statements | {digest})
+        self.reports.append(_kept_report(cand, record, confirmed, timings))
+
+    def _count_kept(self, cand: Candidate) -> None:
+        """One more task of the model kept, in the candidate's family (which steers the confirmation order)."""
+        self.kept += 1
+        self.kept_families.add(cand.mutation.family)
+
+    def close(self) -> None:
+        """Hand the warm builder back, close the engine and remove the scratch folder."""
+        if self.builder is not None:
+            self.builder.forget()
+        self.engine.close()
+        safe_fs.rmtree(self.scratch)
+
+    def result(self) -> ShardResult:
+        """What the shard decided; survivors it did not confirm are pending (none when it was stopped)."""
+        if self.stopped:
+            return ShardResult(tuple(self.reports), tuple(self.tasks), (), tuple(self.dead), stopped=True)
+        pending = tuple(
+            (c.key, c.mutation.operator, c.mutation.family)
+            for c, *_ in self.survivors
+            if c.key not in self.confirmed_keys
+        )
+        return ShardResult(tuple(self.reports), tuple(self.tasks), pending, tuple(self.dead))
+
+
+def _task_record(
+    job: ShardJob, pin: Pin, cand: Candidate, confirmed: ConfirmOutcome, origin: dict[str, str]
+) -> TaskRecord:
+    """The task record of a confirmed repair candidate (``origin``: a history task's provenance fields)."""
+    assert confirmed.local_checks is not None and confirmed.grading is not None  # a kept outcome has both
+    return TaskRecord(
+        instance_id=task_id(_slug(pin), pin.commit, cand.mutation.operator, cand.file, confirmed.broken_patch),
+        pin=pin.id,
+        repo=pin.repo,
+        base_commit=pin.commit,
+        project_dir=pin.project_dir,
+        split=job.split,
+        split_group=job.split_group,
+        family=cand.mutation.family,
+        operator=cand.mutation.operator,
+        effect=confirmed.effect,
+        file=cand.file,
+        broken_patch=confirmed.broken_patch,
+        fix_patch=confirmed.fix_patch,
+        wrong_repair_patches=confirmed.wrong_patches,
+        grading=confirmed.grading,
+        problem_statement=confirmed.statement,
+        local_checks=confirmed.local_checks,
+        gold_sha256=pin.gold_sha256,
+        license=pin.license,
+        versions=dict(pin.versions),
+        weak=confirmed.weak,
+        wrong_repair_notes=confirmed.wrong_notes,
+        claims=confirmed.claims,
+        database=pin.database,
+        broken_signature=confirmed.signature,
+        **origin,
     )
-    return ShardResult(tuple(reports), tuple(tasks), pending, tuple(dead))
+
+
+def _kept_report(
+    cand: Candidate, record: TaskRecord, confirmed: ConfirmOutcome, timings: dict[str, float]
+) -> CandidateReport:
+    """The report of a kept repair task: its id, how it shows, and its quality figures."""
+    assert confirmed.local_checks is not None  # a kept outcome has its local checks
+    return _report(
+        cand,
+        "confirm",
+        True,
+        "",
+        "",
+        task_id=record.instance_id,
+        silent=confirmed.local_checks.silent,
+        timings=timings,
+        local_tests=record.local_tests,
+        claims_checked=len(record.claims),
+        informative=bool(record.wrong_repair_patches),
+        signature=confirmed.signature,
+        statement_digest=statement_digest(confirmed.statement),
+    )
