@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, markup
+
+if TYPE_CHECKING:
+    from dbt_harvest.core.pin import Pin
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, MintTarget
+    from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob
 
 
 @click.command("mint")
@@ -117,38 +124,15 @@ def command(
     as_json: bool,
 ) -> None:
     """Mint tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
-    from dbt_harvest.cli._progress import progress
-    from dbt_harvest.core.home import harvest_home, pins_dir
-    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
-    from dbt_harvest.corpora.store import mint_target
-    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint, plan, unfinished, yield_report
-    from dbt_harvest.mutators import FAMILIES
+    from dbt_harvest.cli.corpus import lock_step
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, unfinished, yield_report
 
-    if not pin_ids and not all_pins:
-        raise click.UsageError("name at least one PIN_ID or pass --all")
-    if verify_lock and write_lock:
-        raise click.UsageError("give --verify-lock or --write-lock, not both")
-    from dbt_harvest.core.task_record import KINDS
-
-    chosen_kinds = tuple(dict.fromkeys(k.strip() for k in kinds.split(",") if k.strip()))
-    if not chosen_kinds or set(chosen_kinds) - set(KINDS):
-        raise click.UsageError(f"--kinds {kinds!r}: give one or more of {', '.join(KINDS)}")
-    if augment and "repair" not in chosen_kinds:
-        raise click.UsageError("--augment recovers repair candidates; add repair to --kinds")
-    chosen = tuple(f.strip() for f in families.split(",")) if families else None
-    if chosen and set(chosen) - set(FAMILIES):
-        raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
-    if only_locked and augment:
-        raise click.UsageError("--only-locked re-mints locked tasks; it does not combine with --augment")
-    if splits and not all_pins:
-        raise click.UsageError("--split chooses among --all's pins; give --all with it")
-    pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
-    if splits:
-        from dbt_harvest.corpora.ledger import split_of
-
-        pins = [p for p in pins if split_of(p.id, pins_dir()) in splits]
+    chosen_kinds, chosen_families = _checked_choices(
+        pin_ids, all_pins, splits, kinds, families, verify_lock, write_lock, only_locked, augment
+    )
+    pins = _chosen_pins(pin_ids, all_pins, splits)
     options = MintOptions(
-        families=chosen,
+        families=chosen_families,
         max_per_model=max_per_model,
         jobs=jobs,
         executor=executor,
@@ -160,52 +144,10 @@ def command(
         only_ids=_locked_ids(pins) if only_locked else None,
         kinds=chosen_kinds,
     )
-    counts = {"candidates": 0, "screened_out": 0, "confirm_rejected": 0, "kept": 0}
     plain = _build_augmented(pins, sandboxed=not no_sandbox, augment=augment, rename_gold=rename_gold)
-    shards = plan(plain, options, mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed))
-    if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
-        import dataclasses
-        import time
-
-        options = dataclasses.replace(options, deadline=time.time() + budget_s)
-        shards = [dataclasses.replace(job, deadline=options.deadline) for job in shards]
-    # progress goes to stderr in every mode (a bar on a terminal, one line per interval when piped)
-    with progress("mint", total=len(shards), unit="model shards") as bar:
-
-        def on_result(job, reports) -> None:  # type: ignore[no-untyped-def]
-            for r in reports:
-                counts["candidates"] += 1
-                if r.kept:
-                    counts["kept"] += 1
-                elif r.stage == "screen":
-                    counts["screened_out"] += 1
-                else:
-                    counts["confirm_rejected"] += 1
-            bar.advance(1, detail=_run_line(counts))
-
-        mint(
-            plain,
-            options,
-            mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
-            on_result=on_result,
-            jobs=shards,
-            on_round=bar.grow,
-        )
-    recovered = None
-    if augment:
-        from dbt_harvest.harvester.augment.run import AugmentOptions, recover
-
-        with progress("augment", total=None, unit="model shards") as bar:
-            recovered = recover(
-                [p for p in pins if not p.augmentation_sha256],
-                options,
-                mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed),
-                AugmentOptions(sandboxed=not no_sandbox, rename_gold=rename_gold),
-                on_result=lambda job, reports: bar.advance(1),
-            ).to_dict()
+    counts, options = _run_mint(plain, options, budget_s=budget_s, rebuild_sealed=rebuild_sealed)
+    recovered = _recover(pins, options, rebuild_sealed=rebuild_sealed, rename_gold=rename_gold) if augment else None
     report = yield_report([p.id for p in pins])
-    from dbt_harvest.cli.corpus import lock_step
-
     left_jobs = unfinished(pins, options) if (verify_lock or write_lock or budget_s) else []
     left = sorted({pin_id for pin_id, _ in left_jobs})
     lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
@@ -225,19 +167,149 @@ def command(
                 f"the budget ran out with {len(left_jobs)} model shard(s) left on {len(left)} pin(s); "
                 "run the same command again to resume them"
             )
-        _print_report(report, counts)
-        if recovered is not None:
-            _print_augmentation(recovered)
-        if lock:
-            click.echo(lock["summary"])
-            for key in ("missing", "extra", "changed"):
-                for item in lock.get(key, [])[:20]:
-                    click.echo(f"  {key}: {item}")
+        _print_summary(report, counts, recovered, lock)
     if lock and not lock.get("same", True):
         raise SystemExit(1)
 
 
-def _locked_ids(pins: list) -> frozenset[str]:  # type: ignore[type-arg]
+def _checked_choices(
+    pin_ids: tuple[str, ...],
+    all_pins: bool,
+    splits: tuple[str, ...],
+    kinds: str,
+    families: str | None,
+    verify_lock: bool,
+    write_lock: bool,
+    only_locked: bool,
+    augment: bool,
+) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """The kinds and families asked for; options that do not go together are refused (a usage error)."""
+    if not pin_ids and not all_pins:
+        raise click.UsageError("name at least one PIN_ID or pass --all")
+    if verify_lock and write_lock:
+        raise click.UsageError("give --verify-lock or --write-lock, not both")
+    chosen_kinds = _chosen_kinds(kinds, augment)
+    chosen_families = _chosen_families(families)
+    if only_locked and augment:
+        raise click.UsageError("--only-locked re-mints locked tasks; it does not combine with --augment")
+    if splits and not all_pins:
+        raise click.UsageError("--split chooses among --all's pins; give --all with it")
+    return chosen_kinds, chosen_families
+
+
+def _chosen_kinds(kinds: str, augment: bool) -> tuple[str, ...]:
+    """The task kinds ``--kinds`` names, in its order without repeats; refused when unknown or empty."""
+    from dbt_harvest.core.task_record import KINDS
+
+    chosen = tuple(dict.fromkeys(k.strip() for k in kinds.split(",") if k.strip()))
+    if not chosen or set(chosen) - set(KINDS):
+        raise click.UsageError(f"--kinds {kinds!r}: give one or more of {', '.join(KINDS)}")
+    if augment and "repair" not in chosen:
+        raise click.UsageError("--augment recovers repair candidates; add repair to --kinds")
+    return chosen
+
+
+def _chosen_families(families: str | None) -> tuple[str, ...] | None:
+    """The operator families ``--families`` names (None: every family); refused when one is unknown."""
+    from dbt_harvest.mutators import FAMILIES
+
+    chosen = tuple(f.strip() for f in families.split(",")) if families else None
+    if chosen and set(chosen) - set(FAMILIES):
+        raise click.UsageError(f"unknown families {sorted(set(chosen) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
+    return chosen
+
+
+def _chosen_pins(pin_ids: tuple[str, ...], all_pins: bool, splits: tuple[str, ...]) -> list[Pin]:
+    """The pins to mint: every pin with ``--all`` (only those reserved to ``splits`` when given), else those named."""
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.core.pin import list_pins, pin_path, read_pin
+
+    pins = list_pins(pins_dir()) if all_pins else [read_pin(pin_path(p, pins_dir())) for p in pin_ids]
+    if splits:
+        from dbt_harvest.corpora.ledger import split_of
+
+        pins = [p for p in pins if split_of(p.id, pins_dir()) in splits]
+    return pins
+
+
+def _target(rebuild_sealed: bool) -> MintTarget:
+    """The corpus of this home and pins as the mint writes to it."""
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.store import mint_target
+
+    return mint_target(harvest_home(), pins_dir(), rebuild_sealed=rebuild_sealed)
+
+
+def _run_mint(
+    plain: list[Pin], options: MintOptions, *, budget_s: float | None, rebuild_sealed: bool
+) -> tuple[dict[str, int], MintOptions]:
+    """Plan and mint ``plain`` with progress on stderr (pins done, and per kind its shards finished and its
+    candidates screened out, rejected at confirm and kept); this run's counts, and the options as run (with
+    the budget's deadline)."""
+    import dataclasses
+    import time
+
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.harvester.mint.pipeline import mint, plan
+    from dbt_harvest.harvester.mint.tally import MintTally
+
+    shards = plan(plain, options, _target(rebuild_sealed))
+    if budget_s is not None:  # the budget counts from the first shard (planning a large corpus takes a while)
+        options = dataclasses.replace(options, deadline=time.time() + budget_s)
+        shards = [dataclasses.replace(job, deadline=options.deadline) for job in shards]
+    tally = MintTally(pins=len(plain), history_pins=frozenset(p.id for p in plain if p.is_history))
+    # progress goes to stderr in every mode (a bar on a terminal, one line per interval when piped)
+    with progress("mint", total=len(shards), unit="model shards") as bar:
+        mint(
+            plain,
+            options,
+            _target(rebuild_sealed),
+            on_result=lambda job, reports: bar.advance(1, detail=tally.line()),  # the tally counted it first
+            jobs=shards,
+            on_round=bar.grow,
+            tally=tally,
+        )
+    return tally.this_run(), options
+
+
+def _recover(pins: list[Pin], options: MintOptions, *, rebuild_sealed: bool, rename_gold: bool) -> dict[str, Any]:
+    """``--augment``: derive distinguishing seed rows for the base pins' invisible candidates and mint them
+    (progress: the shards finished and their candidates' counts); the augmentation's report."""
+    from dbt_harvest.cli._progress import progress
+    from dbt_harvest.harvester.augment.run import AugmentOptions, recover
+    from dbt_harvest.harvester.mint.tally import MintTally
+
+    tally = MintTally()
+    with progress("augment", total=None, unit="model shards") as bar:
+
+        def on_result(job: ShardJob, reports: list[CandidateReport]) -> None:
+            tally.add(job, reports)
+            bar.advance(1, detail=tally.line())
+
+        return recover(
+            [p for p in pins if not p.augmentation_sha256],
+            options,
+            _target(rebuild_sealed),
+            AugmentOptions(sandboxed=options.sandboxed, rename_gold=rename_gold),
+            on_result=on_result,
+        ).to_dict()
+
+
+def _print_summary(
+    report: dict[str, Any], counts: dict[str, int], recovered: dict[str, Any] | None, lock: dict[str, Any]
+) -> None:
+    """The human summary: the yield table and lines, the augmentation's, and the lock's verdict."""
+    _print_report(report, counts)
+    if recovered is not None:
+        _print_augmentation(recovered)
+    if lock:
+        click.echo(lock["summary"])
+        for key in ("missing", "extra", "changed"):
+            for item in lock.get(key, [])[:20]:
+                click.echo(f"  {key}: {item}")
+
+
+def _locked_ids(pins: list[Pin]) -> frozenset[str]:
     """The instance ids pins/_tasks.lock lists for ``pins``; refused for a test pin (its tasks are locked as
     hashes only, so it is minted in full) and where there is no lock."""
     from dbt_harvest.core.home import pins_dir
@@ -257,7 +329,8 @@ def _locked_ids(pins: list) -> frozenset[str]:  # type: ignore[type-arg]
     return frozenset(t.instance_id for t in lock.tasks if t.pin in chosen and t.instance_id)
 
 
-def _print_report(report: dict, counts: dict) -> None:
+def _print_report(report: dict[str, Any], counts: dict[str, int]) -> None:
+    """The yield table per family and the run's lines: this run's counts, tasks kept, their quality."""
     from rich.console import Console
     from rich.table import Table
 
@@ -303,7 +376,7 @@ def _print_report(report: dict, counts: dict) -> None:
     )
 
 
-def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bool = False) -> list:
+def _build_augmented(pins: list[Pin], sandboxed: bool, augment: bool, rename_gold: bool = False) -> list[Pin]:
     """The pins the plain mint takes. A committed augmented pin this home has not built (a corpus rebuilt
     in a fresh home) is built first from its base and its seed patch when the patch is here; its patch is
     derived data that is not committed, so without it the pin waits for ``--augment`` (which derives the
@@ -318,7 +391,7 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bo
     unbuilt = [p for p in pins if p.augmentation_sha256 and not built_here(p)]
     todo = [p for p in unbuilt if augmentation_path(p.augmentation_sha256).is_file()]
     waiting = {p.id for p in unbuilt} - {p.id for p in todo}
-    built: dict[str, object] = {}
+    built: dict[str, Pin] = {}
     if todo:
         with progress("augmented pins", total=len(todo), unit="built") as bar:
             for pin in todo:
@@ -333,7 +406,7 @@ def _build_augmented(pins: list, sandboxed: bool, augment: bool, rename_gold: bo
     return [built.get(p.id, p) for p in pins if p.id not in waiting]
 
 
-def _print_augmentation(recovered: dict) -> None:
+def _print_augmentation(recovered: dict[str, Any]) -> None:
     """The augmentation's yield: per family, invisible candidates, proposals, on a kept augmentation, recovered."""
     from rich.console import Console
     from rich.table import Table
@@ -371,7 +444,6 @@ def _print_augmentation(recovered: dict) -> None:
 
 def _run_line(counts: dict[str, int]) -> str:
     """``40 candidates, 31 screened out, 3 rejected at confirm, 6 kept``: this run's counts in words."""
-    return (
-        f"{counts['candidates']} candidates, {counts['screened_out']} screened out, "
-        f"{counts['confirm_rejected']} rejected at confirm, {counts['kept']} kept"
-    )
+    from dbt_harvest.harvester.mint.tally import counts_line
+
+    return counts_line(counts)

@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypedDict
 
 from dbt_harvest.core import atomic, home
 from dbt_harvest.core.errors import GoldError, HarvestError, PinError
@@ -45,6 +46,7 @@ from dbt_harvest.harvester.mint.executors import run_local, run_ray
 from dbt_harvest.harvester.mint.family_order import planned_orders, shard_key
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.shard import CandidateReport, ShardJob, ShardResult
+from dbt_harvest.harvester.mint.tally import MintTally
 from dbt_harvest.harvester.state import load_state
 from dbt_harvest.harvester.workspace import template
 
@@ -476,9 +478,11 @@ def mint(
     on_result: Callable[[ShardJob, list[CandidateReport]], None] | None = None,
     jobs: Sequence[ShardJob] | None = None,
     on_round: Callable[[int], None] | None = None,
+    tally: MintTally | None = None,
 ) -> list[CandidateReport]:
     """Mint every pin; returns the reports written by this run. ``jobs``: the caller's :func:`plan` of
-    the same pins and options (planned here when not given).
+    the same pins and options (planned here when not given). ``tally`` (progress) counts each round's
+    shards before they run and each shard's result as it is applied, before ``on_result`` sees it.
 
     After the planned shards, the pins are planned again: what is left then is a shard the duplicate
     check put back under the cap (module docstring), and it runs in a further round (``on_round`` gets the
@@ -504,7 +508,9 @@ def mint(
         if not jobs:
             break
         ran.update((job.pin_id, job.shard_name, job.done_keys) for job in jobs)
-        decided, stopped, dropped = _run_round(jobs, options, target, on_result)
+        if tally is not None:
+            tally.plan(jobs)
+        decided, stopped, dropped = _run_round(jobs, options, target, on_result, tally)
         written.extend(decided)
         if stopped:
             break
@@ -566,6 +572,7 @@ def _run_round(
     options: MintOptions,
     target: MintTarget,
     on_result: Callable[[ShardJob, list[CandidateReport]], None] | None,
+    tally: MintTally | None = None,
 ) -> tuple[list[CandidateReport], bool, set[str]]:
     """Run ``jobs`` and apply their results in plan order: the reports written, whether any shard was
     stopped by the time budget, and the pins where the duplicate check dropped a kept task."""
@@ -592,6 +599,8 @@ def _run_round(
             atomic.write_text(_index_path(job.pin_id), json.dumps(index, sort_keys=True))
             if result.reports:
                 atomic.write_text(_part_path(job.pin_id, job.shard_name), json.dumps(keys))
+            if tally is not None:
+                tally.add(job, reports, stopped=True)
             if on_result:
                 on_result(job, list(reports))
             continue
@@ -618,6 +627,8 @@ def _run_round(
             _key_path(job.pin_id, job.shard_name).unlink(missing_ok=True)
         atomic.write_text(_marker_path(job.pin_id, job.shard_name), json.dumps(keys))  # the marker last (docstring)
         _part_path(job.pin_id, job.shard_name).unlink(missing_ok=True)
+        if tally is not None:
+            tally.add(job, reports)
         if on_result:
             on_result(job, list(reports))
     return written, stopped, dropped
@@ -674,93 +685,141 @@ def _of_kind(report: dict, kind: str | None) -> bool:
     return kind is None or (report.get("family") == "completion") == (kind == "completion")
 
 
-def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict:
+class _Row(TypedDict):
+    """One operator's or family's line of the yield report."""
+
+    candidates: int
+    dead_sites: dict[str, int]
+    screened_out: dict[str, int]
+    confirm_rejected: dict[str, int]
+    survived_screen: int
+    kept: int
+    not_confirmed_cap: int
+
+
+#: the yield report's quality counts, in the order it lists them (then ``local_tests`` and the rate)
+_QUALITY_COUNTS = (
+    "kept",
+    "informative_wrong_repair",
+    "weak",
+    "claims_checked",
+    "statement_false",
+    "duplicates_dropped",
+    "duplicate_statements_dropped",
+    "local_tests_zero",
+    "dead_sites",
+)
+
+
+@dataclass
+class _Yield:
+    """The running counts behind :func:`yield_report`, fed one report, pending survivor or dead site at a time."""
+
+    per_op: dict[str, _Row] = field(default_factory=dict)
+    per_family: dict[str, _Row] = field(default_factory=dict)
+    per_model: dict[str, int] = field(default_factory=dict)
+    per_pin: dict[str, int] = field(default_factory=dict)
+    per_repo: dict[str, int] = field(default_factory=dict)
+    silent: int = 0
+    loud: int = 0
+    quality: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_QUALITY_COUNTS, 0))
+    local_tests: dict[str, int] = field(default_factory=dict)
+
+    def rows(self, operator: str, family: str) -> tuple[_Row, _Row]:
+        """The operator's and the family's rows (created empty on first use)."""
+        return self.per_op.setdefault(operator, _row()), self.per_family.setdefault(family, _row())
+
+    def candidate(self, r: dict[str, Any]) -> None:
+        """Count one candidate report: its rows' outcome, the quality reasons, and its task when kept."""
+        for row in self.rows(r["operator"], r["family"]):
+            row["candidates"] += 1
+            if r["stage"] == "screen" and not r["kept"]:
+                _bump(row["screened_out"], r["reason"])
+            else:
+                row["survived_screen"] += 1
+                if r["kept"]:
+                    row["kept"] += 1
+                elif r["stage"] == "confirm":
+                    _bump(row["confirm_rejected"], r["reason"])
+        reason = r.get("reason", "")
+        self.quality["statement_false"] += reason == "statement_false"
+        self.quality["duplicates_dropped"] += reason == "duplicate"
+        self.quality["duplicate_statements_dropped"] += reason == "duplicate_statement"
+        if r["kept"] and r.get("task_id"):
+            self.kept_task(r)
+
+    def kept_task(self, r: dict[str, Any]) -> None:
+        """Count a kept task: per model, pin and repository, how it shows, and its quality figures."""
+        _bump(self.per_model, r["model"])
+        _bump(self.per_pin, r["pin"])
+        _bump(self.per_repo, r["pin"].split("@", 1)[0].replace("__", "/", 1))
+        # silent or loud says how a planted bug shows itself; a missing model is neither
+        if r.get("family") != "completion":
+            self.silent += bool(r.get("silent"))
+            self.loud += r.get("silent") is False
+        self.quality["kept"] += 1
+        self.quality["informative_wrong_repair"] += bool(r.get("informative"))
+        self.quality["weak"] += r.get("informative") is False
+        self.quality["claims_checked"] += int(r.get("claims_checked") or 0)
+        self.quality["local_tests_zero"] += r.get("local_tests") == 0
+        if r.get("local_tests") is not None:
+            _bump(self.local_tests, local_tests_bucket(int(r["local_tests"])))
+
+    def pending(self, r: dict[str, Any]) -> None:
+        """Count a screening survivor left unconfirmed at the per-model cap."""
+        for row in self.rows(r.get("operator", "?"), r.get("family", "?")):
+            row["candidates"] += 1
+            row["survived_screen"] += 1
+            row["not_confirmed_cap"] += 1
+
+    def dead(self, r: dict[str, Any]) -> None:
+        """Count a dead mutator site (not a candidate) under its reason."""
+        self.quality["dead_sites"] += 1
+        for row in self.rows(r.get("operator", "?"), r.get("family", "?")):
+            _bump(row["dead_sites"], r.get("why", "?"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report :func:`yield_report` returns."""
+        kept = self.quality["kept"]
+        rate = round(self.quality["informative_wrong_repair"] / kept, 4) if kept else None
+        return {
+            "operators": self.per_op,
+            "families": self.per_family,
+            "tasks_per_model": self.per_model,
+            "tasks_per_pin": self.per_pin,
+            "tasks_per_repository": self.per_repo,
+            "silent": self.silent,
+            "loud": self.loud,
+            "quality": {**self.quality, "local_tests": self.local_tests, "informative_rate": rate},
+        }
+
+
+def _bump(counts: dict[str, int], key: str) -> None:
+    """One more of ``key`` in ``counts``."""
+    counts[key] = counts.get(key, 0) + 1
+
+
+def yield_report(pin_ids: Sequence[str], kind: str | None = None) -> dict[str, Any]:
     """The quality report of the pins' minting, per family and per operator: dead sites (not
     candidates), candidates, each rejection reason by stage, survivors left at the per-model cap, kept;
     and over the kept tasks: how many have an informative wrong repair, how many statement claims were
     checked on built tables, duplicates dropped, tasks whose mutated lineage no dbt test covers
     (``local_tests: 0``), tasks per model, pin and repository. ``kind``: only that kind's reports (a
     completion shard reports once per model, as family ``completion``)."""
-    per_op: dict[str, dict] = {}
-    per_family: dict[str, dict] = {}
-    per_model: dict[str, int] = {}
-    per_pin: dict[str, int] = {}
-    per_repo: dict[str, int] = {}
-    silent = loud = 0
-    quality = {
-        "kept": 0,
-        "informative_wrong_repair": 0,
-        "weak": 0,
-        "claims_checked": 0,
-        "statement_false": 0,
-        "duplicates_dropped": 0,
-        "duplicate_statements_dropped": 0,
-        "local_tests_zero": 0,
-        "dead_sites": 0,
-        "local_tests": {},
-    }
+    counted = _Yield()
     for pin_id in pin_ids:
         for r in load_reports(pin_id):
-            if not _of_kind(r, kind):
-                continue
-            for key, table in ((r["operator"], per_op), (r["family"], per_family)):
-                row = table.setdefault(key, _row())
-                row["candidates"] += 1
-                if r["stage"] == "screen" and not r["kept"]:
-                    row["screened_out"][r["reason"]] = row["screened_out"].get(r["reason"], 0) + 1
-                else:
-                    row["survived_screen"] += 1
-                    if r["kept"]:
-                        row["kept"] += 1
-                    elif r["stage"] == "confirm":
-                        row["confirm_rejected"][r["reason"]] = row["confirm_rejected"].get(r["reason"], 0) + 1
-            reason = r.get("reason", "")
-            quality["statement_false"] += reason == "statement_false"
-            quality["duplicates_dropped"] += reason == "duplicate"
-            quality["duplicate_statements_dropped"] += reason == "duplicate_statement"
-            if r["kept"] and r.get("task_id"):
-                per_model[r["model"]] = per_model.get(r["model"], 0) + 1
-                per_pin[r["pin"]] = per_pin.get(r["pin"], 0) + 1
-                repo = r["pin"].split("@", 1)[0].replace("__", "/", 1)
-                per_repo[repo] = per_repo.get(repo, 0) + 1
-                # silent or loud says how a planted bug shows itself; a missing model is neither
-                if r.get("family") != "completion":
-                    silent += bool(r.get("silent"))
-                    loud += r.get("silent") is False
-                quality["kept"] += 1
-                quality["informative_wrong_repair"] += bool(r.get("informative"))
-                quality["weak"] += r.get("informative") is False
-                quality["claims_checked"] += int(r.get("claims_checked") or 0)
-                quality["local_tests_zero"] += r.get("local_tests") == 0
-                if r.get("local_tests") is not None:
-                    bucket = local_tests_bucket(int(r["local_tests"]))
-                    quality["local_tests"][bucket] = quality["local_tests"].get(bucket, 0) + 1
+            if _of_kind(r, kind):
+                counted.candidate(r)
         for r in pending(pin_id) if kind != "completion" else ():
-            for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
-                row = table.setdefault(key, _row())
-                row["candidates"] += 1
-                row["survived_screen"] += 1
-                row["not_confirmed_cap"] += 1
+            counted.pending(r)
         for r in dead_sites(pin_id) if kind != "completion" else ():
-            quality["dead_sites"] += 1
-            for key, table in ((r.get("operator", "?"), per_op), (r.get("family", "?"), per_family)):
-                row = table.setdefault(key, _row())
-                row["dead_sites"][r.get("why", "?")] = row["dead_sites"].get(r.get("why", "?"), 0) + 1
-    kept = quality["kept"]
-    quality["informative_rate"] = round(quality["informative_wrong_repair"] / kept, 4) if kept else None
-    return {
-        "operators": per_op,
-        "families": per_family,
-        "tasks_per_model": per_model,
-        "tasks_per_pin": per_pin,
-        "tasks_per_repository": per_repo,
-        "silent": silent,
-        "loud": loud,
-        "quality": quality,
-    }
+            counted.dead(r)
+    return counted.to_dict()
 
 
-def _row() -> dict:
+def _row() -> _Row:
+    """An operator's or family's row with nothing counted yet."""
     return {
         "candidates": 0,
         "dead_sites": {},

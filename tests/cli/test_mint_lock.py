@@ -5,6 +5,7 @@ the verify exit 1."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 
 from dbt_harvest.cli import main
 from dbt_harvest.corpora.tasklock import LOCK_NAME, read_lock, write_lock
+from dbt_harvest.harvester.mint.tally import counts_line
 
 #: The renamed-gold test's full mints: two families and one task per model keep its claims (lock re-keyed,
 #: rebuild reproduced) on fewer candidates than a mint of every family (the lock is the mint's, whatever its size).
@@ -21,7 +23,9 @@ FEW = ("--max-per-model", "1", "--families", "time,null")
 
 
 def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)})
+    """``harvest ARGS`` in ``home`` with a progress line per update (piped): (exit code, stdout, stderr)."""
+    env = {"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins), "HARVEST_PROGRESS_INTERVAL": "0"}
+    result = CliRunner().invoke(main, list(args), env=env)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -52,7 +56,12 @@ def test_a_fresh_budgeted_mint_resumed_until_done_reproduces_the_lock_and_a_chan
             fresh_home, fresh_pins, "mint", "--all", "--max-per-model", "1", "--budget-s", str(budget), "--json"
         )
         assert code == 0, err[-2000:]
-        summary = json.loads(out.strip().splitlines()[-1])
+        summary = json.loads(out)  # stdout is exactly one JSON object; progress went to stderr
+        if runs == 0:  # the first run mints repairs: its last progress line ends on this run's counts
+            progress = [line for line in err.splitlines() if line.startswith("mint: ")]
+            shape = r"mint: \d+/\d+ model shards, 0/1 pins done; repair \d+/\d+ shards(?: \(\d+ stopped\))?: (.*) \("
+            last = re.match(shape, progress[-1]) if progress else None
+            assert last is not None and last.group(1) == counts_line(summary["this_run"]), err[-2000:]
         runs += 1
         left = summary["unfinished"]["model_shards"]
         if left == 0:

@@ -30,8 +30,12 @@ MARTS = {
 }
 
 
-def _run(home: Path, pins: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), env={"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)})
+def _run(home: Path, pins: Path, *args: str, progress_every: bool = False) -> tuple[int, str, str]:
+    """``harvest ARGS`` in ``home``: (exit code, stdout, stderr); ``progress_every``: a progress line per update."""
+    env = {"HARVEST_HOME": str(home), "HARVEST_PINS": str(pins)}
+    if progress_every:
+        env["HARVEST_PROGRESS_INTERVAL"] = "0"
+    result = CliRunner().invoke(main, list(args), env=env)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -51,7 +55,12 @@ def completed(minted_example, tmp_path_factory):
     home, pins = root / "home", root / "pins"
     shutil.copytree(minted_example.home, home, symlinks=True)
     shutil.copytree(minted_example.pins, pins)
-    summary = _json(home, pins, "mint", minted_example.pin.id, "--kinds", "completion")
+    # piped progress, a line per update (test_a_json_mint_prints_one_object_and_its_progress_counts_per_kind)
+    code, out, err = _run(
+        home, pins, "mint", minted_example.pin.id, "--kinds", "completion", "--json", progress_every=True
+    )
+    assert code == 0, err[-3000:]
+    summary = json.loads(out)
     from tests.conftest import use_env
 
     with use_env(home, pins):
@@ -63,6 +72,8 @@ def completed(minted_example, tmp_path_factory):
         pins=pins,
         pin=minted_example.pin,
         summary=summary,
+        stdout=out,
+        stderr=err,
         root=root,
         tree=tree,
         completions=completions,
@@ -107,6 +118,34 @@ def test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_comple
     assert (
         "`customer_segment`: prospect (never ordered)" in dim and "`stg_customers` (model), `fct_orders` (model)" in dim
     )
+
+
+def test_a_json_mint_prints_one_object_and_its_progress_counts_per_kind(completed) -> None:
+    """`harvest mint --json` piped: stdout is exactly one JSON object; stderr's progress lines say how far the
+    run is, pins done and the completion kind's shards and candidates, ending on the counts the report has."""
+    import re
+
+    from dbt_harvest.harvester.mint.tally import counts_line
+
+    assert json.loads(completed.stdout) == completed.summary and completed.stdout.count("\n") == 1
+    lines = [line for line in completed.stderr.splitlines() if line.startswith("mint: ")]
+    shape = re.compile(r"mint: (\d+)/(\d+) model shards, (\d)/1 pins done; completion (\d+)/(\d+) shards: (.*) \(")
+    found = [shape.match(line) for line in lines]
+    assert len(lines) >= 2 and all(found), completed.stderr[-3000:]
+    first, last = found[0], found[-1]
+    assert first is not None and last is not None
+    assert first.group(1, 3, 4) == ("1", "0", "1")  # one shard finished, the pin not done yet
+    # the pairs shard is planned once the single completions are done: the total grows by its round
+    assert int(last.group(2)) == int(first.group(2)) + 1
+    assert last.group(1) == last.group(2) == last.group(4) == last.group(5) and last.group(3) == "1"
+    family = completed.summary["families"]["completion"]
+    row = {
+        "candidates": family["candidates"],
+        "screened_out": 0,
+        "confirm_rejected": sum(family["confirm_rejected"].values()),
+        "kept": family["kept"],
+    }
+    assert last.group(6) == counts_line(row) == counts_line(completed.summary["this_run"])
 
 
 def test_a_model_and_a_parent_it_reads_make_a_two_model_completion_without_a_build(completed) -> None:
