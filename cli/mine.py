@@ -127,9 +127,19 @@ def command(
         pins = [read_pin(pin_path(p, pins_dir())) for p in report.pin_ids]
         mint_options = MintOptions(max_per_model=1, jobs=jobs, sandboxed=not no_sandbox, kinds=("repair",))
         target = mint_target(harvest_home(), pins_dir())
+        from dbt_harvest.harvester.mint.tally import MintTally
+
         shards = plan(pins, mint_options, target)
+        tally = MintTally(pins=len(pins), history_pins=frozenset(report.pin_ids))
         with progress("mint", total=len(shards), unit="model shards") as bar:
-            run_mint(pins, mint_options, target, on_result=lambda job, reports: bar.advance(1), jobs=shards)
+            run_mint(
+                pins,
+                mint_options,
+                target,
+                on_result=lambda job, reports: bar.advance(1, detail=tally.line()),
+                jobs=shards,
+                tally=tally,
+            )
         minted = _tasks_of(report.pin_ids, yield_report(report.pin_ids))
     data = {**report.to_dict(), **({"minted": minted} if minted else {})}
     if as_json:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -87,8 +88,28 @@ def mined(tmp_path_factory: pytest.TempPathFactory) -> dict:
     repo = _history(root)
     base = _json(root, "add", f"{repo.path}@{repo.head}")
     _json(root, "split", "assign", "--test", "0", "--dev", "0")
-    report = _json(root, "mine", base["id"], "--source", str(repo.path))
-    return {"root": root, "repo": repo, "base": base, "report": report}
+    from click.testing import CliRunner
+
+    from dbt_harvest.cli import main
+
+    # every progress update printed: the mint of the history pins says how far, per kind (history)
+    env = {"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins"), "HARVEST_PROGRESS_INTERVAL": "0"}
+    result = CliRunner().invoke(main, ["mine", base["id"], "--source", str(repo.path), "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    return {"root": root, "repo": repo, "base": base, "report": report, "progress": result.stderr}
+
+
+def test_the_history_mint_says_how_far_per_kind(mined: dict) -> None:
+    lines = [line for line in mined["progress"].splitlines() if line.startswith("mint: ")]
+    assert lines, mined["progress"]
+    last = re.sub(r" \(\d+(m\d+)?s\)$", "", lines[-1])
+    pinned = mined["report"]["pinned"]
+    assert re.fullmatch(
+        rf"mint: (\d+)/\1 model shards, {pinned}/{pinned} pins done; history \1/\1 shards: \d+ candidates, "
+        rf"\d+ screened out, \d+ rejected at confirm, {mined['report']['minted']['tasks']} kept",
+        last,
+    ), last
 
 
 def test_exactly_the_fix_becomes_a_task(mined: dict) -> None:
