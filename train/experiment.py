@@ -17,9 +17,14 @@ this module runs them in the one order that keeps the answer honest and records 
 7. ``sealed-trained`` and ``sealed-base``: the sealed test split audited ONCE for each arm of the recipe
    (``corpora.sealed.ARMS``: the recipe's adapter, and its untrained base as the control of the same
    frozen protocol), each recorded in the committed results ledger;
-8. ``compare``      base vs trained, task by task, on the sealed split (paired: exact McNemar and a
-   bootstrap interval of the difference) and on dev;
-9. ``report``       ``report.md``, ``report.json`` and ``report.png`` in the experiment folder.
+8. ``spider2-trained`` and ``spider2-base`` (only when the recipe names a Spider 2.0-DBT checkout,
+   ``[audit] spider2``): the benchmark's sealed part audited ONCE for each arm under its own once-only
+   ledger (``eval.spider2.sealed``); an instance that cannot be played counts 0 and is named, never
+   skipped; each graded database is kept in Spider2's results layout, from which the line the official
+   ``evaluate.py`` would print is computed (``core.scorer.spider2``);
+9. ``compare``      base vs trained, task by task, on the sealed split (paired: exact McNemar and a
+   bootstrap interval of the difference), on Spider2's sealed part when audited, and on dev;
+10. ``report``      ``report.md``, ``report.json`` and ``report.png`` in the experiment folder.
 
 The recipe names the training configs (``[train] sft``, optional ``grpo``) and the audit settings; the
 experiment writes its runs under its own folder (``[experiment] output_dir/name``), so two experiments
@@ -53,9 +58,13 @@ STEPS = (
     "freeze",
     "sealed-trained",
     "sealed-base",
+    "spider2-trained",
+    "spider2-base",
     "compare",
     "report",
 )
+#: the steps only a recipe naming a Spider 2.0-DBT checkout (``[audit] spider2``) plans
+SPIDER2_STEPS = ("spider2-trained", "spider2-base")
 
 
 class ExperimentError(TrainError):
@@ -83,6 +92,7 @@ class Recipe:
     audit: AuditSettings
     source: Path
     sha256: str
+    spider2: Path | None = None  # the Spider 2.0-DBT checkout whose sealed part both arms are audited on
 
     @property
     def folder(self) -> Path:
@@ -92,8 +102,30 @@ class Recipe:
 _KNOWN = {
     "experiment": {"name", "output_dir", "claim", "gate", "dev"},
     "train": {"sft", "grpo"},
-    "audit": {f.name for f in dataclasses.fields(AuditSettings)},
+    "audit": {f.name for f in dataclasses.fields(AuditSettings)} | {"spider2"},
 }
+
+
+def _spider2_checkout(path: Path, value: Any) -> Path:
+    """The Spider 2.0-DBT checkout ``[audit] spider2`` names (relative to the recipe file), checked now: an
+    experiment must not train for hours before finding that its Spider2 leg cannot run. It must be a
+    checkout (``eval.spider2.checkout``) of the benchmark itself: an export of our own tasks has no sealed part."""
+    from dbt_harvest.eval.spider2.checkout import Spider2CheckoutError, read_checkout
+    from dbt_harvest.eval.spider2.split import committed
+
+    folder = path.parent / str(value)
+    if not str(value).strip() or not folder.is_dir():
+        raise TrainConfigError(f"{path}: [audit] spider2 = {str(value)!r}: no folder at {folder}")
+    try:
+        checkout = read_checkout(folder)
+    except Spider2CheckoutError as exc:
+        raise TrainConfigError(f"{path}: [audit] spider2: {exc}") from None
+    if not committed().is_benchmark(set(checkout.by_id())):
+        raise TrainConfigError(
+            f"{path}: [audit] spider2: {checkout.folder} holds none of Spider 2.0-DBT's instances (an export "
+            "of our own tasks has no sealed part); name the benchmark's spider2-dbt folder"
+        )
+    return checkout.folder  # the spider2-dbt folder itself, resolved
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -122,8 +154,9 @@ def load_recipe(path: Path) -> Recipe:
     if not train.get("sft"):
         raise TrainConfigError(f"{path}: [train] sft must name the SFT run config")
     here = path.parent
+    spider2 = _spider2_checkout(path, audit["spider2"]) if "spider2" in audit else None
     try:
-        settings = AuditSettings(**audit)
+        settings = AuditSettings(**{k: v for k, v in audit.items() if k != "spider2"})
     except TypeError as exc:
         raise TrainConfigError(f"{path}: [audit] {exc}") from None
     if settings.driver != "hf":
@@ -145,6 +178,7 @@ def load_recipe(path: Path) -> Recipe:
         audit=settings,
         source=path,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
+        spider2=spider2,
     )
 
 
@@ -214,6 +248,8 @@ class Experiment:
             skip |= {"gate-sft", "gate-grpo"}
         if not self.recipe.dev:
             skip |= {"dev-base", "dev-trained"}
+        if self.recipe.spider2 is None:
+            skip |= set(SPIDER2_STEPS)
         return [s for s in STEPS if s not in skip]
 
     # -- running ---------------------------------------------------------------------------------------
@@ -229,6 +265,11 @@ class Experiment:
         return self.result("report")
 
     def _audit(self, split: str, run_name: str, **request: Any) -> dict[str, Any]:
+        """Audit ``split`` into ``audits/<run_name>`` with the recipe's settings; -> the step's summary."""
+        return _summary(self.folder / "audits" / run_name, self._audit_report(split, run_name, **request))
+
+    def _audit_report(self, split: str, run_name: str, **request: Any) -> dict[str, Any]:
+        """Audit ``split`` into ``audits/<run_name>`` with the recipe's settings; -> the audit's report."""
         from dbt_harvest.eval.audit.session import AuditRequest, run_split
 
         a = self.recipe.audit
@@ -245,13 +286,7 @@ class Experiment:
         kwargs: dict[str, Any] = {"say": self.say}
         if self.progress is not None:
             kwargs["progress"] = self.progress
-        report = run_split(req, **kwargs)
-        return {
-            "run_dir": str(req.run_dir),
-            "n": report["n"],
-            "official": report["official"],
-            "strict": report["strict"],
-        }
+        return run_split(req, **kwargs)
 
     def _base_model(self) -> tuple[str, str | None]:
         from dbt_harvest.train.base_model import resolve_base
@@ -371,12 +406,7 @@ class Experiment:
                     f"the {arm} arm of recipe {frozen['recipe']} was audited outside this experiment "
                     f"({recorded['time']}); its sealed result cannot be claimed here"
                 )
-            return {
-                "run_dir": str(run_dir),
-                "n": report["n"],
-                "official": report["official"],
-                "strict": report["strict"],
-            }
+            return _summary(run_dir, report)
         return self._audit("test", name, recipe=Path(frozen["run_dir"]), arm=arm)
 
     def _sealed_trained(self) -> dict[str, Any]:
@@ -385,11 +415,65 @@ class Experiment:
     def _sealed_base(self) -> dict[str, Any]:
         return self._sealed("base")
 
+    def _spider2(self, arm: str) -> dict[str, Any]:
+        """One arm's once-only audit of Spider2's sealed part: every instance of it, one that cannot be played
+        counted 0 and named. An audit the ledger already holds for this recipe and arm is claimed only when
+        this experiment's run folder is that audit (its recorded start and k/N), as ``_sealed`` does."""
+        from dbt_harvest.core.home import pins_dir
+        from dbt_harvest.eval.audit.report import write_report
+        from dbt_harvest.eval.audit.rundir import RunDir
+
+        assert self.recipe.spider2 is not None
+        frozen = self.result("freeze")
+        name = f"spider2-{'trained' if arm == 'recipe' else 'base'}"
+        run_dir, results = self.folder / "audits" / name, self.folder / "audits" / f"{name}-results"
+        recorded = spider2_audited(pins_dir(), frozen["recipe"], arm)
+        if recorded is not None:  # the audit finished and was recorded; only this state file missed it
+            report = write_report(RunDir(run_dir)) if (run_dir / "run.json").exists() else None
+            start = (report or {}).get("sealed") or {}
+            if (
+                report is None
+                or start.get("commitment") != recorded["start"]
+                or report["official"] != recorded["official"]
+            ):
+                raise ExperimentError(
+                    f"the {arm} arm of recipe {frozen['recipe']} had its sealed Spider2 audit outside this "
+                    f"experiment ({recorded['time']}); its result cannot be claimed here"
+                )
+        else:
+            report = self._audit_report(
+                "sealed",
+                name,
+                recipe=Path(frozen["run_dir"]),
+                arm=arm,
+                benchmark="spider2-dbt",
+                spider2=self.recipe.spider2,
+                allow_unavailable=True,  # they count 0 and are named; a sealed audit never skips an instance
+                spider2_results=results,
+            )
+        evaluate = evaluate_py(results, self.recipe.spider2)
+        self.say(f"{name}: official {report['official']}/{report['n']}; {evaluate['says']}")
+        return {
+            **_summary(run_dir, report),
+            "submitted": report["submitted"],
+            "results_dir": str(results),
+            "evaluate_py": evaluate,
+            "unplayable": unplayable(report),
+        }
+
+    def _spider2_trained(self) -> dict[str, Any]:
+        return self._spider2("recipe")
+
+    def _spider2_base(self) -> dict[str, Any]:
+        return self._spider2("base")
+
     def _compare(self) -> dict[str, Any]:
         from dbt_harvest.eval.audit.compare import compare_runs, write_comparison
 
         out: dict[str, Any] = {}
         pairs = [("sealed", "sealed-base", "sealed-trained")]
+        if "spider2-base" in self.planned():
+            pairs.append(("spider2", "spider2-base", "spider2-trained"))
         if "dev-base" in self.planned():
             pairs.append(("dev", "dev-base", "dev-trained"))
         for label, a, b in pairs:
@@ -409,6 +493,56 @@ class Experiment:
 
         paths = write_report(self.folder, self.recipe, self.state)
         return {k: str(p) for k, p in paths.items()}
+
+
+def _summary(run_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """What the state keeps of an audit: its run folder and k/N (official and strict)."""
+    return {"run_dir": str(run_dir), "n": report["n"], "official": report["official"], "strict": report["strict"]}
+
+
+def spider2_audited(pins: Path, recipe: str, arm: str) -> dict[str, Any] | None:
+    """The recorded result of one arm's sealed Spider2 audit of ``recipe`` (the ledger's result entry), or None."""
+    from dbt_harvest.eval.spider2.sealed import RESULT, entries
+
+    return next((e for e in entries(pins) if e["event"] == RESULT and e["recipe"] == recipe and e["arm"] == arm), None)
+
+
+def unplayable(report: dict[str, Any]) -> list[dict[str, str]]:
+    """Every instance of a Spider2 audit that was not played (its episode could not start or crashed, or it has
+    no verdict), with the reason: each counts 0 in k/N."""
+    out = []
+    for row in report["episodes"]:
+        if row["status"] in ("crashed", "missing"):
+            reason = str(row.get("error") or row.get("reason") or "no verdict").strip().splitlines() or ["?"]
+            out.append({"instance_id": row["instance_id"], "status": row["status"], "reason": reason[0][:300]})
+    return out
+
+
+def evaluate_py(results: Path, checkout: Path) -> dict[str, Any]:
+    """What the official ``evaluate.py`` prints for the databases an audit kept in Spider2's results layout,
+    against the checkout's gold (``core.scorer.spider2``: k/M over the M submitted instances, or why it
+    would stop with an error and print none); ``says`` is the sentence for people."""
+    from dbt_harvest.core.scorer.spider2 import score_folder
+    from dbt_harvest.eval.export.spider2 import GOLD_DIR
+
+    scored = score_folder(results, checkout / GOLD_DIR)
+    if scored.official_crash:
+        says = f"evaluate.py stops with an error and prints no score ({scored.official_crash})"
+    elif scored.official_unknown:
+        says = f"evaluate.py: {scored.official_unknown} submitted instance(s) use checks not mirrored here"
+    else:
+        says = (
+            f"evaluate.py prints: {scored.official_line} ({scored.official_score}/{scored.submitted} "
+            "over the submitted instances only)"
+        )
+    return {
+        "line": scored.official_line,
+        "official": scored.official_score,
+        "submitted": scored.submitted,
+        "stops": scored.official_crash,
+        "not_mirrored": scored.official_unknown,
+        "says": says,
+    }
 
 
 def _run_base(run_dir: Path, base: dict[str, Any]) -> tuple[str, str | None]:

@@ -2,9 +2,11 @@
 
 Built from the experiment's state (``train.experiment``: every finished step's result) and written as
 ``report.json`` (everything, machine-readable), ``report.md`` (what a reader needs: the claim, the sealed
-paired comparison with its interval and exact p-value, task by task, then dev, training and the gate) and
-``report.png`` (pass rates of both arms on both splits, and the sealed difference with its interval).
-``summarize`` is pure; the writers only write.
+paired comparison with its interval and exact p-value, task by task, then Spider 2.0-DBT's sealed part when
+the recipe names a checkout (both arms' k/N, the line the official evaluate.py would print, the paired
+comparison and every instance that could not be played, named and counted 0), then dev, training and the
+gate) and ``report.png`` (pass rates of both arms on every audited split, and the sealed difference with
+its interval). ``summarize`` is pure; the writers only write.
 """
 
 from __future__ import annotations
@@ -26,25 +28,9 @@ def summarize(recipe: Any, state: dict[str, Any]) -> dict[str, Any]:
     compare = result("compare") or {}
     sealed = compare.get("sealed") or {}
     return {
-        "experiment": recipe.name,
-        "folder": str(recipe.folder),
-        "claim": recipe.claim,
-        "recipe_file": str(recipe.source),
-        "recipe_sha256": recipe.sha256,
-        "recipe": (result("freeze") or {}).get("recipe"),
-        "power": result("power"),
-        "sealed": {
-            "base": result("sealed-base"),
-            "trained": result("sealed-trained"),
-            "n": sealed.get("n"),
-            "difference": sealed.get("difference"),
-            "ci_low": sealed.get("ci_low"),
-            "ci_high": sealed.get("ci_high"),
-            "p_value": sealed.get("p_value"),
-            "table": sealed.get("table"),
-            "summary": sealed.get("summary"),
-            "tasks": sealed.get("tasks", []),
-        },
+        **_header(recipe, result),
+        "sealed": _paired(result("sealed-base"), result("sealed-trained"), sealed),
+        "spider2": _spider2(recipe, result, compare.get("spider2") or {}),
         "dev": {
             "base": result("dev-base"),
             "trained": result("dev-trained"),
@@ -55,6 +41,49 @@ def summarize(recipe: Any, state: dict[str, Any]) -> dict[str, Any]:
         "gate": {"sft": result("gate-sft"), "grpo": result("gate-grpo")},
         "seconds": {step: info["seconds"] for step, info in steps.items()},
     }
+
+
+def _header(recipe: Any, result: Any) -> dict[str, Any]:
+    """The report's identity: the experiment, its claim, its recipe files and the frozen recipe, the power."""
+    return {
+        "experiment": recipe.name,
+        "folder": str(recipe.folder),
+        "claim": recipe.claim,
+        "recipe_file": str(recipe.source),
+        "recipe_sha256": recipe.sha256,
+        "recipe": (result("freeze") or {}).get("recipe"),
+        "power": result("power"),
+    }
+
+
+def _paired(base: dict[str, Any] | None, trained: dict[str, Any] | None, compared: dict[str, Any]) -> dict[str, Any]:
+    """Both arms' audits of one sealed split and their paired comparison (the compare step's)."""
+    return {
+        "base": base,
+        "trained": trained,
+        "n": compared.get("n"),
+        "difference": compared.get("difference"),
+        "ci_low": compared.get("ci_low"),
+        "ci_high": compared.get("ci_high"),
+        "p_value": compared.get("p_value"),
+        "table": compared.get("table"),
+        "summary": compared.get("summary"),
+        "tasks": compared.get("tasks", []),
+    }
+
+
+def _spider2(recipe: Any, result: Any, compared: dict[str, Any]) -> dict[str, Any] | None:
+    """Spider 2.0-DBT's sealed part, both arms and their comparison, and every instance that could not be
+    played (an arm's list; the union, with the arms that could not play each); None: no checkout named."""
+    if getattr(recipe, "spider2", None) is None:
+        return None
+    part = _paired(result("spider2-base"), result("spider2-trained"), compared)
+    arms: dict[str, dict[str, Any]] = {}
+    for arm in ("base", "trained"):
+        for row in (part[arm] or {}).get("unplayable", []):
+            entry = arms.setdefault(row["instance_id"], {**row, "arms": []})
+            entry["arms"].append(arm)
+    return {"checkout": str(recipe.spider2), **part, "unplayable": [arms[i] for i in sorted(arms)]}
 
 
 def _score(arm: dict[str, Any] | None) -> str:
@@ -78,6 +107,58 @@ def _power_lines(power: dict[str, Any] | None) -> list[str]:
     return [f"Power, stated before the sealed audits: {summary}.", ""]
 
 
+def _paired_lines(part: dict[str, Any], what: str) -> list[str]:
+    """The paired comparison of one sealed split: summary, difference and interval, 2×2 table, task by task."""
+    if not part["summary"]:
+        return []
+    table = part["table"]
+    return [
+        part["summary"],
+        "",
+        f"Paired difference (trained − base): {part['difference']:+.3f}, 95% bootstrap interval "
+        f"[{part['ci_low']:+.3f}, {part['ci_high']:+.3f}]; both pass {table['both']}, only base {table['only_a']}, "
+        f"only trained {table['only_b']}, neither {table['neither']}.",
+        "",
+        f"| {what} | base | trained | rung (base → trained) |",
+        "|---|---|---|---|",
+        *[
+            f"| `{t['instance_id']}` | {t['official_a']} | {t['official_b']} | {t['rung_a']} → {t['rung_b']} |"
+            for t in part["tasks"]
+        ],
+        "",
+    ]
+
+
+def _evaluate_py(arm: dict[str, Any] | None) -> str:
+    return str(arm["evaluate_py"]["says"]) if arm else "-"
+
+
+def _spider2_lines(part: dict[str, Any] | None) -> list[str]:
+    """Spider 2.0-DBT's sealed part: both arms' k/N and evaluate.py's line, the comparison, the unplayable."""
+    if part is None:
+        return []
+    lines = [
+        "## Spider 2.0-DBT, sealed part (each arm audited once)",
+        "",
+        f"Checkout `{part['checkout']}`. k/N is over every instance of the sealed part; the official "
+        "evaluate.py divides by the instances submitted only, so its number can only be higher.",
+        "",
+        "| arm | official | what evaluate.py would print |",
+        "|---|---|---|",
+        f"| base (no adapter) | {_score(part['base'])} | {_evaluate_py(part['base'])} |",
+        f"| trained | {_score(part['trained'])} | {_evaluate_py(part['trained'])} |",
+        "",
+        *_paired_lines(part, "instance"),
+    ]
+    unplayable = part["unplayable"]
+    if unplayable:
+        lines += [f"{len(unplayable)} instance(s) could not be played; each counts 0 in its arm's k/N:", ""]
+        lines += [f"- `{u['instance_id']}` ({', '.join(u['arms'])}): {u['reason']}" for u in unplayable]
+    else:
+        lines.append("Every instance of the sealed part was played by both arms.")
+    return [*lines, ""]
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     sealed, dev = report["sealed"], report["dev"]
     lines = [
@@ -95,24 +176,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         f"| base (no adapter) | {_score(sealed['base'])} |",
         f"| trained | {_score(sealed['trained'])} |",
         "",
+        *_paired_lines(sealed, "task"),
+        *_spider2_lines(report.get("spider2")),
     ]
-    if sealed["summary"]:
-        table = sealed["table"]
-        lines += [
-            sealed["summary"],
-            "",
-            f"Paired difference (trained − base): {sealed['difference']:+.3f}, 95% bootstrap interval "
-            f"[{sealed['ci_low']:+.3f}, {sealed['ci_high']:+.3f}]; both pass {table['both']}, only base {table['only_a']}, "
-            f"only trained {table['only_b']}, neither {table['neither']}.",
-            "",
-            "| task | base | trained | rung (base → trained) |",
-            "|---|---|---|---|",
-            *[
-                f"| `{t['instance_id']}` | {t['official_a']} | {t['official_b']} | {t['rung_a']} → {t['rung_b']} |"
-                for t in sealed["tasks"]
-            ],
-            "",
-        ]
     lines += ["## Dev split (a report, never a selection signal)", ""]
     if dev["base"] or dev["trained"]:
         lines += [f"- base {_score(dev['base'])}, trained {_score(dev['trained'])}"]
@@ -147,6 +213,8 @@ def write_png(report: dict[str, Any], path: Path) -> Path:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), gridspec_kw={"width_ratios": [2, 1]})
     splits = [("dev", report["dev"]), ("sealed test", report["sealed"])]
+    if report.get("spider2"):
+        splits.append(("Spider2 sealed", report["spider2"]))
     for offset, arm, color in ((-0.2, "base", "#9e9e9e"), (0.2, "trained", "#1f77b4")):
         rates = [(s[arm]["official"] / s[arm]["n"]) if s.get(arm) and s[arm]["n"] else 0.0 for _, s in splits]
         left.bar([i + offset for i in range(len(splits))], rates, width=0.4, color=color, label=arm)

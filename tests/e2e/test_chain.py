@@ -7,7 +7,10 @@ pin four repositories under public-looking origins -> reserve train, dev and tes
 template statements -> lint -> build the dataset -> load it -> publish dev (private) and train to a
 loopback Hub -> load both splits from the Hub -> train a tiny SFT adapter -> freeze it -> audit the sealed
 test split once for that recipe (a second audit is refused) -> the oracle scores N/N on dev, noop 0/N ->
-the sealed audit's report rewritten from its folder, and noop vs oracle compared task by task.
+dev exported in Spider 2.0-DBT's layout, standing in for the benchmark's sealed part, imported -> the
+experiment (base vs trained on the sealed split and on Spider2's sealed part, once per arm, killed after
+training and resumed) -> the sealed audit's report rewritten from its folder, and noop vs oracle compared
+task by task.
 Nothing here writes a task record, a ledger or a statement by hand; the projects become git repositories
 with the git command line. No committed artefact may hold a path of this machine.
 
@@ -51,8 +54,13 @@ TEST_GROUP, DEV_GROUP = "dbt-harvest-fixtures/clinic_scheduling", "dbt-harvest-f
 FAMILIES = "time,null"
 #: The training config the docs/CHAIN.md walkthrough uses (tiny local model, CPU).
 SFT_CONFIG = Path(__file__).resolve().parent / "sft-e2e.toml"
-#: The experiment recipe docs/CHAIN.md names for a CPU (tiny model; its SFT config sits beside it).
-EXPERIMENT = Path(__file__).resolve().parent / "experiment-e2e.toml"
+#: The experiment recipe docs/CHAIN.md names for a CPU (tiny model; its SFT config sits beside it), and what
+#: it reads beside it; the chain copies them to the same place in its working folder, as in a clone, since the
+#: recipe's Spider2 checkout (``[audit] spider2``) is relative to it.
+EXPERIMENT = "tests/e2e/experiment-e2e.toml"
+RECIPE_FILES = ("experiment-e2e.toml", "sft-experiment.toml", "grpo-experiment.toml", "spider2_as_sealed.py")
+#: Where the walkthrough exports dev in Spider 2.0-DBT's layout, and the stand-in for the benchmark made from it.
+SPIDER2_EXPORT, SPIDER2_CHECKOUT = "runs/spider2-export", "runs/spider2-dbt"
 
 
 class Chain:
@@ -69,7 +77,7 @@ class Chain:
         done = subprocess.run(
             [*HARVEST, *args], cwd=self.work, env=self.env, capture_output=True, text=True, timeout=timeout
         )
-        words = [a for a in args[:2] if a.replace(" ", "").isalpha()]  # the subcommand, not a path or spec
+        words = [a for a in args[:2] if a.replace(" ", "").isalnum()]  # the subcommand, not a path or spec
         step, seconds = " ".join(words), time.perf_counter() - started
         self.timings[step] = self.timings.get(step, 0.0) + seconds
         print(f"[e2e] harvest {step}: {seconds:.1f} s (exit {done.returncode})", file=sys.stderr, flush=True)
@@ -95,6 +103,14 @@ class Chain:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         return proc.wait()
+
+    def script(self, path: str, *args: str) -> str:
+        """A user's `python PATH ARGS` step, in the working folder; -> its stdout."""
+        done = subprocess.run(
+            [sys.executable, path, *args], cwd=self.work, env=self.env, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+        return done.stdout
 
     def json(self, *args: str) -> dict:
         return json.loads(self.run(*args, "--json").stdout)
@@ -137,7 +153,7 @@ def _shape(args: Sequence[str]) -> tuple[tuple[str, ...], frozenset[str]]:
     """A harvest command's shape: its subcommand words and the options it passes (not their values)."""
     words = []
     for arg in args:
-        if arg.startswith("-") or not arg.replace(" ", "").isalpha():
+        if arg.startswith("-") or not arg.replace(" ", "").isalnum():
             break
         words.append(arg)
     return tuple(words[:2]), frozenset(a for a in args if a.startswith("--") and a != "--json")
@@ -178,6 +194,8 @@ WALKTHROUGH_STEPS = (
     ("audit",),
     ("audit", "report"),
     ("audit", "compare"),
+    ("export", "spider2"),
+    ("spider2", "import"),
     ("experiment",),
 )
 
@@ -207,6 +225,72 @@ def test_the_walkthrough_parser_joins_lines_splits_commands_and_drops_comments(t
     (tmp_path / "moved.md").write_text("# Another page\n\n```bash\nharvest lint\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="the walkthrough moved"):
         chain_walkthrough(tmp_path / "moved.md")
+
+
+def spider2_stand_in(chain: Chain, dev: int) -> dict[str, str]:
+    """docs/CHAIN.md's Spider2 steps: dev exported in Spider 2.0-DBT's layout, its tasks standing in for the
+    benchmark's sealed part (an export of our own tasks has none), imported; -> exported id -> sealed id."""
+    exported = chain.json("export", "spider2", "--split", "dev", SPIDER2_EXPORT)
+    assert exported["exported"] and len(exported["exported"]) + len(exported["skipped"]) == dev, exported
+    played = json.loads(chain.script("tests/e2e/spider2_as_sealed.py", SPIDER2_EXPORT, SPIDER2_CHECKOUT))
+    assert sorted(played) == sorted(t["instance_id"] for t in exported["exported"])
+    imported = chain.json("spider2", "import", SPIDER2_CHECKOUT)
+    assert imported["benchmark"] is True
+    assert imported["parts"]["sealed"] == {"instances": 48, "playable": len(played)}, imported["parts"]
+    return played
+
+
+def check_spider2_leg(chain: Chain, experiment: dict, played: dict[str, str], recipe_run: str) -> None:
+    """The experiment audited Spider2's sealed part once per arm, over all 48 instances (the absent ones named
+    and counted 0), compared the arms and said what evaluate.py prints; a second sealed audit is refused."""
+    from dbt_harvest.eval.spider2.split import committed
+
+    absent = sorted(set(committed().sealed) - set(played.values()))
+    part = experiment["spider2"]
+    assert part["base"]["n"] == part["trained"]["n"] == part["n"] == 48 and len(part["tasks"]) == 48
+    assert [u["instance_id"] for u in part["unplayable"]] == absent
+    for arm in ("base", "trained"):
+        result = part[arm]
+        assert 0 <= result["official"] <= len(played) and [u["instance_id"] for u in result["unplayable"]] == absent
+        scored = chain.json(
+            "score",
+            "--spider2",
+            "--results",
+            result["results_dir"],
+            "--gold",
+            f"{SPIDER2_CHECKOUT}/evaluation_suite/gold",
+        )
+        assert result["evaluate_py"]["line"] == scored["official_line"]
+        assert result["evaluate_py"]["submitted"] == scored["submitted"] <= len(played)
+    folder = chain.work / "runs" / "experiments" / "tiny-cpu"
+    assert (folder / "compare-spider2" / "compare.json").is_file()
+    text = (folder / "report.md").read_text()
+    assert "## Spider 2.0-DBT, sealed part" in text and all(f"`{i}` (base, trained)" in text for i in absent)
+    ledger = [json.loads(x) for x in (chain.work / "pins" / "_spider2_audits.jsonl").read_text().splitlines()]
+    assert sorted((e["arm"], e["event"]) for e in ledger if e["recipe"] == experiment["recipe"]) == [
+        ("base", "result"),
+        ("base", "start"),
+        ("recipe", "result"),
+        ("recipe", "start"),
+    ]
+    for arm in ("base", "recipe"):
+        again = chain.run(
+            "audit",
+            "--benchmark",
+            "spider2-dbt",
+            "--split",
+            "sealed",
+            "--recipe",
+            recipe_run,
+            "--arm",
+            arm,
+            "--allow-unavailable",
+            "--run-dir",
+            f"runs/audit-spider2-again-{arm}",
+            ok=False,
+        )
+        assert again.returncode == 1 and "already started its sealed Spider2 audit" in again.stderr
+    assert len((chain.work / "pins" / "_spider2_audits.jsonl").read_text().splitlines()) == len(ledger)
 
 
 def _machine_paths(folder: Path, needles: list[bytes]) -> list[str]:
@@ -371,7 +455,14 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
         assert (oracle["official"], oracle["n"]) == (counts["dev"], counts["dev"])
         assert (noop["official"], noop["n"]) == (0, counts["dev"])
 
-        # --- the experiment: base vs trained on the sealed split; killed after training, then resumed ------
+        # --- Spider 2.0-DBT: dev exported in its layout; a stand-in for its sealed part made of it, imported --
+        (work / "tests" / "e2e").mkdir(parents=True)
+        for name in RECIPE_FILES:  # where a clone has them: the recipe names its Spider2 checkout relative to it
+            shutil.copy2(Path(__file__).resolve().parent / name, work / "tests" / "e2e" / name)
+        played = spider2_stand_in(chain, counts["dev"])
+
+        # --- the experiment: base vs trained on the sealed split and on Spider2's sealed part; killed after
+        # training, then resumed ---------------------------------------------------------------------------
         state = work / "runs" / "experiments" / "tiny-cpu" / "experiment.json"
 
         def trained() -> bool:
@@ -381,12 +472,12 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
                 return False
 
         # the example's sealed split cannot see a 10-point gain: the power step refuses before training
-        refused = chain.run("experiment", str(EXPERIMENT), ok=False)
+        refused = chain.run("experiment", EXPERIMENT, ok=False)
         assert refused.returncode == 1 and "error: the sealed split is underpowered" in refused.stderr
         assert sorted(json.loads(state.read_text())["steps"]) == ["dev-base"]
-        assert chain.interrupted("experiment", str(EXPERIMENT), "--allow-underpowered", when=trained) == -signal.SIGKILL
+        assert chain.interrupted("experiment", EXPERIMENT, "--allow-underpowered", when=trained) == -signal.SIGKILL
         before = json.loads(state.read_text())["steps"]
-        resumed = chain.run("experiment", str(EXPERIMENT), "--allow-underpowered", "--json")
+        resumed = chain.run("experiment", EXPERIMENT, "--allow-underpowered", "--json")
         assert (
             "experiment: dev-base: done before, kept" in resumed.stderr and "sft: done before, kept" in resumed.stderr
         )
@@ -428,6 +519,7 @@ def test_the_whole_chain_through_the_cli(tmp_path: Path) -> None:
                 ok=False,
             )
             assert again.returncode == 1 and "already" in again.stderr
+        check_spider2_leg(chain, experiment, played, recipe_run)
 
         # --- report: the sealed audit's report rewritten from its run folder; noop vs oracle compared ----
         report = chain.json("audit", "report", "runs/audit-test")

@@ -8,6 +8,11 @@ The world: the session's example minted into the train split (``minted_example``
 copied, plus the original ``clock`` fixture project pinned, reserved for test and minted into the sealed
 store here, all through the CLI. Both repositories are pinned from local bare git repositories, so the
 training step also finds its projects through the pins (not by a repository name).
+
+`harvest experiment` runs here too, with its Spider 2.0-DBT leg: the world's train tasks exported in
+Spider2's layout (`harvest export spider2`), two of them standing in for the benchmark's sealed part
+(tests/e2e/spider2_as_sealed.py: an export of our own tasks has no sealed part), imported (`harvest spider2
+import`), and named by the recipe.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from train_world import CONFIGS, write_config
+
+from tests.e2e.spider2_as_sealed import as_sealed
 
 pytestmark = pytest.mark.slow
 
@@ -128,10 +135,87 @@ def test_train_freeze_then_audit_the_sealed_split_once(chain_world, tmp_path: Pa
     assert len((pins / "_unseals.jsonl").read_text().splitlines()) == 1
 
 
+#: exported instances standing in for Spider2's sealed part (the rest of its 48 are absent: they count 0)
+SPIDER2_PLAYED = 2
+
+
+def spider2_checkout(env: dict[str, str], folder: Path) -> tuple[Path, dict[str, str]]:
+    """The world's train tasks exported in Spider2's layout, SPIDER2_PLAYED of them under sealed ids of the
+    committed split, imported; -> (the checkout, exported id -> sealed id)."""
+    export = folder / "spider2-export"
+    exported = json.loads(ok(harvest(env, "export", "spider2", "--split", "train", export, "--json")).stdout)
+    assert len(exported["exported"]) >= SPIDER2_PLAYED, exported
+    names = as_sealed(export, folder / "spider2-dbt", SPIDER2_PLAYED)
+    imported = json.loads(ok(harvest(env, "spider2", "import", folder / "spider2-dbt", "--json")).stdout)
+    assert imported["benchmark"] is True
+    assert imported["parts"]["sealed"] == {"instances": 48, "playable": SPIDER2_PLAYED}, imported["parts"]
+    return folder / "spider2-dbt", names
+
+
+def check_spider2_leg(env: dict[str, str], report: dict, checkout: Path, names: dict[str, str], pins: Path) -> None:
+    """Both arms audited Spider2's sealed part once, over all 48 instances, the absent ones named and counted
+    0; the evaluate.py line each arm reports is what `harvest score --spider2` computes from the databases
+    it kept; the ledger holds one start and one result per arm; the report says all of it."""
+    from dbt_harvest.eval.spider2.split import committed
+
+    sealed, played = committed().sealed, set(names.values())
+    absent = sorted(set(sealed) - played)
+    part = report["spider2"]
+    assert part["checkout"] == str(checkout.resolve()) and part["base"]["n"] == part["trained"]["n"] == part["n"] == 48
+    for arm in ("base", "trained"):
+        result = part[arm]
+        assert 0 <= result["official"] <= SPIDER2_PLAYED and result["submitted"] <= SPIDER2_PLAYED
+        assert [u["instance_id"] for u in result["unplayable"]] == absent
+        assert all("not in this checkout's metadata" in u["reason"] for u in result["unplayable"])
+        scored = json.loads(
+            ok(
+                harvest(
+                    env,
+                    "score",
+                    "--spider2",
+                    "--results",
+                    result["results_dir"],
+                    "--gold",
+                    checkout / "evaluation_suite" / "gold",
+                    "--json",
+                )
+            ).stdout
+        )
+        evaluate = result["evaluate_py"]
+        assert (evaluate["line"], evaluate["submitted"], evaluate["stops"]) == (
+            scored["official_line"],
+            scored["submitted"],
+            scored["official_crash"],
+        )
+        assert evaluate["says"].startswith("evaluate.py prints: " if evaluate["line"] else "evaluate.py stops")
+    assert [(u["instance_id"], u["arms"]) for u in part["unplayable"]] == [(i, ["base", "trained"]) for i in absent]
+    assert len(part["tasks"]) == 48 and part["ci_low"] <= part["difference"] <= part["ci_high"]
+    folder = Path(report["folder"])
+    assert (folder / "compare-spider2" / "compare.json").is_file()
+    text = (folder / "report.md").read_text()
+    assert "## Spider 2.0-DBT, sealed part (each arm audited once)" in text
+    assert f"{len(absent)} instance(s) could not be played; each counts 0" in text
+    assert all(f"- `{i}` (base, trained): " in text for i in absent)
+    assert part["base"]["evaluate_py"]["says"] in text and part["trained"]["evaluate_py"]["says"] in text
+    ledger = [json.loads(line) for line in (pins / "_spider2_audits.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["arm"]) for e in ledger if e["recipe"] == report["recipe"]] == [
+        ("start", "recipe"),
+        ("result", "recipe"),
+        ("start", "base"),
+        ("result", "base"),
+    ]
+    assert [e["official"] for e in ledger if e["event"] == "result"] == [
+        part["trained"]["official"],
+        part["base"]["official"],
+    ]
+
+
 def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_arm(chain_world, tmp_path: Path) -> None:
     """`harvest experiment` end to end in the default run (the e2e chain adds dev audits, the gates, GRPO and a
-    kill after training): SFT, freeze, the sealed split audited once by each arm, compared task by task; run
-    again, every step is kept and the report is the same."""
+    kill after training): SFT, freeze, the sealed split audited once by each arm, Spider2's sealed part too
+    (a stand-in made from an export), compared task by task; run again, every step is kept and the report
+    is the same; a Spider2 audit the ledger holds is claimed by the experiment whose run folder it is, and a
+    direct second sealed Spider2 audit of the recipe is refused."""
     import tomli_w
 
     source, _, sealed = chain_world
@@ -150,6 +234,7 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
     raw["data"].update(max_rows=2)
     raw["train"].update(max_steps=1)
     write_config(raw, tmp_path / "sft.toml")
+    checkout, names = spider2_checkout(env, tmp_path)
     recipe = tmp_path / "experiment.toml"
     recipe.write_text(
         tomli_w.dumps(
@@ -162,7 +247,13 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
                     "dev": False,
                 },
                 "train": {"sft": "sft.toml"},
-                "audit": {"driver": "hf", "workers": 1, "max_turns": 2, "max_new_tokens": 8},
+                "audit": {
+                    "driver": "hf",
+                    "workers": 1,
+                    "max_turns": 2,
+                    "max_new_tokens": 8,
+                    "spider2": "spider2-dbt",  # relative to the recipe
+                },
             }
         )
     )
@@ -191,9 +282,52 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
         assert (tmp_path / "experiments" / "sealed-exp" / name).stat().st_size > 0
     ledger = [json.loads(line) for line in (root / "pins" / "_test_audits.jsonl").read_text().splitlines()]
     assert sorted(e.get("arm", "recipe") for e in ledger if e["recipe"] == report["recipe"]) == ["base", "recipe"]
+    check_spider2_leg(env, report, checkout, names, root / "pins")
+    spider2_ledger = (root / "pins" / "_spider2_audits.jsonl").read_text()
 
     again = ok(harvest(env, "experiment", recipe, "--json"))
     assert "sealed-base: done before, kept" in again.stderr and "sft: done before, kept" in again.stderr
+    assert "spider2-trained: done before, kept" in again.stderr and "spider2-base: done before, kept" in again.stderr
     assert "power: done before, kept" in again.stderr  # allowed once, recorded: a rerun needs no flag
-    assert json.loads(again.stdout)["sealed"] == exp
+    assert json.loads(again.stdout)["sealed"] == exp and json.loads(again.stdout)["spider2"] == report["spider2"]
     assert len((root / "pins" / "_test_audits.jsonl").read_text().splitlines()) == len(ledger)
+
+    # killed after the base arm's Spider2 result was recorded, before the state file said so: the rerun claims
+    # the audit its own run folder holds (nothing is played again), and the human lines give the Spider2 leg
+    state_file = tmp_path / "experiments" / "sealed-exp" / "experiment.json"
+    state = json.loads(state_file.read_text())
+    for step in ("spider2-base", "compare", "report"):
+        del state["steps"][step]
+    state_file.write_text(json.dumps(state))
+    claimed = ok(harvest(env, "experiment", recipe))
+    assert "spider2-base: running" in claimed.stderr and "spider2-trained: done before, kept" in claimed.stderr
+    base, trained = report["spider2"]["base"], report["spider2"]["trained"]
+    assert f"spider2 sealed: base {base['official']}/48 ({base['evaluate_py']['says']})" in claimed.stdout
+    assert f"spider2 sealed: trained {trained['official']}/48" in claimed.stdout
+    assert "spider2 sealed: 46 instance(s) could not be played and count 0" in claimed.stdout
+    assert (root / "pins" / "_spider2_audits.jsonl").read_text() == spider2_ledger
+    assert json.loads(state_file.read_text())["steps"]["spider2-base"]["result"] == base
+
+    # the once-only ledger: a second sealed Spider2 audit of the same recipe and arm is refused, nothing recorded
+    run_dir = Path(report["training"]["sft"]["run_dir"])
+    for arm in ("recipe", "base"):
+        refused = harvest(
+            env,
+            "audit",
+            "--benchmark",
+            "spider2-dbt",
+            "--split",
+            "sealed",
+            "--spider2",
+            checkout,
+            "--recipe",
+            run_dir,
+            "--arm",
+            arm,
+            "--allow-unavailable",
+            "--run-dir",
+            tmp_path / f"spider2-again-{arm}",
+        )
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "already started its sealed Spider2 audit" in refused.stderr
+    assert (root / "pins" / "_spider2_audits.jsonl").read_text() == spider2_ledger
