@@ -138,6 +138,17 @@ def test_a_resumed_audit_counts_the_verdicts_it_keeps(oracle_run, dev_world, tmp
     progress = [line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("audit: ")]
     assert progress == [f"audit: {n - 1}/{n} tasks, {n - 1} passed", f"audit: {n}/{n} tasks, {n} passed"], result.stderr
     assert len(result.stdout.strip().splitlines()) == 1 and json.loads(result.stdout)["official"] == n
+    # without --json, each episode played now adds its verdict line on stderr; stdout holds the summary
+    RunDir(run_dir).episode_file(dev_world.tasks[0].instance_id).unlink()
+    with dev_world.env():
+        human = CliRunner().invoke(
+            main,
+            ["audit", "--split", "dev", "--driver", "oracle", "--run-dir", str(run_dir)],
+            env={"HARVEST_PROGRESS_INTERVAL": "0"},
+        )
+    assert human.exit_code == 0, human.output
+    assert f"{dev_world.tasks[0].instance_id}: rung 6 official 1" in human.stderr.splitlines(), human.stderr
+    assert "audit: " not in human.stdout and f"official {n}/{n}" in human.stdout, human.stdout
 
 
 def _renamed(driver, name: str):
