@@ -96,8 +96,7 @@ def _power_lines(power: dict[str, Any] | None) -> list[str]:
         return []
     from dbt_harvest.eval.audit.power import PowerAnalysis
 
-    fields = {k: v for k, v in power.items() if k not in ("underpowered", "allowed_underpowered")}
-    summary = PowerAnalysis(**fields).summary()
+    summary = PowerAnalysis.from_dict(power).summary()
     if power["underpowered"]:
         return [
             f"**This result is underpowered** (run with --allow-underpowered): {summary}. A gain smaller than "

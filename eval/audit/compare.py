@@ -236,7 +236,7 @@ def compare_runs(a: Path, b: Path, **options: Any) -> Comparison:
 
 def power_summary(c: Comparison) -> str:
     """The comparison's minimum detectable effect in one line (eval.audit.power)."""
-    return PowerAnalysis(**{k: v for k, v in c.power.items() if k != "underpowered"}).summary()
+    return PowerAnalysis.from_dict(c.power).summary()
 
 
 def to_markdown(c: Comparison) -> str:

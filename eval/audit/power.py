@@ -21,7 +21,7 @@ split for the same gain.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -81,6 +81,11 @@ class PowerAnalysis:
     def to_dict(self) -> dict[str, Any]:
         """The analysis as JSON-ready fields, with ``underpowered`` spelled out."""
         return {**asdict(self), "underpowered": self.underpowered}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PowerAnalysis:
+        """The analysis :meth:`to_dict` wrote (derived and added keys, e.g. ``underpowered``, ignored)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def _check(n: int, base_rate: float, churn: float, alpha: float, power: float) -> None:

@@ -15,6 +15,7 @@ import pytest
 from dbt_harvest.eval.audit.compare import mcnemar_exact
 from dbt_harvest.eval.audit.power import (
     ASSUMED_BASE_RATE,
+    PowerAnalysis,
     PowerError,
     analyse,
     gain_threshold,
@@ -94,6 +95,8 @@ def test_a_missing_base_rate_is_assumed_and_said() -> None:
     assert analysis.base_rate == ASSUMED_BASE_RATE
     assert "assumed" in analysis.base_rate_source and "assumed" in analysis.summary()
     assert analysis.to_dict()["underpowered"] is analysis.underpowered
+    # what a report stores reads back as the same analysis (keys a report adds are ignored)
+    assert PowerAnalysis.from_dict({**analysis.to_dict(), "allowed_underpowered": True}) == analysis
 
 
 @pytest.mark.parametrize(
