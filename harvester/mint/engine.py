@@ -29,7 +29,14 @@ class Engine:
     """One connection per shard: the base database attached read-only under dbt's catalog name."""
 
     def __init__(
-        self, database: Path, catalog: str, scratch: Path, *, memory_limit: str = "2GB", statement_seconds: float = 30.0
+        self,
+        database: Path,
+        catalog: str,
+        scratch: Path,
+        *,
+        memory_limit: str = "2GB",
+        statement_seconds: float = 30.0,
+        threads: int = 1,
     ) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
         local = scratch / "base.duckdb"
@@ -37,7 +44,7 @@ class Engine:
         self.scratch = scratch
         self.catalog = catalog
         self.statement_seconds = statement_seconds
-        lock = Lock(allowed_directories=(str(scratch.resolve()),), memory_limit=memory_limit, threads=1)
+        lock = Lock(allowed_directories=(str(scratch.resolve()),), memory_limit=memory_limit, threads=threads)
         self.con = connect_locked(
             ":memory:",
             lock,

@@ -17,7 +17,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Self
 
-from dbt_harvest.core.home import harvest_home, pins_dir
+from dbt_harvest.core.home import harvest_home, mint_dir, pins_dir
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.core.task_record import TaskRecord, task_id
@@ -36,6 +36,15 @@ from dbt_harvest.harvester.mint.engine import Engine
 from dbt_harvest.harvester.mint.lineage import ModelNode, models
 from dbt_harvest.harvester.mint.local_checks import Suite, suite
 from dbt_harvest.harvester.mint.screen import ScreenOutcome, screen
+from dbt_harvest.harvester.mint.stability import (
+    Rebuilder,
+    Stability,
+    cache_key,
+    cached_stability,
+    project_relations,
+    store_stability,
+    with_stability,
+)
 from dbt_harvest.harvester.mint.variants import VariantBuilder
 from dbt_harvest.harvester.sandbox import Limits, safe_fs
 from dbt_harvest.harvester.state import BuiltState, load_state
@@ -233,7 +242,36 @@ def open_pin(job: ShardJob) -> tuple[Pin, BuiltState, dict[str, ModelNode]]:
     os.environ["HARVEST_PINS"] = job.pins
     pin = read_pin(pin_path(job.pin_id, Path(job.pins)))
     state = load_state(pin.id)
-    return pin, state, models(state.manifest)
+    nodes = models(state.manifest)
+    return stable_pin(pin, state, nodes, job), state, nodes
+
+
+def stable_pin(pin: Pin, state: BuiltState, nodes: dict[str, ModelNode], job: ShardJob) -> Pin:
+    """``pin`` with the columns its models' perturbed rebuilds move never graded, and the tables they
+    cannot check not graded (``harvester.mint.stability``): every gradable table is checked once per pin
+    and its result kept in the pin's mint folder, so later shards read it."""
+    folder = mint_dir(pin.id) / "stability"
+    gradable = {t.name for t in pin.gradable_tables}
+    relations = project_relations(state.manifest)
+    results: list[Stability] = []
+    rebuilder: Rebuilder | None = None
+    try:
+        for uid in sorted(nodes):
+            node = nodes[uid]
+            if node.table not in gradable or node.materialized == "ephemeral":
+                continue
+            key = cache_key(node, pin.gold_sha256, pin.clock)
+            found = cached_stability(folder, key)
+            if found is None:
+                if rebuilder is None:
+                    rebuilder = Rebuilder(state.database, catalog_of(nodes), shard_scratch(job, "stability-"))
+                found = rebuilder.check(node, relations, pin.clock)
+                store_stability(folder, key, found)
+            results.append(found)
+    finally:
+        if rebuilder is not None:
+            rebuilder.close()
+    return with_stability(pin, results)
 
 
 def shard_scratch(job: ShardJob, prefix: str) -> Path:
@@ -503,7 +541,10 @@ def _task_record(
         claims=confirmed.claims,
         database=pin.database,
         broken_signature=confirmed.signature,
-        **origin,
+        source=origin.get("source", "mutation"),
+        fix_commit=origin.get("fix_commit", ""),
+        fix_date=origin.get("fix_date", ""),
+        fix_subject=origin.get("fix_subject", ""),
     )
 
 
