@@ -15,6 +15,9 @@ repair's JSON has no ``kind`` key, so every record minted before completions exi
 A repair's bug is planted by a mutator (``source`` ``mutation``) or mined from the repository's history
 (``history``: the task undoes a fix its engineers made, operator ``history``, with the fix commit, its date
 and subject as provenance); a planted task's JSON has none of these keys.
+
+A completion minted with facts states them (``facts``: row count, grain, types and nulls, example rows)
+after the documentation, and keeps the documentation-only statement beside it (``documentation_statement``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dbt_harvest.core import atomic
 from dbt_harvest.core.closing import restated
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.scorer.spec import GradingSpec, SpecFormatError
+from dbt_harvest.core.statement_facts import TableFacts
 
 GENERATOR_VERSION = "0.1.0"
 SPLITS = ("train", "dev", "test")
@@ -143,6 +147,12 @@ class TaskRecord:
     fix_commit: str = ""
     fix_date: str = ""
     fix_subject: str = ""
+    # a completion's statement of the project's documentation alone (Spider 2.0-DBT's shape), kept beside the
+    # full ``problem_statement`` that adds the ``facts`` about the expected tables (core.statement_facts); a
+    # dataset build or export chooses either, and both are graded the same. Omitted from the JSON when empty
+    # (repairs, and completions minted before the facts), so those records keep their bytes and hashes
+    documentation_statement: str = ""
+    facts: tuple[TableFacts, ...] = ()
 
     @property
     def local_tests(self) -> int:
@@ -158,6 +168,10 @@ class TaskRecord:
         if self.source == "mutation":
             for key in ("source", "fix_commit", "fix_date", "fix_subject"):
                 del data[key]  # likewise for records minted before history tasks existed
+        data["facts"] = [f.to_dict() for f in self.facts]
+        for key in ("documentation_statement", "facts"):
+            if not data[key]:
+                del data[key]  # likewise for records minted before completion statements stated facts
         return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,6 +182,22 @@ class TaskRecord:
     @property
     def sha8(self) -> str:
         return self.base_commit[:8]
+
+
+#: which statement a dataset build or an export gives a task (``statement_of``)
+STATEMENTS = ("full", "documentation")
+
+
+def statement_of(record: TaskRecord, which: str = "full") -> str:
+    """The task's statement: ``full`` (what the mint wrote: a completion's documentation and facts) or
+    ``documentation`` (a completion's documentation alone, Spider 2.0-DBT's shape). A task without a
+    documentation-only statement (a repair, or a completion minted before the facts) has one statement,
+    which both give."""
+    if which not in STATEMENTS:
+        raise TaskRecordError(f"statement {which!r} is not one of {', '.join(STATEMENTS)}")
+    if which == "documentation" and record.documentation_statement:
+        return record.documentation_statement
+    return record.problem_statement
 
 
 def task_id(repo_slug: str, commit: str, operator: str, file: str, broken_patch: str) -> str:
@@ -191,7 +221,7 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
     unknown = sorted(set(data) - known)
     if unknown:
         raise TaskRecordError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))}")
-    nested = {"grading", "local_checks", "wrong_repair_patches", "wrong_repair_notes", "claims"}
+    nested = {"grading", "local_checks", "wrong_repair_patches", "wrong_repair_notes", "claims", "facts"}
     try:
         grading = GradingSpec.from_dict(data["grading"])
         raw_checks = dict(data["local_checks"])
@@ -210,6 +240,7 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
             wrong_repair_patches=tuple(data.get("wrong_repair_patches", ())),
             wrong_repair_notes=notes,
             claims=claims,
+            facts=tuple(TableFacts.from_dict(f) for f in data.get("facts", ())),
         )
     except (KeyError, TypeError, ValueError, AttributeError, SpecFormatError) as exc:
         detail = " ".join(str(exc).splitlines())  # a key quoted from the file may hold a line break
@@ -224,6 +255,8 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
         record.source == "history" and record.kind != "repair"
     ):
         raise TaskRecordError(f"{where}: a history task is a repair with its fix_commit; this record mixes them")
+    if (record.facts or record.documentation_statement) and record.kind != "completion":
+        raise TaskRecordError(f"{where}: only a completion states facts; this {record.kind} has them")
     if record.split not in SPLITS:
         raise TaskRecordError(f"{where}: split {record.split!r} is not one of {', '.join(SPLITS)}")
     for name in ("instance_id", "pin", "base_commit", "file", "broken_patch", "fix_patch", "problem_statement"):

@@ -11,7 +11,10 @@ warm child, no copy of the pin's built database, no screening engine), into a da
 - ``wrong_repair``: the wrong repair builds, fails no dbt test the true repair passes, scores 0, and its
   graded output differs from the broken one under the official check (informative);
 - ``claims``: every claim the task records for its statement holds on the fresh broken build;
-- ``distinct``: no other verified task of the same pin has the same broken outputs or statement.
+- ``distinct``: no other verified task of the same pin has the same broken outputs or statement;
+- ``stable_gold``: no graded column moves when its model is rebuilt under perturbation over the fresh build
+  (``harvester.verify_gates``); and for a completion ``determined``: its stated facts hold on gold and the
+  fresh build, and every wrong completion's fresh build contradicts one of them.
 
 A completion task (``kind == "completion"``) is checked the same way with its own meaning: ``broken_fails``
 is the project with the models' files removed, which must not build or score 0 (its table is absent), as
@@ -43,12 +46,23 @@ from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.build import BuildResult, build_workspace
 from dbt_harvest.harvester.discovery import discover
 from dbt_harvest.harvester.gold import gold_path
+from dbt_harvest.harvester.mint.stability import Stability
 from dbt_harvest.harvester.sandbox import Limits
+from dbt_harvest.harvester.verify_gates import determined, fresh_stability, stable_gold
 from dbt_harvest.harvester.workspace import fresh_workspace, template
 
 #: The database file every verification build uses: not gold's (``build.duckdb``).
 VERIFY_DB_FILE = "verified.duckdb"
-CHECKS = ("gold_matches", "broken_fails", "repair_passes", "wrong_repair", "claims", "distinct")
+CHECKS = (
+    "gold_matches",
+    "broken_fails",
+    "repair_passes",
+    "wrong_repair",
+    "claims",
+    "distinct",
+    "stable_gold",
+    "determined",
+)
 
 
 class VerifyError(HarvestError):
@@ -91,6 +105,20 @@ class _PinBuilds:
     limits: Limits
     built: dict[tuple[tuple[str, str], ...], BuildResult] = field(default_factory=dict)
     count: int = 0
+    stability: dict[str, Stability] | None = None  # the fresh original build's perturbed rebuilds, once
+
+    @property
+    def db_file(self) -> str:
+        """The database file every build here writes: another name than gold's, unless the project's SQL
+        names its database."""
+        return self.pin.db_file if self.pin.database_named else VERIFY_DB_FILE
+
+    def stable_gold(self, record: TaskRecord, original: BuildResult, gold: Path) -> CheckResult:
+        """The ``stable_gold`` check of ``record`` over ``original``, the pin's fresh unmodified build."""
+        if self.stability is None:
+            self.stability = fresh_stability(self.pin, original, self.db_file, self.scratch / "stability")
+        ok, why = stable_gold(record, gold, self.stability)
+        return CheckResult("stable_gold", ok, why)
 
     def build(self, file: str, text: str | None) -> BuildResult:
         """The pin with ``file`` holding ``text`` (None: the file removed), built fresh."""
@@ -127,8 +155,7 @@ class _PinBuilds:
                 sandboxed=self.sandboxed,
                 limits=self.limits,
                 log_path=self.scratch / f"v{self.count:03d}.log",
-                # another database name than gold's, unless the project's SQL names its database
-                db_file=self.pin.db_file if self.pin.database_named else VERIFY_DB_FILE,
+                db_file=self.db_file,
                 exclude_tests=self.pin.excluded_tests,
             )
         return self.built[key]
@@ -174,6 +201,7 @@ def verify_task(record: TaskRecord, builds: _PinBuilds, gold: Path) -> tuple[Tas
 
     original = builds.build(record.file, original_text)
     checks.append(_gold_matches(original, gold, spec))
+    checks.append(builds.stable_gold(record, original, gold))
 
     broken = builds.build(record.file, broken_text)
     signature = ""
@@ -255,6 +283,7 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
     originals = {p.path: (tree / p.path).read_text(encoding="utf-8") for p in removed if (tree / p.path).is_file()}
     original = builds.build_files(dict(originals))
     checks.append(_gold_matches(original, gold, spec))
+    checks.append(builds.stable_gold(record, original, gold))
     if len(originals) != len(removed) or not all(
         p.deleted and apply_to_text(originals[p.path], p) == "" for p in removed
     ):
@@ -312,6 +341,12 @@ def _verify_completion(record: TaskRecord, builds: _PinBuilds, gold: Path) -> Ta
             ok, why = True, f"wrong completion {index}: builds, passes the project's tests, scores 0"
             break
     checks.append(CheckResult("wrong_repair", ok, why))
+    wrong_builds = [
+        builds.build_files(dict(_created(p, f"wrong completion {i}")))
+        for i, p in enumerate(record.wrong_repair_patches)
+    ]
+    ok, why = determined(record, gold, original, wrong_builds)
+    checks.append(CheckResult("determined", ok, why))
     return TaskVerdict(record.instance_id, record.pin, tuple(checks))
 
 

@@ -11,11 +11,23 @@ repair's:
    the model: dbt's parse fails) or the table is absent (the scorer's 0). Decided from the manifest here;
    ``harvest tasks verify`` checks it on a fresh sandboxed build.
 4. ``informative_wrong_completion``: a plausible wrong completion exists: a mutant of the original model
-   (the mutators' "looks right, wrong business rule") that builds, passes every dbt test of the project
+   (the mutators' "looks right, wrong business rule": an inner join for a left one, the other side of a
+   filter, a count of all rows for a distinct count, ...) that builds, passes every dbt test of the project
    and scores 0 under the completion's grading. Up to ``MAX_WRONG_COMPLETIONS`` are kept. The mutants are
    tried in the order the pin's repair mint already screened them (its reports: confirmed mutants first),
    so a pin minted for repairs screens nothing twice.
 5. ``statement_leaks``: the instruction quotes no line of the model's SQL.
+
+Two gates make the task one a careful engineer can solve (the statement determines what is graded):
+
+- ``unstable_gold``: only columns whose values survive the model's perturbed rebuilds are graded
+  (``harvester.mint.stability``, applied to the pin when a shard opens it); a model with no documented
+  stable column left is refused.
+- ``underdetermined``: the statement states facts about the expected table next to the documentation
+  (``core.statement_facts``: row count, grain, types and nulls, boundary example rows, accepted values),
+  read from the gold, never the SQL; every informative wrong completion must contradict at least one of
+  them on its own build, else the task is refused. The record keeps the documentation-only statement
+  (``documentation_statement``) beside the full one.
 
 The original SQL scores 1 by construction (gold is the pin's own build of it); ``tasks verify`` re-checks
 that too.
@@ -33,13 +45,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core.patching import make_patch
-from dbt_harvest.core.pin import Pin
+from dbt_harvest.core.pin import Pin, pin_path, read_pin
 from dbt_harvest.core.scorer.spec import GradingSpec
+from dbt_harvest.core.statement_facts import TableFacts, contradictions
 from dbt_harvest.core.task_record import (
     COMPLETE_OPERATOR,
     LocalChecks,
@@ -62,6 +75,7 @@ from dbt_harvest.harvester.mint.contract import (
 )
 from dbt_harvest.harvester.mint.domain import gold_values
 from dbt_harvest.harvester.mint.engine import Engine
+from dbt_harvest.harvester.mint.facts import facts_of, read_file_table
 from dbt_harvest.harvester.mint.lineage import ModelNode, descendants
 from dbt_harvest.harvester.mint.local_checks import Suite, suite
 from dbt_harvest.harvester.mint.screen import screen
@@ -126,6 +140,30 @@ def completion_spec(pin: Pin, node: ModelNode, contract: Contract) -> GradingSpe
     return GradingSpec(
         gold=f"{pin.gold_sha256}.duckdb", condition_tabs=(graded,), condition_cols=(cols,), ignore_orders=(True,)
     )
+
+
+def table_facts(pin: Pin, node: ModelNode, spec: GradingSpec, contract: Contract) -> TableFacts:
+    """The facts a statement states about ``node``'s graded table, read from the pin's gold (its graded
+    columns: the first table of ``spec``)."""
+    table = spec.condition_tabs[0]
+    gold = read_file_table(gold_path(pin.gold_sha256), table)
+    if gold is None:
+        raise ValueError(f"the gold of {pin.id} has no table {table}")
+    record = next(t for t in pin.gradable_tables if t.name == node.table)
+    names = [record.columns[i].name for i in spec.condition_cols[0]]
+    return facts_of(gold, table, node.name, names, contract)
+
+
+def _moved_by_perturbation(job: ShardJob, pin: Pin, node: ModelNode, contract: Contract) -> str:
+    """The documented columns that would be graded but for the perturbed rebuilds ('' when none)."""
+    committed = read_pin(pin_path(job.pin_id, Path(job.pins)))
+    if completion_spec(committed, node, contract) is None:
+        return ""
+    now = {c.lower() for t in pin.tables if t.name == node.table for c in t.unstable_columns}
+    before = {c.lower() for t in committed.tables if t.name == node.table for c in t.unstable_columns}
+    documented = {c.name.lower() for c in contract.columns}
+    moved = sorted((now - before) & documented) or ["every column (its rebuild failed)"]
+    return ", ".join(moved)
 
 
 def missing_breaks_parse(manifest: dict, uid: str, *more: str) -> bool:
@@ -215,6 +253,12 @@ def run_completion_shard(job: ShardJob) -> ShardResult:
     wrong, last = shard.wrong_completions(admitted)
     if not wrong and not job.allow_weak:
         return ShardResult((shard.report(False, "no_wrong_completion", last),), ())
+    agreeing = [c for c in wrong if not shard.contradicted.get(c.key)]
+    if agreeing:
+        detail = (
+            f"{agreeing[0].mutation.operator} builds, passes the tests and scores 0, yet agrees with every stated fact"
+        )
+        return ShardResult((shard.report(False, "underdetermined", detail),), ())
     record = shard.record(admitted, wrong)
     kept = shard.report(
         True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests, informative=bool(wrong)
@@ -229,7 +273,9 @@ class _Admitted:
     spec: GradingSpec
     tests: Suite
     covering: tuple[str, ...]  # the dbt tests over the model and its descendants
-    statement: str
+    statement: str  # the full statement: the documentation, then the facts
+    documentation: str  # the documentation alone
+    facts: TableFacts
 
 
 @dataclass(frozen=True)
@@ -245,6 +291,9 @@ class _CompletionShard:
     file: str
     original: str
     started: float  # perf_counter at the start: the report's confirm timing
+    # what each wrong completion's build contradicts of the stated facts (by candidate key), filled in as
+    # they are found
+    contradicted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def report(
         self,
@@ -282,14 +331,19 @@ class _CompletionShard:
             return self.report(False, why, "the project does not document what this model must hold")
         spec = completion_spec(pin, self.node, contract)
         if spec is None:
+            moved = _moved_by_perturbation(self.job, self.pin, self.node, contract)
+            if moved:
+                return self.report(False, "unstable_gold", f"its documented columns move when rebuilt: {moved}")
             return self.report(False, "not_graded", "no stable column of its table is documented")
         tests = suite(self.state.manifest, pin.known_failing_tests)
         covering = tests.covering([model, *descendants(self.nodes, model)])
-        statement = completion_statement(contract, tested=bool(covering))
+        facts = table_facts(pin, self.node, spec, contract)
+        documentation = completion_statement(contract, tested=bool(covering))
+        statement = completion_statement(contract, tested=bool(covering), facts=(facts,))
         leak = leaked_line(statement, self.original)
         if leak:
-            return self.report(False, "statement_leaks", f"the documentation quotes the SQL: {leak[:80]}")
-        return _Admitted(spec, tests, covering, statement)
+            return self.report(False, "statement_leaks", f"the statement quotes the SQL: {leak[:80]}")
+        return _Admitted(spec, tests, covering, statement, documentation, facts)
 
     def ranked_mutants(self, gold: Path) -> list[tuple[int, int, Candidate]]:
         """The model's mutants worth trying as wrong completions, in the order they are tried (``_rank``, then
@@ -353,6 +407,8 @@ class _CompletionShard:
             wrong_repair_patches=tuple(make_patch(file, None, c.broken) for c in wrong),
             grading=admitted.spec,
             problem_statement=admitted.statement,
+            documentation_statement=admitted.documentation,
+            facts=(admitted.facts,),
             local_checks=checks,
             gold_sha256=pin.gold_sha256,
             license=pin.license,
@@ -412,6 +468,9 @@ class _MutantTrials:
         graded = grade_build(self.gold, built.gold_file, self.admitted.spec, built_ok=built.models_ok)
         if graded.official or graded.strict:
             return f"{cand.mutation.operator}: scores 1 on the documented columns"
+        facts = self.admitted.facts
+        found = read_file_table(built.gold_file, facts.table) if built.gold_file is not None else None
+        shard.contradicted[cand.key] = contradictions(facts, found)
         return ""
 
     def close(self) -> None:
@@ -506,12 +565,15 @@ class _Pairs:
         poriginal = (self.tree / parent.file).read_text(encoding="utf-8")
         key = completion_key(f"{parent.file}+{file}", poriginal + "\0" + original)
         covering = self.tests.covering([parent.uid, *descendants(self.nodes, parent.uid)])
-        statement = completion_statement(contract, parent.contract, tested=bool(covering))
+        facts = (table_facts(self.pin, self.nodes[parent.uid], parent.spec, parent.contract), *single.facts)
+        statement = completion_statement(contract, parent.contract, tested=bool(covering), facts=facts)
         leak = leaked_line(statement, original) or leaked_line(statement, poriginal)
         if leak:
-            detail = f"the documentation quotes the SQL: {leak[:80]}"
+            detail = f"the statement quotes the SQL: {leak[:80]}"
             return completion_report(key, self.pin, uid, file, False, "statement_leaks", detail), None
-        record = self.pair_record(single, uid, parent, original, poriginal, covering, statement)
+        documentation = completion_statement(contract, parent.contract, tested=bool(covering))
+        statements = (statement, documentation, facts)
+        record = self.pair_record(single, uid, parent, original, poriginal, covering, statements)
         informative = bool(record.wrong_repair_patches)
         report = completion_report(
             key,
@@ -536,10 +598,12 @@ class _Pairs:
         original: str,
         poriginal: str,
         covering: tuple[str, ...],
-        statement: str,
+        statements: tuple[str, str, tuple[TableFacts, ...]],
     ) -> TaskRecord:
         """The pair's task: ``single``'s with both files removed and written back, graded on both tables; its
-        wrong completions are the single's with the parent written back as it was."""
+        wrong completions are the single's with the parent written back as it was (they contradict the
+        single's facts, which the pair states too); ``statements``: the full one, the documentation alone,
+        and the facts."""
         from dbt_harvest.core.patching import apply_to_text, parse_patch
 
         file, pfile, job = single.file, parent.file, self.job
@@ -566,7 +630,9 @@ class _Pairs:
                 make_patch(pfile, None, poriginal) + make_patch(file, None, w) for w in wrong_texts
             ),
             grading=spec,
-            problem_statement=statement,
+            problem_statement=statements[0],
+            documentation_statement=statements[1],
+            facts=statements[2],
             local_checks=checks,
             split=job.split,
             split_group=job.split_group,

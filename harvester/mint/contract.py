@@ -15,10 +15,14 @@ least one column whose description says more than the column's name. A model tha
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dbt_harvest.core.closing import COMPLETION_TESTED, COMPLETION_UNTESTED
+from dbt_harvest.core.statement_facts import TableFacts
+from dbt_harvest.core.statement_facts import render as render_facts
+from dbt_harvest.core.statement_facts import templates as fact_templates
 from dbt_harvest.harvester.mint.lineage import ModelNode, depth
 
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -216,6 +220,7 @@ def templates() -> tuple[str, ...]:
         COMPLETION_UNTESTED,
         "What the project says about {name}:",
         "Model tests: {tests}",
+        *fact_templates(),
     )
 
 
@@ -227,16 +232,28 @@ OPENING_MANY = (
 )
 
 
-def completion_statement(contract: Contract, *more: Contract, tested: bool = True) -> str:
+def completion_statement(
+    contract: Contract, *more: Contract, tested: bool = True, facts: Sequence[TableFacts] = ()
+) -> str:
     """The instruction of a completion task, from the project's own documentation of the model (and of the
     other models removed with it, ``more``: parents it reads, in the order they are written); ``tested``:
-    whether a dbt test covers the removed models or their descendants (else the closing names no test)."""
+    whether a dbt test covers the removed models or their descendants (else the closing names no test).
+
+    ``facts``: what the expected tables hold (``core.statement_facts``), stated after each model's
+    documentation; without them the statement is the documentation alone (Spider 2.0-DBT's shape)."""
     closing = COMPLETION_TESTED if tested else COMPLETION_UNTESTED
+    by_model = {f.model: f for f in facts}
+
+    def stated(each: Contract) -> list[str]:
+        found = by_model.get(each.name)
+        return ["", render_facts(found)] if found is not None else []
+
     if not more:
         lines = [
             OPENING.format(name=contract.name, file=contract.file),
             "",
             *_section(contract, f"What the project says about `{contract.name}`:"),
+            *stated(contract),
         ]
         lines += ["", closing.format(name=contract.name)]
         return "\n".join(lines) + "\n"
@@ -245,7 +262,7 @@ def completion_statement(contract: Contract, *more: Contract, tested: bool = Tru
         OPENING_MANY.format(names=_and([f"`{c.name}`" for c in every]), files=_and([f"`{c.file}`" for c in every]))
     ]
     for each in every:
-        lines += ["", *_section(each, f"What the project says about `{each.name}` (`{each.file}`):")]
+        lines += ["", *_section(each, f"What the project says about `{each.name}` (`{each.file}`):"), *stated(each)]
     lines += ["", closing.format(name="`, `".join(c.name for c in every))]
     return "\n".join(lines) + "\n"
 

@@ -234,7 +234,15 @@ def test_tasks_verify_rebuilds_a_leaf_and_a_two_model_completion_fresh(completed
     report = _json(completed.home, completed.pins, "tasks", "verify", leaf.instance_id, pair.instance_id)
     assert report["summary"]["ok"] == 2, report
     by_id = {t["instance_id"]: t["checks"] for t in report["tasks"]}
-    assert set(by_id[leaf.instance_id]) == {"gold_matches", "broken_fails", "repair_passes", "wrong_repair", "distinct"}
+    assert set(by_id[leaf.instance_id]) == {
+        "gold_matches",
+        "broken_fails",
+        "repair_passes",
+        "wrong_repair",
+        "distinct",
+        "stable_gold",
+        "determined",
+    }
     # without fct_orders (removed with product_performance) the project cannot even be parsed: models read it;
     # without the leaf alone it builds (dbt leaves out the tests on a model that is gone) and scores 0
     assert "does not build" in by_id[pair.instance_id]["broken_fails"]["detail"] and not pair.local_checks.builds

@@ -478,6 +478,7 @@ def test_verify_rebuilds_every_task_independently_and_catches_a_bad_one(depot, m
         "wrong_repair",
         "claims",
         "distinct",
+        "stable_gold",
     }
     assert verdicts[good.instance_id]["ok"] and all(c["ok"] for c in verdicts[good.instance_id]["checks"].values())
     checks = verdicts[second.instance_id]["checks"]
