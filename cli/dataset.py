@@ -40,6 +40,14 @@ def command() -> None:
     help="Keep only tasks whose broken lineage this many dbt tests cover (local_tests; 0 keeps tasks whose "
     "local checks only prove that the project builds).",
 )
+@click.option(
+    "--statement",
+    type=click.Choice(["full", "documentation"]),
+    default="full",
+    show_default=True,
+    help="What a completion's problem_statement holds: its documentation and the facts about the expected "
+    "table (full), or the documentation alone (Spider 2.0-DBT's shape).",
+)
 @json_option
 @fails_cleanly
 def build_cmd(
@@ -49,6 +57,7 @@ def build_cmd(
     overwrite: bool,
     since: str | None,
     min_local_tests: int,
+    statement: str,
     as_json: bool,
 ) -> None:
     """Lint, then write parquet shards, gold files, the DatasetDict and the card to --out."""
@@ -71,6 +80,7 @@ def build_cmd(
             overwrite=overwrite,
             since=since,
             min_local_tests=min_local_tests,
+            statement=statement,
         )
     if as_json:
         echo_json(

@@ -1,6 +1,6 @@
 """`harvest export`: hand a split's tasks to another benchmark's own tools, in that benchmark's layout.
 
-    harvest export spider2 --split dev OUT [--check-clock YYYY-MM-DD] [--json]
+    harvest export spider2 --split dev OUT [--check-clock YYYY-MM-DD] [--statement full|documentation] [--json]
 
 The test split is never exported (it is sealed; only the audit reads it).
 """
@@ -32,10 +32,18 @@ def command() -> None:
     metavar="YYYY-MM-DD",
     help="Date at which each true repair is built to check Spider2 can grade it (default: today, UTC).",
 )
+@click.option(
+    "--statement",
+    type=click.Choice(["full", "documentation"]),
+    default="full",
+    show_default=True,
+    help="A completion's instruction: its documentation and the facts about the expected table (full), "
+    "or the documentation alone (Spider 2.0-DBT's own shape). Repairs have one statement.",
+)
 @click.argument("out", type=click.Path(path_type=Path))
 @json_option
 @fails_cleanly
-def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
+def spider2(split: str, check_clock: str, statement: str, out: Path, as_json: bool) -> None:
     """Write SPLIT's tasks to OUT as Spider 2.0-DBT examples, task list and evaluation suite.
 
     OUT/examples/<id>/ is the broken project with its profiles.yml and build.duckdb (the source data);
@@ -57,6 +65,7 @@ def spider2(split: str, check_clock: str, out: Path, as_json: bool) -> None:
             pins=pins_dir(),
             check_clock=check_clock,
             progress=lambda _iid: tracker.advance(),
+            statement=statement,
         )
     if as_json:
         echo_json(report.to_dict())

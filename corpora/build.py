@@ -34,7 +34,15 @@ from typing import TypedDict
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.licenses import REDISTRIBUTABLE
-from dbt_harvest.core.task_record import KINDS, LOCAL_TESTS_BUCKETS, SOURCES, TaskRecord, local_tests_bucket
+from dbt_harvest.core.task_record import (
+    KINDS,
+    LOCAL_TESTS_BUCKETS,
+    SOURCES,
+    STATEMENTS,
+    TaskRecord,
+    local_tests_bucket,
+    statement_of,
+)
 from dbt_harvest.corpora.card import CardFacts, RepoProvenance, render
 from dbt_harvest.corpora.dedupe import distinct
 from dbt_harvest.corpora.errors import DatasetBuildError, LintError
@@ -186,14 +194,24 @@ def build_dataset(
     overwrite: bool = False,
     since: str | None = None,
     min_local_tests: int = 0,
+    statement: str = "full",
 ) -> BuildResult:
-    """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input."""
+    """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input.
+    ``statement``: which statement each row's ``problem_statement`` holds (``core.task_record.statement_of``:
+    ``documentation`` gives completions their documentation alone); ``documentation_statement`` holds the
+    documentation-only one either way."""
+    if statement not in STATEMENTS:
+        raise DatasetBuildError(f"--statement {statement!r} is not one of {', '.join(STATEMENTS)}")
     wanted = _wanted_splits(splits)
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
         raise DatasetBuildError(f"{out} already exists; choose another --out or pass --overwrite")
     exclusions = exclusions or load_exclusions()
     _refuse_contamination(pins, home, exclusions)
     records, duplicates = _load_records(wanted, home, pins, min_local_tests, since)
+    if statement != "full":
+        records = {
+            s: [replace(r, problem_statement=statement_of(r, statement)) for r in rs] for s, rs in records.items()
+        }
     kept, left_repos, left_tasks = _select(records, public)
     _refuse_empty_splits(wanted, records, kept)
     gold_by_split = {s: sorted({r.gold_sha256 for r in kept[s]}) for s in wanted}
@@ -216,6 +234,7 @@ def build_dataset(
         sealed_test_tasks=sealed_count(home, pins),
         duplicate_tasks=duplicates,
         min_local_tests=min_local_tests,
+        statement=statement,
         since=since or "",
         **_split_counts(kept, wanted, pins),
     )

@@ -59,6 +59,7 @@ class CardFacts:
     # split -> local_tests bucket (core.task_record.LOCAL_TESTS_BUCKETS) -> tasks; None for older builds
     local_tests_hist: dict[str, dict[str, int]] | None = None
     min_local_tests: int = 0  # `--min-local-tests N`: tasks with fewer covering dbt tests were left out
+    statement: str = "full"  # `--statement`: full (a completion's documentation and facts) or documentation
     # split -> tasks of projects with dbt tests that fail on the original project (baseline_tests); None: older
     known_failures: dict[str, int] | None = None
     # split -> tasks whose compat patch edits files of the repository (declared compat_edits); None: older builds
@@ -217,6 +218,16 @@ def _splits_lines(facts: CardFacts, splits: Sequence[str], other_configs: Mappin
     ]
 
 
+#: what the card says of the completions' statements, per `harvest dataset build --statement`
+STATEMENT_WORDS = {
+    "full": "A completion's `problem_statement` gives its documentation and then facts about the expected table, "
+    "read from gold (row count, grain, column types and nulls, example rows at the boundary cases); "
+    "`documentation_statement` holds the documentation alone (Spider 2.0-DBT's shape).",
+    "documentation": "This build gives each completion its documentation alone (`--statement documentation`, "
+    "Spider 2.0-DBT's shape): `problem_statement` and `documentation_statement` are the same text.",
+}
+
+
 def _kinds_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
     """Repair and completion tasks: what each is, and how many per split."""
     return [
@@ -229,6 +240,8 @@ def _kinds_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
         + _per_split_breakdown(facts, splits, facts.kinds, "repair")
         + ".",
         'Keep one kind with `ds.filter(lambda row: row["kind"] == "completion")`.',
+        "",
+        STATEMENT_WORDS.get(facts.statement, STATEMENT_WORDS["full"]),
         "",
     ]
 

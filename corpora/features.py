@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbt_harvest.core.pin import Pin
-from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.core.task_record import TaskRecord, statement_of
 
 #: the file name of the DuckDB database every build of a task uses (the profile's ``path``)
 DATABASE_FILE = "build.duckdb"
@@ -42,7 +42,11 @@ COLUMNS: dict[str, str] = {
     "base_commit": "exact commit the task is built on (40-hex)",
     "pin": "harvester pin id of repo@commit",
     "project_dir": "dbt project folder inside the repository",
-    "problem_statement": "what the user reports; the hidden check is not described",
+    "problem_statement": "what the user reports; the hidden check is not described (a completion: its "
+    "documentation and facts about the expected table, or the documentation alone when built with "
+    "`--statement documentation`)",
+    "documentation_statement": "a completion's statement from the project's documentation alone (Spider 2.0-DBT's "
+    "shape); a repair's problem_statement",
     "kind": "repair (undo one planted edit of a model) or completion (write a documented model whose file is missing)",
     "family": "mutation family (e.g. join, filter, aggregate); completion for a completion task",
     "operator": "mutation operator inside the family",
@@ -106,6 +110,7 @@ def task_features():  # -> datasets.Features
             "pin": Value("string"),
             "project_dir": Value("string"),
             "problem_statement": Value("string"),
+            "documentation_statement": Value("string"),
             "kind": Value("string"),
             "family": Value("string"),
             "operator": Value("string"),
@@ -247,6 +252,7 @@ def _task_fields(record: TaskRecord) -> dict[str, Any]:
         "pin": record.pin,
         "project_dir": record.project_dir,
         "problem_statement": record.problem_statement,
+        "documentation_statement": statement_of(record, "documentation"),
         "kind": record.kind,
         "family": record.family,
         "operator": record.operator,

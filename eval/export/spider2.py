@@ -43,7 +43,7 @@ from typing import Any
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.home import pin_folder_name
-from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.core.task_record import TaskRecord, statement_of
 
 DB_FILE = "build.duckdb"
 TASK_TYPE = "DBT"
@@ -102,9 +102,10 @@ def answer_path(project_dir: str, db_file: str = DB_FILE) -> str:
     return db_file if project_dir in ("", ".") else f"{project_dir.strip('/')}/{db_file}"
 
 
-def task_line(task: TaskRecord) -> dict[str, Any]:
-    """The task's line in spider2-dbt.jsonl."""
-    return {"instance_id": task.instance_id, "instruction": task.problem_statement, "type": TASK_TYPE}
+def task_line(task: TaskRecord, statement: str = "full") -> dict[str, Any]:
+    """The task's line in spider2-dbt.jsonl (``statement``: which of the task's statements is the
+    instruction, ``core.task_record.statement_of``)."""
+    return {"instance_id": task.instance_id, "instruction": statement_of(task, statement), "type": TASK_TYPE}
 
 
 def eval_line(task: TaskRecord) -> dict[str, Any]:
@@ -220,8 +221,10 @@ def export_spider2(
     limits: Any = None,
     check_clock: str = "",
     progress: Callable[[str], None] | None = None,
+    statement: str = "full",
 ) -> ExportReport:
-    """Write ``split``'s tasks to ``out`` in Spider 2.0-DBT's layout; see the module docstring."""
+    """Write ``split``'s tasks to ``out`` in Spider 2.0-DBT's layout; see the module docstring.
+    ``statement``: ``full`` or ``documentation`` (a completion's documentation alone, Spider2's shape)."""
     from dbt_harvest.corpora.store import load_tasks
 
     out = Path(out)
@@ -252,7 +255,8 @@ def export_spider2(
             raise ExportError(
                 f"none of the {split} split's {len(tasks)} tasks can be graded by Spider2: {skipped[0].reason}"
             )
-        _write_task_files(staging, [t for t in tasks if t.instance_id in {e.instance_id for e in exported}])
+        kept = [t for t in tasks if t.instance_id in {e.instance_id for e in exported}]
+        _write_task_files(staging, kept, statement)
         _make_readable(staging)
         if out.exists():
             out.rmdir()
@@ -309,11 +313,11 @@ def _remove(target: Path) -> None:
         target.unlink()
 
 
-def _write_task_files(staging: Path, kept: list[TaskRecord]) -> None:
+def _write_task_files(staging: Path, kept: list[TaskRecord], statement: str) -> None:
     """The exported tasks' lines: spider2-dbt.jsonl (in examples/ and at the top) and spider2_eval.jsonl."""
     from dbt_harvest.core import atomic
 
-    lines = jsonl([task_line(t) for t in kept])
+    lines = jsonl([task_line(t, statement) for t in kept])
     atomic.write_text(staging / EXAMPLES / TASKS_FILE, lines)
     atomic.write_text(staging / TASKS_FILE, lines)
     atomic.write_text(staging / GOLD_DIR / "spider2_eval.jsonl", jsonl([eval_line(t) for t in kept]))

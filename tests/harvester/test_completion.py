@@ -350,6 +350,29 @@ def test_dataset_materialize_score_and_spider2_export_carry_the_kind(
     rows = {r["instance_id"]: r for r in load_dataset(str(tmp_path / "ds"), split="train")}
     assert rows[task.instance_id]["kind"] == "completion" and rows[completed.repairs[0].instance_id]["kind"] == "repair"
     assert f"{len(completed.completions)} completion" in (tmp_path / "ds" / "README.md").read_text()
+    # the full statement (documentation, then facts) and the documentation alone, side by side
+    row = rows[task.instance_id]
+    assert row["problem_statement"] == task.problem_statement and "Facts about the expected" in task.problem_statement
+    assert row["documentation_statement"] == task.documentation_statement != task.problem_statement
+    repair = completed.repairs[0]
+    assert rows[repair.instance_id]["documentation_statement"] == repair.problem_statement
+    # ... or the documentation alone as the statement (Spider 2.0-DBT's shape), said on the card
+    _json(
+        home,
+        pins,
+        "dataset",
+        "build",
+        "--out",
+        str(tmp_path / "doc"),
+        "--split",
+        "train",
+        "--statement",
+        "documentation",
+    )
+    doc_rows = {r["instance_id"]: r for r in load_dataset(str(tmp_path / "doc"), split="train")}
+    assert doc_rows[task.instance_id]["problem_statement"] == task.documentation_statement
+    assert doc_rows[repair.instance_id]["problem_statement"] == repair.problem_statement
+    assert "--statement documentation" in (tmp_path / "doc" / "README.md").read_text()
 
     # a user with the dataset only: materialize (the model is missing), write it, score it
     owner, name = completed.pin.url.split("://", 1)[-1].rstrip("/").split("/")[-2:]
@@ -386,11 +409,13 @@ def test_dataset_materialize_score_and_spider2_export_carry_the_kind(
     assert (noop["official"]["score"], done["official"]["score"]) == (0, 1)
 
     # Spider2's own shape: the project with the model missing, the contract as the instruction
-    exported = _json(home, pins, "export", "spider2", str(tmp_path / "spider2"), "--split", "train")
+    exported = _json(
+        home, pins, "export", "spider2", str(tmp_path / "spider2"), "--split", "train", "--statement", "documentation"
+    )
     assert task.instance_id in {t["instance_id"] for t in exported["exported"]}
     lines = [json.loads(line) for line in (tmp_path / "spider2" / "spider2-dbt.jsonl").read_text().splitlines()]
     instruction = next(line["instruction"] for line in lines if line["instance_id"] == task.instance_id)
-    assert instruction.strip() == task.problem_statement.strip()
+    assert instruction == task.documentation_statement  # the documentation-only statement, unchanged
     example = next((tmp_path / "spider2").rglob(task.instance_id))
     assert not list(example.rglob(Path(task.file).name)) and list(example.rglob("fct_orders.sql"))
 
