@@ -95,6 +95,9 @@ from dbt_harvest.harvester.state import BuiltState
 from dbt_harvest.harvester.workspace import template
 
 FAMILY = "completion"
+#: the version of the completion gates (stable gold, the stated facts, determinedness): part of every
+#: completion shard's key, so a change re-decides the shards a finished mint would skip
+GATES_VERSION = 1
 EFFECT = "missing_model"
 MAX_WRONG_COMPLETIONS = 2
 MAX_TRIES = 6  # mutant builds per model at most

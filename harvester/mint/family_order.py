@@ -27,7 +27,13 @@ from dbt_harvest.harvester.mint.candidates import model_candidates, model_file, 
 from dbt_harvest.harvester.mint.lineage import ModelNode
 
 #: Source folders whose code decides which candidates a model has (and so the counts the order uses).
-_CODE = (Path(__file__).resolve().parents[2] / "mutators", Path(__file__).resolve().parent / "candidates.py")
+#: the code that decides a model's candidates and what may be graded of them (the perturbed rebuilds'
+#: stable gold included: a change there re-decides every shard)
+_CODE = (
+    Path(__file__).resolve().parents[2] / "mutators",
+    Path(__file__).resolve().parent / "candidates.py",
+    Path(__file__).resolve().parent / "stability.py",
+)
 
 
 def family_plan(

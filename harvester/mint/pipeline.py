@@ -283,13 +283,15 @@ def _completion_key(
     has no completion shard: an augmented pin's (its models' contracts are the base pin's), or a model that
     cannot be mutated (a package's, an ephemeral one). The digest covers the model's file, its manifest
     node (description, columns, compiled SQL), its contract (tests and what it reads included), the
-    families and seed its wrong completions come from, and the mint's code version."""
+    families and seed its wrong completions come from, and the versions of the mint and its gates."""
     import hashlib
 
     from dbt_harvest.core.patching import make_patch
     from dbt_harvest.core.task_record import COMPLETE_OPERATOR, GENERATOR_VERSION, task_id
     from dbt_harvest.harvester.mint.candidates import model_file
+    from dbt_harvest.harvester.mint.completion import GATES_VERSION
     from dbt_harvest.harvester.mint.contract import contract_of
+    from dbt_harvest.harvester.mint.stability import STABILITY_VERSION
 
     node = nodes[uid]
     file = model_file(node, pin)
@@ -304,7 +306,17 @@ def _completion_key(
     contract = contract_of(manifest, nodes, uid, file, pin.known_failing_tests)
     digest = hashlib.sha256(
         json.dumps(
-            [GENERATOR_VERSION, file, original, repr(node), repr(contract), options.families, options.seed],
+            [
+                GENERATOR_VERSION,
+                GATES_VERSION,
+                STABILITY_VERSION,
+                file,
+                original,
+                repr(node),
+                repr(contract),
+                options.families,
+                options.seed,
+            ],
             sort_keys=True,
             default=str,
         ).encode()
