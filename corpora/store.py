@@ -39,7 +39,28 @@ def mint_target(home: Path, pins: Path, *, rebuild_sealed: bool = False) -> Mint
         split_of=split_of,
         store=lambda record: store_task(record, home, pins, rebuild_sealed=rebuild_sealed),
         stored=lambda split, pin_id: stored_tasks(home, split, pin_id),
+        withdraw=lambda split, pin_id, instance_id: withdraw_task(home, split, pin_id, instance_id),
     )
+
+
+def withdraw_task(home: Path, split: str, pin_id: str, instance_id: str) -> bool:
+    """Remove the stored task ``instance_id`` of ``pin_id`` from the ``split`` store (a later decision no longer
+    keeps it); whether there was one. The sealed store is never changed this way: a sealed task that a
+    decision withdraws is refused, since the seal would no longer say what the store holds (re-seal instead)."""
+    if split not in SPLITS:
+        raise FirewallError(f"{instance_id}: unknown split {split!r}")
+    if split == "test":
+        if any(r.instance_id == instance_id for r in stored_tasks(home, split, pin_id)):
+            raise FirewallError(
+                f"{instance_id}: a sealed test task cannot be withdrawn by a mint; mint the test split again "
+                "against a new seal (docs/corpus/REBUILD.md)"
+            )
+        return False
+    path = split_dir(home, split) / f"{instance_id}.json"
+    if not path.is_file() or read_task(path).pin != pin_id:
+        return False
+    path.unlink()
+    return True
 
 
 def stored_tasks(home: Path, split: str, pin_id: str) -> list[TaskRecord]:

@@ -250,18 +250,23 @@ def run_completion_shard(job: ShardJob) -> ShardResult:
     tree = template(pin)
     original = (tree / file).read_text(encoding="utf-8")
     shard = _CompletionShard(job, pin, state, nodes, node, tree, file, original, time.perf_counter())
+    # what this decision withdraws when it keeps nothing: the task an earlier decision of the same model kept
+    # (its id depends on the removed file only), so a re-mint under stricter gates leaves no stale task
+    withdrawn = (
+        task_id(pin.id.split("@", 1)[0], pin.commit, COMPLETE_OPERATOR, file, make_patch(file, original, None)),
+    )
     admitted = shard.admit()
     if isinstance(admitted, CandidateReport):
-        return ShardResult((admitted,), ())
+        return ShardResult((admitted,), (), withdrawn=withdrawn)
     wrong, last = shard.wrong_completions(admitted)
     if not wrong and not job.allow_weak:
-        return ShardResult((shard.report(False, "no_wrong_completion", last),), ())
+        return ShardResult((shard.report(False, "no_wrong_completion", last),), (), withdrawn=withdrawn)
     agreeing = [c for c in wrong if not shard.contradicted.get(c.key)]
     if agreeing:
         detail = (
             f"{agreeing[0].mutation.operator} builds, passes the tests and scores 0, yet agrees with every stated fact"
         )
-        return ShardResult((shard.report(False, "underdetermined", detail),), ())
+        return ShardResult((shard.report(False, "underdetermined", detail),), (), withdrawn=withdrawn)
     record = shard.record(admitted, wrong)
     kept = shard.report(
         True, "", "", task_id=record.instance_id, silent=False, local_tests=record.local_tests, informative=bool(wrong)

@@ -182,6 +182,9 @@ class MintTarget:
     split_of: Callable[[str], tuple[str, str] | None]
     store: Callable[[TaskRecord], Path]
     stored: Callable[[str, str], list[TaskRecord]] | None = None
+    #: ``withdraw(split, pin_id, instance_id)``: remove a task a later decision no longer keeps (a re-mint
+    #: under stricter gates); None: a target that keeps no store
+    withdraw: Callable[[str, str, str], bool] | None = None
 
 
 def _split_of(pin: Pin, target: MintTarget) -> tuple[str, str]:
@@ -571,6 +574,7 @@ def _pairs_job(pin: Pin, options: MintOptions, target: MintTarget) -> ShardJob |
         candidates_key=key,
         kind="completion-pairs",
         records=tuple(t.to_json() for t in kept),
+        only_ids=options.only_ids,  # a restricted run derives some pairs only: it withdraws none
     )
 
 
@@ -598,6 +602,7 @@ def _run_round(
         reports, tasks = distinct_bugs(result, index)
         if len(tasks) < len(result.tasks):
             dropped.add(job.pin_id)
+        _withdraw(job, result, tasks, target)
         for record in tasks:
             target.store(record)
         for report in reports:  # the report after its task: a report means its task is already stored
@@ -644,6 +649,25 @@ def _run_round(
         if on_result:
             on_result(job, list(reports))
     return written, stopped, dropped
+
+
+def _withdraw(job: ShardJob, result: ShardResult, kept: list[TaskRecord], target: MintTarget) -> None:
+    """Remove from the store what this decision no longer keeps: the tasks the shard withdrew, and after a
+    pairs shard (it derives every two-model completion of the pin) each stored one it did not derive."""
+    if target.withdraw is None or result.stopped:
+        return
+    gone = set(result.withdrawn) - {t.instance_id for t in kept}
+    if job.kind == "completion-pairs" and job.only_ids is None and target.stored is not None:
+        from dbt_harvest.core.patching import parse_patch
+
+        derived = {t.instance_id for t in kept}
+        gone |= {
+            t.instance_id
+            for t in target.stored(job.split, job.pin_id)
+            if t.kind == "completion" and len(parse_patch(t.broken_patch)) > 1 and t.instance_id not in derived
+        }
+    for instance_id in sorted(gone):
+        target.withdraw(job.split, job.pin_id, instance_id)
 
 
 def distinct_bugs(

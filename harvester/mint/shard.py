@@ -152,6 +152,8 @@ class ShardResult:
     dead: tuple[DeadSite, ...] = ()
     # the job's deadline passed before the shard was done: its reports are final, the rest is left for later
     stopped: bool = False
+    # ids of tasks this shard decided against: one an earlier decision kept is withdrawn from the store
+    withdrawn: tuple[str, ...] = ()
 
 
 def _report(cand: Candidate, stage: str, kept: bool, reason: str, detail: str, **kw: Any) -> CandidateReport:

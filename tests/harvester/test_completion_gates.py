@@ -177,3 +177,48 @@ def test_tasks_verify_fails_a_completion_whose_gold_contradicts_its_facts_or_tha
         checks = {c.name: c for c in verdict.checks}
         assert not checks["determined"].ok and expected in checks["determined"].detail, checks
         assert checks["stable_gold"].ok and not verdict.ok
+
+
+def test_a_re_mint_under_the_gates_withdraws_the_task_an_earlier_decision_kept(
+    guides: SimpleNamespace, tmp_path: Path
+) -> None:
+    """A home whose store holds a guide_customers task (as a mint before the gates kept it) is minted again:
+    the shard now refuses the model and the stale task leaves the store; the kept ones stay."""
+    import shutil
+    from dataclasses import replace
+
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.patching import make_patch
+    from dbt_harvest.core.task_record import COMPLETE_OPERATOR, task_id, write_task
+    from dbt_harvest.corpora.store import load_tasks, mint_target, split_dir
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, mint
+    from dbt_harvest.harvester.workspace import template
+    from tests.conftest import use_env
+
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(guides.home, home, symlinks=True)
+    shutil.copytree(guides.pins, pins)
+    summary = _single(guides, "guide_summary")
+    assert summary is not None
+    file = "models/marts/guide_customers.sql"
+    with use_env(home, pins):
+        original = (template(guides.pin) / file).read_text()
+        deleted = make_patch(file, original, None)
+        stale_id = task_id(guides.pin.id.split("@", 1)[0], guides.pin.commit, COMPLETE_OPERATOR, file, deleted)
+        stale = replace(
+            summary,
+            instance_id=stale_id,
+            file=file,
+            broken_patch=deleted,
+            fix_patch=make_patch(file, None, original),
+            facts=(),
+            documentation_statement="",
+        )
+        write_task(stale, split_dir(home, "train"))
+        before = {t.instance_id for t in load_tasks("train", home, pins, purpose="inspect")}
+        assert stale_id in before
+        # another seed re-decides every completion shard (it is part of their keys)
+        mint([guides.pin], MintOptions(kinds=("completion",), seed=1), mint_target(harvest_home(), pins_dir()))
+        after = {t.instance_id for t in load_tasks("train", home, pins, purpose="inspect")}
+    assert stale_id not in after and summary.instance_id in after
+    assert after == before - {stale_id}, sorted(after ^ before)
