@@ -7,9 +7,10 @@
   unmodified project, and every wrong completion's fresh build contradicts at least one of them. A
   completion minted before the facts existed states none and fails here: re-mint it.
 
-The fresh build's database and manifest are files a sandboxed build of an untrusted project wrote: they
-are read only as regular files (never through a link), the manifest as JSON, the database through a copy
-opened by the screening engine's locked-down DuckDB.
+The fresh build's database (at the workspace root) and manifest (under the project folder's ``target/``)
+are files a sandboxed build of an untrusted project wrote: they are copied out as regular files beneath the
+workspace (``safe_fs.copy_out``, never through a link, size-bounded as ``harvest add`` keeps its state),
+the manifest read as JSON, the database opened by the screening engine's locked-down DuckDB.
 """
 
 from __future__ import annotations
@@ -24,25 +25,29 @@ from dbt_harvest.harvester.build import BuildResult
 from dbt_harvest.harvester.mint.facts import read_file_table
 from dbt_harvest.harvester.mint.lineage import models
 from dbt_harvest.harvester.mint.stability import Rebuilder, Stability, project_relations
+from dbt_harvest.harvester.sandbox import safe_fs
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
+from dbt_harvest.harvester.state import MANIFEST_BYTES
 
-
-def _regular(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink() and not any(p.is_symlink() for p in path.parents)
+#: the largest fresh database copied out to rebuild from (as ``harvest add`` keeps a pin's state)
+MAX_DATABASE_BYTES = 4 << 30
 
 
 def fresh_stability(pin: Pin, original: BuildResult, db_file: str, scratch: Path) -> dict[str, Stability]:
     """Per graded table name: what the perturbed rebuilds of its model over ``original``'s fresh build
     moved. Empty when the build left no database or manifest to rebuild from."""
-    project = original.workspace / pin.project_dir if pin.project_dir not in ("", ".") else original.workspace
-    database, manifest_path = project / db_file, project / "target" / "manifest.json"
-    if not (_regular(database) and _regular(manifest_path)):
+    manifest_rel = "target/manifest.json" if pin.project_dir in ("", ".") else f"{pin.project_dir}/target/manifest.json"
+    database, manifest_path = scratch / "fresh.duckdb", scratch / "manifest.json"
+    try:
+        safe_fs.copy_out(original.workspace, db_file, database, max_bytes=MAX_DATABASE_BYTES)
+        safe_fs.copy_out(original.workspace, manifest_rel, manifest_path, max_bytes=MANIFEST_BYTES)
+    except (safe_fs.UnsafePathError, OSError):
         return {}
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     nodes = models(manifest)
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     relations = project_relations(manifest)
-    rebuilder = Rebuilder(database, catalog, scratch)
+    rebuilder = Rebuilder(database, catalog, scratch / "rebuilds")
     found: dict[str, Stability] = {}
     try:
         for node in sorted(nodes.values(), key=lambda n: n.unique_id):

@@ -196,6 +196,13 @@ def test_mint_keeps_a_task_the_official_scorer_can_grade(added, tmp_path: Path) 
         path = verdict.path
         assert path == "dbt" and (verdict.official, verdict.strict) == (1, 1), verdict
         release()
+    # tasks verify rebuilds the graded models under perturbation from the fresh build of a project in a
+    # subfolder whose tables live in other schemas (its database at the workspace root, its manifest under
+    # integration_tests/target)
+    code, out, err = _run(tmp_path, "tasks", "verify", task.instance_id, "--json")
+    assert code == 0, (out, err[-2000:])
+    (checks,) = [t["checks"] for t in json.loads(out)["tasks"]]
+    assert checks["stable_gold"]["ok"] and "moves under" in checks["stable_gold"]["detail"], checks
 
 
 def test_a_pin_captured_under_the_old_names_is_refused_with_the_fix(added, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
