@@ -24,7 +24,7 @@ from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.build import BuildResult
 from dbt_harvest.harvester.mint.facts import read_file_table
 from dbt_harvest.harvester.mint.lineage import models
-from dbt_harvest.harvester.mint.stability import Rebuilder, Stability, project_relations
+from dbt_harvest.harvester.mint.stability import Rebuilder, Stability, lineage_sql, project_relations
 from dbt_harvest.harvester.sandbox import safe_fs
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
 from dbt_harvest.harvester.state import MANIFEST_BYTES
@@ -53,7 +53,7 @@ def fresh_stability(pin: Pin, original: BuildResult, db_file: str, scratch: Path
         for node in sorted(nodes.values(), key=lambda n: n.unique_id):
             name = graded_name(node.table)
             if name is not None and node.materialized != "ephemeral":
-                found[name] = rebuilder.check(node, relations, pin.clock)
+                found[name] = rebuilder.check(node, relations, pin.clock, lineage_sql(nodes, node.unique_id))
     finally:
         rebuilder.close()
     return found

@@ -41,6 +41,7 @@ from dbt_harvest.harvester.mint.stability import (
     Stability,
     cache_key,
     cached_stability,
+    lineage_sql,
     project_relations,
     store_stability,
     with_stability,
@@ -267,7 +268,7 @@ def stable_pin(pin: Pin, state: BuiltState, nodes: dict[str, ModelNode], job: Sh
             if found is None:
                 if rebuilder is None:
                     rebuilder = Rebuilder(state.database, catalog_of(nodes), shard_scratch(job, "stability-"))
-                found = rebuilder.check(node, relations, pin.clock)
+                found = rebuilder.check(node, relations, pin.clock, lineage_sql(nodes, uid))
                 store_stability(folder, key, found)
             results.append(found)
     finally:

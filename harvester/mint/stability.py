@@ -8,7 +8,7 @@ depends on that order passes: ``row_number()`` over tied values, ``first_value``
 rewrite may order the ties otherwise and score 0 against the gold.
 
 Here the model's compiled SQL runs again in the screening engine (the project's locked-down DuckDB over a
-copy of the pin's built database) under each of ``PERTURBATIONS``: another thread count, and every
+copy of the pin's built database) under each of ``PERTURBATIONS``: another thread count (1, 2, 4 or 8), and every
 relation it reads copied in another physical order (rows sorted by a seeded hash). A column is unstable
 when the perturbed table differs from the built one on it:
 
@@ -21,6 +21,14 @@ when the perturbed table differs from the built one on it:
 
 A model the engine cannot re-run (a Python model, SQL DuckDB refuses here) is not checked: the result
 says why, and the gate refuses rather than grade what it could not test (fail closed).
+
+Some order dependence is a race the rebuilds rarely lose: on dbt_github, ``requested_reviewers`` (a
+``string_agg`` without ``order by``) moved in about 1 of 30 multi-thread rebuilds, never under one thread.
+So the check also reads the compiled SQL of the model and of every model upstream of it: a column named as
+the alias of an order-sensitive aggregate without an ``order by`` inside its call (``string_agg``,
+``listagg``, ``group_concat``, ``array_agg``, ``list``, ``first``, ``last``, ``any_value``, ``arbitrary``)
+is unstable wherever that name reaches (``order_sensitive_aliases``; deterministic, and a name shared by
+chance only drops a column from grading).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +49,7 @@ from dbt_harvest.harvester.mint.lineage import ModelNode
 from dbt_harvest.harvester.sandbox import safe_fs
 
 #: bump when the check changes, so that cached results are computed again
-STABILITY_VERSION = 1
+STABILITY_VERSION = 3
 #: floats are compared rounded to this many places (the scorer's absolute tolerance is 0.01)
 FLOAT_PLACES = 3
 _FLOAT_TYPES = re.compile(r"^(DOUBLE|FLOAT|REAL|DECIMAL)", re.I)
@@ -60,11 +68,17 @@ class Perturbation:
         return f"{self.threads} thread(s), {order}"
 
 
+#: eight rebuilds: an order-dependent value is a race, and four missed one that a fresh build then showed
+#: (dbt_github's ``requested_reviewers`` moved under 4 threads in `tasks verify`, not in the mint's four)
 PERTURBATIONS = (
     Perturbation(threads=4, shuffle_seed=0),
     Perturbation(threads=1, shuffle_seed=1),
     Perturbation(threads=1, shuffle_seed=2),
     Perturbation(threads=4, shuffle_seed=3),
+    Perturbation(threads=8, shuffle_seed=0),
+    Perturbation(threads=2, shuffle_seed=4),
+    Perturbation(threads=8, shuffle_seed=5),
+    Perturbation(threads=4, shuffle_seed=6),
 )
 
 
@@ -95,6 +109,51 @@ class Stability:
             error=str(data.get("error", "")),
             moved_under=str(data.get("moved_under", "")),
         )
+
+
+_ORDER_SENSITIVE = re.compile(
+    r"\b(string_agg|listagg|group_concat|array_agg|list|first|last|any_value|arbitrary)\s*\(", re.I
+)
+_ALIAS_AFTER = re.compile(r'^\s*(?:filter\s*\([^()]*\)\s*)?as\s+"?([A-Za-z_][\w$]*)"?', re.I)
+
+
+def _call_end(sql: str, start: int) -> int:
+    """The index just past the parenthesis that closes the one opened at ``start - 1``."""
+    depth = 1
+    i = start
+    while i < len(sql) and depth:
+        depth += {"(": 1, ")": -1}.get(sql[i], 0)
+        i += 1
+    return i
+
+
+def order_sensitive_aliases(sql: str) -> frozenset[str]:
+    """Lowercased aliases of the order-sensitive aggregates in ``sql`` whose call has no ``order by``
+    (``string_agg(x, ', ') as names``; a window ``over (...)`` makes it another thing: not counted)."""
+    found: set[str] = set()
+    for match in _ORDER_SENSITIVE.finditer(sql):
+        end = _call_end(sql, match.end())
+        if "order by" in " ".join(sql[match.end() : end].lower().split()):
+            continue
+        alias = _ALIAS_AFTER.match(sql[end : end + 200])
+        if alias:
+            found.add(alias.group(1).lower())
+    return frozenset(found)
+
+
+def lineage_sql(nodes: Mapping[str, ModelNode], uid: str) -> tuple[str, ...]:
+    """The compiled SQL of model ``uid`` and of every model upstream of it."""
+    seen: set[str] = set()
+    stack = [uid]
+    out: list[str] = []
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in nodes:
+            continue
+        seen.add(current)
+        out.append(nodes[current].compiled_code)
+        stack.extend(nodes[current].parents)
+    return tuple(out)
 
 
 def input_relations(compiled_sql: str, relations: Iterable[str]) -> tuple[str, ...]:
@@ -189,9 +248,11 @@ def stability_of(
     relations: Iterable[str],
     clock: str,
     perturbations: tuple[Perturbation, ...] = PERTURBATIONS,
+    upstream_sql: Sequence[str] = (),
 ) -> Stability:
     """Rebuild ``node`` in ``engines`` (one per thread count of ``perturbations``, each over a copy of the
-    pin's built database) under each perturbation; which columns moved."""
+    pin's built database) under each perturbation; which columns moved, with the columns named after an
+    order-sensitive aggregate in ``node``'s SQL or ``upstream_sql`` (module docstring)."""
     if node.language != "sql" or not node.compiled_code or not node.relation:
         return Stability(node.table, error=f"{node.name} cannot be rebuilt in DuckDB ({node.language} model)")
     inputs = input_relations(node.compiled_code, (r for r in relations if r != node.relation))
@@ -207,6 +268,13 @@ def stability_of(
         if moved and not first:
             first = p.describe()
         unstable.update(moved)
+    aliases = frozenset().union(*(order_sensitive_aliases(sql) for sql in (node.compiled_code, *upstream_sql)))
+    if aliases:
+        described = engines[perturbations[0].threads].con.execute(f"DESCRIBE SELECT * FROM {node.relation}")
+        named = {str(row[0]) for row in described.fetchall() if str(row[0]).lower() in aliases}
+        if named - unstable and not first:
+            first = "an order-sensitive aggregate without an order"
+        unstable |= named
     return Stability(node.table, tuple(sorted(unstable)), moved_under=first)
 
 
@@ -219,12 +287,14 @@ class Rebuilder:
     scratch: Path
     engines: dict[int, Engine] = field(default_factory=dict)
 
-    def check(self, node: ModelNode, relations: Iterable[str], clock: str) -> Stability:
+    def check(
+        self, node: ModelNode, relations: Iterable[str], clock: str, upstream_sql: Sequence[str] = ()
+    ) -> Stability:
         for p in PERTURBATIONS:
             if p.threads not in self.engines:
                 folder = self.scratch / f"threads-{p.threads}"
                 self.engines[p.threads] = Engine(self.database, self.catalog, folder, threads=p.threads)
-        return stability_of(self.engines, node, relations, clock)
+        return stability_of(self.engines, node, relations, clock, upstream_sql=upstream_sql)
 
     def close(self) -> None:
         for engine in self.engines.values():
@@ -290,6 +360,8 @@ __all__ = [
     "cache_key",
     "cached_stability",
     "input_relations",
+    "lineage_sql",
+    "order_sensitive_aliases",
     "moved_columns",
     "project_relations",
     "rebuild",

@@ -144,3 +144,53 @@ def test_the_grain_is_the_smallest_unique_combination_and_none_when_nothing_is_u
     assert grain_of([(1, "a"), (1, "a")], range(2), ["x", "y"]) == ()
     assert grain_of([(None, "a"), (1, "b")], range(1), ["x"]) == ()  # a null is no key
     assert examples_of([], []) == ()
+
+
+def test_order_sensitive_aggregates_without_an_order_are_found_in_the_sql() -> None:
+    from dbt_harvest.harvester.mint.stability import order_sensitive_aliases
+
+    sql = """
+    select team,
+        string_agg(name, ', ') as roster,
+        string_agg(name, ', ' order by name) as sorted_roster,
+        list(player_id) filter (where points > 0) as scorers,
+        array_agg(distinct coalesce(nick, name)) AS "Nicks",
+        first(player_id) over (partition by team order by points) as leader,
+        count(*) as members
+    from scores group by team
+    """
+    assert order_sensitive_aliases(sql) == frozenset({"roster", "scorers", "nicks"})
+    assert order_sensitive_aliases("select listagg(x) within group (order by x) as xs from t") == frozenset()
+
+
+def test_a_column_named_after_an_unordered_aggregate_upstream_is_unstable_even_when_no_rebuild_moves_it(
+    tmp_path: Path,
+) -> None:
+    """One player per team: string_agg cannot move here, but the rule it follows can; the name reaches the
+    model from an upstream model's SQL."""
+    from dbt_harvest.harvester.mint.stability import lineage_sql
+
+    db = tmp_path / "build.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE main.scores AS SELECT i AS player_id, 'p' || i AS name FROM range(5) t(i)")
+    con.execute(
+        "CREATE TABLE main.rosters AS SELECT player_id AS team, string_agg(name, ', ') AS roster FROM main.scores GROUP BY 1"
+    )
+    con.execute("CREATE TABLE main.board AS SELECT team, roster FROM main.rosters")
+    con.close()
+    upstream = _node("rosters", f"select player_id as team, string_agg(name, ', ') as roster from {SCORES} group by 1")
+    board = ModelNode(
+        "model.x.board", "board", "models/board.sql", '"build"."main"."board"', "main", "board", "table", "sql", "",
+        'select team, roster from "build"."main"."rosters"', "", {}, ("model.x.rosters",), table="main.board",
+    )  # fmt: skip
+    nodes = {"model.x.rosters": upstream, "model.x.board": board}
+    rebuilder = Rebuilder(db, "build", tmp_path / "scratch")
+    try:
+        alone = rebuilder.check(board, [SCORES, '"build"."main"."rosters"'], "2024-01-01 00:00:00")
+        with_lineage = rebuilder.check(
+            board, [SCORES, '"build"."main"."rosters"'], "2024-01-01 00:00:00", lineage_sql(nodes, "model.x.board")
+        )
+    finally:
+        rebuilder.close()
+    assert alone.unstable == ()
+    assert with_lineage.unstable == ("roster",) and with_lineage.moved_under.startswith("an order-sensitive")
