@@ -130,6 +130,15 @@ def echo_json(obj: Any) -> None:
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+#: which statement a completion gets (``core.task_record.statement_of``): `dataset build` and `export spider2`
+statement_option = click.option(
+    "--statement",
+    type=click.Choice(["full", "documentation"]),
+    default="full",
+    show_default=True,
+    help="A completion's statement: its documentation and the facts about the expected table (full), or the "
+    "documentation alone (Spider 2.0-DBT's shape). Repairs have one statement.",
+)
 
 
 def parse_aliases(values: tuple[str, ...]) -> dict[str, str]:

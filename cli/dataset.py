@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, statement_option
 
 
 @click.group("dataset")
@@ -40,14 +40,7 @@ def command() -> None:
     help="Keep only tasks whose broken lineage this many dbt tests cover (local_tests; 0 keeps tasks whose "
     "local checks only prove that the project builds).",
 )
-@click.option(
-    "--statement",
-    type=click.Choice(["full", "documentation"]),
-    default="full",
-    show_default=True,
-    help="What a completion's problem_statement holds: its documentation and the facts about the expected "
-    "table (full), or the documentation alone (Spider 2.0-DBT's shape).",
-)
+@statement_option
 @json_option
 @fails_cleanly
 def build_cmd(

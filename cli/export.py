@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
+from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say, statement_option
 
 
 @click.group(name="export")
@@ -32,14 +32,7 @@ def command() -> None:
     metavar="YYYY-MM-DD",
     help="Date at which each true repair is built to check Spider2 can grade it (default: today, UTC).",
 )
-@click.option(
-    "--statement",
-    type=click.Choice(["full", "documentation"]),
-    default="full",
-    show_default=True,
-    help="A completion's instruction: its documentation and the facts about the expected table (full), "
-    "or the documentation alone (Spider 2.0-DBT's own shape). Repairs have one statement.",
-)
+@statement_option
 @click.argument("out", type=click.Path(path_type=Path))
 @json_option
 @fails_cleanly

@@ -24,6 +24,7 @@ from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.harvester.build import BuildResult
 from dbt_harvest.harvester.mint.facts import read_file_table
 from dbt_harvest.harvester.mint.lineage import models
+from dbt_harvest.harvester.mint.shard import catalog_of
 from dbt_harvest.harvester.mint.stability import Rebuilder, Stability, lineage_sql, project_relations
 from dbt_harvest.harvester.sandbox import safe_fs
 from dbt_harvest.harvester.sandbox.inside.harvest_names import graded_name
@@ -45,7 +46,7 @@ def fresh_stability(pin: Pin, original: BuildResult, db_file: str, scratch: Path
         return {}
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     nodes = models(manifest)
-    catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
+    catalog = catalog_of(nodes)
     relations = project_relations(manifest)
     rebuilder = Rebuilder(database, catalog, scratch / "rebuilds")
     found: dict[str, Stability] = {}
