@@ -67,6 +67,7 @@ _STRING_FIELDS = (
     "compat_patch",
     "compat_patch_sha256",
     "problem_statement",
+    "documentation_statement",
     "profile_schema",
     "project_name",
     "source",
@@ -277,15 +278,15 @@ def _check_ids(row: Mapping[str, Any], where: str) -> None:
 def _check_paths(row: Mapping[str, Any], where: str, limits: RowLimits) -> None:
     """The statement within its bound; the project folder, files and gold inside the tree; the database a
     bare ``<identifier>.duckdb`` file name."""
-    statement = row.get("problem_statement", "")
-    if len(statement) > limits.max_statement_chars:
-        raise _over(
-            where,
-            "the problem statement (characters)",
-            len(statement),
-            "max_statement_chars",
-            limits.max_statement_chars,
-        )
+    for field, words in (
+        ("problem_statement", "problem statement"),
+        ("documentation_statement", "documentation statement"),
+    ):
+        statement = row.get(field, "")
+        if len(statement) > limits.max_statement_chars:
+            raise _over(
+                where, f"the {words} (characters)", len(statement), "max_statement_chars", limits.max_statement_chars
+            )
     check_relpath(row.get("project_dir", ""), "project_dir", where, allow_root=True)
     check_relpath(row.get("file", ""), "file", where)
     check_relpath(row.get("gold_file", ""), "gold_file", where)

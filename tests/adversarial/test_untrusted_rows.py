@@ -251,6 +251,14 @@ def test_a_raised_bound_lets_the_row_through(dataset, tmp_path: Path) -> None:
     with pytest.raises(UntrustedRowError, match="problem statement"):
         check_row(row, RowLimits())
     check_row(row, RowLimits.from_env({"HARVEST_ROW_MAX_STATEMENT_CHARS": "100000"}))
+    # the documentation-only statement has the same bound and must be text
+    long_docs = {**row, "problem_statement": "x", "documentation_statement": "x" * 70_000}
+    with pytest.raises(UntrustedRowError, match="documentation statement"):
+        check_row(long_docs, RowLimits())
+    with pytest.raises(UntrustedRowError, match="documentation_statement must be a string"):
+        check_row(
+            {**row, "documentation_statement": ["x"]}, RowLimits.from_env({"HARVEST_ROW_MAX_STATEMENT_CHARS": "100000"})
+        )
 
 
 @pytest.mark.parametrize(
