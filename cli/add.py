@@ -48,6 +48,25 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
     help="Let --compat-patch edit files the repository has (configuration, seeds, YAML, macros; never model "
     "SQL). The edited files are recorded in the pin, every dataset row and the card.",
 )
+@click.option(
+    "--synthesize-data",
+    is_flag=True,
+    help="The project ships no data for its sources: synthesize it from the project's own YAML, tests and "
+    "SQL (seeds added by a derived patch; the pin records its sha256 and seed, a rebuild derives it again).",
+)
+@click.option(
+    "--synth-seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --synthesize-data: the seed the rows are drawn with.",
+)
+@click.option(
+    "--port-from",
+    type=click.Choice(["snowflake", "bigquery", "postgres", "redshift"]),
+    help="The models are written for this warehouse: port their SQL to DuckDB with sqlglot (Jinja kept; a "
+    "model sqlglot cannot port is refused by name). The rewrite is the pin's declared port, listed per file.",
+)
 @click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
 @click.option(
     "--rename-gold",
@@ -71,6 +90,9 @@ def command(
     clock: str | None,
     compat_patch: Path | None,
     allow_edits: bool,
+    synthesize_data: bool,
+    synth_seed: int,
+    port_from: str | None,
     rebuild: bool,
     rename_gold: bool,
     no_sandbox: bool,
@@ -87,6 +109,8 @@ def command(
     from dbt_harvest.harvester.sandbox import Limits
     from dbt_harvest.harvester.specs import parse_spec
 
+    if synth_seed and not synthesize_data:
+        raise click.UsageError("--synth-seed is the seed of synthesized data: add --synthesize-data")
     if rename_gold and not rebuild:
         raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")
     try:  # a malformed SPEC is a usage error (exit 2, click's usage message); an unreachable one is exit 1
@@ -106,6 +130,8 @@ def command(
         rename_gold=rename_gold,
         compat_patch=compat_patch,
         allow_edits=allow_edits,
+        synthesize=synth_seed if synthesize_data else None,
+        port_from=port_from,
         limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):

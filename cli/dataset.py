@@ -40,6 +40,12 @@ def command() -> None:
     help="Keep only tasks whose broken lineage this many dbt tests cover (local_tests; 0 keeps tasks whose "
     "local checks only prove that the project builds).",
 )
+@click.option(
+    "--data-origin",
+    type=click.Choice(["repository", "augmented", "synthesized"]),
+    help="Keep only tasks whose data has this origin: the repository's own seeds, those seeds plus "
+    "distinguishing rows, or data synthesized from the project's contract (default: every origin).",
+)
 @statement_option
 @json_option
 @fails_cleanly
@@ -50,6 +56,7 @@ def build_cmd(
     overwrite: bool,
     since: str | None,
     min_local_tests: int,
+    data_origin: str | None,
     statement: str,
     as_json: bool,
 ) -> None:
@@ -74,6 +81,7 @@ def build_cmd(
             since=since,
             min_local_tests=min_local_tests,
             statement=statement,
+            data_origin=data_origin or "",
         )
     if as_json:
         echo_json(

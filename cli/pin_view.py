@@ -27,6 +27,11 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "clock": pin.clock,
         "compat_patch_sha256": pin.compat_patch_sha256,
         "compat_edits": list(pin.compat_edits),
+        "data_origin": pin.data_origin,
+        "synthesis_sha256": pin.synthesis_sha256,
+        "synthesis_seed": pin.synthesis_seed,
+        "dialect": pin.dialect,
+        "ported_files": list(pin.ported_files),
         "clock_frozen": pin.clock_frozen,
         "database": pin.database,
         "license": pin.license,
@@ -90,6 +95,18 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
         console.print(f"[yellow]skipped[/yellow] {markup(skipped.path)}: {markup(skipped.reason)}")
     if pin.compat_edits:
         console.print(f"[yellow]compat patch edits[/yellow] {markup(', '.join(pin.compat_edits))} (declared)")
+    if pin.synthesis_sha256:
+        console.print(
+            f"[yellow]data synthesized[/yellow] from the project's contract (seed {pin.synthesis_seed}, patch "
+            f"{pin.synthesis_sha256[:12]}): the repository ships no data for its sources"
+        )
+    if pin.port_sha256:
+        console.print(
+            f"[yellow]ported from {markup(pin.port_from)}[/yellow] (sqlglot, patch {pin.port_sha256[:12]}): "
+            f"{len(pin.ported_files)} model file(s) rewritten"
+        )
+        for file in pin.ported_files:
+            console.print(f"  ported {markup(file)}")
     for test in pin.baseline_tests:
         what = "left out of every build (fails on the original project)" if test.known_failure else "runs (warns only)"
         console.print(f"[yellow]baseline test {test.status}[/yellow] {markup(test.unique_id)}: {what}")

@@ -175,7 +175,32 @@ class Pin:
     # repository files the compat patch edits (declared with --allow-edits; never model SQL:
     # harvester.compat_edits); () for a patch that only adds files, or none
     compat_edits: tuple[str, ...] = ()
+    # synthesized data (harvester/synth): the sha256 of the patch that adds the project's source data as
+    # seeds (derived from the project's own YAML, tests and SQL with ``synthesis_seed``; stored under
+    # pins/patches/synthesized/, never committed), applied after the compat patch before every build
+    synthesis_sha256: str = ""
+    synthesis_seed: int = 0
+    # a dialect port (harvester/port): the warehouse dialect the models were written for, the sha256 of the
+    # patch that rewrites the model files listed in ``ported_files`` into DuckDB's SQL with sqlglot (derived
+    # again on a rebuild, stored under pins/patches/ported/, never committed: it holds the repository's SQL),
+    # applied after the compat patch before every build
+    port_from: str = ""
+    port_sha256: str = ""
+    ported_files: tuple[str, ...] = ()
     format: int = PIN_FORMAT
+
+    @property
+    def data_origin(self) -> str:
+        """Where the pin's data comes from: ``synthesized`` (from the project's contract), ``augmented``
+        (the repository's seeds plus derived rows) or ``repository``."""
+        if self.synthesis_sha256:
+            return "synthesized"
+        return "augmented" if self.augmentation_sha256 else "repository"
+
+    @property
+    def dialect(self) -> str:
+        """The SQL the models are built from: ``native`` or ``ported:<dialect>``."""
+        return f"ported:{self.port_from}" if self.port_sha256 else "native"
 
     @property
     def is_history(self) -> bool:
@@ -250,6 +275,11 @@ _OPTIONAL_DEFAULTS: dict[str, Any] = {
     "mined_from": "",
     "baseline_tests": (),
     "compat_edits": (),
+    "synthesis_sha256": "",
+    "synthesis_seed": 0,
+    "port_from": "",
+    "port_sha256": "",
+    "ported_files": (),
 }
 
 
@@ -313,6 +343,8 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     history = _history_fields(data, where)
     baseline = baseline_tests_from(data.get("baseline_tests", []), where)
     edits = _compat_edits(data, values["compat_patch_sha256"], where)
+    synthesis, synthesis_seed = _synthesis_fields(data, where)
+    port_from, port_sha, ported = _port_fields(data, where)
     if history["fix_commit"] and augmentation:
         raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
     return Pin(
@@ -331,6 +363,11 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         recovers=recovers,
         baseline_tests=baseline,
         compat_edits=edits,
+        synthesis_sha256=synthesis,
+        synthesis_seed=synthesis_seed,
+        port_from=port_from,
+        port_sha256=port_sha,
+        ported_files=ported,
         format=fmt,
     )
 
@@ -442,6 +479,33 @@ def _augmentation_fields(data: dict[str, Any], where: str) -> tuple[str, str, tu
     if recovers and not augmentation:
         raise PinError(f"{where}: recovers names the candidates of an augmentation; this pin has none")
     return augmentation, augments, tuple((m, k) for m, k in recovers)
+
+
+def _synthesis_fields(data: dict[str, Any], where: str) -> tuple[str, int]:
+    """Synthesized data's patch digest and seed (a seed only with a patch)."""
+    sha = data.get("synthesis_sha256", "")
+    seed = data.get("synthesis_seed", 0)
+    if not isinstance(sha, str) or (sha and not _HEX64.match(sha)):
+        raise PinError(f"{where}: synthesis_sha256 must be a sha256")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise PinError(f"{where}: synthesis_seed must be a non-negative integer")
+    if seed and not sha:
+        raise PinError(f"{where}: synthesis_seed is the seed of synthesized data; this pin has none")
+    return sha, seed
+
+
+def _port_fields(data: dict[str, Any], where: str) -> tuple[str, str, tuple[str, ...]]:
+    """A dialect port's dialect, patch digest and files: all of them or none."""
+    dialect, sha, files = data.get("port_from", ""), data.get("port_sha256", ""), data.get("ported_files", [])
+    if not isinstance(dialect, str) or not isinstance(sha, str) or (sha and not _HEX64.match(sha)):
+        raise PinError(f"{where}: port_from must be a dialect name and port_sha256 a sha256")
+    if not isinstance(files, list) or not all(
+        isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/") for f in files
+    ):
+        raise PinError(f"{where}: ported_files must list repository-relative paths")
+    if bool(dialect) != bool(sha) or bool(sha) != bool(files):
+        raise PinError(f"{where}: port_from, port_sha256 and ported_files go together")
+    return dialect, sha, tuple(files)
 
 
 def _compat_edits(data: dict[str, Any], compat_patch_sha256: str, where: str) -> tuple[str, ...]:

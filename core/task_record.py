@@ -153,6 +153,25 @@ class TaskRecord:
     # (repairs, and completions minted before the facts), so those records keep their bytes and hashes
     documentation_statement: str = ""
     facts: tuple[TableFacts, ...] = ()
+    # where the task's data comes from when it is not the repository's (``origin``): "synthesized" (from the
+    # project's contract: harvester/synth); "" for the repository's seeds, augmented or not. Omitted when empty
+    data_origin: str = ""
+    # the SQL the task's models were built from when it is not the repository's own: "ported:<dialect>" (the
+    # pin's models ported to DuckDB's SQL: harvester/port); "" = native. Omitted when empty
+    dialect: str = ""
+
+    @property
+    def sql_dialect(self) -> str:
+        """``native`` or ``ported:<dialect>``."""
+        return self.dialect or "native"
+
+    @property
+    def origin(self) -> str:
+        """The data's origin: ``synthesized``, ``augmented`` (the repository's seeds plus derived rows: an
+        augmented pin, ``<base>+aug-<sha>``) or ``repository``."""
+        if self.data_origin:
+            return self.data_origin
+        return "augmented" if "+aug-" in self.pin else "repository"
 
     @property
     def local_tests(self) -> int:
@@ -169,7 +188,7 @@ class TaskRecord:
             for key in ("source", "fix_commit", "fix_date", "fix_subject"):
                 del data[key]  # likewise for records minted before history tasks existed
         data["facts"] = [f.to_dict() for f in self.facts]
-        for key in ("documentation_statement", "facts"):
+        for key in ("documentation_statement", "facts", "data_origin", "dialect"):
             if not data[key]:
                 del data[key]  # likewise for records minted before completion statements stated facts
         return json.dumps(data, sort_keys=True, indent=1) + "\n"
@@ -183,6 +202,14 @@ class TaskRecord:
     def sha8(self) -> str:
         return self.base_commit[:8]
 
+
+#: what a record's ``data_origin`` may hold ("" = the repository's seeds, augmented or not)
+DATA_ORIGINS = ("", "synthesized")
+#: the warehouse dialects a pin's models can be ported from (harvester/port; sqlglot's names)
+PORT_DIALECTS = ("snowflake", "bigquery", "postgres", "redshift")
+
+#: every origin a task's data can have (``TaskRecord.origin``), as datasets and cards count them
+ORIGINS = ("repository", "augmented", "synthesized")
 
 #: which statement a dataset build or an export gives a task (``statement_of``)
 STATEMENTS = ("full", "documentation")
@@ -255,6 +282,12 @@ def task_from_dict(data: dict[str, Any], where: str = "task") -> TaskRecord:
         record.source == "history" and record.kind != "repair"
     ):
         raise TaskRecordError(f"{where}: a history task is a repair with its fix_commit; this record mixes them")
+    if record.data_origin not in DATA_ORIGINS:
+        raise TaskRecordError(
+            f"{where}: data_origin {record.data_origin!r} is not one of {', '.join(DATA_ORIGINS[1:])}"
+        )
+    if record.dialect and not (record.dialect.startswith("ported:") and record.dialect[7:] in PORT_DIALECTS):
+        raise TaskRecordError(f"{where}: dialect {record.dialect!r} is not ported:<{'|'.join(PORT_DIALECTS)}>")
     if (record.facts or record.documentation_statement) and record.kind != "completion":
         raise TaskRecordError(f"{where}: only a completion states facts; this {record.kind} has them")
     if record.split not in SPLITS:

@@ -37,6 +37,7 @@ from dbt_harvest.core.licenses import REDISTRIBUTABLE
 from dbt_harvest.core.task_record import (
     KINDS,
     LOCAL_TESTS_BUCKETS,
+    ORIGINS,
     SOURCES,
     STATEMENTS,
     TaskRecord,
@@ -144,17 +145,18 @@ def rows_fingerprint(rows: Sequence[dict]) -> str:
 def _rows(records: list[TaskRecord], pins: Path) -> list[dict]:
     """Self-contained rows: each record with its pin's rebuild facts and its compat patch's text."""
     from dbt_harvest.core.pin import pin_path, read_pin
-    from dbt_harvest.harvester.workspace import augmentation_text, compat_patch_text
+    from dbt_harvest.harvester.workspace import augmentation_text, compat_patch_text, port_patch_text, synthesis_text
 
     cache: dict[str, tuple] = {}
     rows = []
     for r in records:
         if r.pin not in cache:
             pin = read_pin(pin_path(r.pin, pins))
-            cache[r.pin] = (pin, compat_patch_text(pin, pins), augmentation_text(pin, pins))
-        pin, compat, augmentation = cache[r.pin]
+            texts = (compat_patch_text(pin, pins), augmentation_text(pin, pins), synthesis_text(pin, pins))
+            cache[r.pin] = (pin, *texts, port_patch_text(pin, pins))
+        pin, compat, augmentation, synthesis, port = cache[r.pin]
         try:
-            rows.append(to_row(r, pin, compat, augmentation))
+            rows.append(to_row(r, pin, compat, augmentation, synthesis, port))
         except ValueError as exc:
             raise DatasetBuildError(f"{exc}; re-run `harvest mint` for its pin") from None
     return rows
@@ -195,19 +197,25 @@ def build_dataset(
     since: str | None = None,
     min_local_tests: int = 0,
     statement: str = "full",
+    data_origin: str = "",
 ) -> BuildResult:
     """Build the folder at ``out`` (see the module docstring); raise before writing anything on bad input.
     ``statement``: which statement each row's ``problem_statement`` holds (``core.task_record.statement_of``:
     ``documentation`` gives completions their documentation alone); ``documentation_statement`` holds the
-    documentation-only one either way."""
+    documentation-only one either way. ``data_origin``: keep only tasks whose data has that origin
+    (``core.task_record.ORIGINS``; "" keeps all)."""
     if statement not in STATEMENTS:
         raise DatasetBuildError(f"--statement {statement!r} is not one of {', '.join(STATEMENTS)}")
+    if data_origin and data_origin not in ORIGINS:
+        raise DatasetBuildError(f"--data-origin {data_origin!r} is not one of {', '.join(ORIGINS)}")
     wanted = _wanted_splits(splits)
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
         raise DatasetBuildError(f"{out} already exists; choose another --out or pass --overwrite")
     exclusions = exclusions or load_exclusions()
     _refuse_contamination(pins, home, exclusions)
     records, duplicates = _load_records(wanted, home, pins, min_local_tests, since)
+    if data_origin:
+        records = {s: [r for r in rs if r.origin == data_origin] for s, rs in records.items()}
     if statement != "full":
         records = {
             s: [replace(r, problem_statement=statement_of(r, statement)) for r in rs] for s, rs in records.items()
@@ -235,6 +243,7 @@ def build_dataset(
         duplicate_tasks=duplicates,
         min_local_tests=min_local_tests,
         statement=statement,
+        data_origin=data_origin,
         since=since or "",
         **_split_counts(kept, wanted, pins),
     )
@@ -336,6 +345,8 @@ class _SplitCounts(TypedDict):
     compat_edits: dict[str, int]
     kinds: dict[str, dict[str, int]]
     sources: dict[str, dict[str, int]]
+    origins: dict[str, dict[str, int]]
+    dialects: dict[str, dict[str, int]]
 
 
 def _split_counts(kept: dict[str, list[TaskRecord]], wanted: Sequence[str], pins: Path) -> _SplitCounts:
@@ -356,6 +367,8 @@ def _split_counts(kept: dict[str, list[TaskRecord]], wanted: Sequence[str], pins
         "compat_edits": _compat_edits(kept, pins),
         "kinds": {s: {k: n for k in KINDS if (n := sum(1 for r in kept[s] if r.kind == k))} for s in wanted},
         "sources": {s: {k: n for k in SOURCES if (n := sum(1 for r in kept[s] if r.source == k))} for s in wanted},
+        "origins": {s: {k: n for k in ORIGINS if (n := sum(1 for r in kept[s] if r.origin == k))} for s in wanted},
+        "dialects": {s: dict(sorted(Counter(r.sql_dialect for r in kept[s]).items())) for s in wanted},
     }
 
 

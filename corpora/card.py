@@ -67,6 +67,11 @@ class CardFacts:
     # split -> source -> tasks (mutation, history); None for a build made before history tasks existed
     sources: dict[str, dict[str, int]] | None = None
     since: str = ""  # `--since DATE`: only history tasks whose fix is that recent
+    # split -> data origin (repository, augmented, synthesized) -> tasks; None for a build made before it was counted
+    origins: dict[str, dict[str, int]] | None = None
+    data_origin: str = ""  # `--data-origin`: only tasks of that origin were kept ("" = every origin)
+    # split -> dialect (native, ported:<dialect>) -> tasks; None for a build made before it was counted
+    dialects: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -320,6 +325,20 @@ def _augmented_lines(facts: CardFacts, splits: Sequence[str]) -> list[str]:
         + _of_split(facts, splits, facts.augmented)
         + ".",
         'Keep only upstream data with `ds.filter(lambda row: not row["augmented"])`.',
+        "",
+        "## Data origin",
+        "",
+        "Where a repository ships no data for its sources, the harvester synthesized it from the project's own",
+        "contract (its sources' YAML, its dbt tests and how its SQL uses each column; `synthesis_patch`, applied",
+        "before every build; the project's own tests pass on it). `data_origin` says which each task has, per split: "
+        + _per_split_breakdown(facts, splits, facts.origins, "repository")
+        + "."
+        + (f" This build kept `{facts.data_origin}` tasks only (`--data-origin`)." if facts.data_origin else ""),
+        "",
+        "Where a project was written for another warehouse, its models' SQL was ported to DuckDB with sqlglot",
+        "(`port_patch`, the Jinja kept; statements never mention it). `dialect` says which, per split: "
+        + _per_split_breakdown(facts, splits, facts.dialects, "native")
+        + ".",
         "",
     ]
 

@@ -74,6 +74,17 @@ COLUMNS: dict[str, str] = {
     "augmented": "true when the task's seeds carry distinguishing rows the harvester added (augmentation_patch); filter with `not row['augmented']` for upstream data only",
     "augmentation_patch": "unified diff adding seed rows, applied after compat_patch and before broken_patch; empty if none",
     "augmentation_patch_sha256": "sha256 of augmentation_patch (empty if none)",
+    "data_origin": "where the task's data comes from: repository (the project's own seeds), augmented (its seeds plus "
+    "distinguishing rows: augmentation_patch) or synthesized (the repository ships no data: synthesis_patch derives "
+    "it from the project's own YAML, tests and SQL)",
+    "synthesis_patch": "unified diff adding the synthesized source data as seeds (and the `source` macro that reads "
+    "them), applied after compat_patch and before augmentation_patch; empty unless data_origin is synthesized",
+    "synthesis_patch_sha256": "sha256 of synthesis_patch (empty if none)",
+    "dialect": "the SQL the models are built from: native (the repository's, written for DuckDB or portable) or "
+    "ported:<dialect> (written for another warehouse and ported with sqlglot: port_patch)",
+    "port_patch": "unified diff rewriting the model files the port changed into DuckDB's SQL (Jinja kept), applied "
+    "after compat_patch; empty unless dialect is ported",
+    "port_patch_sha256": "sha256 of port_patch (empty if none)",
     "setup": "the setup step, spelled out (SWE-bench rows start from an already broken base_commit; ours do not)",
     "FAIL_TO_PASS": "graded checks that fail on the broken project and pass after the gold repair (the hidden duckdb_match)",
     "PASS_TO_PASS": "local checks that pass before and after the repair (the project's dbt build and tests)",
@@ -150,6 +161,12 @@ def task_features():  # -> datasets.Features
             "augmented": Value("bool"),
             "augmentation_patch": Value("string"),
             "augmentation_patch_sha256": Value("string"),
+            "data_origin": Value("string"),
+            "synthesis_patch": Value("string"),
+            "synthesis_patch_sha256": Value("string"),
+            "dialect": Value("string"),
+            "port_patch": Value("string"),
+            "port_patch_sha256": Value("string"),
             "setup": Value("string"),
             "FAIL_TO_PASS": List(Value("string")),
             "PASS_TO_PASS": List(Value("string")),
@@ -214,24 +231,33 @@ def toolchain(versions: dict[str, str]) -> tuple[str, str]:
 
 
 def to_row(
-    record: TaskRecord, pin: Pin | None = None, compat_patch: str = "", augmentation: str = ""
+    record: TaskRecord,
+    pin: Pin | None = None,
+    compat_patch: str = "",
+    augmentation: str = "",
+    synthesis: str = "",
+    port: str = "",
 ) -> dict[str, Any]:
-    """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch`` and
-    ``augmentation`` the text of its patches).
+    """The public row of a record (``pin`` supplies what rebuilds the task; ``compat_patch``,
+    ``augmentation``, ``synthesis`` and ``port`` the text of its patches).
 
     Fields not listed here (wrong repairs, timings, table fingerprints) are never copied."""
     if pin is not None:
-        _check_pin_texts(record, pin, compat_patch, augmentation)
+        _check_pin_texts(record, pin, compat_patch, augmentation, synthesis, port)
     return {
         **_task_fields(record),
-        **_rebuild_fields(pin, compat_patch, augmentation),
+        **_rebuild_fields(pin, compat_patch, augmentation, synthesis, port),
+        "data_origin": record.origin,
+        "dialect": record.sql_dialect,
         **_check_fields(record, pin),
         **_toolchain_fields(record),
         **_history_fields(record, pin),
     }
 
 
-def _check_pin_texts(record: TaskRecord, pin: Pin, compat_patch: str, augmentation: str) -> None:
+def _check_pin_texts(
+    record: TaskRecord, pin: Pin, compat_patch: str, augmentation: str, synthesis: str = "", port: str = ""
+) -> None:
     """ValueError unless ``pin`` is the record's pin and the patch texts hash to the pin's sha256."""
     import hashlib
 
@@ -241,6 +267,10 @@ def _check_pin_texts(record: TaskRecord, pin: Pin, compat_patch: str, augmentati
         raise ValueError(f"{record.instance_id}: compat patch text does not match the pin's sha256")
     if pin.augmentation_sha256 and hashlib.sha256(augmentation.encode()).hexdigest() != pin.augmentation_sha256:
         raise ValueError(f"{record.instance_id}: augmentation patch text does not match the pin's sha256")
+    if pin.synthesis_sha256 and hashlib.sha256(synthesis.encode()).hexdigest() != pin.synthesis_sha256:
+        raise ValueError(f"{record.instance_id}: synthesized data patch text does not match the pin's sha256")
+    if pin.port_sha256 and hashlib.sha256(port.encode()).hexdigest() != pin.port_sha256:
+        raise ValueError(f"{record.instance_id}: dialect port patch text does not match the pin's sha256")
 
 
 def _task_fields(record: TaskRecord) -> dict[str, Any]:
@@ -273,7 +303,9 @@ def _task_fields(record: TaskRecord) -> dict[str, Any]:
     }
 
 
-def _rebuild_fields(pin: Pin | None, compat_patch: str, augmentation: str) -> dict[str, Any]:
+def _rebuild_fields(
+    pin: Pin | None, compat_patch: str, augmentation: str, synthesis: str = "", port: str = ""
+) -> dict[str, Any]:
     """What rebuilds the project from its pin: origin, tree, profile, clock, packages, compat and seed patches."""
     return {
         "origin_url": pin.url if pin else "",
@@ -299,6 +331,10 @@ def _rebuild_fields(pin: Pin | None, compat_patch: str, augmentation: str) -> di
         "augmented": bool(pin and pin.augmentation_sha256),
         "augmentation_patch": augmentation if pin and pin.augmentation_sha256 else "",
         "augmentation_patch_sha256": pin.augmentation_sha256 if pin else "",
+        "synthesis_patch": synthesis if pin and pin.synthesis_sha256 else "",
+        "synthesis_patch_sha256": pin.synthesis_sha256 if pin else "",
+        "port_patch": port if pin and pin.port_sha256 else "",
+        "port_patch_sha256": pin.port_sha256 if pin else "",
     }
 
 

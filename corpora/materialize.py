@@ -37,6 +37,7 @@ from typing import Any
 from dbt_harvest.core import atomic
 from dbt_harvest.core.clock import hand_build_prefix
 from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.patching import parse_patch
 from dbt_harvest.core.pin import PackageRecord, Pin, baseline_tests_from, display_name
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord
@@ -178,6 +179,10 @@ def row_pin(row: dict[str, Any]) -> Pin:
         compat_patch_sha256=row["compat_patch_sha256"],
         augmentation_sha256=row.get("augmentation_patch_sha256", ""),
         augments=row["pin"].split("+aug-", 1)[0] if row.get("augmentation_patch_sha256") else "",
+        synthesis_sha256=row.get("synthesis_patch_sha256", ""),
+        port_from=str(row.get("dialect") or "").removeprefix("ported:") if row.get("port_patch_sha256") else "",
+        port_sha256=row.get("port_patch_sha256", ""),
+        ported_files=tuple(p.path for p in parse_patch(row.get("port_patch") or "")),
         fix_commit=row.get("fix_commit", ""),
         fix_files=tuple(row.get("fix_files") or ()),
         fix_sha256=row.get("fix_sha256", ""),
@@ -304,14 +309,16 @@ def gold_for(ref: DatasetRef, row: dict[str, Any]) -> Path:
 
 
 def row_source(row: dict[str, Any], repo_mirror: Path | None) -> TreeSource:
-    """How to rebuild a row's pin tree: the pin as the row states it, its compat and augmentation patch
-    texts, the mirror its bytes come from (``harvester.task_tree``: the one way every consumer materializes
+    """How to rebuild a row's pin tree: the pin as the row states it, its compat, augmentation and
+    synthesized data patch texts, the mirror its bytes come from (``harvester.task_tree``: the one way every consumer materializes
     a task)."""
     return TreeSource(
         row_pin(row),
         row["compat_patch"],
         mirror_location(row["origin_url"], repo_mirror),
         row.get("augmentation_patch", ""),
+        row.get("synthesis_patch", ""),
+        row.get("port_patch", ""),
     )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 from dbt_harvest.core.errors import HarvestError, PinError
 from dbt_harvest.core.patching import PatchError, parse_patch
 from dbt_harvest.core.pin import baseline_tests_from
-from dbt_harvest.core.task_record import KINDS, SOURCES
+from dbt_harvest.core.task_record import KINDS, ORIGINS, PORT_DIALECTS, SOURCES
 
 _DATABASE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}\.duckdb")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+@-]{0,254}")
@@ -47,7 +47,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 _NAME_ONLY = ("local://", "package://")
 #: the environment variable that lets a row's repository or package come over ssh
 ALLOW_SSH_ENV = "HARVEST_ALLOW_SSH_URLS"
-_PATCH_FIELDS = ("broken_patch", "patch", "compat_patch", "augmentation_patch")
+_PATCH_FIELDS = ("broken_patch", "patch", "compat_patch", "augmentation_patch", "synthesis_patch", "port_patch")
 _STRING_FIELDS = (
     "kind",
     "instance_id",
@@ -76,6 +76,8 @@ _STRING_FIELDS = (
     "fix_subject",
     "fix_url",
     "fix_sha256",
+    "data_origin",
+    "dialect",
 )
 
 
@@ -269,10 +271,16 @@ def _check_ids(row: Mapping[str, Any], where: str) -> None:
     for name, pattern in (("base_commit", _HEX40), ("tree", _HEX40), ("gold_sha256", _HEX64)):
         if not pattern.fullmatch(str(row.get(name, ""))):
             raise UntrustedRowError(f"{where}: {name} {str(row.get(name, ''))[:80]!r} is not a hex digest")
-    for name in ("compat_patch_sha256", "augmentation_patch_sha256"):
+    for name in ("compat_patch_sha256", "augmentation_patch_sha256", "synthesis_patch_sha256", "port_patch_sha256"):
         value = row.get(name, "")
         if value and not _HEX64.fullmatch(str(value)):
             raise UntrustedRowError(f"{where}: {name} {str(value)[:80]!r} is not a sha256")
+    origin = row.get("data_origin", "")
+    if origin and origin not in ORIGINS:
+        raise UntrustedRowError(f"{where}: data_origin {str(origin)[:80]!r} is not one of {', '.join(ORIGINS)}")
+    dialect = str(row.get("dialect") or "native")
+    if dialect != "native" and dialect.removeprefix("ported:") not in PORT_DIALECTS:
+        raise UntrustedRowError(f"{where}: dialect {dialect[:80]!r} is not native or ported:<dialect>")
 
 
 def _check_paths(row: Mapping[str, Any], where: str, limits: RowLimits) -> None:

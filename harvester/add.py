@@ -55,6 +55,7 @@ from dbt_harvest.harvester.gitstore import GitStore
 from dbt_harvest.harvester.gold import differing_columns, install_gold
 from dbt_harvest.harvester.history.fix import Fix, apply_fix, read_fix
 from dbt_harvest.harvester.packages import load_mirror, resolve_packages, vendor_packages
+from dbt_harvest.harvester.port.project import Port, port_tree
 from dbt_harvest.harvester.sandbox import Limits, safe_fs, sandbox_available
 from dbt_harvest.harvester.sandbox.command import python_binds
 from dbt_harvest.harvester.sandbox.parallel import ParallelChild
@@ -70,6 +71,8 @@ from dbt_harvest.harvester.specs import (
     spec_identity,
 )
 from dbt_harvest.harvester.state import install_state
+from dbt_harvest.harvester.synth.run import synthesize
+from dbt_harvest.harvester.workspace import port_path, synthesis_path
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,10 @@ class AddOptions:
     # a history pin (harvester/history): the fix commit whose model files are applied over the pinned
     # commit (its parent) before every build, the files, the fix's author date and the pin it was mined from
     fix: HistoryFix | None = None
+    # synthesize the project's source data (harvester/synth) with this seed: None = the repository's own data
+    synthesize: int | None = None
+    # port the models' SQL from this warehouse dialect to DuckDB (harvester/port): None = written for DuckDB
+    port_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,10 +133,17 @@ class Source:
     compat_patch: str
     fix: Fix | None = None  # a history pin's fix, applied after the compat patch
     compat_edits: tuple[str, ...] = ()  # the repository files the compat patch edits (declared, never model SQL)
+    synthesis: str = ""  # the synthesized data patch applied after the compat patch ("" for the repository's data)
+    synthesis_seed: int = 0
+    port: Port | None = None  # the dialect port applied after the compat patch, before the synthesized data
 
     @property
     def compat_patch_sha256(self) -> str:
         return hashlib.sha256(self.compat_patch.encode()).hexdigest() if self.compat_patch else ""
+
+    @property
+    def synthesis_sha256(self) -> str:
+        return hashlib.sha256(self.synthesis.encode()).hexdigest() if self.synthesis else ""
 
 
 def _now() -> str:
@@ -534,6 +548,10 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     drift = _drift(previous, pin) if previous else ()
     if gold.source.compat_patch:
         atomic.write_text(pins_dir() / "patches" / f"{gold.source.compat_patch_sha256}.diff", gold.source.compat_patch)
+    if gold.source.synthesis:
+        atomic.write_text(synthesis_path(gold.source.synthesis_sha256), gold.source.synthesis)
+    if gold.source.port is not None:
+        atomic.write_text(port_path(gold.source.port.sha256), gold.source.port.patch)
     pin, path, drift = _settle_pin(pin, previous, drift, existing_path)
     _drop_bulk(run_dir)
     status = "rebuilt" if previous else "added"
@@ -579,7 +597,12 @@ def _previous_pin(existing_path: Path) -> Pin | None:
 
 def _with_recorded_patch(options: AddOptions, previous: Pin | None) -> AddOptions:
     """``options`` for a rebuild of ``previous``: the compat patch the pin records (stored by hash) unless a
-    new one is given, with edits allowed when the pin's patch made them."""
+    new one is given, with edits allowed when the pin's patch made them; its data synthesized again with the
+    seed it records."""
+    if previous is not None and options.synthesize is None and previous.synthesis_sha256:
+        options = replace(options, synthesize=previous.synthesis_seed)
+    if previous is not None and options.port_from is None and previous.port_from:
+        options = replace(options, port_from=previous.port_from)
     if previous is not None and options.compat_patch is None and previous.compat_patch_sha256:
         return replace(
             options,
@@ -627,6 +650,10 @@ def _build_gold(
     with child:
         child.start()
         source = finish_source(store, exported, options)
+        if options.port_from is not None:
+            source = _with_port(source, options.port_from)
+        if options.synthesize is not None:
+            source = _with_synthesized_data(source, options, run_dir)
         # the default clock reads the seeds as patched; a patch that moved it needs a child at that clock
         clock = fixed or default_clock(_seed_dirs(source.root, source.project))
         if clock != guess:
@@ -638,6 +665,31 @@ def _build_gold(
             source, clock, options, run_dir, child, previous.database if previous is not None else DEFAULT_DATABASE
         )
     return GoldRun(source, clock, builds)
+
+
+def _with_port(source: Source, dialect: str) -> Source:
+    """``source`` with its models ported from ``dialect`` (harvester/port) in its tree; unchanged when every
+    model already reads the same in DuckDB."""
+    port = port_tree(source.root, source.project, dialect)
+    if not port.patch:
+        return source
+    apply_patch(source.root, port.patch)
+    return replace(source, port=port)
+
+
+def _with_synthesized_data(source: Source, options: AddOptions, run_dir: Path) -> Source:
+    """``source`` with its source data synthesized (harvester/synth) and applied to its tree."""
+    assert options.synthesize is not None
+    made = synthesize(
+        source.root,
+        source.project,
+        options.synthesize,
+        run_dir / "synth",
+        sandboxed=options.sandboxed,
+        limits=options.limits,
+    )
+    apply_patch(source.root, made.patch)
+    return replace(source, synthesis=made.patch, synthesis_seed=made.seed)
 
 
 def _install_gold(
@@ -702,6 +754,11 @@ def _pin_record(
         database=builds.database,
         baseline_tests=builds.baseline,
         compat_edits=source.compat_edits,
+        synthesis_sha256=source.synthesis_sha256,
+        synthesis_seed=source.synthesis_seed,
+        port_from=source.port.dialect if source.port else "",
+        port_sha256=source.port.sha256 if source.port else "",
+        ported_files=source.port.files if source.port else (),
         **_history_fields(source, options),
     )
 

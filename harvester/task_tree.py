@@ -43,13 +43,20 @@ class TreeSource:
     compat_text: str | None = None
     fetch_from: str | None = None
     augment_text: str | None = None
+    synth_text: str | None = None
+    port_text: str | None = None
 
     def template(self) -> Path:
         """The pin's materialized tree (cached under HARVEST_HOME/templates, made on first use)."""
         from dbt_harvest.harvester.workspace import template
 
         return template(
-            self.pin, compat_text=self.compat_text, fetch_from=self.fetch_from, augment_text=self.augment_text
+            self.pin,
+            compat_text=self.compat_text,
+            fetch_from=self.fetch_from,
+            augment_text=self.augment_text,
+            synth_text=self.synth_text,
+            port_text=self.port_text,
         )
 
 

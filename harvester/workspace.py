@@ -33,6 +33,8 @@ def _marker(pin: Pin) -> str:
             "tree": pin.tree,
             "compat": pin.compat_patch_sha256,
             "augmentation": pin.augmentation_sha256,
+            **({"synthesis": pin.synthesis_sha256} if pin.synthesis_sha256 else {}),
+            **({"port": pin.port_sha256} if pin.port_sha256 else {}),
             **({"fix": pin.fix_sha256} if pin.is_history else {}),
             "packages": [[p.name, p.commit, p.source] for p in pin.packages],
         },
@@ -47,6 +49,36 @@ AUGMENTATIONS = "patches/augmentations"
 
 def augmentation_path(sha256: str, pins: Path | None = None) -> Path:
     return (pins or pins_dir()) / AUGMENTATIONS / f"{sha256}.diff"
+
+
+#: where synthesized data lives under the pins folder: derived from the project (harvester/synth), made
+#: again by `harvest add --rebuild` and checked by digest, never committed (.gitignore)
+SYNTHESIZED = "patches/synthesized"
+
+
+def synthesis_path(sha256: str, pins: Path | None = None) -> Path:
+    return (pins or pins_dir()) / SYNTHESIZED / f"{sha256}.diff"
+
+
+#: where dialect ports live under the pins folder: the repository's model SQL rewritten (harvester/port),
+#: derived again by `harvest add --rebuild` and checked by digest, never committed (.gitignore)
+PORTED = "patches/ported"
+
+
+def port_path(sha256: str, pins: Path | None = None) -> Path:
+    return (pins or pins_dir()) / PORTED / f"{sha256}.diff"
+
+
+def port_patch_text(pin: Pin, pins: Path | None = None) -> str:
+    """The pin's dialect port patch from ``pins``/patches/ported, verified against its hash."""
+    return _stored_patch(
+        pin,
+        pin.port_sha256,
+        "dialect port patch",
+        pins,
+        PORTED,
+        missing=f" (derive it again: `harvest add {pin.spec} --rebuild`)",
+    )
 
 
 def _stored_patch(
@@ -82,12 +114,33 @@ def augmentation_text(pin: Pin, pins: Path | None = None) -> str:
     )
 
 
+def synthesis_text(pin: Pin, pins: Path | None = None) -> str:
+    """The pin's synthesized data patch from ``pins``/patches/synthesized, verified against its hash."""
+    return _stored_patch(
+        pin,
+        pin.synthesis_sha256,
+        "synthesized data patch",
+        pins,
+        SYNTHESIZED,
+        missing=f" (derive it again: `harvest add {pin.spec} --rebuild --synthesize-data`)",
+    )
+
+
 def populate(
-    pin: Pin, tree: Path, compat_text: str, *, fetch_from: str | None = None, augment_text: str | None = None
+    pin: Pin,
+    tree: Path,
+    compat_text: str,
+    *,
+    fetch_from: str | None = None,
+    augment_text: str | None = None,
+    synth_text: str | None = None,
+    port_text: str | None = None,
 ) -> None:
     """Write the pin's tree at ``tree`` (must not exist): export the commit (checked against the pin's
     tree id), vendor its packages at their commits, apply ``compat_text`` (checked against its sha256),
-    then the pin's seed augmentation (``augment_text``, default: read from the pins folder; checked too), then a
+    then the pin's dialect port (``port_text``, default: read from the pins folder; checked), then the pin's
+    synthesized data (``synth_text``, default: read from the pins folder; checked), then the pin's
+    seed augmentation (``augment_text``, default: read from the pins folder; checked too), then a
     history pin's fix (its fix commit's model files, read from the repository and checked against the pin).
     ``fetch_from`` is where the repository's bytes come from when that is not ``pin.url`` (a mirror)."""
     if pin.compat_patch_sha256 and hashlib.sha256(compat_text.encode()).hexdigest() != pin.compat_patch_sha256:
@@ -100,6 +153,20 @@ def populate(
     vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
     if pin.compat_patch_sha256:
         apply_patch(tree, compat_text)
+    if pin.port_sha256:
+        ported = port_patch_text(pin) if port_text is None else port_text
+        if hashlib.sha256(ported.encode()).hexdigest() != pin.port_sha256:
+            raise PinError(
+                f"{pin.id}: the dialect port patch does not match its recorded sha256 {pin.port_sha256[:12]}"
+            )
+        apply_patch(tree, ported)
+    if pin.synthesis_sha256:
+        text = synthesis_text(pin) if synth_text is None else synth_text
+        if hashlib.sha256(text.encode()).hexdigest() != pin.synthesis_sha256:
+            raise PinError(
+                f"{pin.id}: the synthesized data patch does not match its recorded sha256 {pin.synthesis_sha256[:12]}"
+            )
+        apply_patch(tree, text)
     if pin.augmentation_sha256:
         text = augmentation_text(pin) if augment_text is None else augment_text
         if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
@@ -112,7 +179,13 @@ def populate(
 
 
 def template(
-    pin: Pin, *, compat_text: str | None = None, fetch_from: str | None = None, augment_text: str | None = None
+    pin: Pin,
+    *,
+    compat_text: str | None = None,
+    fetch_from: str | None = None,
+    augment_text: str | None = None,
+    synth_text: str | None = None,
+    port_text: str | None = None,
 ) -> Path:
     """The pin's materialized tree (cached under HARVEST_HOME/templates), made on first use.
 
@@ -131,6 +204,8 @@ def template(
             compat_patch_text(pin) if compat_text is None else compat_text,
             fetch_from=fetch_from,
             augment_text=augment_text,
+            synth_text=synth_text,
+            port_text=port_text,
         )
         atomic.write_text(tree / TEMPLATE_MARKER, _marker(pin))
         old = None
@@ -153,10 +228,19 @@ def fresh_workspace(
     compat_text: str | None = None,
     fetch_from: str | None = None,
     augment_text: str | None = None,
+    synth_text: str | None = None,
+    port_text: str | None = None,
 ) -> Path:
     """A new copy of the pin's template at ``dest`` (which must not exist)."""
     shutil.copytree(
-        template(pin, compat_text=compat_text, fetch_from=fetch_from, augment_text=augment_text),
+        template(
+            pin,
+            compat_text=compat_text,
+            fetch_from=fetch_from,
+            augment_text=augment_text,
+            synth_text=synth_text,
+            port_text=port_text,
+        ),
         dest,
         symlinks=True,
         ignore=shutil.ignore_patterns(TEMPLATE_MARKER),

@@ -425,6 +425,8 @@ class _CompletionShard:
             wrong_repair_notes=tuple(WrongRepairNote(c.mutation.description) for c in wrong),
             database=pin.database,
             kind="completion",
+            data_origin="synthesized" if pin.synthesis_sha256 else "",
+            dialect=pin.dialect if pin.port_sha256 else "",
         )
 
 

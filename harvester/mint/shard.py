@@ -548,6 +548,8 @@ def _task_record(
         fix_commit=origin.get("fix_commit", ""),
         fix_date=origin.get("fix_date", ""),
         fix_subject=origin.get("fix_subject", ""),
+        data_origin="synthesized" if pin.synthesis_sha256 else "",
+        dialect=pin.dialect if pin.port_sha256 else "",
     )
 
 

@@ -1,0 +1,63 @@
+"""A project ported from another warehouse to DuckDB: every model file that needs it, as one patch.
+
+``harvest add --port-from snowflake|bigquery|postgres|redshift`` runs ``port_tree`` on the exported project
+(packages vendored, compat patch applied) before anything builds. Each model's SQL is ported by
+``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The result is
+one patch that edits model files only, the pin's declared port: it records the dialect, the patch's
+sha256 and the files it edits (``harvest show`` lists them). Like synthesized data, the patch is derived
+again on a rebuild (the same sqlglot gives the same text) and never committed: it holds the repository's
+SQL. Tasks are minted over the ported text, and statements, written from builds, never mention the port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from dbt_harvest.core.patching import make_patch
+from dbt_harvest.harvester.discovery import Project
+from dbt_harvest.harvester.port.transpile import port_model
+
+
+@dataclass(frozen=True)
+class Port:
+    """The port of one project: the dialect it came from, the patch, and the model files it edits."""
+
+    dialect: str
+    patch: str
+    files: tuple[str, ...]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.patch.encode()).hexdigest() if self.patch else ""
+
+
+def model_files(root: Path, project: Project) -> list[str]:
+    """Repository-relative paths of the project's own SQL model files (vendored packages left out), sorted."""
+    base = root / project.rel_dir
+    out: set[str] = set()
+    for folder in project.model_paths:
+        top = base / folder
+        if not top.is_dir():
+            continue
+        for path in top.rglob("*.sql"):
+            rel = path.relative_to(root)
+            if path.is_file() and not path.is_symlink() and "dbt_packages" not in rel.parts:
+                out.add(str(PurePosixPath(*rel.parts)))
+    return sorted(out)
+
+
+def port_tree(root: Path, project: Project, dialect: str) -> Port:
+    """The port of the project at ``root`` from ``dialect`` (PortRefused names the first model that cannot be)."""
+    patches, files = [], []
+    for rel in model_files(root, project):
+        text = (root / rel).read_text(encoding="utf-8")
+        ported = port_model(text, dialect, rel)
+        if ported is not None and ported != text:
+            patches.append(make_patch(rel, text, ported))
+            files.append(rel)
+    return Port(dialect, "".join(patches), tuple(files))
+
+
+__all__ = ["Port", "model_files", "port_tree"]

@@ -1,0 +1,138 @@
+"""One model's SQL ported from another warehouse's dialect to DuckDB with sqlglot, its Jinja kept.
+
+A dbt model is SQL with Jinja in it. The Jinja is the project's (refs, sources, macros, config) and is kept
+byte for byte: the leading and trailing lines that are Jinja alone (``{{ config(...) }}``, ``{% set %}``)
+stay where they are, and each ``{{ ... }}`` inside the SQL is masked as a placeholder identifier while
+sqlglot transpiles the SQL around it, then put back. A model whose SQL reads the same in DuckDB is left
+untouched (no edit), so a port only rewrites what does not run there.
+
+Jinja blocks inside the SQL (``{% if is_incremental() %}``) are left out only to tell whether the SQL needs
+porting (both branches read as SQL); a model whose SQL then reads the same in DuckDB, or cannot be read as one
+statement, is left as it is (its build decides). A model is refused (``PortRefused``, naming it) when:
+- a Jinja block sits inside SQL that needs porting (the SQL between blocks is not a statement sqlglot can
+  rewrite on its own);
+- sqlglot cannot parse it in the source dialect;
+- sqlglot reports a construct it cannot express in DuckDB (``unsupported_level=RAISE``): porting it would
+  change its meaning;
+- a masked Jinja expression does not come back exactly once.
+
+Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.task_record import PORT_DIALECTS
+
+#: the dialects a project can be ported from (sqlglot's names)
+DIALECTS = PORT_DIALECTS
+
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
+_BLOCK = re.compile(r"\{%.*?%\}|\{#.*?#\}", re.S)
+_PLACEHOLDER = "__harvest_jinja_{}__"
+
+
+class PortRefused(HarvestError):
+    """A model that cannot be ported without changing what it means (the message names it and why)."""
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A model split into its Jinja-only head and tail and the SQL between, with each ``{{ }}`` masked."""
+
+    head: str
+    sql: str
+    tail: str
+    jinja: tuple[str, ...]  # the masked expressions, in placeholder order
+
+    def unmask(self, sql: str, model: str) -> str:
+        out = sql
+        for i, text in enumerate(self.jinja):
+            name = _PLACEHOLDER.format(i)
+            if len(re.findall(rf"\b{name}\b", out)) != 1:
+                raise PortRefused(f"{model}: porting lost or copied a Jinja expression ({text[:60]})")
+            out = re.sub(rf"\b{name}\b", _literal_replacement(text), out)
+        return self.head + out + self.tail
+
+
+def _literal_replacement(text: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that inserts ``text`` as it is (no backslash escapes read in it)."""
+
+    def replace(_match: re.Match[str]) -> str:
+        return text
+
+    return replace
+
+
+def _jinja_only(line: str) -> bool:
+    return not _TAG.sub("", line).strip() and bool(line.strip())
+
+
+def mask(text: str) -> Masked:
+    """Split ``text`` (see ``Masked``); blocks and comments inside the SQL are left as they are."""
+    lines = text.splitlines(keepends=True)
+    start = 0
+    while start < len(lines) and (_jinja_only(lines[start]) or not lines[start].strip()):
+        start += 1
+    end = len(lines)
+    while end > start and (_jinja_only(lines[end - 1]) or not lines[end - 1].strip()):
+        end -= 1
+    head, body, tail = "".join(lines[:start]), "".join(lines[start:end]), "".join(lines[end:])
+    jinja: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if not match.group(0).startswith("{{"):
+            return match.group(0)
+        jinja.append(match.group(0))
+        return _PLACEHOLDER.format(len(jinja) - 1)
+
+    return Masked(head, _TAG.sub(placeholder, body), tail, tuple(jinja))
+
+
+def _read(sql: str, dialect: str) -> str | None:
+    """``sql`` read in ``dialect`` and written as DuckDB; None when it does not parse there."""
+    try:
+        statements = sqlglot.transpile(sql, read=dialect, write="duckdb", unsupported_level=ErrorLevel.IGNORE)
+    except (ParseError, TokenError, ValueError):
+        return None
+    return ";\n".join(statements)
+
+
+def port_model(text: str, dialect: str, model: str) -> str | None:
+    """``text`` ported from ``dialect`` to DuckDB, or None when it already reads the same in DuckDB."""
+    if dialect not in DIALECTS:
+        raise PortRefused(f"cannot port from {dialect!r}: one of {', '.join(DIALECTS)}")
+    masked = mask(text)
+    if not masked.sql.strip():
+        return None
+    blocks = bool(_BLOCK.search(masked.sql))
+    sql = _BLOCK.sub(" ", masked.sql)  # a block's branches both read as SQL: only to tell what needs porting
+    try:  # read as the source dialect first: a construct sqlglot cannot express in DuckDB is refused
+        statements = sqlglot.transpile(
+            sql, read=dialect, write="duckdb", pretty=True, unsupported_level=ErrorLevel.RAISE
+        )
+    except UnsupportedError as exc:
+        raise PortRefused(f"{model}: sqlglot cannot express it in DuckDB ({str(exc).splitlines()[0]})") from None
+    except (ParseError, TokenError, ValueError) as exc:
+        if blocks:
+            return None  # its blocks' branches do not read as one statement: left as it is, the build decides
+        raise PortRefused(f"{model}: sqlglot cannot read it as {dialect} ({str(exc).splitlines()[0][:120]})") from None
+    native = _read(sql, "duckdb")
+    if native is not None and native == _read(sql, dialect):
+        return None  # DuckDB reads it as the source dialect does: nothing to port
+    if blocks:
+        raise PortRefused(f"{model}: a Jinja block inside SQL that needs porting from {dialect} (port it by hand)")
+    if len(statements) != 1:
+        raise PortRefused(f"{model}: {len(statements)} statements where a model holds one")
+    ported = statements[0] + ("\n" if masked.sql.endswith("\n") else "")
+    return masked.unmask(ported, model)
+
+
+__all__ = ["DIALECTS", "Masked", "PortRefused", "mask", "port_model"]

@@ -1,0 +1,356 @@
+"""The data contract of a project's sources: which tables and columns must exist, typed, keyed and with
+which values, read from the project itself.
+
+A project that ships no data still declares it: its sources' YAML names tables and columns (sometimes with a
+``data_type``), its dbt tests say which columns are unique, never null, drawn from a list of values or from
+another table's keys, and its SQL says the rest (``usage.analyse``). This module joins the two into one
+``Contract`` per project: a ``SynthTable`` per source table and a ``SynthColumn`` per column it must hold.
+A test on a model column constrains the source column it is read from (renames and casts followed).
+``repair`` tightens the contract after a build where a project test failed on data drawn from it.
+
+Pure: it reads the parsed manifest (a dict) and the models' compiled SQL the caller passes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from dbt_harvest.harvester.synth.usage import ColumnRef, Literal, Usage, analyse, resolve_output, type_of_datatype
+
+#: what every synthesized relation's name starts with (a seed of that name is the source's data)
+PREFIX = "_synth__"
+_UNSAFE = re.compile(r"[^a-z0-9_]+")
+_REF = re.compile(r"""ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['"]\s*)?\)""")
+_SOURCE = re.compile(r"""source\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]\s*\)""")
+
+
+@dataclass(frozen=True)
+class SynthColumn:
+    """One column the data must hold and what decides its values."""
+
+    name: str
+    type: str  # one of usage.TYPES
+    unique: bool = False
+    not_null: bool = False
+    values: tuple[str, ...] = ()  # accepted_values: the only values allowed
+    literals: tuple[Literal, ...] = ()  # values the SQL compares with: both sides must be present
+    nulls: bool = False  # the SQL handles nulls here (coalesce, is null): some rows hold one
+    parent: ColumnRef | None = None  # values drawn from this column's
+    orphans: bool = False  # a few values no parent holds (the SQL keeps unmatched rows)
+
+
+@dataclass(frozen=True)
+class SynthTable:
+    """One source table to synthesize, as the seed ``relation``."""
+
+    relation: str
+    source: str
+    table: str
+    columns: tuple[SynthColumn, ...]
+
+    def column(self, name: str) -> SynthColumn | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+@dataclass(frozen=True)
+class Contract:
+    tables: tuple[SynthTable, ...]
+
+    def table(self, relation: str) -> SynthTable | None:
+        return next((t for t in self.tables if t.relation == relation), None)
+
+    def mapping(self) -> dict[str, str]:
+        """``source.table`` (as the project names them) -> the relation holding its data."""
+        return {f"{t.source}.{t.table}": t.relation for t in self.tables}
+
+
+def relation_name(source: str, table: str, taken: Iterable[str] = ()) -> str:
+    """The seed name a source table's data is synthesized as: ``_synth__<source>__<table>``, made safe."""
+    base = f"{PREFIX}{_UNSAFE.sub('_', source.lower())}__{_UNSAFE.sub('_', table.lower())}"
+    used, name, n = set(taken), base, 2
+    while name in used:
+        name, n = f"{base}_{n}", n + 1
+    return name
+
+
+def sources_of(manifest: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(source name, table name, its manifest node) of every source the manifest declares, sorted."""
+    out = []
+    for node in manifest.get("sources", {}).values():
+        out.append((str(node["source_name"]), str(node["name"]), node))
+    return sorted(out, key=lambda item: (item[0], item[1]))
+
+
+def relations(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """source unique_id -> synthesized relation name, for every source (stable names)."""
+    taken: list[str] = []
+    out = {}
+    for source, table, node in sources_of(manifest):
+        name = relation_name(source, table, taken)
+        taken.append(name)
+        out[str(node["unique_id"])] = name
+    return out
+
+
+def model_sql(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """relation name (alias) -> compiled SQL of every model that compiled."""
+    out = {}
+    for node in manifest.get("nodes", {}).values():
+        if node.get("resource_type") == "model" and node.get("compiled_code"):
+            out[str(node.get("alias") or node["name"]).lower()] = str(node["compiled_code"])
+    return out
+
+
+def _name_type(column: str) -> str:
+    c = column.lower()
+    if c == "id" or c.endswith(("_id", "_key", "_number")):
+        return "integer"
+    if c.startswith(("is_", "has_", "was_")) or c.endswith("_flag"):
+        return "boolean"
+    if c.endswith(("_at", "_time", "_timestamp", "_ts")) or c == "timestamp":
+        return "timestamp"
+    if c.endswith(("_date", "_day", "_on")) or c == "date":
+        return "date"
+    if re.search(r"(amount|price|cost|total|revenue|qty|quantity|count|rate|pct|percent|balance|fee|score)", c):
+        return "numeric"
+    return "varchar"
+
+
+def choose_type(declared: str, hints: Iterable[str], name: str) -> str:
+    """A column's type: the YAML's ``data_type``, else what the SQL's use of it says, else its name."""
+    if declared:
+        return type_of_datatype(declared)
+    seen = set(hints)
+    if {"date", "timestamp"} <= seen:  # a date literal compared with a timestamp: the name decides
+        return "timestamp" if _name_type(name) == "timestamp" else "date"
+    for family in ("date", "timestamp", "boolean", "integer", "numeric"):
+        if family in seen:
+            if family == "integer" and "numeric" in seen and _name_type(name) != "integer":
+                return "numeric"
+            return family
+    if "varchar" in seen:
+        return "varchar"
+    return _name_type(name)
+
+
+@dataclass
+class _Draft:
+    declared: str = ""
+    unique: bool = False
+    not_null: bool = False
+    values: tuple[str, ...] = ()
+    parent: ColumnRef | None = None
+    orphans: bool = False
+
+
+def test_target(node: Mapping[str, Any], manifest: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """The relation a generic test is attached to: a synthesized relation or a model's alias."""
+    for dep in node.get("depends_on", {}).get("nodes", []):
+        if dep in names:
+            return names[dep]
+    attached = node.get("attached_node")
+    if attached and attached in manifest.get("nodes", {}):
+        target = manifest["nodes"][attached]
+        return str(target.get("alias") or target["name"]).lower()
+    return None
+
+
+def to_relation(to: str, manifest: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    m = _SOURCE.search(to)
+    if m:
+        for uid, name in names.items():
+            node = manifest["sources"][uid]
+            if node["source_name"] == m.group(1) and node["name"] == m.group(2):
+                return name
+        return None
+    m = _REF.search(to)
+    if m:
+        wanted = m.group(2) or m.group(1)
+        for node in manifest.get("nodes", {}).values():
+            if node.get("resource_type") in {"model", "seed", "snapshot"} and node.get("name") == wanted:
+                return str(node.get("alias") or node["name"]).lower()
+    return None
+
+
+class _Drafts:
+    """The columns found so far, per synthesized relation in the order first seen, and what each must hold."""
+
+    def __init__(self, manifest: Mapping[str, Any], usage: Usage | None) -> None:
+        self.manifest = manifest
+        self.names = relations(manifest)
+        self.models = model_sql(manifest)
+        self.seeds = set(self.names.values())
+        self.use = usage if usage is not None else analyse(self.models, self.seeds)
+        self.drafts: dict[ColumnRef, _Draft] = {}
+        self.order: dict[str, list[str]] = {name: [] for name in self.seeds}
+
+    def draft(self, ref: ColumnRef) -> _Draft:
+        if ref not in self.drafts:
+            self.drafts[ref] = _Draft()
+            self.order.setdefault(ref.table, []).append(ref.column)
+        return self.drafts[ref]
+
+    def targets(self, relation: str, column: str) -> list[ColumnRef]:
+        return resolve_output(self.models, self.seeds, relation, column)
+
+    def declared(self) -> None:
+        """The sources' YAML columns (with their ``data_type``), then every column the SQL reads."""
+        for uid, name in self.names.items():
+            node = self.manifest["sources"][uid]
+            for col_name, col in (node.get("columns") or {}).items():
+                self.draft(ColumnRef(name, str(col_name).lower())).declared = str(col.get("data_type") or "")
+        for ref in sorted(self.use.columns):
+            self.draft(ref)
+
+    def tests(self) -> None:
+        """What each generic test says about the source columns its column is read from."""
+        nodes = self.manifest.get("nodes", {}).values()
+        for node in sorted(nodes, key=lambda n: str(n.get("unique_id"))):
+            meta = node.get("test_metadata") or {}
+            if node.get("resource_type") != "test" or not meta:
+                continue
+            kwargs = meta.get("kwargs") or {}
+            column = str(kwargs.get("column_name") or "").strip('"').lower()
+            relation = test_target(node, self.manifest, self.names)
+            if column and relation is not None:
+                for ref in self.targets(relation, column):
+                    self._constrain(self.draft(ref), ref, str(meta.get("name")), kwargs)
+
+    def _constrain(self, d: _Draft, ref: ColumnRef, test: str, kwargs: Mapping[str, Any]) -> None:
+        if test == "unique":
+            d.unique = True
+        elif test == "not_null":
+            d.not_null = True
+        elif test == "accepted_values":
+            d.values = tuple(str(v) for v in kwargs.get("values") or ())
+        elif test == "relationships":
+            parent_rel = to_relation(str(kwargs.get("to") or ""), self.manifest, self.names)
+            field = str(kwargs.get("field") or "").strip('"').lower()
+            parents = self.targets(parent_rel, field) if parent_rel and field else []
+            if parents and parents[0] != ref:
+                d.parent = parents[0]
+                self.draft(parents[0])
+
+    def joins(self) -> None:
+        """Each equality join draws one side's values from the other's (the key side is the parent)."""
+        for join in self.use.joins:
+            a, b = join.left, join.right
+            da, db = self.draft(a), self.draft(b)
+            if da.parent is not None or db.parent is not None:
+                continue
+            a_key = da.unique or a.column == "id"
+            b_key = db.unique or b.column == "id"
+            parent, child = (a, b) if a_key or not b_key else (b, a)
+            if self.drafts[parent].parent == child:
+                continue
+            self.drafts[child].parent = parent
+            # orphans wherever no test forbids them: a left join keeps them, an inner join drops them, and
+            # either way a join-type mutant then changes the output (a relationships test's child gets none)
+            self.drafts[child].orphans = True
+
+    def column(self, ref: ColumnRef) -> SynthColumn:
+        d = self.drafts.get(ref, _Draft())
+        hints = list(self.use.types.get(ref, ()))
+        if d.parent is not None:
+            hints += list(self.use.types.get(d.parent, ()))
+            parent_draft = self.drafts.get(d.parent)
+            if parent_draft is not None and parent_draft.declared and not d.declared:
+                hints.append(type_of_datatype(parent_draft.declared))
+        return SynthColumn(
+            name=ref.column,
+            type=choose_type(d.declared, hints, ref.column),
+            unique=d.unique,
+            not_null=d.not_null,
+            values=d.values,
+            literals=self.use.literals.get(ref, ()),
+            nulls=ref in self.use.null_handled,
+            parent=d.parent,
+            orphans=d.orphans and not (d.not_null or d.unique),
+        )
+
+    def tables(self) -> tuple[SynthTable, ...]:
+        out = []
+        for uid, name in sorted(self.names.items(), key=lambda item: item[1]):
+            node = self.manifest["sources"][uid]
+            columns = tuple(self.column(ColumnRef(name, c)) for c in self.order.get(name) or ["id"])
+            out.append(SynthTable(name, str(node["source_name"]), str(node["name"]), columns))
+        return tuple(out)
+
+
+def derive(manifest: Mapping[str, Any], usage: Usage | None = None) -> Contract:
+    """The contract of every source ``manifest`` declares (its compiled models' SQL read with ``usage``,
+    analysed here when not given)."""
+    drafts = _Drafts(manifest, usage)
+    drafts.declared()
+    drafts.tests()
+    drafts.joins()
+    return Contract(_unify_key_types(drafts.tables()))
+
+
+def _unify_key_types(tables: tuple[SynthTable, ...]) -> tuple[SynthTable, ...]:
+    """A child column takes its parent's type (a join compares them)."""
+    by_ref = {ColumnRef(t.relation, c.name): c for t in tables for c in t.columns}
+    out = []
+    for t in tables:
+        cols = []
+        for c in t.columns:
+            parent = by_ref.get(c.parent) if c.parent else None
+            cols.append(replace(c, type=parent.type) if parent is not None and parent.type != c.type else c)
+        out.append(replace(t, columns=tuple(cols)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A project test that failed on synthesized data, as the repair reads it."""
+
+    test: str  # the test's name (unique, not_null, accepted_values, relationships, or another)
+    refs: tuple[ColumnRef, ...]  # the synthesized columns it constrains
+    values: tuple[str, ...] = ()
+    parent: ColumnRef | None = None
+
+
+def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
+    """The contract tightened so that each repairable failure cannot recur (a unique column made unique,
+    a not-null one without nulls, ...); unchanged when nothing can be tightened."""
+    changes: dict[ColumnRef, dict[str, Any]] = {}
+    for failure in failures:
+        for ref in failure.refs:
+            change = changes.setdefault(ref, {})
+            if failure.test == "unique":
+                change.update(unique=True, nulls=False, orphans=False)
+            elif failure.test == "not_null":
+                change.update(not_null=True, nulls=False, orphans=False)
+            elif failure.test == "accepted_values" and failure.values:
+                change.update(values=failure.values, nulls=False)
+            elif failure.test == "relationships" and failure.parent is not None:
+                change.update(parent=failure.parent, orphans=False, nulls=False)
+    tables = []
+    for t in contract.tables:
+        cols = []
+        for c in t.columns:
+            found = changes.get(ColumnRef(t.relation, c.name))
+            cols.append(replace(c, **found) if found else c)
+        tables.append(replace(t, columns=tuple(cols)))
+    return Contract(tuple(tables))
+
+
+__all__ = [
+    "PREFIX",
+    "Contract",
+    "Failure",
+    "SynthColumn",
+    "SynthTable",
+    "choose_type",
+    "derive",
+    "model_sql",
+    "relation_name",
+    "relations",
+    "repair",
+    "test_target",
+    "to_relation",
+    "sources_of",
+]

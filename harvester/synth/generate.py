@@ -1,0 +1,203 @@
+"""Rows for a contract: deterministic, small, and shaped so that every rule the SQL states is exercised.
+
+The rows are not realistic; they are distinguishing. Every value the SQL compares a column with is present,
+with its neighbours on the other side of the comparison (``amount > 0`` gets 0, -1 and 1; ``status = 'open'``
+gets 'open' and another status); every accepted value appears; a column the SQL coalesces holds nulls; a
+foreign key draws from its parent's keys but leaves some parents childless, and adds an orphan only where
+the SQL keeps unmatched rows. Mutants of filters, null handling, grain, time windows and joins then change
+the output, which is what makes a task out of them.
+
+Pure and deterministic: the same contract and seed give the same rows on every machine (``random.Random``
+seeded with text, independent of ``PYTHONHASHSEED``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+
+from dbt_harvest.harvester.synth.contract import Contract, SynthColumn, SynthTable
+from dbt_harvest.harvester.synth.usage import ColumnRef, Literal
+
+#: rows per synthesized table
+ROWS = 30
+#: the first day synthesized dates spread from (a year of them)
+BASE_DAY = date(2024, 1, 1)
+#: values of a foreign key that no parent holds, where no test forbids them
+ORPHANS = 3
+#: distinct values of a free text column (low, so that group-bys make groups)
+TEXT_POOL = 5
+
+
+@dataclass(frozen=True)
+class Table:
+    relation: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str | None, ...], ...]  # SQL-text values; None is NULL
+
+
+def _rng(seed: int, *parts: str) -> random.Random:
+    return random.Random(":".join([str(seed), *parts]))
+
+
+def _parse_date(text: str) -> date | None:
+    try:
+        return datetime.fromisoformat(text.strip()[:19]).date()
+    except ValueError:
+        return None
+
+
+def _number(text: str) -> Decimal | None:
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def _fmt_number(value: Decimal, family: str) -> str:
+    if family == "integer":
+        return str(int(value))
+    return format(value.quantize(Decimal("0.01")), "f")
+
+
+def _neighbours(col: SynthColumn, lit: Literal) -> list[str]:
+    """The literal and, for an ordered comparison, the values just either side of it."""
+    ordered = lit.op in {">", ">=", "<", "<=", "between", "!=", "="}
+    if col.type in {"integer", "numeric"}:
+        n = _number(lit.value)
+        if n is None:
+            return []
+        step = Decimal(1) if col.type == "integer" or n == n.to_integral_value() else Decimal("0.01")
+        values = [n, n - step, n + step] if ordered else [n]
+        return [_fmt_number(v, col.type) for v in values]
+    if col.type in {"date", "timestamp"}:
+        d = _parse_date(lit.value)
+        if d is None:
+            return []
+        days = [d, d - timedelta(days=1), d + timedelta(days=1)] if ordered else [d]
+        return [_fmt_day(x, col.type, 0) for x in days]
+    if col.type == "boolean":
+        return ["true", "false"]
+    if lit.op == "like":
+        return [lit.value.replace("%", "x").replace("_", "y"), f"not {lit.value.replace('%', '').replace('_', '')}"]
+    return [lit.value, f"{lit.value}_other"]
+
+
+def _fmt_day(day: date, family: str, seconds: int) -> str:
+    if family == "date":
+        return day.isoformat()
+    return (datetime(day.year, day.month, day.day) + timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _free(col: SynthColumn, table: SynthTable, rng: random.Random, i: int) -> str:
+    """A value with no constraint but the column's type."""
+    if col.type == "integer":
+        return str(rng.randint(0, 100))
+    if col.type == "numeric":
+        return f"{rng.randint(0, 50000) / 100:.2f}"
+    if col.type in {"date", "timestamp"}:
+        return _fmt_day(BASE_DAY + timedelta(days=rng.randint(0, 364)), col.type, rng.randint(0, 86399))
+    if col.type == "boolean":
+        return rng.choice(["true", "false"])
+    return f"{col.name}_{rng.randint(1, TEXT_POOL)}"
+
+
+def _unique(col: SynthColumn, table: SynthTable, i: int) -> str:
+    if col.type in {"integer", "numeric"}:
+        return str(i + 1)
+    if col.type in {"date", "timestamp"}:
+        return _fmt_day(BASE_DAY + timedelta(days=i), col.type, 0)
+    short = table.table.lower()[:12] or "row"
+    return f"{short}_{i + 1:03d}"
+
+
+class _Generator:
+    def __init__(self, contract: Contract, seed: int, rows: int) -> None:
+        self.contract = contract
+        self.seed = seed
+        self.rows = rows
+        self.done: dict[ColumnRef, list[str | None]] = {}
+        self.busy: set[ColumnRef] = set()
+
+    def column(self, table: SynthTable, col: SynthColumn) -> list[str | None]:
+        ref = ColumnRef(table.relation, col.name)
+        if ref in self.done:
+            return self.done[ref]
+        self.busy.add(ref)
+        rng = _rng(self.seed, table.relation, col.name)
+        n = self.rows
+        parent_values = self._parent_values(col)
+        if col.unique:
+            values: list[str | None] = [_unique(col, table, i) for i in range(n)]
+        elif parent_values:
+            # leave the last parents without children (a group with none), one orphan where it is kept
+            usable = parent_values[: max(1, (len(parent_values) * 4) // 5)]
+            values = [rng.choice(usable) for _ in range(n)]
+            if col.orphans:  # a few (one alone may be filtered out before the join)
+                for k, i in enumerate(rng.sample(range(n), k=min(n, ORPHANS))):
+                    values[i] = self._orphan(col, k)
+        else:
+            pool: list[str] = []
+            if col.values:
+                pool = list(col.values)
+            for lit in col.literals:
+                for v in _neighbours(col, lit):
+                    if v not in pool:
+                        pool.append(v)
+            if col.values:
+                allowed = set(col.values)
+                pool = [v for v in pool if v in allowed] or list(col.values)
+            values = [pool[i] if i < len(pool) else None for i in range(n)]
+            rest = [i for i in range(n) if values[i] is None]
+            for i in rest:
+                values[i] = rng.choice(col.values) if col.values else _free(col, table, rng, i)
+            order = list(range(n))
+            rng.shuffle(order)
+            values = [values[i] for i in order]
+        if col.nulls and not (col.not_null or col.unique):
+            for i in rng.sample(range(n), k=max(1, n // 6)):
+                values[i] = None
+        self.busy.discard(ref)
+        self.done[ref] = values
+        return values
+
+    def _parent_values(self, col: SynthColumn) -> list[str]:
+        if col.parent is None or col.parent in self.busy:
+            return []
+        table = self.contract.table(col.parent.table)
+        parent = table.column(col.parent.column) if table else None
+        if table is None or parent is None:
+            return []
+        seen: list[str] = []
+        for v in self.column(table, parent):
+            if v is not None and v not in seen:
+                seen.append(v)
+        return seen
+
+    @staticmethod
+    def _orphan(col: SynthColumn, k: int) -> str:
+        if col.type in {"integer", "numeric"}:
+            return str(9999 - k)
+        if col.type in {"date", "timestamp"}:
+            return _fmt_day(date(2099, 1, 1) + timedelta(days=k), col.type, 0)
+        return f"orphan_{k + 1}"
+
+
+def generate(contract: Contract, seed: int, rows: int = ROWS) -> tuple[Table, ...]:
+    """The rows of every table of ``contract`` (``rows`` each) for ``seed``."""
+    gen = _Generator(contract, seed, rows)
+    out = []
+    for table in contract.tables:
+        cols = [gen.column(table, c) for c in table.columns]
+        out.append(Table(table.relation, tuple(c.name for c in table.columns), tuple(zip(*cols, strict=True))))
+    return tuple(out)
+
+
+def as_mapping(tables: tuple[Table, ...]) -> Mapping[str, Table]:
+    return {t.relation: t for t in tables}
+
+
+__all__ = ["BASE_DAY", "ROWS", "Table", "as_mapping", "generate"]

@@ -1,0 +1,249 @@
+"""Synthesized data, the driver: derive a project's source data from the project, and prove its tests pass.
+
+``synthesize(root, project, seed, work)`` runs on an exported project (packages vendored, compat patch
+applied) that ships no data for its sources:
+
+1. ``dbt parse`` (sandboxed) gives the manifest: the sources, their YAML columns and types, the tests;
+2. a first contract (YAML and tests) is rendered as seeds plus the ``source`` override, and ``dbt seed`` +
+   ``dbt compile`` give every model's compiled SQL; the contract is derived again with the SQL's evidence
+   (``usage.analyse``: columns read, casts, literals, null handling, joins);
+3. the project is built on the rendered data. A failing project test that the contract can answer (a
+   ``unique``, ``not_null``, ``accepted_values`` or ``relationships`` test on a column read from a source)
+   tightens the contract and the build runs again, at most ``MAX_ROUNDS`` times. What still fails is refused
+   (``SynthesisError``), naming the tests; so is a model that does not build.
+
+The result is a patch that only adds files (``render``); ``harvest add --synthesize-data`` applies it to the
+source before the gold builds and records its sha256 and seed in the pin. Rebuilding the pin derives it
+again from the same commit and seed and must reproduce the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dbt_harvest.core.errors import HarvestError
+from dbt_harvest.core.patching import parse_patch
+from dbt_harvest.harvester.build import BuildResult, interpret
+from dbt_harvest.harvester.discovery import Project
+from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
+from dbt_harvest.harvester.synth.contract import (
+    Contract,
+    Failure,
+    derive,
+    model_sql,
+    relations,
+    repair,
+    test_target,
+    to_relation,
+)
+from dbt_harvest.harvester.synth.generate import generate
+from dbt_harvest.harvester.synth.render import MACRO_FILE, files, patch_text
+from dbt_harvest.harvester.synth.usage import ColumnRef, resolve_output
+
+#: bumped when the derivation changes what it writes (a pin records the digest, not the version)
+SYNTH_VERSION = 1
+#: builds on synthesized data after the first, each after a repair of the contract
+MAX_ROUNDS = 3
+#: the wall clock of synthesis's own builds (the pin's clock is chosen afterwards, from the seeds)
+SYNTH_CLOCK = "2025-01-01T00:00:00"
+_MANIFEST_BYTES = 1 << 30
+
+
+class SynthesisError(HarvestError):
+    """The project's data cannot be synthesized (no sources, a model that does not build on it, a project
+    test the synthesized data cannot satisfy): the message says which."""
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """Synthesized data for one project: the patch that adds it, and how it was made."""
+
+    patch: str
+    seed: int
+    contract: Contract
+    rounds: int  # builds on synthesized data it took
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.patch.encode()).hexdigest()
+
+
+def _copy(root: Path, dest: Path) -> Path:
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(root, dest, symlinks=True)
+    return dest
+
+
+def _manifest(workspace: Path, project_dir: str) -> dict[str, Any]:
+    rel = "target/manifest.json" if project_dir in ("", ".") else f"{project_dir}/target/manifest.json"
+    if not safe_fs.is_file(workspace, rel):
+        return {}
+    data = json.loads(safe_fs.read_text(workspace, rel, max_bytes=_MANIFEST_BYTES))
+    return data if isinstance(data, dict) else {}
+
+
+def _run(workspace: Path, project: Project, steps: Sequence[Any], sandboxed: bool, limits: Limits, log: Path) -> bool:
+    write_profile(workspace, project.rel_dir, project.profile, project.schema)
+    run = run_steps(
+        workspace,
+        project.rel_dir,
+        list(steps),
+        clock=SYNTH_CLOCK,
+        sandboxed=sandboxed,
+        limits=limits,
+        log_path=log,
+        stop_on_failure=True,
+    )
+    return all(step.ok for step in run.steps) and len(run.steps) == len(steps)
+
+
+def _build(workspace: Path, project: Project, sandboxed: bool, limits: Limits, log: Path) -> BuildResult:
+    """Seed, run and test (not ``dbt build``: a failing test must not skip the models after it, so that every
+    model's build and every test's outcome are known in one round)."""
+    write_profile(workspace, project.rel_dir, project.profile, project.schema)
+    steps: list[Any] = [DbtStep(("seed",)), DbtStep(("run",)), DbtStep(("test",))]
+    run = run_steps(
+        workspace,
+        project.rel_dir,
+        steps,
+        clock=SYNTH_CLOCK,
+        sandboxed=sandboxed,
+        limits=limits,
+        log_path=log,
+        stop_on_failure=False,
+    )
+    return interpret(workspace, steps, run)
+
+
+def _render(contract: Contract, project: Project, seed: int) -> dict[str, str]:
+    return files(contract, generate(contract, seed), project.rel_dir, project.seed_paths[0], project.macro_paths[0])
+
+
+def _write(workspace: Path, added: Mapping[str, str]) -> None:
+    for rel, text in added.items():
+        safe_fs.write_text(workspace, rel, text)
+
+
+def _overrides_source(root: Path, project: Project) -> str | None:
+    """A macro file of the project that already defines ``source`` (two overrides cannot both win)."""
+    base = root / project.rel_dir
+    for folder in project.macro_paths:
+        for path in sorted((base / folder).rglob("*.sql")) if (base / folder).is_dir() else []:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "macro source(" in text.replace("  ", " ") or path.name == MACRO_FILE:
+                return str(path.relative_to(root))
+    return None
+
+
+def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[list[Failure], list[str]]:
+    """The failed tests the contract can answer, and the names of those it cannot."""
+    names = relations(manifest)
+    models = model_sql(manifest)
+    seeds = set(names.values())
+    nodes = manifest.get("nodes", {})
+    answerable: list[Failure] = []
+    unanswerable: list[str] = []
+    for uid in failed:
+        node = nodes.get(uid, {})
+        meta = node.get("test_metadata") or {}
+        kwargs = meta.get("kwargs") or {}
+        column = str(kwargs.get("column_name") or "").strip('"').lower()
+        relation = test_target(node, manifest, names)
+        refs = resolve_output(models, seeds, relation, column) if relation and column else []
+        test = str(meta.get("name") or "")
+        parent: ColumnRef | None = None
+        if test == "relationships":
+            parent_rel = to_relation(str(kwargs.get("to") or ""), manifest, names)
+            field = str(kwargs.get("field") or "").strip('"').lower()
+            parents = resolve_output(models, seeds, parent_rel, field) if parent_rel and field else []
+            parent = parents[0] if parents else None
+        if refs and test in {"unique", "not_null", "accepted_values"} or (refs and parent is not None):
+            values = tuple(str(v) for v in kwargs.get("values") or ())
+            answerable.append(Failure(test, tuple(refs), values, parent))
+        else:
+            unanswerable.append(str(node.get("name") or uid))
+    return answerable, unanswerable
+
+
+def synthesize(
+    root: Path,
+    project: Project,
+    seed: int,
+    work: Path,
+    *,
+    sandboxed: bool = True,
+    limits: Limits | None = None,
+) -> Synthesis:
+    """Synthesized data for the project at ``root``/``project.rel_dir`` (see the module docstring);
+    ``work`` is a scratch folder for its workspaces and logs. Raises SynthesisError."""
+    limits = limits or Limits()
+    work.mkdir(parents=True, exist_ok=True)
+    clash = _overrides_source(root, project)
+    if clash is not None:
+        raise SynthesisError(
+            f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
+        )
+    parse_ws = _copy(root, work / "parse")
+    if not _run(parse_ws, project, [DbtStep(("parse",))], sandboxed, limits, work / "parse.log"):
+        raise SynthesisError(f"dbt parse failed on the project (log: {work / 'parse.log'})")
+    manifest = _manifest(parse_ws, project.rel_dir)
+    if not relations(manifest):
+        raise SynthesisError(
+            "the project declares no sources: there is no source data to synthesize (drop --synthesize-data)"
+        )
+    contract = derive(manifest)
+    compile_ws = _copy(root, work / "compile")
+    _write(compile_ws, _render(contract, project, seed))
+    if _run(compile_ws, project, [DbtStep(("seed",)), DbtStep(("compile",))], sandboxed, limits, work / "compile.log"):
+        contract = derive(_manifest(compile_ws, project.rel_dir))
+    else:  # a model that cannot compile yet is read from its YAML alone; the build says whether that was enough
+        compiled = _manifest(compile_ws, project.rel_dir)
+        if compiled:
+            contract = derive(compiled)
+    last: BuildResult | None = None
+    rounds = 0
+    for round_no in range(1, MAX_ROUNDS + 2):
+        rounds = round_no
+        ws = _copy(root, work / f"build{round_no}")
+        added = _render(contract, project, seed)
+        _write(ws, added)
+        last = _build(ws, project, sandboxed, limits, work / f"build{round_no}.log")
+        if not last.models_ok:
+            raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}")
+        if last.tests_failed == 0:
+            return Synthesis(patch_text(added), seed, contract, round_no)
+        if round_no > MAX_ROUNDS:
+            break
+        answerable, _ = failures_of(last.failed_tests, _manifest(ws, project.rel_dir))
+        repaired = repair(contract, answerable)
+        if repaired == contract:
+            break
+        contract = repaired
+    assert last is not None
+    shown = ", ".join(_test_name(t) for t in last.failed_tests[:6])
+    more = f" and {len(last.failed_tests) - 6} more" if len(last.failed_tests) > 6 else ""
+    raise SynthesisError(
+        f"{len(last.failed_tests)} project test(s) still fail on synthesized data after {rounds - 1} repair "
+        f"round(s): {shown}{more}"
+    )
+
+
+def _test_name(unique_id: str) -> str:
+    """``test.<project>.<name>[.<hash>]`` -> ``<name>``."""
+    parts = unique_id.split(".")
+    return parts[2] if len(parts) >= 3 else unique_id
+
+
+def patch_files(patch: str) -> tuple[str, ...]:
+    """The files a synthesized data patch adds (what `harvest show` lists)."""
+    return tuple(sorted(p.path for p in parse_patch(patch)))
+
+
+__all__ = ["MAX_ROUNDS", "SYNTH_VERSION", "Synthesis", "SynthesisError", "patch_files", "synthesize"]

@@ -1,0 +1,331 @@
+"""Synthesized source data (issue 60, `harvest add --synthesize-data`, ``harvester/synth``).
+
+The pure parts first (what the SQL says about each source column, the contract, the rows drawn from it),
+then the original ``courier_routes`` fixture, which ships no data at all, end to end: pinned through the CLI
+with real sandboxed dbt-duckdb builds, minted for every kind, verified fresh, rebuilt in a second home, and
+put in a dataset. Refusals (no sources, a test no data can satisfy) end in one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from dbt_harvest.cli import main
+from dbt_harvest.harvester.gitrepos import make_git_repo
+from dbt_harvest.harvester.synth.contract import Contract, SynthColumn, SynthTable, derive
+from dbt_harvest.harvester.synth.generate import ORPHANS, generate
+from dbt_harvest.harvester.synth.usage import ColumnRef, Literal, analyse
+from tests.fixtures import fixture_dir
+
+ORDERS, CUSTOMERS = "_synth__shop__orders", "_synth__shop__customers"
+MODELS = {
+    "stg_orders": f'with src as (select * from "build"."main"."{ORDERS}") '
+    "select id as order_id, customer_id, cast(ordered_at as date) as order_date, lower(status) as status, "
+    "amount / 100.0 as amount from src",
+    "stg_customers": f"select id as customer_id, name, coalesce(tier, 'basic') as tier "
+    f'from "build"."main"."{CUSTOMERS}" where not is_deleted',
+    "fct": "select c.customer_id, count(*) as n from stg_customers c left join stg_orders o "
+    "on o.customer_id = c.customer_id where o.status in ('shipped', 'done') and o.order_date >= '2024-01-01' "
+    "group by 1",
+}
+
+
+def test_usage_follows_columns_through_ctes_renames_and_models() -> None:
+    use = analyse(MODELS, [ORDERS, CUSTOMERS])
+    status, ordered = ColumnRef(ORDERS, "status"), ColumnRef(ORDERS, "ordered_at")
+    # `o.status in (...)` in the mart is a literal of the source column behind stg_orders' lower(status)
+    assert {lit.value for lit in use.literals[status]} == {"shipped", "done"}
+    assert use.literals[ordered] == (Literal(">=", "2024-01-01", "string"),)
+    assert "date" in use.types[ordered]
+    assert use.types[ColumnRef(CUSTOMERS, "is_deleted")] == ("boolean",)
+    assert ColumnRef(CUSTOMERS, "tier") in use.null_handled
+    # the join pairs the renamed key (stg_customers.customer_id is the source's id) with the orders' column
+    (join,) = use.joins
+    assert {join.left, join.right} == {ColumnRef(CUSTOMERS, "id"), ColumnRef(ORDERS, "customer_id")}
+    assert join.outer
+
+
+def _manifest() -> dict:
+    """A parsed manifest's shape, as much of it as the contract reads."""
+
+    def source(table: str, columns: dict) -> dict:
+        uid = f"source.shop.shop.{table}"
+        return {"unique_id": uid, "source_name": "shop", "name": table, "columns": columns}
+
+    def test(name: str, uid: str, depends: str, **kwargs: object) -> dict:
+        return {
+            "unique_id": uid,
+            "resource_type": "test",
+            "depends_on": {"nodes": [depends]},
+            "test_metadata": {"name": name, "kwargs": kwargs},
+        }
+
+    models = {
+        f"model.shop.{name}": {"resource_type": "model", "name": name, "alias": name, "compiled_code": sql}
+        for name, sql in MODELS.items()
+    }
+    tests = [
+        test("unique", "test.shop.u1", "source.shop.shop.customers", column_name="id"),
+        test(
+            "accepted_values",
+            "test.shop.a1",
+            "source.shop.shop.orders",
+            column_name="status",
+            values=["shipped", "done", "lost"],
+        ),
+        test("not_null", "test.shop.n1", "source.shop.shop.orders", column_name="amount"),
+    ]
+    return {
+        "sources": {
+            "source.shop.shop.orders": source("orders", {"amount": {"data_type": "numeric(10,2)"}}),
+            "source.shop.shop.customers": source("customers", {"id": {}, "name": {}}),
+        },
+        "nodes": {**models, **{t["unique_id"]: t for t in tests}},
+    }
+
+
+def test_the_contract_joins_yaml_tests_and_sql() -> None:
+    contract = derive(_manifest())
+    orders, customers = contract.table(ORDERS), contract.table(CUSTOMERS)
+    assert orders is not None and customers is not None
+    amount, status, customer_id = orders.column("amount"), orders.column("status"), orders.column("customer_id")
+    assert amount is not None and amount.type == "numeric" and amount.not_null  # the YAML's data_type wins
+    assert status is not None and status.values == ("shipped", "done", "lost")
+    key = customers.column("id")
+    assert key is not None and key.unique
+    # the key the join reads: drawn from the unique side, orphans allowed (no relationships test forbids them)
+    assert customer_id is not None and customer_id.parent == ColumnRef(CUSTOMERS, "id") and customer_id.orphans
+    assert customer_id.type == key.type == "integer"
+
+
+def test_rows_exercise_both_sides_of_every_rule() -> None:
+    contract = derive(_manifest())
+    tables = {t.relation: t for t in generate(contract, seed=3)}
+    orders, customers = tables[ORDERS], tables[CUSTOMERS]
+    col = {name: [row[i] for row in orders.rows] for i, name in enumerate(orders.columns)}
+    ccol = {name: [row[i] for row in customers.rows] for i, name in enumerate(customers.columns)}
+    # accepted values: every one present and nothing else; the filter's literals are among them
+    assert set(col["status"]) == {"shipped", "done", "lost"}
+    # the date filter's boundary and both its neighbours
+    assert {"2024-01-01", "2023-12-31", "2024-01-02"} <= set(col["ordered_at"])
+    assert None not in col["amount"]  # not_null
+    assert len(set(ccol["id"])) == len(ccol["id"])  # unique
+    assert None in ccol["tier"]  # the SQL coalesces it
+    parents = set(ccol["id"])
+    orphans = [v for v in col["customer_id"] if v not in parents]
+    assert len(orphans) == ORPHANS
+    # some customers have no order: a left join keeps them, an inner join drops them
+    assert parents - set(col["customer_id"])
+
+
+def test_rows_are_deterministic_per_seed() -> None:
+    contract = derive(_manifest())
+    assert generate(contract, seed=3) == generate(contract, seed=3)
+    assert generate(contract, seed=3) != generate(contract, seed=4)
+
+
+def test_a_relationships_child_never_gets_an_orphan() -> None:
+    parent = SynthTable("_synth__a__p", "a", "p", (SynthColumn("id", "integer", unique=True),))
+    child = SynthTable(
+        "_synth__a__c",
+        "a",
+        "c",
+        (SynthColumn("pid", "integer", parent=ColumnRef("_synth__a__p", "id"), orphans=False),),
+    )
+    rows = {t.relation: t for t in generate(Contract((parent, child)), seed=1)}
+    ids = {r[0] for r in rows["_synth__a__p"].rows}
+    assert {r[0] for r in rows["_synth__a__c"].rows} <= ids
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+def _run(root: Path, *args: str) -> tuple[int, str, str]:
+    env = {"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")}
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.strip() and not line.startswith("harvesting ")]
+
+
+@pytest.fixture(scope="module")
+def couriers(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """courier_routes (no data) pinned with --synthesize-data through the CLI and minted for both kinds."""
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.corpora.ledger import Params, assign
+    from dbt_harvest.corpora.store import load_tasks, mint_target
+    from dbt_harvest.harvester.mint.pipeline import MintOptions, load_reports, mint
+    from tests.conftest import use_env
+
+    root = tmp_path_factory.mktemp("couriers")
+    repo = make_git_repo(fixture_dir("courier_routes"), root / "repo")
+    code, out, err = _run(root, "add", f"{repo.path}@{repo.head}", "--synthesize-data", "--synth-seed", "7", "--json")
+    assert code == 0, err
+    added = json.loads(out)
+    home, pins = root / "home", root / "pins"
+    with use_env(home, pins):
+        pin = read_pin(Path(added["pin"]))
+        assign(pins, Params(test=0, dev=0, seed=0))
+        mint([pin], MintOptions(kinds=("repair", "completion")), mint_target(harvest_home(), pins_dir()))
+        reports = load_reports(pin.id)
+        tasks = load_tasks("train", home, pins, purpose="inspect")
+    return SimpleNamespace(
+        root=root, repo=repo, added=added, pin=pin, reports=reports, tasks=tasks, home=home, pins=pins
+    )
+
+
+slow = pytest.mark.slow
+
+
+@slow
+def test_a_project_without_data_is_pinned_on_synthesized_data(couriers: SimpleNamespace) -> None:
+    from dbt_harvest.core.patching import parse_patch
+    from dbt_harvest.harvester.workspace import synthesis_text
+
+    pin = couriers.pin
+    assert couriers.added["data_origin"] == "synthesized" and pin.data_origin == "synthesized"
+    assert pin.synthesis_seed == 7
+    # the project's own tests all pass on it (none is a known failure), and every mart is gradable and non-empty
+    assert pin.baseline_tests == ()
+    marts = {t.name: t for t in pin.tables}
+    for name in ("main.courier_performance", "main.zone_revenue", "main.zone_coverage"):
+        assert marts[name].gradable and marts[name].rows > 0
+    # the patch only adds files, under harvest's own names; the project's SQL and YAML are untouched
+    files = parse_patch(synthesis_text(pin, couriers.pins))
+    assert files and all(p.created and "_harvest_synth" in p.path for p in files)
+    code, out, _ = _run(couriers.root, "show", pin.id)
+    assert code == 0 and "data synthesized" in out
+
+
+@slow
+def test_every_mutation_family_yields_a_task_on_synthesized_data(couriers: SimpleNamespace) -> None:
+    kept = Counter(t.family for t in couriers.tasks)
+    for family in ("filter", "join", "null", "grain", "time", "values", "completion"):
+        assert kept[family] >= 1, (family, kept)
+    assert {t.origin for t in couriers.tasks} == {"synthesized"}
+    assert all(t.data_origin == "synthesized" for t in couriers.tasks)
+
+
+@slow
+def test_a_rebuild_in_another_home_derives_the_same_data(couriers: SimpleNamespace, tmp_path: Path) -> None:
+    pins = tmp_path / "pins"
+    shutil.copytree(couriers.pins, pins)
+    shutil.rmtree(pins / "patches" / "synthesized")  # never committed: a fresh clone has none
+    before = {p.name: p.read_bytes() for p in pins.glob("*.toml")}
+    env = {"HARVEST_HOME": str(tmp_path / "home"), "HARVEST_PINS": str(pins)}
+    result = CliRunner().invoke(
+        main, ["add", f"{couriers.repo.path}@{couriers.repo.head}", "--rebuild", "--json"], env=env
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["drift"] == []
+    assert {p.name: p.read_bytes() for p in pins.glob("*.toml")} == before
+    assert (pins / "patches" / "synthesized" / f"{couriers.pin.synthesis_sha256}.diff").is_file()
+
+
+@slow
+def test_a_synthesized_task_verifies_fresh(couriers: SimpleNamespace) -> None:
+    join = next(t for t in couriers.tasks if t.family == "join")
+    shutil.rmtree(couriers.home / "templates", ignore_errors=True)
+    code, out, err = _run(couriers.root, "tasks", "verify", join.instance_id, "--json")
+    assert code == 0, err
+    (task,) = json.loads(out)["tasks"]
+    assert task["ok"] and task["checks"]["claims"]["ok"] and task["checks"]["wrong_repair"]["ok"]
+
+
+@slow
+def test_the_dataset_says_each_rows_data_origin(couriers: SimpleNamespace, tmp_path: Path) -> None:
+    import datasets
+
+    from dbt_harvest.corpora.build import build_dataset
+    from dbt_harvest.corpora.errors import DatasetBuildError
+
+    out = tmp_path / "ds"
+    build_dataset(out, home=couriers.home, pins=couriers.pins, splits=("train",), public=False)
+    rows = datasets.load_dataset("parquet", data_files=str(out / "data" / "train-*.parquet"), split="train")
+    assert set(rows["data_origin"]) == {"synthesized"}
+    assert all(r["synthesis_patch"] and r["synthesis_patch_sha256"] == couriers.pin.synthesis_sha256 for r in rows)
+    card = (out / "README.md").read_text()
+    assert f"train {len(couriers.tasks)} synthesized" in card
+    with pytest.raises(DatasetBuildError, match="no tasks"):
+        build_dataset(
+            tmp_path / "ds2",
+            home=couriers.home,
+            pins=couriers.pins,
+            splits=("train",),
+            public=False,
+            data_origin="repository",
+        )
+
+
+def _variant(tmp: Path, extra: dict[str, str], drop: tuple[str, ...] = ()) -> Path:
+    """courier_routes with files added or removed, as a one-commit repository."""
+    src = tmp / "src"
+    shutil.copytree(fixture_dir("courier_routes"), src)
+    for rel in drop:
+        (src / rel).unlink()
+    for rel, text in extra.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    repo = make_git_repo(src, tmp / "repo")
+    return Path(f"{repo.path}@{repo.head}")
+
+
+@slow
+def test_a_test_no_synthesized_data_can_satisfy_is_refused_by_name(tmp_path: Path) -> None:
+    spec = _variant(tmp_path, {"tests/assert_no_active_couriers.sql": "select * from {{ ref('stg_couriers') }}\n"})
+    code, _, err = _run(tmp_path, "add", str(spec), "--synthesize-data")
+    assert code == 1
+    (line,) = _error_lines(err)
+    assert "still fail on synthesized data" in line and "assert_no_active_couriers" in line
+    assert not list((tmp_path / "pins").glob("*.toml"))  # nothing half-written: no pin
+
+
+@slow
+def test_a_project_without_sources_is_refused(tmp_path: Path) -> None:
+    stg = "models/staging/"
+    spec = _variant(
+        tmp_path,
+        {
+            f"{stg}stg_couriers.sql": "select 1 as courier_id, 'a' as courier_name, 'bike' as vehicle, true as is_active\n"
+        },
+        drop=(
+            f"{stg}sources.yml",
+            f"{stg}stg_deliveries.sql",
+            f"{stg}stg_zones.sql",
+            "models/marts/zone_revenue.sql",
+            "models/marts/zone_coverage.sql",
+            "models/marts/courier_performance.sql",
+            "models/marts/schema.yml",
+        ),
+    )
+    code, _, err = _run(tmp_path, "add", str(spec), "--synthesize-data")
+    assert code == 1
+    (line,) = _error_lines(err)
+    assert "declares no sources" in line
+
+
+def test_synth_seed_without_synthesize_data_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = _run(tmp_path, "add", "owner/name@" + "a" * 40, "--synth-seed", "3")
+    assert code == 2 and "--synthesize-data" in err
+
+
+def test_repair_tightens_only_what_failed() -> None:
+    from dbt_harvest.harvester.synth.contract import Failure, repair
+
+    contract = derive(_manifest())
+    name = ColumnRef(CUSTOMERS, "name")
+    repaired = repair(contract, [Failure("unique", (name,)), Failure("expression_is_true", (name,))])
+    customers = repaired.table(CUSTOMERS)
+    assert customers is not None and customers.column("name") == SynthColumn("name", "varchar", unique=True)
+    assert repaired.table(ORDERS) == contract.table(ORDERS)
+    assert repair(contract, []) == contract
