@@ -3,7 +3,7 @@
 A dbt model is SQL with Jinja in it. The Jinja is the project's (refs, sources, macros, config) and is kept
 byte for byte: the leading and trailing lines that are Jinja alone (``{{ config(...) }}``, ``{% set %}``)
 stay where they are, and each ``{{ ... }}`` inside the SQL is masked as a placeholder identifier while
-sqlglot transpiles the SQL around it, then put back. A model whose SQL reads the same in DuckDB is left
+sqlglot transpiles the SQL around it, then put back. Comment lines around the SQL stay too. A model whose SQL reads the same in DuckDB is left
 untouched (no edit), so a port only rewrites what does not run there.
 
 Jinja blocks inside the SQL (``{% if is_incremental() %}``) are left out only to tell whether the SQL needs
@@ -71,19 +71,35 @@ def _literal_replacement(text: str) -> Callable[[re.Match[str]], str]:
     return replace
 
 
-def _jinja_only(line: str) -> bool:
-    return not _TAG.sub("", line).strip() and bool(line.strip())
+def _frame_lines(lines: list[str], start: int, step: int, stop: int) -> int:
+    """How far from ``start`` (towards ``stop``, by ``step``) the lines hold no SQL: blank (their Jinja blanked
+    out by the caller, so a tag over several lines counts), or comments (``--`` lines, ``/* */`` blocks), which
+    stay as they are; the index of the first SQL line."""
+    i = start
+    in_block = False
+    while i != stop:
+        text = lines[i].strip()
+        if in_block:
+            in_block = ("*/" not in text) if step > 0 else ("/*" not in text)
+        elif not text or text.startswith("--"):
+            pass
+        elif step > 0 and text.startswith("/*"):
+            in_block = "*/" not in text
+        elif step < 0 and text.endswith("*/"):
+            in_block = "/*" not in text
+        else:
+            break
+        i += step
+    return i
 
 
 def mask(text: str) -> Masked:
     """Split ``text`` (see ``Masked``); blocks and comments inside the SQL are left as they are."""
     lines = text.splitlines(keepends=True)
-    start = 0
-    while start < len(lines) and (_jinja_only(lines[start]) or not lines[start].strip()):
-        start += 1
-    end = len(lines)
-    while end > start and (_jinja_only(lines[end - 1]) or not lines[end - 1].strip()):
-        end -= 1
+    # the text with every Jinja tag blanked but its line breaks: the same lines, the tags gone
+    blank = _TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text).splitlines(keepends=True)
+    start = _frame_lines(blank, 0, 1, len(blank))
+    end = _frame_lines(blank, len(blank) - 1, -1, start - 1) + 1
     head, body, tail = "".join(lines[:start]), "".join(lines[start:end]), "".join(lines[end:])
     jinja: list[str] = []
 

@@ -106,15 +106,18 @@ def model_sql(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 def _name_type(column: str) -> str:
     c = column.lower()
-    if c == "id" or c.endswith(("_id", "_key", "_number")):
+    if c == "id" or re.search(r"(_id|_key|key|_number|number|_num|_nbr)$", c):
         return "integer"
     if c.startswith(("is_", "has_", "was_")) or c.endswith("_flag"):
         return "boolean"
-    if c.endswith(("_at", "_time", "_timestamp", "_ts")) or c == "timestamp":
+    if re.search(r"(_at|_time|timestamp|_ts|datetime)$", c):
         return "timestamp"
-    if c.endswith(("_date", "_day", "_on")) or c == "date":
+    if re.search(r"(date|_day|_on)$", c):
         return "date"
-    if re.search(r"(amount|price|cost|total|revenue|qty|quantity|count|rate|pct|percent|balance|fee|score)", c):
+    if re.search(
+        r"(amount|price|cost|total|revenue|qty|quantity|count|rate|pct|percent|balance|fee|score|discount|tax|weight|ratio|value)",
+        c,
+    ):
         return "numeric"
     return "varchar"
 
@@ -147,15 +150,18 @@ class _Draft:
 
 
 def test_target(node: Mapping[str, Any], manifest: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
-    """The relation a generic test is attached to: a synthesized relation or a model's alias."""
-    for dep in node.get("depends_on", {}).get("nodes", []):
-        if dep in names:
-            return names[dep]
+    """The relation a generic test is attached to (its ``model`` argument, which names it even where the test
+    reads other relations too, as a relationships test does): a synthesized relation or a model's alias."""
+    model = str(((node.get("test_metadata") or {}).get("kwargs") or {}).get("model") or "")
+    named = to_relation(model, manifest, names) if model else None
+    if named is not None:
+        return named
     attached = node.get("attached_node")
     if attached and attached in manifest.get("nodes", {}):
         target = manifest["nodes"][attached]
         return str(target.get("alias") or target["name"]).lower()
-    return None
+    deps = [names[d] for d in node.get("depends_on", {}).get("nodes", []) if d in names]
+    return deps[0] if len(deps) == 1 else None
 
 
 def to_relation(to: str, manifest: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
@@ -254,6 +260,9 @@ class _Drafts:
     def column(self, ref: ColumnRef) -> SynthColumn:
         d = self.drafts.get(ref, _Draft())
         hints = list(self.use.types.get(ref, ()))
+        for a, b in self.use.alike:  # a coalesce's arguments, a case's branches: one type
+            if ref in (a, b):
+                hints += list(self.use.types.get(b if ref == a else a, ()))
         if d.parent is not None:
             hints += list(self.use.types.get(d.parent, ()))
             parent_draft = self.drafts.get(d.parent)
@@ -338,8 +347,35 @@ def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
     return Contract(tuple(tables))
 
 
+#: DuckDB's conversion errors that name the source column a cast read (``... (DATE -> BIGINT) when casting
+#: from source column x``, ``Could not convert string 'a' to INT32 when casting from source column x``)
+_CAST_ERROR = re.compile(
+    r"(?:\(\s*\w+\s*->\s*(?P<to>\w+)\s*\)|to (?P<to2>[A-Z]+[0-9]*)\b).*?when casting from source column (?P<col>\w+)",
+    re.S,
+)
+
+
+def retype_from_error(contract: Contract, error: str) -> Contract:
+    """The contract with the column a DuckDB cast error names given the type the cast wanted; unchanged when
+    the error names no synthesized column (or it already has that type)."""
+    m = _CAST_ERROR.search(error)
+    if m is None:
+        return contract
+    family = type_of_datatype(m.group("to") or m.group("to2") or "")
+    column = m.group("col").lower()
+    tables = []
+    for t in contract.tables:
+        cols = tuple(
+            replace(c, type=family, literals=(), values=()) if c.name == column and c.type != family else c
+            for c in t.columns
+        )
+        tables.append(replace(t, columns=cols))
+    return Contract(tuple(tables))
+
+
 __all__ = [
     "PREFIX",
+    "retype_from_error",
     "Contract",
     "Failure",
     "SynthColumn",

@@ -14,6 +14,7 @@ seeded with text, independent of ``PYTHONHASHSEED``).
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -26,6 +27,8 @@ from dbt_harvest.harvester.synth.usage import ColumnRef, Literal
 ROWS = 30
 #: the first day synthesized dates spread from (a year of them)
 BASE_DAY = date(2024, 1, 1)
+#: names of numeric columns that hold a fraction (drawn between 0 and 1, as a discount or a tax rate is)
+_FRACTION = re.compile(r"(discount|rate|pct|percent|ratio|share|tax)", re.I)
 #: values of a foreign key that no parent holds, where no test forbids them
 ORPHANS = 3
 #: distinct values of a free text column (low, so that group-bys make groups)
@@ -97,6 +100,8 @@ def _free(col: SynthColumn, table: SynthTable, rng: random.Random, i: int) -> st
     if col.type == "integer":
         return str(rng.randint(0, 100))
     if col.type == "numeric":
+        if _FRACTION.search(col.name):  # a rate, a discount, a share: between 0 and 1
+            return f"{rng.randint(0, 99) / 100:.2f}"
         return f"{rng.randint(0, 50000) / 100:.2f}"
     if col.type in {"date", "timestamp"}:
         return _fmt_day(BASE_DAY + timedelta(days=rng.randint(0, 364)), col.type, rng.randint(0, 86399))

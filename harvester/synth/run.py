@@ -9,7 +9,8 @@ applied) that ships no data for its sources:
    (``usage.analyse``: columns read, casts, literals, null handling, joins);
 3. the project is built on the rendered data. A failing project test that the contract can answer (a
    ``unique``, ``not_null``, ``accepted_values`` or ``relationships`` test on a column read from a source)
-   tightens the contract and the build runs again, at most ``MAX_ROUNDS`` times. What still fails is refused
+   tightens the contract and the build runs again, at most ``MAX_ROUNDS`` times; so does a model whose build
+   fails on a cast DuckDB names the source column of (the column is drawn again with the type the cast wants). What still fails is refused
    (``SynthesisError``), naming the tests; so is a model that does not build.
 
 The result is a patch that only adds files (``render``); ``harvest add --synthesize-data`` applies it to the
@@ -39,6 +40,7 @@ from dbt_harvest.harvester.synth.contract import (
     model_sql,
     relations,
     repair,
+    retype_from_error,
     test_target,
     to_relation,
 )
@@ -89,7 +91,10 @@ def _manifest(workspace: Path, project_dir: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _run(workspace: Path, project: Project, steps: Sequence[Any], sandboxed: bool, limits: Limits, log: Path) -> bool:
+def _run(
+    workspace: Path, project: Project, steps: Sequence[Any], sandboxed: bool, limits: Limits, log: Path
+) -> tuple[bool, str]:
+    """Run ``steps``; whether all of them ran and passed, and the first error when not."""
     write_profile(workspace, project.rel_dir, project.profile, project.schema)
     run = run_steps(
         workspace,
@@ -101,7 +106,9 @@ def _run(workspace: Path, project: Project, steps: Sequence[Any], sandboxed: boo
         log_path=log,
         stop_on_failure=True,
     )
-    return all(step.ok for step in run.steps) and len(run.steps) == len(steps)
+    ok = all(step.ok for step in run.steps) and len(run.steps) == len(steps)
+    first = next((s.first_error for s in run.steps if not s.ok and s.first_error), "") or run.killed_reason or ""
+    return ok, " ".join(first.split())[:300]
 
 
 def _build(workspace: Path, project: Project, sandboxed: bool, limits: Limits, log: Path) -> BuildResult:
@@ -191,8 +198,9 @@ def synthesize(
             f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
         )
     parse_ws = _copy(root, work / "parse")
-    if not _run(parse_ws, project, [DbtStep(("parse",))], sandboxed, limits, work / "parse.log"):
-        raise SynthesisError(f"dbt parse failed on the project (log: {work / 'parse.log'})")
+    parsed, why = _run(parse_ws, project, [DbtStep(("parse",))], sandboxed, limits, work / "parse.log")
+    if not parsed:
+        raise SynthesisError(f"dbt parse failed on the project: {why or 'see ' + str(work / 'parse.log')}")
     manifest = _manifest(parse_ws, project.rel_dir)
     if not relations(manifest):
         raise SynthesisError(
@@ -201,7 +209,10 @@ def synthesize(
     contract = derive(manifest)
     compile_ws = _copy(root, work / "compile")
     _write(compile_ws, _render(contract, project, seed))
-    if _run(compile_ws, project, [DbtStep(("seed",)), DbtStep(("compile",))], sandboxed, limits, work / "compile.log"):
+    compiled_ok, _ = _run(
+        compile_ws, project, [DbtStep(("seed",)), DbtStep(("compile",))], sandboxed, limits, work / "compile.log"
+    )
+    if compiled_ok:
         contract = derive(_manifest(compile_ws, project.rel_dir))
     else:  # a model that cannot compile yet is read from its YAML alone; the build says whether that was enough
         compiled = _manifest(compile_ws, project.rel_dir)
@@ -216,7 +227,11 @@ def synthesize(
         _write(ws, added)
         last = _build(ws, project, sandboxed, limits, work / f"build{round_no}.log")
         if not last.models_ok:
-            raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}")
+            retyped = retype_from_error(contract, last.first_error) if round_no <= MAX_ROUNDS else contract
+            if retyped == contract:
+                raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}")
+            contract = retyped  # a cast named the column whose type the SQL needs: drawn again with it
+            continue
         if last.tests_failed == 0:
             return Synthesis(patch_text(added), seed, contract, round_no)
         if round_no > MAX_ROUNDS:

@@ -14,7 +14,7 @@ source relations; nothing here reads files or runs SQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -97,6 +97,8 @@ class Usage:
     literals: Mapping[ColumnRef, tuple[Literal, ...]] = field(default_factory=dict)
     null_handled: frozenset[ColumnRef] = frozenset()
     joins: tuple[Join, ...] = ()
+    # columns that must share a type (the arguments of one coalesce, the branches of one case)
+    alike: tuple[tuple[ColumnRef, ColumnRef], ...] = ()
 
 
 def _parse(sql: str) -> exp.Expression | None:
@@ -197,7 +199,8 @@ class _Resolver:
         if isinstance(source, exp.Table):
             table = source.name.lower()
             if table in self.seeds:
-                return [ColumnRef(table, name)]
+                # an unqualified column of a scope reading several relations: not knowable from here
+                return [ColumnRef(table, name)] if only else []
             if table in self.models:
                 root = self.root(table)
                 return self.output(root, name, depth) if root is not None else []
@@ -245,6 +248,7 @@ class _Collector:
         self.literals: dict[ColumnRef, set[Literal]] = {}
         self.null_handled: set[ColumnRef] = set()
         self.joins: set[Join] = set()
+        self.alike: set[tuple[ColumnRef, ColumnRef]] = set()
 
     def type(self, refs: list[ColumnRef], family: str) -> None:
         for ref in refs:
@@ -262,6 +266,7 @@ class _Collector:
             literals={k: tuple(sorted(v)) for k, v in sorted(self.literals.items())},
             null_handled=frozenset(self.null_handled),
             joins=tuple(sorted(self.joins)),
+            alike=tuple(sorted(self.alike)),
         )
 
 
@@ -331,6 +336,12 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
         elif isinstance(node, exp.Coalesce):
             for ref in refs(node.this):
                 out.null_handled.add(ref)
+            _same_type(node.this, node.expressions, refs, out)
+        elif isinstance(node, exp.Case):
+            branches = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
+            values = [b for b in branches if isinstance(b, exp.Expression)]
+            for value in values:
+                _same_type(value, values, refs, out)
         elif isinstance(node, (exp.Is, exp.Nullif)):
             out.null_handled.update(refs(node.this))
         elif isinstance(node, exp.Not | exp.And | exp.Or):
@@ -341,6 +352,24 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
             cond = node.args.get("this")
             if isinstance(cond, exp.Column):
                 out.type(refs(cond), "boolean")
+
+
+def _same_type(
+    node: exp.Expr, others: Sequence[exp.Expr], refs: Callable[[exp.Expr], list[ColumnRef]], out: _Collector
+) -> None:
+    """A column that meets a literal where both must have one type (a coalesce default, another branch of a
+    case) takes the literal's type."""
+    column_refs = refs(node)
+    if not column_refs:
+        return
+    for other in others:
+        for ref in refs(other):
+            for mine in column_refs:
+                if ref != mine:
+                    out.alike.add((min(ref, mine), max(ref, mine)))
+        lit = _literal(other)
+        if lit is not None and lit.value.lower() != "null":
+            out.type(column_refs, _literal_type(lit))
 
 
 def analyse(models: Mapping[str, str], seeds: Iterable[str]) -> Usage:

@@ -22,7 +22,11 @@ from dbt_harvest.harvester.port.transpile import PortRefused, mask, port_model
 from tests.fixtures import fixture_dir
 
 SNOWFLAKE_MODEL = """{{ config(materialized='table') }}
+-- {{ config(materialized='view') }} while testing
 {% set window = 30 %}
+{{
+    config(tags=['daily'])
+}}
 
 select
     order_id,
@@ -37,7 +41,7 @@ where status = '{{ var("status", "shipped") }}'
 def test_a_port_rewrites_the_sql_and_keeps_every_jinja_tag() -> None:
     ported = port_model(SNOWFLAKE_MODEL, "snowflake", "models/m.sql")
     assert ported is not None
-    assert ported.startswith("{{ config(materialized='table') }}\n{% set window = 30 %}\n")
+    assert ported.startswith(SNOWFLAKE_MODEL[: SNOWFLAKE_MODEL.index("select")])  # the Jinja head, comments kept
     for tag in ("{{ ref('stg_orders') }}", '{{ var("status", "shipped") }}'):
         assert ported.count(tag) == 1
     low = ported.lower()
@@ -58,7 +62,7 @@ def test_portable_sql_is_left_untouched() -> None:
 
 def test_masking_splits_the_jinja_head_from_the_sql() -> None:
     masked = mask(SNOWFLAKE_MODEL)
-    assert masked.head.endswith("{% set window = 30 %}\n\n")
+    assert masked.head.endswith("    config(tags=['daily'])\n}}\n\n")
     assert masked.jinja == ("{{ ref('stg_orders') }}", '{{ var("status", "shipped") }}')
     assert "{{" not in masked.sql
     assert masked.unmask(masked.sql, "m") == SNOWFLAKE_MODEL

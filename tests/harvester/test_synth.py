@@ -329,3 +329,27 @@ def test_repair_tightens_only_what_failed() -> None:
     assert customers is not None and customers.column("name") == SynthColumn("name", "varchar", unique=True)
     assert repaired.table(ORDERS) == contract.table(ORDERS)
     assert repair(contract, []) == contract
+
+
+def test_a_case_branch_or_coalesce_default_types_the_column_it_meets() -> None:
+    models = {
+        "m": "select max(case when a.src = 'organic' then a.visitors else 0 end) as organic, "
+        "coalesce(a.signup_at, b.created_at) as first_seen, coalesce(b.score, 0.5) as score "
+        f'from "build"."main"."{ORDERS}" as a join "build"."main"."{CUSTOMERS}" as b on a.id = b.id'
+    }
+    use = analyse(models, [ORDERS, CUSTOMERS])
+    assert "integer" in use.types[ColumnRef(ORDERS, "visitors")]
+    assert "numeric" in use.types[ColumnRef(CUSTOMERS, "score")]
+    assert (ColumnRef(CUSTOMERS, "created_at"), ColumnRef(ORDERS, "signup_at")) in use.alike
+
+
+def test_a_cast_error_retypes_the_column_it_names() -> None:
+    from dbt_harvest.harvester.synth.contract import retype_from_error
+
+    contract = Contract(
+        (SynthTable(ORDERS, "shop", "orders", (SynthColumn("ms", "date"), SynthColumn("n", "varchar"))),)
+    )
+    error = "Conversion Error: Unimplemented type for cast (DATE -> BIGINT) when casting from source column ms"
+    retyped = retype_from_error(contract, error).table(ORDERS)
+    assert retyped is not None and retyped.column("ms") == SynthColumn("ms", "integer")
+    assert retype_from_error(contract, "Binder Error: no column named x") == contract
