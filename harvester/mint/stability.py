@@ -49,7 +49,7 @@ from dbt_harvest.harvester.mint.lineage import ModelNode
 from dbt_harvest.harvester.sandbox import safe_fs
 
 #: bump when the check changes, so that cached results are computed again
-STABILITY_VERSION = 3
+STABILITY_VERSION = 4
 #: floats are compared rounded to this many places (the scorer's absolute tolerance is 0.01)
 FLOAT_PLACES = 3
 _FLOAT_TYPES = re.compile(r"^(DOUBLE|FLOAT|REAL|DECIMAL)", re.I)
@@ -242,6 +242,30 @@ def rebuild(engine: Engine, node: ModelNode, inputs: tuple[str, ...], clock: str
     return f'{MUT}."rebuilt"."model"'
 
 
+#: where each engine holds the unperturbed rebuild the perturbed ones are compared with (a temporary table:
+#: the rebuilds reset the engine's scratch catalog, not it)
+BASELINE = "temp.main.harvest_baseline"
+
+
+def _baseline(engines: Mapping[int, Engine], node: ModelNode, inputs: tuple[str, ...], clock: str) -> Any:
+    """The model rebuilt once without perturbation (one thread, inputs in stored order, the clock frozen), as
+    Arrow rows. The perturbed rebuilds are compared with it, not with the relation the pin's build left: a
+    view (or a table over one) that reads the clock is evaluated at today's date when the built database is
+    read, while every rebuild freezes the pin's clock, so comparing with it would call a clock column
+    unstable."""
+    engine = engines[1] if 1 in engines else next(iter(engines.values()))
+    rebuilt = rebuild(engine, node, inputs, clock, 0)
+    return engine.con.execute(f"SELECT * FROM {rebuilt}").to_arrow_table()
+
+
+def _load_baseline(engine: Engine, rows: Any) -> None:
+    engine.con.register("harvest_baseline_rows", rows)
+    try:
+        engine.run("CREATE OR REPLACE TEMP TABLE harvest_baseline AS SELECT * FROM harvest_baseline_rows")
+    finally:
+        engine.con.unregister("harvest_baseline_rows")
+
+
 def stability_of(
     engines: Mapping[int, Engine],
     node: ModelNode,
@@ -258,11 +282,19 @@ def stability_of(
     inputs = input_relations(node.compiled_code, (r for r in relations if r != node.relation))
     unstable: set[str] = set()
     first = ""
+    try:
+        baseline = _baseline(engines, node, inputs, clock)
+    except ScreenSQLError as exc:
+        return Stability(node.table, error=f"{node.name} could not be rebuilt: {exc}"[:300])
+    loaded: set[int] = set()
     for p in perturbations:
         engine = engines[p.threads]
         try:
             rebuilt = rebuild(engine, node, inputs, clock, p.shuffle_seed)
-            moved = moved_columns(engine, node.relation, rebuilt)
+            if p.threads not in loaded:
+                _load_baseline(engine, baseline)
+                loaded.add(p.threads)
+            moved = moved_columns(engine, BASELINE, rebuilt)
         except ScreenSQLError as exc:
             return Stability(node.table, error=f"{node.name} could not be rebuilt: {exc}"[:300])
         if moved and not first:

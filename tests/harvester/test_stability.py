@@ -194,3 +194,27 @@ def test_a_column_named_after_an_unordered_aggregate_upstream_is_unstable_even_w
         rebuilder.close()
     assert alone.unstable == ()
     assert with_lineage.unstable == ("roster",) and with_lineage.moved_under.startswith("an order-sensitive")
+
+
+def test_a_column_that_reads_the_clock_through_a_view_is_stable(tmp_path: Path) -> None:
+    """A staging view that reads the clock is evaluated at today's date when the built database is read; the
+    rebuilds freeze the pin's clock. Compared with the built relation, the clock column would move in every
+    rebuild; compared with the unperturbed rebuild, nothing moves (rafarngt's `days_since_registration`)."""
+    db = _database(tmp_path / "build.duckdb")
+    ages = "SELECT player_id, current_date - DATE '2023-01-01' AS days FROM {scores}"
+    mart = 'SELECT a.player_id, a.days * 2 AS doubled FROM "build"."main"."ages" AS a'
+    con = duckdb.connect(str(db))
+    con.execute("CREATE VIEW main.ages AS " + ages.format(scores="main.scores"))
+    con.execute("CREATE TABLE main.doubled AS " + mart.replace('"build"."main"."ages"', "main.ages"))
+    con.close()
+    rebuilder = Rebuilder(db, "build", tmp_path / "scratch")
+    try:
+        view = rebuilder.check(
+            _node("ages", ages.format(scores=SCORES)), [SCORES, '"build"."main"."ages"'], "2024-01-01 00:00:00"
+        )
+        table = rebuilder.check(
+            _node("doubled", mart), [SCORES, '"build"."main"."ages"', '"build"."main"."doubled"'], "2024-01-01 00:00:00"
+        )
+    finally:
+        rebuilder.close()
+    assert view == Stability("main.ages") and table == Stability("main.doubled")
