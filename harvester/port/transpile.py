@@ -34,9 +34,48 @@ from dbt_harvest.core.task_record import PORT_DIALECTS
 #: the dialects a project can be ported from (sqlglot's names)
 DIALECTS = PORT_DIALECTS
 
-_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
-_BLOCK = re.compile(r"\{%.*?%\}|\{#.*?#\}", re.S)
 _PLACEHOLDER = "__harvest_jinja_{}__"
+_CLOSE = {"{{": "}}", "{%": "%}", "{#": "#}"}
+#: an expression that renders no SQL where it stands: it may frame the SQL as a statement does
+_CONFIG = re.compile(r"^\{\{-?\s*config\s*\(", re.S)
+
+
+def tags(text: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of every Jinja tag in ``text``. A ``{{ }}`` or ``{% %}`` ends at the first
+    closing marker outside a quoted string, so a string holding ``{{ this }}`` (a hook in a config) stays
+    inside its tag; a ``{# #}`` ends at the first ``#}``. An unclosed tag runs to the end."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    while True:
+        start = min((j for j in (text.find(o, i) for o in _CLOSE) if j >= 0), default=-1)
+        if start < 0:
+            return out
+        close = _CLOSE[text[start : start + 2]]
+        j, quote = start + 2, ""
+        while j < len(text):
+            c = text[j]
+            if close != "#}" and quote:
+                quote = "" if c == quote else quote
+            elif close != "#}" and c in "'\"":
+                quote = c
+            elif text.startswith(close, j):
+                j += 2
+                break
+            j += 1
+        out.append((start, min(j, len(text))))
+        i = j
+
+
+def _sub_tags(text: str, replace: Callable[[str], str]) -> str:
+    pieces, last = [], 0
+    for start, end in tags(text):
+        pieces += [text[last:start], replace(text[start:end])]
+        last = end
+    return "".join(pieces) + text[last:]
+
+
+def _is_block(tag: str) -> bool:
+    return tag.startswith("{%")
 
 
 class PortRefused(HarvestError):
@@ -94,29 +133,38 @@ def _frame_lines(lines: list[str], start: int, step: int, stop: int) -> int:
 
 
 def mask(text: str) -> Masked:
-    """Split ``text`` (see ``Masked``); blocks and comments inside the SQL are left as they are."""
+    """Split ``text`` (see ``Masked``). The head and tail hold lines without SQL: blank, comments, blocks
+    (``{% %}``), Jinja comments and ``config()``; an expression that renders SQL (``{{ ref() }}`` on a
+    line of its own) belongs to the SQL. Inside the SQL, Jinja comments are dropped (they render nothing)
+    and blocks are left as they are."""
     lines = text.splitlines(keepends=True)
-    # the text with every Jinja tag blanked but its line breaks: the same lines, the tags gone
-    blank = _TAG.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text).splitlines(keepends=True)
+
+    def frame(tag: str) -> str:  # a tag that renders no SQL, blanked but for its line breaks
+        renders = tag.startswith("{{") and not _CONFIG.match(tag)
+        return tag if renders else re.sub(r"[^\n]", " ", tag)
+
+    blank = _sub_tags(text, frame).splitlines(keepends=True)
     start = _frame_lines(blank, 0, 1, len(blank))
     end = _frame_lines(blank, len(blank) - 1, -1, start - 1) + 1
     head, body, tail = "".join(lines[:start]), "".join(lines[start:end]), "".join(lines[end:])
     jinja: list[str] = []
 
-    def placeholder(match: re.Match[str]) -> str:
-        if not match.group(0).startswith("{{"):
-            return match.group(0)
-        jinja.append(match.group(0))
+    def placeholder(tag: str) -> str:
+        if tag.startswith("{#"):
+            return ""
+        if not tag.startswith("{{"):
+            return tag
+        jinja.append(tag)
         return _PLACEHOLDER.format(len(jinja) - 1)
 
-    return Masked(head, _TAG.sub(placeholder, body), tail, tuple(jinja))
+    return Masked(head, _sub_tags(body, placeholder), tail, tuple(jinja))
 
 
 def _read(sql: str, dialect: str) -> str | None:
     """``sql`` read in ``dialect`` and written as DuckDB; None when it does not parse there."""
     try:
         statements = sqlglot.transpile(sql, read=dialect, write="duckdb", unsupported_level=ErrorLevel.IGNORE)
-    except (ParseError, TokenError, ValueError):
+    except Exception:  # sqlglot raises more than its own errors on SQL it reads wrongly (an AttributeError)
         return None
     return ";\n".join(statements)
 
@@ -128,15 +176,16 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     masked = mask(text)
     if not masked.sql.strip():
         return None
-    blocks = bool(_BLOCK.search(masked.sql))
-    sql = _BLOCK.sub(" ", masked.sql)  # a block's branches both read as SQL: only to tell what needs porting
+    blocks = any(_is_block(masked.sql[a:b]) for a, b in tags(masked.sql))
+    # a block's branches both read as SQL: only to tell what needs porting
+    sql = _sub_tags(masked.sql, lambda tag: " " if _is_block(tag) else tag)
     try:  # read as the source dialect first: a construct sqlglot cannot express in DuckDB is refused
         statements = sqlglot.transpile(
             sql, read=dialect, write="duckdb", pretty=True, unsupported_level=ErrorLevel.RAISE
         )
     except UnsupportedError as exc:
         raise PortRefused(f"{model}: sqlglot cannot express it in DuckDB ({str(exc).splitlines()[0]})") from None
-    except (ParseError, TokenError, ValueError) as exc:
+    except (ParseError, TokenError, ValueError, AttributeError, TypeError, KeyError) as exc:
         if blocks:
             return None  # its blocks' branches do not read as one statement: left as it is, the build decides
         raise PortRefused(f"{model}: sqlglot cannot read it as {dialect} ({str(exc).splitlines()[0][:120]})") from None
@@ -151,4 +200,4 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     return masked.unmask(ported, model)
 
 
-__all__ = ["DIALECTS", "Masked", "PortRefused", "mask", "port_model"]
+__all__ = ["DIALECTS", "Masked", "PortRefused", "mask", "port_model", "tags"]

@@ -68,6 +68,26 @@ def test_masking_splits_the_jinja_head_from_the_sql() -> None:
     assert masked.unmask(masked.sql, "m") == SNOWFLAKE_MODEL
 
 
+def test_jinja_the_first_real_projects_hold_is_kept() -> None:
+    """Shapes found on public projects: a hook string holding ``{{ this }}`` inside a config, Jinja
+    comments inside the SQL, the relation's ``{{ ref() }}`` alone on the last line, and SQL sqlglot reads
+    wrongly as DuckDB (it raised an AttributeError there)."""
+    hook = '{{ config(post_hook="alter table {{ this }} refresh") }}\n'
+    ported = port_model(hook + "select iff(a, 1, 2) as b from {{ ref('x') }}\n", "snowflake", "m")
+    assert ported is not None and ported.startswith(hook) and "CASE WHEN" in ported
+    commented = "select iff(a, 1, 2) as b {# the flag #}\nfrom {{ ref('x') }}\n"
+    ported = port_model(commented, "snowflake", "m")
+    assert ported is not None and "{#" not in ported and "{{ ref('x') }}" in ported
+    trailing = "select iff(a, 1, 2) as b\nfrom\n{{ ref('x') }}\n"
+    ported = port_model(trailing, "snowflake", "m")
+    assert ported is not None and ported.rstrip().endswith("{{ ref('x') }}")
+    odd = "select datetime(date_add(date('2024-01-01'), interval 1 day)) as d from {{ ref('x') }}\n"
+    try:
+        port_model(odd, "bigquery", "m")
+    except PortRefused:
+        pass  # a refusal is fine; a crash is not
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
