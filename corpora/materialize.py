@@ -182,7 +182,7 @@ def row_pin(row: dict[str, Any]) -> Pin:
         synthesis_sha256=row.get("synthesis_patch_sha256", ""),
         port_from=str(row.get("dialect") or "").removeprefix("ported:") if row.get("port_patch_sha256") else "",
         port_sha256=row.get("port_patch_sha256", ""),
-        ported_files=tuple(p.path for p in parse_patch(row.get("port_patch") or "")),
+        ported_files=tuple(p.path for p in parse_patch(row["port_patch"])) if row.get("port_patch") else (),
         fix_commit=row.get("fix_commit", ""),
         fix_files=tuple(row.get("fix_files") or ()),
         fix_sha256=row.get("fix_sha256", ""),
@@ -363,7 +363,7 @@ def materialize_task(
     from dbt_harvest.harvester.sandbox.profile import plain_profile_text
     from dbt_harvest.harvester.task_tree import broken_tree
 
-    out = Path(out)
+    out = Path(out).absolute()  # a relative OUT: the partial folder beside it is compared with absolute paths
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise MaterializeError(f"{out} already exists and is not an empty folder; name a new one")
     ref = dataset_ref(dataset)

@@ -243,7 +243,9 @@ def test_a_synthesized_task_verifies_fresh(couriers: SimpleNamespace) -> None:
 
 
 @slow
-def test_the_dataset_says_each_rows_data_origin(couriers: SimpleNamespace, tmp_path: Path) -> None:
+def test_the_dataset_says_each_rows_data_origin(
+    couriers: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import datasets
 
     from dbt_harvest.corpora.build import build_dataset
@@ -256,6 +258,29 @@ def test_the_dataset_says_each_rows_data_origin(couriers: SimpleNamespace, tmp_p
     assert all(r["synthesis_patch"] and r["synthesis_patch_sha256"] == couriers.pin.synthesis_sha256 for r in rows)
     card = (out / "README.md").read_text()
     assert f"train {len(couriers.tasks)} synthesized" in card
+    # a row rebuilds on an empty home from the dataset alone (its synthesis_patch applied), into a relative OUT
+    mirror = tmp_path / "mirror" / "local" / "courier_routes"
+    shutil.copytree(couriers.repo.path, mirror)
+    empty = {"HARVEST_HOME": str(tmp_path / "empty-home"), "HARVEST_PINS": str(tmp_path / "empty-pins")}
+    args = [
+        "tasks",
+        "materialize",
+        str(out),
+        rows[0]["instance_id"],
+        "task",
+        "--repo-mirror",
+        str(mirror.parent.parent),
+    ]
+    with monkeypatch.context() as m:
+        m.chdir(tmp_path)
+        done = CliRunner().invoke(main, args, env=empty)
+    assert done.exit_code == 0, done.stderr
+    seeds = tmp_path / "task" / "project" / "seeds" / "_harvest_synth"
+    assert sorted(p.name for p in seeds.glob("*.csv")) == [
+        "_synth__dispatch__couriers.csv",
+        "_synth__dispatch__deliveries.csv",
+        "_synth__dispatch__zones.csv",
+    ]
     with pytest.raises(DatasetBuildError, match="no tasks"):
         build_dataset(
             tmp_path / "ds2",
