@@ -8,9 +8,10 @@ untouched (no edit), so a port only rewrites what does not run there.
 
 Jinja blocks inside the SQL (``{% if is_incremental() %}``) are left out only to tell whether the SQL needs
 porting (both branches read as SQL); a model whose SQL then reads the same in DuckDB, or cannot be read as one
-statement, is left as it is (its build decides). A model is refused (``PortRefused``, naming it) when:
-- a Jinja block sits inside SQL that needs porting (the SQL between blocks is not a statement sqlglot can
-  rewrite on its own);
+statement, is left as it is (its build decides). SQL that needs porting across ``{% if %}`` blocks is ported
+whole and proved rendered both ways (``blocks.py``). A model is refused (``PortRefused``, naming it) when:
+- a Jinja block sits inside SQL that needs porting and the port cannot be proved (another block shape, or
+  no place for the block in the ported SQL reads as the original);
 - sqlglot cannot parse it in the source dialect;
 - sqlglot reports a construct it cannot express in DuckDB (``unsupported_level=RAISE``): porting it would
   change its meaning;
@@ -30,6 +31,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import PORT_DIALECTS
+from dbt_harvest.harvester.port.blocks import BlockPortError, port_blocks
 
 #: the dialects a project can be ported from (sqlglot's names)
 DIALECTS = PORT_DIALECTS
@@ -76,6 +78,16 @@ def _sub_tags(text: str, replace: Callable[[str], str]) -> str:
 
 def _is_block(tag: str) -> bool:
     return tag.startswith("{%")
+
+
+_OPENS = re.compile(r"^\{%-?\s*(if|for|macro|call|filter|raw)\b")
+_CLOSES = re.compile(r"^\{%-?\s*end(if|for|macro|call|filter|raw)\b")
+
+
+def _balance(text: str) -> int:
+    """Blocks ``text`` opens minus blocks it closes."""
+    spans = [text[a:b] for a, b in tags(text)]
+    return sum(1 for t in spans if _OPENS.match(t)) - sum(1 for t in spans if _CLOSES.match(t))
 
 
 class PortRefused(HarvestError):
@@ -146,6 +158,11 @@ def mask(text: str) -> Masked:
     blank = _sub_tags(text, frame).splitlines(keepends=True)
     start = _frame_lines(blank, 0, 1, len(blank))
     end = _frame_lines(blank, len(blank) - 1, -1, start - 1) + 1
+    # a block opened in the SQL and closed in the frame (or the other way) belongs to the SQL with its pair
+    while end < len(lines) and _balance("".join(lines[start:end])) > 0:
+        end += 1
+    while start > 0 and _balance("".join(lines[start:end])) < 0:
+        start -= 1
     head, body, tail = "".join(lines[:start]), "".join(lines[start:end]), "".join(lines[end:])
     jinja: list[str] = []
 
@@ -193,7 +210,14 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     if native is not None and native == _read(sql, dialect):
         return None  # DuckDB reads it as the source dialect does: nothing to port
     if blocks:
-        raise PortRefused(f"{model}: a Jinja block inside SQL that needs porting from {dialect} (port it by hand)")
+        spans = [(a, b) for a, b in tags(masked.sql) if _is_block(masked.sql[a:b])]
+        try:
+            ported = port_blocks(masked.sql, spans, dialect, model)
+        except BlockPortError as exc:
+            raise PortRefused(
+                f"{model}: a Jinja block inside SQL that needs porting from {dialect}: {exc} (port it by hand)"
+            ) from None
+        return masked.unmask(ported + ("\n" if masked.sql.endswith("\n") else ""), model)
     if len(statements) != 1:
         raise PortRefused(f"{model}: {len(statements)} statements where a model holds one")
     ported = statements[0] + ("\n" if masked.sql.endswith("\n") else "")
