@@ -23,7 +23,7 @@ from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
 from dbt_harvest.train.configs import DataSection
 from dbt_harvest.train.investigation import investigation_length, length_summary, plan
-from dbt_harvest.train.position_probe import probe
+from dbt_harvest.train.position_probe import RowFacts, probe
 from dbt_harvest.train.project import ProjectSource, corrected_files
 
 
@@ -52,6 +52,12 @@ class TaskFeed:
     #: within max_file_chars): a training decision, counted apart, not a failure; agentic rows and rewards
     #: still run
     single_turn_left_out: str = ""
+    # what the position probe's content rules read (train.position_probe.RowFacts): the shown files' lengths,
+    # each shown model's ref-distance from the reported tables, the reported tables' models in the order the
+    # statement names them
+    sizes: dict[str, int] = field(default_factory=dict)
+    depth: dict[str, int] = field(default_factory=dict)
+    named: tuple[str, ...] = ()
 
     @property
     def layout(self) -> str:
@@ -67,7 +73,7 @@ class TaskFeed:
         values = dict(data)
         for name in ("single_turn", "agentic"):
             values[name] = RowLength(**values[name]) if values.get(name) is not None else None
-        for name in ("files_left_out", "shown", "investigation_lengths"):
+        for name in ("files_left_out", "shown", "investigation_lengths", "named"):
             values[name] = tuple(values.get(name, ()))
         return cls(**values)
 
@@ -116,7 +122,10 @@ class FeedReport:
             "rows_cut": self.cuts,
             "lineage_files_left_out_by_chars": sum(len(t.files_left_out) for t in self.tasks),
             "tasks_with_lineage_files_left_out": sum(bool(t.files_left_out) for t in self.tasks),
-            "position_probe": probe([(t.instance_id, t.shown, t.file) for t in self.tasks if t.shown]).to_dict(),
+            "position_probe": probe(
+                [(t.instance_id, t.shown, t.file) for t in self.tasks if t.shown],
+                {t.instance_id: RowFacts(t.sizes, t.depth, t.named) for t in self.tasks if t.shown and t.depth},
+            ).to_dict(),
             "investigation_lengths": length_summary([n for t in self.tasks for n in t.investigation_lengths]),
             "reward": {
                 "tasks": len(rewarded),
@@ -193,6 +202,9 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         files_shown=len(shown),
         files_left_out=view.skipped,
         shown=tuple(shown),
+        sizes={path: len(text) for path, text in shown.items()},
+        depth={path: d for path, d in view.depth.items() if path in shown},
+        named=named_models(task, broken),
         single_turn=single_length,
         agentic=agentic_length,
         investigation_lengths=investigations,
@@ -223,6 +235,18 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
         reward_seconds=time.perf_counter() - started,
         failure=failure,
     )
+
+
+def named_models(task: TaskRecord, files: Mapping[str, str]) -> tuple[str, ...]:
+    """The models of the task's graded tables, in the order its statement first names them (tables it does
+    not name last, in grading order)."""
+    from dbt_harvest.train.lineage import models_by_name
+
+    by_name = models_by_name(files)
+    statement = task.problem_statement
+    tables = [t.split(".")[-1] for t in task.grading.condition_tabs]
+    order = sorted(tables, key=lambda t: statement.find(t) if t in statement else len(statement) + 1)
+    return tuple(path for table in order for path in by_name.get(table, ())[:1])
 
 
 def _one_line(exc: BaseException) -> str:

@@ -190,3 +190,26 @@ def test_a_positional_classifier_does_no_better_than_chance() -> None:
     assert (old.rule, old.accuracy) == ("start:0", 1.0)
     # ... and finds none in the prompts now: its best rule is within noise of guessing
     assert new.accuracy <= new.chance + 0.1, new
+
+
+def test_the_probe_measures_every_simple_rule() -> None:
+    """The rule list is pinned (a rule cannot be dropped silently), and each content rule is measured: a
+    corpus where the bug always sits in the longest file, or the reported table's own model, is caught."""
+    from dbt_harvest.train.position_probe import RULES, RowFacts
+
+    assert RULES == ("position", "first_shown", "last_shown", "reported_model", "longest", "named_first", "deepest")
+    rng = random.Random(3)
+    rows, longest, reported = [], {}, {}
+    for i in range(400):
+        models = [f"models/m{i}_{k}.sql" for k in range(5)]
+        rng.shuffle(models)
+        broken = models[rng.randrange(5)]
+        sizes = {m: (900 if m == broken else rng.randrange(100, 800)) for m in models}
+        longest[str(i)] = RowFacts(sizes, {m: 1 + k for k, m in enumerate(models)}, ())
+        reported[str(i)] = RowFacts(dict.fromkeys(models, 1), {m: (0 if m == broken else 2) for m in models}, ())
+        rows.append((str(i), models, broken))
+    by_size, by_report = probe(rows, longest), probe(rows, reported)
+    assert set(by_size.rules) == set(RULES)
+    assert (by_size.rule, by_size.accuracy) == ("longest", 1.0) and by_size.chance == 0.2
+    assert (by_report.rule, by_report.accuracy) == ("reported_model", 1.0)
+    assert by_size.rules["position"] < 0.4 and by_size.rules["first_shown"] < 0.4
