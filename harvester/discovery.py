@@ -13,6 +13,7 @@ lands outside it.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,22 @@ def _describe(tree: Path, project: Path, reason: str) -> Project:
         test_paths=folders["test-paths"],
         reason=reason,
     )
+
+
+def project_files(root: Path, project: Project, folders: tuple[str, ...], suffixes: tuple[str, ...]) -> list[str]:
+    """Repository-relative paths of the regular files with one of ``suffixes`` under the project's
+    ``folders`` (its model or macro paths), vendored packages left out, sorted. The tree is a repository's,
+    so it is walked by fd and a link is never followed (``safe_fs.walk``)."""
+    from dbt_harvest.harvester.sandbox import safe_fs
+
+    base = "" if project.rel_dir in ("", ".") else project.rel_dir.rstrip("/") + "/"
+    found: set[str] = set()
+    for folder in folders:
+        top = (base + folder.strip("/")).rstrip("/")
+        entry = safe_fs.lstat(root, top) if top else None
+        if top and (entry is None or entry.kind != "dir"):
+            continue
+        for rel, st in safe_fs.walk(root, top, descend=lambda path, _st: os.path.basename(path) != "dbt_packages"):
+            if stat.S_ISREG(st.st_mode) and rel.endswith(suffixes):
+                found.add(rel)
+    return sorted(found)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from dbt_harvest.core import atomic, home
@@ -153,29 +154,24 @@ def populate(
     vendor_packages(tree / pin.project_dir, pin.packages, store, workspace=tree)
     if pin.compat_patch_sha256:
         apply_patch(tree, compat_text)
-    if pin.port_sha256:
-        ported = port_patch_text(pin) if port_text is None else port_text
-        if hashlib.sha256(ported.encode()).hexdigest() != pin.port_sha256:
-            raise PinError(
-                f"{pin.id}: the dialect port patch does not match its recorded sha256 {pin.port_sha256[:12]}"
-            )
-        apply_patch(tree, ported)
-    if pin.synthesis_sha256:
-        text = synthesis_text(pin) if synth_text is None else synth_text
-        if hashlib.sha256(text.encode()).hexdigest() != pin.synthesis_sha256:
-            raise PinError(
-                f"{pin.id}: the synthesized data patch does not match its recorded sha256 {pin.synthesis_sha256[:12]}"
-            )
-        apply_patch(tree, text)
-    if pin.augmentation_sha256:
-        text = augmentation_text(pin) if augment_text is None else augment_text
-        if hashlib.sha256(text.encode()).hexdigest() != pin.augmentation_sha256:
-            raise PinError(
-                f"{pin.id}: the augmentation patch does not match its recorded sha256 {pin.augmentation_sha256[:12]}"
-            )
-        apply_patch(tree, text)
+    _apply_recorded(tree, pin, pin.port_sha256, port_text, port_patch_text, "dialect port patch")
+    _apply_recorded(tree, pin, pin.synthesis_sha256, synth_text, synthesis_text, "synthesized data patch")
+    _apply_recorded(tree, pin, pin.augmentation_sha256, augment_text, augmentation_text, "augmentation patch")
     if pin.is_history:  # the fix, read again from the repository's history (a pin never stores code)
         apply_fix(tree, pin_fix(pin, repo))
+
+
+def _apply_recorded(
+    tree: Path, pin: Pin, sha256: str, given: str | None, stored: Callable[[Pin], str], what: str
+) -> None:
+    """Apply the patch the pin records by ``sha256`` (none when empty): ``given`` (a dataset row's text) or
+    else read by ``stored``, checked against the hash first."""
+    if not sha256:
+        return
+    text = stored(pin) if given is None else given
+    if hashlib.sha256(text.encode()).hexdigest() != sha256:
+        raise PinError(f"{pin.id}: the {what} does not match its recorded sha256 {sha256[:12]}")
+    apply_patch(tree, text)
 
 
 def template(

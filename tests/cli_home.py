@@ -27,3 +27,8 @@ def cli_json(root: Path, *args: str) -> dict:
     code, out, err = run_cli(root, *args, "--json")
     assert code == 0, err
     return json.loads(out)
+
+
+def error_lines(err: str) -> list[str]:
+    """stderr's lines less the progress heartbeat of a slow command (``harvesting …``): what a refusal printed."""
+    return [line for line in err.splitlines() if line.strip() and not line.startswith("harvesting ")]

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from dbt_harvest.core.patching import make_patch
-from dbt_harvest.harvester.discovery import Project
+from dbt_harvest.harvester.discovery import Project, project_files
 from dbt_harvest.harvester.port.transpile import port_model
+from dbt_harvest.harvester.sandbox import safe_fs
 
 
 @dataclass(frozen=True)
@@ -35,24 +36,14 @@ class Port:
 
 def model_files(root: Path, project: Project) -> list[str]:
     """Repository-relative paths of the project's own SQL model files (vendored packages left out), sorted."""
-    base = root / project.rel_dir
-    out: set[str] = set()
-    for folder in project.model_paths:
-        top = base / folder
-        if not top.is_dir():
-            continue
-        for path in top.rglob("*.sql"):
-            rel = path.relative_to(root)
-            if path.is_file() and not path.is_symlink() and "dbt_packages" not in rel.parts:
-                out.add(str(PurePosixPath(*rel.parts)))
-    return sorted(out)
+    return project_files(root, project, project.model_paths, (".sql",))
 
 
 def port_tree(root: Path, project: Project, dialect: str) -> Port:
     """The port of the project at ``root`` from ``dialect`` (PortRefused names the first model that cannot be)."""
     patches, files = [], []
     for rel in model_files(root, project):
-        text = (root / rel).read_text(encoding="utf-8")
+        text = safe_fs.read_text(root, rel)
         ported = port_model(text, dialect, rel)
         if ported is not None and ported != text:
             patches.append(make_patch(rel, text, ported))

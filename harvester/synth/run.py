@@ -7,7 +7,7 @@ applied) that ships no data for its sources:
 2. a first contract (YAML and tests) is rendered as seeds plus the ``source`` override, and ``dbt seed`` +
    ``dbt compile`` give every model's compiled SQL; the contract is derived again with the SQL's evidence
    (``usage.analyse``: columns read, casts, literals, null handling, joins);
-3. the project is built on the rendered data. A failing project test that the contract can answer (a
+3. the project is built on the rendered data, its tests not gating its models (``baseline.ungated_build``). A failing project test that the contract can answer (a
    ``unique``, ``not_null``, ``accepted_values`` or ``relationships`` test on a column read from a source)
    tightens the contract and the build runs again, at most ``MAX_ROUNDS`` times; so does a model whose build
    fails on a cast DuckDB names the source column of (the column is drawn again with the type the cast wants). What still fails is refused
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,8 +31,9 @@ from typing import Any
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.patching import parse_patch
-from dbt_harvest.harvester.build import BuildResult, interpret
-from dbt_harvest.harvester.discovery import Project
+from dbt_harvest.harvester.baseline import ungated_build
+from dbt_harvest.harvester.build import BuildResult
+from dbt_harvest.harvester.discovery import Project, project_files
 from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, write_profile
 from dbt_harvest.harvester.synth.contract import (
     Contract,
@@ -111,24 +113,6 @@ def _run(
     return ok, " ".join(first.split())[:300]
 
 
-def _build(workspace: Path, project: Project, sandboxed: bool, limits: Limits, log: Path) -> BuildResult:
-    """Seed, run and test (not ``dbt build``: a failing test must not skip the models after it, so that every
-    model's build and every test's outcome are known in one round)."""
-    write_profile(workspace, project.rel_dir, project.profile, project.schema)
-    steps: list[Any] = [DbtStep(("seed",)), DbtStep(("run",)), DbtStep(("test",))]
-    run = run_steps(
-        workspace,
-        project.rel_dir,
-        steps,
-        clock=SYNTH_CLOCK,
-        sandboxed=sandboxed,
-        limits=limits,
-        log_path=log,
-        stop_on_failure=False,
-    )
-    return interpret(workspace, steps, run)
-
-
 def _render(contract: Contract, project: Project, seed: int) -> dict[str, str]:
     return files(contract, generate(contract, seed), project.rel_dir, project.seed_paths[0], project.macro_paths[0])
 
@@ -138,14 +122,15 @@ def _write(workspace: Path, added: Mapping[str, str]) -> None:
         safe_fs.write_text(workspace, rel, text)
 
 
+_SOURCE_MACRO = re.compile(r"\{%-?\s*macro\s+source\s*\(")
+
+
 def _overrides_source(root: Path, project: Project) -> str | None:
     """A macro file of the project that already defines ``source`` (two overrides cannot both win)."""
-    base = root / project.rel_dir
-    for folder in project.macro_paths:
-        for path in sorted((base / folder).rglob("*.sql")) if (base / folder).is_dir() else []:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            if "macro source(" in text.replace("  ", " ") or path.name == MACRO_FILE:
-                return str(path.relative_to(root))
+    for rel in project_files(root, project, project.macro_paths, (".sql",)):
+        text = safe_fs.read_text(root, rel, errors="replace")
+        if _SOURCE_MACRO.search(text) or rel.endswith("/" + MACRO_FILE):
+            return rel
     return None
 
 
@@ -179,24 +164,9 @@ def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[lis
     return answerable, unanswerable
 
 
-def synthesize(
-    root: Path,
-    project: Project,
-    seed: int,
-    work: Path,
-    *,
-    sandboxed: bool = True,
-    limits: Limits | None = None,
-) -> Synthesis:
-    """Synthesized data for the project at ``root``/``project.rel_dir`` (see the module docstring);
-    ``work`` is a scratch folder for its workspaces and logs. Raises SynthesisError."""
-    limits = limits or Limits()
-    work.mkdir(parents=True, exist_ok=True)
-    clash = _overrides_source(root, project)
-    if clash is not None:
-        raise SynthesisError(
-            f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
-        )
+def _first_contract(root: Path, project: Project, seed: int, work: Path, sandboxed: bool, limits: Limits) -> Contract:
+    """The contract from ``dbt parse`` (sources, YAML, tests), then again with the SQL's evidence once a first
+    rendering lets ``dbt seed`` + ``dbt compile`` give every model's compiled SQL."""
     parse_ws = _copy(root, work / "parse")
     parsed, why = _run(parse_ws, project, [DbtStep(("parse",))], sandboxed, limits, work / "parse.log")
     if not parsed:
@@ -218,6 +188,28 @@ def synthesize(
         compiled = _manifest(compile_ws, project.rel_dir)
         if compiled:
             contract = derive(compiled)
+    return contract
+
+
+def synthesize(
+    root: Path,
+    project: Project,
+    seed: int,
+    work: Path,
+    *,
+    sandboxed: bool = True,
+    limits: Limits | None = None,
+) -> Synthesis:
+    """Synthesized data for the project at ``root``/``project.rel_dir`` (see the module docstring);
+    ``work`` is a scratch folder for its workspaces and logs. Raises SynthesisError."""
+    limits = limits or Limits()
+    work.mkdir(parents=True, exist_ok=True)
+    clash = _overrides_source(root, project)
+    if clash is not None:
+        raise SynthesisError(
+            f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
+        )
+    contract = _first_contract(root, project, seed, work, sandboxed, limits)
     last: BuildResult | None = None
     rounds = 0
     for round_no in range(1, MAX_ROUNDS + 2):
@@ -225,7 +217,19 @@ def synthesize(
         ws = _copy(root, work / f"build{round_no}")
         added = _render(contract, project, seed)
         _write(ws, added)
-        last = _build(ws, project, sandboxed, limits, work / f"build{round_no}.log")
+        # the project's tests do not gate its models (baseline.ungated_build): every model's build and every
+        # test's outcome are known in one round
+        last = ungated_build(
+            ws,
+            project.rel_dir,
+            project.profile,
+            project.schema,
+            SYNTH_CLOCK,
+            sandboxed=sandboxed,
+            limits=limits,
+            log_path=work / f"build{round_no}.log",
+            db_file="build.duckdb",
+        )
         if not last.models_ok:
             retyped = retype_from_error(contract, last.first_error) if round_no <= MAX_ROUNDS else contract
             if retyped == contract:

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from dbt_harvest.cli import main
 from dbt_harvest.harvester.gitrepos import make_git_repo
 from dbt_harvest.harvester.port.transpile import PortRefused, mask, port_model
+from tests.cli_home import error_lines, run_cli
 from tests.fixtures import fixture_dir
 
 SNOWFLAKE_MODEL = """{{ config(materialized='table') }}
@@ -132,16 +133,6 @@ def test_a_model_that_cannot_be_ported_is_refused_by_name(text: str, why: str) -
 # ------------------------------------------------------------------------------------------ end to end
 
 
-def _run(root: Path, *args: str) -> tuple[int, str, str]:
-    env = {"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")}
-    result = CliRunner().invoke(main, list(args), env=env)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.strip() and not line.startswith("harvesting ")]
-
-
 @pytest.fixture(scope="module")
 def ski(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """ski_passes pinned with --port-from snowflake through the CLI and minted for repairs."""
@@ -155,8 +146,8 @@ def ski(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("ski")
     repo = make_git_repo(fixture_dir("ski_passes"), root / "repo")
     spec = f"{repo.path}@{repo.head}"
-    native = _run(root, "add", spec)
-    code, out, err = _run(root, "add", spec, "--port-from", "snowflake", "--json")
+    native = run_cli(root, "add", spec)
+    code, out, err = run_cli(root, "add", spec, "--port-from", "snowflake", "--json")
     assert code == 0, err
     home, pins = root / "home", root / "pins"
     with use_env(home, pins):
@@ -178,7 +169,7 @@ def test_the_snowflake_project_builds_on_duckdb_only_once_ported(ski: SimpleName
     assert ski.added["ported_files"] == ["models/pass_usage.sql", "models/stg_passes.sql"]  # lift_traffic untouched
     tables = {t.name: t for t in ski.pin.tables}
     assert tables["main.pass_usage"].gradable and tables["main.pass_usage"].rows == 6
-    code, out, _ = _run(ski.root, "show", ski.pin.id)
+    code, out, _ = run_cli(ski.root, "show", ski.pin.id)
     assert code == 0 and "ported models/pass_usage.sql" in out
 
 
@@ -214,8 +205,8 @@ def test_a_model_sqlglot_cannot_port_refuses_the_add_by_name(tmp_path: Path) -> 
         "select to_char(bought_at, 'YYYY-MM') as month, count(*) as passes from {{ ref('stg_passes') }} group by 1\n"
     )
     repo = make_git_repo(src, tmp_path / "repo")
-    code, _, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--port-from", "snowflake")
+    code, _, err = run_cli(tmp_path, "add", f"{repo.path}@{repo.head}", "--port-from", "snowflake")
     assert code == 1
-    (line,) = _error_lines(err)
+    (line,) = error_lines(err)
     assert "models/pass_months.sql" in line and "cannot express it in DuckDB" in line
     assert not list((tmp_path / "pins").glob("*.toml"))

@@ -22,6 +22,7 @@ from dbt_harvest.harvester.gitrepos import make_git_repo
 from dbt_harvest.harvester.synth.contract import Contract, SynthColumn, SynthTable, derive
 from dbt_harvest.harvester.synth.generate import ORPHANS, generate
 from dbt_harvest.harvester.synth.usage import ColumnRef, Literal, analyse
+from tests.cli_home import error_lines, run_cli
 from tests.fixtures import fixture_dir
 
 ORDERS, CUSTOMERS = "_synth__shop__orders", "_synth__shop__customers"
@@ -147,16 +148,6 @@ def test_a_relationships_child_never_gets_an_orphan() -> None:
 # ------------------------------------------------------------------------------------------ end to end
 
 
-def _run(root: Path, *args: str) -> tuple[int, str, str]:
-    env = {"HARVEST_HOME": str(root / "home"), "HARVEST_PINS": str(root / "pins")}
-    result = CliRunner().invoke(main, list(args), env=env)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.strip() and not line.startswith("harvesting ")]
-
-
 @pytest.fixture(scope="module")
 def couriers(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """courier_routes (no data) pinned with --synthesize-data through the CLI and minted for both kinds."""
@@ -169,7 +160,9 @@ def couriers(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
 
     root = tmp_path_factory.mktemp("couriers")
     repo = make_git_repo(fixture_dir("courier_routes"), root / "repo")
-    code, out, err = _run(root, "add", f"{repo.path}@{repo.head}", "--synthesize-data", "--synth-seed", "7", "--json")
+    code, out, err = run_cli(
+        root, "add", f"{repo.path}@{repo.head}", "--synthesize-data", "--synth-seed", "7", "--json"
+    )
     assert code == 0, err
     added = json.loads(out)
     home, pins = root / "home", root / "pins"
@@ -203,7 +196,7 @@ def test_a_project_without_data_is_pinned_on_synthesized_data(couriers: SimpleNa
     # the patch only adds files, under harvest's own names; the project's SQL and YAML are untouched
     files = parse_patch(synthesis_text(pin, couriers.pins))
     assert files and all(p.created and "_harvest_synth" in p.path for p in files)
-    code, out, _ = _run(couriers.root, "show", pin.id)
+    code, out, _ = run_cli(couriers.root, "show", pin.id)
     assert code == 0 and "data synthesized" in out
 
 
@@ -236,7 +229,7 @@ def test_a_rebuild_in_another_home_derives_the_same_data(couriers: SimpleNamespa
 def test_a_synthesized_task_verifies_fresh(couriers: SimpleNamespace) -> None:
     join = next(t for t in couriers.tasks if t.family == "join")
     shutil.rmtree(couriers.home / "templates", ignore_errors=True)
-    code, out, err = _run(couriers.root, "tasks", "verify", join.instance_id, "--json")
+    code, out, err = run_cli(couriers.root, "tasks", "verify", join.instance_id, "--json")
     assert code == 0, err
     (task,) = json.loads(out)["tasks"]
     assert task["ok"] and task["checks"]["claims"]["ok"] and task["checks"]["wrong_repair"]["ok"]
@@ -308,9 +301,9 @@ def _variant(tmp: Path, extra: dict[str, str], drop: tuple[str, ...] = ()) -> Pa
 @slow
 def test_a_test_no_synthesized_data_can_satisfy_is_refused_by_name(tmp_path: Path) -> None:
     spec = _variant(tmp_path, {"tests/assert_no_active_couriers.sql": "select * from {{ ref('stg_couriers') }}\n"})
-    code, _, err = _run(tmp_path, "add", str(spec), "--synthesize-data")
+    code, _, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data")
     assert code == 1
-    (line,) = _error_lines(err)
+    (line,) = error_lines(err)
     assert "still fail on synthesized data" in line and "assert_no_active_couriers" in line
     assert not list((tmp_path / "pins").glob("*.toml"))  # nothing half-written: no pin
 
@@ -333,14 +326,14 @@ def test_a_project_without_sources_is_refused(tmp_path: Path) -> None:
             "models/marts/schema.yml",
         ),
     )
-    code, _, err = _run(tmp_path, "add", str(spec), "--synthesize-data")
+    code, _, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data")
     assert code == 1
-    (line,) = _error_lines(err)
+    (line,) = error_lines(err)
     assert "declares no sources" in line
 
 
 def test_synth_seed_without_synthesize_data_is_a_usage_error(tmp_path: Path) -> None:
-    code, _, err = _run(tmp_path, "add", "owner/name@" + "a" * 40, "--synth-seed", "3")
+    code, _, err = run_cli(tmp_path, "add", "owner/name@" + "a" * 40, "--synth-seed", "3")
     assert code == 2 and "--synthesize-data" in err
 
 
