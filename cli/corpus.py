@@ -291,7 +291,7 @@ def feed(
     if fresh:
         feed_log.restart(log)
     settings = FeedSettings(max_length, max_file_chars, not no_rewards)
-    report = _measure_feed(tasks, tokenizer, name, settings, log)
+    report = _measure_feed(tasks, tokenizer, name, settings, log, _locked_train(only))
     if out is not None:
         _write_feed(out, report)
     if as_json:
@@ -369,8 +369,25 @@ def _feed_tokenizer(tokenizer_path: Path | None) -> tuple[Any, str]:
     return tokenizer, f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
 
 
+def _locked_train(only: tuple[str, ...]) -> dict[str, str] | None:
+    """The train tasks pins/_tasks.lock holds (of the pins ``only`` names, when it names some), instance id ->
+    record sha256; None when the pins folder has no lock."""
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.tasklock import read_lock
+
+    lock = read_lock(pins_dir())
+    if lock is None:
+        return None
+    return {t.instance_id: t.sha256 for t in lock.tasks if t.split == "train" and (not only or t.pin in set(only))}
+
+
 def _measure_feed(
-    tasks: list[TaskRecord], tokenizer: Any, name: str, settings: FeedSettings, log: Path
+    tasks: list[TaskRecord],
+    tokenizer: Any,
+    name: str,
+    settings: FeedSettings,
+    log: Path,
+    locked: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run the feed over ``tasks`` with counted progress on stderr, logging each finished task to ``log``
     (a run stopped before takes the results it kept there); the report as a dict."""
@@ -407,6 +424,7 @@ def _measure_feed(
             rewards=settings.rewards,
             on_task=done,
             finished=finished,
+            locked=locked,
         ).to_dict()
 
 

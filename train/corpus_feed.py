@@ -34,6 +34,8 @@ class TaskFeed:
     instance_id: str
     pin: str
     project_dir: str
+    kind: str = "repair"  # the task's kind (repair, completion, history): the report counts each
+    sha256: str = ""  # the canonical record's sha256, as pins/_tasks.lock holds it (corpora.tasklock)
     files_in_tree: int = 0
     files_shown: int = 0
     files_left_out: tuple[str, ...] = ()  # files of the reported tables' lineage that the char budget left out
@@ -89,6 +91,8 @@ class FeedReport:
     seconds: float
     cuts: dict[str, list[str]] = field(default_factory=dict)
     resumed: int = 0  # tasks whose results an earlier, stopped run of the same settings had kept (feed_log)
+    #: the train tasks of pins/_tasks.lock (instance id -> record sha256), when the run was checked against it
+    locked: Mapping[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         done = [t for t in self.tasks if not t.failure]
@@ -136,6 +140,8 @@ class FeedReport:
                 "fell_back_to_dbt": sum(t.fixed_path != "fast" or t.unrepaired_path != "fast" for t in rewarded),
                 "seconds": round(sum(t.reward_seconds for t in rewarded), 1),
             },
+            "per_kind": per_kind(self.tasks),
+            "lock": self.lock_coverage(),
             "failed": {t.instance_id: t.failure for t in self.tasks if t.failure},
             "ok": len(done),
             "resumed": self.resumed,
@@ -143,11 +149,56 @@ class FeedReport:
             "per_task": [_task_dict(t) for t in self.tasks],
         }
 
+    def lock_coverage(self) -> dict[str, Any] | None:
+        """How the tasks fed compare with the lock's train tasks: fed as locked (same record hash), fed with
+        another record than the lock's, locked but not fed, fed but not locked; None without a lock."""
+        if self.locked is None:
+            return None
+        fed = {t.instance_id: t.sha256 for t in self.tasks}
+        return {
+            "locked_train": len(self.locked),
+            "fed_as_locked": sum(fed.get(i) == sha for i, sha in self.locked.items()),
+            "fed_otherwise": sorted(i for i, sha in self.locked.items() if i in fed and fed[i] != sha),
+            "not_fed": sorted(i for i in self.locked if i not in fed),
+            "not_locked": sorted(i for i in fed if i not in self.locked),
+        }
+
+
+#: what the report counts per task kind
+KIND_COUNTS = (
+    "tasks",
+    "single_turn_rows",
+    "single_turn_left_out",
+    "agentic_rows",
+    "rewarded",
+    "fixed_scores_1",
+    "unrepaired_scores_0",
+    "failed",
+)
+
+
+def per_kind(tasks: Sequence[TaskFeed]) -> dict[str, dict[str, int]]:
+    """Per task kind: tasks, rows rendered (single-turn, agentic), single-turn rows left out for the char
+    budget, tasks rewarded, true answers scoring 1, unrepaired projects scoring 0, tasks failing a stage."""
+    kinds: dict[str, dict[str, int]] = {}
+    for t in tasks:
+        row = kinds.setdefault(t.kind, dict.fromkeys(KIND_COUNTS, 0))
+        row["tasks"] += 1
+        row["single_turn_rows"] += t.single_turn is not None
+        row["single_turn_left_out"] += bool(t.single_turn_left_out)
+        row["agentic_rows"] += t.agentic is not None
+        row["rewarded"] += t.fixed >= 0
+        row["fixed_scores_1"] += t.fixed == 1
+        row["unrepaired_scores_0"] += t.fixed >= 0 and t.unrepaired == 0
+        row["failed"] += bool(t.failure)
+    return dict(sorted(kinds.items()))
+
 
 def _task_dict(task: TaskFeed) -> dict[str, Any]:
     return {
         "instance_id": task.instance_id,
         "pin": task.pin,
+        "kind": task.kind,
         "project_dir": task.project_dir,
         "files_in_tree": task.files_in_tree,
         "files_shown": task.files_shown,
@@ -173,6 +224,7 @@ AGENTIC_VARIANTS = DataSection().variants
 
 def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int, rewards: bool) -> TaskFeed:
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
+    from dbt_harvest.corpora.tasklock import record_sha256
     from dbt_harvest.harvester.grading.edited import build_and_score, release
     from dbt_harvest.train.completion import missing_files, parse_completion, render_files
     from dbt_harvest.train.errors import PromptCoverageError
@@ -180,7 +232,9 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
-    base = TaskFeed(task.instance_id, task.pin, task.project_dir, file=task.file)
+    base = TaskFeed(
+        task.instance_id, task.pin, task.project_dir, kind=task.kind, sha256=record_sha256(task), file=task.file
+    )
     try:
         broken = project.broken_files(task)
         try:
@@ -265,11 +319,13 @@ def feed(
     rewards: bool = True,
     on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
     finished: Mapping[str, TaskFeed] | None = None,
+    locked: Mapping[str, str] | None = None,
 ) -> FeedReport:
     """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``.
 
     ``finished``: results an earlier run of the same settings kept (``feed_log``), taken as they are;
-    ``on_task`` is called with each task run now and its result (the CLI logs it there)."""
+    ``on_task`` is called with each task run now and its result (the CLI logs it there); ``locked``: the lock's
+    train tasks (instance id -> record sha256), which the report then says it covers or not."""
     from dbt_harvest.corpora.firewall import require_train
 
     require_train(list(tasks))
@@ -292,7 +348,7 @@ def feed(
         cuts[kind] = [c.line() for c in dropped]
     resumed = sum(t.instance_id in finished for t in tasks)
     return FeedReport(
-        tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts, resumed
+        tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts, resumed, locked
     )
 
 
@@ -342,6 +398,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"- tasks where a reward fell back from compiled SQL to a sandboxed dbt build: {reward['fell_back_to_dbt']}; "
             f"reward seconds in all: {reward['seconds']}",
         ]
+    lines += _kind_lines(report.get("per_kind", {}))
+    lines += _lock_lines(report.get("lock"))
     resumed = f" ({report['resumed']} tasks' results kept by an earlier, stopped run)" if report.get("resumed") else ""
     lines.append(f"- failed a stage: {len(report['failed'])}; wall time {report['seconds']} s{resumed}")
     for instance_id, why in sorted(report["failed"].items()):
@@ -352,6 +410,36 @@ def markdown(report: dict[str, Any]) -> str:
         for item in items[:50]:
             lines.append(f"  - {kind} row cut: {item}")
     return "\n".join(lines) + "\n"
+
+
+def _kind_lines(kinds: dict[str, dict[str, int]]) -> list[str]:
+    if not kinds:
+        return []
+    lines = [
+        "",
+        "| kind | tasks | single-turn rows | single-turn left out | agentic rows | rewarded | true answer 1 | "
+        "unrepaired 0 | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for kind, n in kinds.items():
+        lines.append(
+            f"| {kind} | {n['tasks']} | {n['single_turn_rows']} | {n['single_turn_left_out']} | {n['agentic_rows']} | "
+            f"{n['rewarded']} | {n['fixed_scores_1']} | {n['unrepaired_scores_0']} | {n['failed']} |"
+        )
+    return [*lines, ""]
+
+
+def _lock_lines(lock: dict[str, Any] | None) -> list[str]:
+    if lock is None:
+        return ["- pins/_tasks.lock: none (the run was not checked against a lock)"]
+    lines = [
+        f"- pins/_tasks.lock: {lock['fed_as_locked']} of its {lock['locked_train']} train tasks fed as locked; "
+        f"{len(lock['fed_otherwise'])} fed with another record than the lock's, {len(lock['not_fed'])} not fed, "
+        f"{len(lock['not_locked'])} fed but not locked"
+    ]
+    for label in ("fed_otherwise", "not_fed", "not_locked"):
+        lines += [f"  - {label.replace('_', ' ')}: `{i}`" for i in lock[label][:50]]
+    return lines
 
 
 def _pcts(values: dict[str, int]) -> str:

@@ -9,7 +9,7 @@ unstopped run. A torn last line (the process killed mid-write) is read as "not f
 record changed since (re-minted, another statement) is measured again.
 
 The log lives under ``HARVEST_HOME/feed/``, one file per settings key: the char budget, the tokenizer, whether
-rewards run, the agentic variants and the task record format. The token budget (``max_length``) is not part
+rewards run, the agentic variants, the task record format and the prompt's file order. The token budget (``max_length``) is not part
 of the key: rows are measured in tokens once, and the cut against the budget is computed at the end.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dbt_harvest.core.task_record import GENERATOR_VERSION, TaskRecord
 from dbt_harvest.train.corpus_feed import TaskFeed
+from dbt_harvest.train.lineage import ORDER_VERSION
 
 
 def settings_key(*, max_file_chars: int, tokenizer: str, rewards: bool, variants: int) -> str:
@@ -34,6 +35,7 @@ def settings_key(*, max_file_chars: int, tokenizer: str, rewards: bool, variants
             "rewards": rewards,
             "variants": variants,
             "records": GENERATOR_VERSION,
+            "order": ORDER_VERSION,
         },
         sort_keys=True,
     )

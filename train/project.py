@@ -201,7 +201,7 @@ def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
 
 def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
     """What a single-turn prompt shows: the reported tables' models, their upstream lineage and the YAML
-    that documents them, within ``max_chars``, in project path order (``train.lineage.symptom_view``).
+    that documents them, within ``max_chars``, in the reported tables' seeded order (``train.lineage.symptom_view``).
 
     The set and the order depend on the task's reported (graded) tables and the ORIGINAL project only
     (the fix applied before measuring), never on which file was mutated; the files shown are the broken ones. When the broken file is not in the set (a lineage the budget cuts, or a
@@ -226,7 +226,7 @@ def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
 
 def contract_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
     """What a completion task's single-turn prompt shows: the models upstream of the missing model and the
-    YAML that documents them and it (its contract), within ``max_chars``, in project path order; never the
+    YAML that documents them and it (its contract), within ``max_chars``, in the seeded order; never the
     missing file (it is the answer). The lineage is read from the project with the file written back, so
     the missing model's own ``ref()``s lead to its parents."""
     from dbt_harvest.train.completion import missing_files

@@ -142,6 +142,56 @@ def test_the_feed_tally_leaves_the_rewards_out_when_none_ran() -> None:
     assert rewarded.line() == "1 ok, 2 failed; rewarded 1/0: 1/1 true repairs score 1, 0/1 unrepaired score 0"
 
 
+def test_the_feed_report_counts_per_kind_and_what_of_the_lock_it_covers() -> None:
+    from dbt_harvest.train.budget import RowLength
+    from dbt_harvest.train.corpus_feed import FeedReport, markdown
+
+    row = RowLength("row", 10, 90, 100)
+    tasks = (
+        TaskFeed("r1", PIN, ".", sha256="a", single_turn=row, agentic=row, fixed=1, unrepaired=0),
+        TaskFeed("r2", PIN, ".", sha256="b", agentic=row, single_turn_left_out="r2: beyond", fixed=1, unrepaired=0),
+        TaskFeed(
+            "c1",
+            PIN,
+            ".",
+            kind="completion",
+            sha256="c",
+            single_turn=row,
+            agentic=row,
+            fixed=0,
+            unrepaired=0,
+            failure="reward: the true repair scores 0",
+        ),
+        TaskFeed("h1", PIN, ".", kind="history", sha256="d", single_turn=row, agentic=row),
+        TaskFeed("x1", PIN, ".", sha256="e", single_turn=row, agentic=row, fixed=1, unrepaired=0),
+    )
+    locked = {"r1": "a", "r2": "b", "c1": "other", "h1": "d", "gone": "f"}
+    report = FeedReport(tasks, 4096, 16000, "tiny", 1.0, locked=locked).to_dict()
+    assert report["per_kind"]["repair"] == {
+        "tasks": 3,
+        "single_turn_rows": 2,
+        "single_turn_left_out": 1,
+        "agentic_rows": 3,
+        "rewarded": 3,
+        "fixed_scores_1": 3,
+        "unrepaired_scores_0": 3,
+        "failed": 0,
+    }
+    assert report["per_kind"]["completion"]["fixed_scores_1"] == 0 and report["per_kind"]["completion"]["failed"] == 1
+    assert report["per_kind"]["history"]["rewarded"] == 0  # rendered only: no reward verdict counted
+    assert report["lock"] == {
+        "locked_train": 5,
+        "fed_as_locked": 3,
+        "fed_otherwise": ["c1"],
+        "not_fed": ["gone"],
+        "not_locked": ["x1"],
+    }
+    text = markdown(report)
+    assert "| completion | 1 | 1 | 0 | 1 | 1 | 0 | 1 | 1 |" in text  # rewarded, its true answer 0, unrepaired 0
+    assert "3 of its 5 train tasks fed as locked; 1 fed with another record than the lock's, 1 not fed" in text
+    assert FeedReport(tasks, 4096, 16000, "tiny", 1.0).to_dict()["lock"] is None
+
+
 def test_the_verify_tally_counts_each_verdict_once() -> None:
     checks = tuple(CheckResult(name, True, "fine") for name in ("gold_matches", "broken_fails", "repair_passes"))
     good = TaskVerdict("t1", PIN, (*checks, CheckResult("claims", True, "holds")))

@@ -198,6 +198,47 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
 
 @pytest.mark.deep(
     covered_by=(
+        "tests/harvester/test_completion.py::test_training_rows_show_the_contract_and_the_parents_never_the_missing_file",
+        "tests/cli/test_feed_verify_progress.py::test_a_killed_feed_said_how_far_it_got_and_its_rerun_counts_what_it_kept",
+        "tests/cli/test_feed_verify_progress.py::test_the_feed_report_counts_per_kind_and_what_of_the_lock_it_covers",
+    )
+)
+def test_the_corpus_feed_renders_and_rewards_every_kind_and_says_what_of_the_lock_it_covers(
+    completed, tmp_path: Path
+) -> None:
+    """`harvest corpus feed` over a home of repairs and completions: rows of both kinds render, each true
+    answer rewards 1 and each unrepaired project 0, counted per kind; the report says which locked train
+    tasks it fed as locked, which it did not feed and which it fed unlocked."""
+    home, pins = tmp_path / "home", tmp_path / "pins"
+    shutil.copytree(completed.home, home, symlinks=True)
+    shutil.copytree(completed.pins, pins)
+    _json(home, pins, "corpus", "lock", "--max-per-model", "1")
+    fed = _json(home, pins, "corpus", "feed")
+    repairs, completions = len(completed.repairs), len(completed.completions)
+    assert fed["failed"] == {} and fed["train_tasks"] == repairs + completions
+    for kind, n in (("repair", repairs), ("completion", completions)):
+        counts = fed["per_kind"][kind]
+        assert (counts["tasks"], counts["agentic_rows"], counts["rewarded"]) == (n, n, n), counts
+        assert (counts["fixed_scores_1"], counts["unrepaired_scores_0"], counts["failed"]) == (n, n, 0), counts
+        assert counts["single_turn_rows"] + counts["single_turn_left_out"] == n
+    assert fed["lock"] == {
+        "locked_train": repairs + completions,
+        "fed_as_locked": repairs + completions,
+        "fed_otherwise": [],
+        "not_fed": [],
+        "not_locked": [],
+    }
+    # a locked task missing from the home is named as not fed (the others' results are kept, nothing rebuilt)
+    gone = completed.completions[0].instance_id
+    (home / "tasks" / "train" / f"{gone}.json").unlink()
+    again = _json(home, pins, "corpus", "feed")
+    assert again["resumed"] == repairs + completions - 1
+    assert again["lock"]["not_fed"] == [gone] and again["lock"]["fed_as_locked"] == repairs + completions - 1
+    assert again["per_kind"]["completion"]["tasks"] == completions - 1
+
+
+@pytest.mark.deep(
+    covered_by=(
         "tests/harvester/test_completion.py::test_one_completion_per_documented_mart_with_its_contract_and_a_wrong_completion",
         "tests/harvester/test_completion.py::test_completion_shards_resume_and_the_lock_holds_both_kinds",
     )

@@ -11,7 +11,7 @@ from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
 from dbt_harvest.train.errors import PromptCoverageError
-from dbt_harvest.train.lineage import lineage_path, refs, symptom_view, upstream
+from dbt_harvest.train.lineage import lineage_path, refs, symptom_order, symptom_view, upstream
 from dbt_harvest.train.position_probe import probe
 from dbt_harvest.train.sft_data import repair_prompt
 
@@ -105,7 +105,7 @@ def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> 
         prompts[path] = _shown(prompt)
     assert len({tuple(p) for p in prompts.values()}) == 1
     shown = prompts["models/marts/customer_value.sql"]
-    assert shown == sorted(shown)  # project path order
+    assert tuple(shown) == symptom_order(shown, ["customer_value"])  # the order the reported table seeds
     assert set(shown) == {
         "models/marts/customer_value.sql",
         "models/marts/order_totals.sql",
@@ -116,7 +116,15 @@ def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> 
         "models/staging/schema.yml",
     }  # no macro, no seed
     firsts = {path: shown.index(path) for path in prompts}
-    assert len(set(firsts.values())) == 3  # the broken file is where its path puts it, not always first
+    assert len(set(firsts.values())) == 3  # the broken file is where the seeded order puts it, not always first
+
+
+def test_the_order_is_seeded_by_the_reported_tables_and_not_by_the_path() -> None:
+    """Another set of reported tables orders the same files otherwise; the order does not follow the paths."""
+    paths = [f"models/{layer}/m{k}.sql" for layer in ("marts", "staging") for k in range(6)]
+    orders = {symptom_order(paths, [f"t{k}"]) for k in range(20)}
+    assert len(orders) == 20 and tuple(sorted(paths)) not in orders
+    assert symptom_order(paths, ["a", "b"]) == symptom_order(reversed(paths), ["b", "a", "b"])  # a set of tables
 
 
 MODELS = (
@@ -132,7 +140,7 @@ def test_the_budget_takes_models_nearest_first_and_a_row_whose_bug_is_cut_is_ref
     files, task = _broken(SHOP, "models/staging/stg_payments.sql")
     near = sum(len(SHOP[p]) for p in MODELS[:3])  # the reported model and its parents, nothing more
     view = symptom_view(SHOP, ["customer_value"], near)
-    assert view.paths == MODELS[:3] and not view.covers(task.file)
+    assert set(view.paths) == set(MODELS[:3]) and not view.covers(task.file)
     assert {"models/staging/stg_payments.sql", "models/marts/schema.yml"} <= set(view.skipped)
     with pytest.raises(PromptCoverageError, match="beyond max_file_chars"):
         repair_prompt(task, files, near)
@@ -190,6 +198,36 @@ def test_a_positional_classifier_does_no_better_than_chance() -> None:
     assert (old.rule, old.accuracy) == ("start:0", 1.0)
     # ... and finds none in the prompts now: its best rule is within noise of guessing
     assert new.accuracy <= new.chance + 0.1, new
+
+
+def test_on_a_real_layout_no_place_in_the_prompt_points_at_the_bug() -> None:
+    """The committed corpus's shape: marts at the top of models/, three of four bugs in the reported table's
+    own model. Path order put that model first (the leak the corpus feed measured); the seeded order puts
+    it anywhere, so every positional rule is within noise of chance. The old order is checked to leak, so
+    the test would fail if the prompt went back to path order."""
+    rows, path_rows = [], []
+    for project in range(40):
+        files = {
+            f"models/staging/stg_{project}_{k}.sql": f"select {k} as id from {{{{ source('s', 't{k}') }}}}\n"
+            for k in range(3)
+        }
+        marts = [f"fct_{project}_{m}" for m in range(3)]
+        for mart in marts:
+            files[f"models/marts/{mart}.sql"] = (
+                "select * from " + " join ".join(f"{{{{ ref('stg_{project}_{k}') }}}}" for k in range(3)) + "\n"
+            )
+        for m, mart in enumerate(marts):
+            for k, path in enumerate([f"models/marts/{mart}.sql"] * 3 + [f"models/staging/stg_{project}_{m}.sql"]):
+                broken = {**files, path: files[path].replace("select", f"select distinct /* {k} */", 1)}
+                task = _task(path, files[path], broken[path], (mart,))
+                shown = _shown(repair_prompt(task, broken, 100_000))
+                rows.append((f"{project}/{mart}/{k}", shown, path))
+                path_rows.append((f"{project}/{mart}/{k}", sorted(shown), path))
+    seeded, by_path = probe(rows), probe(path_rows)
+    assert by_path.rules["first_shown"] >= 0.6  # path order: the reported mart first, the bug there 3 times in 4
+    assert seeded.held_out >= 200 and seeded.chance == 0.25
+    for rule in ("position", "first_shown", "last_shown"):
+        assert seeded.rules[rule] <= seeded.chance + 0.1, seeded
 
 
 def test_the_probe_measures_every_simple_rule() -> None:
