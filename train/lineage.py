@@ -12,14 +12,15 @@ statement names) and on the project, never on which file was mutated:
   documentation, so that one large schema file cannot push the lineage that holds the bug out;
 - the sizes: the caller measures the ORIGINAL project (the task's fix applied), so that the mutation's own
   few characters cannot move a file across the budget's edge and make the set depend on the bug;
-- the order: a shuffle seeded by the reported tables alone (``symptom_order``). Path order leaked the bug on
-  the committed corpus: real projects keep marts at the top of ``models/`` and half of the real bugs sit in
-  a reported table's own model, so "the first file shown is broken" was right on 48% of held-out train rows
-  against 18% by chance. A seeded order keeps the prompt a pure function of what the task reports (two
-  tasks on the same tables show the same files in the same order), while the position of any one model
-  varies from one set of reported tables to the next.
+- the order: a shuffle seeded per task (``shown_order``; the caller passes the task's id). Path order
+  leaked the bug on the committed corpus: real projects keep marts at the top of ``models/`` and half of the
+  real bugs sit in a reported table's own model, so "the first file shown is broken" was right on 48% of
+  held-out train rows against 18% by chance. An order seeded by the reported tables alone still leaked
+  through the tasks that share a table (most of a table's bugs sit in its own model, which then had one place
+  for all of them: "the last file" 29% against 17%); a seed per task puts that model anywhere, task by task.
+  The seed says nothing of the bug: it is a digest, and the set shown is chosen before it is applied.
 
-Everything here is a pure function of (files, reported tables, budget). Lineage is read from the SQL text
+Everything here is a pure function of (files, reported tables, budget, seed). Lineage is read from the SQL text
 (``ref('model')`` and ``ref('package', 'model')``), not from a dbt manifest: a prompt is rendered where
 no dbt has run. A ``ref`` built from a Jinja variable is invisible here; the caller learns that the broken
 file is not in the set (``LineageView.covers``) and leaves that row out rather than pointing at the file.
@@ -38,14 +39,14 @@ _INNER_CALL = re.compile(r"\w*\([^()]*\)")
 _QUOTED = re.compile(r"""(=\s*)?(['"])([^'"]+)\2""")
 _ALIAS = re.compile(r"""\balias\s*=\s*(['"])([^'"]+)\1""")
 _SCHEMA_SUFFIXES = (".yml", ".yaml")
-#: how a prompt orders its files (1: project path order; 2: ``symptom_order``); results measured on rows of
-#: another order (the corpus feed's log) are measured again
-ORDER_VERSION = 2
+#: how a prompt orders its files (1: project path order; 2: seeded by the reported tables; 3: seeded per task,
+#: ``shown_order``); results measured on rows of another order (the corpus feed's log) are measured again
+ORDER_VERSION = 3
 
 
 @dataclass(frozen=True)
 class LineageView:
-    """What a prompt shows for a set of reported tables (paths in ``symptom_order``)."""
+    """What a prompt shows for a set of reported tables (paths in ``shown_order``)."""
 
     tables: tuple[str, ...]
     paths: tuple[str, ...]
@@ -125,7 +126,7 @@ def documenting(files: Mapping[str, str], model_paths: Iterable[str]) -> dict[st
     return found
 
 
-def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int) -> LineageView:
+def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int, seed: str = "") -> LineageView:
     """The files to show for ``tables`` within ``max_chars``.
 
     Models first, level by level from the reported tables' models up their ``ref()`` parents: at each
@@ -133,7 +134,8 @@ def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int
     does not fit is skipped, and its parents are reached only through a model that was shown, so the
     shown lineage stays connected). Then the YAML documenting the shown models, nearest level first,
     each file taken when it fits. Models before documentation: a large schema file must not push the
-    lineage that holds the bug out of the prompt.
+    lineage that holds the bug out of the prompt. The files come in ``shown_order`` under ``seed`` (a task's
+    id; by default the reported tables).
     """
     reported = tuple(dict.fromkeys(tables))
     named = models_by_name(files)
@@ -167,14 +169,13 @@ def symptom_view(files: Mapping[str, str], tables: Iterable[str], max_chars: int
                 budget -= len(files[yaml])
             else:
                 skipped.append(yaml)
-    return LineageView(reported, symptom_order(chosen, reported), depth, tuple(sorted(set(skipped) - set(chosen))))
+    order = shown_order(chosen, seed or "\0".join(sorted(set(reported))))
+    return LineageView(reported, order, depth, tuple(sorted(set(skipped) - set(chosen))))
 
 
-def symptom_order(paths: Iterable[str], tables: Iterable[str]) -> tuple[str, ...]:
-    """``paths`` in the order a prompt shows them: sorted by a digest of the reported tables (as a set) and
-    the path, so the order depends on what the task reports and never on which file is broken, and no
-    place in the prompt (first, last, k-th) is where a reported table's own model tends to sit."""
-    seed = "\0".join(sorted(set(tables)))
+def shown_order(paths: Iterable[str], seed: str) -> tuple[str, ...]:
+    """``paths`` in the order a prompt shows them: sorted by a digest of ``seed`` and the path, so no place in
+    the prompt (first, last, k-th) is where a reported table's own model tends to sit."""
     return tuple(sorted(set(paths), key=lambda p: (hashlib.sha256(f"{seed}\0{p}".encode()).hexdigest(), p)))
 
 

@@ -201,10 +201,11 @@ def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
 
 def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -> dict[str, str]:
     """What a single-turn prompt shows: the reported tables' models, their upstream lineage and the YAML
-    that documents them, within ``max_chars``, in the reported tables' seeded order (``train.lineage.symptom_view``).
+    that documents them, within ``max_chars``, in an order seeded by the task (``train.lineage.symptom_view``).
 
-    The set and the order depend on the task's reported (graded) tables and the ORIGINAL project only
-    (the fix applied before measuring), never on which file was mutated; the files shown are the broken ones. When the broken file is not in the set (a lineage the budget cuts, or a
+    The set depends on the task's reported (graded) tables and the ORIGINAL project only (the fix applied
+    before measuring), never on which file was mutated, and the order on a digest of the task's id; the files
+    shown are the broken ones. When the broken file is not in the set (a lineage the budget cuts, or a
     ``ref()`` the text does not show), the prompt could not contain the bug: PromptCoverageError.
     """
     from dbt_harvest.train.lineage import symptom_view
@@ -214,7 +215,7 @@ def relevant_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
     if task.file not in files:
         raise TrainDataError(f"{task.instance_id}: the mutated file {task.file} is not in the project")
     original = {**files, **corrected_files(task, files)}  # sizes and refs of the project before the bug
-    view = symptom_view(original, task.grading.condition_tabs, max_chars)
+    view = symptom_view(original, task.grading.condition_tabs, max_chars, seed=task.instance_id)
     if not view.covers(task.file):
         why = "beyond max_file_chars" if task.file in view.skipped else "not on the reported tables' ref() lineage"
         raise PromptCoverageError(
@@ -237,7 +238,10 @@ def contract_files(task: TaskRecord, files: Mapping[str, str], max_chars: int) -
         raise TrainDataError(f"{task.instance_id}: a completion task's project still has one of {', '.join(missing)}")
     original = {**files, **corrected_files(task, files)}
     view = symptom_view(
-        original, task.grading.condition_tabs, max_chars + sum(len(original.get(p, "")) for p in missing)
+        original,
+        task.grading.condition_tabs,
+        max_chars + sum(len(original.get(p, "")) for p in missing),
+        seed=task.instance_id,
     )
     return {path: files[path] for path in view.paths if path in files}
 

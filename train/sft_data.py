@@ -5,7 +5,7 @@ the model where the bug is (that is the skill the hidden check measures):
 
 - single-turn (prompt-completion): system + user (problem statement and the files a data engineer opens
   for the reported symptom: the reported tables' models, their upstream lineage and its YAML, in an order
-  seeded by the reported tables, ``train.project.relevant_files``) -> assistant (the corrected file(s), in
+  seeded per task, ``train.project.relevant_files``) -> assistant (the corrected file(s), in
   the completion format the reward parses, train/completion.py). Loss on the completion only. A task whose broken file
   the budget would leave out of its prompt is left out (``left_out``), not rendered with a pointer.
 - agentic (messages + tools): an oracle that investigates before it fixes (``train.investigation``:
@@ -77,7 +77,7 @@ def dataset_sha256(tasks: Sequence[TaskRecord]) -> str:
 
 def repair_prompt(task: TaskRecord, files: Mapping[str, str], max_file_chars: int) -> list[dict[str, str]]:
     """The single-turn prompt (system + user), shared by SFT and GRPO. It names the reported tables (the
-    statement does) and shows their lineage in the order those tables seed; it never names the broken file."""
+    statement does) and shows their lineage in an order seeded by the task; it never names the broken file."""
     shown = relevant_files(task, files, max_file_chars)
     body = "\n\n".join(f'<file path="{path}">\n{text}</file>' for path, text in shown.items())
     if task.kind == "completion":

@@ -11,7 +11,7 @@ from dbt_harvest.core.patching import make_patch
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord, task_id
 from dbt_harvest.train.errors import PromptCoverageError
-from dbt_harvest.train.lineage import lineage_path, refs, symptom_order, symptom_view, upstream
+from dbt_harvest.train.lineage import lineage_path, refs, shown_order, symptom_view, upstream
 from dbt_harvest.train.position_probe import probe
 from dbt_harvest.train.sft_data import repair_prompt
 
@@ -96,16 +96,18 @@ def test_lineage_reads_one_and_two_argument_refs() -> None:
     assert lineage_path(SHOP, "models/marts/order_totals.sql", "models/staging/stg_customers.sql") == ()
 
 
-def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> None:
+def test_two_tasks_on_the_same_table_show_the_same_files_each_in_its_own_seeded_order() -> None:
     prompts = {}
     for path in ("models/marts/customer_value.sql", "models/staging/stg_payments.sql", "models/marts/order_totals.sql"):
         files, task = _broken(SHOP, path)
         prompt = repair_prompt(task, files, 100_000)
         assert path not in prompt[1]["content"].split("<file")[0]  # the text before the files never names it
         prompts[path] = _shown(prompt)
-    assert len({tuple(p) for p in prompts.values()}) == 1
+        assert tuple(prompts[path]) == shown_order(prompts[path], task.instance_id)  # the order the task seeds
+        assert prompt == repair_prompt(task, files, 100_000)  # the same task, the same prompt
+    assert len({frozenset(p) for p in prompts.values()}) == 1  # the set is the reported table's
+    assert len({tuple(p) for p in prompts.values()}) == 3  # the order is the task's
     shown = prompts["models/marts/customer_value.sql"]
-    assert tuple(shown) == symptom_order(shown, ["customer_value"])  # the order the reported table seeds
     assert set(shown) == {
         "models/marts/customer_value.sql",
         "models/marts/order_totals.sql",
@@ -115,16 +117,18 @@ def test_two_tasks_on_the_same_table_show_the_same_files_in_the_same_order() -> 
         "models/staging/stg_payments.sql",
         "models/staging/schema.yml",
     }  # no macro, no seed
-    firsts = {path: shown.index(path) for path in prompts}
-    assert len(set(firsts.values())) == 3  # the broken file is where the seeded order puts it, not always first
 
 
-def test_the_order_is_seeded_by_the_reported_tables_and_not_by_the_path() -> None:
-    """Another set of reported tables orders the same files otherwise; the order does not follow the paths."""
+def test_the_order_follows_the_seed_and_not_the_path() -> None:
+    """Another seed orders the same files otherwise; no order follows the paths; the order is of the set."""
     paths = [f"models/{layer}/m{k}.sql" for layer in ("marts", "staging") for k in range(6)]
-    orders = {symptom_order(paths, [f"t{k}"]) for k in range(20)}
+    orders = {shown_order(paths, f"task-{k}") for k in range(20)}
     assert len(orders) == 20 and tuple(sorted(paths)) not in orders
-    assert symptom_order(paths, ["a", "b"]) == symptom_order(reversed(paths), ["b", "a", "b"])  # a set of tables
+    assert shown_order(paths, "t") == shown_order(reversed([*paths, paths[0]]), "t")
+    # without a seed the view orders by its reported tables (as a set)
+    assert symptom_view(SHOP, ["customer_value", "order_totals"], 100_000).paths == (
+        symptom_view(SHOP, ["order_totals", "customer_value"], 100_000).paths
+    )
 
 
 MODELS = (
@@ -160,7 +164,7 @@ def test_the_set_does_not_move_with_the_size_of_the_mutation() -> None:
     for path in MODELS:
         longer = SHOP[path].replace("select", "select distinct /* a much longer broken line */", 1)
         task = _task(path, SHOP[path], longer, ("customer_value",))
-        shown.add(tuple(_shown(repair_prompt(task, {**SHOP, path: longer}, edge))))
+        shown.add(frozenset(_shown(repair_prompt(task, {**SHOP, path: longer}, edge))))
     assert len(shown) == 1 and set(next(iter(shown))) == set(MODELS)
 
 
@@ -202,8 +206,8 @@ def test_a_positional_classifier_does_no_better_than_chance() -> None:
 
 def test_on_a_real_layout_no_place_in_the_prompt_points_at_the_bug() -> None:
     """The committed corpus's shape: marts at the top of models/, three of four bugs in the reported table's
-    own model. Path order put that model first (the leak the corpus feed measured); the seeded order puts
-    it anywhere, so every positional rule is within noise of chance. The old order is checked to leak, so
+    own model, several tasks per table. Path order put that model first (the leak the corpus feed measured);
+    the order seeded per task puts it anywhere, so every positional rule is within noise of chance. The old order is checked to leak, so
     the test would fail if the prompt went back to path order."""
     rows, path_rows = [], []
     for project in range(40):
