@@ -150,7 +150,8 @@ class FeedReport:
         }
 
     def lock_coverage(self) -> dict[str, Any] | None:
-        """How the tasks fed compare with the lock's train tasks: fed as locked (same record hash), fed with
+        """How the tasks fed compare with the lock's train tasks: fed as locked (same record hash, or reproduced
+        under the lock's rules: the CLI enters such a task with its own hash), fed with
         another record than the lock's, locked but not fed, fed but not locked; None without a lock."""
         if self.locked is None:
             return None
