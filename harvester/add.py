@@ -98,6 +98,9 @@ class AddOptions:
     synthesize: int | None = None
     # port the models' SQL from this warehouse dialect to DuckDB (harvester/port): None = written for DuckDB
     port_from: str | None = None
+    # a rebuild's packages: the ones its pin records, found again at their versions and commits (None: resolve
+    # packages.yml's ranges, as a first add does)
+    pinned_packages: tuple[PackageRecord, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,7 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> S
     root, project = exported.root, exported.project
     mirror = load_mirror(options.package_mirror)
     project_path = root / project.rel_dir
-    packages = resolve_packages(project_path, store, mirror, tree=root)
+    packages = resolve_packages(project_path, store, mirror, tree=root, pinned=options.pinned_packages)
     vendor_packages(project_path, packages, store, workspace=root)
     patch_text = ""
     edits: tuple[str, ...] = ()
@@ -598,7 +601,9 @@ def _previous_pin(existing_path: Path) -> Pin | None:
 def _with_recorded_patch(options: AddOptions, previous: Pin | None) -> AddOptions:
     """``options`` for a rebuild of ``previous``: the compat patch the pin records (stored by hash) unless a
     new one is given, with edits allowed when the pin's patch made them; its data synthesized again with the
-    seed it records."""
+    seed it records; its packages the ones it records, never resolved anew."""
+    if previous is not None:
+        options = replace(options, pinned_packages=previous.packages)
     if previous is not None and options.synthesize is None and previous.synthesis_sha256:
         options = replace(options, synthesize=previous.synthesis_seed)
     if previous is not None and options.port_from is None and previous.port_from:

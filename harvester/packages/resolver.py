@@ -5,14 +5,17 @@ resolver walks the same way dbt does (breadth first; every request for a package
 combined range; each resolved package's own packages.yml, read at its commit, adds the next round of
 requests) but reads repositories through GitStore and the package mirror. A shipped
 ``package-lock.yml`` whose ``sha1_hash`` matches the declared packages wins, exactly as in dbt: its
-exact versions and revisions are installed and nothing is re-resolved. The result is deterministic:
-the same inputs give the same records, sorted by package name.
+exact versions and revisions are installed and nothing is re-resolved. A rebuild passes the records its
+pin holds (``pinned``): each package is found again at its recorded version and commit, and nothing is
+resolved from the ranges. The result is deterministic: the same inputs give the same records, sorted by
+package name.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from dbt_harvest.harvester.packages.versions import VersionRequest, choose_versi
 
 ROOT_REQUESTER = "the root project"
 LOCK_REQUESTER = "package-lock.yml"
+PIN_REQUESTER = "the pin"
 SUBDIR_MARK = "#subdirectory="
 
 
@@ -64,18 +68,24 @@ def resolve_packages(
     *,
     network: bool | None = None,
     tree: Path | None = None,
+    pinned: Sequence[PackageRecord] | None = None,
 ) -> tuple[PackageRecord, ...]:
     """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
 
     ``network``: None probes the hub/git host once (fails fast offline), False never uses it.
     ``tree``: the exported repository (default: the project folder); a ``local:`` package must resolve,
     symlinks and '..' followed, inside it, or it is refused before anything of it is read.
+    ``pinned``: the packages a pin records (a rebuild): each is found again at its own version and commit,
+    never resolved anew from the ranges (a mirror that gained a newer release inside a range would otherwise
+    change what the pin builds with), and a package the sources cannot give at that commit is a PackageError.
     """
     project_dir = Path(project_dir).resolve()
+    resolver = _Resolver(project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir)
+    if pinned is not None:
+        return resolver.found_again(pinned)
     declared = read_declared(project_dir)
     if not declared.specs:
         return ()
-    resolver = _Resolver(project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir)
     lock = read_lock(project_dir)
     if lock is not None and lock[0] and lock[1] == declared.sha1_hash:
         resolutions = resolver.from_lock(lock[0], declared)
@@ -129,6 +139,31 @@ class _Resolver:
                 following.extend(self._dependencies(resolution))
             pending = following
         return [self._resolve_group(key, requests) for key, requests in groups.items()]
+
+    def found_again(self, pinned: Sequence[PackageRecord]) -> tuple[PackageRecord, ...]:
+        """The pinned records, each checked against what its source gives at the recorded version or commit (and
+        fetched into this home's mirrors on the way, so that vendoring finds it)."""
+        for record in pinned:
+            kind = record.source.partition(":")[0]
+            if kind == "local":
+                continue  # a path inside the repository's own tree: the commit pins it
+            spec: PackageSpec
+            if kind == "hub":
+                spec = HubSpec(record.source[len("hub:") :], (record.version,))
+            elif kind == "git":
+                url, subdir = split_git_source(record.source)
+                spec = GitSpec(url, record.commit, subdir)
+            else:
+                raise PackageError(f"package {record.name} has a source this harvester cannot read: {record.source!r}")
+            request = _Request(PIN_REQUESTER, spec, self.project_dir)
+            got = self._resolve_group(self._key(request), [request]).record
+            if (got.version, got.commit) != (record.version, record.commit):
+                raise PackageError(
+                    f"package {record.name} ({record.source}): the pin records {record.version or 'revision'} at "
+                    f"{record.commit[:12]}, but its source gives {got.version or 'revision'} at {got.commit[:12]}; "
+                    "a rebuild must build with the pinned packages (restore that commit in the package mirror)"
+                )
+        return tuple(sorted(pinned, key=lambda r: r.name))
 
     def from_lock(self, specs: tuple[PackageSpec, ...], declared: Declared) -> list[_Resolution]:
         written = {self._key(_Request(ROOT_REQUESTER, s, self.project_dir)): s for s in declared.specs}

@@ -340,6 +340,52 @@ def test_a_shipped_package_lock_is_honoured(tmp_path: Path, mirror: Path) -> Non
     assert versions == {k: v.lstrip("v") for k, v in LOCKED_VERSIONS.items()}
 
 
+def test_a_rebuild_builds_with_the_pinned_packages_not_the_newest_in_range(tmp_path: Path) -> None:
+    """A rebuild must build what the pin records. The project asks for shop_utils in [0.2.0, 1.0.0); pinned
+    when the mirror held 0.2.0 at most, its rebuild from a mirror that has since gained 0.3.0 and 0.3.1 still
+    vendors 0.2.0 (before, it resolved the range again, took 0.3.1, rewrote the pin and reported no drift).
+    A mirror that no longer has the pinned version is one line naming the package, and the pin stays."""
+    import shutil
+
+    from dbt_harvest.harvester.gitrepos import make_git_repo, make_package_mirror
+    from tests.fixtures import example_packages, fixture_dir
+
+    source = tmp_path / "source"
+    shutil.copytree(fixture_dir("with_lockfile"), source)
+    (source / "package-lock.yml").unlink()  # the ranges decide, as in most projects
+    repo = make_git_repo(source, tmp_path / "repo")
+    packages = {hub: Path(folder) for hub, folder in example_packages().items()}
+
+    def mirror(name: str, keep: set[str]) -> Path:
+        return make_package_mirror(
+            tmp_path / name,
+            {hub: {tag.name: tag for tag in folder.iterdir() if tag.name in keep} for hub, folder in packages.items()},
+        )
+
+    then = mirror("then", {"0.1.0", "0.2.0", "v0.1.0", "v0.2.0"})
+    now = mirror("now", {"0.1.0", "0.2.0", "0.3.0", "0.3.1", "v0.1.0", "v0.2.0", "v0.2.1"})
+    code, out, err = _run(tmp_path, "add", f"{repo.path}@{repo.head}", "--package-mirror", str(then), "--json")
+    assert code == 0, err
+    versions = {p["name"]: p["version"].lstrip("v") for p in json.loads(out)["packages"]}
+    assert versions == {"shop_utils": "0.2.0", "shop_calendar": "0.2.0"}
+    (pin,) = _pins(tmp_path)
+    pinned = pin.read_bytes()
+    spec = f"{repo.path}@{repo.head}"
+    code, out, err = _run(tmp_path, "add", spec, "--rebuild", "--package-mirror", str(now), "--json")
+    assert code == 0, err
+    rebuilt = json.loads(out)
+    assert {p["name"]: p["version"].lstrip("v") for p in rebuilt["packages"]} == versions
+    assert not any("package_versions" in note for note in rebuilt["drift"]), rebuilt["drift"]
+    assert pin.read_bytes() == pinned
+    # a fresh home (this one keeps the packages it fetched) and a mirror without shop_utils 0.2.0
+    fresh = tmp_path / "fresh"
+    shutil.copytree(tmp_path / "pins", fresh / "pins")
+    gone = mirror("gone", {"0.1.0", "0.3.0", "v0.1.0", "v0.2.0"})
+    code, out, err = _run(fresh, "add", spec, "--rebuild", "--package-mirror", str(gone), "--json")
+    assert code == 1 and "shop_utils" in err and len(_error_only(err).strip().splitlines()) == 1, err
+    assert (fresh / "pins" / pin.name).read_bytes() == pinned
+
+
 def test_a_project_without_a_profile_key_builds_under_the_derived_profile(tmp_path: Path) -> None:
     """dbt refuses a dbt_project.yml without ``profile:`` ("no profile was specified"); the harvester names the
     profile after the project and passes it to every dbt command, so such a project pins like any other."""

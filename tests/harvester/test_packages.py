@@ -151,6 +151,25 @@ def test_version_semantics(tmp_path, store, mirror_dir, asked, expected):
     assert record.version == expected
 
 
+def test_a_rebuild_finds_the_pinned_packages_again_and_refuses_one_it_cannot(tmp_path, store, mirror_dir, extra_repo):
+    """``pinned`` (a rebuild): the records come back as they are, each checked against its source at the
+    recorded version or commit; the ranges are never resolved again."""
+    project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]')))
+    mirror = load_mirror(mirror_dir)
+    tags = store.tags(store.mirror(str(mirror_dir / "acme/calc_utils")))
+    older = PackageRecord("calc_utils", "hub:acme/calc_utils", ">=0.2.0,<1.0.0", "0.2.0", tags["0.2.0"], "")
+    git = PackageRecord("extra_pkg", f"git:{extra_repo.path}#subdirectory=dbt", "x", "", extra_repo.commits[0], "")
+    assert resolve_packages(project, store, mirror, network=False) != (older,)  # the range alone picks 0.3.1
+    assert resolve_packages(project, store, mirror, network=False, pinned=(older, git)) == (older, git)
+    assert resolve_packages(project, store, mirror, network=False, pinned=()) == ()
+    moved = PackageRecord("calc_utils", "hub:acme/calc_utils", ">=0.2.0,<1.0.0", "0.2.0", tags["1.0.0"], "")
+    with pytest.raises(PackageError, match=r"calc_utils .*the pin records 0\.2\.0 at .*but its source gives 0\.2\.0"):
+        resolve_packages(project, store, mirror, network=False, pinned=(moved,))
+    missing = PackageRecord("calc_utils", "hub:acme/calc_utils", "", "0.9.0", tags["1.0.0"], "")
+    with pytest.raises(PackageError):
+        resolve_packages(project, store, mirror, network=False, pinned=(missing,))
+
+
 def test_transitive_package_and_combined_ranges(tmp_path, store, mirror_dir):
     project = _project(
         tmp_path,
