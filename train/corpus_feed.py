@@ -23,7 +23,7 @@ from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
 from dbt_harvest.train.configs import DataSection
 from dbt_harvest.train.investigation import investigation_length, length_summary, plan
-from dbt_harvest.train.position_probe import RowFacts, probe
+from dbt_harvest.train.position_probe import RULES, RowFacts, probe
 from dbt_harvest.train.project import ProjectSource, corrected_files
 
 
@@ -385,6 +385,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"best rule {probed['rule'] or '-'} is right on {probed['accuracy']:.1%} of {probed['held_out']} held-out "
         f"rows; chance {probed['chance']:.1%}"
     )
+    rates = probed.get("rules") or {}
+    if rates:
+        lines.append(
+            "  - every rule (held-out hit rate): "
+            + ", ".join(f"{rule} {rates[rule]:.1%}" for rule in RULES if rule in rates)
+            + f" (position: {probed.get('position_rule') or '-'}, fitted on the other half)"
+        )
     inv = report["investigation_lengths"]
     lines.append(
         f"- agentic investigations ({inv['episodes']}): inspecting steps before the fix min {inv['min']}, "

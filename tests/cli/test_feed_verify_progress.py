@@ -190,6 +190,10 @@ def test_the_feed_report_counts_per_kind_and_what_of_the_lock_it_covers() -> Non
     assert "| completion | 1 | 1 | 0 | 1 | 1 | 0 | 1 | 1 |" in text  # rewarded, its true answer 0, unrepaired 0
     assert "3 of its 5 train tasks fed as locked; 1 fed with another record than the lock's, 1 not fed" in text
     assert FeedReport(tasks, 4096, 16000, "tiny", 1.0).to_dict()["lock"] is None
+    every = markdown(
+        {**report, "position_probe": {**report["position_probe"], "rules": {"longest": 0.5, "position": 0.25}}}
+    )
+    assert "  - every rule (held-out hit rate): position 25.0%, longest 50.0% (position: " in every
 
 
 def test_the_verify_tally_counts_each_verdict_once() -> None:
