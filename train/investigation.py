@@ -59,14 +59,24 @@ def fix_paths(task: TaskRecord) -> tuple[str, ...]:
 
 
 def _route(files: Mapping[str, str], task: TaskRecord, rng: random.Random) -> tuple[str, tuple[str, ...]]:
-    """(the reported table it starts from, the model paths from that table's model down to the bug)."""
+    """(the reported table it starts from, the model paths it reads down to the bug).
+
+    The first table is drawn among all the reported tables, not among those whose lineage holds the bug, so
+    the first read says nothing of where the bug is (issue 59): when the bug is not upstream of it, its model
+    is read first (a lead that goes nowhere) and the route goes on from a reported table whose lineage
+    holds the bug."""
     tables = list(task.grading.condition_tabs)
     rng.shuffle(tables)
-    for table in tables:
+    first = next((t for t in tables if table_models(files, t)), "")
+    detour: tuple[str, ...] = ()
+    for table in sorted(tables, key=lambda t: t != first):  # the drawn table first, the others in drawn order
         for start in table_models(files, table):
             route = lineage_path(files, start, task.file)
             if route:
-                return table, route
+                lead = tuple(p for p in detour if p not in route)
+                return first or table, (*lead, *route)
+        if table == first:
+            detour = table_models(files, table)[:1]
     return tables[0], (task.file,)
 
 

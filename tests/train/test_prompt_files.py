@@ -255,3 +255,21 @@ def test_the_probe_measures_every_simple_rule() -> None:
     assert (by_size.rule, by_size.accuracy) == ("longest", 1.0) and by_size.chance == 0.2
     assert (by_report.rule, by_report.accuracy) == ("reported_model", 1.0)
     assert by_size.rules["position"] < 0.4 and by_size.rules["first_shown"] < 0.4
+
+
+def test_an_investigation_s_first_read_does_not_depend_on_where_the_bug_is() -> None:
+    """The agentic plan starts from a reported table drawn among all of them: with two reported tables and a
+    bug upstream of only one, the first model read is either table's (before, always the one over the bug);
+    a start that misses the bug is read and left, and the plan still reaches and fixes the broken file."""
+    from dbt_harvest.train.investigation import WRITE_FIX, plan
+
+    path = "models/staging/stg_customers.sql"  # upstream of customer_value only
+    files, _ = _broken(SHOP, path)
+    task = _task(path, SHOP[path], files[path], ("customer_value", "order_totals"))
+    firsts = []
+    for variant in range(24):
+        steps = plan(task, files, variant)
+        reads = [s.args["path"] for s in steps if s.tool == "read_file"]
+        firsts.append(next(p for p in reads if p.endswith(".sql")))
+        assert path in reads and [s.args["path"] for s in steps if s.tool == WRITE_FIX] == [path]
+    assert set(firsts) == {"models/marts/customer_value.sql", "models/marts/order_totals.sql"}
