@@ -21,8 +21,9 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 
-import sqlglot
 from sqlglot.errors import ErrorLevel
+
+from dbt_harvest.harvester.port.fixes import canonical, transpile
 
 _MARKER = "/* __harvest_block_{}__ */"
 _MARKER_RE = re.compile(r"\s?/\* __harvest_block_(\d+)__ \*/")
@@ -34,14 +35,6 @@ MAX_SEARCHED_BLOCKS = 2
 
 class BlockPortError(Exception):
     """The blocks cannot be ported with proof; the caller refuses the model (the message says why)."""
-
-
-def _canon(sql: str, dialect: str) -> str | None:
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-        return tree.sql(dialect="duckdb", comments=False) if tree is not None else None
-    except Exception:  # sqlglot raises more than its own errors on some SQL
-        return None
 
 
 def _pairs(blocks: Sequence[str]) -> None:
@@ -86,11 +79,11 @@ def port_blocks(sql: str, blocks: Sequence[tuple[int, int]], dialect: str, model
         last = b
     pieces.append(sql[last:])
     inside, outside = _renderings(pieces)
-    want_in, want_out = _canon(inside, dialect), _canon(outside, dialect)
+    want_in, want_out = canonical(inside, dialect), canonical(outside, dialect)
     if want_in is None or want_out is None:
         raise BlockPortError(f"sqlglot cannot read it as {dialect} with its blocks rendered in and out")
     marked = "".join(p + (_MARKER.format(i) if i < len(tags) else "") for i, p in enumerate(pieces))
-    ported = sqlglot.transpile(marked, read=dialect, write="duckdb", pretty=True, unsupported_level=ErrorLevel.RAISE)
+    ported = transpile(marked, dialect, pretty=True, unsupported_level=ErrorLevel.RAISE)
     if len(ported) != 1:
         raise BlockPortError(f"{len(ported)} statements where a model holds one")
     found = [(int(m.group(1)), m.start()) for m in _MARKER_RE.finditer(ported[0])]
@@ -116,7 +109,7 @@ def port_blocks(sql: str, blocks: Sequence[tuple[int, int]], dialect: str, model
 def _proved(candidate: str, want_in: str, want_out: str) -> bool:
     parts = re.split(r"/\* __harvest_block_\d+__ \*/", candidate)
     got_in, got_out = _renderings(parts)
-    return _canon(got_in, "duckdb") == want_in and _canon(got_out, "duckdb") == want_out
+    return canonical(got_in, "duckdb") == want_in and canonical(got_out, "duckdb") == want_out
 
 
 def _tag_back(tags: Sequence[str]) -> Callable[[re.Match[str]], str]:

@@ -26,12 +26,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import PORT_DIALECTS
 from dbt_harvest.harvester.port.blocks import BlockPortError, port_blocks
+from dbt_harvest.harvester.port.fixes import transpile
 
 #: the dialects a project can be ported from (sqlglot's names)
 DIALECTS = PORT_DIALECTS
@@ -180,7 +180,7 @@ def mask(text: str) -> Masked:
 def _read(sql: str, dialect: str) -> str | None:
     """``sql`` read in ``dialect`` and written as DuckDB; None when it does not parse there."""
     try:
-        statements = sqlglot.transpile(sql, read=dialect, write="duckdb", unsupported_level=ErrorLevel.IGNORE)
+        statements = transpile(sql, dialect)
     except Exception:  # sqlglot raises more than its own errors on SQL it reads wrongly (an AttributeError)
         return None
     return ";\n".join(statements)
@@ -197,9 +197,7 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     # a block's branches both read as SQL: only to tell what needs porting
     sql = _sub_tags(masked.sql, lambda tag: " " if _is_block(tag) else tag)
     try:  # read as the source dialect first: a construct sqlglot cannot express in DuckDB is refused
-        statements = sqlglot.transpile(
-            sql, read=dialect, write="duckdb", pretty=True, unsupported_level=ErrorLevel.RAISE
-        )
+        statements = transpile(sql, dialect, pretty=True, unsupported_level=ErrorLevel.RAISE)
     except UnsupportedError as exc:
         raise PortRefused(f"{model}: sqlglot cannot express it in DuckDB ({str(exc).splitlines()[0]})") from None
     except (ParseError, TokenError, ValueError, AttributeError, TypeError, KeyError) as exc:

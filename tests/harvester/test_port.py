@@ -113,6 +113,39 @@ def test_an_incremental_block_is_ported_and_proved_both_ways(text: str) -> None:
         assert sqlglot.parse_one(sql, read="duckdb") is not None
 
 
+def test_zoned_current_time_calls_sqlglot_passes_through_are_ported() -> None:
+    """BigQuery's ``current_datetime([zone])`` came out of sqlglot unchanged (DuckDB has no such function, so
+    the model failed at build), and ``current_time(zone)`` lost its zone. Both read the wall clock in the
+    zone now, also inside an incremental block, and run in DuckDB, also under the pinned clock."""
+    import duckdb
+
+    from dbt_harvest.core.clock import freeze_clock
+
+    text = (
+        "select visit_id from {{ ref('visits') }}\nwhere visited_on <= current_datetime('Europe/Oslo')\n"
+        "and opened_at < current_datetime()\nand closes_at < current_time('Asia/Tokyo')\n"
+    )
+    ported = port_model(text, "bigquery", "m")
+    assert ported is not None and "current_datetime" not in ported.lower()
+    assert "CAST(CURRENT_TIMESTAMP AT TIME ZONE 'Europe/Oslo' AS TIMESTAMP)" in ported
+    assert "CAST(CURRENT_TIMESTAMP AT TIME ZONE 'UTC' AS TIMESTAMP)" in ported
+    assert "CAST(CURRENT_TIMESTAMP AT TIME ZONE 'Asia/Tokyo' AS TIME)" in ported
+    table = "(select 1 as visit_id, timestamp '2024-01-01 00:00:00' as visited_on, "
+    table += "timestamp '2023-12-31 12:00:00' as opened_at, time '08:59:00' as closes_at)"
+    sql = ported.replace("{{ ref('visits') }}", table)
+    duckdb.sql(sql).fetchall()  # runs on the unfrozen clock too
+    frozen = freeze_clock(sql, "2024-01-01 00:00:00", zoned=True)  # Oslo 01:00, Tokyo 09:00
+    assert duckdb.sql(frozen).fetchall() == [(1,)]
+    assert duckdb.sql(frozen.replace("'Asia/Tokyo'", "'UTC'")).fetchall() == []
+    block = (
+        "select visit_id from {{ ref('visits') }}\nwhere true\n{% if is_incremental() %}\n"
+        "and visited_on <= current_datetime('Europe/Oslo')\n{% endif %}\n"
+    )
+    ported = port_model(block, "bigquery", "m")
+    assert ported is not None and ported.count("{% if is_incremental() %}") == 1
+    assert "AT TIME ZONE 'Europe/Oslo' AS TIMESTAMP)" in ported
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [

@@ -1,0 +1,63 @@
+"""sqlglot's DuckDB output, with the calls it passes through unported written as DuckDB runs them.
+
+sqlglot writes some warehouse calls into DuckDB SQL unchanged although DuckDB has no such function, so the
+model is "ported" and then fails at build. Each rewrite here keeps the call's meaning:
+- BigQuery ``current_datetime([zone])``: the wall-clock time in ``zone`` (default UTC) as a DATETIME, which
+  is DuckDB's ``cast(current_timestamp at time zone zone as timestamp)``;
+- BigQuery ``current_time(zone)``: sqlglot drops the zone, so the time is read in the session's zone
+  instead; written as ``cast(current_timestamp at time zone zone as time)``.
+
+The rewrites apply only to SQL read in a warehouse dialect: SQL read as DuckDB is written as sqlglot writes
+it, so a model that reads the same in DuckDB as in its dialect is still told apart from one that needs them.
+Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel
+
+
+def _zoned_now(zone: exp.Expr, to: str) -> exp.Expr:
+    return exp.cast(exp.AtTimeZone(this=exp.CurrentTimestamp(), zone=zone), to)
+
+
+def _rewrite(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.CurrentDatetime):
+        new = _zoned_now(node.this or exp.Literal.string("UTC"), "TIMESTAMP")
+    elif isinstance(node, exp.CurrentTime) and node.this is not None:
+        new = _zoned_now(node.this, "TIME")
+    else:
+        return node
+    new.add_comments(node.comments)  # a Jinja block's marker may be attached to the call: it must stay
+    return new
+
+
+def fix(tree: exp.Expr, read: str) -> exp.Expr:
+    """``tree`` (parsed as ``read``) with the calls DuckDB lacks rewritten; unchanged when ``read`` is DuckDB."""
+    if read == "duckdb":
+        return tree
+    return tree.transform(_rewrite, copy=False)
+
+
+def transpile(
+    sql: str, read: str, *, pretty: bool = False, unsupported_level: ErrorLevel = ErrorLevel.IGNORE
+) -> list[str]:
+    """``sqlglot.transpile(sql, read=read, write="duckdb")`` with ``fix`` applied to each statement."""
+    return [
+        fix(tree, read).sql(dialect="duckdb", pretty=pretty, unsupported_level=unsupported_level) if tree else ""
+        for tree in sqlglot.parse(sql, read=read)
+    ]
+
+
+def canonical(sql: str, read: str) -> str | None:
+    """One statement read as ``read`` and written as DuckDB without comments; None when it does not parse."""
+    try:
+        tree = sqlglot.parse_one(sql, read=read)
+        return fix(tree, read).sql(dialect="duckdb", comments=False) if tree is not None else None
+    except Exception:  # sqlglot raises more than its own errors on some SQL
+        return None
+
+
+__all__ = ["canonical", "fix", "transpile"]
