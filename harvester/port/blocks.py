@@ -9,7 +9,10 @@ before it), so the result is accepted only when it is proved: for the block rend
 the ported text (markers removed, or the block's content removed) must read in DuckDB exactly as the
 original reads in its dialect (both written canonically by sqlglot, comments left out). When the markers'
 own places do not prove it, nearby word boundaries are tried (at most two words either way); when none
-does, the model is refused.
+does, the model is refused. sqlglot moves a comment that stands last in a parenthesis (an ``{% endif %}``
+before a CTE's closing ``)`` goes to the CTE's name) and drops one after some expressions (a BigQuery
+interval): one marker dropped, or found before the marker before it, is looked for at the word boundaries
+after that marker (at most ``MAX_LOST_PLACES``), under the same proof.
 
 Only ``{% if %} ... {% endif %}`` pairs, not nested and without ``{% else %}``, are handled; anything else
 is refused. Pure: text in, text out.
@@ -31,6 +34,8 @@ _MARKER_RE = re.compile(r"\s?/\* __harvest_block_(\d+)__ \*/")
 MAX_SHIFT = 2
 #: blocks whose marker places are searched (more are tried in place only)
 MAX_SEARCHED_BLOCKS = 2
+#: word boundaries tried for the one marker sqlglot dropped (the first ones after the marker before it)
+MAX_LOST_PLACES = 40
 
 
 class BlockPortError(Exception):
@@ -86,17 +91,25 @@ def port_blocks(sql: str, blocks: Sequence[tuple[int, int]], dialect: str, model
     ported = transpile(marked, dialect, pretty=True, unsupported_level=ErrorLevel.RAISE)
     if len(ported) != 1:
         raise BlockPortError(f"{len(ported)} statements where a model holds one")
-    found = [(int(m.group(1)), m.start()) for m in _MARKER_RE.finditer(ported[0])]
-    if [i for i, _ in found] != list(range(len(tags))):
-        raise BlockPortError("the port lost or moved a Jinja block")
     base = _MARKER_RE.sub("", ported[0])
-    offsets, removed = [], 0
+    places: dict[int, int] = {}
+    removed = 0
     for m in _MARKER_RE.finditer(ported[0]):
-        offsets.append(m.start() - removed)
+        places.setdefault(int(m.group(1)), m.start() - removed)
         removed += len(m.group(0))
-    choices: Sequence[Sequence[int]] = (
-        [_boundaries(base, o) for o in offsets] if len(tags) <= 2 * MAX_SEARCHED_BLOCKS else [[o] for o in offsets]
-    )
+    offsets: dict[int, int] = {}  # the markers in order; one dropped or moved before the one before it is lost
+    for i in range(len(tags)):
+        if i in places and places[i] >= max(offsets.values(), default=0):
+            offsets[i] = places[i]
+    if len(places) != len(_MARKER_RE.findall(ported[0])) or len(tags) - len(offsets) > 1:
+        raise BlockPortError("the port lost or moved a Jinja block")
+    searched = len(tags) <= 2 * MAX_SEARCHED_BLOCKS
+    choices: list[Sequence[int]] = []
+    for i in range(len(tags)):
+        if i in offsets:
+            choices.append(_boundaries(base, offsets[i]) if searched else [offsets[i]])
+        else:  # the marker sqlglot dropped: the first word boundaries after the marker before it
+            choices.append(_lost_places(base, offsets.get(i - 1, 0)))
     for chosen in itertools.product(*choices):
         if list(chosen) != sorted(chosen):
             continue
@@ -104,6 +117,12 @@ def port_blocks(sql: str, blocks: Sequence[tuple[int, int]], dialect: str, model
         if _proved(candidate, want_in, want_out):
             return _MARKER_RE.sub(_tag_back(tags), candidate)
     raise BlockPortError("no place for its Jinja blocks in the ported SQL reads as the original, in and out")
+
+
+def _lost_places(base: str, after: int) -> list[int]:
+    """The first ``MAX_LOST_PLACES`` word boundaries of ``base`` at or after ``after`` (its end included)."""
+    edges = sorted({len(base), *(m.start() for m in re.finditer(r"\s+", base))})
+    return [e for e in edges if e >= after][:MAX_LOST_PLACES]
 
 
 def _proved(candidate: str, want_in: str, want_out: str) -> bool:

@@ -96,11 +96,16 @@ def test_jinja_the_first_real_projects_hold_is_kept() -> None:
         "where updated_at > (select max(updated_at) from {{ this }})\n{% endif %}\n",
         "select id, iff(a > 1, 'x', 'y') as b\nfrom {{ ref('src') }}\nwhere true\n{% if is_incremental() %}\n"
         "  and updated_at > dateadd(day, -3, current_date)\n{% endif %}\n",
+        "with recent as (\n  select id, iff(a > 1, 'x', 'y') as b\n  from {{ ref('src') }}\n  where true\n"
+        "  {% if is_incremental() %}\n  and updated_at > dateadd(day, -3, current_date)\n  {% endif %})\n"
+        "select * from recent\n",
     ],
 )
 def test_an_incremental_block_is_ported_and_proved_both_ways(text: str) -> None:
     """The shape real projects need ported most: the block stays, once, where it reads as the original with
-    the block rendered in and out (sqlglot attached the marker after `AND`; the search moves it before)."""
+    the block rendered in and out (sqlglot attached the marker after `AND`; the search moves it before). An
+    ``{% endif %}`` last in a CTE's parenthesis (sqlglot moved its marker to the CTE's name) is looked for after
+    the ``{% if %}``."""
     import sqlglot
 
     ported = port_model(text, "snowflake", "m")
@@ -116,7 +121,8 @@ def test_an_incremental_block_is_ported_and_proved_both_ways(text: str) -> None:
 def test_zoned_current_time_calls_sqlglot_passes_through_are_ported() -> None:
     """BigQuery's ``current_datetime([zone])`` came out of sqlglot unchanged (DuckDB has no such function, so
     the model failed at build), and ``current_time(zone)`` lost its zone. Both read the wall clock in the
-    zone now, also inside an incremental block, and run in DuckDB, also under the pinned clock."""
+    zone now, also inside an incremental block, and run in DuckDB, also under the pinned clock. An
+    ``{% endif %}`` after a BigQuery interval, whose marker sqlglot drops, is looked for after the ``{% if %}``."""
     import duckdb
 
     from dbt_harvest.core.clock import freeze_clock
@@ -141,9 +147,12 @@ def test_zoned_current_time_calls_sqlglot_passes_through_are_ported() -> None:
         "select visit_id from {{ ref('visits') }}\nwhere true\n{% if is_incremental() %}\n"
         "and visited_on <= current_datetime('Europe/Oslo')\n{% endif %}\n"
     )
+    dropped = block.replace("{% endif %}", "and visited_on > current_date - interval 7 day\n{% endif %}")
     ported = port_model(block, "bigquery", "m")
     assert ported is not None and ported.count("{% if is_incremental() %}") == 1
     assert "AT TIME ZONE 'Europe/Oslo' AS TIMESTAMP)" in ported
+    ported = port_model(dropped, "bigquery", "m")  # sqlglot drops a comment after the interval: found again
+    assert ported is not None and ported.rstrip().endswith("{% endif %}")
 
 
 @pytest.mark.parametrize(
