@@ -5,7 +5,10 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
 - BigQuery ``current_datetime([zone])``: the wall-clock time in ``zone`` (default UTC) as a DATETIME, which
   is DuckDB's ``cast(current_timestamp at time zone zone as timestamp)``;
 - BigQuery ``current_time(zone)``: sqlglot drops the zone, so the time is read in the session's zone
-  instead; written as ``cast(current_timestamp at time zone zone as time)``.
+  instead; written as ``cast(current_timestamp at time zone zone as time)``;
+- BigQuery ``safe_add``, ``safe_subtract``, ``safe_multiply`` and ``safe_negate``: NULL where the operation
+  overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
+  a build shows it).
 
 The rewrites apply only to SQL read in a warehouse dialect: SQL read as DuckDB is written as sqlglot writes
 it, so a model that reads the same in DuckDB as in its dialect is still told apart from one that needs them.
@@ -23,8 +26,27 @@ def _zoned_now(zone: exp.Expr, to: str) -> exp.Expr:
     return exp.cast(exp.AtTimeZone(this=exp.CurrentTimestamp(), zone=zone), to)
 
 
+#: BigQuery's overflow-safe arithmetic: NULL where the plain operation overflows, else the same value
+_SAFE_ARITHMETIC: dict[type[exp.Expr], type[exp.Binary]] = {
+    exp.SafeAdd: exp.Add,
+    exp.SafeSubtract: exp.Sub,
+    exp.SafeMultiply: exp.Mul,
+}
+
+
+def _operand(node: exp.Expr) -> exp.Expr:
+    """``node`` as an operand: parenthesized unless it is one term (``safe_multiply(a + 1, b)``)."""
+    return node if isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren) else exp.paren(node, copy=False)
+
+
 def _rewrite(node: exp.Expr) -> exp.Expr:
-    if isinstance(node, exp.CurrentDatetime):
+    new: exp.Expr
+    if type(node) in _SAFE_ARITHMETIC:
+        operation = _SAFE_ARITHMETIC[type(node)](this=_operand(node.this), expression=_operand(node.expression))
+        new = exp.paren(operation, copy=False)
+    elif isinstance(node, exp.SafeNegate):
+        new = exp.paren(exp.Neg(this=_operand(node.this)), copy=False)
+    elif isinstance(node, exp.CurrentDatetime):
         new = _zoned_now(node.this or exp.Literal.string("UTC"), "TIMESTAMP")
     elif isinstance(node, exp.CurrentTime) and node.this is not None:
         new = _zoned_now(node.this, "TIME")

@@ -4,7 +4,9 @@ A dbt model is SQL with Jinja in it. The Jinja is the project's (refs, sources, 
 byte for byte: the leading and trailing lines that are Jinja alone (``{{ config(...) }}``, ``{% set %}``)
 stay where they are, and each ``{{ ... }}`` inside the SQL is masked as a placeholder identifier while
 sqlglot transpiles the SQL around it, then put back. Comment lines around the SQL stay too. A model whose SQL reads the same in DuckDB is left
-untouched (no edit), so a port only rewrites what does not run there.
+untouched (no edit), so a port only rewrites what does not run there. sqlglot's DuckDB reader is lenient: it
+reads calls DuckDB lacks as ones it has (Snowflake's ``nvl`` as ``coalesce``), so SQL that calls a name its
+DuckDB text does not hold is ported.
 
 Jinja blocks inside the SQL (``{% if is_incremental() %}``) are left out only to tell whether the SQL needs
 porting (both branches read as SQL); a model whose SQL then reads the same in DuckDB, or cannot be read as one
@@ -22,11 +24,14 @@ Pure: text in, text out.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+from sqlglot.tokens import TokenType
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import PORT_DIALECTS
@@ -186,6 +191,23 @@ def _read(sql: str, dialect: str) -> str | None:
     return ";\n".join(statements)
 
 
+def _calls(sql: str, dialect: str) -> set[str]:
+    """The names ``sql`` calls (a word before ``(``), upper-cased, read with ``dialect``'s tokenizer."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:  # unreadable SQL is refused by the transpile itself
+        return set()
+    return {a.text.upper() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN}
+
+
+def _words(sql: str) -> set[str]:
+    """Every token of DuckDB SQL, upper-cased."""
+    try:
+        return {token.text.upper() for token in sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)}
+    except Exception:
+        return set()
+
+
 def port_model(text: str, dialect: str, model: str) -> str | None:
     """``text`` ported from ``dialect`` to DuckDB, or None when it already reads the same in DuckDB."""
     if dialect not in DIALECTS:
@@ -205,8 +227,11 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
             return None  # its blocks' branches do not read as one statement: left as it is, the build decides
         raise PortRefused(f"{model}: sqlglot cannot read it as {dialect} ({str(exc).splitlines()[0][:120]})") from None
     native = _read(sql, "duckdb")
-    if native is not None and native == _read(sql, dialect):
-        return None  # DuckDB reads it as the source dialect does: nothing to port
+    # DuckDB reads it as the source dialect does: nothing to port, unless sqlglot's DuckDB reader took a call
+    # DuckDB lacks for one it has (Snowflake's ``nvl`` reads as ``coalesce`` there): a name the SQL calls that
+    # the DuckDB text does not hold is ported
+    if native is not None and native == _read(sql, dialect) and _calls(sql, dialect) <= _words(native):
+        return None
     if blocks:
         spans = [(a, b) for a, b in tags(masked.sql) if _is_block(masked.sql[a:b])]
         try:

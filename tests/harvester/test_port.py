@@ -155,6 +155,26 @@ def test_zoned_current_time_calls_sqlglot_passes_through_are_ported() -> None:
     assert ported is not None and ported.rstrip().endswith("{% endif %}")
 
 
+def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None:
+    """Snowflake's ``nvl`` reads as ``coalesce`` in sqlglot's DuckDB reader, so the model read "the same" and
+    was left as it was, and DuckDB has no ``nvl``. BigQuery's overflow-safe arithmetic came out unchanged.
+    Both are ported now, operands kept whole; SQL that runs in DuckDB is still left untouched."""
+    import duckdb
+
+    ported = port_model("select lift_id, nvl(riders, 0) as riders\nfrom {{ ref('lifts') }}\n", "snowflake", "m")
+    assert ported is not None and "nvl" not in ported.lower() and "COALESCE(riders, 0)" in ported
+    text = (
+        "select safe_add(a, b) * 2 as s, safe_subtract(a, b - 1) as d, safe_multiply(a + 1, b) as m,\n"
+        "safe_negate(a - b) as n from {{ ref('runs') }}\n"
+    )
+    ported = port_model(text, "bigquery", "m")
+    assert ported is not None and "safe_" not in ported.lower()
+    sql = ported.replace("{{ ref('runs') }}", "(select 5 as a, 3 as b)")
+    assert duckdb.sql(sql).fetchall() == [(16, 3, 18, -2)]
+    portable = "select coalesce(a, 0) as a, count(*) as n, current_timestamp() as t\nfrom {{ ref('x') }}\ngroup by 1\n"
+    assert port_model(portable, "snowflake", "m") is None
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
