@@ -60,7 +60,13 @@ def fix(tree: exp.Expr, read: str) -> exp.Expr:
     """``tree`` (parsed as ``read``) with the calls DuckDB lacks rewritten; unchanged when ``read`` is DuckDB."""
     if read == "duckdb":
         return tree
-    return tree.transform(_rewrite, copy=False)
+    for node in reversed(list(tree.walk(bfs=False))):  # innermost first: a rewritten call's arguments are done
+        new = _rewrite(node)
+        if new is not node:
+            if node is tree:
+                return new
+            node.replace(new)
+    return tree
 
 
 def transpile(

@@ -165,12 +165,13 @@ def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None
     assert ported is not None and "nvl" not in ported.lower() and "COALESCE(riders, 0)" in ported
     text = (
         "select safe_add(a, b) * 2 as s, safe_subtract(a, b - 1) as d, safe_multiply(a + 1, b) as m,\n"
-        "safe_negate(a - b) as n from {{ ref('runs') }}\n"
+        "safe_negate(a - b) as n, safe_multiply(safe_subtract(a, 1), safe_add(b, 1)) as nested\n"
+        "from {{ ref('runs') }}\n"
     )
     ported = port_model(text, "bigquery", "m")
     assert ported is not None and "safe_" not in ported.lower()
     sql = ported.replace("{{ ref('runs') }}", "(select 5 as a, 3 as b)")
-    assert duckdb.sql(sql).fetchall() == [(16, 3, 18, -2)]
+    assert duckdb.sql(sql).fetchall() == [(16, 3, 18, -2, 16)]
     portable = "select coalesce(a, 0) as a, count(*) as n, current_timestamp() as t\nfrom {{ ref('x') }}\ngroup by 1\n"
     assert port_model(portable, "snowflake", "m") is None
 
