@@ -5,7 +5,8 @@ commit's tree and nothing else (the history holds the answer). This module owns 
 make this safe: keep one bare mirror per repository URL (clone once, fetch later), resolve a revision
 to a verified 40-hex commit (branches and tags only on explicit request), and export the tree at that
 commit into a folder WITHOUT ``.git``. The export refuses tree entries that could write outside the
-destination, skips (and records) symlinks that leave the tree, submodules and oversized files, and
+destination, skips (and records) symlinks that leave the tree, submodules, oversized files and files
+dbt never reads that a partial mirror lacks (a missing file dbt may read still refuses it), and
 appears atomically: it is written into a temporary sibling and renamed into place.
 """
 
@@ -40,6 +41,18 @@ _MODE_TREE = 0o040000
 _MODE_LINK = 0o120000
 _MODE_GITLINK = 0o160000
 _MODE_BLOB_KIND = 0o100000
+
+
+#: the files dbt reads (SQL, Python models, YAML, seeds, docs, the ignore file): a blob a partial mirror
+#: lacks refuses the export only when it is one of these; any other (a vendored virtualenv's binaries) is
+#: left out and recorded as skipped
+_DBT_READ_SUFFIXES = (".sql", ".py", ".yml", ".yaml", ".csv", ".md", ".jinja", ".j2", ".txt", ".json")
+
+
+def dbt_may_read(path: str) -> bool:
+    """Whether dbt (or a package it installs) may read the file at ``path``: its suffix, or ``.dbtignore``."""
+    name = posixpath.basename(path).lower()
+    return name == ".dbtignore" or name.endswith(_DBT_READ_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -459,7 +472,13 @@ class _TreeWriter:
                 self.skipped.append(SkippedPath(rel, f"unknown tree entry mode {oct(mode)}"))
 
     def _write_blob(self, entry: pygit2.Object, rel: str, mode: int) -> None:
-        _, size = self.repo.odb.read_header(entry.id)
+        try:
+            _, size = self.repo.odb.read_header(entry.id)
+        except KeyError:  # a partial snapshot left the blob out (its large files)
+            if dbt_may_read(rel):
+                raise
+            self.skipped.append(SkippedPath(rel, "file absent from the mirror (a partial copy); dbt does not read it"))
+            return
         if size > self.max_file_bytes:
             self.skipped.append(SkippedPath(rel, f"file of {size} bytes is over the {self.max_file_bytes}-byte bound"))
             return

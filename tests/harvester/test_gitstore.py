@@ -245,6 +245,33 @@ def test_read_file_tags_and_root_commits(store, tmp_path):
     assert store.read_file(mirror, src.head, "../x.txt") is None
 
 
+def test_a_missing_file_dbt_never_reads_is_skipped_and_recorded(store, tmp_path):
+    """A snapshot that left out a large binary (a committed virtualenv's library) still exports: the file is
+    recorded as skipped. A missing file dbt may read (SQL, YAML, a seed) still refuses the export."""
+    src = make_git_repo(
+        None,
+        tmp_path / "venv",
+        commits=[{"files": {**_project_files(), "env/lib/_speedups.so": "\x7fELF pretend\n", "seeds/s.csv": "a\n1\n"}}],
+    )
+    repo = store.mirror(str(src.path))
+    tree = repo[src.head].tree
+
+    def drop(path: str) -> None:
+        blob_id = tree[path].id
+        loose = Path(repo.path) / "objects" / str(blob_id)[:2] / str(blob_id)[2:]
+        loose.chmod(0o644)
+        loose.unlink()
+
+    drop("env/lib/_speedups.so")
+    report = GitStore(store.root).export(pygit2.Repository(repo.path), src.head, tmp_path / "out")
+    assert [(s.path, "absent from the mirror" in s.reason) for s in report.skipped] == [("env/lib/_speedups.so", True)]
+    assert (tmp_path / "out" / "dbt_project.yml").is_file() and not (tmp_path / "out" / "env/lib/_speedups.so").exists()
+    drop("seeds/s.csv")
+    with pytest.raises(FetchError, match="incomplete in the mirror"):
+        GitStore(store.root).export(pygit2.Repository(repo.path), src.head, tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+
+
 def test_a_mirror_missing_an_object_is_one_fetch_error(source, store, tmp_path):
     """A partial repository (a blob absent) is refused with one line, nothing half-exported."""
     repo = store.mirror(str(source.path))
