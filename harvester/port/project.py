@@ -2,8 +2,9 @@
 
 ``harvest add --port-from snowflake|bigquery|postgres|redshift`` runs ``port_tree`` on the exported project
 (packages vendored, compat patch applied) before anything builds. Each model's SQL is ported by
-``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The result is
-one patch that edits model files only, the pin's declared port: it records the dialect, the patch's
+``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The ``data_type``
+values of the YAML under the model paths (a contract's ``float64``) are ported too (``yaml_types``), the rest
+of each file kept. The result is one patch that edits model files and their YAML only, the pin's declared port: it records the dialect, the patch's
 sha256 and the files it edits (``harvest show`` lists them). Like synthesized data, the patch is derived
 again on a rebuild (the same sqlglot gives the same text) and never committed: it holds the repository's
 SQL. Tasks are minted over the ported text, and statements, written from builds, never mention the port.
@@ -18,6 +19,7 @@ from pathlib import Path
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
 from dbt_harvest.harvester.port.transpile import port_model
+from dbt_harvest.harvester.port.yaml_types import port_data_types
 from dbt_harvest.harvester.sandbox import safe_fs
 
 
@@ -40,12 +42,19 @@ def model_files(root: Path, project: Project) -> list[str]:
 
 
 def port_tree(root: Path, project: Project, dialect: str) -> Port:
-    """The port of the project at ``root`` from ``dialect`` (PortRefused names the first model that cannot be)."""
+    """The port of the project at ``root`` from ``dialect`` (PortRefused names the first model that cannot be):
+    its SQL models, then the ``data_type`` values of the YAML under its model paths."""
     patches, files = [], []
     for rel in model_files(root, project):
         text = safe_fs.read_text(root, rel)
         ported = port_model(text, dialect, rel)
         if ported is not None and ported != text:
+            patches.append(make_patch(rel, text, ported))
+            files.append(rel)
+    for rel in project_files(root, project, project.model_paths, (".yml", ".yaml")):
+        text = safe_fs.read_text(root, rel)
+        ported = port_data_types(text, dialect)
+        if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     return Port(dialect, "".join(patches), tuple(files))

@@ -176,6 +176,39 @@ def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None
     assert port_model(portable, "snowflake", "m") is None
 
 
+def test_a_contracts_data_types_are_ported_and_the_rest_of_its_yaml_kept() -> None:
+    """A contract written for BigQuery is built around ``cast(null as float64)``, a type DuckDB lacks. Each
+    ``data_type`` value is ported where DuckDB's name for it differs; keys, quotes, comments, Jinja and the
+    types DuckDB already names stay as written."""
+    import duckdb
+
+    from dbt_harvest.harvester.port.yaml_types import port_data_types
+
+    yaml = (
+        "models:\n  - name: lift_rides\n    config:\n      contract: {enforced: true}\n    columns:\n"
+        "      - name: ride_id\n        data_type: int64\n"
+        "      - name: speed\n        data_type: 'float64'  # km/h\n"
+        "      - name: rode_on\n        data_type: date\n"
+        '      - name: gate\n        data_type: "{{ dbt.type_string() }}"\n'
+        "      - name: cost\n        data_type: bignumeric\n"
+        "      - name: note\n        description: a data_type: float64 in prose\n"
+    )
+    ported = port_data_types(yaml, "bigquery")
+    assert ported is not None
+    assert "data_type: BIGINT\n" in ported and "data_type: 'DOUBLE'  # km/h\n" in ported
+    assert "data_type: date\n" in ported and '"{{ dbt.type_string() }}"' in ported
+    assert "description: a data_type: float64 in prose" in ported
+    assert ported.count("\n") == yaml.count("\n")
+    for line in ported.splitlines():
+        if line.strip().startswith("data_type:") and "{{" not in line:
+            duckdb.sql(f"select cast(null as {line.split(':', 1)[1].split('#')[0].strip().strip(chr(39))})")
+    assert (
+        port_data_types("models:\n  - name: x\n    columns:\n      - name: a\n        data_type: date\n", "snowflake")
+        is None
+    )
+    assert "DECIMAL(38, 0)" in (port_data_types("        data_type: number(38,0)\n", "snowflake") or "")
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
