@@ -6,6 +6,9 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
   is DuckDB's ``cast(current_timestamp at time zone zone as timestamp)``;
 - BigQuery ``current_time(zone)``: sqlglot drops the zone, so the time is read in the session's zone
   instead; written as ``cast(current_timestamp at time zone zone as time)``;
+- BigQuery ``date_trunc(date, part)``: a DATE (its timestamp forms are ``timestamp_trunc`` and
+  ``datetime_trunc``), where DuckDB's ``date_trunc`` gives a TIMESTAMP, so an enforced contract's ``date`` or
+  a comparison with a date string saw another type; written as ``cast(date_trunc(part, date) as date)``;
 - BigQuery ``safe_add``, ``safe_subtract``, ``safe_multiply`` and ``safe_negate``: NULL where the operation
   overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
   a build shows it).
@@ -39,9 +42,13 @@ def _operand(node: exp.Expr) -> exp.Expr:
     return node if isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren) else exp.paren(node, copy=False)
 
 
-def _rewrite(node: exp.Expr) -> exp.Expr:
+def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     new: exp.Expr
-    if type(node) in _SAFE_ARITHMETIC:
+    if read == "bigquery" and isinstance(node, exp.DateTrunc):
+        inner = node.copy()
+        inner.comments = None
+        new = exp.cast(inner, "DATE")
+    elif type(node) in _SAFE_ARITHMETIC:
         operation = _SAFE_ARITHMETIC[type(node)](this=_operand(node.this), expression=_operand(node.expression))
         new = exp.paren(operation, copy=False)
     elif isinstance(node, exp.SafeNegate):
@@ -61,7 +68,7 @@ def fix(tree: exp.Expr, read: str) -> exp.Expr:
     if read == "duckdb":
         return tree
     for node in reversed(list(tree.walk(bfs=False))):  # innermost first: a rewritten call's arguments are done
-        new = _rewrite(node)
+        new = _rewrite(node, read)
         if new is not node:
             if node is tree:
                 return new

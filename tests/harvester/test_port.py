@@ -158,7 +158,8 @@ def test_zoned_current_time_calls_sqlglot_passes_through_are_ported() -> None:
 def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None:
     """Snowflake's ``nvl`` reads as ``coalesce`` in sqlglot's DuckDB reader, so the model read "the same" and
     was left as it was, and DuckDB has no ``nvl``. BigQuery's overflow-safe arithmetic came out unchanged.
-    Both are ported now, operands kept whole; SQL that runs in DuckDB is still left untouched."""
+    Both are ported now, operands kept whole; BigQuery's ``date_trunc`` keeps its date type; SQL that runs in
+    DuckDB is still left untouched."""
     import duckdb
 
     ported = port_model("select lift_id, nvl(riders, 0) as riders\nfrom {{ ref('lifts') }}\n", "snowflake", "m")
@@ -172,6 +173,11 @@ def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None
     assert ported is not None and "safe_" not in ported.lower()
     sql = ported.replace("{{ ref('runs') }}", "(select 5 as a, 3 as b)")
     assert duckdb.sql(sql).fetchall() == [(16, 3, 18, -2, 16)]
+    month = "select date_trunc(rode_on, month) as m, timestamp_trunc(t, month) as tm\nfrom {{ ref('runs') }}\n"
+    ported = port_model(month, "bigquery", "m")  # BigQuery's date_trunc keeps a date, DuckDB's gives a timestamp
+    assert ported is not None
+    sql = ported.replace("{{ ref('runs') }}", "(select date '2024-02-10' as rode_on, timestamp '2024-02-10' as t)")
+    assert duckdb.sql(f"select typeof(m), typeof(tm) from ({sql})").fetchall() == [("DATE", "TIMESTAMP")]
     portable = "select coalesce(a, 0) as a, count(*) as n, current_timestamp() as t\nfrom {{ ref('x') }}\ngroup by 1\n"
     assert port_model(portable, "snowflake", "m") is None
 
