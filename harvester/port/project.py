@@ -4,23 +4,37 @@
 (packages vendored, compat patch applied) before anything builds. Each model's SQL is ported by
 ``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The ``data_type``
 values of the YAML under the model paths (a contract's ``float64``) are ported too (``yaml_types``), the rest
-of each file kept. The result is one patch that edits model files and their YAML only, the pin's declared port: it records the dialect, the patch's
-sha256 and the files it edits (``harvest show`` lists them). Like synthesized data, the patch is derived
-again on a rebuild (the same sqlglot gives the same text) and never committed: it holds the repository's
-SQL. Tasks are minted over the ported text, and statements, written from builds, never mention the port.
+of each file kept. A project whose models give ``partition_by`` BigQuery's mapping gets one macro file more
+(``PARTITION_MACRO``). The result is one patch that edits model files and their YAML, the pin's declared
+port: it records the dialect, the patch's sha256 and the files it edits (``harvest show`` lists them).
+Like synthesized data, the patch is derived again on a rebuild (the same sqlglot gives the same text) and
+never committed: it holds the repository's SQL. Tasks are minted over the ported text, and statements, written from builds, never mention the port.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
 from dbt_harvest.harvester.port.transpile import port_model
 from dbt_harvest.harvester.port.yaml_types import port_data_types
 from dbt_harvest.harvester.sandbox import safe_fs
+
+#: a model's config giving ``partition_by`` a mapping, BigQuery's form (``{"field": ..., "data_type": ...}``)
+_MAPPED_PARTITION = re.compile(r"\bpartition_by\s*[=:]\s*\{")
+PARTITION_MACRO_FILE = "_harvest_port_partition_by.sql"
+#: dbt-duckdb ignores ``partition_by`` on a relation that is not DuckLake's (a harvester build never is), but
+#: it first checks the value is column names, so BigQuery's mapping failed the build. The root project's
+#: macro of the same name wins, and does what the adapter does for every relation a build makes.
+PARTITION_MACRO = """{#- added by harvest's dialect port: partition_by is ignored outside DuckLake, whatever its form -#}
+{% macro duckdb__get_partitioned_by(relation, temporary) -%}
+  {{ return(none) }}
+{%- endmacro %}
+"""
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,11 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
+    if any(_MAPPED_PARTITION.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project)):
+        base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
+        rel = str(base / project.macro_paths[0] / PARTITION_MACRO_FILE)
+        patches.append(make_patch(rel, None, PARTITION_MACRO))
+        files.append(rel)
     return Port(dialect, "".join(patches), tuple(files))
 
 

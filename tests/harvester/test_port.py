@@ -215,6 +215,44 @@ def test_a_contracts_data_types_are_ported_and_the_rest_of_its_yaml_kept() -> No
     assert "DECIMAL(38, 0)" in (port_data_types("        data_type: number(38,0)\n", "snowflake") or "")
 
 
+def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_ported(tmp_path: Path) -> None:
+    """BigQuery's ``partition_by`` mapping failed dbt-duckdb's check of the value (column names), although it
+    ignores the setting outside DuckLake; a contract named ``float64``. Ported, the project gets one macro
+    that ignores the setting, its YAML's types are DuckDB's, and dbt builds it (a real dbt-duckdb run)."""
+    import subprocess
+    import sys
+
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.port.project import PARTITION_MACRO_FILE, port_tree
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: lifts\nversion: '1.0'\nprofile: lifts\n")
+    (tmp_path / "profiles.yml").write_text(
+        f"lifts:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {tmp_path / 'lifts.duckdb'}\n"
+    )
+    (tmp_path / "models" / "daily_rides.sql").write_text(
+        "{{ config(materialized='incremental', on_schema_change='fail', partition_by={'field': 'rode_on', 'data_type': 'date'}) }}\n"
+        "select cast(safe_add(1, 2) as int64) as rides, date_trunc(date '2024-03-05', month) as rode_on\n"
+    )
+    (tmp_path / "models" / "rides.yml").write_text(
+        "models:\n  - name: daily_rides\n    config:\n      contract: {enforced: true}\n    columns:\n"
+        "      - name: rides\n        data_type: int64\n      - name: rode_on\n        data_type: date\n"
+    )
+    port = port_tree(tmp_path, discover(tmp_path, "."), "bigquery")
+    assert port.files == ("models/daily_rides.sql", "models/rides.yml", f"macros/{PARTITION_MACRO_FILE}")
+    apply_patch(tmp_path, port.patch)
+    dbt = Path(sys.executable).with_name("dbt")
+    run = subprocess.run(
+        [str(dbt), "run", "--profiles-dir", str(tmp_path), "--project-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
