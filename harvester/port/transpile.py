@@ -48,9 +48,10 @@ _CONFIG = re.compile(r"^\{\{-?\s*config\s*\(", re.S)
 
 
 def tags(text: str) -> list[tuple[int, int]]:
-    """The (start, end) spans of every Jinja tag in ``text``. A ``{{ }}`` or ``{% %}`` ends at the first
-    closing marker outside a quoted string, so a string holding ``{{ this }}`` (a hook in a config) stays
-    inside its tag; a ``{# #}`` ends at the first ``#}``. An unclosed tag runs to the end."""
+    """The (start, end) spans of every Jinja tag in ``text``. A ``{{ }}`` or ``{% %}`` ends, as Jinja's lexer
+    ends it, at the first closing marker outside a quoted string and outside brackets, so a string holding
+    ``{{ this }}`` (a hook in a config) and a nested mapping closing ``}}`` (BigQuery's ``partition_by``) stay
+    inside their tag; a ``{# #}`` ends at the first ``#}``. An unclosed tag runs to the end."""
     out: list[tuple[int, int]] = []
     i = 0
     while True:
@@ -58,16 +59,20 @@ def tags(text: str) -> list[tuple[int, int]]:
         if start < 0:
             return out
         close = _CLOSE[text[start : start + 2]]
-        j, quote = start + 2, ""
+        j, quote, depth = start + 2, "", 0
         while j < len(text):
             c = text[j]
             if close != "#}" and quote:
                 quote = "" if c == quote else quote
             elif close != "#}" and c in "'\"":
                 quote = c
-            elif text.startswith(close, j):
+            elif text.startswith(close, j) and depth == 0:
                 j += 2
                 break
+            elif close != "#}" and c in "([{":
+                depth += 1
+            elif close != "#}" and c in ")]}":
+                depth = max(0, depth - 1)
             j += 1
         out.append((start, min(j, len(text))))
         i = j
@@ -112,19 +117,12 @@ class Masked:
         out = sql
         for i, text in enumerate(self.jinja):
             name = _PLACEHOLDER.format(i)
-            if len(re.findall(rf"\b{name}\b", out)) != 1:
+            # found as a substring: an expression inside a name (``nb_{{ field }}s``) is masked inside one
+            # identifier; the placeholders' digits are closed by underscores, so one never holds another
+            if out.count(name) != 1:
                 raise PortRefused(f"{model}: porting lost or copied a Jinja expression ({text[:60]})")
-            out = re.sub(rf"\b{name}\b", _literal_replacement(text), out)
+            out = out.replace(name, text)
         return self.head + out + self.tail
-
-
-def _literal_replacement(text: str) -> Callable[[re.Match[str]], str]:
-    """A ``re.sub`` replacement that inserts ``text`` as it is (no backslash escapes read in it)."""
-
-    def replace(_match: re.Match[str]) -> str:
-        return text
-
-    return replace
 
 
 def _frame_lines(lines: list[str], start: int, step: int, stop: int) -> int:

@@ -253,6 +253,48 @@ def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_po
     assert run.returncode == 0, run.stdout[-2000:]
 
 
+def test_loops_nested_config_mappings_and_jinja_inside_names_are_ported() -> None:
+    """Shapes of a BigQuery project: a config whose mapping closes ``}}`` inside its tag (Jinja's lexer keeps
+    brackets balanced), ``{% for %}`` loops in a select list, proved for zero, one and two iterations (three
+    loops: each placed alone, then proved together), and a Jinja expression inside a column name
+    (``n_{{ field }}``). Any number of iterations then renders SQL that reads as the original does."""
+    text = (
+        "{{ config(materialized='incremental', partition_by={'field': 'day', 'range': {'start': 0, 'end': 9}}) }}\n"
+        "{% set fields = ['lift_id', 'pass_id'] %}\n\n"
+        "select resort_id\n"
+        "  ,date_diff(current_date, max(rode_on), day) as idle_days\n"
+        "  {% for field in fields -%}\n"
+        "  ,count({{ field }}) as n_{{ field }}s\n"
+        "  {% endfor -%}\n"
+        "  {% for field in fields -%}\n"
+        "  ,max({{ field }}) as top_{{ field }}\n"
+        "  {% endfor -%}\n"
+        "  {% for field in fields -%}\n"
+        "  ,safe_add(min({{ field }}), 1) as low_{{ field }}\n"
+        "  {% endfor -%}\n"
+        "from {{ ref('rides') }}\n"
+        "group by resort_id\n"
+    )
+    ported = port_model(text, "bigquery", "m")
+    assert ported is not None
+    assert ported.startswith(text[: text.index("select")])  # the config and the set kept whole
+    assert "DATE_DIFF('DAY'" in ported and "date_diff(current_date" not in ported
+    assert ported.count("{% for field in fields -%}") == 3 and ported.count("{% endfor -%}") == 3
+    assert "COUNT({{ field }}) AS n_{{ field }}s" in ported
+    import jinja2
+
+    from dbt_harvest.harvester.port.fixes import canonical
+
+    for fields in ([], ["a"], ["a", "b", "c"]):  # any number of iterations reads as the original does
+        env = jinja2.Environment()
+        context = {"ref": lambda name: name, "config": lambda **_: "", "fields": fields}
+        want, got = (
+            env.from_string(t.replace("{% set fields = ['lift_id', 'pass_id'] %}", "")) for t in (text, ported)
+        )
+        original = canonical(want.render(context), "bigquery")
+        assert original is not None and canonical(got.render(context), "duckdb") == original
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
