@@ -5,10 +5,12 @@
 ``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The ``data_type``
 values of the YAML under the model paths (a contract's ``float64``) are ported too (``yaml_types``), the rest
 of each file kept. A project whose models give ``partition_by`` BigQuery's mapping gets one macro file more
-(``PARTITION_MACRO``). The result is one patch that edits model files and their YAML, the pin's declared
-port: it records the dialect, the patch's sha256 and the files it edits (``harvest show`` lists them).
-Like synthesized data, the patch is derived again on a rebuild (the same sqlglot gives the same text) and
-never committed: it holds the repository's SQL. Tasks are minted over the ported text, and statements, written from builds, never mention the port.
+(``PARTITION_MACRO``), and one whose YAML enforces a contract another (``CONTRACT_MACRO``: the warehouse's
+types do not map one for one). The result is one patch that edits model files and their YAML and adds
+those macros, the pin's declared port: it records the dialect, the patch's sha256 and the files it edits
+(``harvest show`` lists them). Like synthesized data, the patch is derived again on a rebuild (the same
+sqlglot gives the same text) and never committed: it holds the repository's SQL. Tasks are minted over the
+ported text, and statements, written from builds, never mention the port.
 """
 
 from __future__ import annotations
@@ -33,6 +35,19 @@ PARTITION_MACRO_FILE = "_harvest_port_partition_by.sql"
 PARTITION_MACRO = """{#- added by harvest's dialect port: partition_by is ignored outside DuckLake, whatever its form -#}
 {% macro duckdb__get_partitioned_by(relation, temporary) -%}
   {{ return(none) }}
+{%- endmacro %}
+"""
+
+#: a YAML file enforcing a contract
+_ENFORCED = re.compile(r"\benforced:\s*true\b", re.IGNORECASE)
+CONTRACT_MACRO_FILE = "_harvest_port_contracts.sql"
+#: An enforced contract's types were written for the source warehouse, whose types DuckDB's do not match one
+#: for one (BigQuery's one INT64 is DuckDB's INTEGER, BIGINT or HUGEINT by expression), so dbt's check that the
+#: model's types are the contract's failed on ported SQL that is right. The check is left out; a table is
+#: still created with the contract's (ported) types and the model's values are cast into them, and a column
+#: the contract names that the model lacks still fails that insert.
+CONTRACT_MACRO = """{#- added by harvest's dialect port: a contract's types are the source warehouse's -#}
+{% macro duckdb__get_assert_columns_equivalent(sql) -%}
 {%- endmacro %}
 """
 
@@ -65,17 +80,22 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         if ported is not None and ported != text:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
+    contracts = False
     for rel in project_files(root, project, project.model_paths, (".yml", ".yaml")):
         text = safe_fs.read_text(root, rel)
+        contracts = contracts or bool(_ENFORCED.search(text))
         ported = port_data_types(text, dialect)
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
-    if any(_MAPPED_PARTITION.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project)):
-        base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
-        rel = str(base / project.macro_paths[0] / PARTITION_MACRO_FILE)
-        patches.append(make_patch(rel, None, PARTITION_MACRO))
-        files.append(rel)
+    base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
+    partitions = any(_MAPPED_PARTITION.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project))
+    added = {PARTITION_MACRO_FILE: PARTITION_MACRO, CONTRACT_MACRO_FILE: CONTRACT_MACRO}
+    for name, needed in ((PARTITION_MACRO_FILE, partitions), (CONTRACT_MACRO_FILE, contracts)):
+        if needed:
+            rel = str(base / project.macro_paths[0] / name)
+            patches.append(make_patch(rel, None, added[name]))
+            files.append(rel)
     return Port(dialect, "".join(patches), tuple(files))
 
 

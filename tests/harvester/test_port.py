@@ -217,14 +217,16 @@ def test_a_contracts_data_types_are_ported_and_the_rest_of_its_yaml_kept() -> No
 
 def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_ported(tmp_path: Path) -> None:
     """BigQuery's ``partition_by`` mapping failed dbt-duckdb's check of the value (column names), although it
-    ignores the setting outside DuckLake; a contract named ``float64``. Ported, the project gets one macro
-    that ignores the setting, its YAML's types are DuckDB's, and dbt builds it (a real dbt-duckdb run)."""
+    ignores the setting outside DuckLake; a contract named ``int64``, and the ported ``1 + 2`` is DuckDB's
+    INTEGER, not BIGINT. Ported, the project gets a macro that ignores the setting and one that leaves out the
+    contract's type check (the table is still created with its types), its YAML's types are DuckDB's, and
+    dbt builds it (a real dbt-duckdb run) with the contract's type."""
     import subprocess
     import sys
 
     from dbt_harvest.core.patching import apply_patch
     from dbt_harvest.harvester.discovery import discover
-    from dbt_harvest.harvester.port.project import PARTITION_MACRO_FILE, port_tree
+    from dbt_harvest.harvester.port.project import CONTRACT_MACRO_FILE, PARTITION_MACRO_FILE, port_tree
 
     (tmp_path / "models").mkdir()
     (tmp_path / "dbt_project.yml").write_text("name: lifts\nversion: '1.0'\nprofile: lifts\n")
@@ -233,14 +235,19 @@ def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_po
     )
     (tmp_path / "models" / "daily_rides.sql").write_text(
         "{{ config(materialized='incremental', on_schema_change='fail', partition_by={'field': 'rode_on', 'data_type': 'date'}) }}\n"
-        "select cast(safe_add(1, 2) as int64) as rides, date_trunc(date '2024-03-05', month) as rode_on\n"
+        "select safe_add(1, 2) as rides, date_trunc(date '2024-03-05', month) as rode_on\n"
     )
     (tmp_path / "models" / "rides.yml").write_text(
         "models:\n  - name: daily_rides\n    config:\n      contract: {enforced: true}\n    columns:\n"
         "      - name: rides\n        data_type: int64\n      - name: rode_on\n        data_type: date\n"
     )
     port = port_tree(tmp_path, discover(tmp_path, "."), "bigquery")
-    assert port.files == ("models/daily_rides.sql", "models/rides.yml", f"macros/{PARTITION_MACRO_FILE}")
+    assert port.files == (
+        "models/daily_rides.sql",
+        "models/rides.yml",
+        f"macros/{PARTITION_MACRO_FILE}",
+        f"macros/{CONTRACT_MACRO_FILE}",
+    )
     apply_patch(tmp_path, port.patch)
     dbt = Path(sys.executable).with_name("dbt")
     run = subprocess.run(
@@ -251,6 +258,10 @@ def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_po
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stdout[-2000:]
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "lifts.duckdb"), read_only=True) as con:
+        assert con.sql("select typeof(rides), typeof(rode_on) from daily_rides").fetchall() == [("BIGINT", "DATE")]
 
 
 def test_loops_nested_config_mappings_and_jinja_inside_names_are_ported() -> None:
