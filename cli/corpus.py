@@ -260,6 +260,12 @@ def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[st
     is_flag=True,
     help="Measure every task again, forgetting the results a stopped run of the same settings kept.",
 )
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Measure again the tasks whose kept result failed a stage (after their cause was fixed); the others "
+    "are taken as kept.",
+)
 @json_option
 @fails_cleanly
 def feed(
@@ -270,6 +276,7 @@ def feed(
     no_rewards: bool,
     out: Path | None,
     fresh: bool,
+    retry_failed: bool,
     as_json: bool,
 ) -> None:
     """Every train task through the stages after the dataset: SFT rows render (single-turn and agentic) and
@@ -290,7 +297,7 @@ def feed(
     )
     if fresh:
         feed_log.restart(log)
-    settings = FeedSettings(max_length, max_file_chars, not no_rewards)
+    settings = FeedSettings(max_length, max_file_chars, not no_rewards, retry_failed)
     report = _measure_feed(tasks, tokenizer, name, settings, log, _locked_train(only, tasks))
     if out is not None:
         _write_feed(out, report)
@@ -309,6 +316,7 @@ class FeedSettings:
     max_length: int
     max_file_chars: int
     rewards: bool
+    retry_failed: bool = False  # kept results that failed a stage are measured again
 
 
 @dataclass(frozen=True)
@@ -404,6 +412,8 @@ def _measure_feed(
     from dbt_harvest.train.project import PinnedProjectSource
 
     finished = feed_log.load(log, tasks)
+    if settings.retry_failed:
+        finished = {iid: result for iid, result in finished.items() if not result.failure}
     tally = FeedTally()
     with progress("corpus feed", len(tasks), "tasks") as bar:
         if finished:

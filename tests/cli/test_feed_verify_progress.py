@@ -119,6 +119,11 @@ def test_a_killed_feed_said_how_far_it_got_and_its_rerun_counts_what_it_kept(
     assert f"{bad}: {report['failed'][bad]}" in result.stderr.splitlines()
     assert report["reward"]["tasks"] == FEED and report["reward"]["fixed_scores_1"] == FEED - 1
     assert report["reward"]["unrepaired_scores_0"] == FEED
+    # --retry-failed measures the failed task again (its cause is still there) and takes the others as kept
+    retried = CliRunner().invoke(main, ["corpus", "feed", "--json", "--retry-failed"], env=env)
+    again = json.loads(retried.stdout)
+    assert retried.exit_code == 1 and again["resumed"] == FEED - 1 and list(again["failed"]) == [bad]
+    assert f"resuming: {FEED - 1} of {FEED} tasks were measured by an earlier run" in retried.stderr.splitlines()
 
 
 def test_a_feed_without_rewards_counts_rendered_tasks_and_no_reward_verdicts(
