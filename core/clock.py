@@ -141,9 +141,10 @@ def hand_build_prefix(clock: str) -> str:
 
 # -- current-time calls in SQL run in-process -------------------------------------------------------
 
-# each name with its optional empty parentheses in one match: `current_date()` must not leave `()` behind
+# each name with its optional empty parentheses in one match: `current_date()` must not leave `()` behind;
+# a name is whole (`(?!\w)`): an identifier that begins with one (`current_time_check`) is not a call
 _CALLS = re.compile(
-    r"\b((?:current_date|current_timestamp|current_time|localtimestamp|localtime)(?:\s*\(\s*\))?"
+    r"\b((?:current_date|current_timestamp|current_time|localtimestamp|localtime)(?!\w)(?:\s*\(\s*\))?"
     r"|today\s*\(\s*\)|now\s*\(\s*\)|get_current_timestamp\s*\(\s*\))",
     re.IGNORECASE,
 )

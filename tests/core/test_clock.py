@@ -25,6 +25,17 @@ def test_current_time_calls_become_literals_parentheses_and_all() -> None:
     assert "'current_date' as label" in frozen and "-- current_date in a comment" in frozen
 
 
+def test_an_identifier_that_begins_with_a_clock_call_is_left_alone() -> None:
+    """fivetran/dbt_zendesk names a column ``current_time_check``: it became ``TIME '00:00:00'_check`` and
+    the true completion of its model failed to build in the reward's fast path."""
+    sql = "select current_timestamp as current_time_check, current_date_key, localtime_zone, now_() from t"
+    frozen = freeze_clock(sql, "2025-03-07 00:00:00", zoned=True)
+    assert frozen == (
+        "select TIMESTAMPTZ '2025-03-07 00:00:00+00:00' as current_time_check, current_date_key, localtime_zone, "
+        "now_() from t"
+    )
+
+
 def test_the_build_clock_is_frozen_not_ticking() -> None:
     env = clock_env("2024-06-30 08:15:00", library=__import__("pathlib").Path("/x/libfaketime.so.1"))
     assert env["FAKETIME"] == "2024-06-30 08:15:00"  # no '@': '@' would start a clock that ticks from there
