@@ -51,6 +51,7 @@ from dbt_harvest.harvester.grading.fast import (
     FastScorer,
     Unsupported,
     build_children,
+    clock_views,
     closure,
     compiled_after_edit,
     data_tests,
@@ -249,6 +250,8 @@ def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, captu
     order = closure(ctx.nodes, roots)
     if any(uid in ctx.outside for uid in order):
         raise Unsupported("a snapshot is built from a model this edit rebuilds")
+    if reading := clock_views(ctx.nodes, order):
+        raise Unsupported(f"{reading[0]} is a view that reads the clock: read from the built state it gives today")
     scorer = ctx.scorers.get(roots)
     if scorer is None:
         scorer = FastScorer(

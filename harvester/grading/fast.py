@@ -15,7 +15,9 @@ the environment's ``validate`` and ``submit`` report. A failing error-severity t
 children makes ``dbt build`` skip them; the fast path cannot mimic that and is ``Unsupported`` then.
 
 The engine's base database is the pin's built state WITHOUT the relations the rollout rebuilds: those
-hold the right answer, and an edit like ``select * from {{ this }}`` must not be able to read it.
+hold the right answer, and an edit like ``select * from {{ this }}`` must not be able to read it. A view
+of that state which reads the clock (``clock_views``) would be evaluated at today's date when the engine
+reads it, while the rebuild freezes the pin's clock: such a rollout is ``Unsupported`` and built by dbt.
 """
 
 from __future__ import annotations
@@ -193,6 +195,28 @@ def compiled_after_edit(node: ModelNode, original_raw: str, new_raw: str) -> str
                 text = edit.apply(text)
             return text
     raise Unsupported(f"the edit of {node.name} writes Jinja or cannot be located in its compiled SQL")
+
+
+def clock_views(nodes: Mapping[str, ModelNode], order: Iterable[str]) -> list[str]:
+    """The views outside ``order`` that a model of ``order`` reads (itself or through other views) and that
+    read the clock. Such a view is evaluated when the built database is read, at today's date, while the pin's
+    build and every fast rebuild freeze the pin's clock: a rollout reading it would be graded against another
+    day (rafarngt/dbt-duckdb-analytics-kit's ``stg_customers.days_since_registration``), so the caller builds
+    with dbt instead."""
+    members = set(order)
+    found: set[str] = set()
+    seen: set[str] = set()
+    stack = [parent for uid in members for parent in nodes[uid].parents if parent not in members]
+    while stack:
+        uid = stack.pop()
+        node = nodes.get(uid)
+        if uid in seen or node is None or node.materialized != "view":
+            continue  # a table (or seed, source) holds what the frozen build wrote
+        seen.add(uid)
+        if freeze_clock(node.compiled_code, "2000-01-01 00:00:00") != node.compiled_code:
+            found.add(uid)
+        stack.extend(parent for parent in node.parents if parent not in members)
+    return sorted(found)
 
 
 def closure(nodes: Mapping[str, ModelNode], roots: Iterable[str]) -> list[str]:

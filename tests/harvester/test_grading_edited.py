@@ -162,3 +162,27 @@ def test_closure_is_the_roots_and_their_descendants_parents_first() -> None:
     order = closure(nodes, ["model.p.a", "model.p.d"])
     assert set(order) == set(nodes) and order.index("model.p.b") < order.index("model.p.c")
     assert order.index("model.p.d") < order.index("model.p.c")
+
+
+def test_a_view_upstream_that_reads_the_clock_sends_the_rollout_to_dbt() -> None:
+    """A view is evaluated when the built state is read, at today's date; the fast path rebuilds under the
+    pin's frozen clock. A rebuild set that reads such a view, itself or through other views, must be built by
+    dbt; through a table (written under the frozen clock) or without a clock call it stays fast."""
+    from dbt_harvest.harvester.grading.fast import clock_views
+
+    views = {
+        "model.p.stg_clock": ("select current_date - joined as age from raw", ()),
+        "model.p.stg_plain": ("select 'current_date' as label, now_ok from raw -- now()", ()),
+        "model.p.over_clock": ("select * from stg_clock", ("model.p.stg_clock",)),
+    }
+    nodes = {
+        uid: _node(uid, compiled=sql, parents=parents, materialized="view") for uid, (sql, parents) in views.items()
+    }
+    nodes["model.p.frozen"] = _node(
+        "model.p.frozen", compiled="select * from stg_clock", parents=("model.p.stg_clock",)
+    )
+    nodes["model.p.mart"] = _node("model.p.mart", parents=("model.p.over_clock", "model.p.stg_plain"))
+    nodes["model.p.safe"] = _node("model.p.safe", parents=("model.p.frozen", "model.p.stg_plain"))
+    assert clock_views(nodes, ["model.p.mart"]) == ["model.p.stg_clock"]  # through a view over it
+    assert clock_views(nodes, ["model.p.safe"]) == []  # through a table, and a view that only names the clock
+    assert clock_views(nodes, ["model.p.stg_clock", "model.p.over_clock", "model.p.mart"]) == []  # rebuilt frozen
