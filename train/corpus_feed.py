@@ -34,7 +34,7 @@ class TaskFeed:
     instance_id: str
     pin: str
     project_dir: str
-    kind: str = "repair"  # the task's kind (repair, completion, history): the report counts each
+    kind: str = "repair"  # the task's kind (repair, completion, history: ``kind_of``): the report counts each
     sha256: str = ""  # the canonical record's sha256, as pins/_tasks.lock holds it (corpora.tasklock)
     files_in_tree: int = 0
     files_shown: int = 0
@@ -234,7 +234,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
     base = TaskFeed(
-        task.instance_id, task.pin, task.project_dir, kind=task.kind, sha256=record_sha256(task), file=task.file
+        task.instance_id, task.pin, task.project_dir, kind=kind_of(task), sha256=record_sha256(task), file=task.file
     )
     try:
         broken = project.broken_files(task)
@@ -292,6 +292,11 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     )
 
 
+def kind_of(task: TaskRecord) -> str:
+    """The kind the report counts a task under: ``history`` for a repair that undoes a real fix, else its kind."""
+    return "history" if task.source == "history" else task.kind
+
+
 def named_models(task: TaskRecord, files: Mapping[str, str]) -> tuple[str, ...]:
     """The models of the task's graded tables, in the order its statement first names them (tables it does
     not name last, in grading order)."""
@@ -334,8 +339,8 @@ def feed(
     finished = finished or {}
     results = []
     for task in tasks:
-        if task.instance_id in finished:
-            results.append(finished[task.instance_id])
+        if task.instance_id in finished:  # the kind is the record's (unchanged), whatever the log wrote then
+            results.append(replace(finished[task.instance_id], kind=kind_of(task)))
             continue
         result = feed_task(task, project, tokenizer, max_file_chars, rewards)
         results.append(result)

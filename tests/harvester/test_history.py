@@ -402,6 +402,20 @@ def test_the_history_task_flows_through_dataset_since_view_training_rows_reward_
     assert BUGGY_JOIN.strip() in sft["prompt"][1]["content"] and FIXED_JOIN.strip() not in sft["prompt"][1]["content"]
     assert FIXED_JOIN.strip() in sft["completion"][0]["content"] and fixed.strip() in sft["completion"][0]["content"]
     assert (reward.official, reward.strict) == (1, 1), reward.reason
+    # the corpus feed counts it as its own kind: rows rendered, the real fix rewards 1, the broken parent 0
+    fed = _json(root, "corpus", "feed")
+    assert fed["per_kind"] == {
+        "history": {
+            "tasks": 1,
+            "single_turn_rows": 1,
+            "single_turn_left_out": 0,
+            "agentic_rows": 1,
+            "rewarded": 1,
+            "fixed_scores_1": 1,
+            "unrepaired_scores_0": 1,
+            "failed": 0,
+        }
+    }
     # the audit plays it like any repair: the oracle solves it, the broken project scores 0
     for driver, want in (("oracle", 1), ("noop", 0)):
         report = _json(
