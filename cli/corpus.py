@@ -298,7 +298,7 @@ def feed(
     if fresh:
         feed_log.restart(log)
     settings = FeedSettings(max_length, max_file_chars, not no_rewards, retry_failed)
-    report = _measure_feed(tasks, tokenizer, name, settings, log, _locked_train(only, tasks))
+    report = _measure_feed(tasks, tokenizer, name, settings, log, _lock_coverage(only, tasks))
     if out is not None:
         _write_feed(out, report)
     if as_json:
@@ -377,22 +377,15 @@ def _feed_tokenizer(tokenizer_path: Path | None) -> tuple[Any, str]:
     return tokenizer, f"train.tiny's locally trained byte-level BPE ({TinySpec().vocab_size} tokens)"
 
 
-def _locked_train(only: tuple[str, ...], tasks: Sequence[TaskRecord]) -> dict[str, str] | None:
-    """The train tasks pins/_tasks.lock holds (of the pins ``only`` names, when it names some), instance id ->
-    record sha256; None when the pins folder has no lock. A task of ``tasks`` that reproduces its locked
-    record under the lock's own rules (its pin's gold renamed, its closing restated: ``corpora.tasklock``)
-    is entered with its own hash, so the report counts it as fed as locked."""
+def _lock_coverage(only: tuple[str, ...], tasks: Sequence[TaskRecord]) -> dict[str, Any] | None:
+    """What of pins/_tasks.lock's train tasks (of the pins ``only`` names, when it names some) ``tasks`` cover
+    (``train.corpus_feed.lock_coverage``); None when the pins folder has no lock."""
     from dbt_harvest.core.home import pins_dir
-    from dbt_harvest.corpora.tasklock import lock_of, read_lock
+    from dbt_harvest.corpora.tasklock import read_lock
+    from dbt_harvest.train.corpus_feed import lock_coverage
 
     lock = read_lock(pins_dir())
-    if lock is None:
-        return None
-    locked = {t.instance_id: t.sha256 for t in lock.tasks if t.split == "train" and (not only or t.pin in set(only))}
-    for made in lock_of(tasks, lock.ledger_head, locked_golds=dict(lock.golds)).tasks:
-        if made.instance_id in locked and any(h == locked[made.instance_id] for h, _, _ in made.as_locked):
-            locked[made.instance_id] = made.sha256
-    return locked
+    return lock_coverage(lock, tasks, list(only) or None) if lock is not None else None
 
 
 def _measure_feed(
@@ -401,7 +394,7 @@ def _measure_feed(
     name: str,
     settings: FeedSettings,
     log: Path,
-    locked: dict[str, str] | None = None,
+    lock: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the feed over ``tasks`` with counted progress on stderr, logging each finished task to ``log``
     (a run stopped before takes the results it kept there); the report as a dict."""
@@ -440,7 +433,7 @@ def _measure_feed(
             rewards=settings.rewards,
             on_task=done,
             finished=finished,
-            locked=locked,
+            lock=lock,
         ).to_dict()
 
 

@@ -166,6 +166,11 @@ def _literal(call: str, clock: str, zoned: bool = False) -> str:
     return f"TIMESTAMP '{clock}'"
 
 
+def reads_clock(sql: str) -> bool:
+    """Whether ``sql`` calls a current-time function outside quotes and comments (what ``freeze_clock`` replaces)."""
+    return freeze_clock(sql, "2000-01-01 00:00:00") != sql
+
+
 def freeze_clock(sql: str, clock: str, *, zoned: bool = False) -> str:
     """``sql`` with current-time calls (outside quotes and comments) replaced by the pinned clock.
 

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dbt_harvest.core.task_record import TaskRecord
 from dbt_harvest.train.budget import RowLength, cut, measure, percentiles
@@ -25,6 +25,9 @@ from dbt_harvest.train.configs import DataSection
 from dbt_harvest.train.investigation import investigation_length, length_summary, plan
 from dbt_harvest.train.position_probe import RULES, RowFacts, probe
 from dbt_harvest.train.project import ProjectSource, corrected_files
+
+if TYPE_CHECKING:
+    from dbt_harvest.corpora.tasklock import TaskLock
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,6 @@ class TaskFeed:
     pin: str
     project_dir: str
     kind: str = "repair"  # the task's kind (repair, completion, history: ``kind_of``): the report counts each
-    sha256: str = ""  # the canonical record's sha256, as pins/_tasks.lock holds it (corpora.tasklock)
     files_in_tree: int = 0
     files_shown: int = 0
     files_left_out: tuple[str, ...] = ()  # files of the reported tables' lineage that the char budget left out
@@ -91,8 +93,8 @@ class FeedReport:
     seconds: float
     cuts: dict[str, list[str]] = field(default_factory=dict)
     resumed: int = 0  # tasks whose results an earlier, stopped run of the same settings had kept (feed_log)
-    #: the train tasks of pins/_tasks.lock (instance id -> record sha256), when the run was checked against it
-    locked: Mapping[str, str] | None = None
+    #: what of pins/_tasks.lock's train tasks the run covered (``lock_coverage``), when it was checked against it
+    lock: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         done = [t for t in self.tasks if not t.failure]
@@ -141,7 +143,7 @@ class FeedReport:
                 "seconds": round(sum(t.reward_seconds for t in rewarded), 1),
             },
             "per_kind": per_kind(self.tasks),
-            "lock": self.lock_coverage(),
+            "lock": dict(self.lock) if self.lock is not None else None,
             "failed": {t.instance_id: t.failure for t in self.tasks if t.failure},
             "ok": len(done),
             "resumed": self.resumed,
@@ -149,20 +151,28 @@ class FeedReport:
             "per_task": [_task_dict(t) for t in self.tasks],
         }
 
-    def lock_coverage(self) -> dict[str, Any] | None:
-        """How the tasks fed compare with the lock's train tasks: fed as locked (same record hash, or reproduced
-        under the lock's rules: the CLI enters such a task with its own hash), fed with
-        another record than the lock's, locked but not fed, fed but not locked; None without a lock."""
-        if self.locked is None:
-            return None
-        fed = {t.instance_id: t.sha256 for t in self.tasks}
-        return {
-            "locked_train": len(self.locked),
-            "fed_as_locked": sum(fed.get(i) == sha for i, sha in self.locked.items()),
-            "fed_otherwise": sorted(i for i, sha in self.locked.items() if i in fed and fed[i] != sha),
-            "not_fed": sorted(i for i in self.locked if i not in fed),
-            "not_locked": sorted(i for i in fed if i not in self.locked),
-        }
+
+def lock_coverage(lock: TaskLock, tasks: Sequence[TaskRecord], pin_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """How ``tasks`` (the records fed) compare with the lock's train tasks (of ``pin_ids`` when given), by the
+    lock's own comparison (``corpora.tasklock.compare``: a record that reproduces its locked one under a renamed
+    gold or a restated closing counts as locked): fed as locked, fed with another record than the lock's,
+    locked but not fed, fed but not locked."""
+    from dbt_harvest.corpora.tasklock import compare, lock_of
+
+    train = replace(lock, tasks=tuple(t for t in lock.tasks if t.split == "train"))
+    diff = compare(train, lock_of(tasks, lock.ledger_head, locked_golds=dict(lock.golds)), pin_ids)
+
+    def ids(keys: Sequence[str]) -> list[str]:
+        return sorted(key.split(":", 1)[1] for key in keys)
+
+    locked = sum(not pin_ids or t.pin in pin_ids for t in train.tasks)
+    return {
+        "locked_train": locked,
+        "fed_as_locked": locked - len(diff.missing) - len(diff.changed),
+        "fed_otherwise": ids(diff.changed),
+        "not_fed": ids(diff.missing),
+        "not_locked": ids(diff.extra),
+    }
 
 
 #: what the report counts per task kind
@@ -225,7 +235,6 @@ AGENTIC_VARIANTS = DataSection().variants
 
 def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file_chars: int, rewards: bool) -> TaskFeed:
     """One task through rendering and (with ``rewards``) the reward of its fix and of the broken project."""
-    from dbt_harvest.corpora.tasklock import record_sha256
     from dbt_harvest.harvester.grading.edited import build_and_score, release
     from dbt_harvest.train.completion import missing_files, parse_completion, render_files
     from dbt_harvest.train.errors import PromptCoverageError
@@ -233,9 +242,7 @@ def feed_task(task: TaskRecord, project: ProjectSource, tokenizer: Any, max_file
     from dbt_harvest.train.project import relevant_files
     from dbt_harvest.train.sft_data import agentic_rows, single_turn_rows
 
-    base = TaskFeed(
-        task.instance_id, task.pin, task.project_dir, kind=kind_of(task), sha256=record_sha256(task), file=task.file
-    )
+    base = TaskFeed(task.instance_id, task.pin, task.project_dir, kind=kind_of(task), file=task.file)
     try:
         broken = project.broken_files(task)
         try:
@@ -325,13 +332,13 @@ def feed(
     rewards: bool = True,
     on_task: Callable[[TaskRecord, TaskFeed], None] | None = None,
     finished: Mapping[str, TaskFeed] | None = None,
-    locked: Mapping[str, str] | None = None,
+    lock: Mapping[str, Any] | None = None,
 ) -> FeedReport:
     """Every task of ``tasks`` (train records: the firewall refuses any other) through ``feed_task``.
 
     ``finished``: results an earlier run of the same settings kept (``feed_log``), taken as they are;
-    ``on_task`` is called with each task run now and its result (the CLI logs it there); ``locked``: the lock's
-    train tasks (instance id -> record sha256), which the report then says it covers or not."""
+    ``on_task`` is called with each task run now and its result (the CLI logs it there); ``lock``: what of the
+    lock the tasks cover (``lock_coverage``), which the report carries."""
     from dbt_harvest.corpora.firewall import require_train
 
     require_train(list(tasks))
@@ -354,7 +361,7 @@ def feed(
         cuts[kind] = [c.line() for c in dropped]
     resumed = sum(t.instance_id in finished for t in tasks)
     return FeedReport(
-        tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts, resumed, locked
+        tuple(results), max_length, max_file_chars, tokenizer_name, time.perf_counter() - started, cuts, resumed, lock
     )
 
 

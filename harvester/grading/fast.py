@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dbt_harvest.core.clock import freeze_clock
+from dbt_harvest.core.clock import freeze_clock, reads_clock
 from dbt_harvest.core.locked_duckdb import connect_locked
 from dbt_harvest.core.scorer import score
 from dbt_harvest.core.scorer.spec import GradingSpec
@@ -213,7 +213,7 @@ def clock_views(nodes: Mapping[str, ModelNode], order: Iterable[str]) -> list[st
         if uid in seen or node is None or node.materialized != "view":
             continue  # a table (or seed, source) holds what the frozen build wrote
         seen.add(uid)
-        if freeze_clock(node.compiled_code, "2000-01-01 00:00:00") != node.compiled_code:
+        if reads_clock(node.compiled_code):
             found.add(uid)
         stack.extend(parent for parent in node.parents if parent not in members)
     return sorted(found)

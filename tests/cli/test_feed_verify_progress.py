@@ -153,25 +153,24 @@ def test_the_feed_report_counts_per_kind_and_what_of_the_lock_it_covers() -> Non
 
     row = RowLength("row", 10, 90, 100)
     tasks = (
-        TaskFeed("r1", PIN, ".", sha256="a", single_turn=row, agentic=row, fixed=1, unrepaired=0),
-        TaskFeed("r2", PIN, ".", sha256="b", agentic=row, single_turn_left_out="r2: beyond", fixed=1, unrepaired=0),
+        TaskFeed("r1", PIN, ".", single_turn=row, agentic=row, fixed=1, unrepaired=0),
+        TaskFeed("r2", PIN, ".", agentic=row, single_turn_left_out="r2: beyond", fixed=1, unrepaired=0),
         TaskFeed(
             "c1",
             PIN,
             ".",
             kind="completion",
-            sha256="c",
             single_turn=row,
             agentic=row,
             fixed=0,
             unrepaired=0,
             failure="reward: the true repair scores 0",
         ),
-        TaskFeed("h1", PIN, ".", kind="history", sha256="d", single_turn=row, agentic=row),
-        TaskFeed("x1", PIN, ".", sha256="e", single_turn=row, agentic=row, fixed=1, unrepaired=0),
+        TaskFeed("h1", PIN, ".", kind="history", single_turn=row, agentic=row),
+        TaskFeed("x1", PIN, ".", single_turn=row, agentic=row, fixed=1, unrepaired=0),
     )
-    locked = {"r1": "a", "r2": "b", "c1": "other", "h1": "d", "gone": "f"}
-    report = FeedReport(tasks, 4096, 16000, "tiny", 1.0, locked=locked).to_dict()
+    lock = {"locked_train": 5, "fed_as_locked": 3, "fed_otherwise": ["c1"], "not_fed": ["gone"], "not_locked": ["x1"]}
+    report = FeedReport(tasks, 4096, 16000, "tiny", 1.0, lock=lock).to_dict()
     assert report["per_kind"]["repair"] == {
         "tasks": 3,
         "single_turn_rows": 2,
@@ -199,6 +198,31 @@ def test_the_feed_report_counts_per_kind_and_what_of_the_lock_it_covers() -> Non
         {**report, "position_probe": {**report["position_probe"], "rules": {"longest": 0.5, "position": 0.25}}}
     )
     assert "  - every rule (held-out hit rate): position 25.0%, longest 50.0% (position: " in every
+
+
+def test_lock_coverage_compares_the_fed_records_with_the_lock_by_its_own_rules(minted_example) -> None:  # type: ignore[no-untyped-def]
+    """Real records and a real lock: a record under a renamed gold is fed as locked (the lock's rule), another
+    statement is fed otherwise, a locked record not fed and a fed record not locked are named."""
+    from dbt_harvest.corpora.tasklock import lock_of, under_gold
+    from dbt_harvest.train.corpus_feed import lock_coverage
+
+    tasks = minted_example.tasks
+    assert len(tasks) >= 5
+    lock = lock_of(tasks[:4], "head")
+    fed = [
+        tasks[0],
+        under_gold(tasks[1], "c" * 64),
+        replace(tasks[2], problem_statement=tasks[2].problem_statement + " Also."),
+        tasks[4],
+    ]
+    assert lock_coverage(lock, fed) == {
+        "locked_train": 4,
+        "fed_as_locked": 2,
+        "fed_otherwise": [tasks[2].instance_id],
+        "not_fed": [tasks[3].instance_id],
+        "not_locked": [tasks[4].instance_id],
+    }
+    assert lock_coverage(lock, fed, ["other__repo@0123456789ab"])["locked_train"] == 0
 
 
 def test_the_verify_tally_counts_each_verdict_once() -> None:
