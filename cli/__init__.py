@@ -18,6 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "add": ("dbt_harvest.cli.add", "Pin a dbt repository at an exact commit, build it sandboxed, keep gold."),
     "list": ("dbt_harvest.cli.pins", "List pinned repositories."),
     "show": ("dbt_harvest.cli.show", "Show one pin: tables, rows, determinism, packages, clock."),
+    "toolchain": (
+        "dbt_harvest.cli.toolchain",
+        "The dbt releases a pin may build under (toolchains): list, make, download wheels.",
+    ),
     "demo": ("dbt_harvest.cli.demo", "Harvest the embedded example project offline, end to end."),
     "score": ("dbt_harvest.cli.score", "Score a submission against gold (official mirror + strict)."),
     "spider2": (

@@ -67,6 +67,13 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
     help="The models are written for this warehouse: port their SQL to DuckDB with sqlglot (Jinja kept; a "
     "model sqlglot cannot port is refused by name). The rewrite is the pin's declared port, listed per file.",
 )
+@click.option(
+    "--dbt-version",
+    metavar="VERSION",
+    help="Build under this dbt release (1.5 ... 1.11, or an exact dbt-core version): a toolchain of its own, made "
+    "once per home (`harvest toolchain list`). Default: a rebuild's own; else the newest release the project's "
+    "require-dbt-version admits that builds it.",
+)
 @click.option("--rebuild", is_flag=True, help="Rebuild an existing pin and report any drift.")
 @click.option(
     "--rename-gold",
@@ -93,6 +100,7 @@ def command(
     synthesize_data: bool,
     synth_seed: int,
     port_from: str | None,
+    dbt_version: str | None,
     rebuild: bool,
     rename_gold: bool,
     no_sandbox: bool,
@@ -104,19 +112,10 @@ def command(
 
     from dbt_harvest.cli._progress import working
     from dbt_harvest.cli.pin_view import pin_json, print_pin
-    from dbt_harvest.core.errors import SpecError
     from dbt_harvest.harvester.add import AddOptions, add
     from dbt_harvest.harvester.sandbox import Limits
-    from dbt_harvest.harvester.specs import parse_spec
 
-    if synth_seed and not synthesize_data:
-        raise click.UsageError("--synth-seed is the seed of synthesized data: add --synthesize-data")
-    if rename_gold and not rebuild:
-        raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")
-    try:  # a malformed SPEC is a usage error (exit 2, click's usage message); an unreachable one is exit 1
-        parse_spec(spec)
-    except SpecError as exc:
-        raise click.BadParameter(str(exc), param_hint="SPEC") from None
+    _check_usage(spec, synthesize_data, synth_seed, rebuild, rename_gold, dbt_version)
     options = AddOptions(
         project_dir=project_dir,
         origin=origin,
@@ -132,6 +131,7 @@ def command(
         allow_edits=allow_edits,
         synthesize=synth_seed if synthesize_data else None,
         port_from=port_from,
+        dbt_version=dbt_version,
         limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
@@ -156,3 +156,27 @@ def command(
     if result.status == "rebuilt":
         out.print("no drift" if not result.drift else "[yellow]drift:[/yellow] " + markup("; ".join(result.drift)))
     out.print(f"{result.status} in {result.seconds:.1f} s")
+
+
+def _check_usage(
+    spec: str, synthesize_data: bool, synth_seed: int, rebuild: bool, rename_gold: bool, dbt_version: str | None
+) -> None:
+    """Usage errors (exit 2) before anything is fetched: options that need another, an unsupported dbt
+    release, a malformed SPEC (an unreachable one is exit 1, later)."""
+    from dbt_harvest.core.errors import SpecError, ToolchainError
+    from dbt_harvest.harvester.specs import parse_spec
+    from dbt_harvest.harvester.toolchain import release_named
+
+    if synth_seed and not synthesize_data:
+        raise click.UsageError("--synth-seed is the seed of synthesized data: add --synthesize-data")
+    if rename_gold and not rebuild:
+        raise click.UsageError("--rename-gold renames the gold of an existing pin: add --rebuild")
+    if dbt_version is not None:
+        try:
+            release_named(dbt_version)
+        except ToolchainError as exc:
+            raise click.BadParameter(str(exc), param_hint="--dbt-version") from None
+    try:
+        parse_spec(spec)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="SPEC") from None

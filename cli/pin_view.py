@@ -52,6 +52,11 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
             for t in pin.tables
         ],
         "versions": pin.versions,
+        "toolchain": (
+            None
+            if pin.toolchain is None
+            else {**pin.toolchain.to_dict(), "name": pin.toolchain.name, "lock_sha256": pin.toolchain.lock_sha256}
+        ),
         "baseline_tests": [
             {"unique_id": t.unique_id, "status": t.status, "excluded": t.known_failure} for t in pin.baseline_tests
         ],
@@ -71,6 +76,13 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
             f"gold {pin.gold_sha256[:16]}  dbt-core {pin.versions.get('dbt-core', '?')}"
         )
     )
+    if pin.toolchain is not None:
+        console.print(
+            f"[yellow]toolchain[/yellow] {markup(pin.toolchain.label)} ({len(pin.toolchain.lock)} packages locked, "
+            f"lock {pin.toolchain.lock_sha256[:12]}): every build runs this dbt, not the installed one"
+        )
+    else:
+        console.print("toolchain: the installed dbt (none recorded)")
     console.print(
         f"{len(pin.tables)} tables, {sum(t.rows for t in pin.tables)} rows, "
         f"{deterministic}/{len(pin.tables)} deterministic, {len(pin.gradable_tables)} gradable"

@@ -184,6 +184,7 @@ def _build_submission(workspace: Path, row: dict) -> tuple[Path | None, str]:
         capture=True,
         exclude_tests=pin.excluded_tests,
         db_file=pin.db_file,
+        toolchain=pin.toolchain,
     )
     if not result.models_ok or result.gold_file is None:
         return None, f"the workspace does not build: {result.first_error} (log: {root / 'harvest-score.log'})"

@@ -40,3 +40,7 @@ class GoldError(HarvestError):
 
 class PinError(HarvestError):
     """A pin file is malformed, missing, or inconsistent."""
+
+
+class ToolchainError(HarvestError):
+    """A pin's toolchain (another dbt in its own virtualenv) could not be chosen, made or found."""

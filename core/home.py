@@ -41,6 +41,13 @@ def packages_cache_dir() -> Path:
     return harvest_home() / "packages"
 
 
+def toolchains_dir() -> Path:
+    """Pin toolchains (virtualenvs with another dbt, ``harvester.toolchain``), one folder per toolchain name:
+    $HARVEST_TOOLCHAINS, else HARVEST_HOME/toolchains."""
+    given = os.environ.get("HARVEST_TOOLCHAINS")
+    return Path(given).resolve() if given else harvest_home() / "toolchains"
+
+
 def tasks_dir() -> Path:
     """Minted task records (JSON), one file per task."""
     return harvest_home() / "tasks"

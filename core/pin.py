@@ -18,6 +18,7 @@ import tomli_w
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import PinError
+from dbt_harvest.core.toolchain import Toolchain, toolchain_from_dict
 
 PIN_FORMAT = 1
 #: a GitHub repository URL in any of its forms (https, ssh, scp-like), with owner and repo groups
@@ -187,6 +188,9 @@ class Pin:
     port_from: str = ""
     port_sha256: str = ""
     ported_files: tuple[str, ...] = ()
+    # the toolchain every build of the pin runs under (issue 61, core.toolchain): None builds under the dbt
+    # this process has installed, as every pin before toolchains did
+    toolchain: Toolchain | None = None
     format: int = PIN_FORMAT
 
     @property
@@ -258,6 +262,10 @@ class Pin:
         for key, default in _OPTIONAL_DEFAULTS.items():
             if data[key] == default:
                 del data[key]
+        if self.toolchain is None:
+            del data["toolchain"]
+        else:
+            data["toolchain"] = self.toolchain.to_dict()
         return tomli_w.dumps(_order(data))
 
 
@@ -345,6 +353,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
     edits = _compat_edits(data, values["compat_patch_sha256"], where)
     synthesis, synthesis_seed = _synthesis_fields(data, where)
     port_from, port_sha, ported = _port_fields(data, where)
+    toolchain = toolchain_from_dict(data["toolchain"], where) if "toolchain" in data else None
     if history["fix_commit"] and augmentation:
         raise PinError(f"{where}: a pin is a history pin or an augmented pin, not both")
     return Pin(
@@ -368,6 +377,7 @@ def pin_from_dict(data: dict[str, Any], where: str = "pin") -> Pin:
         port_from=port_from,
         port_sha256=port_sha,
         ported_files=ported,
+        toolchain=toolchain,
         format=fmt,
     )
 

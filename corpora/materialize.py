@@ -41,8 +41,10 @@ from dbt_harvest.core.patching import parse_patch
 from dbt_harvest.core.pin import PackageRecord, Pin, baseline_tests_from, display_name
 from dbt_harvest.core.scorer.spec import GradingSpec
 from dbt_harvest.core.task_record import LocalChecks, TaskRecord
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.corpora.features import DATABASE_FILE
 from dbt_harvest.harvester.task_tree import TreeSource
+from dbt_harvest.harvester.toolchain.releases import TOOLCHAIN_RELEASES
 
 ROW_FORMAT_FIELDS = ("origin_url", "tree", "clock", "packages", "gold_sha256", "database_file")
 
@@ -195,7 +197,19 @@ def row_pin(row: dict[str, Any]) -> Pin:
         baseline_tests=baseline_tests_from(list(row.get("baseline_tests") or ()), f"row {row['instance_id']}"),
         database=str(row.get("database_file") or DATABASE_FILE).removesuffix(".duckdb"),
         compat_edits=tuple(row.get("compat_edits") or ()),
+        toolchain=row_toolchain({v["name"]: v["version"] for v in row["versions"]}),
     )
+
+
+def row_toolchain(versions: dict[str, str]) -> Toolchain | None:
+    """The toolchain a row's versions name: a supported toolchain release's exact dbt-core, dbt-duckdb and
+    DuckDB (its lock stays in the pin: the row's toolchain is resolved from the three), else None (the
+    installed dbt, as for every row of a pin without a toolchain)."""
+    wanted = (versions.get("dbt-core"), versions.get("dbt-duckdb"), versions.get("duckdb"))
+    for release in TOOLCHAIN_RELEASES:
+        if (release.dbt_core, release.dbt_duckdb, release.duckdb) == wanted:
+            return Toolchain(release.dbt_core, release.dbt_duckdb, release.duckdb, ())
+    return None
 
 
 def row_spec(row: dict[str, Any]) -> GradingSpec:

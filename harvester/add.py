@@ -30,7 +30,16 @@ import yaml
 
 from dbt_harvest.core import atomic
 from dbt_harvest.core.clock import default_clock, normalise_clock
-from dbt_harvest.core.errors import BuildError, FetchError, GoldError, HarvestError, PinError, SandboxError, SpecError
+from dbt_harvest.core.errors import (
+    BuildError,
+    FetchError,
+    GoldError,
+    HarvestError,
+    PackageError,
+    PinError,
+    SandboxError,
+    SpecError,
+)
 from dbt_harvest.core.home import builds_dir, mirrors_dir, pins_dir
 from dbt_harvest.core.licenses import detect_license
 from dbt_harvest.core.patching import apply_patch
@@ -46,6 +55,7 @@ from dbt_harvest.core.pin import (
     read_pin,
     write_pin,
 )
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.core.versions import versions
 from dbt_harvest.harvester.baseline import baseline_tests, ungated_build
 from dbt_harvest.harvester.build import BuildResult, build_in_parallel, build_workspace, require_ok
@@ -72,6 +82,16 @@ from dbt_harvest.harvester.specs import (
 )
 from dbt_harvest.harvester.state import install_state
 from dbt_harvest.harvester.synth.run import synthesize
+from dbt_harvest.harvester.toolchain import (
+    Release,
+    choose,
+    ensure_toolchain,
+    installed_release,
+    make_release,
+    release_named,
+)
+from dbt_harvest.harvester.toolchain.choice import own_requirement, releases_meeting, requirements
+from dbt_harvest.harvester.toolchain.releases import satisfies
 from dbt_harvest.harvester.workspace import port_path, synthesis_path
 
 
@@ -101,6 +121,9 @@ class AddOptions:
     # a rebuild's packages: the ones its pin records, found again at their versions and commits (None: resolve
     # packages.yml's ranges, as a first add does)
     pinned_packages: tuple[PackageRecord, ...] | None = None
+    # the dbt release to build under (--dbt-version: ``1.7`` or an exact ``1.7.20``; harvester.toolchain): None
+    # picks it (a rebuild: the pin's own; else from require-dbt-version, then the newest release that builds it)
+    dbt_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +162,7 @@ class Source:
     synthesis: str = ""  # the synthesized data patch applied after the compat patch ("" for the repository's data)
     synthesis_seed: int = 0
     port: Port | None = None  # the dialect port applied after the compat patch, before the synthesized data
+    toolchain: Toolchain | None = None  # the dbt every build runs under (harvester.toolchain; None: the installed)
 
     @property
     def compat_patch_sha256(self) -> str:
@@ -253,13 +277,25 @@ def export_source(store: GitStore, resolved: Resolved, options: AddOptions, run_
     return Exported(resolved, root, discover(root, options.project_dir), report.tree, tuple(report.skipped))
 
 
-def finish_source(store: GitStore, exported: Exported, options: AddOptions) -> Source:
-    """Vendor the exported project's packages and apply a compat patch: the template of every workspace."""
+def finish_source(store: GitStore, exported: Exported, options: AddOptions, release: Release | None = None) -> Source:
+    """Vendor the exported project's packages and apply a compat patch: the template of every workspace.
+    ``release``: the dbt the pin builds under (None: the installed one); the packages must support it, and
+    a package vendored at a version whose ``require-dbt-version`` excludes it is a PackageError."""
     root, project = exported.root, exported.project
     mirror = load_mirror(options.package_mirror)
     project_path = root / project.rel_dir
-    packages = resolve_packages(project_path, store, mirror, tree=root, pinned=options.pinned_packages)
+    dbt_version = None if release is None or release.installed else release.dbt_core
+    packages = resolve_packages(
+        project_path, store, mirror, tree=root, pinned=options.pinned_packages, dbt_version=dbt_version
+    )
     vendor_packages(project_path, packages, store, workspace=root)
+    if release is not None:
+        refused = [
+            (where, value) for where, value in requirements(project_path) if not satisfies(release, value, where)
+        ]
+        if refused:
+            stated = "; ".join(f"{where} requires {value!r}" for where, value in refused)
+            raise PackageError(f"{release.label} is refused by what the project vendors: {stated}")
     patch_text = ""
     edits: tuple[str, ...] = ()
     if options.compat_patch is not None:
@@ -369,11 +405,17 @@ def _build(
         log_path=run_dir / f"build{index}.log",
         db_file=db_file,
         exclude_tests=exclude_tests,
+        toolchain=source.toolchain,
     )
 
 
 def _gold_child(
-    project: Project, clock: str, options: AddOptions, run_dir: Path, names: tuple[str, str] = ("build1", "build2")
+    project: Project,
+    clock: str,
+    options: AddOptions,
+    run_dir: Path,
+    names: tuple[str, str] = ("build1", "build2"),
+    toolchain: Toolchain | None = None,
 ) -> ParallelChild:
     """The child of the first two gold builds, over two fresh, empty workspaces (not started yet)."""
     workspaces = [run_dir / name for name in names]
@@ -386,6 +428,7 @@ def _gold_child(
         log_path=run_dir / "builds.log",
         sandboxed=options.sandboxed,
         limits=options.limits,
+        toolchain=toolchain,
     )
 
 
@@ -402,11 +445,16 @@ def _pair(
     """The first two gold builds at once in one child, the second in another workspace (another absolute
     root) and, unless the project needs its database's name, under another database file name."""
     second = RENAMED_DB_FILE if database == DEFAULT_DATABASE else f"{database}.duckdb"
-    with child or _gold_child(source.project, clock, options, run_dir, names) as pair:
+    with child or _gold_child(source.project, clock, options, run_dir, names, source.toolchain) as pair:
         for workspace in pair.workspaces:
             _fill_workspace(source, workspace)
         first, renamed = build_in_parallel(
-            pair, source.project.profile, source.project.schema, (f"{database}.duckdb", second), exclude_tests=excluded
+            pair,
+            source.project.profile,
+            source.project.schema,
+            (f"{database}.duckdb", second),
+            exclude_tests=excluded,
+            toolchain=source.toolchain,
         )
     return first, renamed
 
@@ -449,6 +497,7 @@ def _gold_builds(
                 limits=options.limits,
                 log_path=run_dir / "ungated.log",
                 db_file=f"{database}.duckdb",
+                toolchain=source.toolchain,
             ),
             "build with the project's own tests not gating its models",
         )
@@ -545,7 +594,9 @@ def add(spec_text: str, options: AddOptions = AddOptions()) -> AddResult:
     run_dir = builds_dir() / identity.slug / datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     run_dir.mkdir(parents=True, exist_ok=True)
     exported = _export_with_binds(store, resolved, options, run_dir)
-    gold = _build_gold(store, exported, options, run_dir, clock or (previous.clock if previous else None), previous)
+    gold = _gold_on_a_release(
+        store, exported, options, run_dir, clock or (previous.clock if previous else None), previous
+    )
     tables, gold_sha = _install_gold(pin_id, gold, options, previous)
     pin = _pin_record(pin_id, identity, spec, gold, options, previous, tables, gold_sha)
     drift = _drift(previous, pin) if previous else ()
@@ -638,6 +689,46 @@ class GoldRun:
     builds: GoldBuilds
 
 
+def _releases(exported: Exported, options: AddOptions, previous: Pin | None) -> tuple[Release, ...]:
+    """The dbt releases to build on, in order: the one given (--dbt-version), a rebuild's own, else every
+    supported release the project's ``require-dbt-version`` admits, newest first."""
+    if options.dbt_version:
+        return (release_named(options.dbt_version),)
+    if previous is not None:
+        return (release_named(previous.toolchain.dbt_core) if previous.toolchain else installed_release(),)
+    own = own_requirement(exported.root / exported.project.rel_dir)
+    return releases_meeting(own) or (choose(own),)  # choose raises, naming the requirement no release meets
+
+
+def _toolchain(release: Release, previous: Pin | None) -> Toolchain | None:
+    """The toolchain of ``release`` in this home (a rebuild's: exactly its pin's lock); None for the installed dbt."""
+    if release.installed:
+        return None
+    if previous is not None and previous.toolchain is not None and previous.toolchain.dbt_core == release.dbt_core:
+        return ensure_toolchain(previous.toolchain)
+    return make_release(release)
+
+
+def _gold_on_a_release(
+    store: GitStore, exported: Exported, options: AddOptions, run_dir: Path, fixed: str | None, previous: Pin | None
+) -> GoldRun:
+    """Gold built on the first release of ``_releases`` whose packages and builds work: a project that does
+    not build on today's dbt is tried on each older release its requirement admits, each from a fresh export;
+    when none builds, a BuildError names every release's reason."""
+    releases = _releases(exported, options, previous)
+    reasons: list[str] = []
+    for index, release in enumerate(releases):
+        attempt_dir = run_dir if index == 0 else run_dir / f"dbt-{release.minor}"
+        attempt = exported if index == 0 else export_source(store, exported.resolved, options, attempt_dir)
+        try:
+            return _build_gold(store, attempt, options, attempt_dir, fixed, previous, release)
+        except (BuildError, PackageError) as exc:
+            if len(releases) == 1:
+                raise
+            reasons.append(f"dbt {release.minor}: {' '.join(str(exc).split())[:300]}")
+    raise BuildError(f"no supported dbt builds it ({'; '.join(reasons)})")
+
+
 def _build_gold(
     store: GitStore,
     exported: Exported,
@@ -645,16 +736,19 @@ def _build_gold(
     run_dir: Path,
     fixed: str | None,
     previous: Pin | None,
+    release: Release | None = None,
 ) -> GoldRun:
     """Finish the source while the gold builds' child imports dbt, then build gold at ``fixed`` (the
-    clock given or recorded) or else the default clock of the patched seeds."""
+    clock given or recorded) or else the default clock of the patched seeds, under ``release`` (None: the
+    installed dbt)."""
     guess = fixed or default_clock(_seed_dirs(exported.root, exported.project))
+    toolchain = _toolchain(release, previous) if release is not None else None
     # the gold builds' child starts now and imports dbt while the packages are vendored, the patch
     # applied and the tree copied into its workspaces
-    child = _gold_child(exported.project, guess, options, run_dir)
+    child = _gold_child(exported.project, guess, options, run_dir, toolchain=toolchain)
     with child:
         child.start()
-        source = finish_source(store, exported, options)
+        source = replace(finish_source(store, exported, options, release), toolchain=toolchain)
         if options.port_from is not None:
             source = _with_port(source, options.port_from)
         if options.synthesize is not None:
@@ -665,7 +759,7 @@ def _build_gold(
             child.close()
             safe_fs.rmtree(run_dir / "build1")
             safe_fs.rmtree(run_dir / "build2")
-            child = _gold_child(source.project, clock, options, run_dir)
+            child = _gold_child(source.project, clock, options, run_dir, toolchain=toolchain)
         builds = _gold_builds(
             source, clock, options, run_dir, child, previous.database if previous is not None else DEFAULT_DATABASE
         )
@@ -750,7 +844,7 @@ def _pin_record(
         created_at=previous.created_at if previous else _now(),
         gold_sha256=gold_sha,
         compat_patch_sha256=source.compat_patch_sha256,
-        versions=versions(),
+        versions=_versions(source.toolchain),
         packages=source.packages,
         tables=tables,
         skipped=tuple(source.skipped),
@@ -764,8 +858,17 @@ def _pin_record(
         port_from=source.port.dialect if source.port else "",
         port_sha256=source.port.sha256 if source.port else "",
         ported_files=source.port.files if source.port else (),
+        toolchain=source.toolchain,
         **_history_fields(source, options),
     )
+
+
+def _versions(toolchain: Toolchain | None) -> dict[str, str]:
+    """The tool versions a pin records: this process's, with dbt's and DuckDB's its toolchain's when it has one."""
+    found = versions()
+    if toolchain is not None:
+        found.update({"dbt-core": toolchain.dbt_core, "dbt-duckdb": toolchain.dbt_duckdb, "duckdb": toolchain.duckdb})
+    return found
 
 
 def _settle_pin(

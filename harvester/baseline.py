@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core.pin import FAILING_TEST_STATUSES, BaselineTest, is_test_uid
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.harvester.build import BuildResult, interpret
 from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, run_steps, write_profile
 
@@ -62,10 +63,11 @@ def ungated_build(
     limits: Limits,
     log_path: Path,
     db_file: str,
+    toolchain: Toolchain | None = None,
 ) -> BuildResult:
     """Build every model with the project's tests not gating any (``UNGATED_STEPS``) and capture the tables;
     never raises on dbt failures (``interpret`` says what failed: a model that errors is still an error)."""
-    write_profile(workspace, project_dir, profile, schema, db_file=db_file)
+    write_profile(workspace, project_dir, profile, schema, db_file=db_file, toolchain=toolchain)
     steps = list(UNGATED_STEPS)
     run = run_steps(
         workspace,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core.errors import BuildError
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.harvester.sandbox import CaptureStep, DbtStep, Limits, SandboxRun, run_steps, write_profile
 from dbt_harvest.harvester.sandbox.parallel import ParallelChild
 
@@ -73,6 +74,7 @@ def build_workspace(
     db_file: str = "build.duckdb",
     duckdb_scope: str = "workspace",
     exclude_tests: tuple[str, ...] = (),
+    toolchain: Toolchain | None = None,
 ) -> BuildResult:
     """Seed, build (optionally ``--select``), and capture gold in ``workspace``; never raises on dbt failures.
 
@@ -81,8 +83,11 @@ def build_workspace(
     DuckDB file the profile builds into (its stem is dbt's database name). ``duckdb_scope`` "database"
     lets DuckDB touch only the database (agent and reward builds; see the sandbox runner).
     ``exclude_tests``: the pin's known failing tests (``Pin.excluded_tests``), left out of every dbt build.
+    ``toolchain``: the pin's (``Pin.toolchain``), whose dbt runs the build (None: the installed dbt).
     """
-    write_profile(workspace, project_dir, profile, schema, db_file=db_file, exclude_tests=exclude_tests)
+    write_profile(
+        workspace, project_dir, profile, schema, db_file=db_file, exclude_tests=exclude_tests, toolchain=toolchain
+    )
     build_args = ("build", *(("--select", *select) if select else ()))
     steps: list[Any] = [DbtStep(("seed",))] if seed else []
     steps.append(DbtStep(build_args))
@@ -112,12 +117,21 @@ def build_in_parallel(
     schema: str,
     db_files: Sequence[str],
     exclude_tests: tuple[str, ...] = (),
+    toolchain: Toolchain | None = None,
 ) -> tuple[BuildResult, ...]:
     """What ``build_workspace`` does (seed, build, capture; never raises on dbt failures) in each of the
     child's workspaces, under the database file ``db_files[i]``, all at once in that one child (dbt
     imported once; ``harvester.sandbox.parallel``). The workspaces hold the project by now."""
     for workspace, db_file in zip(child.workspaces, db_files, strict=True):
-        write_profile(workspace, child.project_dir, profile, schema, db_file=db_file, exclude_tests=exclude_tests)
+        write_profile(
+            workspace,
+            child.project_dir,
+            profile,
+            schema,
+            db_file=db_file,
+            exclude_tests=exclude_tests,
+            toolchain=toolchain,
+        )
     steps = list(GOLD_STEPS)
     runs = child.run([steps] * len(child.workspaces), stop_on_failure=False)
     return tuple(interpret(workspace, steps, run) for workspace, run in zip(child.workspaces, runs))

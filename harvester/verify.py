@@ -157,6 +157,7 @@ class _PinBuilds:
                 log_path=self.scratch / f"v{self.count:03d}.log",
                 db_file=self.db_file,
                 exclude_tests=self.pin.excluded_tests,
+                toolchain=self.pin.toolchain,
             )
         return self.built[key]
 

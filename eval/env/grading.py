@@ -48,6 +48,7 @@ def grade(task: TaskRecord, ws: TaskWorkspace, settings: RunSettings) -> Graded:
         db_file=ws.db_file,
         duckdb_scope=DUCKDB_SCOPE,
         exclude_tests=ws.exclude_tests,
+        toolchain=ws.toolchain,
     )
     return grade_build(
         gold_path(task.gold_sha256),

@@ -103,7 +103,15 @@ def write_file(ws: TaskWorkspace, path: str, content: str) -> str:
 def _profile(ws: TaskWorkspace) -> None:
     from dbt_harvest.harvester.sandbox import write_profile
 
-    write_profile(ws.root, ws.project_dir, ws.profile, ws.schema, db_file=ws.db_file, exclude_tests=ws.exclude_tests)
+    write_profile(
+        ws.root,
+        ws.project_dir,
+        ws.profile,
+        ws.schema,
+        db_file=ws.db_file,
+        exclude_tests=ws.exclude_tests,
+        toolchain=ws.toolchain,
+    )
 
 
 def _selection(select: str) -> tuple[str, ...]:
@@ -202,6 +210,7 @@ def validate(ws: TaskWorkspace, settings: RunSettings) -> str:
         db_file=ws.db_file,
         duckdb_scope=DUCKDB_SCOPE,
         exclude_tests=ws.exclude_tests,
+        toolchain=ws.toolchain,
     )
     return validate_answer(
         result.models_ok, result.first_error, result.tests_total, result.failed_tests, known=ws.exclude_tests

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import TaskRecord
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.eval.env.errors import EnvError
 from dbt_harvest.eval.env.policy import PathPolicy, policy_for
 from dbt_harvest.harvester.task_tree import TreeSource
@@ -33,6 +34,8 @@ class TaskWorkspace:
     db_file: str = "build.duckdb"
     # dbt selectors of the pin's known failing tests (core.pin.Pin.excluded_tests): left out of every build
     exclude_tests: tuple[str, ...] = ()
+    # the pin's toolchain (core.toolchain; None: the installed dbt): every build of the episode runs its dbt
+    toolchain: Toolchain | None = None
 
 
 def materialize(
@@ -78,6 +81,7 @@ def materialize(
         policy=policy,
         exclude_tests=pin.excluded_tests,
         db_file=pin.db_file,
+        toolchain=pin.toolchain,
     )
 
 

@@ -788,6 +788,7 @@ def _base_failing_tests(base: Pin, run_dir: Path, options: AugmentOptions) -> se
         log_path=run_dir / "base.log",
         exclude_tests=base.excluded_tests,
         db_file=base.db_file,
+        toolchain=base.toolchain,
     )
     return set(result.failed_tests)
 

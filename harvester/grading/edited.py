@@ -164,7 +164,13 @@ def _prepare(task: TaskRecord) -> TaskContext:
         raise RewardBuildError(f"{task.instance_id}: broken_patch does not apply to the pin ({exc})") from None
     profile = discover(pristine, pin.project_dir).profile
     write_profile(
-        pristine, pin.project_dir, profile, pin.profile_schema, db_file=pin.db_file, exclude_tests=pin.excluded_tests
+        pristine,
+        pin.project_dir,
+        profile,
+        pin.profile_schema,
+        db_file=pin.db_file,
+        exclude_tests=pin.excluded_tests,
+        toolchain=pin.toolchain,
     )
     catalog = next((n.relation.split(".")[0].strip('"') for n in nodes.values() if n.relation), "build")
     try:
@@ -234,6 +240,9 @@ def _base(ctx: TaskContext, roots: tuple[str, ...]) -> Path:
 
 
 def _fast(ctx: TaskContext, edits: Mapping[str, str], tests: bool = False, capture_to: Path | None = None) -> Graded:
+    if ctx.pin.toolchain is not None:
+        # the fast path runs compiled SQL in this process's DuckDB; the pin builds under its toolchain's
+        raise Unsupported(f"the pin builds under {ctx.pin.toolchain.label}: its own dbt and DuckDB decide")
     changed, only_models = _final_texts(ctx, edits)
     if not only_models:
         raise Unsupported("a file other than a known model changed")
@@ -338,6 +347,7 @@ def _build_and_grade(
         duckdb_scope=REWARD_DUCKDB_SCOPE,
         exclude_tests=ctx.pin.excluded_tests,
         db_file=ctx.pin.db_file,
+        toolchain=ctx.pin.toolchain,
     )
     return _graded(ctx, result, path, capture_to)
 

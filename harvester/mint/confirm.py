@@ -114,6 +114,7 @@ def build_variant(ctx: BuildContext, name: str, file: str, text: str) -> BuildRe
         seed=not incremental,
         exclude_tests=ctx.pin.excluded_tests,
         db_file=ctx.pin.db_file,
+        toolchain=ctx.pin.toolchain,
     )
 
 

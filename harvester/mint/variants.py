@@ -58,6 +58,7 @@ class VariantBuilder:
             pin.profile_schema,
             db_file=pin.db_file,
             exclude_tests=pin.excluded_tests,
+            toolchain=pin.toolchain,
         )
         self._original: dict[str, str] = {}  # files this builder changed -> their text in the pin
         self._memo: dict[tuple[str, str, tuple[str, ...]], BuildResult] = {}

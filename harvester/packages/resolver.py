@@ -69,6 +69,7 @@ def resolve_packages(
     network: bool | None = None,
     tree: Path | None = None,
     pinned: Sequence[PackageRecord] | None = None,
+    dbt_version: str | None = None,
 ) -> tuple[PackageRecord, ...]:
     """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
 
@@ -78,9 +79,13 @@ def resolve_packages(
     ``pinned``: the packages a pin records (a rebuild): each is found again at its own version and commit,
     never resolved anew from the ranges (a mirror that gained a newer release inside a range would otherwise
     change what the pin builds with), and a package the sources cannot give at that commit is a PackageError.
+    ``dbt_version``: the dbt-core the packages must support (a pin's toolchain, ``harvester.toolchain``);
+    None: the installed one.
     """
     project_dir = Path(project_dir).resolve()
-    resolver = _Resolver(project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir)
+    resolver = _Resolver(
+        project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir, dbt_version
+    )
     if pinned is not None:
         return resolver.found_again(pinned)
     declared = read_declared(project_dir)
@@ -107,8 +112,11 @@ def split_git_source(source: str) -> tuple[str, str]:
 
 
 class _Resolver:
-    def __init__(self, project_dir: Path, store: GitStore, locator: Locator, tree: Path) -> None:
+    def __init__(
+        self, project_dir: Path, store: GitStore, locator: Locator, tree: Path, dbt_version: str | None = None
+    ) -> None:
         self.project_dir = project_dir
+        self.dbt_version = dbt_version
         self.tree = tree
         self.store = store
         self.locator = locator
@@ -332,10 +340,11 @@ class _Resolver:
             required = parse_yaml(data, "dbt_project.yml").get("require-dbt-version")
         except PackageError:
             return True
-        return _satisfies_installed_dbt(required)
+        return _satisfies_dbt(required, self.dbt_version)
 
 
-def _satisfies_installed_dbt(required: Any) -> bool:
+def _satisfies_dbt(required: Any, dbt_version: str | None = None) -> bool:
+    """Whether dbt-core ``dbt_version`` (None: the installed one) meets a ``require-dbt-version`` value."""
     if not required:
         return True
     from dbt.version import get_installed_version
@@ -346,7 +355,10 @@ def _satisfies_installed_dbt(required: Any) -> bool:
         specs = [semver.VersionSpecifier.from_version_string(str(v)) for v in wanted]
     except Exception:
         return True  # dbt would refuse to parse it later; not a reason to skip a version here
-    return semver.versions_compatible(get_installed_version(), *specs)
+    version = (
+        get_installed_version() if dbt_version is None else semver.VersionSpecifier.from_version_string(dbt_version)
+    )
+    return semver.versions_compatible(version, *specs)
 
 
 def _name_of(data: bytes, where: str) -> str:

@@ -20,21 +20,22 @@ everything else under it out of sight. Where that cannot be done, the build is r
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dbt_harvest.core import locked_duckdb
 from dbt_harvest.core.errors import SandboxError
 from dbt_harvest.core.home import harvest_home
 from dbt_harvest.core.source import source_checkout
+from dbt_harvest.harvester.sandbox import interpreter_probe
 
 INSIDE_DIR = Path(__file__).resolve().parent / "inside"
 LOCKED_DUCKDB = Path(locked_duckdb.__file__).resolve()
@@ -99,10 +100,11 @@ class ChildPaths:
     tmp: str
 
 
-def child_env(paths: ChildPaths, clock: dict[str, str]) -> dict[str, str]:
-    """The complete environment of the child: fixed values plus the clock, nothing inherited."""
+def child_env(paths: ChildPaths, clock: dict[str, str], python: str | None = None) -> dict[str, str]:
+    """The complete environment of the child: fixed values plus the clock, nothing inherited. ``python`` is
+    the interpreter it runs (a toolchain's; None: this one)."""
     env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{Path(python or sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": paths.home,
         "TMPDIR": paths.tmp,
         "LANG": "C.UTF-8",
@@ -164,52 +166,36 @@ def _dist_key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _closure(names: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
-    """The installed distributions ``names`` need, transitively (markers evaluated, no extras)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    found: dict[str, importlib.metadata.Distribution] = {}
-    missing: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        key = _dist_key(name)
-        if key in found or key in missing:
-            continue
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            missing.add(key)
-            continue
-        found[key] = dist
-        for text in dist.requires or []:
-            try:
-                requirement = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
-    for needed in ("dbt-duckdb", "dbt-core", "duckdb"):
-        if _dist_key(needed) not in found:
-            raise SandboxError(f"{needed} is not installed for {sys.executable}; install dbt-duckdb (pip install -e .)")
-    return list(found.values())
+@functools.lru_cache(maxsize=8)
+def _probe(python: str) -> dict[str, Any]:
+    """``interpreter_probe.facts`` as the interpreter ``python`` (a toolchain's) sees itself."""
+    script = Path(interpreter_probe.__file__).resolve()
+    try:
+        done = subprocess.run(
+            [python, "-s", "-B", "-I", str(script), *CHILD_DISTRIBUTIONS],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(f"cannot run the toolchain interpreter {python}: {exc}") from None
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.split())[-300:]
+        raise SandboxError(f"the toolchain interpreter {python} could not describe itself: {tail}")
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
 
 
-def _native_files(dists: list[importlib.metadata.Distribution], stdlib: Path) -> list[str]:
+def _native_files(found: dict[str, Any], stdlib: Path) -> list[str]:
     """The binary, lib-dynload's modules, and the extension modules of distributions that were not
     installed from a manylinux wheel (those bundle every library they need besides the system's)."""
-    files = [os.path.realpath(sys.executable)]
+    files = [os.path.realpath(found["executable"])]
     dynload = stdlib / "lib-dynload"
     if dynload.is_dir():
         files += sorted(str(p) for p in dynload.iterdir() if p.suffix == ".so")
-    for dist in dists:
-        wheel = dist.read_text("WHEEL") or ""
-        if "manylinux" in wheel or "musllinux" in wheel:
-            continue
-        for file in dist.files or []:
-            name = str(file)
-            if name.endswith(".so") or ".so." in name:
-                files.append(str(dist.locate_file(file)))
+    for dist in found["distributions"]:
+        files += dist["native"]
     return files
 
 
@@ -231,47 +217,45 @@ def _shared_libraries(files: list[str]) -> list[str]:
     return sorted(set(found))
 
 
-@functools.lru_cache(maxsize=1)
-def python_binds() -> PythonBinds:
-    """The minimal read-only view of this interpreter the child needs (computed once per process)."""
-    paths = sysconfig.get_paths()
-    stdlib = Path(os.path.realpath(paths["stdlib"]))
+@functools.lru_cache(maxsize=8)
+def python_binds(python: str | None = None) -> PythonBinds:
+    """The minimal read-only view of an interpreter the child needs: this one (``python`` None), or a
+    toolchain's (``harvester.toolchain``), described by itself. Computed once per process and interpreter."""
+    found = interpreter_probe.facts(list(CHILD_DISTRIBUTIONS)) if python is None else _probe(python)
+    where = python or sys.executable
+    for needed in ("dbt-duckdb", "dbt-core", "duckdb"):
+        if needed in found["missing"]:
+            raise SandboxError(f"{needed} is not installed for {where}; install dbt-duckdb (pip install -e .)")
+    stdlib = Path(os.path.realpath(found["stdlib"]))
     if not (stdlib / "os.py").is_file():
         raise SandboxError(
-            f"cannot find this interpreter's standard library ({paths['stdlib']} has no os.py); the sandbox "
+            f"cannot find the standard library of {where} ({found['stdlib']} has no os.py); the sandbox "
             "binds only the folders Python needs and refuses to bind a whole prefix: use a standard install"
         )
-    prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    prefixes = {Path(os.path.realpath(p)) for p in found["prefixes"]}
     if stdlib in prefixes:
-        raise SandboxError(f"this interpreter's standard library is its whole prefix ({stdlib}); refusing to bind it")
+        raise SandboxError(f"the standard library of {where} is its whole prefix ({stdlib}); refusing to bind it")
     dirs: list[Path] = [stdlib]
-    platstdlib = Path(os.path.realpath(paths["platstdlib"]))
+    platstdlib = Path(os.path.realpath(found["platstdlib"]))
     if (platstdlib / "lib-dynload").is_dir():
         dirs.append(platstdlib)
     files: list[Path] = []
-    links, binary = _link_chain(sys.executable)
+    links, binary = _link_chain(found["executable"])
     files.append(binary)
-    for entry in sys.path:  # a zipped standard library (pythonXY.zip) is on the path as a file
-        if entry.endswith(".zip") and os.path.isfile(entry):
-            files.append(Path(os.path.realpath(entry)))
-    if sys.prefix != sys.base_prefix:
-        config = Path(sys.prefix) / "pyvenv.cfg"
-        if config.is_file():
-            more, real = _link_chain(str(config))
-            links += more
-            files.append(real)
-    dists = _closure(CHILD_DISTRIBUTIONS)
-    site_dirs = {Path(os.path.realpath(str(dist.locate_file("")))) for dist in dists}
+    files += [Path(os.path.realpath(entry)) for entry in found["zips"]]  # a zipped standard library
+    if found["pyvenv_cfg"]:
+        more, real = _link_chain(found["pyvenv_cfg"])
+        links += more
+        files.append(real)
+    site_dirs = {Path(os.path.realpath(dist["site"])) for dist in found["distributions"]}
     dirs += sorted(site_dirs)
-    for library in _shared_libraries(_native_files(dists, stdlib)):
+    for library in _shared_libraries(_native_files(found, stdlib)):
         more, real = _link_chain(library)
         links += more
         files.append(real)
     hidden: list[Path] = []
-    for key in ("purelib", "platlib"):
-        own = Path(
-            os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})[key])
-        )
+    for folder in found["base_site"]:
+        own = Path(os.path.realpath(folder))
         if own.is_dir() and own not in site_dirs and stdlib in own.parents and own not in hidden:
             hidden.append(own)  # the base install's packages, not needed by this (virtual) environment
     kept_dirs = minimal_roots(dirs)
@@ -284,9 +268,9 @@ def python_binds() -> PythonBinds:
     return PythonBinds(tuple(kept_dirs), tuple(kept_files), tuple(kept_links), tuple(hidden))
 
 
-def python_roots() -> list[Path]:
+def python_roots(python: str | None = None) -> list[Path]:
     """Everything of the interpreter bound into the sandbox (folders and single files)."""
-    return list(python_binds().sources)
+    return list(python_binds(python).sources)
 
 
 def minimal_roots(paths: list[Path]) -> list[Path]:
@@ -307,11 +291,13 @@ def forbidden_paths() -> set[Path]:
     return {Path.home().resolve(), harvest_home(), *([checkout] if checkout else [])}
 
 
-def refuse_sensitive_binds(roots: list[Path]) -> None:
+def refuse_sensitive_binds(roots: list[Path], python: str | None = None) -> None:
     """Refuse a read-only bind that is, or contains, a forbidden folder (or is the root), or that is a
-    whole interpreter prefix (which holds more than Python needs: other environments, user files)."""
+    whole interpreter prefix (which holds more than Python needs: other environments, user files): this
+    interpreter's, or the toolchain interpreter ``python``'s."""
     forbidden = forbidden_paths()
-    prefixes = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    own = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    prefixes = {Path(os.path.realpath(p)) for p in (own if python is None else _probe(python)["prefixes"])}
     for root in roots:
         if root == Path("/") or any(root == bad or root in bad.parents for bad in forbidden):
             raise SandboxError(
@@ -361,8 +347,9 @@ def bwrap_argv(
     bwrap: str = "bwrap",
     shm_bytes: int = 4 << 20,
     siblings: Sequence[tuple[Path, str]] = (),
+    python: str | None = None,
 ) -> list[str]:
-    """The full bwrap command line for one child.
+    """The full bwrap command line for one child (running ``python``: a toolchain's interpreter; None: this one).
 
     ``siblings`` are further workspaces of a parallel child (``harvester.sandbox.parallel``), each
     ``(host folder, path inside)`` and bound the same way as the first: writable, with its own profile
@@ -387,8 +374,8 @@ def bwrap_argv(
     refuse_sensitive_workspace(workspace)
     for sibling, _ in siblings:
         refuse_sensitive_workspace(sibling)
-    binds = python_binds()
-    refuse_sensitive_binds(list(binds.sources))
+    binds = python_binds(python)
+    refuse_sensitive_binds(list(binds.sources), python)
     for root in binds.dirs:
         argv += ["--ro-bind", str(root), str(root)]
     for hidden in binds.hidden:
@@ -416,9 +403,10 @@ def bwrap_argv(
     return argv
 
 
-def python_args(code_dir: str, request_json: str) -> list[str]:
-    """The interpreter command: no user site, no bytecode writes, the child script, its request."""
-    return [sys.executable, "-s", "-B", f"{code_dir}/child.py", request_json]
+def python_args(code_dir: str, request_json: str, python: str | None = None) -> list[str]:
+    """The interpreter command (``python``: a toolchain's; None: this one): no user site, no bytecode
+    writes, the child script, its request."""
+    return [python or sys.executable, "-s", "-B", f"{code_dir}/child.py", request_json]
 
 
 def sandbox_available() -> tuple[bool, str]:

@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.harvester.sandbox.limits import Limits
 from dbt_harvest.harvester.sandbox.profile import ensure_profile_dir, read_profile_meta
 from dbt_harvest.harvester.sandbox.runner import _watch, collect, finish, new_result_name, prepare, send_line, start
@@ -62,6 +63,7 @@ class ParallelChild:
         sandboxed: bool = True,
         limits: Limits = Limits(),
         duckdb_scope: str = "workspace",
+        toolchain: Toolchain | None = None,
     ) -> None:
         if len(workspaces) < 2:
             raise SandboxError(
@@ -81,7 +83,9 @@ class ParallelChild:
             body={"steps": []},
             duckdb_scope=duckdb_scope,
             siblings=[Path(w) for w in workspaces[1:]],
+            toolchain=toolchain,
         )
+        self.toolchain = toolchain.name if toolchain is not None else ""
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_fd = -1
         self._ran = False
@@ -115,6 +119,12 @@ class ParallelChild:
         if self._ran:
             raise SandboxError("a parallel child runs its batches once; start another")
         metas = [read_profile_meta(workspace, self.project_dir) for workspace in self.workspaces]
+        other = next((meta.toolchain for meta in metas if meta.toolchain != self.toolchain), None)
+        if other is not None:
+            raise SandboxError(
+                f"a workspace's profile names toolchain {other or '(this interpreter)'}, the child runs "
+                f"{self.toolchain or '(this interpreter)'}: start the child with the pin's toolchain"
+            )
         requests = [[step_request(step) for step in batch] for batch in batches]
         if self._proc is None:
             self.start()

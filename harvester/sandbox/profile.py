@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.harvester.sandbox import safe_fs
 from dbt_harvest.harvester.sandbox.steps import workspace_relative
+from dbt_harvest.harvester.toolchain import ensure_toolchain
 
 PROFILE_DIR = ".harvest_profile"
 META_FILE = "harvest_profile.json"
@@ -38,6 +40,9 @@ class ProfileMeta:
     # dbt selectors of the pin's known failing tests (core.pin.Pin.excluded_tests): the sandboxed child
     # leaves them out of every ``build`` and ``test``
     exclude_tests: tuple[str, ...] = ()
+    # the toolchain the pin's builds run under (``core.toolchain.Toolchain.name``, made under
+    # HARVEST_HOME/toolchains by ``harvester.toolchain``); "" runs the dbt this process has installed
+    toolchain: str = ""
 
 
 def _real_dir(workspace: Path, rel: str) -> None:
@@ -94,10 +99,13 @@ def write_profile(
     schema: str = "main",
     db_file: str = "build.duckdb",
     exclude_tests: tuple[str, ...] = (),
+    toolchain: Toolchain | None = None,
 ) -> Path:
     """Write ``<workspace>/.harvest_profile/profiles.yml`` for a sandboxed build; return its path.
 
-    ``exclude_tests``: selectors of the pin's known failing tests, left out of every dbt build and test."""
+    ``exclude_tests``: selectors of the pin's known failing tests, left out of every dbt build and test.
+    ``toolchain``: the pin's (``Pin.toolchain``): made here if this home lacks it, and every child started on
+    the workspace runs its interpreter."""
     workspace = Path(workspace)
     if not workspace.is_dir():
         raise SandboxError(f"workspace {workspace} is not a directory")
@@ -121,8 +129,11 @@ def write_profile(
         schema=schema,
         db_file=db_file,
         exclude_tests=tuple(sorted(set(exclude_tests))),
+        toolchain=ensure_toolchain(toolchain).name if toolchain is not None else "",
     )
     fields = {**meta.__dict__, "exclude_tests": list(meta.exclude_tests)}
+    if not meta.toolchain:
+        del fields["toolchain"]
     safe_fs.write_text(workspace, f"{PROFILE_DIR}/{META_FILE}", json.dumps(fields, sort_keys=True) + "\n")
     return workspace / PROFILE_DIR / "profiles.yml"
 
@@ -137,6 +148,7 @@ def read_profile_meta(workspace: Path, project_dir: str) -> ProfileMeta:
         meta = ProfileMeta(
             **{key: str(raw[key]) for key in ("project_dir", "profile_name", "schema", "db_file")},
             exclude_tests=tuple(str(e) for e in raw.get("exclude_tests", ())),
+            toolchain=str(raw.get("toolchain", "")),
         )
     except (ValueError, KeyError, TypeError, safe_fs.UnsafePathError) as exc:
         raise SandboxError(f"sandbox profile meta {path} is malformed ({exc}); call write_profile again") from exc

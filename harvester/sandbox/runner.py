@@ -36,13 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from dbt_harvest.core.clock import clock_env
-from dbt_harvest.core.errors import SandboxError
+from dbt_harvest.core.errors import SandboxError, ToolchainError
+from dbt_harvest.core.toolchain import Toolchain
 from dbt_harvest.harvester.sandbox import command, safe_fs, watchdog
 from dbt_harvest.harvester.sandbox.gold_check import gold_problem
 from dbt_harvest.harvester.sandbox.limits import Limits
 from dbt_harvest.harvester.sandbox.profile import META_FILE, PROFILE_DIR, ProfileMeta, read_profile_meta
 from dbt_harvest.harvester.sandbox.results import ResultShapeError, parse_steps, peak_rss, read_result_file
 from dbt_harvest.harvester.sandbox.steps import CaptureStep, SandboxRun, Step, StepResult, step_kind, step_request
+from dbt_harvest.harvester.toolchain import ensure_toolchain, toolchain_python
 
 SCRATCH_DIR = ".harvest_tmp"
 LOG_DIR = ".harvest_logs"
@@ -248,6 +250,7 @@ def prepare(
     body: dict[str, Any],
     duckdb_scope: str = "workspace",
     siblings: Sequence[Path] = (),
+    toolchain: Toolchain | None = None,
 ) -> Launch:
     """Check the workspace, profile, sandbox and clock; build the child's request around ``body``.
 
@@ -257,6 +260,8 @@ def prepare(
     ``siblings`` (a parallel child, ``harvester.sandbox.parallel``) are further workspaces, checked like
     the first; the request then lists where each is bound under ``parallel``, and no profile is read
     yet: a parallel child starts before its workspaces are filled, and each batch names its profile.
+    The child runs the interpreter of the toolchain its profile names (``write_profile(toolchain=...)``),
+    or of ``toolchain`` for a parallel child (made here if this home lacks it); else this one.
     """
     if duckdb_scope not in DUCKDB_SCOPES:
         raise SandboxError(f"unknown duckdb_scope {duckdb_scope!r}; use one of {', '.join(DUCKDB_SCOPES)}")
@@ -273,10 +278,25 @@ def prepare(
             f"{command.SANDBOX_SIBLING_PREFIX}{index}" if sandboxed else str(sibling)
             for index, sibling in enumerate(others, start=2)
         ]
-    env = command.child_env(paths, clock_vars)
-    py = command.python_args(paths.code, _request_json(request))
-    argv, popen_env, cwd = _command_line(workspace, others, limits, py, env, sandboxed)
+    python = _interpreter(meta, toolchain)
+    env = command.child_env(paths, clock_vars, python)
+    py = command.python_args(paths.code, _request_json(request), python)
+    argv, popen_env, cwd = _command_line(workspace, others, limits, py, env, sandboxed, python)
     return Launch(workspace, argv, popen_env, cwd, scratch, sandboxed, limits, tuple(others))
+
+
+def _interpreter(meta: ProfileMeta | None, toolchain: Toolchain | None) -> str | None:
+    """The interpreter a child runs: its toolchain's (named by the profile, or given), None for this one."""
+    if toolchain is not None:
+        name = ensure_toolchain(toolchain).name
+    elif meta is not None and meta.toolchain:
+        name = meta.toolchain
+    else:
+        return None
+    try:
+        return str(toolchain_python(name))
+    except ToolchainError as exc:
+        raise SandboxError(str(exc)) from None
 
 
 def _checked_workspaces(workspace: Path, siblings: Sequence[Path]) -> tuple[Path, list[Path]]:
@@ -360,6 +380,7 @@ def _command_line(
     py: list[str],
     env: dict[str, str],
     sandboxed: bool,
+    python: str | None = None,
 ) -> tuple[list[str], dict[str, str], str]:
     """The argv, environment and working folder the child starts with: ``py`` inside bwrap (which sets
     the child's ``env`` itself), or unsandboxed ``py`` in the workspace with ``env``."""
@@ -375,6 +396,7 @@ def _command_line(
         siblings=[
             (sibling, f"{command.SANDBOX_SIBLING_PREFIX}{index}") for index, sibling in enumerate(others, start=2)
         ],
+        python=python,
     )
     return argv, {"PATH": "/usr/bin:/bin"}, "/"
 
