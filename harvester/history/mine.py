@@ -209,6 +209,7 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
     """What decides whether a fix's parent pins: the commits and files, the base's compat patch, the project
     folder, and the toolchain (dbt-core, dbt-duckdb, duckdb...): another toolchain tries it again."""
     from dbt_harvest.core.versions import versions
+    from dbt_harvest.harvester.toolchain import supported
 
     data = {
         "parent": verdict.parent,
@@ -217,6 +218,9 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
         "project_dir": options.project_dir,
         "compat": base.compat_patch_sha256,
         "versions": versions(),
+        # the dbt releases `harvest add` may walk (harvester.toolchain): a parent refused before a release was
+        # supported is tried again on it
+        "releases": [release.dbt_core for release in supported()],
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
