@@ -175,12 +175,21 @@ def test_a_second_pin_shares_the_toolchain(legacy: dict, tmp_path: Path) -> None
     assert (folders[0] / "toolchain.json").stat().st_mtime_ns == made_at
 
 
-def test_mint_and_verify_on_the_toolchain(legacy: dict) -> None:  # type: ignore[type-arg]
+def _minted(legacy: dict) -> None:  # type: ignore[type-arg]
+    """The legacy pin's split reserved (train) and its tasks minted, once per module."""
     env, pin_id = legacy["env"], legacy["summary"]["id"]
+    if legacy.get("minted"):
+        return
     assert _run(env, "split", "assign", "--test", "0", "--dev", "0")[0] == 0
     code, out, err = _run(env, "mint", pin_id, "--json")
     assert code == 0, err
-    kept = json.loads(out)
+    legacy["minted"] = json.loads(out)
+
+
+def test_mint_and_verify_on_the_toolchain(legacy: dict) -> None:  # type: ignore[type-arg]
+    env = legacy["env"]
+    _minted(legacy)
+    kept = legacy["minted"]
     tasks = sorted((Path(env["HARVEST_HOME"]) / "tasks").rglob("*.json"))
     assert tasks, kept
     record = json.loads(tasks[0].read_text())
@@ -194,8 +203,11 @@ def test_mint_and_verify_on_the_toolchain(legacy: dict) -> None:  # type: ignore
 
 def test_the_lock_reproduces_in_another_home(legacy: dict, tmp_path: Path) -> None:  # type: ignore[type-arg]
     """A fresh home (no toolchain made) rebuilds the pin: its toolchain is made from the pin's lock, exactly,
-    and the gold comes out the same."""
+    the gold comes out the same, and its tasks minted again match the task lock written in the first home."""
     summary = legacy["summary"]
+    _minted(legacy)
+    code, _, err = _run(legacy["env"], "corpus", "lock", "--pin", summary["id"])
+    assert code == 0, err
     env = _env(tmp_path, wheels=legacy["wheels"])
     shutil.copytree(Path(summary["pin"]).parent, tmp_path / "pins")
     repo = legacy["repo"]
@@ -206,6 +218,10 @@ def test_the_lock_reproduces_in_another_home(legacy: dict, tmp_path: Path) -> No
     assert again["toolchain"] == summary["toolchain"]
     made = sorted((tmp_path / "toolchains").iterdir())
     assert [p.name for p in made] == [summary["toolchain"]["name"]]
+    code, _, err = _run(env, "mint", summary["id"])
+    assert code == 0, err
+    code, out, err = _run(env, "corpus", "lock", "--verify", "--pin", summary["id"], "--json")
+    assert code == 0 and json.loads(out)["same"], out + err
     # a lock naming a version the wheelhouse lacks is refused, naming it, with nothing made
     pin = read_pin(Path(summary["pin"]))
     assert pin.toolchain is not None
