@@ -725,7 +725,7 @@ def _gold_on_a_release(
         except (BuildError, PackageError) as exc:
             if len(releases) == 1:
                 raise
-            reasons.append(f"dbt {release.minor}: {' '.join(str(exc).split())[:300]}")
+            reasons.append(f"dbt {release.minor}: {' '.join(str(exc).split())[:240]}")
     raise BuildError(f"no supported dbt builds it ({'; '.join(reasons)})")
 
 

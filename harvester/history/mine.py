@@ -193,7 +193,8 @@ def mine(base: Pin, options: MineOptions = MineOptions(), on_fix: Callable[[Pinn
                 result = add(spec, add_options)
                 outcome = Pinned(verdict, result.pin.id, status=result.status, drift=result.drift)
             except HarvestError as exc:
-                outcome = Pinned(verdict, refused=" ".join(str(exc).split())[:300])
+                # long enough for a reason per dbt release `harvest add` tried (harvester.toolchain)
+                outcome = Pinned(verdict, refused=" ".join(str(exc).split())[:2000])
                 remembered.put(verdict.sha, key, outcome.refused)
         pinned.append(outcome)
         if on_fix is not None:

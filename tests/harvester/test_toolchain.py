@@ -1,8 +1,8 @@
-"""Pin toolchains (issue 61): a project that refuses today's dbt is pinned, minted and verified on dbt 1.7
+"""Pin toolchains (issue 61): a project that refuses today's dbt is pinned, minted and verified on dbt 1.5
 in a virtualenv of its own, made once per home and shared, made again from the pin's lock in another home.
 
-The toolchain is made for real by pip, offline, from a wheelhouse of dbt 1.7's packages that CI downloads
-first (``harvest toolchain wheels 1.7 DIR``, named by ``HARVEST_TEST_WHEELHOUSE``); without one the tests
+The toolchain is made for real by pip, offline, from a wheelhouse of dbt 1.5's packages that CI downloads
+first (``harvest toolchain wheels 1.5 DIR``, named by ``HARVEST_TEST_WHEELHOUSE``); without one the tests
 that build are skipped here and fail under CI. Every build is sandboxed, as for any untrusted project.
 """
 
@@ -30,12 +30,12 @@ WHEELHOUSE = os.environ.get("HARVEST_TEST_WHEELHOUSE", "")
 
 def _wheelhouse() -> Path:
     path = Path(WHEELHOUSE) if WHEELHOUSE else None
-    if path is None or not path.is_dir() or not any(path.glob("dbt_core-1.7.*.whl")):
+    if path is None or not path.is_dir() or not any(path.glob("dbt_core-1.5.*.whl")):
         if os.environ.get("CI"):
             pytest.fail(
-                "CI must download dbt 1.7's wheels first: harvest toolchain wheels 1.7 $HARVEST_TEST_WHEELHOUSE"
+                "CI must download dbt 1.5's wheels first: harvest toolchain wheels 1.5 $HARVEST_TEST_WHEELHOUSE"
             )
-        pytest.skip("no wheelhouse of dbt 1.7 (HARVEST_TEST_WHEELHOUSE): `harvest toolchain wheels 1.7 DIR`")
+        pytest.skip("no wheelhouse of dbt 1.5 (HARVEST_TEST_WHEELHOUSE): `harvest toolchain wheels 1.5 DIR`")
     return path
 
 
@@ -109,7 +109,7 @@ def test_release_chosen_from_require_dbt_version(tmp_path: Path) -> None:
     (project / "dbt_packages" / "old_utils" / "dbt_project.yml").write_text(
         "name: old_utils\nrequire-dbt-version: '>=1.6.0'\n"
     )
-    assert requirements(project) == [("the project", [">=1.6.0", "<1.8.0"]), ("package old_utils", ">=1.6.0")]
+    assert requirements(project) == [("the project", [">=1.5.0", "<1.6.0"]), ("package old_utils", ">=1.6.0")]
 
 
 def test_cli_usage_and_offline_refusal(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_cli_usage_and_offline_refusal(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def legacy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """legacy_kennel pinned by `harvest add` on its own (dbt 1.7 made offline from the wheelhouse)."""
+    """legacy_kennel pinned by `harvest add` on its own (dbt 1.5 made offline from the wheelhouse)."""
     wheels = _wheelhouse()
     root = tmp_path_factory.mktemp("legacy")
     env = _env(root, wheels=wheels)
@@ -155,7 +155,7 @@ def test_a_project_for_an_older_dbt_is_pinned_on_its_toolchain(legacy: dict) -> 
     assert len(pin.toolchain.lock) > 10  # every package of the virtualenv, not only the three
     assert {t.name for t in pin.gradable_tables} == {"main.dog_revenue", "main.monthly_occupancy"}
     code, out, _ = _run(env, "show", pin.id)
-    assert code == 0 and "toolchain dbt-core 1.7.20" in " ".join(out.split())
+    assert code == 0 and f"toolchain dbt-core {chain['dbt_core']}" in " ".join(out.split())
     # the installed dbt refuses the project (require-dbt-version), so the toolchain is what builds it
     repo = legacy["repo"]
     code, _, err = _run(env, "add", f"{repo.path}@{repo.head}", "--name", "acme/other", "--dbt-version", "1.11")
@@ -225,7 +225,8 @@ def test_the_lock_reproduces_in_another_home(legacy: dict, tmp_path: Path) -> No
     # a lock naming a version the wheelhouse lacks is refused, naming it, with nothing made
     pin = read_pin(Path(summary["pin"]))
     assert pin.toolchain is not None
-    changed = tuple(sorted({*pin.toolchain.lock} - {"agate==1.7.1"} | {"agate==1.6.3"}))
+    agate = next(line for line in pin.toolchain.lock if line.startswith("agate=="))
+    changed = tuple(sorted({*pin.toolchain.lock} - {agate} | {"agate==1.6.3"}))
     other = Toolchain(pin.toolchain.dbt_core, pin.toolchain.dbt_duckdb, pin.toolchain.duckdb, changed)
     from dbt_harvest.harvester.toolchain import ensure_toolchain
 

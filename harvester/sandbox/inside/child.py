@@ -761,6 +761,9 @@ def main(argv: list[str]) -> int:
     import harvest_lockdown as lockdown_module
 
     harvest_lockdown = lockdown_module
+    # dbt-duckdb 1.5 reads a plugin module named without a dot as one of its own plugins
+    # (dbt.adapters.duckdb.plugins.<name>): the same module answers there too (a pin's toolchain may be 1.5)
+    sys.modules.setdefault(f"dbt.adapters.duckdb.plugins.{lockdown_module.__name__}", lockdown_module)
     if os.environ.get("FAKETIME"):
         patch_sleep_for_faketime()
     os.chdir(request["workspace"])
