@@ -124,6 +124,9 @@ class AddOptions:
     # the dbt release to build under (--dbt-version: ``1.7`` or an exact ``1.7.20``; harvester.toolchain): None
     # picks it (a rebuild: the pin's own; else from require-dbt-version, then the newest release that builds it)
     dbt_version: str | None = None
+    # resolve package version ranges among releases made by this time (seconds since the epoch): what `dbt
+    # deps` gave on that day (a history fix's parent); None: every release
+    packages_as_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,13 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions, rele
     project_path = root / project.rel_dir
     dbt_version = None if release is None or release.installed else release.dbt_core
     packages = resolve_packages(
-        project_path, store, mirror, tree=root, pinned=options.pinned_packages, dbt_version=dbt_version
+        project_path,
+        store,
+        mirror,
+        tree=root,
+        pinned=options.pinned_packages,
+        dbt_version=dbt_version,
+        as_of=options.packages_as_of,
     )
     vendor_packages(project_path, packages, store, workspace=root)
     if release is not None:

@@ -152,12 +152,23 @@ def _add_options(base: Pin, verdict: Verdict, options: MineOptions, repo: pygit2
         allow_edits=bool(base.compat_edits),
         fix=fix,
         rebuild=options.rebuild,
+        # the packages the parent's authors built with: ranges resolve as `dbt deps` did at the parent's commit
+        packages_as_of=_commit_time(repo, verdict.parent),
     )
     if options.source is not None:
         if is_public_url(base.url):
             return f"{options.source}@{verdict.parent}", replace(common, origin=base.url)
         return f"{options.source}@{verdict.parent}", replace(common, name=base.url.removeprefix(LOCAL_SCHEME))
     return f"{base.spec.rsplit('@', 1)[0]}@{verdict.parent}", common
+
+
+def _commit_time(repo: pygit2.Repository, sha: str) -> int | None:
+    """When ``sha`` was committed (seconds since the epoch); None when the repository lacks it."""
+    try:
+        found = repo[sha]
+    except (KeyError, ValueError):
+        return None
+    return int(found.commit_time) if isinstance(found, pygit2.Commit) else None
 
 
 def mine(base: Pin, options: MineOptions = MineOptions(), on_fix: Callable[[Pinned], None] | None = None) -> MineReport:
@@ -222,6 +233,7 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
         # the dbt releases `harvest add` may walk (harvester.toolchain): a parent refused before a release was
         # supported is tried again on it
         "releases": [release.dbt_core for release in supported()],
+        "packages_as_of": options.packages_as_of,
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 

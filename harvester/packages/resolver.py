@@ -70,6 +70,7 @@ def resolve_packages(
     tree: Path | None = None,
     pinned: Sequence[PackageRecord] | None = None,
     dbt_version: str | None = None,
+    as_of: int | None = None,
 ) -> tuple[PackageRecord, ...]:
     """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
 
@@ -80,11 +81,18 @@ def resolve_packages(
     never resolved anew from the ranges (a mirror that gained a newer release inside a range would otherwise
     change what the pin builds with), and a package the sources cannot give at that commit is a PackageError.
     ``dbt_version``: the dbt-core the packages must support (a pin's toolchain, ``harvester.toolchain``);
-    None: the installed one.
+    None: the installed one. ``as_of`` (seconds since the epoch): a version range resolves among the releases
+    tagged on commits made by then, as ``dbt deps`` did on that day (a history fix's parent: the packages its
+    authors built with, not releases that dropped the macros it dispatches to); None: every release.
     """
     project_dir = Path(project_dir).resolve()
     resolver = _Resolver(
-        project_dir, store, Locator(mirror, network), Path(tree).resolve() if tree else project_dir, dbt_version
+        project_dir,
+        store,
+        Locator(mirror, network),
+        Path(tree).resolve() if tree else project_dir,
+        dbt_version,
+        as_of,
     )
     if pinned is not None:
         return resolver.found_again(pinned)
@@ -113,10 +121,17 @@ def split_git_source(source: str) -> tuple[str, str]:
 
 class _Resolver:
     def __init__(
-        self, project_dir: Path, store: GitStore, locator: Locator, tree: Path, dbt_version: str | None = None
+        self,
+        project_dir: Path,
+        store: GitStore,
+        locator: Locator,
+        tree: Path,
+        dbt_version: str | None = None,
+        as_of: int | None = None,
     ) -> None:
         self.project_dir = project_dir
         self.dbt_version = dbt_version
+        self.as_of = as_of
         self.tree = tree
         self.store = store
         self.locator = locator
@@ -243,7 +258,7 @@ class _Resolver:
             hub_id,
             asks,
             sorted(versions),
-            compatible=lambda v: self._dbt_compatible(repo, versions[v][1]),
+            compatible=lambda v: self._released(repo, versions[v][1]) and self._dbt_compatible(repo, versions[v][1]),
         )
         commit = versions[version][1]
         name = self._project_name(repo, location, commit, "", hub_id)
@@ -331,6 +346,16 @@ class _Resolver:
                 raise PackageError(f"package {what} has no {where} at commit {commit[:12]}")
             self._names[cache_key] = _name_of(data, f"{what}@{commit[:12]}:{where}")
         return self._names[cache_key]
+
+    def _released(self, repo: pygit2.Repository, commit: str) -> bool:
+        """Whether a release's commit was made by ``as_of`` (always, without one)."""
+        if self.as_of is None:
+            return True
+        try:
+            found = repo[commit]
+        except (KeyError, ValueError):
+            return True
+        return not isinstance(found, pygit2.Commit) or int(found.commit_time) <= self.as_of
 
     def _dbt_compatible(self, repo: pygit2.Repository, commit: str) -> bool:
         data = self.store.read_file(repo, commit, "dbt_project.yml")

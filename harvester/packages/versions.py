@@ -89,7 +89,8 @@ def choose_version(
     wanted = _range_text(requests)
     if in_range:
         raise PackageError(
-            f"no version of {package} in {wanted} supports the installed dbt-core (tried {', '.join(in_range)})"
+            f"no version of {package} in {wanted} supports the dbt-core it builds under, or was released by the "
+            f"date it resolves as of (tried {', '.join(in_range)})"
         )
     shown = ", ".join(installable) if installable else "none"
     raise PackageError(f"no version of {package} satisfies {wanted} (available: {shown})")

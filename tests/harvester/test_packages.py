@@ -457,3 +457,23 @@ def test_probe_fails_fast_offline_and_mirror_map_names_hub_ids(tmp_path, store, 
     )
     (record,) = resolve_packages(project, store, load_mirror(mapped), network=None)
     assert (record.name, record.source, record.version) == ("calc_utils", "hub:other/calc", "0.2.0")
+
+
+def test_a_range_resolves_as_of_a_date_among_the_releases_made_by_then(tmp_path, store, mirror_dir):
+    """``as_of`` (a history fix's parent): the newest release in range whose commit was made by then, as `dbt
+    deps` resolved on that day; a date before every release in range is a PackageError saying so."""
+    import pygit2
+
+    project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", '[">=0.2.0", "<1.0.0"]')))
+    mirror = load_mirror(mirror_dir)
+    repo = store.mirror(str(mirror_dir / "acme/calc_utils"))
+    tags = store.tags(repo)
+    made = {
+        tag: int(repo[commit].commit_time) for tag, commit in tags.items() if isinstance(repo[commit], pygit2.Commit)
+    }
+    (today,) = resolve_packages(project, store, mirror, network=False)
+    assert today.version == "0.3.1"
+    (then,) = resolve_packages(project, store, mirror, network=False, as_of=made["0.2.0"])
+    assert then.version == "0.2.0" and then.commit == tags["0.2.0"]
+    with pytest.raises(PackageError, match="released by the date"):
+        resolve_packages(project, store, mirror, network=False, as_of=made["0.2.0"] - 1)
