@@ -9,7 +9,7 @@ a rebuild on another machine gets the same versions or says which one differs.
 pip does the installing, with the user's own pip settings (``PIP_INDEX_URL``, ``PIP_FIND_LINKS``,
 ``PIP_NO_INDEX``: a wheelhouse made by ``harvest toolchain wheels`` makes toolchains offline). A folder is
 made beside its final place and renamed into it only when complete, so a crash leaves no half toolchain
-under a name (only a ``.partial-`` folder, removed by the next make).
+under a name (only a ``.toolchain.partial-`` folder, removed by the next make and listed by `harvest gc`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -105,7 +106,7 @@ def _make(name: str, requirements: list[str], label: str, expected: Toolchain | 
     root = toolchains_dir()
     root.mkdir(parents=True, exist_ok=True)
     _remove_partials(root)
-    partial = root / f".partial-{uuid.uuid4().hex[:12]}"
+    partial = root / f".toolchain.partial-{uuid.uuid4().hex[:12]}"  # `harvest gc` lists one a crash left
     try:
         _run([sys.executable, "-m", "venv", "--without-pip", str(partial)], label, "create its virtualenv")
         python = partial / "bin" / "python"
@@ -200,10 +201,17 @@ def _run(argv: list[str], label: str, what: str) -> str:
     raise ToolchainError(f"cannot make {label}: could not {what}: {reason}{hint}")
 
 
-def _remove_partials(root: Path) -> None:
-    """Folders a crashed make left (never a complete toolchain: those are renamed only when whole)."""
-    for folder in root.glob(".partial-*"):
-        shutil.rmtree(folder, ignore_errors=True)
+def _remove_partials(root: Path, min_age_s: float = 3600.0) -> None:
+    """Folders a crashed make left (never a complete toolchain: those are renamed only when whole), once they
+    are an hour old: a younger one may be another process's make in progress."""
+    now = time.time()
+    for folder in root.glob(".toolchain.partial-*"):
+        try:
+            old = now - folder.stat().st_mtime >= min_age_s
+        except OSError:
+            continue
+        if old:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def wheels(release: Release, dest: Path) -> Path:
