@@ -709,6 +709,10 @@ def _releases(exported: Exported, options: AddOptions, previous: Pin | None) -> 
     return releases_meeting(own) or (choose(own),)  # choose raises, naming the requirement no release meets
 
 
+#: a build error's pointer to its logs, said once for every release tried
+_LOGS = re.compile(r" \(logs: [^)]*\)")
+
+
 def _toolchain(release: Release, previous: Pin | None) -> Toolchain | None:
     """The toolchain of ``release`` in this home (a rebuild's: exactly its pin's lock); None for the installed dbt."""
     if release.installed:
@@ -734,8 +738,11 @@ def _gold_on_a_release(
         except (BuildError, PackageError) as exc:
             if len(releases) == 1:
                 raise
-            reasons.append(f"dbt {release.minor}: {' '.join(str(exc).split())[:240]}")
-    raise BuildError(f"no supported dbt builds it ({'; '.join(reasons)})")
+            reason = _LOGS.sub("", " ".join(str(exc).split()))
+            reasons.append(f"dbt {release.minor}: {reason[:240]}")
+    raise BuildError(
+        f"no supported dbt builds it ({'; '.join(reasons)}) (logs: {run_dir}, dbt-<release>/ for each older one)"
+    )
 
 
 def _build_gold(
