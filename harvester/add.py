@@ -91,7 +91,7 @@ from dbt_harvest.harvester.toolchain import (
     release_named,
 )
 from dbt_harvest.harvester.toolchain.choice import own_requirement, releases_meeting, requirements
-from dbt_harvest.harvester.toolchain.releases import satisfies
+from dbt_harvest.harvester.toolchain.releases import satisfies, walk_releases
 from dbt_harvest.harvester.workspace import port_path, synthesis_path
 
 
@@ -700,13 +700,15 @@ class GoldRun:
 
 def _releases(exported: Exported, options: AddOptions, previous: Pin | None) -> tuple[Release, ...]:
     """The dbt releases to build on, in order: the one given (--dbt-version), a rebuild's own, else every
-    supported release the project's ``require-dbt-version`` admits, newest first."""
+    release the project's ``require-dbt-version`` admits among those ``$HARVEST_DBT_RELEASES`` allows
+    (default: every supported one), newest first."""
     if options.dbt_version:
         return (release_named(options.dbt_version),)
     if previous is not None:
         return (release_named(previous.toolchain.dbt_core) if previous.toolchain else installed_release(),)
     own = own_requirement(exported.root / exported.project.rel_dir)
-    return releases_meeting(own) or (choose(own),)  # choose raises, naming the requirement no release meets
+    pool = walk_releases()
+    return releases_meeting(own, pool) or (choose(own, pool),)  # choose raises, naming what no release meets
 
 
 #: a build error's pointer to its logs, said once for every release tried

@@ -43,10 +43,17 @@ _HF_CACHE_VARIABLES = ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CAC
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A temporary HF_HOME for the session (removed at exit), and no cache variable overriding it."""
+    """A temporary HF_HOME for the session (removed at exit), and no cache variable overriding it; builds
+    on the installed dbt only unless a test names the releases it may try."""
     import atexit
     import tempfile
 
+    # `harvest add` tries older dbt releases when a project fails on the installed one, making their toolchains
+    # with pip: a test that wants that says so (tests/harvester/test_toolchain.py); every other build stays on
+    # the installed dbt, as a failing fixture's refusal did before toolchains
+    from importlib import metadata
+
+    os.environ["HARVEST_DBT_RELEASES"] = ".".join(metadata.version("dbt-core").split(".")[:2])
     home = tempfile.mkdtemp(prefix="harvest-tests-hf-home-")
     os.environ["HF_HOME"] = home
     for name in _HF_CACHE_VARIABLES:

@@ -221,7 +221,7 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
     """What decides whether a fix's parent pins: the commits and files, the base's compat patch, the project
     folder, and the toolchain (dbt-core, dbt-duckdb, duckdb...): another toolchain tries it again."""
     from dbt_harvest.core.versions import versions
-    from dbt_harvest.harvester.toolchain import supported
+    from dbt_harvest.harvester.toolchain.releases import walk_releases
 
     data = {
         "parent": verdict.parent,
@@ -232,7 +232,7 @@ def refusal_key(base: Pin, verdict: Verdict, options: AddOptions) -> str:
         "versions": versions(),
         # the dbt releases `harvest add` may walk (harvester.toolchain): a parent refused before a release was
         # supported is tried again on it
-        "releases": [release.dbt_core for release in supported()],
+        "releases": [release.dbt_core for release in walk_releases()],
         "packages_as_of": options.packages_as_of,
     }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

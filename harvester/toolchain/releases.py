@@ -14,6 +14,7 @@ records no toolchain.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -61,6 +62,22 @@ def installed_release() -> Release:
 def supported() -> tuple[Release, ...]:
     """Every release a pin may build under, newest first: the installed dbt, then the toolchains."""
     return (installed_release(), *TOOLCHAIN_RELEASES)
+
+
+#: The releases `harvest add` may try, as a comma-separated list of minors (``1.11,1.7``) or ``all`` (the
+#: default): a machine that cannot make toolchains, or a run that must not, names the installed one alone.
+RELEASES_ENV = "HARVEST_DBT_RELEASES"
+
+
+def walk_releases() -> tuple[Release, ...]:
+    """The supported releases `harvest add` may try when none is named (``$HARVEST_DBT_RELEASES``), newest
+    first; ToolchainError naming an unknown one."""
+    wanted = os.environ.get(RELEASES_ENV, "").strip()
+    if not wanted or wanted == "all":
+        return supported()
+    names = [name.strip() for name in wanted.split(",") if name.strip()]
+    chosen = {release_named(name).minor for name in names}
+    return tuple(release for release in supported() if release.minor in chosen)
 
 
 def release_named(version: str) -> Release:

@@ -48,6 +48,7 @@ def _env(root: Path, toolchains: Path | None = None, wheels: Path | None = None)
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(wheels or root / "no-wheels"),
         "PIP_CONFIG_FILE": os.devnull,
+        "HARVEST_DBT_RELEASES": "all",  # the session allows only the installed dbt (tests/conftest.py)
     }
 
 
@@ -110,6 +111,24 @@ def test_release_chosen_from_require_dbt_version(tmp_path: Path) -> None:
         "name: old_utils\nrequire-dbt-version: '>=1.6.0'\n"
     )
     assert requirements(project) == [("the project", [">=1.5.0", "<1.6.0"]), ("package old_utils", ">=1.6.0")]
+
+
+def test_the_releases_add_may_try_are_named_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dbt_harvest.harvester.toolchain.releases import walk_releases
+
+    monkeypatch.setenv("HARVEST_DBT_RELEASES", "all")
+    assert [r.minor for r in walk_releases()][1:] == [r.minor for r in TOOLCHAIN_RELEASES]
+    monkeypatch.setenv("HARVEST_DBT_RELEASES", "1.7, 1.11")
+    assert [r.minor for r in walk_releases()] == [installed_release().minor, "1.7"]
+    monkeypatch.setenv("HARVEST_DBT_RELEASES", "1.3")
+    with pytest.raises(ToolchainError, match="not a supported toolchain"):
+        walk_releases()
+    # the installed dbt alone: a project that refuses it is refused in one line, no toolchain made
+    env = {**_env(tmp_path), "HARVEST_DBT_RELEASES": installed_release().minor}
+    repo = fixture_repo("legacy_kennel", tmp_path / "repo")
+    code, _, err = _run(env, "add", f"{repo.path}@{repo.head}", "--name", "acme/legacy_kennel")
+    assert code == 1 and "no supported dbt" in err and "<1.6.0" in err, err
+    assert not (tmp_path / "toolchains").exists() or not any((tmp_path / "toolchains").iterdir())
 
 
 def test_cli_usage_and_offline_refusal(tmp_path: Path) -> None:
