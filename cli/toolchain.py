@@ -24,14 +24,20 @@ def command() -> None:
     """The dbt releases a pin may build under, and the toolchains made in this home."""
 
 
-def _release(version: str) -> Release:
+def _toolchain_release(version: str) -> Release:
+    """The release VERSION names, if it is one a toolchain is made for; a usage error otherwise."""
     from dbt_harvest.core.errors import ToolchainError
     from dbt_harvest.harvester.toolchain import release_named
 
     try:
-        return release_named(version)
+        release = release_named(version)
     except ToolchainError as exc:
         raise click.BadParameter(str(exc), param_hint="VERSION") from None
+    if release.installed:
+        raise click.BadParameter(
+            f"dbt {release.minor} is the installed dbt: it needs no toolchain", param_hint="VERSION"
+        )
+    return release
 
 
 @command.command("list")
@@ -83,11 +89,7 @@ def make_command(version: str, as_json: bool) -> None:
     from dbt_harvest.cli._progress import working
     from dbt_harvest.harvester.toolchain import make_release
 
-    release = _release(version)
-    if release.installed:
-        raise click.BadParameter(
-            f"dbt {release.minor} is the installed dbt: it needs no toolchain", param_hint="VERSION"
-        )
+    release = _toolchain_release(version)
     with working(f"making the toolchain of {release.label} (pip)…"):
         toolchain = make_release(release)
     if as_json:
@@ -105,11 +107,7 @@ def wheels_command(version: str, dest: Path) -> None:
     from dbt_harvest.cli._progress import working
     from dbt_harvest.harvester.toolchain import wheels
 
-    release = _release(version)
-    if release.installed:
-        raise click.BadParameter(
-            f"dbt {release.minor} is the installed dbt: it needs no toolchain", param_hint="VERSION"
-        )
+    release = _toolchain_release(version)
     with working(f"downloading the packages of {release.label}…"):
         wheels(release, dest)
     click.echo(f"{dest}: PIP_NO_INDEX=1 PIP_FIND_LINKS={dest} makes the toolchain of {release.label} offline")

@@ -24,11 +24,6 @@ _LOCK_LINE = re.compile(r"^[a-z0-9][a-z0-9-]*==[A-Za-z0-9.+!-]+$")
 _NAME = re.compile(r"^dbt-core-\d+\.\d+\.\d+_dbt-duckdb-\d+\.\d+\.\d+_duckdb-\d+\.\d+\.\d+_[0-9a-f]{12}$")
 
 
-def normalise(name: str) -> str:
-    """A distribution name as a lock line spells it (PEP 503: lower case, runs of ``-_.`` as ``-``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 @dataclass(frozen=True)
 class Toolchain:
     """dbt-core, dbt-duckdb and DuckDB versions (exact), and the lock: every package of the toolchain's

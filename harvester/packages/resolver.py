@@ -22,7 +22,7 @@ from typing import Any
 
 import pygit2
 
-from dbt_harvest.core.errors import FetchError, PackageError
+from dbt_harvest.core.errors import FetchError, PackageError, ToolchainError
 from dbt_harvest.core.pin import PackageRecord
 from dbt_harvest.harvester.gitstore import GitStore, normalize_url
 from dbt_harvest.harvester.packages.sources import Locator, PackageMirror, is_local_location, mirror_name
@@ -370,20 +370,14 @@ class _Resolver:
 
 def _satisfies_dbt(required: Any, dbt_version: str | None = None) -> bool:
     """Whether dbt-core ``dbt_version`` (None: the installed one) meets a ``require-dbt-version`` value."""
-    if not required:
-        return True
-    from dbt.version import get_installed_version
-    from dbt_common import semver
+    from importlib import metadata
 
-    wanted = required if isinstance(required, list) else [required]
+    from dbt_harvest.harvester.toolchain.releases import version_meets
+
     try:
-        specs = [semver.VersionSpecifier.from_version_string(str(v)) for v in wanted]
-    except Exception:
+        return version_meets(dbt_version or metadata.version("dbt-core"), required)
+    except ToolchainError:
         return True  # dbt would refuse to parse it later; not a reason to skip a version here
-    version = (
-        get_installed_version() if dbt_version is None else semver.VersionSpecifier.from_version_string(dbt_version)
-    )
-    return semver.versions_compatible(version, *specs)
 
 
 def _name_of(data: bytes, where: str) -> str:

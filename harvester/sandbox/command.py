@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -162,10 +161,6 @@ def _link_chain(path: str) -> tuple[list[tuple[str, str]], Path]:
     return links, Path(os.path.realpath(path))
 
 
-def _dist_key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 @functools.lru_cache(maxsize=8)
 def _probe(python: str) -> dict[str, Any]:
     """``interpreter_probe.facts`` as the interpreter ``python`` (a toolchain's) sees itself."""
@@ -217,10 +212,15 @@ def _shared_libraries(files: list[str]) -> list[str]:
     return sorted(set(found))
 
 
-@functools.lru_cache(maxsize=8)
 def python_binds(python: str | None = None) -> PythonBinds:
     """The minimal read-only view of an interpreter the child needs: this one (``python`` None), or a
     toolchain's (``harvester.toolchain``), described by itself. Computed once per process and interpreter."""
+    return _binds(python)
+
+
+@functools.lru_cache(maxsize=8)
+def _binds(python: str | None) -> PythonBinds:
+    """``python_binds``, cached by the interpreter alone (``python_binds()`` and ``python_binds(None)`` share it)."""
     found = interpreter_probe.facts(list(CHILD_DISTRIBUTIONS)) if python is None else _probe(python)
     where = python or sys.executable
     for needed in ("dbt-duckdb", "dbt-core", "duckdb"):

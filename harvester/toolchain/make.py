@@ -27,7 +27,7 @@ from pathlib import Path
 from dbt_harvest.core import atomic
 from dbt_harvest.core.errors import PinError, ToolchainError
 from dbt_harvest.core.home import toolchains_dir
-from dbt_harvest.core.toolchain import Toolchain, is_toolchain_name, normalise, toolchain_from_dict
+from dbt_harvest.core.toolchain import Toolchain, is_toolchain_name, toolchain_from_dict
 from dbt_harvest.harvester.toolchain.releases import Release
 
 RECORD = "toolchain.json"
@@ -78,10 +78,7 @@ def ensure_toolchain(toolchain: Toolchain) -> Toolchain:
         return make_release(Release("", toolchain.dbt_core, toolchain.dbt_duckdb, toolchain.duckdb))
     if (toolchains_dir() / toolchain.name / RECORD).is_file():
         return toolchain
-    label = f"toolchain {toolchain.label}"
-    made_lock = _make(toolchain.name, ["--no-deps", *toolchain.lock], label, expected=toolchain)
-    assert made_lock == toolchain
-    return toolchain
+    return _make(["--no-deps", *toolchain.lock], f"toolchain {toolchain.label}", expected=toolchain)
 
 
 def make_release(release: Release) -> Toolchain:
@@ -98,11 +95,12 @@ def make_release(release: Release) -> Toolchain:
             release.duckdb,
         ):
             return toolchain
-    return _make("", list(release.requirements), f"toolchain {release.label}", expected=None)
+    return _make(list(release.requirements), f"toolchain {release.label}", expected=None)
 
 
-def _make(name: str, requirements: list[str], label: str, expected: Toolchain | None) -> Toolchain:
-    """A virtualenv with ``requirements`` installed, locked and renamed to its toolchain name."""
+def _make(requirements: list[str], label: str, expected: Toolchain | None) -> Toolchain:
+    """A virtualenv with ``requirements`` installed, locked (equal to ``expected`` when given) and renamed to
+    its toolchain name."""
     root = toolchains_dir()
     root.mkdir(parents=True, exist_ok=True)
     _remove_partials(root)
@@ -133,8 +131,6 @@ def _make(name: str, requirements: list[str], label: str, expected: Toolchain | 
             )
         atomic.write_text(partial / RECORD, json.dumps(toolchain.to_dict(), indent=1, sort_keys=True) + "\n")
         final = root / toolchain.name
-        if name and name != toolchain.name:
-            raise ToolchainError(f"{label}: made as {toolchain.name}, expected {name}")
         if (final / RECORD).is_file():  # another process made it meanwhile: keep theirs
             shutil.rmtree(partial, ignore_errors=True)
             return toolchain
@@ -163,8 +159,8 @@ def _locked(python: Path, label: str) -> Toolchain:
     pinned = dict(line.split("==", 1) for line in lines)
     try:
         return Toolchain(
-            pinned.get(normalise("dbt-core"), "?"),
-            pinned.get(normalise("dbt-duckdb"), "?"),
+            pinned.get("dbt-core", "?"),
+            pinned.get("dbt-duckdb", "?"),
             pinned.get("duckdb", "?"),
             lines,
         )

@@ -89,11 +89,6 @@ def release_named(version: str) -> Release:
     raise ToolchainError(f"dbt {version} is not a supported toolchain; use one of: {names} (or its exact version)")
 
 
-def release_of(dbt_core: str) -> Release:
-    """The release whose exact dbt-core is ``dbt_core`` (a pin's recorded toolchain)."""
-    return release_named(dbt_core)
-
-
 def _specifiers(required: Any, where: str) -> list[Any]:
     from dbt_common import semver
 
@@ -106,15 +101,20 @@ def _specifiers(required: Any, where: str) -> list[Any]:
         ) from None
 
 
-def satisfies(release: Release, required: Any, where: str = "dbt_project.yml") -> bool:
-    """Whether ``release``'s dbt-core meets a ``require-dbt-version`` value (a string or a list; empty: any),
-    read with dbt's own semantics."""
+def version_meets(dbt_core: str, required: Any, where: str = "dbt_project.yml") -> bool:
+    """Whether dbt-core ``dbt_core`` meets a ``require-dbt-version`` value (a string or a list; empty: any),
+    read with dbt's own semantics; ToolchainError when dbt could not read the value."""
     if not required:
         return True
     from dbt_common import semver
 
-    version = semver.VersionSpecifier.from_version_string(release.dbt_core)
+    version = semver.VersionSpecifier.from_version_string(dbt_core)
     return bool(semver.versions_compatible(version, *_specifiers(required, where)))
+
+
+def satisfies(release: Release, required: Any, where: str = "dbt_project.yml") -> bool:
+    """Whether ``release``'s dbt-core meets a ``require-dbt-version`` value (``version_meets``)."""
+    return version_meets(release.dbt_core, required, where)
 
 
 def choose(requirements: Sequence[tuple[str, Any]], candidates: Sequence[Release] | None = None) -> Release:
