@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from dbt_harvest.harvester.synth.usage import ColumnRef, Literal, Usage, analyse, resolve_output, type_of_datatype
@@ -25,6 +26,120 @@ PREFIX = "_synth__"
 _UNSAFE = re.compile(r"[^a-z0-9_]+")
 _REF = re.compile(r"""ref\(\s*['"]([^'"]+)['"]\s*(?:,\s*['"]([^'"]+)['"]\s*)?\)""")
 _SOURCE = re.compile(r"""source\(\s*['"]([^'"]+)['"]\s*,\s*['"]([^'"]+)['"]\s*\)""")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a range or length test allows a column's values: each side inclusive (``strict`` makes both
+    exclusive), ``None`` where a side is open. ``low``/``high`` are a number or an ISO date as text."""
+
+    low: str | None = None
+    high: str | None = None
+    strict: bool = False
+    min_len: int | None = None
+    max_len: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.low, self.high, self.min_len, self.max_len))
+
+    def meet(self, other: Bounds) -> Bounds:
+        """Both bounds at once (the tighter side of each)."""
+        return Bounds(
+            _tighter(self.low, other.low, max),
+            _tighter(self.high, other.high, min),
+            self.strict or other.strict,
+            _tighter_int(self.min_len, other.min_len, max),
+            _tighter_int(self.max_len, other.max_len, min),
+        )
+
+
+def _order_key(text: str) -> tuple[int, Decimal | str]:
+    try:
+        return (0, Decimal(text))
+    except InvalidOperation:
+        return (1, text)
+
+
+def _tighter(a: str | None, b: str | None, pick: Any) -> str | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return str(pick((a, b), key=_order_key))
+
+
+def _tighter_int(a: int | None, b: int | None, pick: Any) -> int | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return int(pick(a, b))
+
+
+_ISO_DAY = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+def _bound_value(value: Any) -> str | None:
+    """A test's bound as a number or an ISO date, or None when it is SQL the synthesizer cannot evaluate
+    (then that side is left open and the build says whether the data meets it)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float | Decimal):
+        return str(value)
+    text = str(value).strip()
+    try:
+        return str(Decimal(text))
+    except InvalidOperation:
+        pass
+    m = _ISO_DAY.search(text)
+    if m and re.fullmatch(r"(?is)\s*(cast\s*\(\s*)?(date|timestamp)?\s*'[^']*'.*", text):
+        return m.group(1)
+    return None
+
+
+def _length(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+#: generic tests of packages that say what a built-in test says (dbt_expectations' names)
+ALIASES = {
+    "expect_column_values_to_be_unique": "unique",
+    "expect_column_values_to_not_be_null": "not_null",
+    "expect_column_values_to_be_in_set": "accepted_values",
+}
+
+
+def test_kind(name: str) -> str:
+    """A generic test's name as the contract knows it (a package's alias of a built-in test read as it)."""
+    return ALIASES.get(name, name)
+
+
+def accepted(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The values an accepted_values test (or dbt_expectations' in-set test) allows."""
+    values = kwargs.get("values")
+    if values is None:
+        values = kwargs.get("value_set")
+    return tuple(str(v) for v in values or ())
+
+
+def bounds_of(test: str, kwargs: Mapping[str, Any]) -> Bounds:
+    """The bounds a range or length test puts on its column (empty for any other test). dbt_utils'
+    ``accepted_range`` and dbt_expectations' ``expect_column_values_to_be_between`` bound the values;
+    ``expect_column_value_lengths_to_be_between`` and ``..._to_equal`` bound their lengths."""
+    if test == "accepted_range":
+        inclusive = kwargs.get("inclusive", True)
+        return Bounds(_bound_value(kwargs.get("min_value")), _bound_value(kwargs.get("max_value")), inclusive is False)
+    if test == "expect_column_values_to_be_between":
+        return Bounds(
+            _bound_value(kwargs.get("min_value")),
+            _bound_value(kwargs.get("max_value")),
+            kwargs.get("strictly", False) is True,
+        )
+    if test == "expect_column_value_lengths_to_be_between":
+        return Bounds(min_len=_length(kwargs.get("min_value")), max_len=_length(kwargs.get("max_value")))
+    if test == "expect_column_value_lengths_to_equal":
+        n = _length(kwargs.get("value"))
+        return Bounds(min_len=n, max_len=n)
+    return Bounds()
 
 
 @dataclass(frozen=True)
@@ -40,6 +155,7 @@ class SynthColumn:
     nulls: bool = False  # the SQL handles nulls here (coalesce, is null): some rows hold one
     parent: ColumnRef | None = None  # values drawn from this column's
     orphans: bool = False  # a few values no parent holds (the SQL keeps unmatched rows)
+    bounds: Bounds = Bounds()  # a range or length test's limits
 
 
 @dataclass(frozen=True)
@@ -147,6 +263,7 @@ class _Draft:
     values: tuple[str, ...] = ()
     parent: ColumnRef | None = None
     orphans: bool = False
+    bounds: Bounds = Bounds()
 
 
 def test_target(node: Mapping[str, Any], manifest: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
@@ -223,7 +340,7 @@ class _Drafts:
             relation = test_target(node, self.manifest, self.names)
             if column and relation is not None:
                 for ref in self.targets(relation, column):
-                    self._constrain(self.draft(ref), ref, str(meta.get("name")), kwargs)
+                    self._constrain(self.draft(ref), ref, test_kind(str(meta.get("name"))), kwargs)
 
     def _constrain(self, d: _Draft, ref: ColumnRef, test: str, kwargs: Mapping[str, Any]) -> None:
         if test == "unique":
@@ -231,7 +348,9 @@ class _Drafts:
         elif test == "not_null":
             d.not_null = True
         elif test == "accepted_values":
-            d.values = tuple(str(v) for v in kwargs.get("values") or ())
+            d.values = accepted(kwargs)
+        elif bounds_of(test, kwargs):
+            d.bounds = d.bounds.meet(bounds_of(test, kwargs))
         elif test == "relationships":
             parent_rel = to_relation(str(kwargs.get("to") or ""), self.manifest, self.names)
             field = str(kwargs.get("field") or "").strip('"').lower()
@@ -278,6 +397,7 @@ class _Drafts:
             nulls=ref in self.use.null_handled,
             parent=d.parent,
             orphans=d.orphans and not (d.not_null or d.unique),
+            bounds=d.bounds,
         )
 
     def tables(self) -> tuple[SynthTable, ...]:
@@ -320,6 +440,7 @@ class Failure:
     refs: tuple[ColumnRef, ...]  # the synthesized columns it constrains
     values: tuple[str, ...] = ()
     parent: ColumnRef | None = None
+    bounds: Bounds = Bounds()
 
 
 def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
@@ -337,11 +458,17 @@ def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
                 change.update(values=failure.values, nulls=False)
             elif failure.test == "relationships" and failure.parent is not None:
                 change.update(parent=failure.parent, orphans=False, nulls=False)
+            elif failure.bounds:
+                change["bounds"] = change.get("bounds", Bounds()).meet(failure.bounds)
     tables = []
     for t in contract.tables:
         cols = []
         for c in t.columns:
-            found = changes.get(ColumnRef(t.relation, c.name))
+            found = dict(changes.get(ColumnRef(t.relation, c.name)) or {})
+            if "bounds" in found:
+                found["bounds"] = c.bounds.meet(found["bounds"])
+                if found["bounds"] == c.bounds:
+                    del found["bounds"]
             cols.append(replace(c, **found) if found else c)
         tables.append(replace(t, columns=tuple(cols)))
     return Contract(tuple(tables))
@@ -374,7 +501,12 @@ def retype_from_error(contract: Contract, error: str) -> Contract:
 
 
 __all__ = [
+    "ALIASES",
     "PREFIX",
+    "Bounds",
+    "accepted",
+    "bounds_of",
+    "test_kind",
     "retype_from_error",
     "Contract",
     "Failure",

@@ -5,7 +5,8 @@ with its neighbours on the other side of the comparison (``amount > 0`` gets 0, 
 gets 'open' and another status); every accepted value appears; a column the SQL coalesces holds nulls; a
 foreign key draws from its parent's keys but leaves some parents childless, and adds an orphan only where
 the SQL keeps unmatched rows. Mutants of filters, null handling, grain, time windows and joins then change
-the output, which is what makes a task out of them.
+the output, which is what makes a task out of them. A range or length test (``accepted_range``,
+dbt_expectations' between and length tests) bounds every value drawn, the comparisons' neighbours included.
 
 Pure and deterministic: the same contract and seed give the same rows on every machine (``random.Random``
 seeded with text, independent of ``PYTHONHASHSEED``).
@@ -89,6 +90,94 @@ def _neighbours(col: SynthColumn, lit: Literal) -> list[str]:
     return [lit.value, f"{lit.value}_other"]
 
 
+def _as_order(col: SynthColumn, text: str) -> Decimal | date | None:
+    """``text`` as the column's type orders it (a number or a day), None when it is neither."""
+    if col.type in {"date", "timestamp"}:
+        return _parse_date(text)
+    return _number(text)
+
+
+def within(col: SynthColumn, value: str | None) -> bool:
+    """Whether ``value`` meets the column's range and length tests (a NULL always does: those tests skip it)."""
+    b = col.bounds
+    if value is None or not b:
+        return True
+    if b.min_len is not None and len(value) < b.min_len:
+        return False
+    if b.max_len is not None and len(value) > b.max_len:
+        return False
+    v = _as_order(col, value)
+    for side, text in ((1, b.low), (-1, b.high)):
+        edge = _as_order(col, text) if text is not None else None
+        if isinstance(v, Decimal) and isinstance(edge, Decimal):
+            diff = (v - edge) * side
+        elif isinstance(v, date) and isinstance(edge, date):
+            diff = Decimal((v - edge).days * side)
+        else:
+            continue
+        if diff < 0 or (b.strict and diff == 0):
+            return False
+    return True
+
+
+def _fit_length(col: SynthColumn, text: str, k: int) -> str:
+    """``text`` made as long as the column's length tests allow (distinct per ``k``)."""
+    b = col.bounds
+    if b.max_len is not None and len(text) > b.max_len:
+        tag = str(k)
+        text = tag[-b.max_len :] if b.max_len < len(tag) + 1 else (text[: b.max_len - len(tag)] + tag)
+    if b.min_len is not None and len(text) < b.min_len:
+        text = text + "x" * (b.min_len - len(text))
+    return text
+
+
+def _span(col: SynthColumn) -> tuple[Decimal, Decimal] | tuple[date, date] | None:
+    """The closed interval a bounded number or day is drawn from (strict sides stepped in)."""
+    b = col.bounds
+    if col.type in {"integer", "numeric"}:
+        step = Decimal(1) if col.type == "integer" else Decimal("0.01")
+        low = _number(b.low) if b.low is not None else None
+        high = _number(b.high) if b.high is not None else None
+        if low is None and high is None:
+            return None
+        if low is not None and col.type == "integer":
+            low = low.to_integral_value(rounding="ROUND_CEILING")
+        if high is not None and col.type == "integer":
+            high = high.to_integral_value(rounding="ROUND_FLOOR")
+        if b.strict:
+            low, high = (low + step if low is not None else None), (high - step if high is not None else None)
+        low = low if low is not None else (high - 100 if high is not None else Decimal(0))
+        high = high if high is not None else low + 100
+        return (low, high) if low <= high else None
+    if col.type in {"date", "timestamp"}:
+        lo = _parse_date(b.low) if b.low is not None else None
+        hi = _parse_date(b.high) if b.high is not None else None
+        if lo is None and hi is None:
+            return None
+        if b.strict:
+            lo, hi = (lo + timedelta(days=1) if lo else None), (hi - timedelta(days=1) if hi else None)
+        lo = lo or (hi - timedelta(days=364) if hi else BASE_DAY)
+        hi = hi or lo + timedelta(days=364)
+        return (lo, hi) if lo <= hi else None
+    return None
+
+
+def _bounded(col: SynthColumn, rng: random.Random, i: int) -> str | None:
+    """A value drawn inside the column's range, None when it has none (or an empty one)."""
+    span = _span(col)
+    if span is None:
+        return None
+    low, high = span
+    if isinstance(low, date) and isinstance(high, date):
+        day = low + timedelta(days=rng.randint(0, (high - low).days))
+        return _fmt_day(day, col.type, rng.randint(0, 86399) if col.type == "timestamp" else 0)
+    assert isinstance(low, Decimal) and isinstance(high, Decimal)
+    if col.type == "integer":
+        return str(rng.randint(int(low), int(high)))
+    cents = rng.randint(int(low * 100), int(high * 100))
+    return _fmt_number(Decimal(cents) / 100, "numeric")
+
+
 def _fmt_day(day: date, family: str, seconds: int) -> str:
     if family == "date":
         return day.isoformat()
@@ -96,7 +185,14 @@ def _fmt_day(day: date, family: str, seconds: int) -> str:
 
 
 def _free(col: SynthColumn, table: SynthTable, rng: random.Random, i: int) -> str:
-    """A value with no constraint but the column's type."""
+    """A value with no constraint but the column's type (and its range and length tests)."""
+    value = _unbounded(col, rng)
+    if within(col, value):
+        return value
+    return _bounded(col, rng, i) or _fit_length(col, value, i)
+
+
+def _unbounded(col: SynthColumn, rng: random.Random) -> str:
     if col.type == "integer":
         return str(rng.randint(0, 100))
     if col.type == "numeric":
@@ -111,12 +207,15 @@ def _free(col: SynthColumn, table: SynthTable, rng: random.Random, i: int) -> st
 
 
 def _unique(col: SynthColumn, table: SynthTable, i: int) -> str:
+    span = _span(col)
     if col.type in {"integer", "numeric"}:
-        return str(i + 1)
+        start = span[0] if span is not None and isinstance(span[0], Decimal) else Decimal(1)
+        return _fmt_number(start + i, "integer") if col.type == "integer" else str(start + i)
     if col.type in {"date", "timestamp"}:
-        return _fmt_day(BASE_DAY + timedelta(days=i), col.type, 0)
+        first = span[0] if span is not None and isinstance(span[0], date) else BASE_DAY
+        return _fmt_day(first + timedelta(days=i), col.type, 0)
     short = table.table.lower()[:12] or "row"
-    return f"{short}_{i + 1:03d}"
+    return _fit_length(col, f"{short}_{i + 1:03d}", i + 1)
 
 
 class _Generator:
@@ -140,17 +239,20 @@ class _Generator:
         elif parent_values:
             # leave the last parents without children (a group with none), one orphan where it is kept
             usable = parent_values[: max(1, (len(parent_values) * 4) // 5)]
+            usable = [v for v in usable if within(col, v)] or usable
             values = [rng.choice(usable) for _ in range(n)]
             if col.orphans:  # a few (one alone may be filtered out before the join)
                 for k, i in enumerate(rng.sample(range(n), k=min(n, ORPHANS))):
-                    values[i] = self._orphan(col, k)
+                    orphan = self._orphan(col, k)
+                    if within(col, orphan):
+                        values[i] = orphan
         else:
             pool: list[str] = []
             if col.values:
                 pool = list(col.values)
             for lit in col.literals:
                 for v in _neighbours(col, lit):
-                    if v not in pool:
+                    if v not in pool and within(col, v):  # a value a range test forbids is never drawn
                         pool.append(v)
             if col.values:
                 allowed = set(col.values)
@@ -205,4 +307,4 @@ def as_mapping(tables: tuple[Table, ...]) -> Mapping[str, Table]:
     return {t.relation: t for t in tables}
 
 
-__all__ = ["BASE_DAY", "ROWS", "Table", "as_mapping", "generate"]
+__all__ = ["BASE_DAY", "ROWS", "Table", "as_mapping", "generate", "within"]

@@ -8,7 +8,8 @@ applied) that ships no data for its sources:
    ``dbt compile`` give every model's compiled SQL; the contract is derived again with the SQL's evidence
    (``usage.analyse``: columns read, casts, literals, null handling, joins);
 3. the project is built on the rendered data, its tests not gating its models (``baseline.ungated_build``). A failing project test that the contract can answer (a
-   ``unique``, ``not_null``, ``accepted_values`` or ``relationships`` test on a column read from a source)
+   ``unique``, ``not_null``, ``accepted_values``, ``relationships``, range or length test on a column read
+   from a source)
    tightens the contract and the build runs again, at most ``MAX_ROUNDS`` times; so does a model whose build
    fails on a cast DuckDB names the source column of (the column is drawn again with the type the cast wants). What still fails is refused
    (``SynthesisError``), naming the tests; so is a model that does not build.
@@ -38,11 +39,14 @@ from dbt_harvest.harvester.sandbox import DbtStep, Limits, run_steps, safe_fs, w
 from dbt_harvest.harvester.synth.contract import (
     Contract,
     Failure,
+    accepted,
+    bounds_of,
     derive,
     model_sql,
     relations,
     repair,
     retype_from_error,
+    test_kind,
     test_target,
     to_relation,
 )
@@ -51,7 +55,7 @@ from dbt_harvest.harvester.synth.render import MACRO_FILE, files, patch_text
 from dbt_harvest.harvester.synth.usage import ColumnRef, resolve_output
 
 #: bumped when the derivation changes what it writes (a pin records the digest, not the version)
-SYNTH_VERSION = 1
+SYNTH_VERSION = 2
 #: builds on synthesized data after the first, each after a repair of the contract
 MAX_ROUNDS = 3
 #: the wall clock of synthesis's own builds (the pin's clock is chosen afterwards, from the seeds)
@@ -149,16 +153,16 @@ def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[lis
         column = str(kwargs.get("column_name") or "").strip('"').lower()
         relation = test_target(node, manifest, names)
         refs = resolve_output(models, seeds, relation, column) if relation and column else []
-        test = str(meta.get("name") or "")
+        test = test_kind(str(meta.get("name") or ""))
+        bounds = bounds_of(test, kwargs)
         parent: ColumnRef | None = None
         if test == "relationships":
             parent_rel = to_relation(str(kwargs.get("to") or ""), manifest, names)
             field = str(kwargs.get("field") or "").strip('"').lower()
             parents = resolve_output(models, seeds, parent_rel, field) if parent_rel and field else []
             parent = parents[0] if parents else None
-        if refs and test in {"unique", "not_null", "accepted_values"} or (refs and parent is not None):
-            values = tuple(str(v) for v in kwargs.get("values") or ())
-            answerable.append(Failure(test, tuple(refs), values, parent))
+        if refs and (test in {"unique", "not_null", "accepted_values"} or parent is not None or bounds):
+            answerable.append(Failure(test, tuple(refs), accepted(kwargs), parent, bounds))
         else:
             unanswerable.append(str(node.get("name") or uid))
     return answerable, unanswerable

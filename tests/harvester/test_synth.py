@@ -390,3 +390,174 @@ def test_tracing_a_long_chain_of_select_star_models_is_linear() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 1  # columns traced to the one source (unqualified ones over a join are not)
+
+
+# ------------------------------------------------------------------------------- range and length tests
+
+
+def _bounded_manifest() -> dict:
+    """_manifest() with the range and length tests real projects carry: dbt_utils' accepted_range (one
+    exclusive), dbt_expectations' between, length and in-set tests, and a between bound written as SQL."""
+    manifest = _manifest()
+
+    def test(name: str, uid: str, depends: str, **kwargs: object) -> dict:
+        return {
+            "unique_id": uid,
+            "resource_type": "test",
+            "depends_on": {"nodes": [depends]},
+            "test_metadata": {"name": name, "kwargs": kwargs},
+        }
+
+    orders, customers = "source.shop.shop.orders", "source.shop.shop.customers"
+    for t in (
+        test("accepted_range", "test.shop.r1", orders, column_name="amount", min_value=10, max_value=60),
+        test("accepted_range", "test.shop.r2", orders, column_name="id", min_value=1000, inclusive=False),
+        test(
+            "expect_column_values_to_be_between",
+            "test.shop.r3",
+            orders,
+            column_name="ordered_at",
+            min_value="'2023-12-31'",
+            max_value="cast('2024-06-30' as date)",
+        ),
+        test("expect_column_value_lengths_to_be_between", "test.shop.l1", customers, column_name="name", max_value=4),
+        test("expect_column_value_lengths_to_equal", "test.shop.l2", customers, column_name="tier", value=6),
+        test(
+            "expect_column_values_to_be_between", "test.shop.r4", customers, column_name="id", min_value="current_date"
+        ),
+    ):
+        manifest["nodes"][t["unique_id"]] = t
+    return manifest
+
+
+def test_range_and_length_tests_bound_the_contract() -> None:
+    from dbt_harvest.harvester.synth.contract import Bounds, bounds_of
+
+    contract = derive(_bounded_manifest())
+    orders, customers = contract.table(ORDERS), contract.table(CUSTOMERS)
+    assert orders is not None and customers is not None
+    assert orders.column("amount").bounds == Bounds("10", "60")  # type: ignore[union-attr]
+    assert orders.column("id").bounds == Bounds("1000", None, strict=True)  # type: ignore[union-attr]
+    assert orders.column("ordered_at").bounds == Bounds("2023-12-31", "2024-06-30")  # type: ignore[union-attr]
+    assert customers.column("name").bounds == Bounds(max_len=4)  # type: ignore[union-attr]
+    assert customers.column("tier").bounds == Bounds(min_len=6, max_len=6)  # type: ignore[union-attr]
+    # a bound written as SQL the synthesizer cannot evaluate leaves that side open
+    assert not customers.column("id").bounds  # type: ignore[union-attr]
+    assert bounds_of("unique", {}) == Bounds() and not Bounds()
+
+
+def test_rows_meet_range_and_length_tests_and_keep_the_filters_in_range_neighbours() -> None:
+    contract = derive(_bounded_manifest())
+    for seed in (1, 2, 3):
+        tables = {t.relation: t for t in generate(contract, seed=seed)}
+        orders, customers = tables[ORDERS], tables[CUSTOMERS]
+        col = {name: [row[i] for row in orders.rows] for i, name in enumerate(orders.columns)}
+        ccol = {name: [row[i] for row in customers.rows] for i, name in enumerate(customers.columns)}
+        assert all(10 <= float(v) <= 60 for v in col["amount"] if v is not None)
+        assert all(int(v) > 1000 for v in col["id"] if v is not None)
+        days = [v for v in col["ordered_at"] if v is not None]
+        assert all("2023-12-31" <= d[:10] <= "2024-06-30" for d in days)
+        # the filter `order_date >= '2024-01-01'`: its boundary and both neighbours lie in range, so all stay
+        assert {"2024-01-01", "2023-12-31", "2024-01-02"} <= {d[:10] for d in days}
+        assert all(len(v) <= 4 for v in ccol["name"] if v is not None)
+        assert all(len(v) == 6 for v in ccol["tier"] if v is not None)
+
+
+def test_a_filter_neighbour_outside_a_range_is_never_drawn() -> None:
+    from dbt_harvest.harvester.synth.contract import Bounds
+
+    col = SynthColumn("qty", "integer", literals=(Literal(">", "0", "number"),), bounds=Bounds("0", "9"))
+    rows = generate(Contract((SynthTable(ORDERS, "shop", "orders", (col,)),)), seed=5)[0].rows
+    values = {int(r[0]) for r in rows if r[0] is not None}
+    assert {0, 1} <= values and -1 not in values and max(values) <= 9
+
+
+def test_repair_bounds_a_column_a_range_test_failed_on() -> None:
+    from dbt_harvest.harvester.synth.contract import Bounds, Failure, repair
+
+    contract = derive(_manifest())
+    name = ColumnRef(CUSTOMERS, "name")
+    repaired = repair(
+        contract, [Failure("expect_column_value_lengths_to_be_between", (name,), bounds=Bounds(min_len=3, max_len=5))]
+    )
+    customers = repaired.table(CUSTOMERS)
+    assert customers is not None and customers.column("name").bounds == Bounds(min_len=3, max_len=5)  # type: ignore[union-attr]
+    assert (
+        repair(repaired, [Failure("expect_column_value_lengths_to_be_between", (name,), bounds=Bounds(max_len=5))])
+        == repaired
+    )
+
+
+_GENERIC_TESTS = {
+    # the project's own generic tests, named and called as dbt_utils' and dbt_expectations' are
+    "tests/generic/accepted_range.sql": (
+        "{% test accepted_range(model, column_name, min_value=none, max_value=none, inclusive=true) %}\n"
+        "select * from {{ model }} where\n"
+        "{%- if inclusive %} {{ column_name }} < {{ min_value }} or {{ column_name }} > {{ max_value }}\n"
+        "{%- else %} {{ column_name }} <= {{ min_value }} or {{ column_name }} >= {{ max_value }}{% endif %}\n"
+        "{% endtest %}\n"
+    ),
+    "tests/generic/expect_column_value_lengths_to_be_between.sql": (
+        "{% test expect_column_value_lengths_to_be_between(model, column_name, min_value, max_value) %}\n"
+        "select * from {{ model }}\n"
+        "where length({{ column_name }}) < {{ min_value }} or length({{ column_name }}) > {{ max_value }}\n"
+        "{% endtest %}\n"
+    ),
+    "tests/generic/expect_column_values_to_be_between.sql": (
+        "{% test expect_column_values_to_be_between(model, column_name, min_value, max_value, strictly=false) %}\n"
+        "select * from {{ model }} where not ({{ column_name }} {{ '>' if strictly else '>=' }} {{ min_value }}\n"
+        "  and {{ column_name }} {{ '<' if strictly else '<=' }} {{ max_value }})\n"
+        "{% endtest %}\n"
+    ),
+}
+
+
+@slow
+def test_a_project_with_range_and_length_tests_is_pinned_on_data_that_meets_them(tmp_path: Path) -> None:
+    """Before range and length tests were read, the synthesized fees (0-500), names (13 characters) and
+    hire days (a year from 2024-01-01) failed these tests and `harvest add` refused the project."""
+    import csv
+    import io
+
+    from dbt_harvest.core.patching import apply_to_text, parse_patch
+
+    sources = (fixture_dir("courier_routes") / "models/staging/sources.yml").read_text()
+    sources = (
+        sources.replace(
+            "          - name: courier_name\n",
+            "          - name: courier_name\n"
+            "            tests:\n"
+            "              - expect_column_value_lengths_to_be_between: {min_value: 3, max_value: 7}\n",
+        )
+        .replace(
+            "          - name: hired_on\n",
+            "          - name: hired_on\n"
+            "            tests:\n"
+            "              - expect_column_values_to_be_between:\n"
+            "                  {min_value: \"'2019-01-01'\", max_value: \"'2021-12-31'\", strictly: true}\n",
+        )
+        .replace(
+            "          - name: fee\n",
+            "          - name: fee\n"
+            "            tests:\n"
+            "              - accepted_range: {min_value: 3, max_value: 25, inclusive: false}\n",
+        )
+    )
+    spec = _variant(tmp_path, {**_GENERIC_TESTS, "models/staging/sources.yml": sources})
+    code, out, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data", "--synth-seed", "3", "--json")
+    assert code == 0, err
+    from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.harvester.workspace import synthesis_text
+
+    pin = read_pin(Path(json.loads(out)["pin"]))
+    assert pin.baseline_tests == ()  # every project test passes on the data, none known to fail
+    patch = {p.path.rsplit("/", 1)[-1]: p for p in parse_patch(synthesis_text(pin, tmp_path / "pins"))}
+    rows = {
+        name: list(csv.DictReader(io.StringIO(apply_to_text("", p))))
+        for name, p in patch.items()
+        if name.endswith(".csv")
+    }
+    couriers, deliveries = rows["_synth__dispatch__couriers.csv"], rows["_synth__dispatch__deliveries.csv"]
+    assert all(3 <= len(r["courier_name"]) <= 7 for r in couriers if r["courier_name"])
+    assert all("2019-01-01" < r["hired_on"] < "2021-12-31" for r in couriers if r["hired_on"])
+    assert all(3 < float(r["fee"]) < 25 for r in deliveries if r["fee"])
