@@ -34,6 +34,15 @@ from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, marku
     help="Offline copies of repositories: DIR/<owner>/<name> git clones (bare or not; or "
     "$HARVEST_REPO_MIRROR); owner/name@sha then builds from there with the same pin as from the network.",
 )
+@click.option(
+    "--package-version",
+    "package_versions",
+    multiple=True,
+    metavar="HUB_ID=VERSION",
+    help="A release standing in for the one packages.yml asks for, where no source holds that (e.g. "
+    "metaplane/dbt_expectations=0.10.9 for a tag the mirror lacks); repeatable. The pin records the "
+    "substitute as such; a package that resolves as asked refuses it.",
+)
 @click.option("--resolve-ref", is_flag=True, help="Accept a branch or tag and record the commit it resolves to.")
 @click.option("--clock", help="Pinned build date (default: the day after the newest date in the seeds).")
 @click.option(
@@ -93,6 +102,7 @@ def command(
     repo_name: str | None,
     package_mirror: Path | None,
     repo_mirror: Path | None,
+    package_versions: tuple[str, ...],
     resolve_ref: bool,
     clock: str | None,
     compat_patch: Path | None,
@@ -116,6 +126,7 @@ def command(
     from dbt_harvest.harvester.sandbox import Limits
 
     _check_usage(spec, synthesize_data, synth_seed, rebuild, rename_gold, dbt_version)
+    substitutes = _substitutes(package_versions, rebuild)
     options = AddOptions(
         project_dir=project_dir,
         origin=origin,
@@ -132,6 +143,7 @@ def command(
         synthesize=synth_seed if synthesize_data else None,
         port_from=port_from,
         dbt_version=dbt_version,
+        package_versions=substitutes,
         limits=Limits(wall_s=timeout),
     )
     with working(f"harvesting {spec} (fetch, vendor packages, two sandboxed builds)…"):
@@ -156,6 +168,26 @@ def command(
     if result.status == "rebuilt":
         out.print("no drift" if not result.drift else "[yellow]drift:[/yellow] " + markup("; ".join(result.drift)))
     out.print(f"{result.status} in {result.seconds:.1f} s")
+
+
+def _substitutes(values: tuple[str, ...], rebuild: bool) -> tuple[tuple[str, str], ...]:
+    """``--package-version HUB_ID=VERSION`` values as pairs (a usage error when malformed, given twice for one
+    package, or given to a rebuild, which builds with the packages its pin records)."""
+    import re
+
+    if values and rebuild:
+        raise click.UsageError("--package-version is for a first add: a rebuild builds with the pin's own packages")
+    pairs: dict[str, str] = {}
+    for value in values:
+        m = re.fullmatch(r"\s*([\w.-]+/[\w.-]+)\s*=\s*v?(\d+\.\d+\.\d+\S*)\s*", value)
+        if m is None:
+            raise click.BadParameter(
+                f"{value!r} is not HUB_ID=VERSION (e.g. dbt-labs/dbt_utils=1.1.1)", param_hint="--package-version"
+            )
+        if m.group(1).lower() in pairs:
+            raise click.BadParameter(f"{m.group(1)} is given twice", param_hint="--package-version")
+        pairs[m.group(1).lower()] = m.group(2)
+    return tuple(sorted(pairs.items()))
 
 
 def _check_usage(

@@ -36,7 +36,8 @@ def pin_json(pin: Pin, path: Path) -> dict[str, Any]:
         "database": pin.database,
         "license": pin.license,
         "packages": [
-            {"name": p.name, "source": p.source, "version": p.version, "commit": p.commit} for p in pin.packages
+            {"name": p.name, "source": p.source, "version": p.version, "commit": p.commit, "substituted": p.substituted}
+            for p in pin.packages
         ],
         "skipped": [{"path": s.path, "reason": s.reason} for s in pin.skipped],
         "tables": [
@@ -101,7 +102,10 @@ def print_pin(pin: Pin, path: Path, console: Console | None = None) -> None:
     if pin.packages:
         packages = Table("package", "source", "version", "commit")
         for p in pin.packages:
-            packages.add_row(markup(p.name), markup(p.source), markup(p.version or "-"), markup(p.commit[:12] or "-"))
+            version = p.version or "-"
+            if p.substituted:
+                version += f" (substitutes {p.requested})"
+            packages.add_row(markup(p.name), markup(p.source), markup(version), markup(p.commit[:12] or "-"))
         console.print(packages)
     for skipped in pin.skipped:
         console.print(f"[yellow]skipped[/yellow] {markup(skipped.path)}: {markup(skipped.reason)}")

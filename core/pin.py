@@ -116,6 +116,9 @@ class PackageRecord:
     version: str  # the tag chosen ("" for git revisions and local packages)
     commit: str  # 40-hex ("" for local packages)
     url: str  # where it was fetched from ("" for local packages)
+    # ``version`` stands in for ``requested``, which no release of the package's source satisfies (a tag the
+    # mirror or hub lacks), at the user's word (``harvest add --package-version``); written only when set
+    substituted: bool = False
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,9 @@ class Pin:
                     table[key] = list(table[key])
                 else:
                     del table[key]  # written only when set: pins from before these fields read back byte for byte
+        for package in data["packages"]:
+            if not package["substituted"]:
+                del package["substituted"]  # written only when set: older pins read back byte for byte
         for key, default in _OPTIONAL_DEFAULTS.items():
             if data[key] == default:
                 del data[key]

@@ -127,6 +127,9 @@ class AddOptions:
     # resolve package version ranges among releases made by this time (seconds since the epoch): what `dbt
     # deps` gave on that day (a history fix's parent); None: every release
     packages_as_of: int | None = None
+    # (hub id, release): a release standing in for one the project asks for that no source holds
+    # (--package-version; the pin's record says ``substituted``)
+    package_versions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,7 @@ def finish_source(store: GitStore, exported: Exported, options: AddOptions, rele
         pinned=options.pinned_packages,
         dbt_version=dbt_version,
         as_of=options.packages_as_of,
+        substitutes=dict(options.package_versions),
     )
     vendor_packages(project_path, packages, store, workspace=root)
     if release is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,7 @@ def resolve_packages(
     pinned: Sequence[PackageRecord] | None = None,
     dbt_version: str | None = None,
     as_of: int | None = None,
+    substitutes: Mapping[str, str] | None = None,
 ) -> tuple[PackageRecord, ...]:
     """Every package the project needs (declared and transitive) at an exact commit, sorted by name.
 
@@ -84,6 +85,9 @@ def resolve_packages(
     None: the installed one. ``as_of`` (seconds since the epoch): a version range resolves among the releases
     tagged on commits made by then, as ``dbt deps`` did on that day (a history fix's parent: the packages its
     authors built with, not releases that dropped the macros it dispatches to); None: every release.
+    ``substitutes``: hub id -> a release that stands in where no release satisfies what the project asks
+    (a tag its source lacks); the record says ``substituted``. A substitute for a package that resolves as
+    asked is refused, so that one is never taken silently.
     """
     project_dir = Path(project_dir).resolve()
     resolver = _Resolver(
@@ -93,18 +97,30 @@ def resolve_packages(
         Path(tree).resolve() if tree else project_dir,
         dbt_version,
         as_of,
+        {k.lower(): v for k, v in (substitutes or {}).items()},
     )
     if pinned is not None:
         return resolver.found_again(pinned)
     declared = read_declared(project_dir)
     if not declared.specs:
+        if resolver.substitutes:
+            raise PackageError(
+                f"--package-version names {_names(resolver.substitutes)}, but the project declares no packages"
+            )
         return ()
     lock = read_lock(project_dir)
     if lock is not None and lock[0] and lock[1] == declared.sha1_hash:
         resolutions = resolver.from_lock(lock[0], declared)
     else:
         resolutions = resolver.transitive(declared)
+    unused = {k: v for k, v in resolver.substitutes.items() if k not in resolver.used}
+    if unused:
+        raise PackageError(f"--package-version names {_names(unused)}, which no package of the project is")
     return _checked(project_dir, resolutions)
+
+
+def _names(substitutes: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(substitutes.items()))
 
 
 def git_source(url: str, subdir: str) -> str:
@@ -128,7 +144,10 @@ class _Resolver:
         tree: Path,
         dbt_version: str | None = None,
         as_of: int | None = None,
+        substitutes: Mapping[str, str] | None = None,
     ) -> None:
+        self.substitutes = dict(substitutes or {})
+        self.used: set[str] = set()
         self.project_dir = project_dir
         self.dbt_version = dbt_version
         self.as_of = as_of
@@ -206,6 +225,7 @@ class _Resolver:
                         version=record.version,
                         commit=record.commit,
                         url=record.url,
+                        substituted=record.substituted,
                     ),
                     repo_location=resolution.repo_location,
                     subdir=resolution.subdir,
@@ -254,12 +274,31 @@ class _Resolver:
             VersionRequest(r.requester, r.spec.versions, r.spec.install_prerelease)  # type: ignore[union-attr]
             for r in requests
         ]
-        version = choose_version(
-            hub_id,
-            asks,
-            sorted(versions),
-            compatible=lambda v: self._released(repo, versions[v][1]) and self._dbt_compatible(repo, versions[v][1]),
-        )
+
+        def usable(v: str) -> bool:
+            return self._released(repo, versions[v][1]) and self._dbt_compatible(repo, versions[v][1])
+
+        substitute = self.substitutes.get(hub_id.lower())
+        substituted = False
+        try:
+            version = choose_version(hub_id, asks, sorted(versions), compatible=usable)
+        except PackageError as exc:
+            if substitute is None:
+                raise
+            if substitute not in versions or not usable(substitute):
+                raise PackageError(
+                    f"{hub_id}: --package-version {substitute} is not a usable release of its source "
+                    f"(releases: {', '.join(sorted(versions)[-6:]) or 'none'}); {exc}"
+                ) from None
+            version, substituted = substitute, True
+        else:
+            if substitute is not None:
+                raise PackageError(
+                    f"{hub_id} resolves as the project asks (to {version}): --package-version stands in only for a "
+                    "release its source lacks; drop it"
+                )
+        if substitute is not None:
+            self.used.add(hub_id.lower())
         commit = versions[version][1]
         name = self._project_name(repo, location, commit, "", hub_id)
         record = PackageRecord(
@@ -269,6 +308,7 @@ class _Resolver:
             version=version,
             commit=commit,
             url=public,
+            substituted=substituted,
         )
         return _Resolution(record=record, repo_location=location)
 

@@ -477,3 +477,64 @@ def test_a_range_resolves_as_of_a_date_among_the_releases_made_by_then(tmp_path,
     assert then.version == "0.2.0" and then.commit == tags["0.2.0"]
     with pytest.raises(PackageError, match="released by the date"):
         resolve_packages(project, store, mirror, network=False, as_of=made["0.2.0"] - 1)
+
+
+def test_a_substitute_stands_in_only_for_a_release_no_source_holds(tmp_path, store, mirror_dir):
+    """`harvest add --package-version`: a project pinned to a tag its mirror lacks (a real one asks for
+    dbt_expectations 0.10.10, which no snapshot holds) builds with the release the user names, and the record
+    says so. Refused: a substitute no source holds, one for a package that resolves as asked, and one for a
+    package the project does not declare."""
+    project = _project(tmp_path, _packages_yml(_hub("acme/calc_utils", '"0.3.2"')))
+    mirror = load_mirror(mirror_dir)
+    with pytest.raises(PackageError, match=r"no version of acme/calc_utils satisfies 0.3.2"):
+        resolve_packages(project, store, mirror, network=False)
+    (record,) = resolve_packages(project, store, mirror, network=False, substitutes={"Acme/Calc_Utils": "0.3.1"})
+    tags = store.tags(store.mirror(str(mirror_dir / "acme/calc_utils")))
+    assert (record.requested, record.version, record.commit, record.substituted) == (
+        "0.3.2",
+        "0.3.1",
+        tags["v0.3.1"],
+        True,
+    )
+    # a rebuild finds the substitute again from the pin's record alone (no --package-version)
+    assert resolve_packages(project, store, mirror, network=False, pinned=(record,)) == (record,)
+    with pytest.raises(PackageError, match=r"--package-version 0.9.9 is not a usable release"):
+        resolve_packages(project, store, mirror, network=False, substitutes={"acme/calc_utils": "0.9.9"})
+    exact = _project(tmp_path / "exact", _packages_yml(_hub("acme/calc_utils", '"0.2.0"')))
+    with pytest.raises(PackageError, match=r"resolves as the project asks \(to 0.2.0\).*drop it"):
+        resolve_packages(exact, store, mirror, network=False, substitutes={"acme/calc_utils": "0.1.0"})
+    with pytest.raises(PackageError, match=r"names acme/other=1.0.0, which no package of the project is"):
+        resolve_packages(
+            project, store, mirror, network=False, substitutes={"acme/calc_utils": "0.3.1", "acme/other": "1.0.0"}
+        )
+
+
+def test_a_substituted_package_is_written_in_the_pin_only_when_set() -> None:
+    from dataclasses import replace
+
+    from dbt_harvest.core.pin import pin_from_dict, read_pin
+
+    pins = Path(__file__).resolve().parents[2] / "pins"
+    pin = read_pin(pins / "Data-Engineer-Camp__dbt-dimensional-modelling@f04d1876137e.toml")
+    assert pin.packages and "substituted" not in pin.to_toml()  # an older pin keeps its bytes
+    first = replace(pin.packages[0], requested="9.9.9", substituted=True)
+    changed = replace(pin, packages=(first, *pin.packages[1:]))
+    text = changed.to_toml()
+    assert text.count("substituted = true") == 1
+    import tomllib
+
+    data = tomllib.loads(text)
+    del data["digest"]
+    assert pin_from_dict(data).packages == changed.packages
+
+
+def test_package_version_usage_errors_exit_2(tmp_path: Path) -> None:
+    from tests.cli_home import run_cli
+
+    spec = "owner/name@" + "a" * 40
+    code, _, err = run_cli(tmp_path, "add", spec, "--package-version", "dbt_utils")
+    assert code == 2 and "is not HUB_ID=VERSION" in err
+    code, _, err = run_cli(tmp_path, "add", spec, "--package-version", "a/b=1.0.0", "--package-version", "A/B=1.0.1")
+    assert code == 2 and "given twice" in err
+    code, _, err = run_cli(tmp_path, "add", spec, "--rebuild", "--package-version", "a/b=1.0.0")
+    assert code == 2 and "a rebuild builds with the pin's own packages" in err
