@@ -3,10 +3,12 @@
 ``harvest add --port-from snowflake|bigquery|postgres|redshift`` runs ``port_tree`` on the exported project
 (packages vendored, compat patch applied) before anything builds. Each model's SQL is ported by
 ``transpile.port_model``; a model that already reads the same in DuckDB is left as it is. The ``data_type``
-values of the YAML under the model paths (a contract's ``float64``) are ported too (``yaml_types``), the rest
-of each file kept. A project whose models give ``partition_by`` BigQuery's mapping gets one macro file more
-(``PARTITION_MACRO``), and one whose YAML enforces a contract another (``CONTRACT_MACRO``: the warehouse's
-types do not map one for one). The result is one patch that edits model files and their YAML and adds
+values of the YAML under the model paths (a contract's ``float64``) are ported too (``yaml_types``), and so is
+the SQL in its tests' arguments (``yaml_sql``: an ``expression_is_true`` expression, a ``where``, a range's
+bound), the rest of each file kept. A project whose models give ``partition_by`` BigQuery's mapping gets one
+macro file more (``PARTITION_MACRO``), one whose YAML enforces a contract another (``CONTRACT_MACRO``: the
+warehouse's types do not map one for one), and one that builds into databases of its own naming a third
+(``DATABASE_MACRO``: a pin builds one). The result is one patch that edits model files and their YAML and adds
 those macros, the pin's declared port: it records the dialect, the patch's sha256 and the files it edits
 (``harvest show`` lists them). Like synthesized data, the patch is derived again on a rebuild (the same
 sqlglot gives the same text) and never committed: it holds the repository's SQL. Tasks are minted over the
@@ -23,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
 from dbt_harvest.harvester.port.transpile import port_model
+from dbt_harvest.harvester.port.yaml_sql import port_test_sql
 from dbt_harvest.harvester.port.yaml_types import port_data_types
 from dbt_harvest.harvester.sandbox import safe_fs
 
@@ -50,6 +53,35 @@ CONTRACT_MACRO = """{#- added by harvest's dialect port: a contract's types are 
 {% macro duckdb__get_assert_columns_equivalent(sql) -%}
 {%- endmacro %}
 """
+
+#: a setting that builds models, seeds or snapshots in another database: ``+database:`` in dbt_project.yml,
+#: ``database=`` in a model's config
+_DATABASE_SETTING = re.compile(r"^\s*\+?database\s*:", re.MULTILINE)
+_DATABASE_CONFIG = re.compile(r"\bconfig\s*\([^)]*\bdatabase\s*=", re.DOTALL)
+_OWN_DATABASE_MACRO = re.compile(r"\{%-?\s*macro\s+generate_database_name\s*\(")
+DATABASE_MACRO_FILE = "_harvest_port_database.sql"
+#: A warehouse project spreads its relations over several databases (Snowflake's ``+database: analytics``);
+#: a pin builds one DuckDB file, where another database is a catalog that does not exist ("Catalog ... does
+#: not exist"). The root project's ``generate_database_name`` wins over dbt's and keeps every relation in the
+#: target's database; schemas and names are the project's own, so relations stay distinct.
+DATABASE_MACRO = """{#- added by harvest's dialect port: every relation is built in the one database a pin builds -#}
+{% macro generate_database_name(custom_database_name=none, node=none) -%}
+  {{ return(target.database) }}
+{%- endmacro %}
+"""
+
+
+def _other_databases(root: Path, project: Project) -> bool:
+    """Whether the project builds relations in a database of its own naming (and leaves the choice to dbt's
+    ``generate_database_name``, which the port may then override)."""
+    base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
+    config = str(base / "dbt_project.yml")
+    named = safe_fs.is_file(root, config) and bool(_DATABASE_SETTING.search(safe_fs.read_text(root, config)))
+    named = named or any(_DATABASE_CONFIG.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project))
+    if not named:
+        return False
+    macros = project_files(root, project, project.macro_paths, (".sql",))
+    return not any(_OWN_DATABASE_MACRO.search(safe_fs.read_text(root, rel)) for rel in macros)
 
 
 @dataclass(frozen=True)
@@ -84,14 +116,23 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
     for rel in project_files(root, project, project.model_paths, (".yml", ".yaml")):
         text = safe_fs.read_text(root, rel)
         contracts = contracts or bool(_ENFORCED.search(text))
-        ported = port_data_types(text, dialect)
+        typed = port_data_types(text, dialect)
+        ported = port_test_sql(typed or text, dialect) or typed
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
     partitions = any(_MAPPED_PARTITION.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project))
-    added = {PARTITION_MACRO_FILE: PARTITION_MACRO, CONTRACT_MACRO_FILE: CONTRACT_MACRO}
-    for name, needed in ((PARTITION_MACRO_FILE, partitions), (CONTRACT_MACRO_FILE, contracts)):
+    added = {
+        PARTITION_MACRO_FILE: PARTITION_MACRO,
+        CONTRACT_MACRO_FILE: CONTRACT_MACRO,
+        DATABASE_MACRO_FILE: DATABASE_MACRO,
+    }
+    for name, needed in (
+        (PARTITION_MACRO_FILE, partitions),
+        (CONTRACT_MACRO_FILE, contracts),
+        (DATABASE_MACRO_FILE, _other_databases(root, project)),
+    ):
         if needed:
             rel = str(base / project.macro_paths[0] / name)
             patches.append(make_patch(rel, None, added[name]))

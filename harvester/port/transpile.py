@@ -189,7 +189,7 @@ def _read(sql: str, dialect: str) -> str | None:
     return ";\n".join(statements)
 
 
-def _calls(sql: str, dialect: str) -> set[str]:
+def called_names(sql: str, dialect: str) -> set[str]:
     """The names ``sql`` calls (a word before ``(``), upper-cased, read with ``dialect``'s tokenizer."""
     try:
         tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
@@ -198,7 +198,7 @@ def _calls(sql: str, dialect: str) -> set[str]:
     return {a.text.upper() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN}
 
 
-def _words(sql: str) -> set[str]:
+def duckdb_words(sql: str) -> set[str]:
     """Every token of DuckDB SQL, upper-cased."""
     try:
         return {token.text.upper() for token in sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)}
@@ -228,7 +228,7 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     # DuckDB reads it as the source dialect does: nothing to port, unless sqlglot's DuckDB reader took a call
     # DuckDB lacks for one it has (Snowflake's ``nvl`` reads as ``coalesce`` there): a name the SQL calls that
     # the DuckDB text does not hold is ported
-    if native is not None and native == _read(sql, dialect) and _calls(sql, dialect) <= _words(native):
+    if native is not None and native == _read(sql, dialect) and called_names(sql, dialect) <= duckdb_words(native):
         return None
     if blocks:
         spans = [(a, b) for a, b in tags(masked.sql) if _is_block(masked.sql[a:b])]
@@ -245,4 +245,4 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     return masked.unmask(ported, model)
 
 
-__all__ = ["DIALECTS", "Masked", "PortRefused", "mask", "port_model", "tags"]
+__all__ = ["DIALECTS", "Masked", "PortRefused", "called_names", "duckdb_words", "mask", "port_model", "tags"]

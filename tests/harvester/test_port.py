@@ -264,6 +264,92 @@ def test_a_bigquery_project_with_mapped_partitions_and_a_contract_builds_once_po
         assert con.sql("select typeof(rides), typeof(rode_on) from daily_rides").fetchall() == [("BIGINT", "DATE")]
 
 
+def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
+    """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
+    a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
+    import yaml as pyyaml
+
+    from dbt_harvest.harvester.port.yaml_sql import port_test_sql
+
+    text = (
+        "models:\n  - name: m\n    tests:\n      - expression_is_true:\n"
+        '          expression: "iff(fee > 0, 1, 0) = 1"  # fees\n'
+        "          config:\n            where: 'rode_on >= dateadd(day, -7, current_date)'\n"
+        "    columns:\n      - name: fee\n        tests:\n          - accepted_range:\n"
+        "              min_value: 0\n              max_value: \"{{ var('cap') }}\"\n"
+        "      - name: gate\n        tests:\n          - expression_is_true:\n"
+        "              expression: gate in ('a', 'b')\n"
+    )
+    ported = port_test_sql(text, "snowflake")
+    assert ported is not None and ported.count("\n") == text.count("\n")
+    assert 'expression: "CASE WHEN fee > 0 THEN 1 ELSE 0 END = 1"  # fees\n' in ported
+    data = pyyaml.safe_load(ported)
+    where = data["models"][0]["tests"][0]["expression_is_true"]["config"]["where"]
+    assert "dateadd" not in where.lower() and "INTERVAL" in where
+    # portable SQL, numbers and Jinja stay byte for byte
+    for kept in ("min_value: 0\n", "max_value: \"{{ var('cap') }}\"\n", "expression: gate in ('a', 'b')\n"):
+        assert kept in ported
+    assert (
+        port_test_sql(
+            "models:\n  - name: m\n    tests:\n      - expression_is_true:\n          expression: a > 0\n", "snowflake"
+        )
+        is None
+    )
+
+
+def test_a_project_spread_over_databases_with_warehouse_test_sql_builds_once_ported(tmp_path: Path) -> None:
+    """A Snowflake project building into databases of its own naming (``+database:`` in dbt_project.yml, a
+    model's ``config(database=...)``), with Snowflake SQL in a test's expression and ``where``: before, the
+    port left both, and dbt failed on a catalog that does not exist and on ``iff``/``dateadd``. Ported, a
+    root ``generate_database_name`` keeps every relation in the one database and the tests' SQL is DuckDB's:
+    `dbt build` (real dbt-duckdb) passes, and a row the test must catch still fails it."""
+    import subprocess
+    import sys
+
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.port.project import DATABASE_MACRO_FILE, port_tree
+
+    for folder in ("models", "seeds", "macros"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "dbt_project.yml").write_text(
+        "name: kiosks\nversion: '1.0'\nprofile: kiosks\n"
+        "models:\n  kiosks:\n    +database: analytics\nseeds:\n  kiosks:\n    +database: raw\n"
+    )
+    (tmp_path / "profiles.yml").write_text(
+        f"kiosks:\n  target: dev\n  outputs:\n    dev:\n      type: duckdb\n      path: {tmp_path / 'k.duckdb'}\n"
+    )
+    (tmp_path / "seeds" / "sales.csv").write_text("kiosk,amount,sold_on\nk1,5,2024-03-01\nk2,0,2024-03-02\n")
+    (tmp_path / "macros" / "expression_is_true.sql").write_text(
+        "{% test expression_is_true(model, expression) %}\n"
+        "select * from {{ model }} where not ({{ expression }})\n{% endtest %}\n"
+    )
+    (tmp_path / "models" / "kiosk_sales.sql").write_text(
+        "{{ config(database='marts') }}\nselect kiosk, iff(amount > 100, 'big', 'small') as size, amount, sold_on "
+        "from {{ ref('sales') }}\n"
+    )
+    (tmp_path / "models" / "kiosks.yml").write_text(
+        "models:\n  - name: kiosk_sales\n    tests:\n      - expression_is_true:\n"
+        '          expression: "iff(amount is null, 0, amount) >= 0"\n'
+        "          config:\n            where: \"sold_on > dateadd(day, -3650, '2025-01-01'::date)\"\n"
+    )
+
+    def build() -> subprocess.CompletedProcess[str]:
+        dbt = Path(sys.executable).with_name("dbt")
+        args = [str(dbt), "build", "--profiles-dir", str(tmp_path), "--project-dir", str(tmp_path)]
+        return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    assert build().returncode != 0
+    port = port_tree(tmp_path, discover(tmp_path, "."), "snowflake")
+    assert port.files == ("models/kiosk_sales.sql", "models/kiosks.yml", f"macros/{DATABASE_MACRO_FILE}")
+    apply_patch(tmp_path, port.patch)
+    run = build()
+    assert run.returncode == 0, run.stdout[-2000:]
+    # the ported test still tests: a negative amount fails it
+    (tmp_path / "seeds" / "sales.csv").write_text("kiosk,amount,sold_on\nk1,-5,2024-03-01\n")
+    assert build().returncode != 0
+
+
 def test_loops_nested_config_mappings_and_jinja_inside_names_are_ported() -> None:
     """Shapes of a BigQuery project: a config whose mapping closes ``}}`` inside its tag (Jinja's lexer keeps
     brackets balanced), ``{% for %}`` loops in a select list, proved for zero, one and two iterations (three
