@@ -12,6 +12,10 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
 - BigQuery ``safe_add``, ``safe_subtract``, ``safe_multiply`` and ``safe_negate``: NULL where the operation
   overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
   a build shows it).
+- Snowflake ``to_char(x, '<format>')`` whose format holds only date and time parts (``'YYYY-MM'``, ``'Mon
+  YYYY'``): sqlglot cannot write it for DuckDB and the model was refused; written as ``strftime(x, ...)``
+  with the format in strftime's terms, as sqlglot already writes Postgres' ``to_char``. A number format
+  stays unported, and the model is refused by name.
 
 The rewrites apply only to SQL read in a warehouse dialect: SQL read as DuckDB is written as sqlglot writes
 it, so a model that reads the same in DuckDB as in its dialect is still told apart from one that needs them.
@@ -20,9 +24,13 @@ Pure: text in, text out.
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel
+from sqlglot.time import format_time
 
 
 def _zoned_now(zone: exp.Expr, to: str) -> exp.Expr:
@@ -42,9 +50,26 @@ def _operand(node: exp.Expr) -> exp.Expr:
     return node if isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren) else exp.paren(node, copy=False)
 
 
+#: what is left of a format once its time parts are taken out: separators only
+_FORMAT_REST = re.compile(r"%.")
+
+
+def _time_format(fmt: str, read: str) -> str | None:
+    """A ``to_char`` format of ``read`` as strftime's, when every letter of it is a date or time part (a
+    number format, ``'999.99'``, is None)."""
+    dialect = Dialect.get_or_raise(read)
+    mapped = format_time(fmt, dialect.TIME_MAPPING, dialect.TIME_TRIE)
+    if not mapped or "%" not in mapped or re.search(r"[A-Za-z0-9]", _FORMAT_REST.sub("", mapped)):
+        return None
+    return mapped
+
+
 def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     new: exp.Expr
-    if read == "bigquery" and isinstance(node, exp.DateTrunc):
+    fmt = node.args.get("format") if isinstance(node, exp.ToChar) else None
+    if isinstance(fmt, exp.Literal) and fmt.is_string and (strftime := _time_format(fmt.name, read)):
+        new = exp.TimeToStr(this=node.this.copy(), format=exp.Literal.string(strftime))
+    elif read == "bigquery" and isinstance(node, exp.DateTrunc):
         inner = node.copy()
         inner.comments = None
         new = exp.cast(inner, "DATE")

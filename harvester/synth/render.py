@@ -3,8 +3,10 @@
 The data enters the project the way any project's own data does, as dbt seeds, so everything downstream
 (gold, mutation, screening, augmentation's lineage to seed columns) treats it like a repository's seeds. A
 new macro ``source`` in the project (dbt lets a root project override it) sends each synthesized source to
-its seed through ``ref``, so dbt orders the seeds before the models; a dbt test on a source reads the seed's
-relation directly (a generic test cannot take a new ``ref``). The project's SQL and YAML are not edited:
+its seed through ``ref``, so dbt orders the seeds before the models; a dbt test on a source, and a snapshot,
+read the seed's relation directly (a generic test cannot take a new ``ref``, and a snapshot whose
+``relation`` its YAML names is rendered after parsing, where a new ``ref`` is refused; every build seeds
+before it builds). The project's SQL and YAML are not edited:
 the patch only adds files under ``_harvest_synth`` names.
 
 Pure: text in, text out.
@@ -71,7 +73,7 @@ def macro_text(mapping: Mapping[str, str]) -> str:
         "  {%- if not name -%}\n"
         "    {%- do return(builtins.source(source_name, table_name)) -%}\n"
         "  {%- endif -%}\n"
-        "  {%- if model is mapping and model.get('resource_type') == 'test' -%}\n"
+        "  {%- if model is mapping and model.get('resource_type') in ('test', 'snapshot') -%}\n"
         "    {%- for node in graph.nodes.values() if node.resource_type == 'seed' and node.name == name -%}\n"
         "      {%- do return(api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias)) -%}\n"
         "    {%- endfor -%}\n"

@@ -561,3 +561,20 @@ def test_a_project_with_range_and_length_tests_is_pinned_on_data_that_meets_them
     assert all(3 <= len(r["courier_name"]) <= 7 for r in couriers if r["courier_name"])
     assert all("2019-01-01" < r["hired_on"] < "2021-12-31" for r in couriers if r["hired_on"])
     assert all(3 < float(r["fee"]) < 25 for r in deliveries if r["fee"])
+
+
+@slow
+def test_a_snapshot_whose_yaml_names_a_source_reads_its_synthesized_data(tmp_path: Path) -> None:
+    """A snapshot declared in YAML (``relation: source(...)``) is rendered after parsing, where the source
+    override's new ``ref`` was refused ("dbt was unable to infer all dependencies"), and the add failed; it
+    now reads the seed's relation, as a source test does."""
+    snapshot = (
+        "snapshots:\n  - name: couriers_history\n    relation: source('dispatch', 'couriers')\n"
+        "    config:\n      unique_key: courier_id\n      strategy: check\n      check_cols: all\n"
+    )
+    spec = _variant(tmp_path, {"snapshots/couriers_history.yml": snapshot})
+    code, out, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data", "--json")
+    assert code == 0, err
+    from dbt_harvest.core.pin import read_pin
+
+    assert read_pin(Path(json.loads(out)["pin"])).baseline_tests == ()
