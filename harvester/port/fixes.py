@@ -88,6 +88,27 @@ def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     return new
 
 
+#: characters a line-based patch reads as a line break although the SQL holds them inside a string
+_BREAKS = re.compile("([\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])")
+_STRING = re.compile(r"'(?:[^']|'')*'")
+
+
+def _spelled(literal: str) -> str:
+    """A quoted string holding line-break characters other than ``\\n`` as the same string built with
+    ``chr()``, in parentheses."""
+    pieces = [p for p in _BREAKS.split(literal[1:-1]) if p]
+    parts = [f"CHR({ord(p)})" if _BREAKS.fullmatch(p) else f"'{p}'" for p in pieces]
+    return "(" + " || ".join(parts) + ")"
+
+
+def spell_breaks(sql: str) -> str:
+    """``sql`` (DuckDB text sqlglot wrote) with each string literal that holds a line break other than
+    ``\\n`` spelled with ``chr()``. sqlglot writes BigQuery's ``initcap`` for DuckDB with a literal carriage
+    return and form feed, and a patch, split into lines as git and Python split them, cannot carry those
+    whole: the port of a real project's model was a truncated hunk."""
+    return _STRING.sub(lambda m: _spelled(m.group(0)) if _BREAKS.search(m.group(0)) else m.group(0), sql)
+
+
 def fix(tree: exp.Expr, read: str) -> exp.Expr:
     """``tree`` (parsed as ``read``) with the calls DuckDB lacks rewritten; unchanged when ``read`` is DuckDB."""
     if read == "duckdb":
@@ -106,7 +127,9 @@ def transpile(
 ) -> list[str]:
     """``sqlglot.transpile(sql, read=read, write="duckdb")`` with ``fix`` applied to each statement."""
     return [
-        fix(tree, read).sql(dialect="duckdb", pretty=pretty, unsupported_level=unsupported_level) if tree else ""
+        spell_breaks(fix(tree, read).sql(dialect="duckdb", pretty=pretty, unsupported_level=unsupported_level))
+        if tree
+        else ""
         for tree in sqlglot.parse(sql, read=read)
     ]
 
@@ -120,4 +143,4 @@ def canonical(sql: str, read: str) -> str | None:
         return None
 
 
-__all__ = ["canonical", "fix", "transpile"]
+__all__ = ["canonical", "fix", "spell_breaks", "transpile"]

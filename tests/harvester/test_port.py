@@ -280,6 +280,24 @@ def test_snowflake_to_char_with_a_date_format_is_ported_and_a_number_format_refu
         port_model("select to_char(amount, '999.99') as a from t\n", "snowflake", "models/n.sql")
 
 
+def test_a_port_whose_sql_holds_control_characters_travels_as_a_patch() -> None:
+    """sqlglot writes BigQuery's ``initcap`` for DuckDB with a literal carriage return and form feed in a
+    string; the patch, split into lines, came back a truncated hunk and the add failed. The characters are
+    spelled with ``chr()``: the patch applies back to the ported text, which DuckDB runs the same."""
+    import duckdb
+
+    from dbt_harvest.core.patching import apply_to_text, make_patch, parse_patch
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    text = "select initcap(trim(kind)) as kind from {{ ref('x') }}\n"
+    ported = port_model(text, "bigquery", "models/m.sql")
+    assert ported is not None and "\r" not in ported and "\x0c" not in ported
+    (patch,) = parse_patch(make_patch("models/m.sql", text, ported))
+    assert apply_to_text(text, patch) == ported
+    sql = ported.replace("{{ ref('x') }}", "(SELECT 'fibre  optique\x0cx' AS kind)")
+    assert duckdb.sql(sql).fetchall() == [("Fibre  Optique\x0cX",)]
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
