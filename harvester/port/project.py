@@ -11,7 +11,9 @@ warehouse's types do not map one for one), and one that builds into databases of
 (``DATABASE_MACRO``: a pin builds one). The result is one patch that edits model files and their YAML and adds
 those macros, the pin's declared port: it records the dialect, the patch's sha256 and the files it edits
 (``harvest show`` lists them). Like synthesized data, the patch is derived again on a rebuild (the same
-sqlglot gives the same text) and never committed: it holds the repository's SQL. Tasks are minted over the
+sqlglot gives the same text) and never committed: it holds the repository's SQL. The project's own macros
+are ported too, each macro's body alone (``port_macros``): a model calling ``{{ delivery_time(a, b) }}``
+reads Snowflake's ``datediff(day, ...)`` from it. Tasks are minted over the
 ported text, and statements, written from builds, never mention the port.
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
-from dbt_harvest.harvester.port.transpile import port_model
+from dbt_harvest.harvester.port.transpile import PortRefused, port_model
 from dbt_harvest.harvester.port.yaml_sql import port_test_sql
 from dbt_harvest.harvester.port.yaml_types import port_data_types
 from dbt_harvest.harvester.sandbox import safe_fs
@@ -71,6 +73,32 @@ DATABASE_MACRO = """{#- added by harvest's dialect port: every relation is built
 """
 
 
+#: a macro (or generic test) block of a macro file: its head, name, body and end
+_MACRO_BLOCK = re.compile(
+    r"(?P<head>\{%-?\s*(?P<kind>macro|test)\s+(?P<name>\w+)\s*\(.*?\)\s*-?%\})(?P<body>.*?)"
+    r"(?P<end>\{%-?\s*end(?P=kind)\s*-?%\})",
+    re.DOTALL,
+)
+
+
+def port_macros(text: str, dialect: str) -> str | None:
+    """``text`` (a macro file of the project) with the SQL of each macro's body ported from ``dialect``, or
+    None when none changes. A body that is SQL, a statement or an expression (``datediff(day, {{ a }},
+    {{ b }})``), is ported as a model is; one that does not read as SQL (Jinja logic, DDL sqlglot cannot
+    port, a fragment) is left as written, for the build to decide, since a macro no model calls must not
+    refuse the project."""
+    out, last = [], 0
+    for m in _MACRO_BLOCK.finditer(text):
+        try:
+            ported = port_model(m["body"], dialect, m["name"])
+        except PortRefused:
+            ported = None
+        if ported is not None and ported != m["body"]:
+            out += [text[last : m.start("body")], ported]
+            last = m.end("body")
+    return "".join([*out, text[last:]]) if out else None
+
+
 def _other_databases(root: Path, project: Project) -> bool:
     """Whether the project builds relations in a database of its own naming (and leaves the choice to dbt's
     ``generate_database_name``, which the port may then override)."""
@@ -110,6 +138,12 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         text = safe_fs.read_text(root, rel)
         ported = port_model(text, dialect, rel)
         if ported is not None and ported != text:
+            patches.append(make_patch(rel, text, ported))
+            files.append(rel)
+    for rel in project_files(root, project, project.macro_paths, (".sql",)):
+        text = safe_fs.read_text(root, rel)
+        ported = port_macros(text, dialect)
+        if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     contracts = False

@@ -333,9 +333,10 @@ def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
 
 def test_a_project_spread_over_databases_with_warehouse_test_sql_builds_once_ported(tmp_path: Path) -> None:
     """A Snowflake project building into databases of its own naming (``+database:`` in dbt_project.yml, a
-    model's ``config(database=...)``), with Snowflake SQL in a test's expression and ``where``: before, the
-    port left both, and dbt failed on a catalog that does not exist and on ``iff``/``dateadd``. Ported, a
-    root ``generate_database_name`` keeps every relation in the one database and the tests' SQL is DuckDB's:
+    model's ``config(database=...)``), with Snowflake SQL in a test's expression and ``where`` and in a macro
+    a model calls: before, the port left all three, and dbt failed on a catalog that does not exist and on
+    ``iff``/``dateadd``/``datediff(day, ...)``. Ported, a root ``generate_database_name`` keeps every relation
+    in the one database, the macro's body and the tests' SQL are DuckDB's (a Jinja-only macro is untouched):
     `dbt build` (real dbt-duckdb) passes, and a row the test must catch still fails it."""
     import subprocess
     import sys
@@ -358,9 +359,13 @@ def test_a_project_spread_over_databases_with_warehouse_test_sql_builds_once_por
         "{% test expression_is_true(model, expression) %}\n"
         "select * from {{ model }} where not ({{ expression }})\n{% endtest %}\n"
     )
+    (tmp_path / "macros" / "age_in_days.sql").write_text(
+        "{% macro age_in_days(col) %}\n    datediff(day, {{ col }}, '2025-01-01'::date)\n{% endmacro %}\n"
+        "{% macro kiosk_label(col) -%}\n  {{ col }}{% if var('upper', false) %} || '!'{% endif %}\n{%- endmacro %}\n"
+    )
     (tmp_path / "models" / "kiosk_sales.sql").write_text(
-        "{{ config(database='marts') }}\nselect kiosk, iff(amount > 100, 'big', 'small') as size, amount, sold_on "
-        "from {{ ref('sales') }}\n"
+        "{{ config(database='marts') }}\nselect kiosk, iff(amount > 100, 'big', 'small') as size, amount, sold_on, "
+        "{{ age_in_days('sold_on') }} as age_days from {{ ref('sales') }}\n"
     )
     (tmp_path / "models" / "kiosks.yml").write_text(
         "models:\n  - name: kiosk_sales\n    tests:\n      - expression_is_true:\n"
@@ -375,10 +380,19 @@ def test_a_project_spread_over_databases_with_warehouse_test_sql_builds_once_por
 
     assert build().returncode != 0
     port = port_tree(tmp_path, discover(tmp_path, "."), "snowflake")
-    assert port.files == ("models/kiosk_sales.sql", "models/kiosks.yml", f"macros/{DATABASE_MACRO_FILE}")
+    assert port.files == (
+        "models/kiosk_sales.sql",
+        "macros/age_in_days.sql",
+        "models/kiosks.yml",
+        f"macros/{DATABASE_MACRO_FILE}",
+    )
     apply_patch(tmp_path, port.patch)
     run = build()
     assert run.returncode == 0, run.stdout[-2000:]
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "k.duckdb"), read_only=True) as con:
+        assert con.sql("select age_days from kiosk_sales order by kiosk").fetchall() == [(306,), (305,)]
     # the ported test still tests: a negative amount fails it
     (tmp_path / "seeds" / "sales.csv").write_text("kiosk,amount,sold_on\nk1,-5,2024-03-01\n")
     assert build().returncode != 0
