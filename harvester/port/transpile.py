@@ -198,14 +198,6 @@ def called_names(sql: str, dialect: str) -> set[str]:
     return {a.text.upper() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN}
 
 
-def duckdb_words(sql: str) -> set[str]:
-    """Every token of DuckDB SQL, upper-cased."""
-    try:
-        return {token.text.upper() for token in sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)}
-    except Exception:
-        return set()
-
-
 def port_model(text: str, dialect: str, model: str) -> str | None:
     """``text`` ported from ``dialect`` to DuckDB, or None when it already reads the same in DuckDB."""
     if dialect not in DIALECTS:
@@ -226,9 +218,14 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
         raise PortRefused(f"{model}: sqlglot cannot read it as {dialect} ({str(exc).splitlines()[0][:120]})") from None
     native = _read(sql, "duckdb")
     # DuckDB reads it as the source dialect does: nothing to port, unless sqlglot's DuckDB reader took a call
-    # DuckDB lacks for one it has (Snowflake's ``nvl`` reads as ``coalesce`` there): a name the SQL calls that
-    # the DuckDB text does not hold is ported
-    if native is not None and native == _read(sql, dialect) and called_names(sql, dialect) <= duckdb_words(native):
+    # DuckDB lacks for one it has (Snowflake's ``nvl`` reads as ``coalesce`` there; BigQuery's
+    # ``current_timestamp()`` as the keyword DuckDB calls without parentheses): a name the SQL calls that the
+    # DuckDB text does not call is ported
+    if (
+        native is not None
+        and native == _read(sql, dialect)
+        and called_names(sql, dialect) <= called_names(native, "duckdb")
+    ):
         return None
     if blocks:
         spans = [(a, b) for a, b in tags(masked.sql) if _is_block(masked.sql[a:b])]
@@ -245,4 +242,4 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     return masked.unmask(ported, model)
 
 
-__all__ = ["DIALECTS", "Masked", "PortRefused", "called_names", "duckdb_words", "mask", "port_model", "tags"]
+__all__ = ["DIALECTS", "Masked", "PortRefused", "called_names", "mask", "port_model", "tags"]

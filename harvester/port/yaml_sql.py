@@ -19,7 +19,7 @@ import re
 import sqlglot
 
 from dbt_harvest.harvester.port.fixes import canonical, fix
-from dbt_harvest.harvester.port.transpile import called_names, duckdb_words
+from dbt_harvest.harvester.port.transpile import called_names
 
 #: test arguments and configs whose value is SQL
 SQL_KEYS = ("expression", "where", "row_condition", "condition", "min_value", "max_value")
@@ -46,7 +46,7 @@ def port_expression(value: str, dialect: str) -> str | None:
         ported = fix(tree, dialect).sql(dialect="duckdb")
     except Exception:
         return None
-    if canonical(value, "duckdb") == ported and called_names(value, dialect) <= duckdb_words(ported):
+    if canonical(value, "duckdb") == ported and called_names(value, dialect) <= called_names(ported, "duckdb"):
         return None
     return ported
 

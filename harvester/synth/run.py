@@ -58,6 +58,10 @@ from dbt_harvest.harvester.synth.usage import ColumnRef, resolve_output
 SYNTH_VERSION = 2
 #: builds on synthesized data after the first, each after a repair of the contract
 MAX_ROUNDS = 3
+#: builds after a model failed on a cast DuckDB names the source column of, each column retyped in turn (one
+#: error a build: a real project's marts cast five of its synthesized keys, and three rounds shared with the
+#: repairs ran out)
+MAX_RETYPES = 12
 #: the wall clock of synthesis's own builds (the pin's clock is chosen afterwards, from the seeds)
 SYNTH_CLOCK = "2025-01-01T00:00:00"
 _MANIFEST_BYTES = 1 << 30
@@ -215,9 +219,10 @@ def synthesize(
         )
     contract = _first_contract(root, project, seed, work, sandboxed, limits)
     last: BuildResult | None = None
-    rounds = 0
-    for round_no in range(1, MAX_ROUNDS + 2):
-        rounds = round_no
+    rounds = repairs = retypes = 0
+    while True:
+        rounds += 1
+        round_no = rounds
         ws = _copy(root, work / f"build{round_no}")
         added = _render(contract, project, seed)
         _write(ws, added)
@@ -235,25 +240,26 @@ def synthesize(
             db_file="build.duckdb",
         )
         if not last.models_ok:
-            retyped = retype_from_error(contract, last.first_error) if round_no <= MAX_ROUNDS else contract
+            retyped = retype_from_error(contract, last.first_error) if retypes < MAX_RETYPES else contract
             if retyped == contract:
                 raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}")
             contract = retyped  # a cast named the column whose type the SQL needs: drawn again with it
+            retypes += 1
             continue
         if last.tests_failed == 0:
             return Synthesis(patch_text(added), seed, contract, round_no)
-        if round_no > MAX_ROUNDS:
+        if repairs >= MAX_ROUNDS:
             break
         answerable, _ = failures_of(last.failed_tests, _manifest(ws, project.rel_dir))
         repaired = repair(contract, answerable)
         if repaired == contract:
             break
         contract = repaired
-    assert last is not None
+        repairs += 1
     shown = ", ".join(_test_name(t) for t in last.failed_tests[:6])
     more = f" and {len(last.failed_tests) - 6} more" if len(last.failed_tests) > 6 else ""
     raise SynthesisError(
-        f"{len(last.failed_tests)} project test(s) still fail on synthesized data after {rounds - 1} repair "
+        f"{len(last.failed_tests)} project test(s) still fail on synthesized data after {repairs} repair "
         f"round(s): {shown}{more}"
     )
 
@@ -269,4 +275,4 @@ def patch_files(patch: str) -> tuple[str, ...]:
     return tuple(sorted(p.path for p in parse_patch(patch)))
 
 
-__all__ = ["MAX_ROUNDS", "SYNTH_VERSION", "Synthesis", "SynthesisError", "patch_files", "synthesize"]
+__all__ = ["MAX_RETYPES", "MAX_ROUNDS", "SYNTH_VERSION", "Synthesis", "SynthesisError", "patch_files", "synthesize"]

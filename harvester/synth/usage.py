@@ -32,6 +32,12 @@ _ISO_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?")
 #: of the argument (``lower(status) = 'open'``: the column holds 'open')
 _PASSTHROUGH = (exp.Cast, exp.TryCast, exp.Lower, exp.Upper, exp.Trim, exp.Coalesce, exp.Paren, exp.Alias)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+#: functions of text: the column they read holds text (``trim(account_number)``; DuckDB has no trim of a number)
+_TEXT_FUNCTIONS = tuple(
+    getattr(exp, name)
+    for name in ("Lower", "Upper", "Trim", "Initcap", "Substring", "RegexpReplace", "RegexpExtract", "RegexpLike")
+    if hasattr(exp, name)
+)
 _DATE_FUNCTIONS = (
     exp.DateTrunc,
     exp.TimestampTrunc,
@@ -337,6 +343,8 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
             interval = any(isinstance(side, exp.Interval) for side in (node.left, node.right))
             for side in (node.left, node.right):
                 out.type(refs(side), "timestamp" if interval else "numeric")
+        elif isinstance(node, _TEXT_FUNCTIONS):
+            out.type(refs(node.this), "varchar")
         elif isinstance(node, _NUMERIC_AGGREGATES):
             out.type(refs(node.this), "numeric")
         elif isinstance(node, _DATE_FUNCTIONS):

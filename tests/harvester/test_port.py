@@ -298,6 +298,19 @@ def test_a_port_whose_sql_holds_control_characters_travels_as_a_patch() -> None:
     assert duckdb.sql(sql).fetchall() == [("Fibre  Optique\x0cX",)]
 
 
+def test_a_call_duckdb_makes_without_parentheses_is_ported() -> None:
+    """sqlglot's DuckDB reader takes BigQuery's ``current_timestamp()`` as the keyword, so the model read "the
+    same" in DuckDB and was left as written; DuckDB has no such function and the build failed."""
+    import duckdb
+
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    ported = port_model("select current_timestamp() as loaded_at\n", "bigquery", "models/m.sql")
+    assert ported is not None and "CURRENT_TIMESTAMP()" not in ported.upper().replace(" ", "")
+    duckdb.sql(ported).fetchall()
+    assert port_model("select coalesce(a, 0) as x from t where y in (select 1)\n", "bigquery", "m") is None
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""

@@ -578,3 +578,10 @@ def test_a_snapshot_whose_yaml_names_a_source_reads_its_synthesized_data(tmp_pat
     from dbt_harvest.core.pin import read_pin
 
     assert read_pin(Path(json.loads(out)["pin"])).baseline_tests == ()
+
+
+def test_a_column_a_text_function_reads_is_text() -> None:
+    """``trim(account_number)``: DuckDB has no trim of a number, and the name alone drew a number."""
+    use = analyse({"m": f'select trim(account_number) as a, upper(code) as c from "build"."main"."{ORDERS}"'}, [ORDERS])
+    assert use.types[ColumnRef(ORDERS, "account_number")] == ("varchar",)
+    assert use.types[ColumnRef(ORDERS, "code")] == ("varchar",)
