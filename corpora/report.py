@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,10 @@ class RepoRow:
     # kept tasks per local_tests bucket (core.task_record.LOCAL_TESTS_BUCKETS); {} in rows carried from a
     # report made before it was counted
     local_tests: dict[str, int] = field(default_factory=dict)
+    # where the pin's data comes from (``repository``, ``augmented``, ``synthesized``) and the dialect its SQL
+    # was written in (``native``, ``ported:<dialect>``): issue 60's yield per origin and per dialect
+    origin: str = "repository"
+    dialect: str = "native"
 
     @property
     def yield_rate(self) -> float | None:
@@ -160,6 +164,8 @@ def build_report(
                 mint_s=t.get("mint_s"),
                 partial=pin.id in partial,
                 local_tests=dict(rep["quality"].get("local_tests", {})),
+                origin=pin.data_origin,
+                dialect=pin.dialect,
             )
         )
     return CorpusReport(tuple(rows), dict(sorted(families.items())))
@@ -226,7 +232,9 @@ def carry_over(
         split = assignment.split if assignment else "-"
         if split != data["split"]:
             raise ReportCarryError(f"{pin_id}: the previous report has it in {data['split']}, the ledger in {split}")
-        rows.append(RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data}))
+        carried = RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data})
+        # the pin says where its data comes from: a row from before origins were counted reads it from there
+        rows.append(replace(carried, origin=by_id[pin_id].data_origin, dialect=by_id[pin_id].dialect))
     families = {fam: dict(agg) for fam, agg in fresh.families.items()}
     for fam, agg in previous.get("families", {}).items():
         into = families.setdefault(
@@ -313,8 +321,27 @@ def markdown(report: CorpusReport) -> str:
         f"{contributing} of {len(repositories)} repositories contribute; silent {report.total('silent')}, "
         f"loud {report.total('loud')}; with an informative wrong repair {report.total('informative')}.",
     ]
+    lines += origin_lines(report)
     lines += local_tests_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def origin_lines(report: CorpusReport) -> list[str]:
+    """The yield per data origin and dialect: the repository's own data or data augmented or synthesized
+    from it, SQL as written or ported from a warehouse (a row per pair present)."""
+    groups: dict[tuple[str, str], list[RepoRow]] = {}
+    for r in report.rows:
+        groups.setdefault((r.origin, r.dialect), []).append(r)
+    lines = [
+        "",
+        "| data origin | dialect | repositories | candidates | kept | yield |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (origin, dialect), rows in sorted(groups.items()):
+        candidates, kept = sum(r.candidates for r in rows), sum(r.kept for r in rows)
+        rate = f"{100 * kept / candidates:.0f}%" if candidates else "-"
+        lines.append(f"| {origin} | {dialect} | {len({r.repo for r in rows})} | {candidates} | {kept} | {rate} |")
+    return lines
 
 
 def local_tests_lines(report: CorpusReport) -> list[str]:

@@ -55,6 +55,9 @@ def test_report_counts_kept_rejections_and_quality_per_repository_and_family(wor
     text = markdown(report)
     assert "| acme/shop | train | MIT | 4 | 1 |" in text and "25%" in text and "(budget)" in text
     assert "Kept tasks: 2 of 5 candidates (train 1, dev 0, test 1); 2 of 2 repositories contribute" in text
+    # the yield per data origin and dialect (issue 60): both pins build the repository's own data, as written
+    assert (shop.origin, shop.dialect) == ("repository", "native")
+    assert "| repository | native | 2 | 5 | 2 | 40% |" in text
     # the strength of the kept tasks' local checks, per split: one train task covered by 2 tests, one test task by none
     assert (shop.local_tests, rows["other/ledger"].local_tests) == ({"2-4": 1}, {"0": 1})
     assert "| covering dbt tests (`local_tests`) | train | test |" in text
@@ -143,3 +146,26 @@ def test_an_augmented_pin_has_a_row_of_its_own_under_its_repository(world, make)
     text = markdown(report)
     assert "| acme/shop (augmented) | train |" in text
     assert "Kept tasks: 2 of 2 candidates (train 2, dev 0, test 0); 1 of 1 repositories contribute" in text
+
+
+def test_the_yield_is_counted_per_data_origin_and_dialect(world, make):
+    """Synthesized and ported pins get rows of their own, a repository counted once per pair."""
+    from dataclasses import replace
+
+    from dbt_harvest.corpora.report import CorpusReport, origin_lines
+
+    a = make("acme/shop")
+    assign(world.pins, Params(0, 0, 0))
+    _report(a.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
+    _report(a.id, 2, "grain", "screen", False, "equivalent")
+    (row,) = build_report([a], SplitLedger.load(world.pins)).rows
+    rows = (
+        row,
+        replace(row, repo="b/x", origin="synthesized", dialect="ported:snowflake", candidates=10, kept=3),
+        replace(row, repo="c/y", origin="synthesized", dialect="ported:snowflake", candidates=10, kept=1),
+        replace(row, repo="d/z", origin="synthesized", dialect="native", candidates=0, kept=0),
+    )
+    lines = origin_lines(CorpusReport(rows))
+    assert "| repository | native | 1 | 2 | 1 | 50% |" in lines
+    assert "| synthesized | ported:snowflake | 2 | 20 | 4 | 20% |" in lines
+    assert "| synthesized | native | 1 | 0 | 0 | - |" in lines
