@@ -34,6 +34,10 @@ _FRACTION = re.compile(r"(discount|rate|pct|percent|ratio|share|tax)", re.I)
 ORPHANS = 3
 #: distinct values of a free text column (low, so that group-bys make groups)
 TEXT_POOL = 5
+#: a text column named as a time zone holds zone names: ``convert_timezone(time_zone, ts)`` failed on
+#: ``time_zone_5`` (a real Snowflake project, ported)
+_TIME_ZONE = re.compile(r"(time_?zone|timezone|(^|_)tz)$", re.I)
+TIME_ZONES = ("UTC", "America/New_York", "Europe/Berlin", "Asia/Tokyo", "Australia/Sydney")
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,8 @@ def _unbounded(col: SynthColumn, rng: random.Random) -> str:
         return _fmt_day(BASE_DAY + timedelta(days=rng.randint(0, 364)), col.type, rng.randint(0, 86399))
     if col.type == "boolean":
         return rng.choice(["true", "false"])
+    if _TIME_ZONE.search(col.name):  # a zone the SQL converts with: a name DuckDB knows
+        return rng.choice(TIME_ZONES)
     return f"{col.name}_{rng.randint(1, TEXT_POOL)}"
 
 

@@ -311,6 +311,18 @@ def test_a_call_duckdb_makes_without_parentheses_is_ported() -> None:
     assert port_model("select coalesce(a, 0) as x from t where y in (select 1)\n", "bigquery", "m") is None
 
 
+def test_a_jinja_expression_sqlglot_repeats_is_kept_in_each_place() -> None:
+    """DuckDB has no ``initcap``; sqlglot writes it with its argument repeated, so a Jinja expression
+    inside it stands several times in the port. It renders the same SQL in each place; before, the model
+    was refused as "lost or copied"."""
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    text = "select initcap({{ clean_text('city') }}) as city from {{ ref('x') }}\n"
+    ported = port_model(text, "bigquery", "models/m.sql")
+    assert ported is not None and ported.count("{{ clean_text('city') }}") > 1
+    assert ported.count("{{ ref('x') }}") == 1
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""

@@ -585,3 +585,18 @@ def test_a_column_a_text_function_reads_is_text() -> None:
     use = analyse({"m": f'select trim(account_number) as a, upper(code) as c from "build"."main"."{ORDERS}"'}, [ORDERS])
     assert use.types[ColumnRef(ORDERS, "account_number")] == ("varchar",)
     assert use.types[ColumnRef(ORDERS, "code")] == ("varchar",)
+
+
+def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
+    import duckdb
+
+    from dbt_harvest.harvester.synth.generate import TIME_ZONES
+
+    table = SynthTable(
+        ORDERS, "shop", "orders", (SynthColumn("customer_time_zone", "varchar"), SynthColumn("tz", "varchar"))
+    )
+    (rows,) = generate(Contract((table,)), seed=2)
+    values = {v for row in rows.rows for v in row}
+    assert values <= set(TIME_ZONES) and len(values) > 1
+    for zone in values:
+        duckdb.sql(f"select timezone('{zone}', timestamptz '2024-01-01 00:00:00+00')").fetchall()
