@@ -36,6 +36,7 @@ class Project:
     macro_paths: tuple[str, ...]
     test_paths: tuple[str, ...]
     reason: str
+    snapshot_paths: tuple[str, ...] = ("snapshots",)
 
 
 def load_yaml(path: Path) -> Any:
@@ -126,6 +127,7 @@ def _describe(tree: Path, project: Path, reason: str) -> Project:
             ("model-paths", "source-paths", "models"),
             ("macro-paths", None, "macros"),
             ("test-paths", None, "tests"),
+            ("snapshot-paths", None, "snapshots"),
         )
     }
     where = "dbt_project.yml" if rel_dir == "." else f"{rel_dir}/dbt_project.yml"
@@ -142,6 +144,7 @@ def _describe(tree: Path, project: Path, reason: str) -> Project:
         macro_paths=folders["macro-paths"],
         test_paths=folders["test-paths"],
         reason=reason,
+        snapshot_paths=folders["snapshot-paths"],
     )
 
 

@@ -75,14 +75,15 @@ DATABASE_MACRO = """{#- added by harvest's dialect port: every relation is built
 
 #: a macro (or generic test) block of a macro file: its head, name, body and end
 _MACRO_BLOCK = re.compile(
-    r"(?P<head>\{%-?\s*(?P<kind>macro|test)\s+(?P<name>\w+)\s*\(.*?\)\s*-?%\})(?P<body>.*?)"
+    r"(?P<head>\{%-?\s*(?P<kind>macro|test|snapshot)\s+(?P<name>\w+)\s*(?:\(.*?\))?\s*-?%\})(?P<body>.*?)"
     r"(?P<end>\{%-?\s*end(?P=kind)\s*-?%\})",
     re.DOTALL,
 )
 
 
 def port_macros(text: str, dialect: str) -> str | None:
-    """``text`` (a macro file of the project) with the SQL of each macro's body ported from ``dialect``, or
+    """``text`` (a macro or snapshot file of the project) with the SQL of each macro's, generic test's or
+    snapshot's body ported from ``dialect``, or
     None when none changes. A body that is SQL, a statement or an expression (``datediff(day, {{ a }},
     {{ b }})``), is ported as a model is; one that does not read as SQL (Jinja logic, DDL sqlglot cannot
     port, a fragment) is left as written, for the build to decide, since a macro no model calls must not
@@ -140,14 +141,14 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         if ported is not None and ported != text:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
-    for rel in project_files(root, project, project.macro_paths, (".sql",)):
+    for rel in project_files(root, project, (*project.macro_paths, *project.snapshot_paths), (".sql",)):
         text = safe_fs.read_text(root, rel)
         ported = port_macros(text, dialect)
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     contracts = False
-    for rel in project_files(root, project, project.model_paths, (".yml", ".yaml")):
+    for rel in project_files(root, project, (*project.model_paths, *project.snapshot_paths), (".yml", ".yaml")):
         text = safe_fs.read_text(root, rel)
         contracts = contracts or bool(_ENFORCED.search(text))
         typed = port_data_types(text, dialect)

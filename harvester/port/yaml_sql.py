@@ -2,7 +2,8 @@
 
 A project written for a warehouse writes that warehouse's SQL into its test arguments too: an
 ``expression_is_true`` expression, a test's ``where`` or ``row_condition``, an ``accepted_range`` bound
-(``min_value: "date_sub(current_date(), interval 1 year)"``). Porting the models alone left these to fail on
+(``min_value: "date_sub(current_date(), interval 1 year)"``), a snapshot's ``dbt_valid_to_current``
+(``"to_date('9999-12-31')"``). Porting the models alone left these to fail on
 DuckDB, so the project's own tests failed on data that meets them. Each single-line value of those keys that
 reads as an expression of the source dialect and reads otherwise in DuckDB (or calls a function DuckDB lacks)
 is rewritten to sqlglot's DuckDB text for it (``fixes`` applied). Only the value changes; its key,
@@ -22,7 +23,7 @@ from dbt_harvest.harvester.port.fixes import canonical, fix
 from dbt_harvest.harvester.port.transpile import called_names
 
 #: test arguments and configs whose value is SQL
-SQL_KEYS = ("expression", "where", "row_condition", "condition", "min_value", "max_value")
+SQL_KEYS = ("expression", "where", "row_condition", "condition", "min_value", "max_value", "dbt_valid_to_current")
 _LINE = re.compile(
     r"^(?P<head>\s*(?:-\s+)?(?:" + "|".join(SQL_KEYS) + r"):[ \t]+)"
     r"(?:(?P<q>['\"])(?P<quoted>.*)(?P=q)|(?P<plain>[^'\"\s#|>{\[&*!%@`][^#\r\n]*?))"

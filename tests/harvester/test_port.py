@@ -323,6 +323,34 @@ def test_a_jinja_expression_sqlglot_repeats_is_kept_in_each_place() -> None:
     assert ported.count("{{ ref('x') }}") == 1
 
 
+def test_snapshots_written_for_the_warehouse_are_ported(tmp_path: Path) -> None:
+    """A snapshot block's SQL and a YAML snapshot's ``dbt_valid_to_current`` (``to_date('9999-12-31')``, a
+    real project's) are the warehouse's too; the port read neither, and the snapshot failed on DuckDB."""
+    import duckdb
+
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.port.project import port_tree
+
+    (tmp_path / "snaps").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: s\nversion: '1.0'\nsnapshot-paths: ['snaps']\n")
+    (tmp_path / "snaps" / "orders.sql").write_text(
+        "{% snapshot orders_snap %}\n{{ config(unique_key='id', strategy='check', check_cols='all') }}\n"
+        "select id, iff(amount > 0, 1, 0) as paid from {{ source('shop', 'orders') }}\n{% endsnapshot %}\n"
+    )
+    (tmp_path / "snaps" / "customers.yml").write_text(
+        "snapshots:\n  - name: customers_snap\n    relation: source('shop', 'customers')\n    config:\n"
+        "      dbt_valid_to_current: \"to_date('9999-12-31')\"\n"
+    )
+    port = port_tree(tmp_path, discover(tmp_path, "."), "snowflake")
+    assert port.files == ("snaps/orders.sql", "snaps/customers.yml")
+    apply_patch(tmp_path, port.patch)
+    assert "CASE WHEN amount > 0" in (tmp_path / "snaps" / "orders.sql").read_text()
+    assert "{% snapshot orders_snap %}" in (tmp_path / "snaps" / "orders.sql").read_text()
+    value = (tmp_path / "snaps" / "customers.yml").read_text().split("dbt_valid_to_current: ")[1].strip().strip('"')
+    assert duckdb.sql(f"select {value}").fetchall()[0][0].year == 9999
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
