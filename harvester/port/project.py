@@ -81,6 +81,18 @@ _MACRO_BLOCK = re.compile(
 )
 
 
+#: a snapshot's ``target_database='...'`` argument, with the comma that joins it to the next or previous one
+_TARGET_DATABASE = re.compile(r"(?P<lead>,\s*)?\btarget_database\s*=\s*(?P<q>['\"])[^'\"]*(?P=q)(?P<trail>\s*,)?")
+
+
+def drop_target_database(text: str) -> str | None:
+    """``text`` (a snapshot file) without its ``target_database`` arguments, or None when it has none. dbt
+    uses a snapshot's target database as written, not through ``generate_database_name``, and a pin builds
+    one DuckDB database, where another is a catalog that does not exist."""
+    out = _TARGET_DATABASE.sub(lambda m: "," if m["lead"] and m["trail"] else "", text)
+    return out if out != text else None
+
+
 def port_macros(text: str, dialect: str) -> str | None:
     """``text`` (a macro or snapshot file of the project) with the SQL of each macro's, generic test's or
     snapshot's body ported from ``dialect``, or
@@ -141,9 +153,12 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         if ported is not None and ported != text:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
+    snapshots = set(project_files(root, project, project.snapshot_paths, (".sql",)))
     for rel in project_files(root, project, (*project.macro_paths, *project.snapshot_paths), (".sql",)):
         text = safe_fs.read_text(root, rel)
         ported = port_macros(text, dialect)
+        if rel in snapshots:
+            ported = drop_target_database(ported or text) or ported
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)

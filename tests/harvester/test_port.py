@@ -325,7 +325,8 @@ def test_a_jinja_expression_sqlglot_repeats_is_kept_in_each_place() -> None:
 
 def test_snapshots_written_for_the_warehouse_are_ported(tmp_path: Path) -> None:
     """A snapshot block's SQL and a YAML snapshot's ``dbt_valid_to_current`` (``to_date('9999-12-31')``, a
-    real project's) are the warehouse's too; the port read neither, and the snapshot failed on DuckDB."""
+    real project's) are the warehouse's too, and a snapshot's ``target_database`` names a warehouse database;
+    the port read none of them, and the snapshot failed on DuckDB."""
     import duckdb
 
     from dbt_harvest.core.patching import apply_patch
@@ -335,7 +336,8 @@ def test_snapshots_written_for_the_warehouse_are_ported(tmp_path: Path) -> None:
     (tmp_path / "snaps").mkdir()
     (tmp_path / "dbt_project.yml").write_text("name: s\nversion: '1.0'\nsnapshot-paths: ['snaps']\n")
     (tmp_path / "snaps" / "orders.sql").write_text(
-        "{% snapshot orders_snap %}\n{{ config(unique_key='id', strategy='check', check_cols='all') }}\n"
+        "{% snapshot orders_snap %}\n{{ config(unique_key='id', target_database='RAW_DB', strategy='check', "
+        "check_cols='all', target_schema='snaps') }}\n"
         "select id, iff(amount > 0, 1, 0) as paid from {{ source('shop', 'orders') }}\n{% endsnapshot %}\n"
     )
     (tmp_path / "snaps" / "customers.yml").write_text(
@@ -346,7 +348,10 @@ def test_snapshots_written_for_the_warehouse_are_ported(tmp_path: Path) -> None:
     assert port.files == ("snaps/orders.sql", "snaps/customers.yml")
     apply_patch(tmp_path, port.patch)
     assert "CASE WHEN amount > 0" in (tmp_path / "snaps" / "orders.sql").read_text()
-    assert "{% snapshot orders_snap %}" in (tmp_path / "snaps" / "orders.sql").read_text()
+    snapshot = (tmp_path / "snaps" / "orders.sql").read_text()
+    assert "{% snapshot orders_snap %}" in snapshot and "target_database" not in snapshot
+    # a snapshot's target database is used as written, where a pin builds one database: the argument goes
+    assert "config(unique_key='id', strategy='check', check_cols='all', target_schema='snaps')" in snapshot
     value = (tmp_path / "snaps" / "customers.yml").read_text().split("dbt_valid_to_current: ")[1].strip().strip('"')
     assert duckdb.sql(f"select {value}").fetchall()[0][0].year == 9999
 
