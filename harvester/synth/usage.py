@@ -345,6 +345,8 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
                 out.type(refs(side), "timestamp" if interval else "numeric")
         elif isinstance(node, _TEXT_FUNCTIONS):
             out.type(refs(node.this), "varchar")
+        elif isinstance(node, exp.UnixToTime):  # DuckDB's to_timestamp(x): x counts seconds since 1970
+            out.type(refs(node.this), "integer")
         elif isinstance(node, _NUMERIC_AGGREGATES):
             out.type(refs(node.this), "numeric")
         elif isinstance(node, _DATE_FUNCTIONS):

@@ -585,6 +585,9 @@ def test_a_column_a_text_function_reads_is_text() -> None:
     use = analyse({"m": f'select trim(account_number) as a, upper(code) as c from "build"."main"."{ORDERS}"'}, [ORDERS])
     assert use.types[ColumnRef(ORDERS, "account_number")] == ("varchar",)
     assert use.types[ColumnRef(ORDERS, "code")] == ("varchar",)
+    # DuckDB's to_timestamp(x) reads seconds since 1970: a number, not the timestamp text its name suggests
+    use = analyse({"m": f'select to_timestamp(last_contact) as t from "build"."main"."{ORDERS}"'}, [ORDERS])
+    assert use.types[ColumnRef(ORDERS, "last_contact")] == ("integer",)
 
 
 def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
