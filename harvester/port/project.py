@@ -24,8 +24,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import yaml
+
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
+from dbt_harvest.harvester.port.raw_tables import SOURCES_FILE, as_sources, read_tables, source_names, sources_yaml
 from dbt_harvest.harvester.port.transpile import PortRefused, port_model
 from dbt_harvest.harvester.port.yaml_sql import port_test_sql
 from dbt_harvest.harvester.port.yaml_types import port_data_types
@@ -112,6 +115,20 @@ def port_macros(text: str, dialect: str) -> str | None:
     return "".join([*out, text[last:]]) if out else None
 
 
+def _declared_sources(root: Path, project: Project) -> set[str]:
+    """The names of the sources the project's YAML declares (a file that is not plain YAML is skipped)."""
+    names = set()
+    for rel in project_files(root, project, project.model_paths, (".yml", ".yaml")):
+        try:
+            data = yaml.safe_load(safe_fs.read_text(root, rel))
+        except yaml.YAMLError:
+            continue
+        for source in (data or {}).get("sources") or [] if isinstance(data, dict) else []:
+            if isinstance(source, dict) and source.get("name"):
+                names.add(str(source["name"]).lower())
+    return names
+
+
 def _other_databases(root: Path, project: Project) -> bool:
     """Whether the project builds relations in a database of its own naming (and leaves the choice to dbt's
     ``generate_database_name``, which the port may then override)."""
@@ -147,11 +164,14 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
     """The port of the project at ``root`` from ``dialect`` (PortRefused names the first model that cannot be):
     its SQL models, then the ``data_type`` values of the YAML under its model paths."""
     patches, files = [], []
-    for rel in model_files(root, project):
-        text = safe_fs.read_text(root, rel)
-        ported = port_model(text, dialect, rel)
-        if ported is not None and ported != text:
-            patches.append(make_patch(rel, text, ported))
+    texts = {rel: safe_fs.read_text(root, rel) for rel in model_files(root, project)}
+    named = set().union(*(read_tables(text, dialect) for text in texts.values())) if texts else set()
+    names = source_names(named, _declared_sources(root, project))
+    for rel, text in texts.items():
+        sourced = as_sources(text, named, names) or text
+        whole = port_model(sourced, dialect, rel) or sourced
+        if whole != text:
+            patches.append(make_patch(rel, text, whole))
             files.append(rel)
     snapshots = set(project_files(root, project, project.snapshot_paths, (".sql",)))
     for rel in project_files(root, project, (*project.macro_paths, *project.snapshot_paths), (".sql",)):
@@ -172,6 +192,10 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
+    if names:
+        rel = str(base / project.model_paths[0] / SOURCES_FILE)
+        patches.append(make_patch(rel, None, sources_yaml(names)))
+        files.append(rel)
     partitions = any(_MAPPED_PARTITION.search(safe_fs.read_text(root, rel)) for rel in model_files(root, project))
     added = {
         PARTITION_MACRO_FILE: PARTITION_MACRO,

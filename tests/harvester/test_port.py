@@ -178,7 +178,7 @@ def test_calls_duckdb_lacks_are_ported_though_sqlglot_reads_them_there() -> None
     assert ported is not None
     sql = ported.replace("{{ ref('runs') }}", "(select date '2024-02-10' as rode_on, timestamp '2024-02-10' as t)")
     assert duckdb.sql(f"select typeof(m), typeof(tm) from ({sql})").fetchall() == [("DATE", "TIMESTAMP")]
-    portable = "select coalesce(a, 0) as a, count(*) as n, current_timestamp() as t\nfrom {{ ref('x') }}\ngroup by 1\n"
+    portable = "select coalesce(a, 0) as a, count(*) as n, current_timestamp as t\nfrom {{ ref('x') }}\ngroup by 1\n"
     assert port_model(portable, "snowflake", "m") is None
 
 
@@ -587,7 +587,7 @@ def test_a_model_sqlglot_cannot_port_refuses_the_add_by_name(tmp_path: Path) -> 
     src = tmp_path / "src"
     shutil.copytree(fixture_dir("ski_passes"), src)
     (src / "models" / "pass_months.sql").write_text(
-        "select to_char(bought_at, 'YYYY-MM') as month, count(*) as passes from {{ ref('stg_passes') }} group by 1\n"
+        "select to_char(count(*), '999,999') as passes from {{ ref('stg_passes') }}\n"
     )
     repo = make_git_repo(src, tmp_path / "repo")
     code, _, err = run_cli(tmp_path, "add", f"{repo.path}@{repo.head}", "--port-from", "snowflake")
@@ -595,3 +595,59 @@ def test_a_model_sqlglot_cannot_port_refuses_the_add_by_name(tmp_path: Path) -> 
     (line,) = error_lines(err)
     assert "models/pass_months.sql" in line and "cannot express it in DuckDB" in line
     assert not list((tmp_path / "pins").glob("*.toml"))
+
+
+def test_tables_read_by_name_become_declared_sources_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """``from LOGISTICS.RAW.CUSTOMERS``: a warehouse name, a catalog DuckDB lacks, and a table synthesis never
+    heard of. It is read as a source the port declares, named by its schema (its database before it where two
+    databases name that schema, ``harvest_`` where the project has a source of that name); a CTE, a column
+    after ``extract(... from`` and ``ref()`` stay."""
+    import yaml as pyyaml
+
+    from dbt_harvest.core.patching import apply_patch
+    from dbt_harvest.harvester.discovery import discover
+    from dbt_harvest.harvester.port.project import port_tree
+    from dbt_harvest.harvester.port.raw_tables import SOURCES_FILE
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: trips\nversion: '1.0'\n")
+    (tmp_path / "models" / "sources.yml").write_text("sources:\n  - name: raw\n    tables:\n      - name: drivers\n")
+    (tmp_path / "models" / "trips.sql").write_text(
+        "with customers as (\n    select * from LOGISTICS.RAW.CUSTOMERS\n)\n"
+        "select c.id, extract(year from c.created_at) as y, t.fare\nfrom customers c\n"
+        "join raw.trips t on t.customer_id = c.id\njoin {{ ref('zones') }} z on z.id = t.zone_id\n"
+    )
+    port = port_tree(tmp_path, discover(tmp_path, "."), "snowflake")
+    assert port.files == ("models/trips.sql", f"models/{SOURCES_FILE}")
+    apply_patch(tmp_path, port.patch)
+    model = (tmp_path / "models" / "trips.sql").read_text()
+    # schema raw is named in two databases (LOGISTICS, and the default one): a source for each
+    assert "{{ source('logistics_raw', 'customers') }}" in model and "{{ source('harvest_raw', 'trips') }}" in model
+    assert "LOGISTICS" not in model and "{{ ref('zones') }}" in model and "from customers c" in model
+    declared = pyyaml.safe_load((tmp_path / "models" / SOURCES_FILE).read_text())
+    assert declared == {
+        "version": 2,
+        "sources": [
+            {"name": "harvest_raw", "schema": "raw", "tables": [{"name": "trips"}]},
+            {"name": "logistics_raw", "schema": "raw", "tables": [{"name": "customers"}]},
+        ],
+    }
+
+
+@slow
+def test_a_project_reading_warehouse_tables_by_name_is_pinned_on_synthesized_data(tmp_path: Path) -> None:
+    """courier_routes with one staging model reading its zones as ``DISPATCH.RAW_DISPATCH.ZONES``: before, the
+    build failed on a catalog that does not exist; ported, the table is a declared source and synthesized."""
+    src = tmp_path / "src"
+    shutil.copytree(fixture_dir("courier_routes"), src)
+    (src / "models" / "staging" / "stg_zones.sql").write_text(
+        "select zone_code, zone_name, surcharge\nfrom DISPATCH.RAW_DISPATCH.ZONES\n"
+    )
+    repo = make_git_repo(src, tmp_path / "repo")
+    code, out, err = run_cli(
+        tmp_path, "add", f"{repo.path}@{repo.head}", "--synthesize-data", "--port-from", "snowflake", "--json"
+    )
+    assert code == 0, err
+    added = json.loads(out)
+    assert "models/staging/stg_zones.sql" in added["ported_files"]
+    assert added["data_origin"] == "synthesized" and added["dialect"] == "ported:snowflake"
