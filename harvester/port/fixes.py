@@ -12,6 +12,9 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
 - BigQuery ``safe_add``, ``safe_subtract``, ``safe_multiply`` and ``safe_negate``: NULL where the operation
   overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
   a build shows it).
+- Snowflake ``to_timestamp_ntz(x)`` (``_ltz``, ``_tz``), which sqlglot passes through: seconds since 1970
+  where ``x`` is a number (arithmetic, a function, a cast; ``to_timestamp(x)`` in DuckDB), else the text or
+  timestamp cast, as ``TIMESTAMP`` (``TIMESTAMPTZ`` for the zoned two);
 - Snowflake ``to_char(x, '<format>')`` whose format holds only date and time parts (``'YYYY-MM'``, ``'Mon
   YYYY'``): sqlglot cannot write it for DuckDB and the model was refused; written as ``strftime(x, ...)``
   with the format in strftime's terms, as sqlglot already writes Postgres' ``to_char``. A number format
@@ -50,6 +53,12 @@ def _operand(node: exp.Expr) -> exp.Expr:
     return node if isinstance(node, exp.Column | exp.Literal | exp.Func | exp.Paren) else exp.paren(node, copy=False)
 
 
+#: Snowflake's typed timestamp constructors sqlglot passes through, and the DuckDB type each gives
+_SNOWFLAKE_TIMESTAMPS = {
+    "TO_TIMESTAMP_NTZ": "TIMESTAMP",
+    "TO_TIMESTAMP_LTZ": "TIMESTAMPTZ",
+    "TO_TIMESTAMP_TZ": "TIMESTAMPTZ",
+}
 #: what is left of a format once its time parts are taken out: separators only
 _FORMAT_REST = re.compile(r"%.")
 
@@ -69,6 +78,12 @@ def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     fmt = node.args.get("format") if isinstance(node, exp.ToChar) else None
     if isinstance(fmt, exp.Literal) and fmt.is_string and (strftime := _time_format(fmt.name, read)):
         new = exp.TimeToStr(this=node.this.copy(), format=exp.Literal.string(strftime))
+    elif isinstance(node, exp.Anonymous) and node.name.upper() in _SNOWFLAKE_TIMESTAMPS and len(node.expressions) == 1:
+        (arg,) = node.expressions
+        to = _SNOWFLAKE_TIMESTAMPS[node.name.upper()]
+        numeric = isinstance(arg, exp.Binary | exp.Extract | exp.Anonymous) and not isinstance(arg, exp.DPipe)
+        numeric = numeric or (isinstance(arg, exp.Literal) and not arg.is_string) or isinstance(arg, exp.Cast)
+        new = exp.cast(exp.func("to_timestamp", arg.copy()) if numeric else arg.copy(), to)
     elif read == "bigquery" and isinstance(node, exp.DateTrunc):
         inner = node.copy()
         inner.comments = None

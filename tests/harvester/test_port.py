@@ -356,6 +356,27 @@ def test_snapshots_written_for_the_warehouse_are_ported(tmp_path: Path) -> None:
     assert duckdb.sql(f"select {value}").fetchall()[0][0].year == 9999
 
 
+def test_snowflake_typed_timestamp_constructors_are_ported() -> None:
+    """sqlglot passes ``to_timestamp_ntz`` through to DuckDB, which lacks it (a real NYC-taxi project's
+    staging model); a number counts seconds since 1970, text or a timestamp is cast."""
+    import duckdb
+
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    text = (
+        "select to_timestamp_ntz(date_part(epoch_second, picked_at) / 1000) as a, to_timestamp_ntz(note) as b\n"
+        "from {{ ref('trips') }}\n"
+    )
+    ported = port_model(text, "snowflake", "models/m.sql")
+    assert ported is not None and "NTZ" not in ported.upper()
+    sql = ported.replace(
+        "{{ ref('trips') }}", "(select timestamp '1970-01-01 00:16:40' as picked_at, '2024-03-01' as note)"
+    )
+    assert [tuple(str(v) for v in row) for row in duckdb.sql(sql).fetchall()] == [
+        ("1970-01-01 00:00:01", "2024-03-01 00:00:00")
+    ]
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
