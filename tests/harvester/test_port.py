@@ -377,6 +377,20 @@ def test_snowflake_typed_timestamp_constructors_are_ported() -> None:
     ]
 
 
+def test_bigquery_array_agg_with_a_limit_is_ported() -> None:
+    """``array_agg(x order by n desc limit 1)[offset(0)]``, BigQuery's "value of the top row" (2 public
+    projects' models were refused: DuckDB cannot write a limit inside the aggregate)."""
+    import duckdb
+
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    text = "select g, array_agg(country order by n desc limit 1)[offset(0)] as top from {{ ref('t') }} group by g\n"
+    ported = port_model(text, "bigquery", "models/m.sql")
+    assert ported is not None
+    rows = "select 1 as g, 'fr' as country, 3 as n union all select 1, 'de', 5 union all select 2, 'it', 4"
+    assert sorted(duckdb.sql(ported.replace("{{ ref('t') }}", f"({rows})")).fetchall()) == [(1, "de"), (2, "it")]
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
