@@ -6,7 +6,8 @@ new macro ``source`` in the project (dbt lets a root project override it) sends 
 its seed through ``ref``, so dbt orders the seeds before the models; a dbt test on a source, and a snapshot,
 read the seed's relation directly (a generic test cannot take a new ``ref``, and a snapshot whose
 ``relation`` its YAML names is rendered after parsing, where a new ``ref`` is refused; every build seeds
-before it builds). The project's SQL and YAML are not edited:
+before it builds). While parsing (``execute`` false, the graph not built yet) both take the ``ref``, which
+records the dependency. The project's SQL and YAML are not edited:
 the patch only adds files under ``_harvest_synth`` names.
 
 Pure: text in, text out.
@@ -73,8 +74,8 @@ def macro_text(mapping: Mapping[str, str]) -> str:
         "  {%- if not name -%}\n"
         "    {%- do return(builtins.source(source_name, table_name)) -%}\n"
         "  {%- endif -%}\n"
-        "  {%- if model is mapping and model.get('resource_type') in ('test', 'snapshot') -%}\n"
-        "    {%- for node in graph.nodes.values() if node.resource_type == 'seed' and node.name == name -%}\n"
+        "  {%- if execute and model is mapping and model.get('resource_type') in ('test', 'snapshot') -%}\n"
+        "    {%- for node in graph.get('nodes', {}).values() if node.resource_type == 'seed' and node.name == name -%}\n"
         "      {%- do return(api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias)) -%}\n"
         "    {%- endfor -%}\n"
         "  {%- endif -%}\n"

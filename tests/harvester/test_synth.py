@@ -567,12 +567,17 @@ def test_a_project_with_range_and_length_tests_is_pinned_on_data_that_meets_them
 def test_a_snapshot_whose_yaml_names_a_source_reads_its_synthesized_data(tmp_path: Path) -> None:
     """A snapshot declared in YAML (``relation: source(...)``) is rendered after parsing, where the source
     override's new ``ref`` was refused ("dbt was unable to infer all dependencies"), and the add failed; it
-    now reads the seed's relation, as a source test does."""
+    now reads the seed's relation, as a source test does. A snapshot block is parsed like a model, before
+    the graph exists: it takes the ``ref`` then."""
     snapshot = (
         "snapshots:\n  - name: couriers_history\n    relation: source('dispatch', 'couriers')\n"
         "    config:\n      unique_key: courier_id\n      strategy: check\n      check_cols: all\n"
     )
-    spec = _variant(tmp_path, {"snapshots/couriers_history.yml": snapshot})
+    sql_snapshot = (
+        "{% snapshot zones_history %}\n{{ config(unique_key='zone_code', strategy='check', check_cols='all', "
+        "target_schema='main') }}\nselect * from {{ source('dispatch', 'zones') }}\n{% endsnapshot %}\n"
+    )
+    spec = _variant(tmp_path, {"snapshots/couriers_history.yml": snapshot, "snapshots/zones_history.sql": sql_snapshot})
     code, out, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data", "--json")
     assert code == 0, err
     from dbt_harvest.core.pin import read_pin
