@@ -12,6 +12,7 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
 - BigQuery ``safe_add``, ``safe_subtract``, ``safe_multiply`` and ``safe_negate``: NULL where the operation
   overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
   a build shows it).
+- BigQuery ``extract(isoweek from d)``, a part DuckDB does not name: DuckDB's ``week`` is the ISO week;
 - BigQuery ``array_agg(x [order by ...] limit n)``, which DuckDB cannot write (the limit inside the
   aggregate): the whole ordered list's first ``n`` items, ``(array_agg(x order by ...))[1:n]``;
 - Snowflake ``to_timestamp_ntz(x)`` (``_ltz``, ``_tz``), which sqlglot passes through: seconds since 1970
@@ -86,6 +87,8 @@ def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
         numeric = isinstance(arg, exp.Binary | exp.Extract | exp.Anonymous) and not isinstance(arg, exp.DPipe)
         numeric = numeric or (isinstance(arg, exp.Literal) and not arg.is_string) or isinstance(arg, exp.Cast)
         new = exp.cast(exp.func("to_timestamp", arg.copy()) if numeric else arg.copy(), to)
+    elif isinstance(node, exp.Extract) and isinstance(node.this, exp.Var) and node.this.name.upper() == "ISOWEEK":
+        new = exp.Extract(this=exp.var("WEEK"), expression=node.expression.copy())  # DuckDB's week is ISO's
     elif isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Limit):
         limit = node.this
         aggregate = node.copy()

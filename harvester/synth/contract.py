@@ -212,10 +212,11 @@ def relations(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 
 def model_sql(manifest: Mapping[str, Any]) -> dict[str, str]:
-    """relation name (alias) -> compiled SQL of every model that compiled."""
+    """relation name (alias) -> compiled SQL of every model and snapshot that compiled (a snapshot reads its
+    source's columns as a model does)."""
     out = {}
     for node in manifest.get("nodes", {}).values():
-        if node.get("resource_type") == "model" and node.get("compiled_code"):
+        if node.get("resource_type") in {"model", "snapshot"} and node.get("compiled_code"):
             out[str(node.get("alias") or node["name"]).lower()] = str(node["compiled_code"])
     return out
 

@@ -35,7 +35,11 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 #: functions of text: the column they read holds text (``trim(account_number)``; DuckDB has no trim of a number)
 _TEXT_FUNCTIONS = tuple(
     getattr(exp, name)
-    for name in ("Lower", "Upper", "Trim", "Initcap", "Substring", "RegexpReplace", "RegexpExtract", "RegexpLike")
+    for name in (
+        *("Lower", "Upper", "Trim", "Initcap", "Substring"),
+        *("RegexpReplace", "RegexpExtract", "RegexpExtractAll", "RegexpLike"),
+        *("StrToDate", "StrToTime"),  # strptime(x, format), Postgres' to_date(x, format) ported: x is text
+    )
     if hasattr(exp, name)
 )
 _DATE_FUNCTIONS = (

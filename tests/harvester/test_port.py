@@ -389,6 +389,10 @@ def test_bigquery_array_agg_with_a_limit_is_ported() -> None:
     assert ported is not None
     rows = "select 1 as g, 'fr' as country, 3 as n union all select 1, 'de', 5 union all select 2, 'it', 4"
     assert sorted(duckdb.sql(ported.replace("{{ ref('t') }}", f"({rows})")).fetchall()) == [(1, "de"), (2, "it")]
+    # extract(isoweek from d): DuckDB names the ISO week ``week``
+    ported = port_model("select extract(isoweek from d) as w from {{ ref('t') }}\n", "bigquery", "models/w.sql")
+    assert ported is not None
+    assert duckdb.sql(ported.replace("{{ ref('t') }}", "(select date '2024-12-30' as d)")).fetchall() == [(1,)]
 
 
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:

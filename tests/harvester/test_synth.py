@@ -593,6 +593,9 @@ def test_a_column_a_text_function_reads_is_text() -> None:
     # DuckDB's to_timestamp(x) reads seconds since 1970: a number, not the timestamp text its name suggests
     use = analyse({"m": f'select to_timestamp(last_contact) as t from "build"."main"."{ORDERS}"'}, [ORDERS])
     assert use.types[ColumnRef(ORDERS, "last_contact")] == ("integer",)
+    # strptime(x, format) (Postgres' to_date(x, format), ported) parses text
+    use = analyse({"m": f'select strptime(reading_date, \'%d/%m/%Y\') as d from "build"."main"."{ORDERS}"'}, [ORDERS])
+    assert use.types[ColumnRef(ORDERS, "reading_date")] == ("varchar",)
 
 
 def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
