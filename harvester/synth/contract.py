@@ -221,6 +221,52 @@ def model_sql(manifest: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+#: words of a column name that say it holds an amount (``order_count``, ``unit_price``), and those of them
+#: that also end a longer word of one (``unitprice``); a short one would end unrelated words (``account``)
+_NUMERIC_WORDS = frozenset(
+    [
+        "amount",
+        "price",
+        "cost",
+        "total",
+        "revenue",
+        "qty",
+        "quantity",
+        "count",
+        "rate",
+        "pct",
+        "percent",
+        "balance",
+        "fee",
+        "score",
+        "discount",
+        "tax",
+        "weight",
+        "ratio",
+        "value",
+    ]
+)
+_NUMERIC_SUFFIXES = frozenset(
+    ["amount", "price", "cost", "total", "revenue", "quantity", "balance", "discount", "weight"]
+)
+
+
+def name_words(column: str) -> list[str]:
+    """A column name's words: snake_case and camelCase split, lower-cased."""
+    return [w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", column)]
+
+
+def has_word(column: str, words: frozenset[str], suffixes: frozenset[str] = frozenset()) -> bool:
+    """Whether a word of ``column`` is one of ``words`` (or its plural), or ends with one of ``suffixes``:
+    ``country`` holds no ``count``, ``order_counts`` does."""
+    for word in name_words(column):
+        if word in words or (word.endswith("s") and word[:-1] in words):
+            return True
+        if any(word.endswith(suffix) for suffix in suffixes):
+            return True
+    return False
+
+
 def _name_type(column: str) -> str:
     c = column.lower()
     if c == "id" or re.search(r"(_id|_key|key|_number|number|_num|_nbr)$", c):
@@ -231,10 +277,7 @@ def _name_type(column: str) -> str:
         return "timestamp"
     if re.search(r"(date|_day|_on)$", c):
         return "date"
-    if re.search(
-        r"(amount|price|cost|total|revenue|qty|quantity|count|rate|pct|percent|balance|fee|score|discount|tax|weight|ratio|value)",
-        c,
-    ):
+    if has_word(column, _NUMERIC_WORDS, _NUMERIC_SUFFIXES):
         return "numeric"
     return "varchar"
 
@@ -503,6 +546,8 @@ def retype_from_error(contract: Contract, error: str) -> Contract:
 
 __all__ = [
     "ALIASES",
+    "has_word",
+    "name_words",
     "PREFIX",
     "Bounds",
     "accepted",

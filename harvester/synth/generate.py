@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
-from dbt_harvest.harvester.synth.contract import Contract, SynthColumn, SynthTable
+from dbt_harvest.harvester.synth.contract import Contract, SynthColumn, SynthTable, has_word
 from dbt_harvest.harvester.synth.usage import ColumnRef, Literal
 
 #: rows per synthesized table
@@ -29,7 +29,7 @@ ROWS = 30
 #: the first day synthesized dates spread from (a year of them)
 BASE_DAY = date(2024, 1, 1)
 #: names of numeric columns that hold a fraction (drawn between 0 and 1, as a discount or a tax rate is)
-_FRACTION = re.compile(r"(discount|rate|pct|percent|ratio|share|tax)", re.I)
+_FRACTION = frozenset({"discount", "rate", "pct", "percent", "ratio", "share", "tax"})
 #: values of a foreign key that no parent holds, where no test forbids them
 ORPHANS = 3
 #: distinct values of a free text column (low, so that group-bys make groups)
@@ -200,7 +200,7 @@ def _unbounded(col: SynthColumn, rng: random.Random) -> str:
     if col.type == "integer":
         return str(rng.randint(0, 100))
     if col.type == "numeric":
-        if _FRACTION.search(col.name):  # a rate, a discount, a share: between 0 and 1
+        if has_word(col.name, _FRACTION):  # a rate, a discount, a share: between 0 and 1
             return f"{rng.randint(0, 99) / 100:.2f}"
         return f"{rng.randint(0, 50000) / 100:.2f}"
     if col.type in {"date", "timestamp"}:

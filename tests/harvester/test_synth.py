@@ -611,3 +611,20 @@ def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
     assert values <= set(TIME_ZONES) and len(values) > 1
     for zone in values:
         duckdb.sql(f"select timezone('{zone}', timestamptz '2024-01-01 00:00:00+00')").fetchall()
+
+
+def test_a_column_name_is_read_by_its_words() -> None:
+    """``country`` held a ``count`` and was drawn as a number, so a real project's ``country`` join failed
+    on "Afghanistan"; names are read word by word (snake_case and camelCase)."""
+    from dbt_harvest.harvester.synth.contract import choose_type
+
+    for name, family in (
+        ("country", "varchar"),
+        ("account", "varchar"),
+        ("order_count", "numeric"),
+        ("UnitPrice", "numeric"),
+        ("netrevenue", "numeric"),
+        ("tax_rate", "numeric"),
+        ("customer_id", "integer"),
+    ):
+        assert choose_type("", (), name) == family, name
