@@ -65,7 +65,11 @@ def _split(text: str) -> list[str]:
 def parse_patch(patch: str) -> tuple[FilePatch, ...]:
     """Parse a (possibly multi-file) unified diff."""
     files: list[FilePatch] = []
-    lines = patch.splitlines()
+    # lines end at "\n" alone, as git reads them: a CRLF file's patch lines keep their "\r" (splitlines
+    # took "\r\n" for one break and dropped it, so such a patch never applied to its own file)
+    lines = patch.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     i = 0
     while i < len(lines):
         if not lines[i].startswith("--- "):

@@ -91,7 +91,7 @@ def _stored_patch(
     path = (pins or pins_dir()) / folder / f"{sha256}.diff"
     if not path.is_file():
         raise PinError(f"{pin.id}: {what} {path} is missing{missing}")
-    text = path.read_text(encoding="utf-8")
+    text = path.read_bytes().decode("utf-8")  # exactly as written: a CRLF file's lines keep their \r
     if hashlib.sha256(text.encode()).hexdigest() != sha256:
         raise PinError(f"{pin.id}: {what} {path.name} does not match its recorded hash")
     return text

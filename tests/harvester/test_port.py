@@ -690,3 +690,30 @@ def test_a_project_reading_warehouse_tables_by_name_is_pinned_on_synthesized_dat
     added = json.loads(out)
     assert "models/staging/stg_zones.sql" in added["ported_files"]
     assert added["data_origin"] == "synthesized" and added["dialect"] == "ported:snowflake"
+
+
+def test_a_stored_port_of_a_crlf_file_reads_back_verified(tmp_path: Path) -> None:
+    """A model file with CRLF line endings gives a port patch whose lines keep their carriage return; read
+    back with newline translation, its hash did not match and every mint of a real pin failed."""
+    import hashlib
+    from dataclasses import replace
+
+    from dbt_harvest.core.patching import apply_to_text, make_patch, parse_patch
+    from dbt_harvest.core.pin import read_pin
+    from dbt_harvest.harvester.port.transpile import port_model
+    from dbt_harvest.harvester.workspace import port_patch_text, port_path
+
+    text = "select\r\n  iff(a > 0, 1, 0) as b\r\nfrom {{ ref('x') }}\r\n"
+    ported = port_model(text, "snowflake", "models/m.sql")
+    assert ported is not None
+    patch = make_patch("models/m.sql", text, ported)
+    assert "\r" in patch
+    sha = hashlib.sha256(patch.encode()).hexdigest()
+    path = port_path(sha, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(patch.encode())
+    committed = Path(__file__).resolve().parents[2] / "pins" / "MHeydari__dbt_practice@daaf25f53c65.toml"
+    pin = replace(read_pin(committed), port_from="snowflake", port_sha256=sha)
+    assert port_patch_text(pin, tmp_path) == patch
+    (file_patch,) = parse_patch(patch)
+    assert apply_to_text(text, file_patch) == ported
