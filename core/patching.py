@@ -178,10 +178,17 @@ def apply_patch(root: Path, patch: str) -> tuple[str, ...]:
         if file_patch.deleted and not target.is_file():
             raise PatchError(f"patch deletes {file_patch.path!r}, which does not exist")
         try:
-            old = target.read_text(encoding="utf-8") if target.is_file() else ""
+            # the bytes as they are: a patch made from a CRLF file (safe_fs reads bytes) carries its "\r"s
+            old = target.read_bytes().decode("utf-8") if target.is_file() else ""
         except (OSError, UnicodeDecodeError) as exc:
             raise PatchError(f"patch path {file_patch.path!r} cannot be read as text ({exc})") from None
-        new = apply_to_text(old, file_patch)
+        try:
+            new = apply_to_text(old, file_patch)
+        except PatchError:
+            if "\r" not in old:
+                raise
+            # a patch written against the file's newline-translated text, as this function once read it
+            new = apply_to_text(old.replace("\r\n", "\n").replace("\r", "\n"), file_patch)
         if file_patch.deleted and new:
             raise PatchError(f"{file_patch.path}: the deletion does not remove the whole file")
         results[target] = None if file_patch.deleted else new

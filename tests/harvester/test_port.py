@@ -698,7 +698,7 @@ def test_a_stored_port_of_a_crlf_file_reads_back_verified(tmp_path: Path) -> Non
     import hashlib
     from dataclasses import replace
 
-    from dbt_harvest.core.patching import apply_to_text, make_patch, parse_patch
+    from dbt_harvest.core.patching import apply_patch, apply_to_text, make_patch, parse_patch
     from dbt_harvest.core.pin import read_pin
     from dbt_harvest.harvester.port.transpile import port_model
     from dbt_harvest.harvester.workspace import port_patch_text, port_path
@@ -717,3 +717,8 @@ def test_a_stored_port_of_a_crlf_file_reads_back_verified(tmp_path: Path) -> Non
     assert port_patch_text(pin, tmp_path) == patch
     (file_patch,) = parse_patch(patch)
     assert apply_to_text(text, file_patch) == ported
+    # and to the file on disk, read as its bytes (read as text, its CRLFs were LFs and no hunk matched)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.sql").write_bytes(text.encode())
+    apply_patch(tmp_path, patch)
+    assert (tmp_path / "models" / "m.sql").read_bytes() == ported.encode()
