@@ -465,7 +465,7 @@ class _TreeWriter:
                 if _link_stays_inside(rel, target):
                     self._links.append((rel, target))
                 else:
-                    self.skipped.append(SkippedPath(rel, f"symlink leaves the tree (-> {target})"))
+                    self.skipped.append(SkippedPath(rel, _leaves_tree(target)))
             elif mode & 0o170000 == _MODE_BLOB_KIND:
                 self._write_blob(entry, rel, mode)
             else:
@@ -502,12 +502,20 @@ class _TreeWriter:
             resolved = os.path.realpath(path)
             if os.path.commonpath([real_root, resolved]) != real_root:
                 path.unlink()
-                self.skipped.append(SkippedPath(rel, f"symlink leaves the tree (-> {target})"))
+                self.skipped.append(SkippedPath(rel, _leaves_tree(target)))
         for rel, target in self._links:
             path = self.root / rel
             if os.path.islink(path) and not os.path.exists(path):
                 path.unlink()
                 self.skipped.append(SkippedPath(rel, f"symlink leads nowhere: its target does not exist (-> {target})"))
+
+
+def _leaves_tree(target: str) -> str:
+    """Why a symlink is skipped. An absolute target names a path of the machine the repository was made on
+    (a committed virtualenv's ``/opt/homebrew/...``): it is not recorded, since a pin records no machine's
+    paths (``corpus check``'s machine-path rule refused such a pin)."""
+    shown = "an absolute path" if target.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", target) else target
+    return f"symlink leaves the tree (-> {shown})"
 
 
 def _link_stays_inside(rel: str, target: str) -> bool:

@@ -175,6 +175,8 @@ def test_export_skips_and_records_unsafe_entries(store, tmp_path):
     assert "submodule" in reasons["vendor/lib"]
     assert "over the 1000-byte bound" in reasons["data/big.csv"]
     assert "symlink leaves the tree" in reasons["escape"]
+    # an absolute target is a path of the machine the repository came from: never recorded in a pin
+    assert reasons["absolute"] == "symlink leaves the tree (-> an absolute path)"
     assert not (dest / "escape").exists() and not os.path.lexists(dest / "loop/x")
     assert not (dest / "data/big.csv").exists() and not (dest / "vendor/lib").exists()
     assert os.readlink(dest / "inside") == "data/small.csv"
