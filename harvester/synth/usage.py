@@ -309,22 +309,7 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
     own = [n for n in expression.walk() if not isinstance(n, exp.Subquery | exp.CTE) or n is expression]
     for node in own:
         if isinstance(node, _COMPARISONS):
-            left, right = node.left, node.right
-            for side, other in ((left, right), (right, left)):
-                lit = _literal(other)
-                if lit is not None:
-                    op = _OPS[type(node)]
-                    if side is right:  # 5 < x reads as x > 5
-                        op = {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(op, op)
-                    out.literal(refs(side), Literal(op, lit.value, lit.kind))
-            lrefs, rrefs = refs(left), refs(right)
-            if isinstance(node, exp.EQ) and lrefs and rrefs:
-                join = node.find_ancestor(exp.Join)
-                outer = bool(join and (join.side or "").upper() in {"LEFT", "RIGHT", "FULL"})
-                for a in lrefs:
-                    for b in rrefs:
-                        if a != b:
-                            out.joins.add(Join(min(a, b), max(a, b), outer))
+            _comparison(node, refs, out)
         elif isinstance(node, exp.In):
             lits = [_literal(e) for e in node.expressions]
             for lit in lits:
@@ -379,6 +364,27 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
             cond = node.args.get("this")
             if isinstance(cond, exp.Column):
                 out.type(refs(cond), "boolean")
+
+
+def _comparison(node: exp.Binary, refs: Callable[[exp.Expr], list[ColumnRef]], out: _Collector) -> None:
+    """A comparison's literal on either side (``5 < x`` reads as ``x > 5``), and an equality of two columns
+    as a join (outer when it sits in a left, right or full join's condition)."""
+    left, right = node.left, node.right
+    for side, other in ((left, right), (right, left)):
+        lit = _literal(other)
+        if lit is not None:
+            op = _OPS[type(node)]
+            if side is right:
+                op = {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(op, op)
+            out.literal(refs(side), Literal(op, lit.value, lit.kind))
+    lrefs, rrefs = refs(left), refs(right)
+    if isinstance(node, exp.EQ) and lrefs and rrefs:
+        join = node.find_ancestor(exp.Join)
+        outer = bool(join and (join.side or "").upper() in {"LEFT", "RIGHT", "FULL"})
+        for a in lrefs:
+            for b in rrefs:
+                if a != b:
+                    out.joins.add(Join(min(a, b), max(a, b), outer))
 
 
 def _same_type(
