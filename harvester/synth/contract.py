@@ -393,8 +393,8 @@ class _Drafts:
             d.not_null = True
         elif test == "accepted_values":
             d.values = accepted(kwargs)
-        elif bounds_of(test, kwargs):
-            d.bounds = d.bounds.meet(bounds_of(test, kwargs))
+        elif bounds := bounds_of(test, kwargs):
+            d.bounds = d.bounds.meet(bounds)
         elif test == "relationships":
             parent_rel = to_relation(str(kwargs.get("to") or ""), self.manifest, self.names)
             field = str(kwargs.get("field") or "").strip('"').lower()

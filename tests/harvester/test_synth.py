@@ -53,6 +53,16 @@ def test_usage_follows_columns_through_ctes_renames_and_models() -> None:
     assert join.outer
 
 
+def _test_node(name: str, uid: str, depends: str, **kwargs: object) -> dict:
+    """A generic test's node as the manifest holds it, as much of it as the contract reads."""
+    return {
+        "unique_id": uid,
+        "resource_type": "test",
+        "depends_on": {"nodes": [depends]},
+        "test_metadata": {"name": name, "kwargs": kwargs},
+    }
+
+
 def _manifest() -> dict:
     """A parsed manifest's shape, as much of it as the contract reads."""
 
@@ -60,28 +70,20 @@ def _manifest() -> dict:
         uid = f"source.shop.shop.{table}"
         return {"unique_id": uid, "source_name": "shop", "name": table, "columns": columns}
 
-    def test(name: str, uid: str, depends: str, **kwargs: object) -> dict:
-        return {
-            "unique_id": uid,
-            "resource_type": "test",
-            "depends_on": {"nodes": [depends]},
-            "test_metadata": {"name": name, "kwargs": kwargs},
-        }
-
     models = {
         f"model.shop.{name}": {"resource_type": "model", "name": name, "alias": name, "compiled_code": sql}
         for name, sql in MODELS.items()
     }
     tests = [
-        test("unique", "test.shop.u1", "source.shop.shop.customers", column_name="id"),
-        test(
+        _test_node("unique", "test.shop.u1", "source.shop.shop.customers", column_name="id"),
+        _test_node(
             "accepted_values",
             "test.shop.a1",
             "source.shop.shop.orders",
             column_name="status",
             values=["shipped", "done", "lost"],
         ),
-        test("not_null", "test.shop.n1", "source.shop.shop.orders", column_name="amount"),
+        _test_node("not_null", "test.shop.n1", "source.shop.shop.orders", column_name="amount"),
     ]
     return {
         "sources": {
@@ -400,19 +402,11 @@ def _bounded_manifest() -> dict:
     exclusive), dbt_expectations' between, length and in-set tests, and a between bound written as SQL."""
     manifest = _manifest()
 
-    def test(name: str, uid: str, depends: str, **kwargs: object) -> dict:
-        return {
-            "unique_id": uid,
-            "resource_type": "test",
-            "depends_on": {"nodes": [depends]},
-            "test_metadata": {"name": name, "kwargs": kwargs},
-        }
-
     orders, customers = "source.shop.shop.orders", "source.shop.shop.customers"
     for t in (
-        test("accepted_range", "test.shop.r1", orders, column_name="amount", min_value=10, max_value=60),
-        test("accepted_range", "test.shop.r2", orders, column_name="id", min_value=1000, inclusive=False),
-        test(
+        _test_node("accepted_range", "test.shop.r1", orders, column_name="amount", min_value=10, max_value=60),
+        _test_node("accepted_range", "test.shop.r2", orders, column_name="id", min_value=1000, inclusive=False),
+        _test_node(
             "expect_column_values_to_be_between",
             "test.shop.r3",
             orders,
@@ -420,9 +414,11 @@ def _bounded_manifest() -> dict:
             min_value="'2023-12-31'",
             max_value="cast('2024-06-30' as date)",
         ),
-        test("expect_column_value_lengths_to_be_between", "test.shop.l1", customers, column_name="name", max_value=4),
-        test("expect_column_value_lengths_to_equal", "test.shop.l2", customers, column_name="tier", value=6),
-        test(
+        _test_node(
+            "expect_column_value_lengths_to_be_between", "test.shop.l1", customers, column_name="name", max_value=4
+        ),
+        _test_node("expect_column_value_lengths_to_equal", "test.shop.l2", customers, column_name="tier", value=6),
+        _test_node(
             "expect_column_values_to_be_between", "test.shop.r4", customers, column_name="id", min_value="current_date"
         ),
     ):
