@@ -13,7 +13,7 @@ import click
 from dbt_harvest.cli._common import echo_json, fails_cleanly, json_option, say
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from dbt_harvest.core.pin import Pin
     from dbt_harvest.core.task_record import TaskRecord
@@ -57,19 +57,28 @@ def check(as_json: bool) -> None:
 @click.option(
     "--max-per-model",
     type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="The cap the mint ran with (a pin with model shards left under it is recorded as partial).",
+    default=None,
+    help="The cap the mint ran with (a pin with model shards left under it is recorded as partial; the cap is "
+    "recorded for the pins when it is not the default 3). Default: each pin's locked cap, else 3.",
 )
 @json_option
 @fails_cleanly
-def lock(verify: bool, only: tuple[str, ...], max_per_model: int, as_json: bool) -> None:
+def lock(verify: bool, only: tuple[str, ...], max_per_model: int | None, as_json: bool) -> None:
     """Write pins/_tasks.lock from the tasks minted under HARVEST_HOME (or --verify them against it), without minting."""
     from dbt_harvest.core.home import pins_dir
     from dbt_harvest.core.pin import list_pins, pin_path, read_pin
+    from dbt_harvest.harvester.mint.pipeline import DEFAULT_MAX_PER_MODEL
 
     pins = [read_pin(pin_path(p, pins_dir())) for p in only] if only else list_pins(pins_dir())
-    result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, max_per_model))
+    locked = dict(locked_caps())
+    caps = {p.id: max_per_model or locked.get(p.id, DEFAULT_MAX_PER_MODEL) for p in pins}
+    result = lock_step(
+        [p.id for p in pins],
+        verify=verify,
+        write=not verify,
+        partial=unfinished(pins, caps),
+        caps={p: c for p, c in caps.items() if c != DEFAULT_MAX_PER_MODEL},
+    )
     if as_json:
         echo_json(result)
     else:
@@ -174,24 +183,38 @@ def splits(out: Path | None, check_targets: bool, as_json: bool) -> None:
         sys.exit(1)
 
 
-def unfinished(pins: Sequence[Pin], max_per_model: int = 3) -> list[str]:
-    """Pins with model shards still to mint under ``max_per_model`` (their mint was stopped by a time budget)."""
+def unfinished(pins: Sequence[Pin], caps: Mapping[str, int] | None = None) -> list[str]:
+    """Pins with model shards still to mint under their cap (``caps``, else the default): their mint was
+    stopped by a time budget."""
     from dbt_harvest.harvester.mint.pipeline import MintOptions
     from dbt_harvest.harvester.mint.pipeline import unfinished as shards_left
 
-    return sorted({pin_id for pin_id, _ in shards_left(pins, MintOptions(max_per_model=max_per_model))})
+    options = MintOptions(caps=tuple(sorted((caps or {}).items())))
+    return sorted({pin_id for pin_id, _ in shards_left(pins, options)})
 
 
-def lock_step(pin_ids: list[str], *, verify: bool, write: bool, partial: list[str]) -> dict[str, Any]:
+def locked_caps() -> tuple[tuple[str, int], ...]:
+    """The per-model caps pins/_tasks.lock records (none without a lock)."""
+    from dbt_harvest.core.home import pins_dir
+    from dbt_harvest.corpora.tasklock import read_lock
+
+    lock = read_lock(pins_dir())
+    return lock.caps if lock is not None else ()
+
+
+def lock_step(
+    pin_ids: list[str], *, verify: bool, write: bool, partial: list[str], caps: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
-    shards still to do (a mint stopped by a time budget), recorded as such in the lock."""
+    shards still to do (a mint stopped by a time budget), recorded as such in the lock; ``caps``: the
+    per-model caps these pins were minted under where not the default, recorded with them."""
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, updated_lock, write_lock
 
     if not (verify or write):
         return {}
     if write:
-        lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial)
+        lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial, caps)
         path = write_lock(lock, pins_dir())
         counts = {s: lock.count(s) for s in ("train", "dev", "test")}
         return {

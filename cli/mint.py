@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 @click.option(
     "--max-per-model",
     type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run).",
+    default=None,
+    help="At most this many repair tasks per dbt model file (survivors beyond it stay pending for a later "
+    "run). Default: the cap pins/_tasks.lock records for each pin, else 3. With --write-lock the cap is "
+    "recorded for these pins, so a rebuild mints them as deep.",
 )
 @click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Local worker processes.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True)
@@ -106,7 +107,7 @@ def command(
     splits: tuple[str, ...],
     kinds: str,
     families: str | None,
-    max_per_model: int,
+    max_per_model: int | None,
     jobs: int,
     executor: str,
     address: str | None,
@@ -124,8 +125,8 @@ def command(
     as_json: bool,
 ) -> None:
     """Mint tasks from PIN_IDS (or --all): screen in DuckDB, confirm with sandboxed dbt builds."""
-    from dbt_harvest.cli.corpus import lock_step
-    from dbt_harvest.harvester.mint.pipeline import MintOptions, unfinished, yield_report
+    from dbt_harvest.cli.corpus import lock_step, locked_caps
+    from dbt_harvest.harvester.mint.pipeline import DEFAULT_MAX_PER_MODEL, MintOptions, unfinished, yield_report
 
     chosen_kinds, chosen_families = _checked_choices(
         pin_ids, all_pins, splits, kinds, families, verify_lock, write_lock, only_locked, augment
@@ -133,7 +134,8 @@ def command(
     pins = _chosen_pins(pin_ids, all_pins, splits)
     options = MintOptions(
         families=chosen_families,
-        max_per_model=max_per_model,
+        max_per_model=max_per_model or DEFAULT_MAX_PER_MODEL,
+        caps=() if max_per_model else locked_caps(),
         jobs=jobs,
         executor=executor,
         address=address,
@@ -150,7 +152,8 @@ def command(
     report = yield_report([p.id for p in pins])
     left_jobs = unfinished(pins, options) if (verify_lock or write_lock or budget_s) else []
     left = sorted({pin_id for pin_id, _ in left_jobs})
-    lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left)
+    caps = {p.id: options.cap_of(p.id) for p in pins if options.cap_of(p.id) != DEFAULT_MAX_PER_MODEL}
+    lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left, caps=caps)
     if as_json:
         echo_json(
             {

@@ -68,9 +68,16 @@ class TaskLock:
     tasks: tuple[LockedTask, ...]
     partial: tuple[str, ...] = ()  # pins whose mint was stopped (time budget) with model shards left to do
     golds: tuple[tuple[str, str], ...] = ()  # (pin, gold name) its locked tasks carry, sorted by pin
+    # (pin, per-model cap) for pins minted under another cap than the mint's default: a rebuild mints each
+    # such pin under its own cap, so its locked tasks come back with none missing and none extra
+    caps: tuple[tuple[str, int], ...] = ()
 
     def gold_of(self, pin: str) -> str:
         return dict(self.golds).get(pin, "")
+
+    def cap_of(self, pin: str) -> int | None:
+        """The per-model cap ``pin`` was locked under, or None when it used the mint's default."""
+        return dict(self.caps).get(pin)
 
     def count(self, split: str) -> int:
         return sum(1 for t in self.tasks if t.split == split)
@@ -90,6 +97,8 @@ class TaskLock:
         }
         if self.golds:  # absent from locks written before golds were recorded
             data["golds"] = dict(sorted(self.golds))
+        if self.caps:  # absent while every pin is minted under the default cap
+            data["caps"] = dict(sorted(self.caps))
         for split in PUBLIC_SPLITS:
             data[split] = {
                 t.instance_id: {"pin": t.pin, "sha256": t.sha256}
@@ -190,11 +199,17 @@ def _reserved_split(pin_id: str, pins: Path) -> str | None:
 
 
 def updated_lock(
-    previous: TaskLock | None, home: Path, pins: Path, pin_ids: Sequence[str], partial: Iterable[str] = ()
+    previous: TaskLock | None,
+    home: Path,
+    pins: Path,
+    pin_ids: Sequence[str],
+    partial: Iterable[str] = (),
+    caps: Mapping[str, int] | None = None,
 ) -> TaskLock:
-    """The lock with the entries of ``pin_ids`` replaced by what ``home`` minted for them.
+    """The lock with the entries of ``pin_ids`` replaced by what ``home`` minted for them, and their caps by
+    ``caps`` (a pin of ``pin_ids`` not in it was minted under the default cap, and is recorded without one).
 
-    Every other pin's entries (and its ``partial`` mark) are carried over from ``previous`` unchanged, for
+    Every other pin's entries (its ``partial`` mark and cap too) are carried over from ``previous`` unchanged, for
     pins that are still pinned: a corpus grows by pinning and minting new repositories in a home that
     never built the old ones, and their locked tasks stay exactly as a full rebuild must reproduce them.
     With every pin named this is :func:`lock_from_home` over the whole home."""
@@ -204,12 +219,15 @@ def updated_lock(
     kept = [t for t in (previous.tasks if previous else ()) if t.pin not in chosen and t.pin in pinned]
     kept_partial = [p for p in (previous.partial if previous else ()) if p not in chosen and p in pinned]
     kept_golds = [(p, g) for p, g in (previous.golds if previous else ()) if p not in chosen and p in pinned]
+    kept_caps = [(p, c) for p, c in (previous.caps if previous else ()) if p not in chosen and p in pinned]
+    fresh_caps = [(p, int(c)) for p, c in (caps or {}).items() if p in chosen]
     tasks = tuple(sorted([*kept, *fresh.tasks], key=lambda t: (t.split, t.pin, t.instance_id, t.sha256)))
     return TaskLock(
         fresh.ledger_head,
         tasks,
         tuple(sorted({*fresh.partial, *kept_partial})),
         tuple(sorted([*kept_golds, *fresh.golds])),
+        tuple(sorted([*kept_caps, *fresh_caps])),
     )
 
 
@@ -233,8 +251,9 @@ def read_lock(pins: Path) -> TaskLock | None:
             tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
             tuple(str(p) for p in data.get("partial", [])),
             tuple(sorted((str(p), str(g)) for p, g in data.get("golds", {}).items())),
+            tuple(sorted((str(p), _cap(c)) for p, c in data.get("caps", {}).items())),
         )
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
         raise TaskLockError(f"{path}: malformed task lock ({type(exc).__name__}: {exc}); restore it from git") from None
     counts = data.get("counts", {})
     for split in (*PUBLIC_SPLITS, "test"):
@@ -247,6 +266,13 @@ def read_lock(pins: Path) -> TaskLock | None:
             f"{path}: not in canonical form (edited by hand?); rewrite it with `harvest mint --write-lock`"
         )
     return lock
+
+
+def _cap(value: object) -> int:
+    """A recorded per-model cap: a positive integer (ValueError otherwise, reported as a malformed lock)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"per-model cap {value!r} is not a positive integer")
+    return value
 
 
 def write_lock(lock: TaskLock, pins: Path) -> Path:

@@ -55,10 +55,14 @@ class MintError(HarvestError):
     """A pin cannot be minted (no split reserved, no built state, …)."""
 
 
+#: Tasks kept per model file when neither ``--max-per-model`` nor the task lock names another cap.
+DEFAULT_MAX_PER_MODEL = 3
+
+
 @dataclass(frozen=True)
 class MintOptions:
     families: tuple[str, ...] | None = None
-    max_per_model: int = 3
+    max_per_model: int = DEFAULT_MAX_PER_MODEL
     jobs: int = 1
     executor: str = "local"
     address: str | None = None
@@ -75,6 +79,12 @@ class MintOptions:
     )
     deadline: float | None = None  # epoch second after which shards stop between candidates (`--budget-s`)
     kinds: tuple[str, ...] = ("repair",)  # which tasks to mint: "repair", "completion" (`--kinds`)
+    # per-pin caps that override ``max_per_model`` (the caps the task lock records for pins minted deeper)
+    caps: tuple[tuple[str, int], ...] = ()
+
+    def cap_of(self, pin_id: str) -> int:
+        """The per-model cap of ``pin_id``'s repair shards: its own in ``caps``, else ``max_per_model``."""
+        return dict(self.caps).get(pin_id, self.max_per_model)
 
 
 def reports_dir(pin_id: str) -> Path:
@@ -241,7 +251,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
             done = frozenset(r["key"] for r in finished)
             kept = sum(1 for r in finished if r["kept"])
             key = shard_key(pin, uid, node, tree, options.families, options.seed, only_keys, options.only_ids)
-            if kept >= options.max_per_model or _nothing_left(pin.id, uid, key, done):
+            if kept >= options.cap_of(pin.id) or _nothing_left(pin.id, uid, key, done):
                 continue
             todo.append((uid, key, vouched, finished, kept, done))
         if not todo:
@@ -257,7 +267,7 @@ def plan(pins: Sequence[Pin], options: MintOptions, target: MintTarget) -> list[
                     split=split,
                     split_group=group,
                     families=options.families,
-                    max_per_model=options.max_per_model,
+                    max_per_model=options.cap_of(pin.id),
                     already_kept=kept,
                     done_keys=done,
                     seed=options.seed,
@@ -455,7 +465,7 @@ def unfinished(pins: Sequence[Pin], options: MintOptions) -> list[tuple[str, str
                 continue
             vouched = completed_keys(pin.id, uid)
             kept = sum(1 for key in vouched if _kept(pin.id, key))
-            if kept < options.max_per_model:
+            if kept < options.cap_of(pin.id):
                 left.append((pin.id, uid))
     return left
 

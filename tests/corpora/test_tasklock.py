@@ -180,3 +180,40 @@ def test_a_renamed_gold_is_reproduced_only_when_nothing_else_changed(world, rese
     assert not [p for p in check_against_ledger(locked, world.pins) if "minted against" in p]
     problems = [p for p in check_against_ledger(other, world.pins) if "minted against" in p]
     assert len(problems) == len(locked.golds) and all("minted against 000000000000" in p for p in problems)
+
+
+def test_per_model_caps_are_recorded_carried_and_checked(world, reserved, make, tmp_path):
+    """A pin minted deeper than the default cap keeps its cap in the lock: written only when some pin has
+    one (an older lock keeps its bytes), kept for pins a partial update does not name, replaced or dropped
+    for those it names, and a cap that is not a positive integer makes the lock malformed."""
+    from corpora_world import make_task
+
+    from dbt_harvest.corpora.ledger import assign, group_of
+    from dbt_harvest.corpora.store import store_task
+
+    write_lock(lock_from_home(world.home, world.pins), world.pins)
+    plain = (world.pins / LOCK_NAME).read_text()
+    assert "caps" not in json.loads(plain)
+    before = read_lock(world.pins)
+    assert before is not None and before.cap_of(before.tasks[0].pin) is None
+    deep = make("n/deeprepo")
+    assert assign(world.pins, None).action == "extend"
+    fresh = tmp_path / "fresh-home"
+    fresh.mkdir()
+    store_task(make_task(deep, "train", group_of(deep.id, world.pins), 1), fresh, world.pins)
+    lock = updated_lock(before, fresh, world.pins, [deep.id], caps={deep.id: 8, "not/chosen@0": 5})
+    assert lock.caps == ((deep.id, 8),)  # only the pins the update names get a cap
+    write_lock(lock, world.pins)
+    again = read_lock(world.pins)
+    assert again is not None and again.cap_of(deep.id) == 8 and again == lock
+    other = before.tasks[0].pin
+    kept = updated_lock(again, world.home, world.pins, [other])  # another pin rewritten: the cap stays
+    assert kept.cap_of(deep.id) == 8
+    dropped = updated_lock(again, fresh, world.pins, [deep.id])  # minted again at the default: no cap
+    assert dropped.cap_of(deep.id) is None and "caps" not in json.loads(dropped.to_json())
+    data = json.loads((world.pins / LOCK_NAME).read_text())
+    for bad in (0, "8", True):
+        data["caps"] = {deep.id: bad}
+        (world.pins / LOCK_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        with pytest.raises(TaskLockError, match="malformed task lock"):
+            read_lock(world.pins)

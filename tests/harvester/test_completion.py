@@ -184,10 +184,10 @@ def test_completion_shards_resume_and_the_lock_holds_both_kinds(completed, tmp_p
     assert again["this_run"]["candidates"] == 0  # every shard of both kinds is done: nothing is redone
     written = _json(home, pins, "corpus", "lock", "--max-per-model", "1")
     assert written["counts"]["train"] == len(completed.completions) + len(completed.repairs)
-    verified = _json(
-        home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--max-per-model", "1", "--verify-lock"
-    )
-    assert verified["lock"]["same"]
+    # the lock records the cap the pin was minted under, and a rebuild without --max-per-model mints under it
+    assert json.loads((pins / "_tasks.lock").read_text())["caps"] == {completed.pin.id: 1}
+    verified = _json(home, pins, "mint", completed.pin.id, "--kinds", "repair,completion", "--verify-lock")
+    assert verified["lock"]["same"] and verified["this_run"]["candidates"] == 0
     # a completion task lost from the store is missing from the lock's point of view
     (home / "tasks" / "train" / f"{completed.completions[0].instance_id}.json").unlink()
     code, out, _ = _run(home, pins, "corpus", "lock", "--verify", "--max-per-model", "1", "--json")

@@ -310,6 +310,11 @@ def test_a_finished_pin_plans_no_shard_until_its_candidates_or_cap_change(minted
         other_seed = plan([pin], MintOptions(max_per_model=1, seed=1), target)
         fewer = plan([pin], MintOptions(max_per_model=1, seed=0, families=("filter",)), target)
     assert {job.model for job in raised} == waiting
+    with minted_example.env():  # a pin's own cap (the lock's) overrides the run's, either way
+        own_higher = plan([pin], MintOptions(max_per_model=1, seed=0, caps=((pin.id, 2),)), target)
+        own_lower = plan([pin], MintOptions(max_per_model=2, seed=0, caps=((pin.id, 1),)), target)
+    assert {job.model for job in own_higher} == waiting and all(job.max_per_model == 2 for job in own_higher)
+    assert own_lower == []
     assert all(job.candidates_key and job.done_keys for job in raised)
     assert other_seed and fewer  # other candidate orders or sets are not vouched for by the markers
 
