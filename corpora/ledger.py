@@ -316,10 +316,47 @@ def assign(
         event = plan(list_pins(pins), ledger, params, force=force, now=now)
         if event is None:
             return None
+        if event.action == "force":
+            check_redraw(ledger, event, pins)
         sealed = replace(event, commitment=event.compute_commitment())
         old = ledger.path.read_text(encoding="utf-8") if ledger.path.exists() else ""
         atomic.write_text(ledger.path, old + sealed.to_line())
         return sealed
+
+
+def check_redraw(ledger: SplitLedger, event: LedgerEvent, pins: Path) -> None:
+    """Refuse a forced redraw the evaluation cannot take (ReservationError naming why).
+
+    Once tasks are locked (``pins/_tasks.lock``) a redraw is allowed once: the one recorded re-draw an
+    evaluation gets before any model is audited on it; after it the splits only grow. It is refused
+    outright once the test split was unsealed for an audit (``pins/_unseals.jsonl``), and it may never
+    move a repository out of a test split that holds sealed tasks (``pins/_sealed.json``): those tasks would
+    land in a published split."""
+    from dbt_harvest.corpora.sealed import UNSEALS_NAME, read_seal
+    from dbt_harvest.corpora.tasklock import read_lock
+
+    earlier = [e for e in ledger.events if e.action == "force"]
+    lock = read_lock(pins)
+    if earlier and lock is not None and lock.tasks:
+        raise ReservationError(
+            f"the splits were already re-drawn (event {earlier[-1].seq}, {earlier[-1].time}) and tasks are "
+            "locked: a reservation only grows now (pin new repositories, then `harvest split assign`)"
+        )
+    unseals = pins / UNSEALS_NAME
+    if unseals.is_file() and unseals.read_text(encoding="utf-8").strip():
+        raise ReservationError(
+            f"the test split was unsealed for an audit ({unseals.name}): its reservation can no longer be redrawn"
+        )
+    seal = read_seal(pins)
+    if seal is None or not seal.count:
+        return
+    after = {repo: event.splits[gid] for gid, repos in event.groups.items() for repo in repos}
+    leaving = sorted(r for r, a in ledger.state.items() if a.split == "test" and after.get(r, "test") != "test")
+    if leaving:
+        raise ReservationError(
+            f"{leaving[0]} holds sealed test tasks and would leave the test split"
+            f"{f' (and {len(leaving) - 1} more)' if len(leaving) > 1 else ''}: name its group with --test-group"
+        )
 
 
 def assignment_of(pin_id: str, pins: Path) -> Assignment | None:

@@ -130,3 +130,36 @@ def test_tampered_ledger_is_detected(world, make, how):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(LedgerError):
         SplitLedger.load(world.pins)
+
+
+def test_the_one_redraw_keeps_sealed_repositories_in_test_and_is_not_repeated(world, make):
+    """Once the test split holds sealed tasks a redraw may not move its repositories out of test; once tasks
+    are locked a second redraw is refused; and after an audit unsealed the test split none is allowed."""
+    from dbt_harvest.corpora.tasklock import LockedTask, TaskLock, write_lock
+
+    pins = _repos(make, 6)
+    assign(world.pins, Params(test=1, dev=1, seed=1))
+    tested = next(p for p in pins if split_of(p.id, world.pins) == "test")
+    trained = next(p for p in pins if split_of(p.id, world.pins) == "train")
+    (world.pins / "_sealed.json").write_text(json.dumps({"count": 2, "root": "0" * 64}) + "\n")
+    leaving = Params(test=0, dev=0, seed=1, dev_groups=(tested.id,))
+    with pytest.raises(ReservationError, match="holds sealed test tasks and would leave the test split"):
+        assign(world.pins, leaving, force=True)
+    assert split_of(tested.id, world.pins) == "test"  # nothing was appended
+    ledger = SplitLedger.load(world.pins)
+    lock = TaskLock(ledger.head, (LockedTask("train", trained.id, "a" * 64, f"{trained.id.split('@')[0]}.x.y"),))
+    write_lock(lock, world.pins)
+    moved = Params(test=0, dev=0, seed=1, test_groups=(tested.id,), dev_groups=(trained.id,))
+    assign(world.pins, moved, force=True)  # the one redraw: a train repository into dev, test kept
+    assert (split_of(tested.id, world.pins), split_of(trained.id, world.pins)) == ("test", "dev")
+    with pytest.raises(ReservationError, match="already re-drawn"):
+        assign(world.pins, Params(test=0, dev=0, seed=2, test_groups=(tested.id,)), force=True)
+    assert [e.action for e in SplitLedger.load(world.pins).events] == ["reserve", "force"]
+
+
+def test_no_redraw_after_the_test_split_was_unsealed(world, make):
+    _repos(make, 5)
+    assign(world.pins, Params(test=1, dev=1, seed=3))
+    (world.pins / "_unseals.jsonl").write_text('{"recipe": "r@1"}\n')
+    with pytest.raises(ReservationError, match="unsealed for an audit"):
+        assign(world.pins, Params(test=2, dev=1, seed=3), force=True)
