@@ -24,7 +24,7 @@ from dbt_harvest.corpora.repos import owner_of, repo_key
 from dbt_harvest.corpora.tasklock import TaskLock
 
 SPLITS = ("train", "dev", "test")
-#: the kind of a sealed task: its lock entry holds a pin and a hash, not an id
+#: the kind of a sealed task locked before the lock recorded kinds (its entry: a pin and a hash, no id)
 UNRECORDED = "unrecorded"
 #: the sealed split's minimum detectable effect per base pass rate ("0.3" -> 0.057, None: no gain seen);
 #: computed by the caller (eval.audit.power sits a layer above the corpus)
@@ -140,7 +140,7 @@ def split_table(lock: TaskLock, pins: Path) -> SplitTable:
             key = repo_key(read_pin(path))
             repos[task.pin] = (key, owner_of(key))
         repo, owner = repos[task.pin]
-        kind = kind_of_id(task.instance_id) if task.instance_id else UNRECORDED
+        kind = kind_of_id(task.instance_id) if task.instance_id else task.kind or UNRECORDED
         counts[(task.split, kind, repo, owner)] += 1
     cells = tuple(Cell(s, k, r, o, n) for (s, k, r, o), n in counts.items())
     order = {split: i for i, split in enumerate(SPLITS)}
@@ -154,7 +154,8 @@ def markdown(table: SplitTable, mde: MDE) -> str:
         "# The splits",
         "",
         "Written by `harvest corpus splits --out docs/corpus` from the committed task lock and pins. The sealed",
-        "split's lock entries hold a pin and a hash, not a task id, so its kinds are `unrecorded` there.",
+        "split's lock entries hold a pin, a hash and the task's kind, not its id (an entry locked before kinds",
+        "were recorded counts as `unrecorded`).",
         "",
         "| split | tasks | kinds | repositories | owners | largest repository | largest owner |",
         "|---|---|---|---|---|---|---|",

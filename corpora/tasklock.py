@@ -4,8 +4,8 @@ A rebuild of the corpus (`harvest mint --all --verify-lock` over the committed p
 through mirrors) is checked task for task against it. Per split it lists each kept task's instance id
 with its pin and the sha256 of its canonical record (its JSON with sorted keys, as the record reads
 today: the retired ``timings`` of older files is dropped when they are read). The test split is listed only as hashes: each
-entry is its pin and the sha256 of the canonical record (which covers the instance id), so the lock
-reveals how many sealed tasks each test pin has and nothing of their content.
+entry is its pin, the sha256 of the canonical record (which covers the instance id) and the task's kind, so
+the lock reveals how many sealed tasks of each kind each test pin has and nothing of their content.
 
 It also names, per pin, the gold its locked tasks were minted against (``golds``): a rebuild whose pin
 got a new gold name with the same tables (a pin named by its file bytes moved to its content digest by
@@ -60,6 +60,9 @@ class LockedTask:
     # (``core.closing``): the sha256 of its record as the lock may hold it, each with what was put back
     # (the earlier closing, the locked gold name): the gold name, the closing, or both (empty otherwise)
     as_locked: tuple[tuple[str, bool, bool], ...] = ()
+    # a sealed task's kind (repair or completion), so the lock counts the test split per kind without its
+    # ids; empty for a public task (its id says its kind) and for sealed entries locked before kinds were
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class TaskLock:
                 if t.split == split
             }
         data["test"] = [
-            {"pin": t.pin, "sha256": t.sha256}
+            {"pin": t.pin, "sha256": t.sha256, **({"kind": t.kind} if t.kind else {})}
             for t in sorted(self.tasks, key=lambda t: (t.pin, t.sha256))
             if t.split == "test"
         ]
@@ -151,7 +154,7 @@ def lock_of(
                 ways.append((under_gold(first, then), True, True))
         as_locked = tuple((record_sha256(made), restated, gold) for made, restated, gold in ways)
         if r.split == "test":
-            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked))
+            tasks.append(LockedTask("test", r.pin, record_sha256(r), as_locked=as_locked, kind=r.kind))
         else:
             tasks.append(LockedTask(r.split, r.pin, record_sha256(r), r.instance_id, as_locked))
     return TaskLock(
@@ -245,7 +248,7 @@ def read_lock(pins: Path) -> TaskLock | None:
             for iid, entry in data[split].items():
                 tasks.append(LockedTask(split, str(entry["pin"]), str(entry["sha256"]), str(iid)))
         for entry in data["test"]:
-            tasks.append(LockedTask("test", str(entry["pin"]), str(entry["sha256"])))
+            tasks.append(LockedTask("test", str(entry["pin"]), str(entry["sha256"]), kind=_kind(entry.get("kind", ""))))
         lock = TaskLock(
             str(data["ledger_head"]),
             tuple(sorted(tasks, key=lambda t: (t.split, t.pin, t.instance_id, t.sha256))),
@@ -266,6 +269,13 @@ def read_lock(pins: Path) -> TaskLock | None:
             f"{path}: not in canonical form (edited by hand?); rewrite it with `harvest mint --write-lock`"
         )
     return lock
+
+
+def _kind(value: object) -> str:
+    """A sealed entry's recorded kind: repair, completion, or empty (ValueError otherwise: a malformed lock)."""
+    if value not in ("", "repair", "completion"):
+        raise ValueError(f"task kind {value!r} is not repair or completion")
+    return str(value)
 
 
 def _cap(value: object) -> int:

@@ -35,9 +35,11 @@ def test_the_committed_lock_is_counted_per_split_kind_and_repository() -> None:
     for split in ("train", "dev", "test"):
         assert table.total(split) == lock.count(split)
         assert sum(table.by(split, "repo").values()) == lock.count(split)
-    # ids name the kind in train and dev; the sealed split's entries are a pin and a hash
+    # ids name the kind in train and dev; the sealed split's entries are a pin, a hash and the kind
     assert set(table.by("dev", "kind")) <= {"repair", "completion"}
-    assert set(table.by("test", "kind")) == {UNRECORDED}
+    sealed_kinds = {t.kind for t in lock.tasks if t.split == "test"}
+    assert set(table.by("test", "kind")) == {k or UNRECORDED for k in sealed_kinds}
+    assert sealed_kinds == {"repair", "completion"}  # the committed test split is locked with both kinds
     completions = sum(1 for t in lock.tasks if t.split == "train" and ".complete." in t.instance_id)
     assert table.by("train", "kind")["completion"] == completions
 

@@ -30,9 +30,9 @@ def test_lock_lists_public_ids_and_only_hashes_for_test(world, reserved):
     data = json.loads(text)
     assert data["counts"] == {"train": 2, "dev": 2, "test": 2}
     assert set(data["train"]) == {t.instance_id for t in tasks["train"]}
-    for t in tasks["test"]:  # nothing of a sealed task but its pin and a hash
+    for t in tasks["test"]:  # nothing of a sealed task but its pin, a hash and its kind
         assert t.instance_id not in text and t.problem_statement not in text
-        assert {"pin": t.pin, "sha256": record_sha256(t)} in data["test"]
+        assert {"pin": t.pin, "sha256": record_sha256(t), "kind": t.kind} in data["test"]
     lock = read_lock(world.pins)
     assert lock is not None and check_against_ledger(lock, world.pins) == []
     assert check_pins_folder(world.pins) == []
@@ -217,3 +217,24 @@ def test_per_model_caps_are_recorded_carried_and_checked(world, reserved, make, 
         (world.pins / LOCK_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         with pytest.raises(TaskLockError, match="malformed task lock"):
             read_lock(world.pins)
+
+
+def test_sealed_kinds_are_counted_read_back_and_checked(world, reserved):
+    """The lock records each sealed task's kind (the split's count per kind, no id); an entry locked before
+    kinds were recorded reads back as kind-less, and a kind that is neither repair nor completion is refused."""
+    write_lock(lock_from_home(world.home, world.pins), world.pins)
+    lock = read_lock(world.pins)
+    assert lock is not None
+    assert sorted(t.kind for t in lock.tasks if t.split == "test") == sorted(t.kind for t in reserved[1]["test"])
+    assert all(t.kind == "" for t in lock.tasks if t.split != "test")
+    data = json.loads((world.pins / LOCK_NAME).read_text())
+    for entry in data["test"]:
+        entry.pop("kind")
+    (world.pins / LOCK_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    older = read_lock(world.pins)
+    assert older is not None and {t.kind for t in older.tasks if t.split == "test"} == {""}
+    assert compare(lock, older).same  # the kind is not part of a task's identity
+    data["test"][0]["kind"] = "rewrite"
+    (world.pins / LOCK_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    with pytest.raises(TaskLockError, match="malformed task lock"):
+        read_lock(world.pins)
