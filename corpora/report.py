@@ -201,7 +201,7 @@ def carry_over(
     JSON): a corpus grows by minting new repositories in a home that never minted the old ones.
 
     A carried row keeps its counts and timings; its split is checked against the ledger (a row reserved
-    elsewhere since is refused). Family totals add the previous report's, which are sums over its pins.
+    elsewhere since is refused, unless the ledger's recorded redraw moved it: then it is counted in its new split). Family totals add the previous report's, which are sums over its pins.
     A pin of the previous report minted again here (``reminted``, e.g. re-minted to augment it) must give
     the counts its previous row has: then that row is carried and its family counts, already in the
     previous totals, are not added twice; other counts are refused, since the totals cannot be split."""
@@ -230,9 +230,11 @@ def carry_over(
             continue  # no longer pinned
         assignment = ledger.assignment(by_id[pin_id])
         split = assignment.split if assignment else "-"
-        if split != data["split"]:
+        redrawn = assignment is not None and ledger.events[assignment.seq].action == "force"
+        if split != data["split"] and not redrawn:
             raise ReportCarryError(f"{pin_id}: the previous report has it in {data['split']}, the ledger in {split}")
-        carried = RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data})
+        # a split is an assignment, not a measurement: a row a redraw moved keeps its counts in its new split
+        carried = replace(RepoRow(**{k: data[k] for k in RepoRow.__dataclass_fields__ if k in data}), split=split)
         # the pin says where its data comes from: a row from before origins were counted reads it from there
         rows.append(replace(carried, origin=by_id[pin_id].data_origin, dialect=by_id[pin_id].dialect))
     families = {fam: dict(agg) for fam, agg in fresh.families.items()}

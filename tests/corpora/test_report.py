@@ -122,6 +122,41 @@ def test_a_grown_corpus_carries_the_rows_of_pins_another_home_minted(world, make
     assert again.exit_code == 1 and "minted again in this home" in again.output
 
 
+def test_a_carried_row_moves_with_the_redraw_and_only_with_it(world, make, tmp_path, monkeypatch):
+    """A row carried from a previous report keeps its counts; when the ledger's redraw moved its repository
+    it is counted in its new split, and any other disagreement with the ledger is refused."""
+    old = make("acme/shop")
+    make("other/shop")
+    assign(world.pins, Params(0, 0, 0))
+    _report(old.id, 1, "join", "confirm", True, task_id="t1", silent=True, informative=True, local_tests=1)
+    first = tmp_path / "first"
+    assert CliRunner().invoke(main, ["corpus", "report", "--out", str(first)]).exit_code == 0
+    monkeypatch.setenv("HARVEST_HOME", str(tmp_path / "fresh-home"))
+    (tmp_path / "fresh-home").mkdir()
+    carried = [
+        "corpus",
+        "report",
+        "--out",
+        str(tmp_path / "out"),
+        "--carry",
+        str(first / "corpus_report.json"),
+        "--json",
+    ]
+    edited = json.loads((first / "corpus_report.json").read_text())
+    edited["rows"][0]["split"] = "test"  # a report that disagrees with the ledger without a redraw
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
+    refused = CliRunner().invoke(main, [*carried[:-3], "--carry", str(tmp_path / "edited.json")])
+    assert refused.exit_code == 1 and "the ledger in train" in refused.output
+    assign(world.pins, Params(0, 0, 0, dev_groups=(old.id,)), force=True)
+    result = CliRunner().invoke(main, carried)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    rows = {r["repo"]: r for r in data["rows"]}
+    assert (rows["acme/shop"]["split"], rows["acme/shop"]["kept"]) == ("dev", 1)
+    assert data["per_split"].get("dev") == 1 and data["per_split"].get("train", 0) == 0
+    assert rows["other/shop"]["split"] == "train"
+
+
 def test_an_augmented_pin_has_a_row_of_its_own_under_its_repository(world, make):
     """An augmented pin's recovered tasks are counted in a row marked as such; the repository is still
     one repository when the report counts the ones that contribute."""
