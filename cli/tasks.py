@@ -1,6 +1,7 @@
 """`harvest tasks list|show|verify|materialize`: the minted task records (train and dev; the sealed test
-split stays sealed), their independent re-verification from the pins in fresh sandboxed builds, and one
-task of a built or published dataset rebuilt from its row (`materialize`)."""
+split stays sealed), their independent re-verification from the pins in fresh sandboxed builds (the sealed
+split's too, reported by lock hash and check names only), and one task of a built or published dataset
+rebuilt from its row (`materialize`)."""
 
 from __future__ import annotations
 
@@ -109,14 +110,34 @@ def show_task(task_id: str, as_json: bool) -> None:
 @command.command("verify")
 @click.argument("task_ids", nargs=-1)
 @click.option("--all", "all_tasks", is_flag=True, help="Verify every task of the train and dev splits.")
-@click.option("--split", type=click.Choice(["train", "dev"]), help="Only tasks of this split (test is sealed).")
+@click.option("--split", type=click.Choice(["train", "dev"]), help="Only tasks of this split (test: --sealed).")
+@click.option(
+    "--sealed",
+    is_flag=True,
+    help="Verify the sealed test split of this home instead (read only after it matches pins/_sealed.json); "
+    "each task is reported by its lock hash and the names of the checks it fails, nothing of its content.",
+)
+@click.option("--pin", "pin_ids", multiple=True, metavar="PIN_ID", help="Only tasks of these pins (repeatable).")
+@click.option(
+    "--sample", type=click.IntRange(1), default=None, help="A seeded sample of this many of the chosen tasks."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample (same seed, same tasks).")
 @click.option("--no-sandbox", is_flag=True, help="Build without bubblewrap (trusted projects only).")
 @json_option
 @fails_cleanly
 def verify_tasks(
-    task_ids: tuple[str, ...], all_tasks: bool, split: str | None, no_sandbox: bool, as_json: bool
+    task_ids: tuple[str, ...],
+    all_tasks: bool,
+    split: str | None,
+    sealed: bool,
+    pin_ids: tuple[str, ...],
+    sample: int | None,
+    seed: int,
+    no_sandbox: bool,
+    as_json: bool,
 ) -> None:
-    """Re-verify TASK_IDS (or --all) from their pins, in fresh sandboxed builds under another database name.
+    """Re-verify TASK_IDS (or --all, --split, --pin, --sealed) from their pins, in fresh sandboxed builds
+    under another database name.
 
     Checks per task: the unmodified project matches gold; the broken project scores 0; the true repair
     scores 1; the wrong repair builds, passes the repair's dbt tests, scores 0 and differs from the broken
@@ -127,9 +148,15 @@ def verify_tasks(
 
     from dbt_harvest.harvester.verify import summary
 
-    if not task_ids and not all_tasks:
-        raise click.UsageError("name at least one TASK_ID or pass --all")
-    verdicts = _verify_with_progress(_records_to_verify(task_ids, split), sandboxed=not no_sandbox, as_json=as_json)
+    if task_ids and (sealed or all_tasks or split or pin_ids):
+        raise click.UsageError("name TASK_IDs, or choose tasks with --all/--split/--sealed/--pin, not both")
+    if sealed and split:
+        raise click.UsageError("--sealed verifies the test split; --split names train or dev")
+    if not (task_ids or all_tasks or split or sealed or pin_ids):
+        raise click.UsageError("name at least one TASK_ID or pass --all (or --split, --pin, --sealed)")
+    chosen = _sealed_records() if sealed else _records_to_verify(task_ids, split)
+    chosen = _sampled(_of_pins(chosen, pin_ids), sample, seed)
+    verdicts = _verify_with_progress(chosen, sandboxed=not no_sandbox, as_json=as_json, sealed=sealed)
     totals = summary(verdicts)
     if as_json:
         echo_json({"summary": totals, "tasks": [v.to_dict() for v in verdicts]})
@@ -137,6 +164,44 @@ def verify_tasks(
         click.echo(_summary_line(totals))
     if totals["ok"] != totals["tasks"]:
         sys.exit(1)
+
+
+def _sealed_records() -> list[TaskRecord]:
+    """This home's sealed test tasks, once the store matches its seal (HarvestError when it holds none)."""
+    from dbt_harvest.core.errors import HarvestError
+    from dbt_harvest.core.home import harvest_home, pins_dir
+    from dbt_harvest.corpora.sealed import records_to_verify
+
+    records = records_to_verify(harvest_home(), pins_dir())
+    if not records:
+        raise HarvestError("the sealed store holds no task: mint the test split first")
+    return records
+
+
+def _of_pins(records: list[TaskRecord], pin_ids: tuple[str, ...]) -> list[TaskRecord]:
+    """The records of ``pin_ids`` (all without any); HarvestError for a pin none of them comes from."""
+    from dbt_harvest.core.errors import HarvestError
+
+    if not pin_ids:
+        return records
+    have = {r.pin for r in records}
+    unknown = [p for p in pin_ids if p not in have]
+    if unknown:
+        raise HarvestError(f"no task of pin {unknown[0]!r} among the chosen tasks (check the id and the split)")
+    return [r for r in records if r.pin in set(pin_ids)]
+
+
+def _sampled(records: list[TaskRecord], sample: int | None, seed: int) -> list[TaskRecord]:
+    """A seeded sample of ``sample`` records, in the order of their lock hashes (all when None or fewer):
+    the same tasks for the same seed on any machine, whatever order the store lists them in."""
+    import random
+
+    from dbt_harvest.corpora.tasklock import record_sha256
+
+    if sample is None or sample >= len(records):
+        return records
+    ordered = sorted(records, key=record_sha256)
+    return sorted(random.Random(seed).sample(ordered, sample), key=record_sha256)
 
 
 @dataclass(frozen=True)
@@ -172,28 +237,54 @@ def _records_to_verify(task_ids: tuple[str, ...], split: str | None) -> list[Tas
     return records
 
 
-def _verify_with_progress(records: list[TaskRecord], *, sandboxed: bool, as_json: bool) -> list[TaskVerdict]:
-    """Verify ``records`` with counted progress on stderr; without ``as_json``, one stdout line per verdict."""
+def _verify_with_progress(
+    records: list[TaskRecord], *, sandboxed: bool, as_json: bool, sealed: bool = False
+) -> list[TaskVerdict]:
+    """Verify ``records`` with counted progress on stderr; without ``as_json``, one stdout line per verdict.
+    ``sealed``: every verdict is masked (:func:`_masked`) before it is shown or returned."""
     from dbt_harvest.cli._progress import progress
     from dbt_harvest.harvester.verify import verify
 
+    names = {r.instance_id: _sealed_name(r) for r in records} if sealed else {}
     tally = VerifyTally()
+    shown_verdicts: list[TaskVerdict] = []
     with progress("tasks verify", len(records), "tasks") as bar:
 
         def show(verdict: TaskVerdict) -> None:
             nonlocal tally
+            if sealed:
+                verdict = _masked(verdict, names[verdict.instance_id])
+            shown_verdicts.append(verdict)
             if not as_json:
                 click.echo(_verdict_line(verdict), err=False)
             tally = tally.plus(verdict)
             bar.advance(detail=tally.line())
 
-        return verify(records, sandboxed=sandboxed, on_result=show)
+        verify(records, sandboxed=sandboxed, on_result=show)
+    return shown_verdicts
+
+
+def _sealed_name(record: TaskRecord) -> str:
+    """How a sealed task is named in a report: ``sealed:`` and the first 12 hex digits of its lock hash."""
+    from dbt_harvest.corpora.tasklock import record_sha256
+
+    return f"sealed:{record_sha256(record)[:12]}"
+
+
+def _masked(verdict: TaskVerdict, name: str) -> TaskVerdict:
+    """A sealed task's verdict with nothing of the task in it: its lock-hash name for its id, and each check's
+    name and outcome without the detail (which can quote columns, values or the statement)."""
+    from dataclasses import replace
+
+    return replace(verdict, instance_id=name, checks=tuple(replace(c, detail="") for c in verdict.checks))
 
 
 def _verdict_line(verdict: TaskVerdict) -> str:
-    """``<id>: ok``, or ``<id>: FAILED <check> (<why>), ...`` naming each failed check."""
+    """``<id>: ok``, or ``<id>: FAILED <check> (<why>), ...`` naming each failed check (a masked one: its name)."""
     failed = [c for c in verdict.checks if not c.ok]
-    state = "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" for c in failed)
+    state = (
+        "ok" if not failed else "FAILED " + ", ".join(f"{c.name} ({c.detail})" if c.detail else c.name for c in failed)
+    )
     return f"{verdict.instance_id}: {state}"
 
 

@@ -147,6 +147,15 @@ def sealed_digests(home: Path, pins: Path) -> list[TaskDigest]:
     return [digest(read_task(p)) for p in sorted(sealed_dir(home).glob("*.json"))]
 
 
+def records_to_verify(home: Path, pins: Path) -> list[TaskRecord]:
+    """The sealed tasks, for the harvester's own validity check (`harvest tasks verify --sealed`), read only
+    after the store matches its seal. That check rebuilds each task from its pin and reports it by its lock
+    hash and the names of the checks it fails, never by id, statement or check detail; training code never
+    gets here (its records pass :func:`corpora.firewall.require_train`, which refuses a test record)."""
+    verify(home, pins)
+    return [read_task(p) for p in sorted(sealed_dir(home).glob("*.json"))]
+
+
 def sealed_count(home: Path, pins: Path) -> int:
     return len(verify(home, pins))
 

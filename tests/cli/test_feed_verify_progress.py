@@ -231,3 +231,17 @@ def test_the_verify_tally_counts_each_verdict_once() -> None:
     bad = TaskVerdict("t2", PIN, (*checks, CheckResult("claims", False, "more_rows on orders does not hold")))
     tally = VerifyTally().plus(good).plus(bad)
     assert tally == VerifyTally(verified=1, failed=1) and tally.line() == "1 verified, 1 failed"
+
+
+def test_a_verify_sample_is_seeded_and_independent_of_the_listing_order(minted_example) -> None:  # type: ignore[no-untyped-def]
+    """`tasks verify --sample N --seed S` picks the same N tasks for the same seed whatever order the store
+    lists them in, other tasks for another seed, and all of them when N is not below their number."""
+    from dbt_harvest.cli.tasks import _sampled
+    from dbt_harvest.core.task_record import read_task
+
+    records = [read_task(p) for p in sorted((minted_example.home / "tasks" / "train").glob("*.json"))]
+    assert len(records) >= 3
+    picked = [r.instance_id for r in _sampled(records, 2, 7)]
+    assert len(picked) == 2 and [r.instance_id for r in _sampled(list(reversed(records)), 2, 7)] == picked
+    assert {tuple(r.instance_id for r in _sampled(records, 2, seed)) for seed in range(8)} != {tuple(picked)}
+    assert _sampled(records, len(records), 0) == records and _sampled(records, None, 0) == records

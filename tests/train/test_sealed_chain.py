@@ -331,3 +331,26 @@ def test_the_experiment_compares_base_and_trained_on_the_sealed_split_once_per_a
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "already started its sealed Spider2 audit" in refused.stderr
     assert (root / "pins" / "_spider2_audits.jsonl").read_text() == spider2_ledger
+
+
+def test_the_sealed_split_is_verified_by_lock_hash_and_check_names_only(chain_world) -> None:
+    """`harvest tasks verify --sealed`: a seeded sample of the sealed tasks is rebuilt from its pin and passes
+    every check, reported by the first digits of its lock hash; nothing of a task (id, statement, a check's
+    detail) reaches the output. Ids cannot be named with --sealed, nor a public split."""
+    from dbt_harvest.core.task_record import read_task
+    from dbt_harvest.corpora.tasklock import record_sha256
+
+    root, env, sealed = chain_world
+    records = [read_task(root / "home" / "sealed" / "test" / name) for name in sealed]
+    names = {f"sealed:{record_sha256(r)[:12]}" for r in records}
+    proc = ok(harvest(env, "tasks", "verify", "--sealed", "--sample", "1", "--seed", "3", "--json", timeout=900))
+    report = json.loads(proc.stdout)
+    assert (report["summary"]["tasks"], report["summary"]["ok"]) == (1, 1), report
+    [task] = report["tasks"]
+    assert task["instance_id"] in names and task["ok"]
+    assert task["checks"] and all(check == {"ok": True, "detail": ""} for check in task["checks"].values())
+    said = proc.stdout + proc.stderr
+    for record in records:
+        assert record.instance_id not in said and record.problem_statement[:60] not in said
+    assert harvest(env, "tasks", "verify", "--sealed", "--split", "train").returncode == 2
+    assert harvest(env, "tasks", "verify", "--sealed", records[0].instance_id).returncode == 2
