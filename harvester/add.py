@@ -964,6 +964,11 @@ def _drift(old: Pin, new: Pin) -> tuple[str, ...]:
         )
     if old.database != new.database:
         notes.append(f"database {old.database} -> {new.database}")
+    files = sorted(
+        f for f in set(old.model_files) | set(new.model_files) if old.model_files.get(f) != new.model_files.get(f)
+    )
+    if files:  # the model texts tasks are minted over (ported ones included) read otherwise: re-mint the pin
+        notes.append(f"model files: {len(files)} read otherwise ({files[0]}{', ...' if len(files) > 1 else ''})")
     if old.versions != new.versions:
         changed = sorted(k for k in set(old.versions) | set(new.versions) if old.versions.get(k) != new.versions.get(k))
         notes.append("versions changed: " + ", ".join(changed))

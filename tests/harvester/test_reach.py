@@ -354,6 +354,10 @@ def test_a_rebuild_that_finds_known_failures_or_a_database_says_so(harbor: dict)
         "database build -> harbor",
     )
     assert _drift(pin, pin) == ()
+    # a model file that reads otherwise (a port applied with other line ends) changes the pin: said too
+    first = sorted(pin.model_files)[0]
+    edited = dataclasses.replace(pin, model_files={**pin.model_files, first: "0" * 64})
+    assert _drift(edited, pin) == (f"model files: 1 read otherwise ({first})",)
 
 
 def test_a_profile_refuses_an_exclusion_that_is_not_a_test_selector(tmp_path: Path) -> None:
