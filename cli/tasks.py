@@ -150,8 +150,8 @@ def verify_tasks(
 
     if task_ids and (sealed or all_tasks or split or pin_ids):
         raise click.UsageError("name TASK_IDs, or choose tasks with --all/--split/--sealed/--pin, not both")
-    if sealed and split:
-        raise click.UsageError("--sealed verifies the test split; --split names train or dev")
+    if sealed and (split or all_tasks):
+        raise click.UsageError("--sealed verifies the test split; --split and --all name train and dev")
     if not (task_ids or all_tasks or split or sealed or pin_ids):
         raise click.UsageError("name at least one TASK_ID or pass --all (or --split, --pin, --sealed)")
     chosen = _sealed_records() if sealed else _records_to_verify(task_ids, split)

@@ -353,4 +353,5 @@ def test_the_sealed_split_is_verified_by_lock_hash_and_check_names_only(chain_wo
     for record in records:
         assert record.instance_id not in said and record.problem_statement[:60] not in said
     assert harvest(env, "tasks", "verify", "--sealed", "--split", "train").returncode == 2
+    assert harvest(env, "tasks", "verify", "--sealed", "--all").returncode == 2
     assert harvest(env, "tasks", "verify", "--sealed", records[0].instance_id).returncode == 2
