@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     "--max-per-model",
     type=click.IntRange(1),
     default=None,
-    help="At most this many repair tasks per dbt model file (survivors beyond it stay pending for a later "
-    "run). Default: the cap pins/_tasks.lock records for each pin, else 3. With --write-lock the cap is "
+    help="At most this many tasks per dbt model file (survivors beyond it stay pending for a later run; "
+    "repairs). Default: the cap pins/_tasks.lock records for each pin, else 3. With --write-lock the cap is "
     "recorded for these pins, so a rebuild mints them as deep.",
 )
 @click.option("--jobs", type=click.IntRange(1), default=1, show_default=True, help="Local worker processes.")
