@@ -72,13 +72,7 @@ def lock(verify: bool, only: tuple[str, ...], max_per_model: int | None, as_json
     pins = [read_pin(pin_path(p, pins_dir())) for p in only] if only else list_pins(pins_dir())
     locked = dict(locked_caps())
     caps = {p.id: max_per_model or locked.get(p.id, DEFAULT_MAX_PER_MODEL) for p in pins}
-    result = lock_step(
-        [p.id for p in pins],
-        verify=verify,
-        write=not verify,
-        partial=unfinished(pins, caps),
-        caps={p: c for p, c in caps.items() if c != DEFAULT_MAX_PER_MODEL},
-    )
+    result = lock_step([p.id for p in pins], verify=verify, write=not verify, partial=unfinished(pins, caps), caps=caps)
     if as_json:
         echo_json(result)
     else:
@@ -207,14 +201,16 @@ def lock_step(
 ) -> dict[str, Any]:
     """Write or verify pins/_tasks.lock; {} when neither was asked. ``partial``: the pins with model
     shards still to do (a mint stopped by a time budget), recorded as such in the lock; ``caps``: the
-    per-model caps these pins were minted under where not the default, recorded with them."""
+    per-model caps these pins were minted under, recorded with them where not the default."""
     from dbt_harvest.core.home import harvest_home, pins_dir
     from dbt_harvest.corpora.tasklock import TaskLockError, compare, lock_from_home, read_lock, updated_lock, write_lock
+    from dbt_harvest.harvester.mint.pipeline import DEFAULT_MAX_PER_MODEL
 
     if not (verify or write):
         return {}
     if write:
-        lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial, caps)
+        deeper = {p: c for p, c in (caps or {}).items() if c != DEFAULT_MAX_PER_MODEL}
+        lock = updated_lock(read_lock(pins_dir()), harvest_home(), pins_dir(), pin_ids, partial, deeper)
         path = write_lock(lock, pins_dir())
         counts = {s: lock.count(s) for s in ("train", "dev", "test")}
         return {

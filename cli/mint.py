@@ -152,7 +152,7 @@ def command(
     report = yield_report([p.id for p in pins])
     left_jobs = unfinished(pins, options) if (verify_lock or write_lock or budget_s) else []
     left = sorted({pin_id for pin_id, _ in left_jobs})
-    caps = {p.id: options.cap_of(p.id) for p in pins if options.cap_of(p.id) != DEFAULT_MAX_PER_MODEL}
+    caps = {p.id: options.cap_of(p.id) for p in pins}
     lock = lock_step([p.id for p in pins], verify=verify_lock, write=write_lock, partial=left, caps=caps)
     if as_json:
         echo_json(

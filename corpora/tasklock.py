@@ -35,7 +35,7 @@ from dbt_harvest.core import atomic
 from dbt_harvest.core.closing import as_first_written
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.pin import list_pins
-from dbt_harvest.core.task_record import TaskRecord, read_task
+from dbt_harvest.core.task_record import KINDS, TaskRecord, read_task
 from dbt_harvest.corpora.errors import CorporaError
 from dbt_harvest.corpora.ledger import SplitLedger, split_of
 
@@ -273,8 +273,8 @@ def read_lock(pins: Path) -> TaskLock | None:
 
 def _kind(value: object) -> str:
     """A sealed entry's recorded kind: repair, completion, or empty (ValueError otherwise: a malformed lock)."""
-    if value not in ("", "repair", "completion"):
-        raise ValueError(f"task kind {value!r} is not repair or completion")
+    if value != "" and value not in KINDS:
+        raise ValueError(f"task kind {value!r} is not one of {', '.join(KINDS)}")
     return str(value)
 
 
