@@ -23,6 +23,10 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
   with the format in strftime's terms, as sqlglot already writes Postgres' ``to_char``. A number format
   stays unported, and the model is refused by name.
 
+- Postgres and Redshift name a projection that casts a column after the column (``select zipcode::text``
+  gives ``zipcode``), where DuckDB names it after the expression: such a projection gets the column's name
+  as its alias, so the models that read it find it.
+
 The rewrites apply only to SQL read in a warehouse dialect: SQL read as DuckDB is written as sqlglot writes
 it, so a model that reads the same in DuckDB as in its dialect is still told apart from one that needs them.
 Pure: text in, text out.
@@ -137,6 +141,20 @@ def spell_breaks(sql: str) -> str:
     return _STRING.sub(lambda m: _spelled(m.group(0)) if _BREAKS.search(m.group(0)) else m.group(0), sql)
 
 
+#: dialects where a projection that casts a column (``zipcode::text``, ``cast(zipcode as text)``) is named
+#: after the column, as Postgres names it; DuckDB names it ``CAST(zipcode AS VARCHAR)``
+_CAST_KEEPS_NAME = ("postgres", "redshift")
+
+
+def _name_casts(tree: exp.Expr) -> None:
+    """Give each unaliased projection that casts a column the column's name, as the source dialect does: a
+    model downstream reads ``zipcode`` where DuckDB's output named it ``CAST(zipcode AS VARCHAR)``."""
+    for select in tree.find_all(exp.Select):
+        for projection in list(select.expressions):
+            if isinstance(projection, exp.Cast) and isinstance(projection.this, exp.Column):
+                projection.replace(exp.alias_(projection.copy(), projection.this.name, quoted=False))
+
+
 def fix(tree: exp.Expr, read: str) -> exp.Expr:
     """``tree`` (parsed as ``read``) with the calls DuckDB lacks rewritten; unchanged when ``read`` is DuckDB."""
     if read == "duckdb":
@@ -147,6 +165,8 @@ def fix(tree: exp.Expr, read: str) -> exp.Expr:
             if node is tree:
                 return new
             node.replace(new)
+    if read in _CAST_KEEPS_NAME:
+        _name_casts(tree)
     return tree
 
 

@@ -13,7 +13,8 @@ those macros, the pin's declared port: it records the dialect, the patch's sha25
 (``harvest show`` lists them). Like synthesized data, the patch is derived again on a rebuild (the same
 sqlglot gives the same text) and never committed: it holds the repository's SQL. The project's own macros
 are ported too, each macro's body alone (``port_macros``): a model calling ``{{ delivery_time(a, b) }}``
-reads Snowflake's ``datediff(day, ...)`` from it. Tasks are minted over the
+reads Snowflake's ``datediff(day, ...)`` from it. Hooks and macros that only grant permissions (DuckDB has no
+roles) run ``select 1`` instead (``permissions``), in dbt_project.yml, the properties YAML and macro files. Tasks are minted over the
 ported text, and statements, written from builds, never mention the port.
 """
 
@@ -28,6 +29,7 @@ import yaml
 
 from dbt_harvest.core.patching import make_patch
 from dbt_harvest.harvester.discovery import Project, project_files
+from dbt_harvest.harvester.port.permissions import drop_permission_macros, drop_permissions
 from dbt_harvest.harvester.port.raw_tables import SOURCES_FILE, as_sources, read_tables, source_names, sources_yaml
 from dbt_harvest.harvester.port.transpile import PortRefused, port_model
 from dbt_harvest.harvester.port.yaml_sql import port_test_sql
@@ -179,6 +181,8 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         ported = port_macros(text, dialect)
         if rel in snapshots:
             ported = drop_target_database(ported or text) or ported
+        else:
+            ported = drop_permission_macros(ported or text) or ported
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
@@ -188,10 +192,18 @@ def port_tree(root: Path, project: Project, dialect: str) -> Port:
         contracts = contracts or bool(_ENFORCED.search(text))
         typed = port_data_types(text, dialect)
         ported = port_test_sql(typed or text, dialect) or typed
+        ported = drop_permissions(ported or text) or ported
         if ported is not None:
             patches.append(make_patch(rel, text, ported))
             files.append(rel)
     base = PurePosixPath(project.rel_dir) if project.rel_dir not in ("", ".") else PurePosixPath()
+    config = str(base / "dbt_project.yml")
+    if safe_fs.is_file(root, config):
+        text = safe_fs.read_text(root, config)
+        hooks = drop_permissions(text)
+        if hooks is not None:
+            patches.append(make_patch(config, text, hooks))
+            files.append(config)
     if names:
         rel = str(base / project.model_paths[0] / SOURCES_FILE)
         patches.append(make_patch(rel, None, sources_yaml(names)))

@@ -6,7 +6,11 @@ applied) that ships no data for its sources:
 1. ``dbt parse`` (sandboxed) gives the manifest: the sources, their YAML columns and types, the tests;
 2. a first contract (YAML and tests) is rendered as seeds plus the ``source`` override, and ``dbt seed`` +
    ``dbt compile`` give every model's compiled SQL; the contract is derived again with the SQL's evidence
-   (``usage.analyse``: columns read, casts, literals, null handling, joins);
+   (``usage.analyse``: columns read, casts, literals, null handling, joins). A model whose compile queries a
+   model no compile builds (``dbt_utils.get_query_results_as_dict`` over a ``ref``) is left out of the
+   compile with its children, one at a time, so that the models it reads still give their evidence; then
+   every other model is built on that contract's data and the whole project compiled, so that the models
+   left out give theirs too;
 3. the project is built on the rendered data, its tests not gating its models (``baseline.ungated_build``). A failing project test that the contract can answer (a
    ``unique``, ``not_null``, ``accepted_values``, ``relationships``, range or length test on a column read
    from a source)
@@ -130,6 +134,19 @@ def _write(workspace: Path, added: Mapping[str, str]) -> None:
         safe_fs.write_text(workspace, rel, text)
 
 
+#: models left out of the first compile, one a try, because compiling them queries the database
+MAX_COMPILE_EXCLUSIONS = 5
+#: a model whose compile failed at run time: it ran a query (``run_query``, dbt_utils'
+#: ``get_column_values``/``get_query_results_as_dict``) over a relation ``dbt compile`` does not build
+_RUNTIME_IN_MODEL = re.compile(r"Runtime Error in model (\w+) \(")
+
+
+def _querying_model(error: str) -> str | None:
+    """The model whose compile-time query failed, as ``error`` (a compile step's first error) names it."""
+    m = _RUNTIME_IN_MODEL.search(error)
+    return m[1] if m else None
+
+
 _SOURCE_MACRO = re.compile(r"\{%-?\s*macro\s+source\s*\(")
 
 
@@ -185,12 +202,28 @@ def _first_contract(root: Path, project: Project, seed: int, work: Path, sandbox
             "the project declares no sources: there is no source data to synthesize (drop --synthesize-data)"
         )
     contract = derive(manifest)
-    compile_ws = _copy(root, work / "compile")
-    _write(compile_ws, _render(contract, project, seed))
-    compiled_ok, _ = _run(
-        compile_ws, project, [DbtStep(("seed",)), DbtStep(("compile",))], sandboxed, limits, work / "compile.log"
-    )
-    if compiled_ok:
+    excluded: list[str] = []
+    while True:
+        compile_ws = _copy(root, work / "compile")
+        _write(compile_ws, _render(contract, project, seed))
+        exclude = ("--exclude", *(f"{name}+" for name in excluded)) if excluded else ()
+        steps = [DbtStep(("seed",)), DbtStep(("compile", *exclude))]
+        compiled_ok, why = _run(compile_ws, project, steps, sandboxed, limits, work / "compile.log")
+        failing = _querying_model(why)
+        if compiled_ok or failing is None or failing in excluded or len(excluded) >= MAX_COMPILE_EXCLUSIONS:
+            break
+        excluded.append(failing)  # it queries a model no compile has built: compiled without it and its children
+    if compiled_ok and excluded:
+        # the models left out are compiled too once the models they query exist: built from a contract
+        # that already holds the evidence of every other model, so that their SQL gives its own
+        contract = derive(_manifest(compile_ws, project.rel_dir))
+        full_ws = _copy(root, work / "compile-all")
+        _write(full_ws, _render(contract, project, seed))
+        run = DbtStep(("run", "--exclude", *(f"{name}+" for name in excluded)))
+        steps = [DbtStep(("seed",)), run, DbtStep(("compile",))]
+        if _run(full_ws, project, steps, sandboxed, limits, work / "compile-all.log")[0]:
+            contract = derive(_manifest(full_ws, project.rel_dir))
+    elif compiled_ok:
         contract = derive(_manifest(compile_ws, project.rel_dir))
     else:  # a model that cannot compile yet is read from its YAML alone; the build says whether that was enough
         compiled = _manifest(compile_ws, project.rel_dir)

@@ -722,3 +722,66 @@ def test_a_stored_port_of_a_crlf_file_reads_back_verified(tmp_path: Path) -> Non
     (tmp_path / "models" / "m.sql").write_bytes(text.encode())
     apply_patch(tmp_path, patch)
     assert (tmp_path / "models" / "m.sql").read_bytes() == ported.encode()
+
+
+def test_hooks_and_macros_that_only_grant_run_select_1_and_the_rest_is_kept() -> None:
+    """DuckDB has no roles: a Postgres project's ``grant`` hooks failed its first build, and ``dbt seed`` too
+    (``on-run-end`` runs after it), so synthesis never saw the models' SQL. A string or macro body that only
+    grants becomes ``select 1``; one that does anything else besides, and values that merely start with the
+    word, stay byte for byte."""
+    from dbt_harvest.harvester.port.permissions import drop_permission_macros, drop_permissions, permissions_only
+
+    assert permissions_only("grant select on {{ this }} to reporting")
+    assert permissions_only("GRANT USAGE ON SCHEMA {{schema}} TO reporting")
+    assert permissions_only(
+        "{% for schema in schemas %} grant select on all tables in schema {{ schema }} to reporting; {% endfor %}"
+    )
+    assert permissions_only("revoke all on {{ this }} from public; alter table {{ this }} owner to etl")
+    assert not permissions_only("analyze {{ this }}")
+    assert not permissions_only("analyze {{ this }}; grant select on {{ this }} to reporting")
+    assert not permissions_only("grant received")
+    assert not permissions_only("{{ grant(role='reporting') }}")  # a macro call: its body decides
+
+    project = (
+        "name: shop\nmodels:\n  shop:\n    +post-hook:\n"
+        '      - "analyze {{ this }}"\n'
+        "      - 'grant select on {{ this }} to reporting'\n"
+        "    marts:\n      post-hook: grant select on {{ this }} to analysts  # readers\n"
+        "on-run-end:\n"
+        '  - "{% for s in schemas %}grant usage on schema {{ s }} to reporting;{% endfor %}"\n'
+        "vars:\n  statuses: ['grant received', 'paid']\n"
+    )
+    assert drop_permissions(project) == (
+        "name: shop\nmodels:\n  shop:\n    +post-hook:\n"
+        '      - "analyze {{ this }}"\n'
+        "      - 'select 1'\n"
+        "    marts:\n      post-hook: select 1  # readers\n"
+        "on-run-end:\n"
+        '  - "select 1"\n'
+        "vars:\n  statuses: ['grant received', 'paid']\n"
+    )
+    assert drop_permissions('name: shop\non-run-end:\n  - "analyze main.orders"\n') is None
+
+    macros = (
+        "{% macro grant_to(role) %}\n  {% set sql %}\n    grant usage on schema {{ schema }} to role {{ role }};\n"
+        "    grant select on {{ this }} to role {{ role }};\n  {% endset %}\n  {% set r = run_query(sql) %}\n"
+        "{% endmacro %}\n\n{% macro cents(col) %}{{ col }} * 100{% endmacro %}\n"
+    )
+    assert drop_permission_macros(macros) == (
+        "{% macro grant_to(role) %}select 1{% endmacro %}\n\n{% macro cents(col) %}{{ col }} * 100{% endmacro %}\n"
+    )
+    assert drop_permission_macros("{% macro cents(col) %}{{ col }} * 100{% endmacro %}\n") is None
+
+
+def test_a_postgres_projection_that_casts_a_column_keeps_the_columns_name() -> None:
+    """Postgres names ``select zipcode::text`` after the column; DuckDB after the expression, so a model
+    reading ``zipcode`` from it failed ("Referenced column not found"). Ported from Postgres or Redshift, the
+    projection is aliased; an aliased cast, or one of another expression, is left; Snowflake's is not touched."""
+    sql = "select address_id as guid, zipcode::text, cast(a.born as date), amount::int as cents, (x + 1)::text\nfrom t as a\n"
+    ported = port_model(sql, "postgres", "m")
+    assert ported is not None
+    assert "CAST(zipcode AS TEXT) AS zipcode" in ported and "CAST(a.born AS DATE) AS born" in ported
+    assert "CAST(amount AS INT) AS cents" in ported and "AS cents AS" not in ported
+    assert ported.rstrip().endswith("AS TEXT)\nFROM t AS a")  # (x + 1)::text: no column to name it after
+    assert port_model(sql, "redshift", "m") == ported
+    assert port_model("select zipcode::text from t\n", "snowflake", "m") is None

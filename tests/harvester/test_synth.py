@@ -624,3 +624,46 @@ def test_a_column_name_is_read_by_its_words() -> None:
         ("customer_id", "integer"),
     ):
         assert choose_type("", (), name) == family, name
+
+
+@slow
+def test_a_postgres_project_that_grants_and_queries_a_model_at_compile_time_is_pinned(tmp_path: Path) -> None:
+    """Three stops of real Postgres projects, in one original project: hooks that grant to a role (DuckDB has
+    none, and ``on-run-end`` runs after ``dbt seed`` too, so synthesis never compiled a model), a model whose
+    compile queries another model (``run_query`` over a ``ref``, which ``dbt compile`` does not build: the
+    compile failed, and the source columns only the SQL names were never synthesized), and a projection
+    ``shift_day::date`` that Postgres names ``shift_day`` and DuckDB does not. Each alone failed the add."""
+    sources = (fixture_dir("courier_routes") / "models/staging/sources.yml").read_text()
+    sources += "      - name: shifts\n        description: one row per courier shift, columns undocumented\n"
+    project = (fixture_dir("courier_routes") / "dbt_project.yml").read_text()
+    project = project.replace(
+        "    staging:\n", '    +post-hook: "grant select on {{ this }} to reporting"\n    staging:\n'
+    ) + ('on-run-end:\n  - "{% for s in schemas %}grant usage on schema {{ s }} to reporting;{% endfor %}"\n')
+    introspecting = (
+        "{%- set days = [] -%}\n{%- if execute -%}\n"
+        '{%- set days = run_query("select distinct shift_day from " ~ ref(\'stg_shifts\') ~ " order by 1 limit 2")'
+        ".columns[0].values() -%}\n{%- endif -%}\n"
+        "select courier_id, count(*) as shifts, sum(hours_worked) as hours\n"
+        "{%- for d in days %}, count(*) filter (where shift_day = '{{ d }}') as day_{{ loop.index }}{% endfor %}\n"
+        "from {{ ref('stg_shifts') }}\nwhere shift_day >= date '2024-01-01'\ngroup by courier_id\n"
+    )
+    spec = _variant(
+        tmp_path,
+        {
+            "dbt_project.yml": project,
+            "models/staging/sources.yml": sources,
+            "models/staging/stg_shifts.sql": (
+                "select shift_id, courier_id, shift_day::date, hours_worked\nfrom {{ source('dispatch', 'shifts') }}\n"
+            ),
+            "models/marts/courier_shifts.sql": introspecting,
+        },
+    )
+    code, out, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data", "--port-from", "postgres", "--json")
+    assert code == 0, err
+    from dbt_harvest.core.pin import read_pin
+
+    pin = read_pin(Path(json.loads(out)["pin"]))
+    assert pin.baseline_tests == ()
+    assert "dbt_project.yml" in pin.ported_files and "models/staging/stg_shifts.sql" in pin.ported_files
+    shifts = next(t for t in pin.tables if t.name.endswith("courier_shifts"))
+    assert shifts.rows > 0 and not shifts.empty
