@@ -15,6 +15,8 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
 - BigQuery ``extract(isoweek from d)``, a part DuckDB does not name: DuckDB's ``week`` is the ISO week;
 - BigQuery ``array_agg(x [order by ...] limit n)``, which DuckDB cannot write (the limit inside the
   aggregate): the whole ordered list's first ``n`` items, ``(array_agg(x order by ...))[1:n]``;
+- BigQuery ``format_date('%Q', d)`` (``%Q`` anywhere in a format): DuckDB's strftime has no quarter, so the
+  quarter is ``quarter(d)`` as text, joined with the rest of the format as strftime writes it;
 - Snowflake ``to_timestamp_ntz(x)`` (``_ltz``, ``_tz``), which sqlglot passes through: seconds since 1970
   where ``x`` is a number (arithmetic, a function, a cast; ``to_timestamp(x)`` in DuckDB), else the text or
   timestamp cast, as ``TIMESTAMP`` (``TIMESTAMPTZ`` for the zoned two);
@@ -80,11 +82,30 @@ def _time_format(fmt: str, read: str) -> str | None:
     return mapped
 
 
+def _with_quarter(value: exp.Expr, fmt: str) -> exp.Expr:
+    """``strftime(value, fmt)`` where ``fmt`` holds BigQuery's ``%Q`` (the quarter, 1-4), which DuckDB's
+    strftime lacks: the format's other pieces formatted as before, joined with ``quarter(value)`` as text."""
+    parts: list[exp.Expr] = []
+    for i, piece in enumerate(fmt.split("%Q")):
+        if i:
+            parts.append(exp.cast(exp.func("quarter", value.copy()), "TEXT"))
+        if piece:
+            parts.append(exp.TimeToStr(this=value.copy(), format=exp.Literal.string(piece)))
+    out = parts[0]
+    for part in parts[1:]:
+        out = exp.DPipe(this=out, expression=part, safe=True)
+    return exp.paren(out, copy=False) if len(parts) > 1 else out
+
+
 def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     new: exp.Expr
     fmt = node.args.get("format") if isinstance(node, exp.ToChar) else None
     if isinstance(fmt, exp.Literal) and fmt.is_string and (strftime := _time_format(fmt.name, read)):
         new = exp.TimeToStr(this=node.this.copy(), format=exp.Literal.string(strftime))
+    elif (
+        isinstance(node, exp.TimeToStr) and isinstance(fmt := node.args.get("format"), exp.Literal) and "%Q" in fmt.name
+    ):
+        new = _with_quarter(node.this, fmt.name)
     elif isinstance(node, exp.Anonymous) and node.name.upper() in _SNOWFLAKE_TIMESTAMPS and len(node.expressions) == 1:
         (arg,) = node.expressions
         to = _SNOWFLAKE_TIMESTAMPS[node.name.upper()]

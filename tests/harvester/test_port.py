@@ -785,3 +785,18 @@ def test_a_postgres_projection_that_casts_a_column_keeps_the_columns_name() -> N
     assert ported.rstrip().endswith("AS TEXT)\nFROM t AS a")  # (x + 1)::text: no column to name it after
     assert port_model(sql, "redshift", "m") == ported
     assert port_model("select zipcode::text from t\n", "snowflake", "m") is None
+
+
+def test_bigquery_quarter_format_is_ported_to_a_quarter_duckdb_computes() -> None:
+    """BigQuery's ``format_date('%Q', d)`` is the quarter; DuckDB's strftime has no ``%Q`` and refused the
+    date dimensions of two real projects at build. The port computes it, alone or inside a longer format."""
+    import duckdb
+
+    sql = (
+        "select format_date('%Q', d) as q, format_date('Q%Q %Y', d) as label, format_date('%A', d) as day_name from t\n"
+    )
+    ported = port_model(sql, "bigquery", "dim_date")
+    assert ported is not None and "%Q" not in ported
+    con = duckdb.connect()
+    con.execute("create table t as select date '2024-05-03' as d union all select date '2023-12-31'")
+    assert con.sql(ported + " order by q").fetchall() == [("2", "Q2 2024", "Friday"), ("4", "Q4 2023", "Sunday")]
