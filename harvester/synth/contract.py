@@ -156,6 +156,7 @@ class SynthColumn:
     parent: ColumnRef | None = None  # values drawn from this column's
     orphans: bool = False  # a few values no parent holds (the SQL keeps unmatched rows)
     bounds: Bounds = Bounds()  # a range or length test's limits
+    digits: bool = False  # text holding numbers: a text column (LIKE, trim) the SQL also casts to a number
 
 
 @dataclass(frozen=True)
@@ -526,9 +527,46 @@ _CAST_ERROR = re.compile(
 )
 
 
+#: DuckDB refusing a text operator on a column synthesized as another type, with the line it quotes:
+#: ``No function matches ... '!~~(BIGINT, STRING_LITERAL)' ... LINE 28: supplier_ids NOT LIKE '%;%'``
+_TEXT_OPERATOR_ERROR = re.compile(
+    r"No function matches the given name and argument types '(?P<fn>!?~~\*?|trim|ltrim|rtrim|lower|upper|length)"
+    r"\((?!VARCHAR)[A-Z]+.*?LINE \d+:(?P<line>.*)",
+    re.S | re.I,
+)
+
+
+def _text_operand(error: str) -> str | None:
+    """The column a text operator DuckDB refused reads, from the SQL line the error quotes."""
+    m = _TEXT_OPERATOR_ERROR.search(error)
+    if m is None:
+        return None
+    fn, line = m["fn"].lower(), m["line"]
+    found = (
+        re.search(r"(\w+)\s+(?:NOT\s+)?I?LIKE\b", line, re.I)
+        if "~~" in fn
+        else re.search(rf"\b{fn}\s*\(\s*(?:\w+\.)?(\w+)\s*\)", line, re.I)
+    )
+    return found[1].lower() if found else None
+
+
 def retype_from_error(contract: Contract, error: str) -> Contract:
     """The contract with the column a DuckDB cast error names given the type the cast wanted; unchanged when
-    the error names no synthesized column (or it already has that type)."""
+    the error names no synthesized column (or it already has that type). A column a text operator (``LIKE``,
+    ``trim``) was refused on is made text, holding numbers where it held numbers, so that the SQL's casts of
+    it to a number still read it (Northwind's ``supplier_ids``: filtered with ``not like '%;%'``, then cast)."""
+    text_column = _text_operand(error)
+    if text_column is not None:
+        tables = []
+        for t in contract.tables:
+            cols = tuple(
+                replace(c, type="varchar", digits=c.type in {"integer", "numeric"}, literals=(), values=())
+                if c.name == text_column and c.type != "varchar"
+                else c
+                for c in t.columns
+            )
+            tables.append(replace(t, columns=cols))
+        return Contract(tuple(tables))
     m = _CAST_ERROR.search(error)
     if m is None:
         return contract

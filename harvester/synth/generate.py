@@ -207,6 +207,8 @@ def _unbounded(col: SynthColumn, rng: random.Random) -> str:
         return _fmt_day(BASE_DAY + timedelta(days=rng.randint(0, 364)), col.type, rng.randint(0, 86399))
     if col.type == "boolean":
         return rng.choice(["true", "false"])
+    if col.digits:  # text the SQL also casts to a number
+        return str(rng.randint(0, 100))
     if _TIME_ZONE.search(col.name):  # a zone the SQL converts with: a name DuckDB knows
         return rng.choice(TIME_ZONES)
     return f"{col.name}_{rng.randint(1, TEXT_POOL)}"
@@ -220,6 +222,8 @@ def _unique(col: SynthColumn, table: SynthTable, i: int) -> str:
     if col.type in {"date", "timestamp"}:
         first = span[0] if span is not None and isinstance(span[0], date) else BASE_DAY
         return _fmt_day(first + timedelta(days=i), col.type, 0)
+    if col.digits:
+        return _fit_length(col, str(i + 1), i + 1)
     short = table.table.lower()[:12] or "row"
     return _fit_length(col, f"{short}_{i + 1:03d}", i + 1)
 
@@ -292,7 +296,7 @@ class _Generator:
 
     @staticmethod
     def _orphan(col: SynthColumn, k: int) -> str:
-        if col.type in {"integer", "numeric"}:
+        if col.type in {"integer", "numeric"} or col.digits:
             return str(9999 - k)
         if col.type in {"date", "timestamp"}:
             return _fmt_day(date(2099, 1, 1) + timedelta(days=k), col.type, 0)

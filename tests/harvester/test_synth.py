@@ -375,6 +375,37 @@ def test_a_cast_error_retypes_the_column_it_names() -> None:
     assert retype_from_error(contract, "Binder Error: no column named x") == contract
 
 
+def test_a_text_operator_refused_on_a_number_makes_the_column_text_that_holds_numbers() -> None:
+    """A real Northwind port filters ``supplier_ids not like '%;%'`` and then casts the column to an integer.
+    Synthesized as a number (its name), the LIKE failed; as plain text, the cast would. It is retyped to text
+    holding numbers, so both read it; every value casts, and a trim refused the same way retypes too."""
+    import duckdb
+
+    from dbt_harvest.harvester.synth.contract import retype_from_error
+
+    contract = Contract(
+        (SynthTable(ORDERS, "shop", "orders", (SynthColumn("supplier_ids", "integer"), SynthColumn("n", "integer"))),)
+    )
+    like = (
+        "Binder Error: No function matches the given name and argument types '!~~(BIGINT, STRING_LITERAL)'. You "
+        "might need to add explicit type casts. Candidate functions: !~~(VARCHAR, VARCHAR) -> BOOLEAN "
+        "LINE 28: supplier_ids NOT LIKE '%;%' ^"
+    )
+    retyped = retype_from_error(contract, like)
+    table = retyped.table(ORDERS)
+    assert table is not None and table.column("supplier_ids") == SynthColumn("supplier_ids", "varchar", digits=True)
+    assert table.column("n") == SynthColumn("n", "integer")
+    (orders,) = generate(retyped, seed=0)
+    values = [row[0] for row in orders.rows if row[0] is not None]
+    con = duckdb.connect()
+    assert all(con.execute("select cast(? as integer)", [v]).fetchone() for v in values)
+    trim = "No function matches the given name and argument types 'trim(BIGINT)'. LINE 3: NULLIF(TRIM(o.n), '')"
+    assert (retype_from_error(contract, trim).table(ORDERS) or table).column("n") == SynthColumn(
+        "n", "varchar", digits=True
+    )
+    assert retype_from_error(retyped, like) == retyped  # already text: nothing more to do
+
+
 def test_tracing_a_long_chain_of_select_star_models_is_linear() -> None:
     """A `select *` over a join of two `select *` models, 120 deep: each (scope, column) is resolved once.
     Before, every level tried every source again (exponential: 40 models did not finish in a minute; a real
