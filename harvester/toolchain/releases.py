@@ -92,7 +92,8 @@ def release_named(version: str) -> Release:
 def _specifiers(required: Any, where: str) -> list[Any]:
     from dbt_common import semver
 
-    wanted = required if isinstance(required, list) else [required]
+    # a string may name several ranges separated by commas ('>=1.10.0,<2.0.0'), as dbt reads it
+    wanted = required if isinstance(required, list) else str(required).split(",")
     try:
         return [semver.VersionSpecifier.from_version_string(str(value).strip()) for value in wanted]
     except Exception as exc:  # dbt's own parser refuses it: so would dbt

@@ -92,6 +92,11 @@ def test_release_chosen_from_require_dbt_version(tmp_path: Path) -> None:
     assert choose([]).installed  # nothing required: today's dbt
     assert choose([("the project", ">=1.0.0")]).installed
     assert choose([("the project", [">=1.6.0", "<1.8.0"])]).minor == "1.7"  # the newest that meets it
+    # one string naming several ranges, as dbt reads it (a real project wrote '>=1.10.0,<2.0.0')
+    assert choose([("the project", ">=1.6.0, <1.8.0")]).minor == "1.7"
+    assert choose([("the project", ">=1.10.0,<2.0.0")]).installed
+    with pytest.raises(ToolchainError, match="not a version range dbt reads"):
+        choose([("the project", ">=1.6.0,banana")])
     assert choose([("the project", "<1.8.0"), ("package old_utils", [">=1.3.0", "<1.6.0"])]).minor == "1.5"
     with pytest.raises(ToolchainError, match=r"package a requires '<1.2.0'"):
         choose([("package a", "<1.2.0")])
