@@ -123,6 +123,11 @@ class Masked:
             # calls DuckDB lacks with their argument repeated (``initcap({{ clean_text('city') }})``)
             if out.count(name) < 1:
                 raise PortRefused(f"{model}: porting lost a Jinja expression ({text[:60]})")
+            # an expression after a table (``from {{ ref('x') }} {{ incremental_filter() }}``) reads as its
+            # alias, and sqlglot writes ``AS`` before it: the SQL it renders would follow an ``AS``
+            aliased = re.compile(rf"\bAS\s+{name}", re.IGNORECASE)
+            if aliased.search(out) and not aliased.search(self.sql):
+                out = aliased.sub(name, out)
             out = out.replace(name, text)
         return self.head + out + self.tail
 

@@ -800,3 +800,17 @@ def test_bigquery_quarter_format_is_ported_to_a_quarter_duckdb_computes() -> Non
     con = duckdb.connect()
     con.execute("create table t as select date '2024-05-03' as d union all select date '2023-12-31'")
     assert con.sql(ported + " order by q").fetchall() == [("2", "Q2 2024", "Friday"), ("4", "Q4 2023", "Sunday")]
+
+
+def test_a_jinja_call_after_a_table_stays_a_clause_and_not_an_alias() -> None:
+    """``from {{ ref('events') }} {{ incremental_filter('ts') }}`` (a macro that renders a ``where`` or a
+    ``qualify``) reads to sqlglot as a table and its alias, and it wrote ``AS`` before the call: a real
+    project then failed at build on ``AS qualify ...``. An ``AS`` the model wrote itself stays."""
+    ported = port_model(
+        "select user_id, safe_cast(x as int64) as x\nfrom {{ ref('events') }} {{ incremental_filter('ts') }}\n",
+        "bigquery",
+        "m",
+    )
+    assert ported is not None and ported.endswith("FROM {{ ref('events') }} {{ incremental_filter('ts') }}\n")
+    kept = port_model("select safe_cast(x as int64) as x from {{ ref('e') }} as {{ var('alias') }}\n", "bigquery", "m")
+    assert kept is not None and "AS {{ var('alias') }}" in kept
