@@ -189,9 +189,12 @@ def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[lis
     return answerable, unanswerable
 
 
-def _first_contract(root: Path, project: Project, seed: int, work: Path, sandboxed: bool, limits: Limits) -> Contract:
+def _first_contract(
+    root: Path, project: Project, seed: int, work: Path, sandboxed: bool, limits: Limits
+) -> tuple[Contract, str]:
     """The contract from ``dbt parse`` (sources, YAML, tests), then again with the SQL's evidence once a first
-    rendering lets ``dbt seed`` + ``dbt compile`` give every model's compiled SQL."""
+    rendering lets ``dbt seed`` + ``dbt compile`` give every model's compiled SQL; with the compile's first
+    error where it failed (the contract then holds what the YAML says alone)."""
     parse_ws = _copy(root, work / "parse")
     parsed, why = _run(parse_ws, project, [DbtStep(("parse",))], sandboxed, limits, work / "parse.log")
     if not parsed:
@@ -229,7 +232,8 @@ def _first_contract(root: Path, project: Project, seed: int, work: Path, sandbox
         compiled = _manifest(compile_ws, project.rel_dir)
         if compiled:
             contract = derive(compiled)
-    return contract
+        return contract, why or f"see {work / 'compile.log'}"
+    return contract, ""
 
 
 def synthesize(
@@ -250,7 +254,14 @@ def synthesize(
         raise SynthesisError(
             f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
         )
-    contract = _first_contract(root, project, seed, work, sandboxed, limits)
+    contract, compile_error = _first_contract(root, project, seed, work, sandboxed, limits)
+    # where the first compile failed, the data holds what the YAML says alone: a build that then fails on a
+    # missing column was caused by the compile's error, which the refusal names
+    cause = (
+        f" (the first compile failed, so only the YAML's columns were synthesized: {compile_error})"
+        if compile_error
+        else ""
+    )
     last: BuildResult | None = None
     rounds = repairs = retypes = 0
     while True:
@@ -275,7 +286,7 @@ def synthesize(
         if not last.models_ok:
             retyped = retype_from_error(contract, last.first_error) if retypes < MAX_RETYPES else contract
             if retyped == contract:
-                raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}")
+                raise SynthesisError(f"the project does not build on synthesized data: {last.first_error}{cause}")
             contract = retyped  # a cast named the column whose type the SQL needs: drawn again with it
             retypes += 1
             continue

@@ -698,3 +698,28 @@ def test_a_postgres_project_that_grants_and_queries_a_model_at_compile_time_is_p
     assert "dbt_project.yml" in pin.ported_files and "models/staging/stg_shifts.sql" in pin.ported_files
     shifts = next(t for t in pin.tables if t.name.endswith("courier_shifts"))
     assert shifts.rows > 0 and not shifts.empty
+
+
+@slow
+def test_a_failed_first_compile_is_named_when_the_build_then_fails(tmp_path: Path) -> None:
+    """When the first compile failed, synthesis drew only the YAML's columns, and the refusal then named a
+    column the SQL reads ("not found ... Candidate bindings: id"), hiding the cause (a real project's
+    ``'dbt_utils' is undefined``, another's grant hook). The refusal now names the compile's error too."""
+    sources = (fixture_dir("courier_routes") / "models/staging/sources.yml").read_text()
+    sources += "      - name: shifts\n"
+    spec = _variant(
+        tmp_path,
+        {
+            "models/staging/sources.yml": sources,
+            "models/staging/stg_shifts.sql": (
+                "{% if execute %}{{ exceptions.raise_compiler_error('shift calendar macro is missing') }}{% endif %}\n"
+                "select shift_id, courier_id from {{ source('dispatch', 'shifts') }}\n"
+            ),
+        },
+    )
+    code, _, err = run_cli(tmp_path, "add", str(spec), "--synthesize-data")
+    assert code == 1
+    (line,) = error_lines(err)
+    assert "does not build on synthesized data" in line
+    assert "the first compile failed" in line and "shift calendar macro is missing" in line
+    assert not list((tmp_path / "pins").glob("*.toml"))
