@@ -113,6 +113,15 @@ def test_kind(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def test_kwargs(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A generic test's arguments from its manifest ``test_metadata``: ``kwargs``, with the mapping dbt 1.10's
+    ``arguments:`` property nests them under merged in (dbt keeps it nested unless a flag asks otherwise,
+    and ``accepted_values: {arguments: {values: [...]}}`` had been read as having no values)."""
+    kwargs = dict(meta.get("kwargs") or {})
+    nested = kwargs.pop("arguments", None)
+    return {**kwargs, **nested} if isinstance(nested, Mapping) else kwargs
+
+
 def accepted(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
     """The values an accepted_values test (or dbt_expectations' in-set test) allows."""
     values = kwargs.get("values")
@@ -380,7 +389,7 @@ class _Drafts:
             meta = node.get("test_metadata") or {}
             if node.get("resource_type") != "test" or not meta:
                 continue
-            kwargs = meta.get("kwargs") or {}
+            kwargs = test_kwargs(meta)
             column = str(kwargs.get("column_name") or "").strip('"').lower()
             relation = test_target(node, self.manifest, self.names)
             if column and relation is not None:
@@ -591,6 +600,7 @@ __all__ = [
     "accepted",
     "bounds_of",
     "test_kind",
+    "test_kwargs",
     "retype_from_error",
     "Contract",
     "Failure",

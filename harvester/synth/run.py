@@ -51,6 +51,7 @@ from dbt_harvest.harvester.synth.contract import (
     repair,
     retype_from_error,
     test_kind,
+    test_kwargs,
     test_target,
     to_relation,
 )
@@ -170,7 +171,7 @@ def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[lis
     for uid in failed:
         node = nodes.get(uid, {})
         meta = node.get("test_metadata") or {}
-        kwargs = meta.get("kwargs") or {}
+        kwargs = test_kwargs(meta)
         column = str(kwargs.get("column_name") or "").strip('"').lower()
         relation = test_target(node, manifest, names)
         refs = resolve_output(models, seeds, relation, column) if relation and column else []

@@ -108,6 +108,16 @@ def test_the_contract_joins_yaml_tests_and_sql() -> None:
     assert customer_id.type == key.type == "integer"
 
 
+def test_test_arguments_nested_under_arguments_are_read() -> None:
+    """dbt 1.10's ``accepted_values: {arguments: {values: [...]}}`` keeps the values nested in the manifest's
+    kwargs; they were read as no values, and a real project's accepted_values tests failed on drawn text."""
+    manifest = _manifest()
+    test = manifest["nodes"]["test.shop.a1"]["test_metadata"]
+    test["kwargs"] = {"column_name": "status", "arguments": {"values": ["shipped", "done", "lost"]}}
+    status = (derive(manifest).table(ORDERS) or SynthTable("", "", "", ())).column("status")
+    assert status is not None and status.values == ("shipped", "done", "lost")
+
+
 def test_rows_exercise_both_sides_of_every_rule() -> None:
     contract = derive(_manifest())
     tables = {t.relation: t for t in generate(contract, seed=3)}
