@@ -205,6 +205,70 @@ def called_names(sql: str, dialect: str) -> set[str]:
     return {a.text.upper() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN}
 
 
+def cast_type_names(sql: str, dialect: str) -> set[str]:
+    """The type names ``sql`` casts to with ``::`` (the word after it), upper-cased."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:  # unreadable SQL is refused by the transpile itself
+        return set()
+    return {b.text.upper() for a, b in itertools.pairwise(tokens) if a.token_type == TokenType.DCOLON}
+
+
+#: type names DuckDB itself reads (a cast to one of them needs no port)
+DUCKDB_TYPE_NAMES = frozenset(
+    [
+        "BIGINT",
+        "BIT",
+        "BLOB",
+        "BOOL",
+        "BOOLEAN",
+        "BPCHAR",
+        "BYTEA",
+        "CHAR",
+        "DATE",
+        "DATETIME",
+        "DECIMAL",
+        "DOUBLE",
+        "FLOAT",
+        "FLOAT4",
+        "FLOAT8",
+        "HUGEINT",
+        "INT",
+        "INT1",
+        "INT2",
+        "INT4",
+        "INT8",
+        "INTEGER",
+        "INTERVAL",
+        "JSON",
+        "LONG",
+        "NUMERIC",
+        "REAL",
+        "SHORT",
+        "SIGNED",
+        "SMALLINT",
+        "STRING",
+        "TEXT",
+        "TIME",
+        "TIMESTAMP",
+        "TIMESTAMPTZ",
+        "TINYINT",
+        "UBIGINT",
+        "UHUGEINT",
+        "UINTEGER",
+        "USMALLINT",
+        "UTINYINT",
+        "UUID",
+        "VARBINARY",
+        "VARCHAR",
+    ]
+)
+
+
+def _words(sql: str) -> set[str]:
+    return {word.upper() for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+
+
 def port_model(text: str, dialect: str, model: str) -> str | None:
     """``text`` ported from ``dialect`` to DuckDB, or None when it already reads the same in DuckDB."""
     if dialect not in DIALECTS:
@@ -228,10 +292,13 @@ def port_model(text: str, dialect: str, model: str) -> str | None:
     # DuckDB lacks for one it has (Snowflake's ``nvl`` reads as ``coalesce`` there; BigQuery's
     # ``current_timestamp()`` as the keyword DuckDB calls without parentheses): a name the SQL calls that the
     # DuckDB text does not call is ported
+    # the same holds for a type: it reads Snowflake's ``::timestampntz`` as a TIMESTAMP, a type DuckDB
+    # itself does not name
     if (
         native is not None
         and native == _read(sql, dialect)
         and called_names(sql, dialect) <= called_names(native, "duckdb")
+        and cast_type_names(sql, dialect) - DUCKDB_TYPE_NAMES <= _words(native)
     ):
         return None
     if blocks:

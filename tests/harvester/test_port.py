@@ -814,3 +814,14 @@ def test_a_jinja_call_after_a_table_stays_a_clause_and_not_an_alias() -> None:
     assert ported is not None and ported.endswith("FROM {{ ref('events') }} {{ incremental_filter('ts') }}\n")
     kept = port_model("select safe_cast(x as int64) as x from {{ ref('e') }} as {{ var('alias') }}\n", "bigquery", "m")
     assert kept is not None and "AS {{ var('alias') }}" in kept
+
+
+def test_a_type_duckdb_does_not_name_is_ported_though_sqlglot_reads_it_there() -> None:
+    """sqlglot's DuckDB reader takes Snowflake's ``::timestampntz`` as a TIMESTAMP, so the model read the same
+    in both and was left as written, and DuckDB refused the type at build. A cast to a type DuckDB names is
+    still no reason to port."""
+    ported = port_model(
+        "select created_at::timestampntz as created_at_utc from {{ source('shop', 'events') }}\n", "snowflake", "m"
+    )
+    assert ported is not None and "CAST(created_at AS TIMESTAMP) AS created_at_utc" in ported
+    assert port_model("select x::text as t, y::varchar as v from {{ ref('a') }}\n", "postgres", "m") is None

@@ -416,6 +416,19 @@ def test_a_text_operator_refused_on_a_number_makes_the_column_text_that_holds_nu
     assert retype_from_error(retyped, like) == retyped  # already text: nothing more to do
 
 
+def test_the_model_whose_compile_queries_another_is_named_from_either_error() -> None:
+    from dbt_harvest.harvester.synth.run import _querying_model
+
+    runtime = "Runtime Error in model int_session_events__agg (models/marts/int.sql) Catalog Error: Table ..."
+    dbt_utils = (
+        "dbt: Runtime Error Compilation Error in model fct_session_events (models/marts/product/fct.sql) In "
+        'get_column_values(): relation "build"."main"."int_events" does not exist'
+    )
+    assert _querying_model(runtime) == "int_session_events__agg"
+    assert _querying_model(dbt_utils) == "fct_session_events"
+    assert _querying_model("Parser Error: syntax error at or near grant") is None
+
+
 def test_tracing_a_long_chain_of_select_star_models_is_linear() -> None:
     """A `select *` over a join of two `select *` models, 120 deep: each (scope, column) is resolved once.
     Before, every level tried every source again (exponential: 40 models did not finish in a minute; a real
