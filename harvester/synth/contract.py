@@ -577,14 +577,43 @@ def retype_from_error(contract: Contract, error: str) -> Contract:
             tables.append(replace(t, columns=cols))
         return Contract(tuple(tables))
     m = _CAST_ERROR.search(error)
+    if m is not None:
+        family = type_of_datatype(m.group("to") or m.group("to2") or "")
+        column = m.group("col").lower()
+        tables = []
+        for t in contract.tables:
+            cols = tuple(
+                replace(c, type=family, literals=(), values=()) if c.name == column and c.type != family else c
+                for c in t.columns
+            )
+            tables.append(replace(t, columns=cols))
+        retyped = Contract(tuple(tables))
+        if retyped != contract:
+            return retyped
+    return _digits_from_value(contract, error)
+
+
+#: a number cast refusing a value synthesis drew for a text column: its free text values are ``<column>_<n>``
+_DRAWN_TEXT_CAST = re.compile(
+    r"Could not convert string ['\"](?P<col>\w+?)_\d+['\"] to '?(?:U?(?:TINY|SMALL|BIG|HUGE)?INT(?:EGER)?|INT\d+|DECIMAL|NUMERIC|DOUBLE|FLOAT|REAL)",
+    re.IGNORECASE,
+)
+
+
+def _digits_from_value(contract: Contract, error: str) -> Contract:
+    """The contract with the text column whose drawn value a number cast refused (``Could not convert string
+    'price_4' to DECIMAL``: the SQL casts ``replace(price, '$', '')``, or a staging rename of the column, which
+    the error names instead) made text holding numbers; unchanged when no text column drew the value."""
+    m = _DRAWN_TEXT_CAST.search(error)
     if m is None:
         return contract
-    family = type_of_datatype(m.group("to") or m.group("to2") or "")
-    column = m.group("col").lower()
+    column = m["col"].lower()
     tables = []
     for t in contract.tables:
         cols = tuple(
-            replace(c, type=family, literals=(), values=()) if c.name == column and c.type != family else c
+            replace(c, digits=True, literals=(), values=())
+            if c.name == column and c.type == "varchar" and not c.digits
+            else c
             for c in t.columns
         )
         tables.append(replace(t, columns=cols))

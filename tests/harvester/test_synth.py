@@ -416,6 +416,35 @@ def test_a_text_operator_refused_on_a_number_makes_the_column_text_that_holds_nu
     assert retype_from_error(retyped, like) == retyped  # already text: nothing more to do
 
 
+def test_a_number_cast_refusing_a_drawn_text_value_makes_that_column_hold_numbers() -> None:
+    """``replace(price, '$', '')::decimal(10,2)`` and a self-join key cast after a staging rename refused the
+    text synthesis drew (``price_4``, ``reportsto_2``); the error names no source column, or a renamed one. The
+    drawn value names its column: that column is made text holding numbers, and nothing else changes."""
+    from dbt_harvest.harvester.synth.contract import retype_from_error
+
+    contract = Contract(
+        (
+            SynthTable(
+                ORDERS,
+                "shop",
+                "orders",
+                (SynthColumn("price", "varchar"), SynthColumn("reportsto", "varchar"), SynthColumn("n", "integer")),
+            ),
+        )
+    )
+    replaced = 'Conversion Error: Could not convert string "price_4" to DECIMAL(10,2) LINE 9: REPLACE(REPLACE(price'
+    table = retype_from_error(contract, replaced).table(ORDERS)
+    assert table is not None and table.column("price") == SynthColumn("price", "varchar", digits=True)
+    assert table.column("reportsto") == SynthColumn("reportsto", "varchar")
+    renamed = (
+        "Conversion Error: Could not convert string 'reportsto_2' to INT64 when casting from source column "
+        "reports_to_employee_id"
+    )
+    table = retype_from_error(contract, renamed).table(ORDERS)
+    assert table is not None and table.column("reportsto") == SynthColumn("reportsto", "varchar", digits=True)
+    assert retype_from_error(contract, "Could not convert string 'lost_2' to INT32") == contract
+
+
 def test_the_model_whose_compile_queries_another_is_named_from_either_error() -> None:
     from dbt_harvest.harvester.synth.run import _querying_model
 
