@@ -165,7 +165,9 @@ class SynthColumn:
     parent: ColumnRef | None = None  # values drawn from this column's
     orphans: bool = False  # a few values no parent holds (the SQL keeps unmatched rows)
     bounds: Bounds = Bounds()  # a range or length test's limits
-    digits: bool = False  # text holding numbers: a text column (LIKE, trim) the SQL also casts to a number
+    # text holding values of this type ("integer", "numeric", "date", "timestamp"): a text column (LIKE, trim,
+    # a regular expression) that the SQL also casts to that type
+    text_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -539,10 +541,13 @@ _CAST_ERROR = re.compile(
 #: DuckDB refusing a text operator on a column synthesized as another type, with the line it quotes:
 #: ``No function matches ... '!~~(BIGINT, STRING_LITERAL)' ... LINE 28: supplier_ids NOT LIKE '%;%'``
 _TEXT_OPERATOR_ERROR = re.compile(
-    r"No function matches the given name and argument types '(?P<fn>!?~~\*?|trim|ltrim|rtrim|lower|upper|length)"
+    r"No function matches the given name and argument types '(?P<fn>!?~~\*?|trim|ltrim|rtrim|lower|upper|length|"
+    r"regexp_full_match|regexp_matches|regexp_replace|regexp_extract)"
     r"\((?!VARCHAR)[A-Z]+.*?LINE \d+:(?P<line>.*)",
     re.S | re.I,
 )
+#: the types a text column may hold the values of (drawn as that type, written as text)
+_TEXT_OF = frozenset({"integer", "numeric", "date", "timestamp"})
 
 
 def _text_operand(error: str) -> str | None:
@@ -551,25 +556,26 @@ def _text_operand(error: str) -> str | None:
     if m is None:
         return None
     fn, line = m["fn"].lower(), m["line"]
-    found = (
-        re.search(r"(\w+)\s+(?:NOT\s+)?I?LIKE\b", line, re.I)
-        if "~~" in fn
-        else re.search(rf"\b{fn}\s*\(\s*(?:\w+\.)?(\w+)\s*\)", line, re.I)
-    )
+    if "~~" in fn:
+        found = re.search(r"(\w+)\s+(?:NOT\s+)?I?LIKE\b", line, re.I)
+    elif fn.startswith("regexp"):  # Postgres' ``x ~ '^[0-9]+$'`` is DuckDB's regexp_full_match
+        found = re.search(r"(\w+)\s*!?~\*?\s*'", line) or re.search(rf"\b{fn}\s*\(\s*(?:\w+\.)?(\w+)\s*,", line, re.I)
+    else:
+        found = re.search(rf"\b{fn}\s*\(\s*(?:\w+\.)?(\w+)\s*\)", line, re.I)
     return found[1].lower() if found else None
 
 
 def retype_from_error(contract: Contract, error: str) -> Contract:
     """The contract with the column a DuckDB cast error names given the type the cast wanted; unchanged when
     the error names no synthesized column (or it already has that type). A column a text operator (``LIKE``,
-    ``trim``) was refused on is made text, holding numbers where it held numbers, so that the SQL's casts of
-    it to a number still read it (Northwind's ``supplier_ids``: filtered with ``not like '%;%'``, then cast)."""
+    ``trim``, a regular expression) was refused on is made text, holding values of the type it had (numbers,
+    dates), so that the SQL's casts of it still read it (Northwind's ``supplier_ids``: filtered with ``not like '%;%'``, then cast)."""
     text_column = _text_operand(error)
     if text_column is not None:
         tables = []
         for t in contract.tables:
             cols = tuple(
-                replace(c, type="varchar", digits=c.type in {"integer", "numeric"}, literals=(), values=())
+                replace(c, type="varchar", text_of=c.type if c.type in _TEXT_OF else "", literals=(), values=())
                 if c.name == text_column and c.type != "varchar"
                 else c
                 for c in t.columns
@@ -611,8 +617,8 @@ def _digits_from_value(contract: Contract, error: str) -> Contract:
     tables = []
     for t in contract.tables:
         cols = tuple(
-            replace(c, digits=True, literals=(), values=())
-            if c.name == column and c.type == "varchar" and not c.digits
+            replace(c, text_of="integer", literals=(), values=())
+            if c.name == column and c.type == "varchar" and not c.text_of
             else c
             for c in t.columns
         )

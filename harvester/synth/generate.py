@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
@@ -207,8 +207,8 @@ def _unbounded(col: SynthColumn, rng: random.Random) -> str:
         return _fmt_day(BASE_DAY + timedelta(days=rng.randint(0, 364)), col.type, rng.randint(0, 86399))
     if col.type == "boolean":
         return rng.choice(["true", "false"])
-    if col.digits:  # text the SQL also casts to a number
-        return str(rng.randint(0, 100))
+    if col.text_of:  # text the SQL also casts to a number or a date: a value of that type
+        return _unbounded(replace(col, type=col.text_of, text_of=""), rng)
     if _TIME_ZONE.search(col.name):  # a zone the SQL converts with: a name DuckDB knows
         return rng.choice(TIME_ZONES)
     return f"{col.name}_{rng.randint(1, TEXT_POOL)}"
@@ -222,8 +222,8 @@ def _unique(col: SynthColumn, table: SynthTable, i: int) -> str:
     if col.type in {"date", "timestamp"}:
         first = span[0] if span is not None and isinstance(span[0], date) else BASE_DAY
         return _fmt_day(first + timedelta(days=i), col.type, 0)
-    if col.digits:
-        return _fit_length(col, str(i + 1), i + 1)
+    if col.text_of:
+        return _unique(replace(col, type=col.text_of, text_of=""), table, i)
     short = table.table.lower()[:12] or "row"
     return _fit_length(col, f"{short}_{i + 1:03d}", i + 1)
 
@@ -296,10 +296,11 @@ class _Generator:
 
     @staticmethod
     def _orphan(col: SynthColumn, k: int) -> str:
-        if col.type in {"integer", "numeric"} or col.digits:
+        kind = col.text_of or col.type
+        if kind in {"integer", "numeric"}:
             return str(9999 - k)
-        if col.type in {"date", "timestamp"}:
-            return _fmt_day(date(2099, 1, 1) + timedelta(days=k), col.type, 0)
+        if kind in {"date", "timestamp"}:
+            return _fmt_day(date(2099, 1, 1) + timedelta(days=k), kind, 0)
         return f"orphan_{k + 1}"
 
 

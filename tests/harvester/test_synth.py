@@ -403,7 +403,9 @@ def test_a_text_operator_refused_on_a_number_makes_the_column_text_that_holds_nu
     )
     retyped = retype_from_error(contract, like)
     table = retyped.table(ORDERS)
-    assert table is not None and table.column("supplier_ids") == SynthColumn("supplier_ids", "varchar", digits=True)
+    assert table is not None and table.column("supplier_ids") == SynthColumn(
+        "supplier_ids", "varchar", text_of="integer"
+    )
     assert table.column("n") == SynthColumn("n", "integer")
     (orders,) = generate(retyped, seed=0)
     values = [row[0] for row in orders.rows if row[0] is not None]
@@ -411,9 +413,30 @@ def test_a_text_operator_refused_on_a_number_makes_the_column_text_that_holds_nu
     assert all(con.execute("select cast(? as integer)", [v]).fetchone() for v in values)
     trim = "No function matches the given name and argument types 'trim(BIGINT)'. LINE 3: NULLIF(TRIM(o.n), '')"
     assert (retype_from_error(contract, trim).table(ORDERS) or table).column("n") == SynthColumn(
-        "n", "varchar", digits=True
+        "n", "varchar", text_of="integer"
     )
     assert retype_from_error(retyped, like) == retyped  # already text: nothing more to do
+
+
+def test_a_regular_expression_refused_on_a_date_makes_it_text_holding_dates() -> None:
+    """Postgres' ``last_review ~ '^[0-9]{4}-'`` (DuckDB's ``regexp_full_match``) on a column synthesized as a
+    DATE was refused; as text holding ISO dates, both the expression and a later cast to a date read it."""
+    import duckdb
+
+    from dbt_harvest.harvester.synth.contract import retype_from_error
+
+    contract = Contract((SynthTable(ORDERS, "shop", "orders", (SynthColumn("last_review", "date"),)),))
+    error = (
+        "Binder Error: No function matches the given name and argument types 'regexp_full_match(DATE, "
+        "STRING_LITERAL)'. LINE 12: case when last_review ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$' then"
+    )
+    retyped = retype_from_error(contract, error)
+    table = retyped.table(ORDERS)
+    assert table is not None and table.column("last_review") == SynthColumn("last_review", "varchar", text_of="date")
+    (orders,) = generate(retyped, seed=0)
+    con = duckdb.connect()
+    values = [row[0] for row in orders.rows if row[0] is not None]
+    assert values and all(con.execute("select cast(? as date)", [v]).fetchone() for v in values)
 
 
 def test_a_number_cast_refusing_a_drawn_text_value_makes_that_column_hold_numbers() -> None:
@@ -434,14 +457,14 @@ def test_a_number_cast_refusing_a_drawn_text_value_makes_that_column_hold_number
     )
     replaced = 'Conversion Error: Could not convert string "price_4" to DECIMAL(10,2) LINE 9: REPLACE(REPLACE(price'
     table = retype_from_error(contract, replaced).table(ORDERS)
-    assert table is not None and table.column("price") == SynthColumn("price", "varchar", digits=True)
+    assert table is not None and table.column("price") == SynthColumn("price", "varchar", text_of="integer")
     assert table.column("reportsto") == SynthColumn("reportsto", "varchar")
     renamed = (
         "Conversion Error: Could not convert string 'reportsto_2' to INT64 when casting from source column "
         "reports_to_employee_id"
     )
     table = retype_from_error(contract, renamed).table(ORDERS)
-    assert table is not None and table.column("reportsto") == SynthColumn("reportsto", "varchar", digits=True)
+    assert table is not None and table.column("reportsto") == SynthColumn("reportsto", "varchar", text_of="integer")
     assert retype_from_error(contract, "Could not convert string 'lost_2' to INT32") == contract
 
 
