@@ -798,3 +798,31 @@ def test_a_failed_first_compile_is_named_when_the_build_then_fails(tmp_path: Pat
     assert "does not build on synthesized data" in line
     assert "the first compile failed" in line and "shift calendar macro is missing" in line
     assert not list((tmp_path / "pins").glob("*.toml"))
+
+
+def test_accepted_values_that_are_words_make_a_column_text_whatever_its_name_says() -> None:
+    """A column named like a number (``income_level__value``) with an accepted_values test of words was
+    synthesized as DECIMAL and filled with the words: the seed's load refused them (a real project stopped
+    there). The test's values decide; numbers in the list keep the column a number."""
+    manifest = _manifest()
+    orders = manifest["sources"]["source.shop.shop.orders"]["columns"]
+    orders["income_level__value"] = {}
+    orders["score_value"] = {}
+    manifest["nodes"]["test.shop.a2"] = _test_node(
+        "accepted_values",
+        "test.shop.a2",
+        "source.shop.shop.orders",
+        column_name="income_level__value",
+        values=["Upper middle income", "Low income"],
+    )
+    manifest["nodes"]["test.shop.a3"] = _test_node(
+        "accepted_values", "test.shop.a3", "source.shop.shop.orders", column_name="score_value", values=["1", "2.5"]
+    )
+    table = derive(manifest).table(ORDERS)
+    assert table is not None
+    income, score = table.column("income_level__value"), table.column("score_value")
+    assert income is not None and income.type == "varchar"
+    assert score is not None and score.type == "numeric"
+    rows = {t.relation: t for t in generate(derive(manifest), seed=1)}[ORDERS]
+    drawn = {row[rows.columns.index("income_level__value")] for row in rows.rows}
+    assert drawn <= {"Upper middle income", "Low income"}
