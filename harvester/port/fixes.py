@@ -13,6 +13,8 @@ model is "ported" and then fails at build. Each rewrite here keeps the call's me
   overflows, otherwise its value; written as the plain operation (DuckDB raises on an overflow instead, so
   a build shows it).
 - BigQuery ``extract(isoweek from d)``, a part DuckDB does not name: DuckDB's ``week`` is the ISO week;
+- BigQuery ``extract(date from ts)`` (``time``, ``datetime``): the timestamp's date, time or wall-clock
+  datetime, which DuckDB's extract cannot give; written as a cast to DATE, TIME or TIMESTAMP;
 - BigQuery ``array_agg(x [order by ...] limit n)``, which DuckDB cannot write (the limit inside the
   aggregate): the whole ordered list's first ``n`` items, ``(array_agg(x order by ...))[1:n]``;
 - BigQuery ``format_date('%Q', d)`` (``%Q`` anywhere in a format): DuckDB's strftime has no quarter, so the
@@ -97,6 +99,11 @@ def _with_quarter(value: exp.Expr, fmt: str) -> exp.Expr:
     return exp.paren(out, copy=False) if len(parts) > 1 else out
 
 
+#: BigQuery's ``extract(date | time | datetime from ts)``: the part of a timestamp as a value of that type,
+#: which DuckDB's extract does not name (it refused "extract specifier date not recognized")
+_EXTRACT_AS_CAST = {"DATE": "DATE", "TIME": "TIME", "DATETIME": "TIMESTAMP"}
+
+
 def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
     new: exp.Expr
     fmt = node.args.get("format") if isinstance(node, exp.ToChar) else None
@@ -114,6 +121,13 @@ def _rewrite(node: exp.Expr, read: str) -> exp.Expr:
         new = exp.cast(exp.func("to_timestamp", arg.copy()) if numeric else arg.copy(), to)
     elif isinstance(node, exp.Extract) and isinstance(node.this, exp.Var) and node.this.name.upper() == "ISOWEEK":
         new = exp.Extract(this=exp.var("WEEK"), expression=node.expression.copy())  # DuckDB's week is ISO's
+    elif (
+        read == "bigquery"
+        and isinstance(node, exp.Extract)
+        and isinstance(node.this, exp.Var)
+        and node.this.name.upper() in _EXTRACT_AS_CAST
+    ):
+        new = exp.cast(node.expression.copy(), _EXTRACT_AS_CAST[node.this.name.upper()])
     elif isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Limit):
         limit = node.this
         aggregate = node.copy()

@@ -395,6 +395,33 @@ def test_bigquery_array_agg_with_a_limit_is_ported() -> None:
     assert duckdb.sql(ported.replace("{{ ref('t') }}", "(select date '2024-12-30' as d)")).fetchall() == [(1,)]
 
 
+def test_bigquery_extract_of_a_date_time_or_datetime_part_is_a_cast() -> None:
+    """BigQuery's ``extract(date from ts)`` gives the timestamp's date; sqlglot wrote it for DuckDB unchanged,
+    which DuckDB refuses ("extract specifier date not recognized"; a public project's date spine stopped
+    there). ``time`` and ``datetime`` likewise; other parts stay extracts."""
+    import datetime
+
+    import duckdb
+
+    from dbt_harvest.harvester.port.transpile import port_model
+
+    text = (
+        "select extract(date from ts) as d, extract(time from ts) as t, extract(datetime from ts) as dt,"
+        " extract(hour from ts) as h from {{ ref('t') }}\n"
+    )
+    ported = port_model(text, "bigquery", "models/m.sql")
+    assert ported is not None
+    sql = ported.replace("{{ ref('t') }}", "(select timestamp '2024-03-01 17:45:00' as ts)")
+    assert duckdb.sql(sql).fetchall() == [
+        (
+            datetime.date(2024, 3, 1),
+            datetime.time(17, 45),
+            datetime.datetime(2024, 3, 1, 17, 45),
+            17,
+        )
+    ]
+
+
 def test_test_sql_in_yaml_is_ported_and_the_rest_kept() -> None:
     """The SQL a project writes into its tests' arguments is its warehouse's too; each single-line value of
     a SQL key is ported where DuckDB reads it otherwise, quoted so that YAML reads back the ported text."""
