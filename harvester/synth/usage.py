@@ -342,6 +342,12 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
             for arg in node.args.values():
                 if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Var | exp.Literal | exp.Interval):
                     out.type(refs(arg), "timestamp")
+        elif isinstance(node, exp.AtTimeZone):  # Snowflake's convert_timezone, ported: a timestamp's zone
+            out.type(refs(node.this), "timestamp")
+        elif isinstance(node, exp.ConvertTimezone) and isinstance(node.args.get("timestamp"), exp.Expression):
+            out.type(refs(node.args["timestamp"]), "timestamp")
+        elif isinstance(node, exp.Anonymous) and node.name.lower() == "timezone" and len(node.expressions) == 2:
+            out.type(refs(node.expressions[1]), "timestamp")  # DuckDB's timezone(zone, ts)
         elif isinstance(node, exp.Anonymous) and node.name.lower() in _DATE_NAMES:
             for arg in node.expressions[1:] if node.name.lower() in {"date_part", "datepart"} else node.expressions:
                 out.type(refs(arg), "timestamp")

@@ -700,6 +700,20 @@ def test_a_column_a_text_function_reads_is_text() -> None:
     assert use.types[ColumnRef(ORDERS, "reading_date")] == ("varchar",)
 
 
+def test_a_column_moved_to_another_time_zone_is_a_timestamp() -> None:
+    """Snowflake's ``convert_timezone('UTC', valid_from)`` is ported as ``valid_from AT TIME ZONE 'UTC'``; the
+    name said nothing, so the column was drawn as text and DuckDB refused ``timezone(VARCHAR, VARCHAR)`` (a
+    public project stopped there). DuckDB's own ``timezone(zone, ts)`` reads the same."""
+    sql = (
+        "select valid_from at time zone 'UTC' as a, timezone('Europe/Paris', valid_to) as b,"
+        f' coalesce(label, \'x\') as c from "build"."main"."{ORDERS}"'
+    )
+    use = analyse({"m": sql}, [ORDERS])
+    assert use.types[ColumnRef(ORDERS, "valid_from")] == ("timestamp",)
+    assert use.types[ColumnRef(ORDERS, "valid_to")] == ("timestamp",)
+    assert ColumnRef(ORDERS, "label") not in use.types or "timestamp" not in use.types[ColumnRef(ORDERS, "label")]
+
+
 def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
     import duckdb
 
