@@ -168,6 +168,9 @@ class SynthColumn:
     # text holding values of this type ("integer", "numeric", "date", "timestamp"): a text column (LIKE, trim,
     # a regular expression) that the SQL also casts to that type
     text_of: str = ""
+    # each parent value at most once: a model that joins this child to its parent keeps a unique test on the
+    # parent's key (one order per cart), so a child drawn with repeats fanned the model's rows out
+    one_to_one: bool = False
 
 
 @dataclass(frozen=True)
@@ -522,9 +525,25 @@ class Failure:
     bounds: Bounds = Bounds()
 
 
+def _one_to_one_children(
+    contract: Contract, failures: Iterable[Failure], changes: dict[ColumnRef, dict[str, Any]]
+) -> None:
+    """A unique test failing on a column whose source is already unique: the duplicates come from a join
+    that fans its rows out (carts left joined to orders on ``cart_id``, a unique test on the cart). Each
+    child drawn from that key is made one-to-one with it (``changes`` gains them)."""
+    unique = {ColumnRef(t.relation, c.name) for t in contract.tables for c in t.columns if c.unique}
+    keys = {ref for f in failures if f.test == "unique" for ref in f.refs if ref in unique}
+    for t in contract.tables:
+        for c in t.columns:
+            if c.parent in keys and not c.unique and not c.one_to_one:
+                changes.setdefault(ColumnRef(t.relation, c.name), {})["one_to_one"] = True
+
+
 def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
     """The contract tightened so that each repairable failure cannot recur (a unique column made unique,
-    a not-null one without nulls, ...); unchanged when nothing can be tightened."""
+    a not-null one without nulls, a child of a unique key that a join fans out one-to-one, ...); unchanged
+    when nothing can be tightened."""
+    failures = tuple(failures)
     changes: dict[ColumnRef, dict[str, Any]] = {}
     for failure in failures:
         for ref in failure.refs:
@@ -539,6 +558,7 @@ def repair(contract: Contract, failures: Iterable[Failure]) -> Contract:
                 change.update(parent=failure.parent, orphans=False, nulls=False)
             elif failure.bounds:
                 change["bounds"] = change.get("bounds", Bounds()).meet(failure.bounds)
+    _one_to_one_children(contract, failures, changes)
     tables = []
     for t in contract.tables:
         cols = []

@@ -246,6 +246,8 @@ class _Generator:
         parent_values = self._parent_values(col)
         if col.unique:
             values: list[str | None] = [_unique(col, table, i) for i in range(n)]
+        elif parent_values and col.one_to_one:
+            values = self._one_to_one(col, parent_values, rng)
         elif parent_values:
             # leave the last parents without children (a group with none), one orphan where it is kept
             usable = parent_values[: max(1, (len(parent_values) * 4) // 5)]
@@ -293,6 +295,28 @@ class _Generator:
             if v is not None and v not in seen:
                 seen.append(v)
         return seen
+
+    def _one_to_one(self, col: SynthColumn, parent_values: list[str], rng: random.Random) -> list[str | None]:
+        """A child drawn from its parent's keys, each at most once: the first 80% of them, so that some
+        parents have no child; the other rows an orphan where they are kept, else NULL where allowed, else
+        the remaining parents."""
+        usable = [v for v in parent_values[: max(1, (len(parent_values) * 4) // 5)] if within(col, v)]
+        spare = [v for v in parent_values if v not in usable]
+        values: list[str | None] = list(usable)
+        rng.shuffle(values)
+        values = values[: self.rows]
+        k = 0
+        while len(values) < self.rows:
+            if col.orphans or (col.not_null and not spare):
+                values.append(self._orphan(col, k))
+                k += 1
+            elif not col.not_null:
+                values.append(None)
+            else:
+                values.append(spare.pop(0))
+        order = list(range(self.rows))
+        rng.shuffle(order)
+        return [values[i] for i in order]
 
     @staticmethod
     def _orphan(col: SynthColumn, k: int) -> str:

@@ -160,10 +160,14 @@ def _overrides_source(root: Path, project: Project) -> str | None:
     return None
 
 
-def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[list[Failure], list[str]]:
-    """The failed tests the contract can answer, and the names of those it cannot."""
+def failures_of(
+    failed: Sequence[str], manifest: Mapping[str, Any], compiled: Mapping[str, str] | None = None
+) -> tuple[list[Failure], list[str]]:
+    """The failed tests the contract can answer, and the names of those it cannot. ``compiled``: the models'
+    SQL from an earlier compile, for the models ``manifest`` holds none of (the manifest a ``dbt test`` writes
+    compiles the tests alone, so a failed test on a model column could not be traced to its source)."""
     names = relations(manifest)
-    models = model_sql(manifest)
+    models = {**(compiled or {}), **model_sql(manifest)}
     seeds = set(names.values())
     nodes = manifest.get("nodes", {})
     answerable: list[Failure] = []
@@ -190,9 +194,19 @@ def failures_of(failed: Sequence[str], manifest: Mapping[str, Any]) -> tuple[lis
     return answerable, unanswerable
 
 
+@dataclass(frozen=True)
+class _FirstContract:
+    """The contract the first build is drawn from; the compile's first error ('' when it compiled); the models'
+    compiled SQL (relation name -> SQL) that the contract read."""
+
+    contract: Contract
+    error: str
+    models: Mapping[str, str]
+
+
 def _first_contract(
     root: Path, project: Project, seed: int, work: Path, sandboxed: bool, limits: Limits
-) -> tuple[Contract, str]:
+) -> _FirstContract:
     """The contract from ``dbt parse`` (sources, YAML, tests), then again with the SQL's evidence once a first
     rendering lets ``dbt seed`` + ``dbt compile`` give every model's compiled SQL; with the compile's first
     error where it failed (the contract then holds what the YAML says alone)."""
@@ -220,21 +234,25 @@ def _first_contract(
     if compiled_ok and excluded:
         # the models left out are compiled too once the models they query exist: built from a contract
         # that already holds the evidence of every other model, so that their SQL gives its own
-        contract = derive(_manifest(compile_ws, project.rel_dir))
+        partial = _manifest(compile_ws, project.rel_dir)
+        contract, models = derive(partial), model_sql(partial)
         full_ws = _copy(root, work / "compile-all")
         _write(full_ws, _render(contract, project, seed))
         run = DbtStep(("run", "--exclude", *(f"{name}+" for name in excluded)))
         steps = [DbtStep(("seed",)), run, DbtStep(("compile",))]
         if _run(full_ws, project, steps, sandboxed, limits, work / "compile-all.log")[0]:
-            contract = derive(_manifest(full_ws, project.rel_dir))
-    elif compiled_ok:
-        contract = derive(_manifest(compile_ws, project.rel_dir))
-    else:  # a model that cannot compile yet is read from its YAML alone; the build says whether that was enough
+            full = _manifest(full_ws, project.rel_dir)
+            contract = derive(full)
+            models = {**models, **model_sql(full)}
+        return _FirstContract(contract, "", models)
+    if compiled_ok:
         compiled = _manifest(compile_ws, project.rel_dir)
-        if compiled:
-            contract = derive(compiled)
-        return contract, why or f"see {work / 'compile.log'}"
-    return contract, ""
+        return _FirstContract(derive(compiled), "", model_sql(compiled))
+    # a model that cannot compile yet is read from its YAML alone; the build says whether that was enough
+    compiled = _manifest(compile_ws, project.rel_dir)
+    if compiled:
+        contract = derive(compiled)
+    return _FirstContract(contract, why or f"see {work / 'compile.log'}", model_sql(compiled))
 
 
 def synthesize(
@@ -255,7 +273,8 @@ def synthesize(
         raise SynthesisError(
             f"the project already overrides dbt's source macro ({clash}); synthesized data cannot route its sources"
         )
-    contract, compile_error = _first_contract(root, project, seed, work, sandboxed, limits)
+    first = _first_contract(root, project, seed, work, sandboxed, limits)
+    contract, compile_error = first.contract, first.error
     # where the first compile failed, the data holds what the YAML says alone: a build that then fails on a
     # missing column was caused by the compile's error, which the refusal names
     cause = (
@@ -295,7 +314,7 @@ def synthesize(
             return Synthesis(patch_text(added), seed, contract, round_no)
         if repairs >= MAX_ROUNDS:
             break
-        answerable, _ = failures_of(last.failed_tests, _manifest(ws, project.rel_dir))
+        answerable, _ = failures_of(last.failed_tests, _manifest(ws, project.rel_dir), first.models)
         repaired = repair(contract, answerable)
         if repaired == contract:
             break

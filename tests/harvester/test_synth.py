@@ -840,3 +840,41 @@ def test_accepted_values_that_are_words_make_a_column_text_whatever_its_name_say
     rows = {t.relation: t for t in generate(derive(manifest), seed=1)}[ORDERS]
     drawn = {row[rows.columns.index("income_level__value")] for row in rows.rows}
     assert drawn <= {"Upper middle income", "Low income"}
+
+
+def test_a_unique_test_a_join_fans_out_makes_the_child_one_to_one() -> None:
+    """``fct`` left joins orders to customers; a unique test on its ``customer_id`` failed because customers
+    drew several orders each. The customer key was already unique, so repair had nothing to tighten and the
+    project was refused (a public project's carts and orders): the orders' key is now drawn one-to-one."""
+    from dbt_harvest.harvester.synth.contract import repair
+    from dbt_harvest.harvester.synth.run import failures_of
+
+    manifest = _manifest()
+    manifest["nodes"]["model.shop.fct"] = {**manifest["nodes"]["model.shop.fct"], "unique_id": "model.shop.fct"}
+    test = _test_node("unique", "test.shop.u_fct", "model.shop.fct", column_name="customer_id")
+    test["attached_node"] = "model.shop.fct"
+    manifest["nodes"]["test.shop.u_fct"] = test
+    # the manifest `dbt test` writes holds no model's compiled SQL: the failure is traced with the compile's
+    tested = {
+        **manifest,
+        "nodes": {k: {**v, "compiled_code": ""} if k.startswith("model.") else v for k, v in manifest["nodes"].items()},
+    }
+    assert failures_of(["test.shop.u_fct"], tested) == ([], ["test.shop.u_fct"])
+    (failure,), _ = failures_of(["test.shop.u_fct"], tested, MODELS)
+    assert failure.refs == (ColumnRef(CUSTOMERS, "id"),)
+
+    contract = derive(manifest)
+    repaired = repair(contract, [failure])
+    orders = repaired.table(ORDERS)
+    assert orders is not None
+    child = orders.column("customer_id")
+    assert child is not None and child.one_to_one and not child.unique
+    assert repair(repaired, [failure]) == repaired  # nothing more to tighten: the next round refuses
+
+    tables = {t.relation: t for t in generate(repaired, seed=5)}
+    keys = [row[tables[ORDERS].columns.index("customer_id")] for row in tables[ORDERS].rows]
+    parents = {row[tables[CUSTOMERS].columns.index("id")] for row in tables[CUSTOMERS].rows}
+    drawn = [k for k in keys if k is not None]
+    assert len(drawn) == len(set(drawn))  # each customer at most once
+    assert parents - set(drawn)  # some customers have no order
+    assert [k for k in drawn if k not in parents]  # orphans where the left join keeps them
