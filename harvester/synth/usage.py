@@ -342,6 +342,10 @@ def _scan_scope(scope: Scope, resolver: _Resolver, out: _Collector) -> None:
             for arg in node.args.values():
                 if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Var | exp.Literal | exp.Interval):
                     out.type(refs(arg), "timestamp")
+        elif isinstance(node, exp.DateFromParts | exp.TimestampFromParts):  # make_date(y, m, d): numbers
+            for arg in node.args.values():
+                if isinstance(arg, exp.Expression):
+                    out.type(refs(arg), "integer")
         elif isinstance(node, exp.AtTimeZone):  # Snowflake's convert_timezone, ported: a timestamp's zone
             out.type(refs(node.this), "timestamp")
         elif isinstance(node, exp.ConvertTimezone) and isinstance(node.args.get("timestamp"), exp.Expression):

@@ -714,6 +714,14 @@ def test_a_column_moved_to_another_time_zone_is_a_timestamp() -> None:
     assert ColumnRef(ORDERS, "label") not in use.types or "timestamp" not in use.types[ColumnRef(ORDERS, "label")]
 
 
+def test_the_parts_a_date_is_made_from_are_numbers() -> None:
+    """``make_date(m.year, m.month, 1)``: a column named ``year`` said nothing of its type, was drawn as text,
+    and DuckDB refused ``make_date(VARCHAR, ...)`` (a public project stopped there)."""
+    use = analyse({"m": f'select make_date(year, month, 1) as d from "build"."main"."{ORDERS}"'}, [ORDERS])
+    assert use.types[ColumnRef(ORDERS, "year")] == ("integer",)
+    assert use.types[ColumnRef(ORDERS, "month")] == ("integer",)
+
+
 def test_a_text_column_named_as_a_time_zone_holds_zone_names() -> None:
     import duckdb
 
