@@ -240,11 +240,11 @@ def _first_contract(
         _write(full_ws, _render(contract, project, seed))
         run = DbtStep(("run", "--exclude", *(f"{name}+" for name in excluded)))
         steps = [DbtStep(("seed",)), run, DbtStep(("compile",))]
-        if _run(full_ws, project, steps, sandboxed, limits, work / "compile-all.log")[0]:
-            full = _manifest(full_ws, project.rel_dir)
-            contract = derive(full)
-            models = {**models, **model_sql(full)}
-        return _FirstContract(contract, "", models)
+        compiled_all, why_all = _run(full_ws, project, steps, sandboxed, limits, work / "compile-all.log")
+        if not compiled_all:  # a model left out failed for another reason than a query (its own raise): named
+            return _FirstContract(contract, why_all or f"see {work / 'compile-all.log'}", models)
+        full = _manifest(full_ws, project.rel_dir)
+        return _FirstContract(derive(full), "", {**models, **model_sql(full)})
     if compiled_ok:
         compiled = _manifest(compile_ws, project.rel_dir)
         return _FirstContract(derive(compiled), "", model_sql(compiled))
