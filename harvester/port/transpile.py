@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import sqlglot
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from dbt_harvest.core.errors import HarvestError
 from dbt_harvest.core.task_record import PORT_DIALECTS
@@ -196,22 +196,23 @@ def _read(sql: str, dialect: str) -> str | None:
     return ";\n".join(statements)
 
 
+def _token_pairs(sql: str, dialect: str) -> list[tuple[Token, Token]]:
+    """Each pair of neighbouring tokens of ``sql`` read with ``dialect``'s tokenizer; none when it cannot
+    read it (unreadable SQL is refused by the transpile itself)."""
+    try:
+        return list(itertools.pairwise(sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)))
+    except Exception:
+        return []
+
+
 def called_names(sql: str, dialect: str) -> set[str]:
     """The names ``sql`` calls (a word before ``(``), upper-cased, read with ``dialect``'s tokenizer."""
-    try:
-        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
-    except Exception:  # unreadable SQL is refused by the transpile itself
-        return set()
-    return {a.text.upper() for a, b in itertools.pairwise(tokens) if b.token_type == TokenType.L_PAREN}
+    return {a.text.upper() for a, b in _token_pairs(sql, dialect) if b.token_type == TokenType.L_PAREN}
 
 
 def cast_type_names(sql: str, dialect: str) -> set[str]:
     """The type names ``sql`` casts to with ``::`` (the word after it), upper-cased."""
-    try:
-        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
-    except Exception:  # unreadable SQL is refused by the transpile itself
-        return set()
-    return {b.text.upper() for a, b in itertools.pairwise(tokens) if a.token_type == TokenType.DCOLON}
+    return {b.text.upper() for a, b in _token_pairs(sql, dialect) if a.token_type == TokenType.DCOLON}
 
 
 #: type names DuckDB itself reads (a cast to one of them needs no port)
