@@ -14,7 +14,7 @@ Pure: it reads the parsed manifest (a dict) and the models' compiled SQL the cal
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -615,31 +615,33 @@ def retype_from_error(contract: Contract, error: str) -> Contract:
     dates), so that the SQL's casts of it still read it (Northwind's ``supplier_ids``: filtered with ``not like '%;%'``, then cast)."""
     text_column = _text_operand(error)
     if text_column is not None:
-        tables = []
-        for t in contract.tables:
-            cols = tuple(
+        return _with_column(
+            contract,
+            text_column,
+            lambda c: (
                 replace(c, type="varchar", text_of=c.type if c.type in _TEXT_OF else "", literals=(), values=())
-                if c.name == text_column and c.type != "varchar"
+                if c.type != "varchar"
                 else c
-                for c in t.columns
-            )
-            tables.append(replace(t, columns=cols))
-        return Contract(tuple(tables))
+            ),
+        )
     m = _CAST_ERROR.search(error)
     if m is not None:
         family = type_of_datatype(m.group("to") or m.group("to2") or "")
-        column = m.group("col").lower()
-        tables = []
-        for t in contract.tables:
-            cols = tuple(
-                replace(c, type=family, literals=(), values=()) if c.name == column and c.type != family else c
-                for c in t.columns
-            )
-            tables.append(replace(t, columns=cols))
-        retyped = Contract(tuple(tables))
+        retyped = _with_column(
+            contract,
+            m.group("col").lower(),
+            lambda c: replace(c, type=family, literals=(), values=()) if c.type != family else c,
+        )
         if retyped != contract:
             return retyped
     return _digits_from_value(contract, error)
+
+
+def _with_column(contract: Contract, name: str, change: Callable[[SynthColumn], SynthColumn]) -> Contract:
+    """The contract with ``change`` applied to every column named ``name`` (in any table)."""
+    return Contract(
+        tuple(replace(t, columns=tuple(change(c) if c.name == name else c for c in t.columns)) for t in contract.tables)
+    )
 
 
 #: a number cast refusing a value synthesis drew for a text column: its free text values are ``<column>_<n>``
@@ -656,17 +658,11 @@ def _digits_from_value(contract: Contract, error: str) -> Contract:
     m = _DRAWN_TEXT_CAST.search(error)
     if m is None:
         return contract
-    column = m["col"].lower()
-    tables = []
-    for t in contract.tables:
-        cols = tuple(
-            replace(c, text_of="integer", literals=(), values=())
-            if c.name == column and c.type == "varchar" and not c.text_of
-            else c
-            for c in t.columns
-        )
-        tables.append(replace(t, columns=cols))
-    return Contract(tuple(tables))
+    return _with_column(
+        contract,
+        m["col"].lower(),
+        lambda c: replace(c, text_of="integer", literals=(), values=()) if c.type == "varchar" and not c.text_of else c,
+    )
 
 
 __all__ = [

@@ -137,8 +137,9 @@ def _write(workspace: Path, added: Mapping[str, str]) -> None:
 
 #: models left out of the first compile, one a try, because compiling them queries the database
 MAX_COMPILE_EXCLUSIONS = 5
-#: a model whose compile failed (dbt_utils' ``get_column_values`` raises a compilation error): it ran a query (``run_query``, dbt_utils'
-#: ``get_column_values``/``get_query_results_as_dict``) over a relation ``dbt compile`` does not build
+#: a model whose compile failed at run time or in compilation (dbt_utils' ``get_column_values`` raises a
+#: compilation error): it may have queried (``run_query``, ``get_query_results_as_dict``) a relation that
+#: ``dbt compile`` does not build
 _RUNTIME_IN_MODEL = re.compile(r"(?:Runtime|Compilation) Error in model (\w+) \(")
 
 
